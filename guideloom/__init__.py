@@ -1,0 +1,60 @@
+"""guideloom: Croissant-described HDF5 experiments to training-ready arrays, on Dask.
+
+Heavy or optional parts (Dask, zarr, the storages, the PyTorch loader) are imported lazily, so
+``import guideloom`` stays cheap and works without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first attribute access)
+_LAZY: dict[str, str] = {
+    # manifest, views and experiment files
+    "load": "guideloom.croissant",
+    "add_view": "guideloom.croissant",
+    "Dataset": "guideloom.croissant",
+    "DatasetSpec": "guideloom.croissant",
+    "View": "guideloom.croissant",
+    "open_h5": "guideloom.sources",
+    "make_demo_data": "guideloom.demo",
+    "MissingDataWarning": "guideloom.errors",
+    "GuideloomError": "guideloom.errors",
+    "ExperimentReadError": "guideloom.errors",
+    "streaming": "guideloom.streaming",
+    # exports
+    "export_to_numpy": "guideloom.streaming",
+    "export_to_numpy_per_sim": "guideloom.streaming",
+    "export_to_zarr": "guideloom.streaming",
+    "export_to_storage": "guideloom.streaming",
+    "load_export": "guideloom.streaming",
+    # GuideLoom storages
+    "StreamStorage": "guideloom.storage",
+    "StreamNumpyFormat": "guideloom.storage",
+    "StreamDataset": "guideloom.storage",
+    "DocumentStorage": "guideloom.storage",
+    "DocumentPickleFormat": "guideloom.storage",
+    "DocumentDataset": "guideloom.storage",
+    "StreamWithMetaStorage": "guideloom.storage",
+    # training loader
+    "StatefulDataLoader": "guideloom.loader",
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'guideloom' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if module_name == f"guideloom.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
