@@ -426,3 +426,17 @@ def test_any_window_equals_slice_of_concatenation(tmp_path_factory, shards, back
                 np.testing.assert_array_equal(
                     window["tokens"], expected["tokens"][i * length : (i + 1) * length]
                 )
+
+
+def test_storage_and_dataset_pickle_for_worker_processes(tmp_path):
+    import pickle
+
+    expected = write_shards(tmp_path, [[np.arange(10)], [np.arange(10, 16)]])
+    dataset = StreamDataset(
+        StreamStorage(tmp_path, StreamNumpyFormat(DTYPE), read_interface=MmapIO()), 4
+    )
+    clone = pickle.loads(pickle.dumps(dataset))
+    assert isinstance(clone.storage.read_interface, MmapIO)
+    with clone.sync_reader() as reader:
+        assert len(reader) == 4
+        assert reader[2]["tokens"].tolist() == expected["tokens"][8:12].tolist()
