@@ -34,3 +34,16 @@ def demo_copy(demo_zip, tmp_path) -> Path:
     target = tmp_path / "data"
     shutil.copytree(demo_zip, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A real LocalCluster: two single-threaded worker processes on 127.0.0.1."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address="127.0.0.1:0", silence_logs=40)
+    client = Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()

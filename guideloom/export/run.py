@@ -230,14 +230,17 @@ def _execute(spec, writer, schema, todo, dask, plan, show_progress, already) -> 
         spec_future = dask.scatter(spec, broadcast=False, hash=False)
         futures = [
             dask.submit(run_partition, spec_future, writer, schema, part,
-                        key=(prefix, token, part.index), pure=False, retries=1)
+                        key=(prefix, token, part.index), pure=False)
             for part in todo
         ]
         try:
-            for future in as_completed(futures):
+            with dask.as_current():
+                completed = as_completed(futures)
+            for future in completed:
                 if future.status == "error":
-                    dask.cancel(futures)
-                    future.result()  # raises the worker's exception, naming the experiment
+                    error = future.exception()  # names the experiment and its file
+                    dask.cancel([f for f in futures if f is not future])
+                    raise error.with_traceback(future.traceback())
                 summary = future.result()
                 results.append(summary)
                 progress.update(len(summary["written"]) + len(summary["skipped"]))

@@ -1,0 +1,67 @@
+"""Transforms used by the export tests; importable on Dask workers (module-level functions)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+N_SAMPLES = 1000
+
+
+def resample_and_emit(rec):
+    """The seed's record transform: fixed (1000, 8) force plus derived targets."""
+    force = np.asarray(rec["force"])
+    t_old = np.linspace(0.0, 1.0, force.shape[0])
+    t_new = np.linspace(0.0, 1.0, N_SAMPLES)
+    resampled = np.stack(
+        [np.interp(t_new, t_old, force[:, c]) for c in range(force.shape[1])], axis=1
+    )
+    return {
+        "force": resampled.astype(np.float32),
+        "max_total_force": np.float32(force[:, 7].max()),
+        "blankholder_force": np.float32(rec["blankholder_force"]),
+        "label_geometry": np.int8(0 if rec["geometry"] == "concave" else 1),
+    }
+
+
+def first_rows(rec):
+    """Fixed-shape force: the first 100 rows of the raw table."""
+    return {"force": np.asarray(rec["force_data"])[:100], "sim": np.int64(rec["_sim_id"])}
+
+
+def fail_on_multiples_of_7(rec):
+    """Raises for ids divisible by 7 (except 0)."""
+    if rec["_sim_id"] and rec["_sim_id"] % 7 == 0:
+        raise RuntimeError(f"cannot handle {rec['_sim_id']}")
+    return first_rows(rec)
+
+
+def blocking_first_rows(rec):
+    """Like first_rows, but blocks forever on ids >= GUIDELOOM_TEST_BLOCK_FROM when set."""
+    gate = os.environ.get("GUIDELOOM_TEST_BLOCK_FROM")
+    if gate is not None and rec["_sim_id"] >= int(gate):
+        threading.Event().wait()
+    return first_rows(rec)
+
+
+def die_once_first_rows(rec):
+    """On id GUIDELOOM_TEST_DIE_ID, the first attempt records its PID and blocks forever.
+
+    The test kills that worker process; Dask re-runs the task elsewhere and the second
+    attempt (which finds the attempt file) proceeds normally.
+    """
+    flag_dir = os.environ.get("GUIDELOOM_TEST_FLAG_DIR")
+    if flag_dir and rec["_sim_id"] == int(os.environ["GUIDELOOM_TEST_DIE_ID"]):
+        attempt = Path(flag_dir) / "attempt"
+        try:
+            fd = os.open(attempt, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return first_rows(rec)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        (Path(flag_dir) / "pid").write_text(str(os.getpid()))
+        threading.Event().wait()
+    return first_rows(rec)
