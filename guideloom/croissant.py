@@ -1,0 +1,520 @@
+"""Croissant 1.1 manifests: record sets, the HDF5 field map, the index table and views.
+
+The manifest is read as plain JSON (no mlcroissant). Nothing dataset-specific is hard-coded: the
+index file, its id column and the field-map record set are found in the manifest, and a
+:class:`DatasetSpec` can name them where a manifest is ambiguous. The defaults fit RDDAC.
+
+Example:
+    >>> import guideloom
+    >>> ds = guideloom.load(data_dir="./data")                      # doctest: +SKIP
+    >>> guideloom.add_view(ds, "force-signals", fields={
+    ...     "force": "force_data",                                   # field-map entry
+    ...     "geometry": "process-parameters/geometry",               # index column
+    ...     "first_rows": ("force_data", [0, 1, 2]),                 # timestep slicing
+    ... })                                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import numbers
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from guideloom.errors import ManifestError
+
+MANIFEST_NAME = "metadata.json"
+
+#: Timestep selection along the first axis of an HDF5 dataset: all, one step, or a list of steps.
+Timesteps = None | int | tuple[int, ...]
+
+_REGEX_META = re.compile(r"[\\^$.|?*+()\[\]{}]")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How to find the pieces of a dataset where the manifest leaves a choice.
+
+    Args:
+        index_file: File name of the index table; default: the CSV ``FileObject`` that the
+            index record set reads.
+        id_column: Index column holding the experiment id; default: the index record set's key.
+        field_map: ``@id`` of the record set that maps field names to HDF5 paths; default: the
+            record set whose fields read a ``FileSet`` through a ``regex`` transform.
+        member_pattern: Regular expression for HDF5 file names (loose or zip members); its group
+            ``id`` is the experiment id, so ``0042.h5`` and ``42.h5`` both name id 42.
+    """
+
+    index_file: str | None = None
+    id_column: str | None = None
+    field_map: str | None = None
+    member_pattern: str = r"^(?P<id>\d+)\.h5$"
+
+
+@dataclass(frozen=True)
+class FieldMapEntry:
+    """One HDF5 dataset declared in the field map."""
+
+    id: str
+    name: str
+    h5_path: str
+    data_type: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class IndexColumn:
+    """One typed column of the index table."""
+
+    id: str
+    name: str
+    column: str
+    data_type: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewField:
+    """One output of a view: an HDF5 dataset (optionally sliced) or an index column.
+
+    Attributes:
+        alias: Key of the value in each record.
+        source_id: ``@id`` of the referenced field-map entry or index field.
+        h5_path: HDF5 path for field-map sources, else ``None``.
+        column: Index column for index sources, else ``None``.
+        timesteps: Selection along the first HDF5 axis (field-map sources only).
+    """
+
+    alias: str
+    source_id: str
+    h5_path: str | None = None
+    column: str | None = None
+    timesteps: Timesteps = None
+    data_type: str | None = None
+
+    @property
+    def is_h5(self) -> bool:
+        """True when the value comes from an HDF5 dataset."""
+        return self.h5_path is not None
+
+
+@dataclass
+class View:
+    """A named selection of fields; one record per experiment."""
+
+    name: str
+    id: str
+    fields: tuple[ViewField, ...]
+    description: str = ""
+    added: bool = False
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The record keys, in order."""
+        return tuple(f.alias for f in self.fields)
+
+    @property
+    def h5_fields(self) -> tuple[ViewField, ...]:
+        """The fields read from HDF5."""
+        return tuple(f for f in self.fields if f.is_h5)
+
+
+@dataclass
+class Dataset:
+    """A parsed manifest plus where its files live.
+
+    Use :func:`load` to build one; :func:`add_view` adds views in memory.
+    """
+
+    manifest: dict[str, Any]
+    manifest_path: Path | None
+    data_dir: Path
+    spec: DatasetSpec
+    name: str
+    index_file: str
+    id_column: str
+    index_record_set: str
+    field_map_id: str
+    field_map: dict[str, FieldMapEntry]
+    columns: dict[str, IndexColumn]
+    views: dict[str, View]
+    archives: tuple[str, ...]
+    _index_cache: Any = field(default=None, repr=False, compare=False)
+
+    def view(self, name: str) -> View:
+        """Return the view called ``name`` (its ``name`` or ``@id``).
+
+        Raises:
+            ValueError: The view does not exist; the message lists the views that do.
+        """
+        found = self.views.get(name)
+        if found is None:
+            found = next((v for v in self.views.values() if v.id == name), None)
+        if found is None:
+            raise ValueError(
+                f"unknown view {name!r}; views in {self.name!r}: {', '.join(self.views)}"
+            )
+        return found
+
+    def index(self):
+        """The typed index table (read once, then cached)."""
+        if self._index_cache is None:
+            from guideloom.params import read_index
+
+            self._index_cache = read_index(self)
+        return self._index_cache
+
+    @property
+    def id_column_type(self) -> str | None:
+        """The Croissant ``dataType`` of the id column."""
+        col = self.columns.get(self.id_column)
+        return col.data_type if col else None
+
+    def to_jsonld(self) -> dict[str, Any]:
+        """Return the manifest as a Croissant dict, with added views as record sets."""
+        doc = copy.deepcopy(self.manifest)
+        record_sets = [rs for rs in doc.get("recordSet", []) if not self._is_added(rs)]
+        record_sets.extend(_view_to_record_set(v) for v in self.views.values() if v.added)
+        doc["recordSet"] = record_sets
+        return doc
+
+    def _is_added(self, record_set: Mapping[str, Any]) -> bool:
+        view = self.views.get(record_set.get("name", ""))
+        return bool(view and view.added)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_index_cache"] = None  # workers re-read the small index when they need it
+        return state
+
+
+def load(
+    data_dir: str | Path = "./data",
+    source: str | Path | Mapping[str, Any] | None = None,
+    *,
+    spec: DatasetSpec | None = None,
+) -> Dataset:
+    """Read a dataset's Croissant manifest.
+
+    Args:
+        data_dir: Directory with the index table and the HDF5 files (zipped or loose).
+        source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
+            ``data_dir/metadata.json``.
+        spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
+
+    Returns:
+        The parsed :class:`Dataset`.
+
+    Raises:
+        FileNotFoundError: The data directory or the manifest does not exist.
+        ManifestError: The manifest is not valid JSON or lacks what guideloom needs.
+    """
+    data_dir = Path(data_dir)
+    spec = spec or DatasetSpec()
+    manifest_path: Path | None
+    if isinstance(source, Mapping):
+        manifest, manifest_path = copy.deepcopy(dict(source)), None
+    else:
+        if source is None and not data_dir.is_dir():
+            raise FileNotFoundError(f"data directory not found: {data_dir}")
+        manifest_path = Path(source) if source is not None else data_dir / MANIFEST_NAME
+        if not manifest_path.is_file():
+            raise FileNotFoundError(f"Croissant manifest not found: {manifest_path}")
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"{manifest_path}: not valid JSON ({exc})") from exc
+    return _parse(manifest, manifest_path, data_dir, spec)
+
+
+def _parse(
+    manifest: dict[str, Any], manifest_path: Path | None, data_dir: Path, spec: DatasetSpec
+) -> Dataset:
+    where = str(manifest_path or "manifest")
+    record_sets = manifest.get("recordSet")
+    if not isinstance(record_sets, list) or not record_sets:
+        raise ManifestError(f"{where}: no recordSet list")
+    distribution = {d.get("@id"): d for d in manifest.get("distribution", []) if "@id" in d}
+
+    index_rs, index_file = _find_index_record_set(record_sets, distribution, spec, where)
+    columns = {
+        f["name"]: IndexColumn(
+            id=f["@id"],
+            name=f["name"],
+            column=_extract_column(f) or f["name"],
+            data_type=f.get("dataType"),
+        )
+        for f in index_rs.get("field", [])
+    }
+    id_column = spec.id_column or _key_column(index_rs, columns)
+    if id_column is None:
+        raise ManifestError(
+            f"{where}: record set {index_rs['@id']!r} has no key; "
+            "name the id column with DatasetSpec(id_column=...)"
+        )
+    field_map_rs = _find_field_map(record_sets, spec, where)
+    field_map = {
+        f["name"]: FieldMapEntry(
+            id=f["@id"],
+            name=f["name"],
+            h5_path=_h5_path(f, where),
+            data_type=f.get("dataType"),
+            description=f.get("description", ""),
+        )
+        for f in field_map_rs.get("field", [])
+    }
+    ds = Dataset(
+        manifest=manifest,
+        manifest_path=manifest_path,
+        data_dir=data_dir,
+        spec=spec,
+        name=str(manifest.get("name", data_dir.name)),
+        index_file=index_file,
+        id_column=id_column,
+        index_record_set=index_rs["@id"],
+        field_map_id=field_map_rs["@id"],
+        field_map=field_map,
+        columns=columns,
+        views={},
+        archives=tuple(
+            d["name"]
+            for d in distribution.values()
+            if d.get("encodingFormat") == "application/zip" and d.get("name")
+        ),
+    )
+    for rs in record_sets:
+        if rs["@id"] in (index_rs["@id"], field_map_rs["@id"]):
+            continue
+        view = _parse_view(ds, rs, where)
+        if view is not None:
+            ds.views[view.name] = view
+    return ds
+
+
+def _find_index_record_set(
+    record_sets: list[dict[str, Any]],
+    distribution: Mapping[str, Mapping[str, Any]],
+    spec: DatasetSpec,
+    where: str,
+) -> tuple[dict[str, Any], str]:
+    for rs in record_sets:
+        for f in rs.get("field", []):
+            file_id = (f.get("source", {}).get("fileObject") or {}).get("@id")
+            obj = distribution.get(file_id) if file_id else None
+            if obj is None:
+                continue
+            name = obj.get("name", "")
+            is_csv = obj.get("encodingFormat") == "text/csv" or name.endswith(".csv")
+            if is_csv and (spec.index_file is None or spec.index_file == name):
+                return rs, spec.index_file or name
+    wanted = f"the CSV {spec.index_file!r}" if spec.index_file else "a CSV FileObject"
+    raise ManifestError(f"{where}: no record set reads {wanted} (the index table)")
+
+
+def _extract_column(f: Mapping[str, Any]) -> str | None:
+    return (f.get("source", {}).get("extract") or {}).get("column")
+
+
+def _key_column(rs: Mapping[str, Any], columns: Mapping[str, IndexColumn]) -> str | None:
+    key = rs.get("key")
+    if isinstance(key, list):
+        key = key[0] if len(key) == 1 else None
+    key_id = key.get("@id") if isinstance(key, Mapping) else key
+    for col in columns.values():
+        if col.id == key_id:
+            return col.column
+    return None
+
+
+def _find_field_map(
+    record_sets: list[dict[str, Any]], spec: DatasetSpec, where: str
+) -> dict[str, Any]:
+    if spec.field_map is not None:
+        for rs in record_sets:
+            if spec.field_map in (rs.get("@id"), rs.get("name")):
+                return rs
+        raise ManifestError(f"{where}: field-map record set {spec.field_map!r} not found")
+    for rs in record_sets:
+        fields = rs.get("field", [])
+        if fields and all(
+            "fileSet" in f.get("source", {}) and _regex_of(f) is not None for f in fields
+        ):
+            return rs
+    raise ManifestError(
+        f"{where}: no field-map record set (fields reading a FileSet through a regex transform)"
+    )
+
+
+def _regex_of(f: Mapping[str, Any]) -> str | None:
+    transforms = f.get("source", {}).get("transform") or []
+    if isinstance(transforms, Mapping):
+        transforms = [transforms]
+    for t in transforms:
+        if isinstance(t, Mapping) and "regex" in t:
+            return str(t["regex"])
+    return None
+
+
+def _h5_path(f: Mapping[str, Any], where: str) -> str:
+    regex = _regex_of(f)
+    if regex is None:
+        raise ManifestError(f"{where}: field-map field {f.get('@id')!r} names no HDF5 path")
+    literal = regex.strip("^$")
+    if _REGEX_META.search(literal):
+        raise ManifestError(
+            f"{where}: field-map field {f.get('@id')!r} uses the pattern {regex!r}; guideloom "
+            "reads literal HDF5 paths only"
+        )
+    return literal
+
+
+def _parse_view(ds: Dataset, rs: Mapping[str, Any], where: str) -> View | None:
+    fields: list[ViewField] = []
+    for f in rs.get("field", []):
+        src = f.get("source", {})
+        ref = (src.get("field") or {}).get("@id") if isinstance(src, Mapping) else None
+        if ref is None:
+            return None  # not a view over the field map / index (some other record set)
+        timesteps = _timesteps_of(src)
+        fields.append(
+            _resolve(ds, str(rs.get("name", rs["@id"])), f["name"], ref, timesteps, where)
+        )
+    if not fields:
+        return None
+    return View(
+        name=str(rs.get("name", rs["@id"])),
+        id=str(rs["@id"]),
+        fields=tuple(fields),
+        description=str(rs.get("description", "")),
+    )
+
+
+def _timesteps_of(src: Mapping[str, Any]) -> Timesteps:
+    for t in src.get("transform") or []:
+        if isinstance(t, Mapping) and "timesteps" in t:
+            return _check_timesteps(t["timesteps"], "manifest", "timesteps")
+    return None
+
+
+def _resolve(
+    ds: Dataset, view: str, alias: str, ref: str, timesteps: Timesteps, where: str
+) -> ViewField:
+    """Resolve a field reference to a :class:`ViewField`, or raise naming both sides."""
+    prefix, _, name = ref.rpartition("/")
+    index_prefixes = {ds.index_record_set, _record_set_name(ds, ds.index_record_set)}
+    if prefix in index_prefixes and name in ds.columns:
+        if timesteps is not None:
+            raise ValueError(
+                f"view {view!r} field {alias!r}: timestep slicing applies to HDF5 fields only, "
+                f"not to the index column {ref!r}"
+            )
+        col = ds.columns[name]
+        return ViewField(alias, col.id, column=col.column, data_type=col.data_type)
+    if prefix in ("", ds.field_map_id, _record_set_name(ds, ds.field_map_id)):
+        entry = ds.field_map.get(name)
+        if entry is not None:
+            return ViewField(
+                alias, entry.id, h5_path=entry.h5_path, timesteps=timesteps,
+                data_type=entry.data_type,
+            )
+    raise ValueError(
+        f"view {view!r} field {alias!r} references {ref!r}, which does not exist in {where}; "
+        f"field-map fields: {', '.join(ds.field_map)}; index columns: "
+        f"{', '.join(f'{ds.index_record_set}/{c}' for c in ds.columns)}"
+    )
+
+
+def _record_set_name(ds: Dataset, rs_id: str) -> str:
+    for rs in ds.manifest.get("recordSet", []):
+        if rs.get("@id") == rs_id:
+            return str(rs.get("name", rs_id))
+    return rs_id
+
+
+def _check_timesteps(value: object, view: str, alias: str) -> Timesteps:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"view {view!r} field {alias!r}: timesteps must be None, an int or a "
+                         f"list of ints, not the bool {value!r}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        steps = list(value)
+        if not steps:
+            raise ValueError(f"view {view!r} field {alias!r}: empty timestep list")
+        for s in steps:
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+                raise ValueError(
+                    f"view {view!r} field {alias!r}: timestep {s!r} is not an int"
+                )
+        return tuple(int(s) for s in steps)
+    raise ValueError(
+        f"view {view!r} field {alias!r}: timesteps must be None, an int or a list of ints, "
+        f"not {type(value).__name__}"
+    )
+
+
+FieldRef = str | tuple[str, None | int | Sequence[int]]
+
+
+def add_view(ds: Dataset, name: str, fields: Mapping[str, FieldRef]) -> Dataset:
+    """Add a view to ``ds`` in memory (the manifest on disk is never changed).
+
+    Args:
+        ds: The dataset; it is changed and returned.
+        name: The new view's name. Re-adding a name replaces that added view; published
+            views cannot be shadowed.
+        fields: ``alias -> reference``: a bare field-map name (``"force_data"``), a
+            ``"field-map/<name>"`` id, an index column ``"process-parameters/<column>"``,
+            or ``(field_map_ref, timesteps)`` with ``timesteps`` ``None``, an int or a list
+            of ints selecting rows along the first HDF5 axis.
+
+    Returns:
+        ``ds``, for chaining.
+
+    Raises:
+        ValueError: An unknown reference, bad timesteps, or a clash with a published view.
+    """
+    existing = ds.views.get(name)
+    if existing is not None and not existing.added:
+        raise ValueError(f"view {name!r} is published in the manifest; choose another name")
+    if not fields:
+        raise ValueError(f"view {name!r} needs at least one field")
+    resolved = []
+    for alias, ref in fields.items():
+        timesteps: Timesteps = None
+        if isinstance(ref, tuple):
+            if len(ref) != 2:
+                raise ValueError(
+                    f"view {name!r} field {alias!r}: expected (field_id, timesteps), got {ref!r}"
+                )
+            ref, raw_steps = ref
+            timesteps = _check_timesteps(raw_steps, name, alias)
+        if not isinstance(ref, str):
+            raise ValueError(f"view {name!r} field {alias!r}: reference must be a str, not {ref!r}")
+        resolved.append(_resolve(ds, name, alias, ref, timesteps, "the dataset"))
+    ds.views[name] = View(name=name, id=name, fields=tuple(resolved), added=True)
+    return ds
+
+
+def _view_to_record_set(view: View) -> dict[str, Any]:
+    fields = []
+    for f in view.fields:
+        source: dict[str, Any] = {"field": {"@id": f.source_id}}
+        if f.timesteps is not None:
+            steps = list(f.timesteps) if isinstance(f.timesteps, tuple) else f.timesteps
+            source["transform"] = [{"timesteps": steps}]
+        entry: dict[str, Any] = {
+            "@type": "cr:Field",
+            "@id": f"{view.id}/{f.alias}",
+            "name": f.alias,
+        }
+        if f.data_type:
+            entry["dataType"] = f.data_type
+        entry["source"] = source
+        fields.append(entry)
+    return {"@type": "cr:RecordSet", "@id": view.id, "name": view.name, "field": fields}

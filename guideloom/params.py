@@ -1,0 +1,127 @@
+"""The index table (``process_parameters.csv``), typed from the manifest's ``dataType``."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from guideloom.errors import ManifestError
+
+if TYPE_CHECKING:
+    from guideloom.croissant import Dataset
+
+_TRUE = {"true", "1"}
+_FALSE = {"false", "0"}
+
+
+def parse_bool(text: str) -> bool:
+    """Parse ``True/False/true/false/1/0`` (surrounding blanks ignored)."""
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError(f"not a boolean: {text!r} (expected True/False/true/false/1/0)")
+
+
+def _parse_float(text: str) -> float:
+    return float(text) if text.strip() else math.nan
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "sc:Integer": int,
+    "sc:Float": _parse_float,
+    "sc:Boolean": parse_bool,
+    "sc:Text": str,
+}
+
+
+def parser_for(data_type: str | None) -> Callable[[str], Any]:
+    """Return the text-to-value parser for a Croissant ``dataType`` (``str`` if unknown)."""
+    if data_type is None:
+        return str
+    short = data_type.replace("https://schema.org/", "sc:").replace("http://schema.org/", "sc:")
+    return _PARSERS.get(short, str)
+
+
+@dataclass
+class IndexTable:
+    """The typed index: one row mapping per experiment, in file order.
+
+    Attributes:
+        path: The CSV file.
+        id_column: The column holding experiment ids.
+        rows: Typed rows, in file order.
+    """
+
+    path: Path
+    id_column: str
+    rows: list[dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        self._by_id = {row[self.id_column]: row for row in self.rows}
+        if len(self._by_id) != len(self.rows):
+            raise ManifestError(f"{self.path}: duplicate ids in column {self.id_column!r}")
+
+    @property
+    def ids(self) -> list[Any]:
+        """Experiment ids in file order."""
+        return [row[self.id_column] for row in self.rows]
+
+    def row(self, sim_id: Any) -> Mapping[str, Any]:
+        """The row of one experiment."""
+        return self._by_id[sim_id]
+
+    def __contains__(self, sim_id: object) -> bool:
+        return sim_id in self._by_id
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+
+def read_index(ds: Dataset) -> IndexTable:
+    """Read and type the dataset's index table.
+
+    Raises:
+        FileNotFoundError: The CSV is missing.
+        ManifestError: The id column is missing or a cell does not match its dataType.
+    """
+    path = Path(ds.data_dir) / ds.index_file
+    if not path.is_file():
+        raise FileNotFoundError(f"index table not found: {path} (named by the manifest)")
+    by_column = {c.column: c for c in ds.columns.values()}
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        if ds.id_column not in header:
+            raise ManifestError(
+                f"{path}: id column {ds.id_column!r} is missing; columns: {', '.join(header)}"
+            )
+        parsers = {
+            name: parser_for(by_column[name].data_type) if name in by_column else str
+            for name in header
+        }
+        rows = []
+        for line_no, raw in enumerate(reader, start=2):
+            row: dict[str, Any] = {}
+            for name, text in raw.items():
+                if name is None:
+                    raise ManifestError(f"{path}:{line_no}: more cells than header columns")
+                if text is None:
+                    raise ManifestError(f"{path}:{line_no}: missing cell for {name!r}")
+                try:
+                    row[name] = parsers[name](text)
+                except ValueError as exc:
+                    raise ManifestError(
+                        f"{path}:{line_no}: column {name!r}: {text!r} does not parse as "
+                        f"{by_column[name].data_type if name in by_column else 'text'} ({exc})"
+                    ) from exc
+            rows.append(row)
+    return IndexTable(path=path, id_column=ds.id_column, rows=rows)

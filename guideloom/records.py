@@ -1,0 +1,108 @@
+"""Reading one view record from one experiment's HDF5 file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from guideloom.croissant import View, ViewField
+from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
+from guideloom.sources import ArchiveHandles, Location, open_location
+
+SIM_ID_KEY = "_sim_id"
+
+
+class RecordReader:
+    """Reads the records of one view; keeps archive descriptors open across records.
+
+    Args:
+        view: The view to read.
+        handles: Archive descriptors to reuse (default: the process-wide set).
+    """
+
+    def __init__(self, view: View, handles: ArchiveHandles | None = None):
+        self.view = view
+        self.handles = handles
+
+    def read(self, loc: Location, row: Mapping[str, Any]) -> dict[str, Any]:
+        """Return ``{alias: value, "_sim_id": id}`` for one experiment.
+
+        HDF5 fields become numpy arrays (timestep slicing applied); index columns are the
+        typed scalars of ``row``.
+
+        Raises:
+            MissingFieldError: The file lacks an HDF5 path the view needs.
+            CorruptDataError: The file or a dataset in it cannot be decoded.
+        """
+        record: dict[str, Any] = {}
+        with open_location(loc, self.handles) as f:
+            for vf in self.view.fields:
+                if vf.is_h5:
+                    record[vf.alias] = self._read_field(f, vf, loc, row)
+        for vf in self.view.fields:
+            if not vf.is_h5:
+                record[vf.alias] = row[vf.column]
+        # keep the view's field order
+        ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
+        ordered[SIM_ID_KEY] = loc.sim_id
+        return ordered
+
+    def _read_field(
+        self, f: h5py.File, vf: ViewField, loc: Location, row: Mapping[str, Any]
+    ) -> np.ndarray:
+        path = vf.h5_path
+        assert path is not None
+        try:
+            obj = f[path]
+        except KeyError:
+            raise MissingFieldError(
+                f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
+                f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            ) from None
+        if not isinstance(obj, h5py.Dataset):
+            raise MissingFieldError(
+                f"experiment {loc.sim_id}: {loc.describe()}: {path!r} is a group, not a dataset",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            )
+        try:
+            return _select(obj, vf.timesteps)
+        except IndexError as exc:
+            raise ExperimentReadError(
+                f"experiment {loc.sim_id}: {loc.describe()}: timesteps {vf.timesteps!r} out of "
+                f"range for {path!r} of shape {obj.shape} ({exc})",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            ) from exc
+        except (OSError, ValueError) as exc:
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} cannot be "
+                f"read; the file is damaged ({exc})",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            ) from exc
+
+
+def _select(obj: h5py.Dataset, timesteps: None | int | tuple[int, ...]) -> np.ndarray:
+    if timesteps is None:
+        return obj[()]
+    n = obj.shape[0] if obj.shape else 0
+    if isinstance(timesteps, int):
+        if not -n <= timesteps < n:
+            raise IndexError(f"step {timesteps} with {n} steps")
+        return obj[timesteps % n]
+    steps = np.asarray(timesteps) % max(n, 1)
+    if any(not -n <= s < n for s in timesteps):
+        raise IndexError(f"steps {list(timesteps)} with {n} steps")
+    unique, inverse = np.unique(steps, return_inverse=True)
+    return obj[unique.tolist()][inverse]  # h5py wants increasing indices
+
+
+def _filter_hint(row: Mapping[str, Any]) -> str:
+    flags = [k for k, v in row.items() if k.startswith("has_") and v is False]
+    if flags:
+        conds = " and ".join(f"row[{k!r}]" for k in flags)
+        return f"this experiment has {', '.join(f'{k}=False' for k in flags)}: " \
+               f"filter with where=lambda row: {conds}"
+    return "filter such experiments out with where=..."

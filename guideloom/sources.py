@@ -1,0 +1,274 @@
+"""Where each experiment's HDF5 file lives, and opening it from either layout.
+
+Two layouts are found: loose files (``data_dir/h5/0042.h5`` or ``data_dir/0042.h5``) and members
+of zip archives (``concave.zip::0042.h5``). Loose files win over members for the same id.
+
+Zip archives are read through their central directory only. A member stored uncompressed (as the
+published archives store them: HDF5 compresses inside) is one contiguous byte range of the archive,
+so h5py reads it in place through :class:`ByteRangeFile` with ``os.pread``: nothing is copied up
+front and reading one small dataset of a 10 MB member costs what it costs from a loose file.
+Archive file descriptors stay open across records (:class:`ArchiveHandles`).
+
+Zip member names are never used as paths: only their base name is matched against the member
+pattern to learn the experiment id.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import struct
+import threading
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import h5py
+
+from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError
+
+if TYPE_CHECKING:
+    from guideloom.croissant import Dataset
+
+LOOSE_SUBDIR = "h5"
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (skipped), name length, extra length
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where one experiment's HDF5 bytes are.
+
+    Attributes:
+        sim_id: The experiment id.
+        path: The loose ``.h5`` file or the zip archive.
+        member: The member name inside the archive, ``None`` for loose files.
+        header_offset: Offset of the member's local header in the archive.
+        size: The member's stored (compressed) size in bytes.
+        stored: True when the member is stored uncompressed.
+    """
+
+    sim_id: Any
+    path: str
+    member: str | None = None
+    header_offset: int = 0
+    size: int = 0
+    stored: bool = True
+
+    def describe(self) -> str:
+        """``path`` or ``archive::member``, for messages."""
+        return self.path if self.member is None else f"{self.path}::{self.member}"
+
+
+def id_parser(ds: Dataset) -> Callable[[str], Any]:
+    """Return the function turning a file-name id into an index id."""
+    data_type = (ds.id_column_type or "").replace("https://schema.org/", "sc:")
+    return int if data_type == "sc:Integer" else str
+
+
+def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any, Location]:
+    """Map every experiment id with local data to its :class:`Location`.
+
+    Reads directory listings and zip central directories only, never member data.
+
+    Raises:
+        GuideloomError: A zip archive is damaged (its central directory cannot be read).
+    """
+    root = Path(data_dir if data_dir is not None else ds.data_dir)
+    pattern = re.compile(ds.spec.member_pattern)
+    to_id = id_parser(ds)
+    found: dict[Any, Location] = {}
+    for archive in _archives(ds, root):
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                infos = zf.infolist()
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
+        for info in infos:
+            if info.is_dir():
+                continue
+            m = pattern.match(info.filename.rsplit("/", 1)[-1])
+            if m is None:
+                continue
+            sim_id = to_id(m.group("id"))
+            found.setdefault(
+                sim_id,
+                Location(
+                    sim_id=sim_id,
+                    path=str(archive),
+                    member=info.filename,
+                    header_offset=info.header_offset,
+                    size=info.compress_size,
+                    stored=info.compress_type == zipfile.ZIP_STORED,
+                ),
+            )
+    for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members
+        if not folder.is_dir():
+            continue
+        for entry in os.scandir(folder):
+            m = pattern.match(entry.name)
+            if m is not None and entry.is_file():
+                sim_id = to_id(m.group("id"))
+                if folder == root and sim_id in found and found[sim_id].member is None:
+                    continue  # h5/ is the canonical loose folder
+                found[sim_id] = Location(sim_id=sim_id, path=entry.path)
+    return found
+
+
+def _archives(ds: Dataset, root: Path) -> list[Path]:
+    named = [root / name for name in ds.archives]
+    present = [p for p in named if p.is_file()]
+    if ds.archives:
+        return present
+    return sorted(root.glob("*.zip"))
+
+
+class ByteRangeFile(io.RawIOBase):
+    """A read-only file object over ``[start, start + size)`` of an open descriptor.
+
+    Uses ``os.pread``, so several instances may share one descriptor across threads.
+    """
+
+    def __init__(self, fd: int, start: int, size: int, name: str = ""):
+        super().__init__()
+        self._fd, self._start, self._size, self._pos = fd, start, size, 0
+        self.name = name
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        view = memoryview(buffer).cast("B")[:want]
+        got = os.preadv(self._fd, [view], self._start + self._pos)
+        self._pos += got
+        return got
+
+
+class ArchiveHandles:
+    """Open archive descriptors, kept across records and shared by threads of one process."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def fd(self, path: str) -> int:
+        """Return an open read-only descriptor for ``path``."""
+        with self._lock:
+            fd = self._fds.get(path)
+            if fd is None:
+                fd = self._fds[path] = os.open(path, os.O_RDONLY)
+            return fd
+
+    def close(self) -> None:
+        """Close every descriptor."""
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+_PROCESS_HANDLES = ArchiveHandles()
+
+
+def open_location(loc: Location, handles: ArchiveHandles | None = None) -> h5py.File:
+    """Open the HDF5 file at ``loc`` read-only.
+
+    Raises:
+        CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
+        ExperimentReadError: The file vanished or cannot be read.
+    """
+    handles = handles or _PROCESS_HANDLES
+    try:
+        if loc.member is None:
+            return h5py.File(loc.path, "r")
+        fd = handles.fd(loc.path)
+        if loc.stored:
+            start = _member_data_offset(fd, loc)
+            fileobj: io.IOBase = ByteRangeFile(fd, start, loc.size, loc.describe())
+        else:  # a deflated member cannot be read in place: inflate it once
+            with zipfile.ZipFile(loc.path) as zf:
+                fileobj = io.BytesIO(zf.read(loc.member))
+        return h5py.File(fileobj, "r")
+    except ExperimentReadError:
+        raise
+    except FileNotFoundError as exc:
+        raise ExperimentReadError(
+            f"experiment {loc.sim_id}: file {loc.describe()} disappeared ({exc})",
+            sim_id=loc.sim_id, file=loc.describe(),
+        ) from exc
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()} is damaged or not an HDF5 file ({exc})",
+            sim_id=loc.sim_id, file=loc.describe(),
+        ) from exc
+
+
+def _member_data_offset(fd: int, loc: Location) -> int:
+    header = os.pread(fd, _LOCAL_HEADER.size, loc.header_offset)
+    if len(header) < _LOCAL_HEADER.size:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()}: truncated zip local header",
+            sim_id=loc.sim_id, file=loc.describe(),
+        )
+    signature, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+    if signature != _LOCAL_SIGNATURE:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()}: bad zip local header signature",
+            sim_id=loc.sim_id, file=loc.describe(),
+        )
+    return loc.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+
+
+@contextmanager
+def open_h5(
+    sim_id: Any,
+    data_dir: str | Path | None = None,
+    *,
+    dataset: Dataset | None = None,
+    source: str | Path | None = None,
+) -> Iterator[h5py.File]:
+    """Open one experiment's HDF5 file, from a loose file or a zip member.
+
+    Example:
+        >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP
+        ...     force = f["force/data"][()]
+
+    Raises:
+        KeyError: No local file holds this experiment.
+    """
+    from guideloom.croissant import load
+
+    ds = dataset if dataset is not None else load(data_dir or "./data", source)
+    root = Path(data_dir) if data_dir is not None else ds.data_dir
+    loc = scan_locations(ds, root).get(sim_id)
+    if loc is None:
+        raise KeyError(f"experiment {sim_id!r} has no HDF5 file under {root}")
+    f = open_location(loc)
+    try:
+        yield f
+    finally:
+        f.close()

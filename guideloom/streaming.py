@@ -1,0 +1,61 @@
+"""Streaming view records and exporting them (``iter_view``, exports, ``load_export``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from guideloom.croissant import Dataset, View
+from guideloom.records import SIM_ID_KEY, RecordReader
+from guideloom.selection import RowFilter, resolve_dataset, select
+
+__all__ = ["SIM_ID_KEY", "iter_view"]
+
+
+def iter_view(
+    view: str | View,
+    *,
+    data_dir: str | Path | None = None,
+    dataset: Dataset | None = None,
+    source: str | Path | None = None,
+    sim_ids: Iterable[Any] | None = None,
+    where: RowFilter | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield one record per experiment of ``view``.
+
+    Each record maps the view's aliases to values (HDF5 fields as numpy arrays with slicing
+    applied, index columns as typed scalars) plus ``"_sim_id"``, the experiment id.
+
+    The view, the filters and the local files are checked when this is called; records are
+    read lazily, one experiment at a time. Ids without local data are skipped with one
+    :class:`~guideloom.errors.MissingDataWarning`.
+
+    Args:
+        view: A view name (published or added with :func:`guideloom.add_view`) or a View.
+        data_dir: Directory with the files (default: the dataset's, else ``./data``).
+        dataset: A loaded dataset (for views added in memory).
+        source: The manifest path when ``dataset`` is not given.
+        sim_ids: Allowlist of experiment ids; records come in this order.
+        where: Row filter on the typed index row, e.g. ``lambda row: row["split"] == "train"``.
+
+    Example:
+        >>> for rec in guideloom.streaming.iter_view("force-curve", data_dir="./data",
+        ...                                          sim_ids=[0]):          # doctest: +SKIP
+        ...     print(rec["force_data"].shape, rec["_sim_id"])
+
+    Raises:
+        ValueError: Unknown view, or ``sim_ids`` not in the index.
+        guideloom.errors.ExperimentReadError: A file is damaged or lacks a field (raised when
+            that record is reached).
+    """
+    ds, root = resolve_dataset(data_dir, dataset, source)
+    resolved = ds.view(view) if isinstance(view, str) else view
+    selection = select(ds, root, sim_ids=sim_ids, where=where)
+    return _records(resolved, selection)
+
+
+def _records(view: View, selection) -> Iterator[dict[str, Any]]:
+    reader = RecordReader(view)
+    for loc, row in zip(selection.locations, selection.rows, strict=True):
+        yield reader.read(loc, row)

@@ -1,0 +1,45 @@
+"""The command line: make-demo-data, views, and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from guideloom.cli import main
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "guideloom", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_make_demo_data_then_views_via_python_m(tmp_path):
+    out = run_cli("make-demo-data", str(tmp_path / "d"), "--n", "6", "--scan-shape", "8", "10",
+                  "--layout", "loose", "--seed", "2")
+    assert out.returncode == 0, out.stderr
+    assert "wrote 6 experiments (loose layout, scans 8x10)" in out.stdout
+    assert sorted(p.name for p in (tmp_path / "d" / "h5").iterdir()) == \
+        [f"{i:04d}.h5" for i in range(6)]
+    views = run_cli("views", str(tmp_path / "d"))
+    assert views.returncode == 0, views.stderr
+    lines = views.stdout.splitlines()
+    assert "6 experiments in the index, 6 with local data" in lines[0]
+    assert "force-curve" in lines and "pointcloud-op10" in lines
+    z_line = next(line for line in lines if line.strip().startswith("pointcloud_op10_z"))
+    assert "shape=(80,)" in z_line and "dtype=float32" in z_line
+
+
+def test_views_errors_are_one_line_exit_2(tmp_path):
+    missing = run_cli("views", str(tmp_path / "nope"))
+    assert missing.returncode == 2
+    expected = f"guideloom: error: data directory not found: {tmp_path / 'nope'}"
+    assert missing.stderr.strip() == expected
+    no_manifest = run_cli("views", str(tmp_path))
+    assert no_manifest.returncode == 2
+    assert len(no_manifest.stderr.strip().splitlines()) == 1
+    assert "manifest not found" in no_manifest.stderr and "Traceback" not in no_manifest.stderr
+
+
+def test_main_returns_exit_code(demo_zip, capsys):
+    assert main(["views", str(demo_zip)]) == 0
+    assert "force_data" in capsys.readouterr().out
