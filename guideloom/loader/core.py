@@ -409,7 +409,10 @@ def _process_fetch(indices: np.ndarray) -> Any:
 
 
 def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
-    """Wrap a storage in its dataset, checking ``sequence_length`` against its kind."""
+    """Wrap a storage in its dataset, checking ``sequence_length`` against its kind.
+
+    ``StreamDataset`` serves both stream kinds (with metadata, a window carries its metadata).
+    """
     from guideloom import storage as st
 
     stream_kinds = tuple(
@@ -420,10 +423,6 @@ def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
     if isinstance(storage, stream_kinds):
         if sequence_length is None:
             raise ValueError("stream storages need sequence_length= (elements per sample)")
-        if isinstance(storage, getattr(st, "StreamWithMetaStorage", ())) and hasattr(
-            st, "StreamWithMetaDataset"
-        ):
-            return st.StreamWithMetaDataset(storage, sequence_length=sequence_length)
         return st.StreamDataset(storage, sequence_length=sequence_length)
     if isinstance(storage, st.DocumentStorage):
         if sequence_length is not None:

@@ -1,0 +1,176 @@
+"""Loader throughput.
+
+* batches/s of ``StatefulDataLoader.from_export`` (batch 256, a ``force-signals`` export of the
+  demo data, forces resampled to (1000, 8) float32) against
+  ``torch.utils.data.DataLoader(export, batch_size=256, shuffle=True)`` with 0 and 2 workers;
+* windows/s of ``StatefulDataLoader.from_storage`` over a token stream (structured
+  ``tokens``/``document_ids``/``loss_mask`` elements, 2048-element windows, batch 8).
+
+Run from the repository root::
+
+    python3 benchmarks/loader.py                   # defaults: 2048 experiments, 3 epochs
+    python3 benchmarks/loader.py --experiments 512 --epochs 2 --workdir /tmp/gl-bench
+
+The data is generated under ``--workdir`` (a temporary directory by default) and reused when
+the directory already holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import guideloom
+from guideloom import StatefulDataLoader
+from guideloom.streaming import export_to_numpy, load_export
+
+BATCH = 256
+FORCE_POINTS = 1000
+
+
+def resample_and_emit(record: dict[str, Any]) -> dict[str, Any]:
+    """Resample the force table to a fixed (1000, 8) and derive small targets."""
+    force = np.asarray(record["force"], dtype=np.float64)
+    t_old = np.linspace(0.0, 1.0, force.shape[0])
+    t_new = np.linspace(0.0, 1.0, FORCE_POINTS)
+    resampled = np.stack([np.interp(t_new, t_old, force[:, c]) for c in range(force.shape[1])], 1)
+    return {
+        "force": resampled.astype(np.float32),
+        "max_total_force": np.float32(force[:, 7].max()),
+        "blankholder_force": np.float32(record["blankholder_force"]),
+        "label_geometry": np.int8(0 if record["geometry"] == "concave" else 1),
+    }
+
+
+def build_export(workdir: Path, experiments: int) -> Path:
+    """Write demo data and its ``force-signals`` export (once)."""
+    export_dir = workdir / f"force-signals-{experiments}"
+    if (export_dir / "sim_ids.npy").exists():
+        return export_dir
+    data_dir = workdir / f"demo-{experiments}"
+    started = time.perf_counter()
+    guideloom.make_demo_data(data_dir, n=experiments, scan_shape=(4, 4), layout="loose", seed=0)
+    ds = guideloom.load(data_dir)
+    guideloom.add_view(
+        ds,
+        "force-signals",
+        fields={
+            "force": "force_data",
+            "geometry": "process-parameters/geometry",
+            "blankholder_force": "process-parameters/blankholder_force",
+        },
+    )
+    export_to_numpy(
+        "force-signals",
+        export_dir,
+        data_dir=data_dir,
+        dataset=ds,
+        record_transform=resample_and_emit,
+    )
+    print(f"built {experiments}-experiment export in {time.perf_counter() - started:.1f} s")
+    return export_dir
+
+
+def build_stream(workdir: Path, tokens: int) -> Any:
+    """Write a token stream storage of ``tokens`` elements in 8 shards (once)."""
+    directory = workdir / f"stream-{tokens}"
+    dtype = np.dtype([("tokens", "<i4"), ("document_ids", "<u4"), ("loss_mask", "u1")])
+    fresh = not directory.exists()
+    storage = guideloom.StreamStorage(directory, guideloom.StreamNumpyFormat(dtype))
+    if fresh:
+        rng = np.random.default_rng(0)
+        per_shard = tokens // 8
+        with storage.sync_writer() as writer:
+            for shard in range(8):
+                for document in range(per_shard // 4096):
+                    writer.append(
+                        shard,
+                        {
+                            "tokens": rng.integers(0, 50_000, 4096, dtype="<i4"),
+                            "document_ids": np.full(4096, shard * 10_000 + document, "<u4"),
+                            "loss_mask": np.ones(4096, "u1"),
+                        },
+                    )
+    return storage
+
+
+def rate(batches: Callable[[], Iterable[Any]], epochs: int) -> tuple[float, int]:
+    """Return (batches per second, batches) over ``epochs`` passes, after one warm-up pass."""
+    for _ in batches():
+        pass
+    count = 0
+    started = time.perf_counter()
+    for _ in range(epochs):
+        for _ in batches():
+            count += 1
+    return count / (time.perf_counter() - started), count
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiments", type=int, default=2048)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=2**24)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.workdir or Path(scratch)
+        workdir.mkdir(parents=True, exist_ok=True)
+        export_dir = build_export(workdir, args.experiments)
+        export = load_export(export_dir)
+        print(f"export: {len(export)} samples, fields {export.fields}, batch {BATCH}")
+
+        results: dict[str, float] = {}
+        for workers in (0, 2):
+            plain = torch.utils.data.DataLoader(
+                export, batch_size=BATCH, shuffle=True, num_workers=workers
+            )
+            results[f"DataLoader(workers={workers})"], _ = rate(lambda p=plain: p, args.epochs)
+        for workers in (0, 2):
+            loader = StatefulDataLoader.from_export(
+                export,
+                device="cpu",
+                local_batch_size=BATCH,
+                shuffle=True,
+                shuffle_seed=0,
+                drop_last=False,
+                num_workers=workers,
+                prefetch=4,
+            )
+            with loader:
+                key = f"from_export(workers={workers})"
+                results[key], _ = rate(lambda lo=loader: lo, args.epochs)
+        baseline = max(v for k, v in results.items() if k.startswith("DataLoader"))
+        for key, value in results.items():
+            print(f"{key:28s} {value:9.1f} batches/s  ({value / baseline:5.2f}x best DataLoader)")
+
+        storage = build_stream(workdir, args.tokens)
+        for workers in (0, 2):
+            with StatefulDataLoader.from_storage(
+                storage,
+                sequence_length=2048,
+                device="cpu",
+                local_batch_size=8,
+                shuffle=True,
+                shuffle_seed=0,
+                num_workers=workers,
+                prefetch=4,
+            ) as loader:
+                per_second, _ = rate(lambda lo=loader: lo, args.epochs)
+            print(
+                f"from_storage(workers={workers})      {per_second * 8:9.0f} windows/s "
+                f"(2048-token windows, {args.tokens} tokens)"
+            )
+
+
+if __name__ == "__main__":
+    main()
