@@ -1,0 +1,221 @@
+"""File-reading backends for GuideLoom storages.
+
+* :class:`SeekIO` (default): buffered-free ``seek`` + ``readinto``, one file handle per thread.
+* :class:`MmapIO`: maps each shard; a read is one memory copy.
+* :class:`PosixPreadIO`: ``os.preadv``; no shared file position, so threads never wait on a lock.
+
+Each has ``is_supported()``. Add a backend (for example HTTP range reads) by subclassing
+:class:`guideloom.types.ReadInterface` and :class:`guideloom.types.FileReader`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from typing import Any
+
+from guideloom.types import FileReader, ReadInterface
+
+__all__ = ["MmapIO", "PosixPreadIO", "SeekIO", "resolve_read_interface"]
+
+
+def _short_read(path: str, offset: int, wanted: int, got: int) -> EOFError:
+    return EOFError(f"{path}: wanted {wanted} bytes at offset {offset}, the file ends after {got}")
+
+
+class _SeekFile(FileReader):
+    def __init__(self, path: str) -> None:
+        self._path = path
+        first = open(path, "rb", buffering=0)  # noqa: SIM115 - closed in close()
+        stat = os.fstat(first.fileno())
+        self._identity = (stat.st_dev, stat.st_ino)
+        self._size = stat.st_size
+        self._handles = [first]
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._local.handle = first
+
+    def _handle(self) -> Any:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = open(self._path, "rb", buffering=0)  # noqa: SIM115 - closed in close()
+            stat = os.fstat(handle.fileno())
+            if (stat.st_dev, stat.st_ino) != self._identity:
+                handle.close()
+                raise OSError(f"{self._path} was replaced while a reader had it open")
+            with self._lock:
+                self._handles.append(handle)
+            self._local.handle = handle
+        return handle
+
+    def size(self) -> int:
+        return self._size
+
+    def readinto(self, offset: int, buffer: Any) -> None:
+        handle = self._handle()
+        handle.seek(offset)
+        view = memoryview(buffer).cast("B")
+        wanted = len(view)
+        done = handle.readinto(view)
+        while done < wanted:
+            more = handle.readinto(view[done:])
+            if not more:
+                raise _short_read(self._path, offset, wanted, done)
+            done += more
+
+    def read(self, offset: int, nbytes: int) -> bytes:
+        handle = self._handle()
+        handle.seek(offset)
+        data = handle.read(nbytes)
+        if len(data) != nbytes:
+            buffer = bytearray(nbytes)
+            self.readinto(offset, buffer)
+            return bytes(buffer)
+        return data
+
+    def close(self) -> None:
+        with self._lock:
+            handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.close()
+        self._local = threading.local()
+
+
+class SeekIO(ReadInterface):
+    """Reads with ``seek`` + ``readinto`` on unbuffered handles, one handle per thread."""
+
+    def open(self, path: str | os.PathLike[str]) -> FileReader:
+        """Open ``path``."""
+        return _SeekFile(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return "SeekIO()"
+
+
+class _PreadFile(FileReader):
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._size = os.fstat(self._fd).st_size
+
+    def size(self) -> int:
+        return self._size
+
+    def readinto(self, offset: int, buffer: Any) -> None:
+        view = memoryview(buffer).cast("B")
+        wanted = len(view)
+        done = os.preadv(self._fd, [view], offset)
+        while done < wanted:
+            more = os.preadv(self._fd, [view[done:]], offset + done)
+            if not more:
+                raise _short_read(self._path, offset, wanted, done)
+            done += more
+
+    def read(self, offset: int, nbytes: int) -> bytes:
+        data = os.pread(self._fd, nbytes, offset)
+        if len(data) != nbytes:
+            buffer = bytearray(nbytes)
+            self.readinto(offset, buffer)
+            return bytes(buffer)
+        return data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class PosixPreadIO(ReadInterface):
+    """Reads with ``os.preadv``/``os.pread``: thread-safe without locks (POSIX only)."""
+
+    @classmethod
+    def is_supported(cls) -> bool:
+        """Return whether ``os.preadv`` and ``os.pread`` exist here."""
+        return hasattr(os, "preadv") and hasattr(os, "pread")
+
+    def open(self, path: str | os.PathLike[str]) -> FileReader:
+        """Open ``path``."""
+        if not self.is_supported():
+            raise OSError("PosixPreadIO needs os.preadv, which this platform lacks")
+        return _PreadFile(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return "PosixPreadIO()"
+
+
+class _MmapFile(FileReader):
+    def __init__(self, path: str) -> None:
+        self._path = path
+        with open(path, "rb") as handle:
+            self._size = os.fstat(handle.fileno()).st_size
+            if self._size == 0:
+                self._map = None
+                self._view = memoryview(b"")
+            else:
+                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                self._view = memoryview(self._map)
+
+    def size(self) -> int:
+        return self._size
+
+    def readinto(self, offset: int, buffer: Any) -> None:
+        view = memoryview(buffer).cast("B")
+        wanted = len(view)
+        end = offset + wanted
+        if end > self._size:
+            raise _short_read(self._path, offset, wanted, max(0, self._size - offset))
+        view[:] = self._view[offset:end]
+
+    def read(self, offset: int, nbytes: int) -> bytes:
+        end = offset + nbytes
+        if end > self._size:
+            raise _short_read(self._path, offset, nbytes, max(0, self._size - offset))
+        return bytes(self._view[offset:end])
+
+    async def areadinto(self, offset: int, buffer: Any) -> None:
+        self.readinto(offset, buffer)
+
+    def close(self) -> None:
+        self._view.release()
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+class MmapIO(ReadInterface):
+    """Maps each shard file; reads are memory copies from the page cache."""
+
+    @classmethod
+    def is_supported(cls) -> bool:
+        """Return whether :mod:`mmap` works here."""
+        return hasattr(mmap, "mmap")
+
+    def open(self, path: str | os.PathLike[str]) -> FileReader:
+        """Open and map ``path``."""
+        return _MmapFile(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return "MmapIO()"
+
+
+def resolve_read_interface(
+    read_interface: ReadInterface | type[ReadInterface] | None,
+) -> ReadInterface:
+    """Return a :class:`ReadInterface` instance (``None`` means :class:`SeekIO`).
+
+    Raises:
+        TypeError: ``read_interface`` is not a read interface.
+        OSError: The interface is not supported on this platform.
+    """
+    if read_interface is None:
+        return SeekIO()
+    if isinstance(read_interface, type) and issubclass(read_interface, ReadInterface):
+        read_interface = read_interface()
+    if not isinstance(read_interface, ReadInterface):
+        raise TypeError(
+            f"read_interface must be a guideloom.types.ReadInterface, got {read_interface!r}"
+        )
+    if not read_interface.is_supported():
+        raise OSError(f"{type(read_interface).__name__} is not supported on this platform")
+    return read_interface

@@ -1,0 +1,43 @@
+"""GuideLoom storages: sharded streams, documents and streams with metadata, plus dataset views.
+
+Layout and rules are described in ``docs/storage.md`` and :mod:`guideloom.storage._shards`.
+"""
+
+from __future__ import annotations
+
+from guideloom.storage._errors import FormatContractError, StorageError
+from guideloom.storage.dataset import (
+    DocumentDataset,
+    DocumentDatasetReader,
+    StreamDataset,
+    StreamDatasetReader,
+)
+from guideloom.storage.document import DocumentReader, DocumentStorage, DocumentWriter
+from guideloom.storage.formats import DocumentPickleFormat, StreamNumpyFormat
+from guideloom.storage.stream import AsyncStreamReader, StreamReader, StreamStorage, StreamWriter
+from guideloom.storage.stream_meta import (
+    StreamWithMetaReader,
+    StreamWithMetaStorage,
+    StreamWithMetaWriter,
+)
+
+__all__ = [
+    "AsyncStreamReader",
+    "DocumentDataset",
+    "DocumentDatasetReader",
+    "DocumentPickleFormat",
+    "DocumentReader",
+    "DocumentStorage",
+    "DocumentWriter",
+    "FormatContractError",
+    "StorageError",
+    "StreamDataset",
+    "StreamDatasetReader",
+    "StreamNumpyFormat",
+    "StreamReader",
+    "StreamStorage",
+    "StreamWithMetaReader",
+    "StreamWithMetaStorage",
+    "StreamWithMetaWriter",
+    "StreamWriter",
+]

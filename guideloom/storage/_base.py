@@ -1,0 +1,115 @@
+"""Shared pieces of the three storages: the storage handle and the shard writer session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from guideloom.io import resolve_read_interface
+from guideloom.storage._shards import ShardFileWriter, check_shard_number
+from guideloom.types import ReadInterface
+
+S = TypeVar("S")
+
+
+class BaseStorage:
+    """A directory of shards, a format and a read interface. Cheap to create and to pickle."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        storage_format: Any,
+        read_interface: ReadInterface | type[ReadInterface] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.format = storage_format
+        self.read_interface = resolve_read_interface(read_interface)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({str(self.directory)!r}, {self.format!r}, "
+            f"read_interface={self.read_interface!r})"
+        )
+
+
+class ShardState:
+    """What a writer keeps about one shard it is writing."""
+
+    def __init__(self, file: ShardFileWriter) -> None:
+        self.file = file
+        self.records = 0
+
+
+class BaseWriter(Generic[S]):
+    """A writing session: each shard it appends to is rewritten and committed on close.
+
+    Use it as a context manager. On a clean exit every shard it touched is atomically renamed into
+    place (replacing an older version); if the block raises, nothing is committed. Only the files of
+    the shards passed to :meth:`append` are touched, so processes may write distinct shards of one
+    directory at once; two writers must never write the same shard concurrently.
+    """
+
+    def __init__(self, storage: Any) -> None:
+        self._storage = storage
+        self._shards: dict[int, S] = {}
+        self._closed = False
+
+    def _new_state(self, file: ShardFileWriter) -> S:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _finish(self, state: S) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _state(self, shard: Any) -> S:
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+        number = check_shard_number(shard)
+        state = self._shards.get(number)
+        if state is None:
+            state = self._new_state(ShardFileWriter(self._storage.directory, number))
+            self._shards[number] = state
+        return state
+
+    def create(self, shard: int) -> None:
+        """Start ``shard`` so it is committed (replacing an older one) even if nothing is appended.
+
+        An export task with no data calls this so the shard numbering has no gap.
+        """
+        self._state(shard)
+
+    @property
+    def shards(self) -> list[int]:
+        """The shard numbers this writer has appended to."""
+        return sorted(self._shards)
+
+    def close(self) -> None:
+        """Commit every shard written by this writer."""
+        if self._closed:
+            return
+        self._closed = True
+        states = list(self._shards.values())
+        try:
+            while states:
+                self._finish(states[0])
+                states.pop(0)
+        finally:
+            for state in states:
+                state.file.abort()  # type: ignore[attr-defined]
+
+    def abort(self) -> None:
+        """Discard everything this writer wrote; existing shards stay as they were."""
+        if self._closed:
+            return
+        self._closed = True
+        for state in self._shards.values():
+            state.file.abort()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> BaseWriter[S]:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

@@ -1,0 +1,312 @@
+"""Shard files: naming, atomic writing, footer parsing and directory discovery.
+
+One shard is one file ``shard-NNNNNN.gls``: named sections (the element or payload data first, at
+offset 0, then small little-endian ``int64`` index arrays), each aligned to 64 bytes, then a UTF-8
+JSON footer and a 16-byte trailer ``b"GLSHARD\\0" + uint32 LE version + uint32 LE footer length``.
+The footer records the storage kind, the element dtype (``numpy.lib.format`` descr, explicit byte
+order), the element/record counts and each section's ``[offset, nbytes]``.
+
+A writer writes ``.shard-NNNNNN.gls.<pid>.<random>.tmp`` and renames it over the final name when it
+closes, so readers see either the old shard or the new one, and writers of different shards never
+touch the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guideloom.storage._errors import StorageError
+from guideloom.types import FileReader, ReadInterface
+
+MAGIC = b"GLSHARD\0"
+VERSION = 1
+TRAILER = struct.Struct("<8sII")
+ALIGN = 64
+INDEX_DTYPE = np.dtype("<i8")
+_NAME = re.compile(r"^shard-(\d+)\.gls$")
+_MAX_FOOTER = 1 << 24
+
+
+def shard_name(shard: int) -> str:
+    """Return the file name of shard ``shard``."""
+    return f"shard-{shard:06d}.gls"
+
+
+def check_shard_number(shard: Any) -> int:
+    """Return ``shard`` as a non-negative ``int`` or raise ``TypeError``/``ValueError``."""
+    try:
+        number = int(shard.__index__())
+    except (AttributeError, TypeError):
+        raise TypeError(f"shard must be an integer, got {shard!r}") from None
+    if number < 0:
+        raise ValueError(f"shard must be >= 0, got {number}")
+    return number
+
+
+def dtype_to_json(dtype: np.dtype) -> Any:
+    """Return a JSON-able description of ``dtype`` with explicit byte order."""
+    descr = np.lib.format.dtype_to_descr(np.dtype(dtype))
+    return descr if isinstance(descr, str) else _tuples_to_lists(descr)
+
+
+def dtype_from_json(descr: Any) -> np.dtype:
+    """Inverse of :func:`dtype_to_json`."""
+    if not isinstance(descr, str):
+        descr = _lists_to_tuples(descr)
+    return np.lib.format.descr_to_dtype(descr)
+
+
+def _tuples_to_lists(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_tuples_to_lists(v) for v in value]
+    return value
+
+
+def _lists_to_tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):
+            return [_lists_to_tuples(v) for v in value]  # list of fields
+        return tuple(_lists_to_tuples(v) if isinstance(v, list) else v for v in value)
+    return value
+
+
+class ShardFileWriter:
+    """Writes one shard file under a temporary name; :meth:`commit` renames it into place."""
+
+    def __init__(self, directory: Path, shard: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.final_path = directory / shard_name(shard)
+        self.temp_path = directory / f".{shard_name(shard)}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        self._file = open(self.temp_path, "wb")  # noqa: SIM115 - closed in commit/abort
+        self._position = 0
+        self._sections: dict[str, list[int]] = {}
+
+    def write(self, data: Any) -> None:
+        """Append bytes (any C-contiguous buffer) to the file."""
+        view = memoryview(data).cast("B")
+        self._file.write(view)
+        self._position += len(view)
+
+    def begin_section(self, name: str) -> None:
+        """Pad to the alignment and start section ``name`` at the current position."""
+        pad = -self._position % ALIGN
+        if pad:
+            self.write(bytes(pad))
+        self._sections[name] = [self._position, 0]
+
+    def end_section(self, name: str) -> None:
+        """Close section ``name`` at the current position."""
+        self._sections[name][1] = self._position - self._sections[name][0]
+
+    def write_section(self, name: str, data: Any) -> None:
+        """Write a whole section at once."""
+        self.begin_section(name)
+        self.write(data)
+        self.end_section(name)
+
+    def write_file_section(self, name: str, source: Any) -> None:
+        """Copy an open binary file (from its start) as section ``name``."""
+        self.begin_section(name)
+        source.seek(0)
+        while chunk := source.read(1 << 22):
+            self.write(chunk)
+        self.end_section(name)
+
+    def commit(self, footer: Mapping[str, Any]) -> None:
+        """Write the footer and trailer, flush to disk and rename over the final name."""
+        body = dict(footer)
+        body["version"] = VERSION
+        body["sections"] = self._sections
+        encoded = json.dumps(body, separators=(",", ":")).encode()
+        self.write(encoded)
+        self.write(TRAILER.pack(MAGIC, VERSION, len(encoded)))
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self.temp_path, self.final_path)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Drop the temporary file; the final shard (if any) is left as it was."""
+        self._file.close()
+        try:
+            os.unlink(self.temp_path)
+        except FileNotFoundError:
+            pass
+
+
+@dataclass
+class OpenShard:
+    """An opened, validated shard file."""
+
+    number: int
+    path: Path
+    file: FileReader
+    footer: dict[str, Any]
+    dtype: np.dtype | None
+
+    def section(self, name: str) -> tuple[int, int]:
+        """Return ``(offset, nbytes)`` of section ``name``."""
+        offset, nbytes = self.footer["sections"][name]
+        return offset, nbytes
+
+    def read_index(self, name: str) -> np.ndarray:
+        """Read an ``int64`` index section as a native array."""
+        offset, nbytes = self.section(name)
+        if nbytes % INDEX_DTYPE.itemsize:
+            raise StorageError(f"{self.path}: section {name!r} has a partial entry")
+        raw = np.frombuffer(self.file.read(offset, nbytes), dtype=INDEX_DTYPE)
+        return raw.astype(np.int64)
+
+
+def _bad(path: Path, why: str) -> StorageError:
+    return StorageError(f"{path}: not a complete GuideLoom shard ({why})")
+
+
+def _parse_footer(path: Path, file: FileReader) -> dict[str, Any]:
+    size = file.size()
+    if size < TRAILER.size:
+        raise _bad(path, f"{size} bytes, truncated")
+    magic, version, length = TRAILER.unpack(file.read(size - TRAILER.size, TRAILER.size))
+    if magic != MAGIC:
+        raise _bad(path, "no trailer: truncated, still being written by a crashed writer, or "
+                   "not a shard file")
+    if version != VERSION:
+        raise _bad(path, f"format version {version}, this guideloom reads version {VERSION}")
+    body_end = size - TRAILER.size
+    if length > min(body_end, _MAX_FOOTER):
+        raise _bad(path, "footer length exceeds the file")
+    try:
+        footer = json.loads(file.read(body_end - length, length))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _bad(path, f"unreadable footer: {error}") from None
+    if not isinstance(footer, dict) or not isinstance(footer.get("sections"), dict):
+        raise _bad(path, "footer without sections")
+    limit = body_end - length
+    for name, span in footer["sections"].items():
+        if (
+            not isinstance(span, list)
+            or len(span) != 2
+            or not all(isinstance(v, int) and v >= 0 for v in span)
+            or span[0] + span[1] > limit
+        ):
+            raise _bad(path, f"section {name!r} lies outside the file")
+    return footer
+
+
+def open_shards(
+    directory: Path,
+    kind: str,
+    read_interface: ReadInterface,
+    dtype: np.dtype | None,
+    sections: tuple[str, ...],
+) -> list[OpenShard]:
+    """Open and validate every shard of ``directory``.
+
+    Args:
+        directory: The storage directory.
+        kind: The storage kind every footer must name (``"stream"``, ``"document"``...).
+        read_interface: Opens the files.
+        dtype: The element dtype the format expects (``None`` when the kind has none).
+        sections: Section names every shard must have.
+
+    Raises:
+        FileNotFoundError: ``directory`` does not exist.
+        StorageError: No shards, a gap in the numbering, or a damaged or mismatched shard.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"storage directory {directory} does not exist")
+    numbers: dict[int, str] = {}
+    for entry in os.scandir(directory):
+        match = _NAME.match(entry.name)
+        if match is None:
+            continue
+        number = int(match.group(1))
+        if entry.name != shard_name(number) or number in numbers:
+            raise StorageError(f"{directory}: ambiguous shard file name {entry.name!r}")
+        numbers[number] = entry.name
+    if not numbers:
+        raise StorageError(f"{directory} holds no shards (shard-000000.gls, ...)")
+    missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
+    if missing:
+        shown = ", ".join(str(m) for m in missing[:10]) + (", ..." if len(missing) > 10 else "")
+        raise StorageError(
+            f"{directory}: shards are numbered 0..{max(numbers)} but shard(s) {shown} are missing"
+        )
+    shards: list[OpenShard] = []
+    try:
+        for number in range(len(numbers)):
+            path = directory / numbers[number]
+            file = read_interface.open(path)
+            try:
+                shards.append(_validate(number, path, file, kind, dtype, sections))
+            except BaseException:
+                file.close()
+                raise
+    except BaseException:
+        for shard in shards:
+            shard.file.close()
+        raise
+    return shards
+
+
+def _validate(
+    number: int,
+    path: Path,
+    file: FileReader,
+    kind: str,
+    dtype: np.dtype | None,
+    sections: tuple[str, ...],
+) -> OpenShard:
+    footer = _parse_footer(path, file)
+    if footer.get("kind") != kind:
+        raise StorageError(f"{path} holds a {footer.get('kind')!r} shard, not a {kind!r} shard")
+    for name in sections:
+        if name not in footer["sections"]:
+            raise _bad(path, f"section {name!r} is missing")
+    stored_dtype = None
+    if dtype is not None:
+        try:
+            stored_dtype = dtype_from_json(footer["dtype"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise _bad(path, f"unreadable dtype: {error}") from None
+        if stored_dtype != dtype:
+            raise StorageError(
+                f"{path} stores elements of dtype {dtype_to_json(stored_dtype)}, but the format "
+                f"declares {dtype_to_json(dtype)}"
+            )
+    for key in ("elements", "records"):
+        if not isinstance(footer.get(key), int) or footer[key] < 0:
+            raise _bad(path, f"bad {key!r} count")
+    return OpenShard(number, path, file, footer, stored_dtype)
+
+
+def close_shards(shards: list[OpenShard]) -> None:
+    """Close every shard's file."""
+    for shard in shards:
+        shard.file.close()
+
+
+def check_offsets(path: Path, name: str, offsets: np.ndarray, count: int, end: int) -> None:
+    """Check a cumulative offsets array: ``count + 1`` entries from 0 to ``end``, non-decreasing."""
+    if (
+        len(offsets) != count + 1
+        or offsets[0] != 0
+        or offsets[-1] != end
+        or (count and bool(np.any(np.diff(offsets) < 0)))
+    ):
+        raise _bad(path, f"inconsistent {name!r} index")

@@ -1,0 +1,168 @@
+"""Dataset views: fixed windows over a stream, or whole documents."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from guideloom.storage.document import DocumentReader, DocumentStorage
+
+__all__ = [
+    "DocumentDataset",
+    "DocumentDatasetReader",
+    "StreamDataset",
+    "StreamDatasetReader",
+]
+
+
+def _as_indices(indices: Any) -> list[int]:
+    """Return ``indices`` (ints, NumPy integers or an integer array) as a list of ints."""
+    array = np.asarray(indices)
+    if array.ndim != 1:
+        array = array.reshape(-1)
+    if array.size and array.dtype.kind not in "iu":
+        if array.dtype == object:
+            return [int(operator.index(i)) for i in array]
+        raise TypeError(f"indices must be integers, got dtype {array.dtype}")
+    return array.tolist()
+
+
+class _SequenceReader:
+    """``len``, ``[i]`` (negative counts back), ``[a:b]``, ``[int array]`` and ``get_many``."""
+
+    def __len__(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _get(self, index: int) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _check(self, index: Any, length: int) -> int:
+        if type(index) is not int:
+            if isinstance(index, bool | np.bool_):
+                raise TypeError("a bool is not an index")
+            index = operator.index(index)
+        if index < 0:
+            index += length
+        if not 0 <= index < length:
+            raise IndexError(f"index out of range for {length} samples")
+        return index
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return [self._get(i) for i in range(*key.indices(len(self)))]
+        if isinstance(key, np.ndarray | list | tuple):
+            return self.get_many(key)
+        return self._get(self._check(key, len(self)))
+
+    def get_many(self, indices: Any) -> list[Any]:
+        """Return the samples at ``indices`` (any iterable of ints or an integer array), in order.
+
+        Raises:
+            IndexError: An index is out of range (nothing is returned).
+        """
+        length = len(self)
+        checked = [self._check(i, length) for i in _as_indices(indices)]
+        return [self._get(i) for i in checked]
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self._get(i)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # type: ignore[attr-defined]
+
+
+class StreamDatasetReader(_SequenceReader):
+    """Fixed windows of a stream: ``reader[i]`` is elements ``[i*L, (i+1)*L)``. Thread-safe."""
+
+    def __init__(self, reader: Any, sequence_length: int) -> None:
+        self.storage_reader = reader
+        self.sequence_length = sequence_length
+        self._len = reader.num_elements // sequence_length
+        self._read = reader.read
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _get(self, index: int) -> Any:
+        length = self.sequence_length
+        return self._read(index * length, length)
+
+    def __getitem__(self, key: Any) -> Any:
+        if type(key) is int and 0 <= key < self._len:  # fast path
+            length = self.sequence_length
+            return self._read(key * length, length)
+        return super().__getitem__(key)
+
+    def close(self) -> None:
+        """Close the underlying storage reader."""
+        self.storage_reader.close()
+
+
+class StreamDataset:
+    """Windows of ``sequence_length`` elements over a stream storage.
+
+    Works on :class:`StreamStorage` and :class:`StreamWithMetaStorage`. A trailing partial window
+    is dropped; changing ``sequence_length`` needs no rewrite.
+
+    Args:
+        storage: The storage to read.
+        sequence_length: Elements per window.
+    """
+
+    def __init__(self, storage: Any, sequence_length: int) -> None:
+        if isinstance(sequence_length, bool) or not isinstance(sequence_length, int | np.integer):
+            raise TypeError(f"sequence_length must be an int, got {sequence_length!r}")
+        if sequence_length <= 0:
+            raise ValueError(f"sequence_length must be > 0, got {sequence_length}")
+        self.storage = storage
+        self.sequence_length = int(sequence_length)
+
+    def __repr__(self) -> str:
+        return f"StreamDataset({self.storage!r}, sequence_length={self.sequence_length})"
+
+    def sync_reader(self) -> StreamDatasetReader:
+        """Open the storage and return a window reader (a context manager)."""
+        return StreamDatasetReader(self.storage.sync_reader(), self.sequence_length)
+
+
+class DocumentDatasetReader(_SequenceReader):
+    """Whole documents: ``reader[i]`` is document ``i``. Thread-safe."""
+
+    def __init__(self, reader: DocumentReader) -> None:
+        self.storage_reader = reader
+        self._len = len(reader)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _get(self, index: int) -> Any:
+        return self.storage_reader.read(index)
+
+    def close(self) -> None:
+        """Close the underlying storage reader."""
+        self.storage_reader.close()
+
+
+class DocumentDataset:
+    """One sample per document of a :class:`DocumentStorage`.
+
+    Args:
+        storage: The storage to read.
+    """
+
+    def __init__(self, storage: DocumentStorage) -> None:
+        self.storage = storage
+
+    def __repr__(self) -> str:
+        return f"DocumentDataset({self.storage!r})"
+
+    def sync_reader(self) -> DocumentDatasetReader:
+        """Open the storage and return a document reader (a context manager)."""
+        return DocumentDatasetReader(self.storage.sync_reader())

@@ -1,0 +1,162 @@
+"""DocumentStorage: each record kept whole as one encoded document."""
+
+from __future__ import annotations
+
+import operator
+import os
+from array import array
+from bisect import bisect_right
+from typing import Any
+
+import numpy as np
+
+from guideloom.storage._base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage._errors import FormatContractError
+from guideloom.storage._shards import (
+    INDEX_DTYPE,
+    ShardFileWriter,
+    check_offsets,
+    close_shards,
+    open_shards,
+)
+from guideloom.types import DocumentStorageFormat, ReadInterface
+
+__all__ = ["DocumentReader", "DocumentStorage", "DocumentWriter"]
+
+KIND = "document"
+_SECTIONS = ("data", "record_offsets")
+
+
+class DocumentShardState(ShardState):
+    """A document shard being written: the byte offset of each record."""
+
+    def __init__(self, file: ShardFileWriter) -> None:
+        super().__init__(file)
+        self.byte_offsets = array("q", [0])
+        file.begin_section("data")
+
+
+class DocumentWriter(BaseWriter[DocumentShardState]):
+    """Appends documents to shards of a :class:`DocumentStorage` (see :class:`BaseWriter`)."""
+
+    def _new_state(self, file: ShardFileWriter) -> DocumentShardState:
+        return DocumentShardState(file)
+
+    def append(self, shard: int, data: Any) -> None:
+        """Encode ``data`` with the storage format and append it to ``shard``."""
+        state = self._state(shard)
+        encoded = self._storage.format.pack(data)
+        if not isinstance(encoded, bytes | bytearray | memoryview):
+            raise FormatContractError(
+                f"format.pack() must return bytes, got {type(encoded).__name__}"
+            )
+        view = memoryview(encoded).cast("B")
+        state.file.write(view)
+        state.records += 1
+        state.byte_offsets.append(state.byte_offsets[-1] + len(view))
+
+    def _finish(self, state: DocumentShardState) -> None:
+        state.file.end_section("data")
+        state.file.write_section("record_offsets", np.asarray(state.byte_offsets, INDEX_DTYPE))
+        state.file.commit({"kind": KIND, "elements": state.records, "records": state.records})
+
+
+class DocumentReader:
+    """Reads documents by global index (shard 0's documents first). Thread-safe.
+
+    ``len(reader)`` is the number of documents.
+    """
+
+    def __init__(self, storage: DocumentStorage) -> None:
+        self._format = storage.format
+        self._shards = open_shards(storage.directory, KIND, storage.read_interface, None, _SECTIONS)
+        try:
+            self._offsets: list[np.ndarray] = []
+            self._data_offsets: list[int] = []
+            for shard in self._shards:
+                offsets = shard.read_index("record_offsets")
+                data_offset, nbytes = shard.section("data")
+                records = shard.footer["records"]
+                check_offsets(shard.path, "record_offsets", offsets, records, nbytes)
+                self._offsets.append(offsets)
+                self._data_offsets.append(data_offset)
+        except BaseException:
+            close_shards(self._shards)
+            raise
+        self._files = [shard.file for shard in self._shards]
+        self._starts = [0]
+        for shard in self._shards:
+            self._starts.append(self._starts[-1] + shard.footer["records"])
+        self._total = self._starts[-1]
+
+    def __len__(self) -> int:
+        return self._total
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return len(self._shards)
+
+    def locate(self, index: Any) -> tuple[int, int]:
+        """Return ``(shard, index within shard)`` of document ``index`` (negative counts back)."""
+        if type(index) is not int:
+            index = operator.index(index)
+        if index < 0:
+            index += self._total
+        if not 0 <= index < self._total:
+            raise IndexError(f"document index out of range for {self._total} documents")
+        shard = bisect_right(self._starts, index) - 1
+        return shard, index - self._starts[shard]
+
+    def read_encoded(self, index: Any) -> tuple[bytes, int]:
+        """Return ``(encoded bytes, shard)`` of document ``index``."""
+        shard, local = self.locate(index)
+        offsets = self._offsets[shard]
+        begin, end = int(offsets[local]), int(offsets[local + 1])
+        return self._files[shard].read(self._data_offsets[shard] + begin, end - begin), shard
+
+    def read(self, index: int) -> Any:
+        """Return document ``index`` decoded by the format.
+
+        Raises:
+            IndexError: No such document.
+        """
+        encoded, shard = self.read_encoded(index)
+        return self._format.unpack(encoded, shard)
+
+    def close(self) -> None:
+        """Close the shard files."""
+        close_shards(self._shards)
+
+    def __enter__(self) -> DocumentReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class DocumentStorage(BaseStorage):
+    """Records kept whole, each encoded to bytes by the format.
+
+    Args:
+        directory: The storage directory (created by the first writer).
+        storage_format: A :class:`guideloom.types.DocumentStorageFormat`, for example
+            :class:`guideloom.storage.DocumentPickleFormat` (trusted data only).
+        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        storage_format: DocumentStorageFormat,
+        read_interface: ReadInterface | type[ReadInterface] | None = None,
+    ) -> None:
+        super().__init__(directory, storage_format, read_interface)
+
+    def sync_writer(self) -> DocumentWriter:
+        """Return a writer; use it as a context manager (commits on exit)."""
+        return DocumentWriter(self)
+
+    def sync_reader(self) -> DocumentReader:
+        """Open and validate every shard and return a reader."""
+        return DocumentReader(self)

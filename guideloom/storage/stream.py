@@ -1,0 +1,317 @@
+"""StreamStorage: records concatenated into one logical stream of fixed-size elements."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import os
+from array import array
+from bisect import bisect_right
+from typing import Any
+
+import numpy as np
+
+from guideloom.storage._base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage._errors import FormatContractError, StorageError
+from guideloom.storage._shards import (
+    INDEX_DTYPE,
+    OpenShard,
+    ShardFileWriter,
+    check_offsets,
+    close_shards,
+    dtype_to_json,
+    open_shards,
+)
+from guideloom.types import ReadInterface, StreamStorageFormat
+
+__all__ = ["AsyncStreamReader", "StreamReader", "StreamStorage", "StreamWriter"]
+
+KIND = "stream"
+
+
+def check_stream(array_: Any, dtype: np.dtype, what: str) -> np.ndarray:
+    """Check that ``array_`` is a 1-D array of ``dtype`` and return it C-contiguous."""
+    if not isinstance(array_, np.ndarray):
+        raise FormatContractError(f"{what} must return a NumPy array, got {type(array_).__name__}")
+    if array_.ndim != 1:
+        raise FormatContractError(f"{what} must return a 1-D array, got shape {array_.shape}")
+    if array_.dtype != dtype:
+        raise FormatContractError(
+            f"{what} returned dtype {array_.dtype}, but the format's stream_dtype is {dtype}"
+        )
+    return np.ascontiguousarray(array_)
+
+
+class StreamShardState(ShardState):
+    """A stream shard being written: its element count and record offsets."""
+
+    def __init__(self, file: ShardFileWriter) -> None:
+        super().__init__(file)
+        self.elements = 0
+        self.record_offsets = array("q", [0])
+        file.begin_section("data")
+
+
+class StreamWriter(BaseWriter[StreamShardState]):
+    """Appends records to shards of a :class:`StreamStorage` (see :class:`BaseWriter`)."""
+
+    def __init__(self, storage: StreamStorage) -> None:
+        super().__init__(storage)
+        self._dtype = np.dtype(storage.format.stream_dtype)
+
+    def _new_state(self, file: ShardFileWriter) -> StreamShardState:
+        return StreamShardState(file)
+
+    def append(self, shard: int, data: Any) -> None:
+        """Pack ``data`` with the storage format and append it as one record of ``shard``."""
+        state = self._state(shard)
+        packed = check_stream(self._storage.format.pack(data), self._dtype, "format.pack()")
+        state.file.write(packed.view(np.uint8) if len(packed) else b"")
+        state.elements += len(packed)
+        state.records += 1
+        state.record_offsets.append(state.elements)
+
+    def _finish(self, state: StreamShardState) -> None:
+        state.file.end_section("data")
+        offsets = np.asarray(state.record_offsets, dtype=INDEX_DTYPE)
+        state.file.write_section("record_offsets", offsets)
+        state.file.commit(
+            {
+                "kind": KIND,
+                "dtype": dtype_to_json(self._dtype),
+                "elements": state.elements,
+                "records": state.records,
+            }
+        )
+
+
+class StreamIndex:
+    """Locates global element ranges in a list of stream shards (shared with stream-with-meta)."""
+
+    def __init__(self, shards: list[OpenShard], dtype: np.dtype) -> None:
+        self.shards = shards
+        self.dtype = dtype
+        self.itemsize = dtype.itemsize
+        self.files = [shard.file for shard in shards]
+        self.lengths = [shard.footer["elements"] for shard in shards]
+        self.data_offsets = [shard.section("data")[0] for shard in shards]
+        self.starts = [0]
+        for length in self.lengths:
+            self.starts.append(self.starts[-1] + length)
+        self.total = self.starts[-1]
+        self.starts_array = np.asarray(self.starts, dtype=np.int64)
+
+    def check_range(self, start: Any, length: Any) -> tuple[int, int]:
+        """Return ``(start, length)`` as ints, or raise ``IndexError`` outside the stream."""
+        if type(start) is not int:
+            start = operator.index(start)
+        if type(length) is not int:
+            length = operator.index(length)
+        if start < 0 or length < 0 or start + length > self.total:
+            raise IndexError(
+                f"elements [{start}, {start + length}) are outside the stream of {self.total}"
+            )
+        return start, length
+
+    def segments(self, start: int, length: int) -> list[tuple[int, int, int]]:
+        """Return ``(shard, local_start, count)`` for each shard segment of a range."""
+        shard = bisect_right(self.starts, start) - 1
+        out = []
+        position, remaining = start, length
+        while remaining:
+            local = position - self.starts[shard]
+            count = min(self.lengths[shard] - local, remaining)
+            if count > 0:
+                out.append((shard, local, count))
+                position += count
+                remaining -= count
+            shard += 1
+        return out
+
+    def read(self, start: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Read a checked range; return ``(elements, shard_lengths, shards)``."""
+        out = np.empty(length, dtype=self.dtype)
+        if not length:
+            empty = np.zeros(0, dtype=np.int64)
+            return out, empty, empty
+        raw = out.view(np.uint8)
+        shard = bisect_right(self.starts, start) - 1
+        local = start - self.starts[shard]
+        itemsize = self.itemsize
+        if local + length <= self.lengths[shard]:  # fast path: one shard
+            self.files[shard].readinto(self.data_offsets[shard] + local * itemsize, raw)
+            return out, np.array([length], dtype=np.int64), np.array([shard], dtype=np.int64)
+        segments = self.segments(start, length)
+        done = 0
+        for shard, local, count in segments:
+            self.files[shard].readinto(
+                self.data_offsets[shard] + local * itemsize,
+                raw[done * itemsize : (done + count) * itemsize],
+            )
+            done += count
+        return (
+            out,
+            np.array([s[2] for s in segments], dtype=np.int64),
+            np.array([s[0] for s in segments], dtype=np.int64),
+        )
+
+    async def aread(self, start: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Asynchronous :meth:`read`; the shard segments are read concurrently."""
+        out = np.empty(length, dtype=self.dtype)
+        segments = self.segments(start, length)
+        raw = out.view(np.uint8) if length else None
+        itemsize = self.itemsize
+        jobs = []
+        done = 0
+        for shard, local, count in segments:
+            jobs.append(
+                self.files[shard].areadinto(
+                    self.data_offsets[shard] + local * itemsize,
+                    raw[done * itemsize : (done + count) * itemsize],
+                )
+            )
+            done += count
+        await asyncio.gather(*jobs)
+        return (
+            out,
+            np.array([s[2] for s in segments], dtype=np.int64),
+            np.array([s[0] for s in segments], dtype=np.int64),
+        )
+
+
+def _open_stream_index(storage: BaseStorage, kind: str, sections: tuple[str, ...]) -> StreamIndex:
+    dtype = np.dtype(storage.format.stream_dtype)
+    shards = open_shards(storage.directory, kind, storage.read_interface, dtype, sections)
+    try:
+        for shard in shards:
+            offsets = shard.read_index("record_offsets")
+            check_offsets(
+                shard.path, "record_offsets", offsets, shard.footer["records"],
+                shard.footer["elements"],
+            )
+            nbytes = shard.section("data")[1]
+            if nbytes != shard.footer["elements"] * dtype.itemsize:
+                raise StorageError(
+                    f"{shard.path}: not a complete GuideLoom shard (data section of {nbytes} "
+                    f"bytes for {shard.footer['elements']} elements)"
+                )
+        return StreamIndex(shards, dtype)
+    except BaseException:
+        close_shards(shards)
+        raise
+
+
+class StreamReader:
+    """Reads any global element range of a :class:`StreamStorage`. Thread-safe.
+
+    ``len(reader)`` is the total number of elements.
+    """
+
+    def __init__(self, storage: StreamStorage) -> None:
+        self._format = storage.format
+        self._index = _open_stream_index(storage, KIND, ("data", "record_offsets"))
+
+    @property
+    def num_elements(self) -> int:
+        """Total number of elements of the stream."""
+        return self._index.total
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return len(self._index.shards)
+
+    @property
+    def shard_lengths(self) -> list[int]:
+        """Element count of each shard."""
+        return list(self._index.lengths)
+
+    def __len__(self) -> int:
+        return self._index.total
+
+    def read(self, start: int, length: int) -> Any:
+        """Return the sample decoded from elements ``[start, start + length)``.
+
+        Raises:
+            IndexError: The range is not inside the stream.
+        """
+        index = self._index
+        start, length = index.check_range(start, length)
+        return self._format.unpack(*index.read(start, length))
+
+    def close(self) -> None:
+        """Close the shard files."""
+        close_shards(self._index.shards)
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncStreamReader:
+    """asyncio reader of a :class:`StreamStorage`: ``await reader.read(start, length)``."""
+
+    def __init__(self, storage: StreamStorage) -> None:
+        self._format = storage.format
+        self._index = _open_stream_index(storage, KIND, ("data", "record_offsets"))
+
+    @property
+    def num_elements(self) -> int:
+        """Total number of elements of the stream."""
+        return self._index.total
+
+    def __len__(self) -> int:
+        return self._index.total
+
+    async def read(self, start: int, length: int) -> Any:
+        """Return the sample decoded from elements ``[start, start + length)``."""
+        start, length = self._index.check_range(start, length)
+        return self._format.unpack(*(await self._index.aread(start, length)))
+
+    async def aclose(self) -> None:
+        """Close the shard files."""
+        close_shards(self._index.shards)
+
+    def close(self) -> None:
+        """Close the shard files."""
+        close_shards(self._index.shards)
+
+    async def __aenter__(self) -> AsyncStreamReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StreamStorage(BaseStorage):
+    """Records of fixed-size elements, concatenated into one logical stream over shards.
+
+    Args:
+        directory: The storage directory (created by the first writer).
+        storage_format: A :class:`guideloom.types.StreamStorageFormat`, for example
+            :class:`guideloom.storage.StreamNumpyFormat`.
+        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        storage_format: StreamStorageFormat,
+        read_interface: ReadInterface | type[ReadInterface] | None = None,
+    ) -> None:
+        super().__init__(directory, storage_format, read_interface)
+        np.dtype(storage_format.stream_dtype)  # fail early on a format without a dtype
+
+    def sync_writer(self) -> StreamWriter:
+        """Return a writer; use it as a context manager (commits on exit)."""
+        return StreamWriter(self)
+
+    def sync_reader(self) -> StreamReader:
+        """Open and validate every shard and return a reader."""
+        return StreamReader(self)
+
+    def async_reader(self) -> AsyncStreamReader:
+        """Like :meth:`sync_reader`, for asyncio code."""
+        return AsyncStreamReader(self)

@@ -1,0 +1,278 @@
+"""StreamWithMetaStorage: a stream whose element runs point at variable-size payloads."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from array import array
+from typing import Any
+
+import numpy as np
+
+from guideloom.storage._base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage._errors import FormatContractError, StorageError
+from guideloom.storage._shards import (
+    INDEX_DTYPE,
+    ShardFileWriter,
+    check_offsets,
+    close_shards,
+    dtype_to_json,
+)
+from guideloom.storage.stream import _open_stream_index, check_stream
+from guideloom.types import ReadInterface, StreamWithMetaStorageFormat
+
+__all__ = ["StreamWithMetaReader", "StreamWithMetaStorage", "StreamWithMetaWriter"]
+
+KIND = "stream_meta"
+_SECTIONS = ("data", "record_offsets", "run_starts", "payload_offsets", "payloads")
+
+
+class MetaShardState(ShardState):
+    """A stream-with-meta shard being written; payloads wait in an unnamed temporary file."""
+
+    def __init__(self, file: ShardFileWriter) -> None:
+        super().__init__(file)
+        self.elements = 0
+        self.record_offsets = array("q", [0])
+        self.run_starts = array("q")
+        self.payload_offsets = array("q", [0])
+        self.payloads = tempfile.TemporaryFile(dir=file.final_path.parent)  # noqa: SIM115
+        file.begin_section("data")
+
+
+def _collect(fmt: Any, data: Any, dtype: np.dtype) -> tuple[np.ndarray, list[int], list[Any]]:
+    """Run ``fmt.pack(data)`` and check its contract; return (stream, run starts, payloads)."""
+    size = fmt.size(data)
+    if not isinstance(size, int | np.integer) or size < 0:
+        raise FormatContractError(f"format.size() must return an int >= 0, got {size!r}")
+    size = int(size)
+    generator = fmt.pack(data)
+    if not hasattr(generator, "__next__"):
+        raise FormatContractError("format.pack() must be a generator (yield (key, payload))")
+    starts: list[int] = []
+    payloads: list[Any] = []
+    seen: set[Any] = set()
+    current: Any = None
+    position = 0
+    while True:
+        try:
+            item = next(generator)
+        except StopIteration as stop:
+            stream = stop.value
+            break
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise FormatContractError(
+                f"format.pack() must yield (key, payload | None) pairs, got {item!r} at element "
+                f"{position}"
+            )
+        if position >= size:
+            raise FormatContractError(
+                f"format.pack() yielded more than format.size() = {size} elements"
+            )
+        key, payload = item
+        try:
+            new_run = position == 0 or bool(key != current)
+            repeated = new_run and key in seen
+        except TypeError as error:
+            raise FormatContractError(f"key {key!r} at element {position}: {error}") from None
+        if repeated:
+            raise FormatContractError(
+                f"key {key!r} reappears at element {position} after another key in the same record"
+            )
+        if new_run:
+            if payload is None:
+                raise FormatContractError(
+                    f"element {position} starts the run of key {key!r} but has no payload"
+                )
+            if not isinstance(payload, bytes | bytearray | memoryview):
+                raise FormatContractError(
+                    f"payload of key {key!r} must be bytes, got {type(payload).__name__}"
+                )
+            seen.add(key)
+            current = key
+            starts.append(position)
+            payloads.append(payload)
+        position += 1
+    if position != size:
+        raise FormatContractError(
+            f"format.pack() yielded {position} elements but format.size() = {size}"
+        )
+    stream = check_stream(stream, dtype, "format.pack()")
+    if len(stream) != size:
+        raise FormatContractError(
+            f"format.pack() returned {len(stream)} elements but format.size() = {size}"
+        )
+    return stream, starts, payloads
+
+
+class StreamWithMetaWriter(BaseWriter[MetaShardState]):
+    """Appends records to shards of a :class:`StreamWithMetaStorage` (see :class:`BaseWriter`)."""
+
+    def __init__(self, storage: StreamWithMetaStorage) -> None:
+        super().__init__(storage)
+        self._dtype = np.dtype(storage.format.stream_dtype)
+
+    def _new_state(self, file: ShardFileWriter) -> MetaShardState:
+        return MetaShardState(file)
+
+    def append(self, shard: int, data: Any) -> None:
+        """Pack ``data`` and append it as one record of ``shard``.
+
+        Raises:
+            FormatContractError: The format broke its protocol (nothing of the record is written).
+        """
+        stream, starts, payloads = _collect(self._storage.format, data, self._dtype)
+        state = self._state(shard)
+        if len(stream):
+            state.file.write(stream.view(np.uint8))
+        for start, payload in zip(starts, payloads, strict=True):
+            view = memoryview(payload).cast("B")
+            state.payloads.write(view)
+            state.run_starts.append(state.elements + start)
+            state.payload_offsets.append(state.payload_offsets[-1] + len(view))
+        state.elements += len(stream)
+        state.records += 1
+        state.record_offsets.append(state.elements)
+
+    def _finish(self, state: MetaShardState) -> None:
+        file = state.file
+        try:
+            file.end_section("data")
+            file.write_section("record_offsets", np.asarray(state.record_offsets, INDEX_DTYPE))
+            file.write_section("run_starts", np.asarray(state.run_starts, INDEX_DTYPE))
+            file.write_section("payload_offsets", np.asarray(state.payload_offsets, INDEX_DTYPE))
+            file.write_file_section("payloads", state.payloads)
+        except BaseException:
+            file.abort()
+            raise
+        finally:
+            state.payloads.close()
+        file.commit(
+            {
+                "kind": KIND,
+                "dtype": dtype_to_json(self._dtype),
+                "elements": state.elements,
+                "records": state.records,
+                "runs": len(state.run_starts),
+            }
+        )
+
+    def abort(self) -> None:
+        """Discard everything this writer wrote."""
+        for state in self._shards.values():
+            state.payloads.close()
+        super().abort()
+
+
+class StreamWithMetaReader:
+    """Reads any global element range of a :class:`StreamWithMetaStorage`. Thread-safe."""
+
+    def __init__(self, storage: StreamWithMetaStorage) -> None:
+        self._format = storage.format
+        self._index = _open_stream_index(storage, KIND, _SECTIONS)
+        try:
+            self._run_starts: list[np.ndarray] = []
+            self._payload_offsets: list[np.ndarray] = []
+            self._payload_base: list[int] = []
+            for shard in self._index.shards:
+                runs = shard.read_index("run_starts")
+                elements = shard.footer["elements"]
+                if elements and (
+                    len(runs) == 0
+                    or runs[0] != 0
+                    or runs[-1] >= elements
+                    or bool(np.any(np.diff(runs) <= 0))
+                ):
+                    raise StorageError(f"{shard.path}: not a complete GuideLoom shard (bad runs)")
+                offsets = shard.read_index("payload_offsets")
+                base, nbytes = shard.section("payloads")
+                check_offsets(shard.path, "payload_offsets", offsets, len(runs), nbytes)
+                self._run_starts.append(runs)
+                self._payload_offsets.append(offsets)
+                self._payload_base.append(base)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def num_elements(self) -> int:
+        """Total number of elements of the stream."""
+        return self._index.total
+
+    def __len__(self) -> int:
+        return self._index.total
+
+    def read(self, start: int, length: int) -> Any:
+        """Return the sample decoded from elements ``[start, start + length)``.
+
+        Raises:
+            IndexError: The range is not inside the stream.
+        """
+        index = self._index
+        start, length = index.check_range(start, length)
+        stream, _, _ = index.read(start, length)
+        document_index = np.empty(length, dtype=np.int64)
+        document_data: list[bytes] = []
+        document_shard: list[int] = []
+        done = 0
+        for shard, local, count in index.segments(start, length):
+            runs = self._run_starts[shard]
+            end = local + count
+            first = int(np.searchsorted(runs, local, "right")) - 1
+            stop = int(np.searchsorted(runs, end, "left"))
+            bounds = np.concatenate(([local], runs[first + 1 : stop], [end]))
+            document_index[done : done + count] = np.repeat(
+                np.arange(len(document_data), len(document_data) + stop - first), np.diff(bounds)
+            )
+            offsets = self._payload_offsets[shard]
+            low = int(offsets[first])
+            blob = self._index.files[shard].read(
+                self._payload_base[shard] + low, int(offsets[stop]) - low
+            )
+            cuts = (offsets[first : stop + 1] - low).tolist()
+            document_data.extend(blob[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+            document_shard.extend([shard] * (stop - first))
+            done += count
+        return self._format.unpack(
+            stream, np.asarray(document_shard, dtype=np.int64), document_index, document_data
+        )
+
+    def close(self) -> None:
+        """Close the shard files."""
+        close_shards(self._index.shards)
+
+    def __enter__(self) -> StreamWithMetaReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StreamWithMetaStorage(BaseStorage):
+    """A stream of fixed-size elements whose runs carry variable-size payloads.
+
+    Use it for annotations on token spans (for example concept lists): each element points at the
+    payload of its run, and a read returns the payloads its window needs.
+
+    Args:
+        directory: The storage directory (created by the first writer).
+        storage_format: A :class:`guideloom.types.StreamWithMetaStorageFormat`.
+        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        storage_format: StreamWithMetaStorageFormat,
+        read_interface: ReadInterface | type[ReadInterface] | None = None,
+    ) -> None:
+        super().__init__(directory, storage_format, read_interface)
+        np.dtype(storage_format.stream_dtype)
+
+    def sync_writer(self) -> StreamWithMetaWriter:
+        """Return a writer; use it as a context manager (commits on exit)."""
+        return StreamWithMetaWriter(self)
+
+    def sync_reader(self) -> StreamWithMetaReader:
+        """Open and validate every shard and return a reader."""
+        return StreamWithMetaReader(self)
