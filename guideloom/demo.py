@@ -382,3 +382,20 @@ def _write_experiment(
                 g.attrs["x_shape"], g.attrs["y_shape"] = x, y
                 g.create_dataset("z", data=z, chunks=chunk, **gz)
                 g.create_dataset("luminescence", data=lum, chunks=chunk, **gz)
+
+
+def cached_demo_data(
+    cache_dir: str | Path, n: int, scan_shape: Sequence[int], layout: str, seed: int = 0
+) -> Path:
+    """Return a demo dataset under ``cache_dir``, writing it only if it is not there yet.
+
+    Benchmarks use this so that large real-shape datasets are generated once.
+    """
+    y, x = (int(v) for v in scan_shape)
+    target = Path(cache_dir) / f"demo-n{n}-{y}x{x}-{layout}-s{seed}"
+    stamp = target / ".complete"
+    wanted = json.dumps({"n": n, "scan_shape": [y, x], "layout": layout, "seed": seed})
+    if not stamp.is_file() or stamp.read_text() != wanted:
+        make_demo_data(target, n=n, scan_shape=(y, x), layout=layout, seed=seed)
+        stamp.write_text(wanted)
+    return target
