@@ -8,8 +8,8 @@
 
 Run from the repository root::
 
-    python3 benchmarks/loader.py                   # defaults: 2048 experiments, 3 epochs
-    python3 benchmarks/loader.py --experiments 512 --epochs 2 --workdir /tmp/gl-bench
+    PYTHONPATH=. python3 benchmarks/loader.py      # defaults: 2048 experiments, 3 epochs
+    PYTHONPATH=. python3 benchmarks/loader.py --only stream --workdir /tmp/gl-bench
 
 The data is generated under ``--workdir`` (a temporary directory by default) and reused when
 the directory already holds it.
@@ -29,7 +29,6 @@ import torch
 
 import guideloom
 from guideloom import StatefulDataLoader
-from guideloom.streaming import export_to_numpy, load_export
 
 BATCH = 256
 FORCE_POINTS = 1000
@@ -51,6 +50,8 @@ def resample_and_emit(record: dict[str, Any]) -> dict[str, Any]:
 
 def build_export(workdir: Path, experiments: int) -> Path:
     """Write demo data and its ``force-signals`` export (once)."""
+    from guideloom.streaming import export_to_numpy
+
     export_dir = workdir / f"force-signals-{experiments}"
     if (export_dir / "sim_ids.npy").exists():
         return export_dir
@@ -119,57 +120,67 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=2**24)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--only", choices=("export", "stream"), default=None)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.workdir or Path(scratch)
         workdir.mkdir(parents=True, exist_ok=True)
-        export_dir = build_export(workdir, args.experiments)
-        export = load_export(export_dir)
-        print(f"export: {len(export)} samples, fields {export.fields}, batch {BATCH}")
+        if args.only != "stream":
+            bench_export(workdir, args.experiments, args.epochs)
+        if args.only != "export":
+            bench_stream(workdir, args.tokens, args.epochs)
 
-        results: dict[str, float] = {}
-        for workers in (0, 2):
-            plain = torch.utils.data.DataLoader(
-                export, batch_size=BATCH, shuffle=True, num_workers=workers
-            )
-            results[f"DataLoader(workers={workers})"], _ = rate(lambda p=plain: p, args.epochs)
-        for workers in (0, 2):
-            loader = StatefulDataLoader.from_export(
-                export,
-                device="cpu",
-                local_batch_size=BATCH,
-                shuffle=True,
-                shuffle_seed=0,
-                drop_last=False,
-                num_workers=workers,
-                prefetch=4,
-            )
-            with loader:
-                key = f"from_export(workers={workers})"
-                results[key], _ = rate(lambda lo=loader: lo, args.epochs)
-        baseline = max(v for k, v in results.items() if k.startswith("DataLoader"))
-        for key, value in results.items():
-            print(f"{key:28s} {value:9.1f} batches/s  ({value / baseline:5.2f}x best DataLoader)")
 
-        storage = build_stream(workdir, args.tokens)
-        for workers in (0, 2):
-            with StatefulDataLoader.from_storage(
-                storage,
-                sequence_length=2048,
-                device="cpu",
-                local_batch_size=8,
-                shuffle=True,
-                shuffle_seed=0,
-                num_workers=workers,
-                prefetch=4,
-            ) as loader:
-                per_second, _ = rate(lambda lo=loader: lo, args.epochs)
-            print(
-                f"from_storage(workers={workers})      {per_second * 8:9.0f} windows/s "
-                f"(2048-token windows, {args.tokens} tokens)"
-            )
+def bench_export(workdir: Path, experiments: int, epochs: int) -> None:
+    """Print batches/s of from_export against torch's DataLoader over the same export."""
+    from guideloom.streaming import load_export
+
+    export = load_export(build_export(workdir, experiments))
+    print(f"export: {len(export)} samples, fields {export.fields}, batch {BATCH}")
+    results: dict[str, float] = {}
+    for workers in (0, 2):
+        plain = torch.utils.data.DataLoader(
+            export, batch_size=BATCH, shuffle=True, num_workers=workers
+        )
+        results[f"DataLoader(workers={workers})"], _ = rate(lambda p=plain: p, epochs)
+    for workers in (0, 2):
+        with StatefulDataLoader.from_export(
+            export,
+            device="cpu",
+            local_batch_size=BATCH,
+            shuffle=True,
+            shuffle_seed=0,
+            drop_last=False,
+            num_workers=workers,
+            prefetch=4,
+        ) as loader:
+            results[f"from_export(workers={workers})"], _ = rate(lambda lo=loader: lo, epochs)
+    baseline = max(v for k, v in results.items() if k.startswith("DataLoader"))
+    for key, value in results.items():
+        print(f"{key:28s} {value:9.1f} batches/s  ({value / baseline:5.2f}x best DataLoader)")
+
+
+def bench_stream(workdir: Path, tokens: int, epochs: int) -> None:
+    """Print windows/s of from_storage over a token stream."""
+    storage = build_stream(workdir, tokens)
+    for workers in (0, 2):
+        with StatefulDataLoader.from_storage(
+            storage,
+            sequence_length=2048,
+            device="cpu",
+            local_batch_size=8,
+            shuffle=True,
+            shuffle_seed=0,
+            num_workers=workers,
+            prefetch=4,
+        ) as loader:
+            per_second, _ = rate(lambda lo=loader: lo, epochs)
+        print(
+            f"from_storage(workers={workers})      {per_second * 8:9.0f} windows/s "
+            f"(2048-token windows, {tokens} tokens)"
+        )
 
 
 if __name__ == "__main__":
