@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -343,3 +345,54 @@ def test_import_without_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert 'pip install "guideloom[torch]"' in result.stdout
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(0, 60),
+    batch=st.integers(1, 5),
+    world=st.integers(1, 4),
+    new_batch=st.integers(1, 5),
+    new_world=st.integers(1, 4),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    data=st.data(),
+)
+def test_resume_anywhere_with_any_layout_keeps_the_global_order(
+    n: int,
+    batch: int,
+    world: int,
+    new_batch: int,
+    new_world: int,
+    drop_last: bool,
+    shuffle: bool,
+    data: st.DataObject,
+) -> None:
+    def ranks(b: int, w: int) -> list[StatefulDataLoader]:
+        return [
+            make(n, local_batch_size=b, rank=r, world_size=w, drop_last=drop_last, shuffle=shuffle)
+            for r in range(w)
+        ]
+
+    old = ranks(batch, world)
+    steps = len(old[0])
+    cut = data.draw(st.integers(0, max(steps - 1, 0)))
+    iterators = [iter(loader) for loader in old]
+    head = [[next(it) for _ in range(cut)] for it in iterators]
+    for it in iterators:
+        it.close()
+    state = old[0].state_dict()
+    assert all(loader.state_dict() == state for loader in old)
+    assert state["observation_offset"] == cut * batch * world
+
+    new = ranks(new_batch, new_world)
+    for loader in new:
+        loader.load_state_dict(state)
+    rest = [list(loader) for loader in new]
+    order = make(n, shuffle=shuffle).order(0)(np.arange(n)).tolist()
+    offset = state["observation_offset"]
+    g = new_batch * new_world
+    end = offset + (n - offset) // g * g if drop_last else n
+    assert global_stream(head) == order[:offset]
+    assert global_stream(rest) == order[offset:end]
+    assert all(loader.state_dict()["epoch"] == 1 for loader in new)

@@ -55,7 +55,8 @@ class StatefulDataLoader:
         drop_last: Drop the trailing incomplete global batch. With ``False`` every sample is
             delivered and a rank may receive an empty final batch.
         num_workers: Reader threads (or processes); ``0`` reads in the consumer's thread.
-        parallel_method: ``"thread"`` or ``"process"``. Processes need a picklable source;
+        parallel_method: ``"thread"`` or ``"process"``. Processes are spawned: the source must
+            be picklable and the calling script needs an ``if __name__ == "__main__":`` guard;
             they only read, collation then runs in the consumer's process.
         prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``).
         pin_memory: Pin batches in the workers before the device move (accelerators only).
@@ -306,8 +307,6 @@ class _LoaderIterator:
         self._pending: collections.deque[tuple[int, Any]] = collections.deque()
         self._pool: cf.Executor | None = None
         self._owns_pool = False
-        if loader._offset > 0 and loader._epoch_end() <= loader._offset:
-            loader._epoch, loader._offset = loader._epoch + 1, 0  # nothing left: next epoch
         self._epoch = loader._epoch
         self._order = loader.order(loader._epoch)
         self._next_base = loader._offset
