@@ -3,13 +3,14 @@
 * batches/s of ``StatefulDataLoader.from_export`` (batch 256, a ``force-signals`` export of the
   demo data, forces resampled to (1000, 8) float32) against
   ``torch.utils.data.DataLoader(export, batch_size=256, shuffle=True)`` with 0 and 2 workers;
-* windows/s of ``StatefulDataLoader.from_storage`` over a token stream (structured
-  ``tokens``/``document_ids``/``loss_mask`` elements, 2048-element windows, batch 8).
+* windows/s of ``StatefulDataLoader.from_storage`` over the stream benchmark data of
+  ``benchmarks/stream_read.py`` (50 M int32 tokens plus uint32 document ids, 8 shards),
+  shuffled 2048-token windows in batches of 8.
 
 Run from the repository root::
 
-    PYTHONPATH=. python3 benchmarks/loader.py      # defaults: 2048 experiments, 3 epochs
-    PYTHONPATH=. python3 benchmarks/loader.py --only stream --workdir /tmp/gl-bench
+    python3 benchmarks/loader.py                   # 2048 experiments, 50 M tokens, 3 epochs
+    python3 benchmarks/loader.py --only stream --tokens 5e6 --workdir /tmp/gl-bench
 
 The data is generated under ``--workdir`` (a temporary directory by default) and reused when
 the directory already holds it.
@@ -18,6 +19,7 @@ the directory already holds it.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -27,8 +29,10 @@ from typing import Any
 import numpy as np
 import torch
 
-import guideloom
-from guideloom import StatefulDataLoader
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import guideloom  # noqa: E402
+from guideloom import StatefulDataLoader  # noqa: E402
 
 BATCH = 256
 FORCE_POINTS = 1000
@@ -80,26 +84,17 @@ def build_export(workdir: Path, experiments: int) -> Path:
 
 
 def build_stream(workdir: Path, tokens: int) -> Any:
-    """Write a token stream storage of ``tokens`` elements in 8 shards (once)."""
+    """Write the stream benchmark data of ``benchmarks/stream_read.py`` (once).
+
+    ``tokens`` int32 tokens with a uint32 document-id field, documents of 1..4095 tokens, spread
+    over 8 shards.
+    """
+    from benchmarks.stream_read import DTYPE, make_documents, write
+
     directory = workdir / f"stream-{tokens}"
-    dtype = np.dtype([("tokens", "<i4"), ("document_ids", "<u4"), ("loss_mask", "u1")])
-    fresh = not directory.exists()
-    storage = guideloom.StreamStorage(directory, guideloom.StreamNumpyFormat(dtype))
-    if fresh:
-        rng = np.random.default_rng(0)
-        per_shard = tokens // 8
-        with storage.sync_writer() as writer:
-            for shard in range(8):
-                for document in range(per_shard // 4096):
-                    writer.append(
-                        shard,
-                        {
-                            "tokens": rng.integers(0, 50_000, 4096, dtype="<i4"),
-                            "document_ids": np.full(4096, shard * 10_000 + document, "<u4"),
-                            "loss_mask": np.ones(4096, "u1"),
-                        },
-                    )
-    return storage
+    if not directory.exists():
+        write(directory, *make_documents(tokens, seed=0), shards=8)
+    return guideloom.StreamStorage(directory, guideloom.StreamNumpyFormat(DTYPE))
 
 
 def rate(batches: Callable[[], Iterable[Any]], epochs: int) -> tuple[float, int]:
@@ -118,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=2048)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=2**24)
+    parser.add_argument("--tokens", type=float, default=50e6)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--only", choices=("export", "stream"), default=None)
     args = parser.parse_args(argv)
@@ -130,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.only != "stream":
             bench_export(workdir, args.experiments, args.epochs)
         if args.only != "export":
-            bench_stream(workdir, args.tokens, args.epochs)
+            bench_stream(workdir, int(args.tokens), args.epochs)
 
 
 def bench_export(workdir: Path, experiments: int, epochs: int) -> None:
