@@ -51,7 +51,8 @@ class StatefulDataLoader:
         rank: This process's rank in ``range(world_size)``.
         world_size: Number of ranks; a global batch holds ``local_batch_size * world_size``.
         shuffle: Use a seeded :class:`~guideloom.shuffle.FeistelShuffler` order per epoch.
-        shuffle_seed: Seed of the shuffle; ``None`` draws one (kept in ``state_dict()``).
+        shuffle_seed: Non-negative seed of the shuffle; ``None`` draws one when shuffling (it
+            is kept in ``state_dict()``).
         drop_last: Drop the trailing incomplete global batch. With ``False`` every sample is
             delivered and a rank may receive an empty final batch.
         num_workers: Reader threads (or processes); ``0`` reads in the consumer's thread.
@@ -102,10 +103,12 @@ class StatefulDataLoader:
         self.rank = int(rank)
         self.world_size = int(world_size)
         self.shuffle = bool(shuffle)
+        if shuffle_seed is not None and int(shuffle_seed) < 0:
+            raise ValueError(f"shuffle_seed must be a non-negative int, got {shuffle_seed}")
         self._seed_given = shuffle_seed is not None
-        if shuffle_seed is None:
+        if shuffle_seed is None and self.shuffle:  # draw one, kept in state_dict()
             shuffle_seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
-        self.shuffle_seed = int(shuffle_seed)
+        self.shuffle_seed = None if shuffle_seed is None else int(shuffle_seed)
         self.drop_last = bool(drop_last)
         self.num_workers = int(num_workers)
         self.parallel_method = parallel_method
@@ -233,7 +236,7 @@ class StatefulDataLoader:
                 stacklevel=2,
             )
         seed = state["shuffle_seed"]
-        if self.shuffle and seed is not None and int(seed) != self.shuffle_seed:
+        if self.shuffle and seed is not None and seed != self.shuffle_seed:
             if self._seed_given:
                 warnings.warn(
                     f"state has shuffle_seed={seed} but the loader uses {self.shuffle_seed}: "
