@@ -176,6 +176,18 @@ def test_repeated_appends_extend_and_new_writer_replaces(tmp_path):
     assert sorted(os.listdir(tmp_path)) == [shard_name(0), shard_name(1)]
 
 
+def test_rejected_record_leaves_the_shard_untouched(tmp_path):
+    storage = StreamStorage(tmp_path, StreamNumpyFormat("<u1"))
+    with storage.sync_writer() as writer:
+        writer.append(0, [1, 2])
+    with storage.sync_writer() as writer:
+        with pytest.raises(ValueError, match="value"):
+            writer.append(0, [300])
+        writer.append(1, [3])
+    with storage.sync_reader() as reader:
+        assert reader.read(0, len(reader)).tolist() == [1, 2, 3]
+
+
 def test_failed_writer_commits_nothing(tmp_path):
     storage = StreamStorage(tmp_path, StreamNumpyFormat("<i4"))
     with storage.sync_writer() as writer:
@@ -426,3 +438,17 @@ def test_any_window_equals_slice_of_concatenation(tmp_path_factory, shards, back
                 np.testing.assert_array_equal(
                     window["tokens"], expected["tokens"][i * length : (i + 1) * length]
                 )
+
+
+def test_storage_and_dataset_pickle_for_worker_processes(tmp_path):
+    import pickle
+
+    expected = write_shards(tmp_path, [[np.arange(10)], [np.arange(10, 16)]])
+    dataset = StreamDataset(
+        StreamStorage(tmp_path, StreamNumpyFormat(DTYPE), read_interface=MmapIO()), 4
+    )
+    clone = pickle.loads(pickle.dumps(dataset))
+    assert isinstance(clone.storage.read_interface, MmapIO)
+    with clone.sync_reader() as reader:
+        assert len(reader) == 4
+        assert reader[2]["tokens"].tolist() == expected["tokens"][8:12].tolist()

@@ -44,12 +44,12 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
 
     def append(self, shard: int, data: Any) -> None:
         """Encode ``data`` with the storage format and append it to ``shard``."""
-        state = self._state(shard)
         encoded = self._storage.format.pack(data)
         if not isinstance(encoded, bytes | bytearray | memoryview):
             raise FormatContractError(
                 f"format.pack() must return bytes, got {type(encoded).__name__}"
             )
+        state = self._state(shard)
         view = memoryview(encoded).cast("B")
         state.file.write(view)
         state.records += 1

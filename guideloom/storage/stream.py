@@ -64,8 +64,8 @@ class StreamWriter(BaseWriter[StreamShardState]):
 
     def append(self, shard: int, data: Any) -> None:
         """Pack ``data`` with the storage format and append it as one record of ``shard``."""
-        state = self._state(shard)
         packed = check_stream(self._storage.format.pack(data), self._dtype, "format.pack()")
+        state = self._state(shard)
         state.file.write(packed.view(np.uint8) if len(packed) else b"")
         state.elements += len(packed)
         state.records += 1
