@@ -8,6 +8,7 @@ their own modules.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import subprocess
 import sys
 import threading
@@ -332,6 +333,15 @@ def test_process_workers_give_the_same_batches() -> None:
     reference = run_all(make(23), epochs=1)
     with make(23, num_workers=2, parallel_method="process") as loader:
         assert run_all(loader, epochs=1) == reference
+        assert multiprocessing.active_children()
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works with CUDA")
+def test_pin_memory_without_cuda_warns_and_still_loads() -> None:
+    with pytest.warns(UserWarning, match="pin_memory"):
+        loader = make(6, pin_memory=True)
+    assert sum(list(loader), []) != []
 
 
 def test_import_without_torch() -> None:
