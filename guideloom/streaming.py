@@ -7,10 +7,20 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.croissant import Dataset, View
+from guideloom.export.api import export_to_numpy, export_to_numpy_per_sim, export_to_zarr
+from guideloom.reader import Export, load_export
 from guideloom.records import SIM_ID_KEY, RecordReader
 from guideloom.selection import RowFilter, resolve_dataset, select
 
-__all__ = ["SIM_ID_KEY", "iter_view"]
+__all__ = [
+    "SIM_ID_KEY",
+    "Export",
+    "export_to_numpy",
+    "export_to_numpy_per_sim",
+    "export_to_zarr",
+    "iter_view",
+    "load_export",
+]
 
 
 def iter_view(
@@ -59,3 +69,4 @@ def _records(view: View, selection) -> Iterator[dict[str, Any]]:
     reader = RecordReader(view)
     for loc, row in zip(selection.locations, selection.rows, strict=True):
         yield reader.read(loc, row)
+

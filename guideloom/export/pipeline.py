@@ -1,0 +1,125 @@
+"""The per-experiment work of an export: read, transform, check (runs on the workers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from guideloom.errors import ExperimentReadError
+from guideloom.export.spec import ExportSpec, FieldSchema, callable_name
+from guideloom.records import SIM_ID_KEY, RecordReader
+from guideloom.sources import Location
+
+NUMERIC_KINDS = "biufc"
+TEXT_KINDS = "US"
+
+
+class TransformError(ExperimentReadError):
+    """A user transform raised for one experiment."""
+
+
+class RecordValueError(ExperimentReadError, ValueError):
+    """A record's output does not fit the export: shape, dtype, alias set or value type."""
+
+
+def produce(
+    spec: ExportSpec, reader: RecordReader, loc: Location, row: Mapping[str, Any],
+    *, allow_text: bool = False,
+) -> dict[str, np.ndarray]:
+    """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.
+
+    ``_sim_id`` is available to the transforms and stripped from the result.
+
+    Raises:
+        ExperimentReadError: Reading failed (names id, file, HDF5 path).
+        TransformError: A transform raised (names id, file, transform).
+        RecordValueError: The output is not a mapping of numeric array-likes.
+    """
+    record = reader.read(loc, row)
+    for alias, fn in spec.transforms.items():
+        record[alias] = _call(fn, record[alias], loc, f"transform for {alias!r}")
+    if spec.record_transform is not None:
+        out = _call(spec.record_transform, record, loc, "record_transform")
+        if not isinstance(out, Mapping):
+            raise RecordValueError(
+                f"experiment {loc.sim_id} ({loc.describe()}): record_transform "
+                f"{callable_name(spec.record_transform)} returned {type(out).__name__}, "
+                "expected a dict of arrays",
+                sim_id=loc.sim_id, file=loc.describe(),
+            )
+        record = dict(out)
+    record.pop(SIM_ID_KEY, None)
+    if not record:
+        raise RecordValueError(
+            f"experiment {loc.sim_id} ({loc.describe()}): the record has no fields to write",
+            sim_id=loc.sim_id, file=loc.describe(),
+        )
+    return {alias: _as_array(alias, value, loc, allow_text) for alias, value in record.items()}
+
+
+def _call(fn, value, loc: Location, what: str):
+    try:
+        return fn(value)
+    except Exception as exc:  # noqa: BLE001 - any user error is reported with its experiment
+        raise TransformError(
+            f"experiment {loc.sim_id} ({loc.describe()}): {what} {callable_name(fn)} raised "
+            f"{type(exc).__name__}: {exc}",
+            sim_id=loc.sim_id, file=loc.describe(),
+        ) from exc
+
+
+def _as_array(alias: str, value: Any, loc: Location, allow_text: bool) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001
+        raise RecordValueError(
+            f"experiment {loc.sim_id} ({loc.describe()}): field {alias!r} is not array-like "
+            f"({type(value).__name__}: {exc})",
+            sim_id=loc.sim_id, file=loc.describe(),
+        ) from exc
+    kinds = NUMERIC_KINDS + (TEXT_KINDS if allow_text else "")
+    if arr.dtype.kind not in kinds:
+        hint = "" if allow_text else "; encode text as numbers (e.g. a small-int label)"
+        raise RecordValueError(
+            f"experiment {loc.sim_id} ({loc.describe()}): field {alias!r} is not numeric "
+            f"(dtype {arr.dtype}, value type {type(value).__name__}){hint}",
+            sim_id=loc.sim_id, file=loc.describe(),
+        )
+    return arr
+
+
+def schema_of(arrays: Mapping[str, np.ndarray]) -> dict[str, FieldSchema]:
+    """The schema a record defines: shape and dtype per alias."""
+    return {a: FieldSchema(tuple(v.shape), v.dtype.str) for a, v in arrays.items()}
+
+
+def check_schema(
+    arrays: Mapping[str, np.ndarray], schema: Mapping[str, FieldSchema], loc: Location
+) -> None:
+    """Raise :class:`RecordValueError` unless ``arrays`` matches ``schema`` exactly."""
+    where = f"experiment {loc.sim_id} ({loc.describe()})"
+    extra = sorted(set(arrays) - set(schema))
+    missing = sorted(set(schema) - set(arrays))
+    if extra or missing:
+        raise RecordValueError(
+            f"{where}: fields differ from the first record's: new {extra}, missing {missing}",
+            sim_id=loc.sim_id, file=loc.describe(),
+        )
+    for alias, fs in schema.items():
+        arr = arrays[alias]
+        if tuple(arr.shape) != fs.shape:
+            raise RecordValueError(
+                f"{where}: field {alias!r} has shape {tuple(arr.shape)} but the first record's "
+                f"is {fs.shape}; export_to_numpy needs one shape per field: fix it with a "
+                "transform (resample, crop, pad) or use export_to_numpy_per_sim for "
+                "variable shapes",
+                sim_id=loc.sim_id, file=loc.describe(),
+            )
+        if arr.dtype.str != fs.dtype:
+            raise RecordValueError(
+                f"{where}: field {alias!r} has dtype {arr.dtype.str} but the first record's is "
+                f"{fs.dtype}; cast it in a transform",
+                sim_id=loc.sim_id, file=loc.describe(),
+            )

@@ -1,0 +1,346 @@
+"""The one executor of export jobs: plan, fan out over Dask, finalize, publish."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import platform
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from guideloom import __version__
+from guideloom.errors import ExperimentReadError, GuideloomError, summarize_ids
+from guideloom.export.client import dask_client, worker_count
+from guideloom.export.pipeline import check_schema, produce, schema_of
+from guideloom.export.spec import ExportSpec, FieldSchema, Partition
+from guideloom.export.staging import EXPORT_MANIFEST, FORMAT_VERSION, Staging
+from guideloom.export.writers import Writer, make_writer
+from guideloom.records import RecordReader
+from guideloom.selection import Selection, select
+
+MAX_DEFAULT_PARTITION = 64
+PROBE_ATTEMPTS = 20
+
+
+class SkippedDataWarning(UserWarning):
+    """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
+
+
+class NothingToExportError(GuideloomError, ValueError):
+    """The filters left no experiment with local data."""
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote.
+
+    Attributes:
+        target: Where the export was published.
+        manifest: The contents of ``export.json``.
+        resumed_partitions: Partitions found finished from an earlier run.
+    """
+
+    target: str
+    manifest: dict[str, Any]
+    resumed_partitions: int = 0
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """The experiments, partitions and output layout of a job (what ``--dry-run`` prints)."""
+
+    selection: Selection
+    partitions: tuple[Partition, ...]
+    partition_size: int
+    identity: str
+
+
+def default_partition_size(n: int, workers: int) -> int:
+    """About four tasks per worker, at most 64 experiments per task."""
+    return max(1, min(MAX_DEFAULT_PARTITION, math.ceil(n / max(1, 4 * workers))))
+
+
+def plan_export(spec: ExportSpec, workers: int = 1) -> ExportPlan:
+    """Select the experiments and split them into partitions (no data is read)."""
+    selection = select(spec.dataset, spec.data_dir, sim_ids=spec.sim_ids, where=spec.where)
+    if not selection.locations:
+        raise NothingToExportError(
+            f"nothing to export from view {spec.view.name!r}: the filters left no experiment "
+            f"with local data under {spec.data_dir}"
+        )
+    size = spec.partition_size or default_partition_size(len(selection.locations), workers)
+    parts = []
+    for index, start in enumerate(range(0, len(selection.locations), size)):
+        stop = start + size
+        parts.append(Partition(index, start, selection.locations[start:stop],
+                               selection.rows[start:stop]))
+    return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size))
+
+
+def task_prefix(spec: ExportSpec) -> str:
+    """The Dask key prefix of the partition tasks, shown on the dashboard."""
+    return f"read-transform-write-{spec.view.name}"
+
+
+def run_export(
+    spec: ExportSpec,
+    *,
+    client: Any = None,
+    show_progress: bool = False,
+    dashboard_address: str | None = "127.0.0.1:8787",
+) -> ExportResult:
+    """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract."""
+    started = time.time()
+    staging = Staging.for_target(spec.target)
+    if staging.target_complete() and not spec.overwrite:
+        raise FileExistsError(
+            f"{staging.url} already holds a complete export; pass overwrite=True to replace it"
+        )
+    writer = make_writer(spec.output, staging, spec.options)
+    with dask_client(client, dashboard_address=dashboard_address) as dask:
+        plan = plan_export(spec, worker_count(dask))
+        job = {
+            "identity": plan.identity,
+            "view": spec.view.name,
+            "output": spec.output,
+            "n_records": len(plan.selection.locations),
+            "n_partitions": len(plan.partitions),
+            "partition_size": plan.partition_size,
+        }
+        resumed = staging.start(job)
+        schema = _schema(spec, staging, writer, plan, dask)
+        if schema is not None:
+            writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+        done = staging.markers() if resumed else {}
+        todo = [p for p in plan.partitions if p.index not in done]
+        t0 = time.time()
+        fresh = _execute(spec, writer, schema, todo, dask, plan, show_progress,
+                         already=sum(len(done[i]["written"]) + len(done[i]["skipped"])
+                                     for i in done))
+        compute_seconds = time.time() - t0
+    summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
+    manifest = _finalize(spec, staging, writer, plan, schema, summaries,
+                         timings={"total_s": time.time() - started, "compute_s": compute_seconds})
+    return ExportResult(staging.url, manifest, resumed_partitions=len(done), summaries=summaries)
+
+
+def _schema(spec, staging, writer, plan, dask) -> dict[str, FieldSchema] | None:
+    if not writer.needs_schema:
+        return None
+    stored = (staging.read_job() or {}).get("schema")
+    if stored is not None:
+        return {a: FieldSchema(tuple(s["shape"]), s["dtype"]) for a, s in stored.items()}
+    probe_locs = plan.selection.locations[:PROBE_ATTEMPTS]
+    probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
+    if dask is None:
+        schema = probe_schema(spec, probe_locs, probe_rows)
+    else:
+        future = dask.submit(probe_schema, spec, probe_locs, probe_rows,
+                             key=f"probe-schema-{spec.view.name}-{plan.identity[:8]}", pure=False)
+        schema = future.result()
+    staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
+    return schema
+
+
+def probe_schema(
+    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, FieldSchema]:
+    """Shapes and dtypes from the first record that reads (runs on a worker)."""
+    reader = RecordReader(spec.view)
+    errors = []
+    for loc, row in zip(locations, rows, strict=True):
+        try:
+            return schema_of(produce(spec, reader, loc, row))
+        except ExperimentReadError as exc:
+            if spec.on_error == "raise":
+                raise
+            errors.append(exc)
+    raise GuideloomError(
+        f"no experiment among the first {len(errors)} could be read to learn the output "
+        f"shapes; first error: {errors[0]}"
+    )
+
+
+def run_partition(
+    spec: ExportSpec, writer: Writer, schema: Mapping[str, FieldSchema] | None, part: Partition
+) -> dict[str, Any]:
+    """Read, transform and write one partition; mark it done; return a small summary.
+
+    Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
+    """
+    t0 = time.time()
+    reader = RecordReader(spec.view)
+    sink = writer.sink(part, schema)
+    written: list[Any] = []
+    skipped: list[dict[str, Any]] = []
+    dtypes: dict[str, str] = {}
+    try:
+        for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
+            try:
+                arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text)
+                if schema is not None:
+                    check_schema(arrays, schema, loc)
+            except ExperimentReadError as exc:
+                if spec.on_error == "raise":
+                    raise
+                skipped.append({"sim_id": loc.sim_id, "file": exc.file, "error": str(exc)})
+                continue
+            sink.write(part.start + k, loc.sim_id, arrays)
+            written.append(loc.sim_id)
+            for alias, arr in arrays.items():
+                dtypes.setdefault(alias, arr.dtype.str)
+    except BaseException:
+        sink.abort()
+        raise
+    n_bytes = sink.close()
+    summary = {
+        "index": part.index,
+        "start": part.start,
+        "written": written,
+        "skipped": skipped,
+        "bytes": n_bytes,
+        "seconds": time.time() - t0,
+        "dtypes": dtypes,
+        "host": platform.node(),
+    }
+    writer.staging.write_marker(part.index, summary)
+    return summary
+
+
+def _execute(spec, writer, schema, todo, dask, plan, show_progress, already) -> list[dict]:
+    progress = _progress_bar(show_progress, len(plan.selection.locations), already,
+                             spec.view.name)
+    results = []
+    try:
+        if dask is None:
+            for part in todo:
+                results.append(run_partition(spec, writer, schema, part))
+                progress.update(len(part.locations))
+            return results
+        from distributed import as_completed
+
+        prefix = task_prefix(spec)
+        token = plan.identity[:8]
+        spec_future = dask.scatter(spec, broadcast=False, hash=False)
+        futures = [
+            dask.submit(run_partition, spec_future, writer, schema, part,
+                        key=(prefix, token, part.index), pure=False, retries=1)
+            for part in todo
+        ]
+        try:
+            for future in as_completed(futures):
+                if future.status == "error":
+                    dask.cancel(futures)
+                    future.result()  # raises the worker's exception, naming the experiment
+                summary = future.result()
+                results.append(summary)
+                progress.update(len(summary["written"]) + len(summary["skipped"]))
+        finally:
+            dask.cancel([f for f in futures if not f.done()])
+        return results
+    finally:
+        progress.close()
+
+
+class _NoProgress:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(show: bool, total: int, initial: int, view: str):
+    if not show:
+        return _NoProgress()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="exp", desc=f"export {view}")
+
+
+def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
+              summaries: list[dict[str, Any]], timings: dict[str, float]) -> dict[str, Any]:
+    ids = plan.selection.ids
+    written = {i for s in summaries for i in s["written"]}
+    skipped = [x for s in summaries for x in s["skipped"]]
+    keep = np.array([i in written for i in ids], dtype=bool)
+    if not keep.any():
+        raise GuideloomError(
+            f"every experiment failed; nothing published. First error: {skipped[0]['error']}"
+        )
+    writer.finalize(None if keep.all() else keep)
+    sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
+    _write_sim_ids(staging, writer, sim_ids)
+    if schema is None:
+        dtypes: dict[str, str] = {}
+        for s in summaries:
+            for alias, dt in s["dtypes"].items():
+                dtypes.setdefault(alias, dt)
+        fields = {a: {"shape": None, "dtype": dt} for a, dt in sorted(dtypes.items())}
+    else:
+        fields = {a: s.to_json() for a, s in schema.items()}
+    if skipped:
+        warnings.warn(
+            f"export of view {spec.view.name!r} skipped "
+            f"{summarize_ids([x['sim_id'] for x in skipped])}; first error: "
+            f"{skipped[0]['error']} (all errors are listed in {EXPORT_MANIFEST})",
+            SkippedDataWarning, stacklevel=4,
+        )
+    manifest = {
+        "format": "guideloom-export",
+        "format_version": FORMAT_VERSION,
+        "kind": spec.output,
+        "view": spec.view.name,
+        "view_fields": [
+            {"alias": f.alias, "source": f.source_id, "timesteps": f.timesteps}
+            for f in spec.view.fields
+        ],
+        "fields": fields,
+        "count": int(len(sim_ids)),
+        "sim_ids_sha256": hashlib.sha256(np.ascontiguousarray(sim_ids).tobytes()).hexdigest(),
+        "sim_ids_dtype": sim_ids.dtype.str,
+        "filters": {
+            "sim_ids": None if spec.sim_ids is None else [str(i) for i in spec.sim_ids],
+            "where": spec.where_description,
+        },
+        **spec.transform_names(),
+        "on_error": spec.on_error,
+        "skipped": skipped,
+        "missing": [str(i) for i in plan.selection.missing],
+        "partition_size": plan.partition_size,
+        "n_partitions": len(plan.partitions),
+        "identity": plan.identity,
+        "options": {k: v for k, v in spec.options.items() if isinstance(v, str | int | bool)},
+        "guideloom_version": __version__,
+        "timings": timings,
+        "data_dir": str(spec.data_dir),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
+    staging.publish(spec.overwrite)
+    return manifest
+
+
+def _write_sim_ids(staging: Staging, writer: Writer, sim_ids: np.ndarray) -> None:
+    if writer.kind == "zarr":
+        import zarr
+
+        from guideloom.export.writers import zarr_store
+
+        group = zarr.open_group(zarr_store(staging.url_of("data")), mode="a")
+        if "sim_ids" in group:
+            del group["sim_ids"]
+        group.create_array("sim_ids", data=sim_ids, chunks=(max(1, len(sim_ids)),))
+        return
+    if hasattr(writer, "write_sim_ids"):
+        writer.write_sim_ids(sim_ids)
+        return
+    path = staging.path("data", "sim_ids.npy")
+    with open(path, "wb") as fh:
+        np.save(fh, sim_ids)

@@ -1,0 +1,165 @@
+"""One description of an export job, shared by the Python API, the CLI and workflow files."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from guideloom.croissant import Dataset, View
+from guideloom.sources import Location
+
+OutputKind = Literal["npy", "npz", "zarr", "storage"]
+OnError = Literal["raise", "skip"]
+RecordTransform = Callable[[dict[str, Any]], Mapping[str, Any]]
+FieldTransform = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A slice of the job's experiments, handled by one Dask task.
+
+    Attributes:
+        index: Partition number (0, 1, …); also the shard number for storage outputs.
+        start: Row of the first experiment in the output arrays.
+        locations: Where each experiment's file is.
+        rows: The typed index rows, parallel to ``locations``.
+    """
+
+    index: int
+    start: int
+    locations: tuple[Location, ...]
+    rows: tuple[Mapping[str, Any], ...]
+
+    @property
+    def stop(self) -> int:
+        """One past the last row."""
+        return self.start + len(self.locations)
+
+
+@dataclass(frozen=True)
+class FieldSchema:
+    """Shape (without the record axis) and dtype of one output alias."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"shape": list(self.shape), "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """Everything an export needs; workers receive this plus their partition.
+
+    Attributes:
+        view: The resolved view.
+        dataset: The dataset (manifest, index location, added views).
+        data_dir: Directory of the experiment files.
+        output: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
+        target: Output directory, or zarr store path/URL.
+        sim_ids: Allowlist of ids, in output order, or ``None`` for the index order.
+        where: Row filter, or ``None``.
+        where_description: Text naming the filter in ``export.json``.
+        transforms: Per-alias transforms, applied first.
+        record_transform: Whole-record transform, applied after ``transforms``.
+        partition_size: Experiments per Dask task (and per zarr chunk group / shard).
+        on_error: ``"raise"`` stops at the first bad experiment; ``"skip"`` leaves it out.
+        overwrite: Replace an existing complete export.
+        options: Writer options (``compressed`` for npz, ``compressor`` for zarr, the storage
+            object for storage outputs).
+    """
+
+    view: View
+    dataset: Dataset
+    data_dir: Path
+    output: OutputKind
+    target: str
+    sim_ids: tuple[Any, ...] | None = None
+    where: Callable[[Mapping[str, Any]], bool] | None = None
+    where_description: str | None = None
+    transforms: Mapping[str, FieldTransform] = field(default_factory=dict)
+    record_transform: RecordTransform | None = None
+    partition_size: int | None = None
+    on_error: OnError = "raise"
+    overwrite: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {self.on_error!r}")
+        if self.partition_size is not None and self.partition_size < 1:
+            raise ValueError("partition_size must be at least 1")
+        unknown = [a for a in self.transforms if a not in self.view.aliases]
+        if unknown:
+            raise ValueError(
+                f"transforms name {unknown} which view {self.view.name!r} does not have; "
+                f"its fields: {', '.join(self.view.aliases)}"
+            )
+        for alias, fn in self.transforms.items():
+            if not callable(fn):
+                raise ValueError(f"transform for {alias!r} is not callable: {fn!r}")
+        if self.record_transform is not None and not callable(self.record_transform):
+            raise ValueError(f"record_transform is not callable: {self.record_transform!r}")
+
+    def transform_names(self) -> dict[str, Any]:
+        """Names of the transforms, for ``export.json``."""
+        return {
+            "transforms": {a: callable_name(fn) for a, fn in self.transforms.items()},
+            "record_transform": callable_name(self.record_transform)
+            if self.record_transform
+            else None,
+        }
+
+    def identity(self, ids: list[Any], partition_size: int) -> str:
+        """A hash that changes whenever the job would write other bytes.
+
+        It covers the view, the selected ids and their order, the output kind and options,
+        the partitioning and the transforms' names and code.
+        """
+        doc = {
+            "output": self.output,
+            "view": [
+                (f.alias, f.h5_path, f.column, f.timesteps) for f in self.view.fields
+            ],
+            "ids": [str(i) for i in ids],
+            "partition_size": partition_size,
+            "on_error": self.on_error,
+            "options": {k: repr(v) for k, v in sorted(self.options.items())
+                        if k not in ("storage",)},
+            "transforms": {a: callable_fingerprint(fn) for a, fn in self.transforms.items()},
+            "record_transform": callable_fingerprint(self.record_transform),
+        }
+        text = json.dumps(doc, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def callable_name(fn: Callable[..., Any] | None) -> str | None:
+    """``module:qualname`` of a callable (``None`` passes through)."""
+    if fn is None:
+        return None
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}:{name}"
+
+
+def callable_fingerprint(fn: Callable[..., Any] | None) -> str | None:
+    """Name plus a hash of the code, so an edited transform is a new job."""
+    if fn is None:
+        return None
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        try:
+            source = inspect.getsource(type(fn))
+        except (OSError, TypeError):
+            source = repr(fn)
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    else:
+        blob = code.co_code + repr(code.co_consts).encode() + repr(code.co_names).encode()
+        digest = hashlib.sha256(blob).hexdigest()[:16]
+    return f"{callable_name(fn)}#{digest}"

@@ -1,0 +1,184 @@
+"""The staging area of an export: hidden, resumable, published by one rename.
+
+Layout (beside the target ``out``)::
+
+    .out.guideloom-staging/
+        job.json           identity of the job, schema, partitioning
+        parts/000012.json  one marker per finished partition (its summary)
+        rows/              npy/zarr rows as workers write them (row i = i-th selected id)
+        data/              what becomes ``out``: data files, sim_ids, export.json (last)
+
+The final step renames ``data`` to ``out``. Local paths use ``os.replace`` (atomic); fsspec URLs
+(zarr only) use the filesystem's move.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+EXPORT_MANIFEST = "export.json"
+STAGING_SUFFIX = ".guideloom-staging"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Staging:
+    """Paths and markers of one export's staging area.
+
+    Attributes:
+        fs: The filesystem (local or any fsspec one).
+        target: The published location (a path on ``fs``).
+        url: The target as the user gave it (for messages and zarr stores).
+    """
+
+    fs: fsspec.AbstractFileSystem
+    target: str
+    url: str
+
+    @classmethod
+    def for_target(cls, target: str | os.PathLike[str]) -> Staging:
+        """Build the staging area for a local path or an fsspec URL."""
+        text = os.fspath(target)
+        fs, path = fsspec.core.url_to_fs(text)
+        if isinstance(fs, LocalFileSystem):
+            path = os.path.abspath(path)
+            text = path
+        return cls(fs=fs, target=path.rstrip("/"), url=text)
+
+    @property
+    def is_local(self) -> bool:
+        """True for the local filesystem (npy/npz need it)."""
+        return isinstance(self.fs, LocalFileSystem)
+
+    @property
+    def root(self) -> str:
+        """The staging directory."""
+        parent, name = posixpath.split(self.target)
+        return posixpath.join(parent, f".{name}{STAGING_SUFFIX}")
+
+    def path(self, *parts: str) -> str:
+        """A path inside the staging directory."""
+        return posixpath.join(self.root, *parts)
+
+    def url_of(self, *parts: str) -> str:
+        """An fsspec URL (or local path) for a path inside the staging directory."""
+        path = self.path(*parts)
+        if self.is_local:
+            return path
+        protocol = self.fs.protocol[0] if isinstance(self.fs.protocol, tuple) else self.fs.protocol
+        return f"{protocol}://{path.lstrip('/')}" if protocol != "memory" else f"memory://{path}"
+
+    # --- published state -------------------------------------------------------------
+    def target_complete(self) -> bool:
+        """True when a finished export is at the target."""
+        return self.fs.exists(posixpath.join(self.target, EXPORT_MANIFEST))
+
+    def target_exists(self) -> bool:
+        """True when anything is at the target."""
+        return self.fs.exists(self.target)
+
+    # --- job identity and markers -----------------------------------------------------
+    def read_job(self) -> dict[str, Any] | None:
+        """The staged job description, if any."""
+        return self._read_json(self.path("job.json"))
+
+    def start(self, job: Mapping[str, Any]) -> bool:
+        """Prepare the staging area for ``job``; return True when resuming a previous run.
+
+        A staging area left by a job with another identity is removed first.
+        """
+        previous = self.read_job()
+        if previous is not None and previous.get("identity") == job["identity"]:
+            return True
+        if self.fs.exists(self.root):
+            self.fs.rm(self.root, recursive=True)
+        for sub in ("parts", "rows", "data"):
+            self.fs.makedirs(self.path(sub), exist_ok=True)
+        self.write_json(self.path("job.json"), job)
+        return False
+
+    def update_job(self, **changes: Any) -> None:
+        """Store more facts in ``job.json`` (e.g. the probed schema)."""
+        job = self.read_job() or {}
+        job.update(changes)
+        self.write_json(self.path("job.json"), job)
+
+    def write_marker(self, index: int, summary: Mapping[str, Any]) -> None:
+        """Mark partition ``index`` finished (called by the worker after its data is durable)."""
+        self.write_json(self.path("parts", f"{index:06d}.json"), summary)
+
+    def markers(self) -> dict[int, dict[str, Any]]:
+        """Summaries of the finished partitions."""
+        found: dict[int, dict[str, Any]] = {}
+        folder = self.path("parts")
+        if not self.fs.exists(folder):
+            return found
+        for entry in self.fs.ls(folder, detail=False):
+            name = posixpath.basename(entry)
+            if name.endswith(".json") and name[:-5].isdigit():
+                doc = self._read_json(entry)
+                if doc is not None:
+                    found[int(name[:-5])] = doc
+        return found
+
+    # --- publishing -------------------------------------------------------------------
+    def publish(self, overwrite: bool) -> None:
+        """Rename ``data`` to the target; replace an existing target only with ``overwrite``."""
+        data = self.path("data")
+        old = self.path("replaced")
+        if self.fs.exists(self.target):
+            if not overwrite:
+                raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
+            self._move(self.target, old)
+        self._move(data, self.target)
+        self.fs.rm(self.root, recursive=True)
+
+    def _move(self, src: str, dst: str) -> None:
+        if self.is_local:
+            os.replace(src, dst)
+        else:
+            self.fs.mv(src, dst, recursive=True)
+
+    def discard(self) -> None:
+        """Remove the staging area."""
+        if self.fs.exists(self.root):
+            self.fs.rm(self.root, recursive=True)
+
+    # --- small JSON files -------------------------------------------------------------
+    def write_json(self, path: str, doc: Mapping[str, Any]) -> None:
+        """Write ``doc`` to ``path`` atomically (temp name, then rename, on local disks)."""
+        blob = json.dumps(doc, indent=1, sort_keys=True, default=_json_default).encode()
+        if self.is_local:
+            tmp = f"{path}.tmp-{os.getpid()}"
+            with open(tmp, "wb") as fh:
+                fh.write(blob)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(path, blob)
+
+    def _read_json(self, path: str) -> dict[str, Any] | None:
+        try:
+            with self.fs.open(path, "rb") as fh:
+                return json.loads(fh.read())
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError:
+            return None  # a marker torn by a crash counts as absent
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
