@@ -15,9 +15,6 @@ import guideloom  # noqa: E402
 from guideloom import StatefulDataLoader, streaming  # noqa: E402
 from guideloom.shuffle import FeistelShuffler  # noqa: E402
 
-if not hasattr(streaming, "export_to_numpy"):  # pragma: no cover - until exports are merged
-    pytest.skip("guideloom.streaming has no exports yet", allow_module_level=True)
-
 N = 14
 
 
@@ -50,6 +47,7 @@ def export_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         data_dir=root / "data",
         dataset=ds,
         record_transform=fixed_length,
+        client="sync",
     )
     return root / "out"
 
