@@ -9,7 +9,7 @@
 
 Run from the repository root::
 
-    python3 benchmarks/loader.py                   # 2048 experiments, 50 M tokens, 3 epochs
+    python3 benchmarks/loader.py                   # 2048 experiments, 50 M tokens, ~40 s
     python3 benchmarks/loader.py --only stream --tokens 5e6 --workdir /tmp/gl-bench
 
 The data is generated under ``--workdir`` (a temporary directory by default) and reused when
@@ -97,13 +97,17 @@ def build_stream(workdir: Path, tokens: int) -> Any:
     return guideloom.StreamStorage(directory, guideloom.StreamNumpyFormat(DTYPE))
 
 
-def rate(batches: Callable[[], Iterable[Any]], epochs: int) -> tuple[float, int]:
-    """Return (batches per second, batches) over ``epochs`` passes, after one warm-up pass."""
+def rate(batches: Callable[[], Iterable[Any]], seconds: float) -> tuple[float, int]:
+    """Return (batches per second, batches) over whole passes lasting at least ``seconds``.
+
+    One warm-up pass is not counted; every pass is a fresh ``iter()`` (worker start-up included,
+    as in a training loop's epochs).
+    """
     for _ in batches():
         pass
     count = 0
     started = time.perf_counter()
-    for _ in range(epochs):
+    while time.perf_counter() - started < seconds:
         for _ in batches():
             count += 1
     return count / (time.perf_counter() - started), count
@@ -112,7 +116,7 @@ def rate(batches: Callable[[], Iterable[Any]], epochs: int) -> tuple[float, int]
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=2048)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     parser.add_argument("--tokens", type=float, default=50e6)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--only", choices=("export", "stream"), default=None)
@@ -123,12 +127,12 @@ def main(argv: list[str] | None = None) -> None:
         workdir = args.workdir or Path(scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         if args.only != "stream":
-            bench_export(workdir, args.experiments, args.epochs)
+            bench_export(workdir, args.experiments, args.seconds)
         if args.only != "export":
-            bench_stream(workdir, int(args.tokens), args.epochs)
+            bench_stream(workdir, int(args.tokens), args.seconds)
 
 
-def bench_export(workdir: Path, experiments: int, epochs: int) -> None:
+def bench_export(workdir: Path, experiments: int, seconds: float) -> None:
     """Print batches/s of from_export against torch's DataLoader over the same export."""
     from guideloom.streaming import load_export
 
@@ -139,7 +143,7 @@ def bench_export(workdir: Path, experiments: int, epochs: int) -> None:
         plain = torch.utils.data.DataLoader(
             export, batch_size=BATCH, shuffle=True, num_workers=workers
         )
-        results[f"DataLoader(workers={workers})"], _ = rate(lambda p=plain: p, epochs)
+        results[f"DataLoader(workers={workers})"], _ = rate(lambda p=plain: p, seconds)
     for workers in (0, 2):
         with StatefulDataLoader.from_export(
             export,
@@ -151,13 +155,13 @@ def bench_export(workdir: Path, experiments: int, epochs: int) -> None:
             num_workers=workers,
             prefetch=4,
         ) as loader:
-            results[f"from_export(workers={workers})"], _ = rate(lambda lo=loader: lo, epochs)
+            results[f"from_export(workers={workers})"], _ = rate(lambda lo=loader: lo, seconds)
     baseline = max(v for k, v in results.items() if k.startswith("DataLoader"))
     for key, value in results.items():
         print(f"{key:28s} {value:9.1f} batches/s  ({value / baseline:5.2f}x best DataLoader)")
 
 
-def bench_stream(workdir: Path, tokens: int, epochs: int) -> None:
+def bench_stream(workdir: Path, tokens: int, seconds: float) -> None:
     """Print windows/s of from_storage over a token stream."""
     storage = build_stream(workdir, tokens)
     for workers in (0, 2):
@@ -171,7 +175,7 @@ def bench_stream(workdir: Path, tokens: int, epochs: int) -> None:
             num_workers=workers,
             prefetch=4,
         ) as loader:
-            per_second, _ = rate(lambda lo=loader: lo, epochs)
+            per_second, _ = rate(lambda lo=loader: lo, seconds)
         print(
             f"from_storage(workers={workers})      {per_second * 8:9.0f} windows/s "
             f"(2048-token windows, {tokens} tokens)"
