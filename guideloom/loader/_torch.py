@@ -1,0 +1,90 @@
+"""Lazy torch access, the default collate and device moves (torch is an optional extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+INSTALL_HINT = 'the loader needs PyTorch: pip install "guideloom[torch]"'
+
+
+def require_torch() -> Any:
+    """Import and return ``torch``, or raise an ``ImportError`` naming the extra to install."""
+    try:
+        import torch
+    except ImportError as exc:  # also raised when sys.modules["torch"] is None
+        raise ImportError(INSTALL_HINT) from exc
+    return torch
+
+
+def _to_tensor(value: Any) -> Any:
+    torch = require_torch()
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "OUSV":  # strings, objects, raw records: leave as NumPy
+            return value
+        if not value.flags.writeable or not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value).copy()
+        return torch.from_numpy(value)
+    if isinstance(value, (bool, int, float, np.generic)):
+        return torch.as_tensor(value)
+    return value
+
+
+def default_collate(batch: Any) -> Any:
+    """Turn a fetched batch into tensors.
+
+    * a dict of arrays (what an export's vectorised read returns) becomes a dict of tensors;
+    * a list of dicts is stacked per key, a list of arrays or numbers is stacked;
+    * ``[]`` (an empty final batch of a rank) becomes ``{}``;
+    * strings and object arrays are passed through unchanged.
+    """
+    if isinstance(batch, Mapping):
+        return {key: _to_tensor(value) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        if len(batch) == 0:
+            return {}
+        first = batch[0]
+        if isinstance(first, Mapping):
+            return {key: _to_tensor(_stack([sample[key] for sample in batch])) for key in first}
+        return _to_tensor(_stack(list(batch)))
+    return _to_tensor(batch)
+
+
+def _stack(values: list[Any]) -> Any:
+    torch = require_torch()
+    if isinstance(values[0], torch.Tensor):
+        return torch.stack(values)
+    try:
+        return np.stack([np.asarray(v) for v in values])
+    except ValueError:  # ragged: give the caller the list
+        return values
+
+
+def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
+    """Move every tensor inside ``batch`` (dicts, lists and tuples are walked) to ``device``."""
+    torch = require_torch()
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, Mapping):
+        return type(batch)((k, move_to_device(v, device, non_blocking)) for k, v in batch.items())
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # named tuple
+        return type(batch)(*(move_to_device(v, device, non_blocking) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(move_to_device(v, device, non_blocking) for v in batch)
+    return batch
+
+
+def pin(batch: Any) -> Any:
+    """Pin every CPU tensor inside ``batch`` (call only when an accelerator is present)."""
+    torch = require_torch()
+    if isinstance(batch, torch.Tensor):
+        return batch.pin_memory()
+    if isinstance(batch, Mapping):
+        return type(batch)((k, pin(v)) for k, v in batch.items())
+    if isinstance(batch, (list, tuple)) and not hasattr(batch, "_fields"):
+        return type(batch)(pin(v) for v in batch)
+    return batch

@@ -1,0 +1,437 @@
+"""StatefulDataLoader: shuffled, rank-strided, prefetching and exactly resumable batches."""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import multiprocessing
+import os
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guideloom.loader._torch import default_collate, move_to_device, pin, require_torch
+from guideloom.loader.sources import ExportSource, ReaderSource, SampleSource
+from guideloom.shuffle import FeistelShuffler
+
+__all__ = ["StatefulDataLoader", "global_positions"]
+
+_STATE_KEYS = ("epoch", "observation_offset", "shuffle", "shuffle_seed", "drop_last")
+
+
+def global_positions(
+    base: int, *, local_batch_size: int, world_size: int, rank: int, end: int
+) -> np.ndarray:
+    """Positions of the global order that ``rank`` reads in the global step starting at ``base``.
+
+    The step covers ``[base, base + local_batch_size * world_size)``; rank ``r`` takes
+    ``base + r + k * world_size`` for ``k < local_batch_size``, clipped to ``end``.
+    """
+    positions = base + rank + world_size * np.arange(local_batch_size, dtype=np.int64)
+    return positions[positions < end]
+
+
+class StatefulDataLoader:
+    """Batches from a sample source in a seeded global order, resumable from ``state_dict()``.
+
+    Use :meth:`from_storage` or :meth:`from_export`; the constructor takes any
+    :class:`~guideloom.loader.sources.SampleSource`. The loader is a context manager: leaving it
+    stops the workers and closes the source's readers.
+
+    Args:
+        source: ``len(source)`` samples, read with ``source.fetch(indices)``.
+        collate_fn: Turns a fetched batch (or ``[]`` for an empty batch) into the batch object;
+            defaults to :func:`~guideloom.loader.default_collate`.
+        device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...).
+        local_batch_size: Samples per batch on this rank.
+        rank: This process's rank in ``range(world_size)``.
+        world_size: Number of ranks; a global batch holds ``local_batch_size * world_size``.
+        shuffle: Use a seeded :class:`~guideloom.shuffle.FeistelShuffler` order per epoch.
+        shuffle_seed: Non-negative seed of the shuffle; ``None`` draws one when shuffling (it
+            is kept in ``state_dict()``).
+        drop_last: Drop the trailing incomplete global batch. With ``False`` every sample is
+            delivered and a rank may receive an empty final batch.
+        num_workers: Reader threads (or processes); ``0`` reads in the consumer's thread.
+        parallel_method: ``"thread"`` or ``"process"``. Processes are spawned: the source must
+            be picklable and the calling script needs an ``if __name__ == "__main__":`` guard;
+            they only read, collation then runs in the consumer's process.
+        prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``).
+        pin_memory: Pin batches in the workers before the device move (accelerators only).
+    """
+
+    def __init__(
+        self,
+        source: SampleSource,
+        collate_fn: Callable[[Any], Any] | None = None,
+        *,
+        device: Any,
+        local_batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        shuffle: bool = False,
+        shuffle_seed: int | None = None,
+        drop_last: bool = True,
+        num_workers: int = 0,
+        parallel_method: str = "thread",
+        prefetch: int = 2,
+        pin_memory: bool = False,
+    ) -> None:
+        torch = require_torch()
+        if local_batch_size < 1:
+            raise ValueError(f"local_batch_size must be >= 1, got {local_batch_size}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, {world_size=}")
+        if num_workers < 0 or prefetch < 1:
+            raise ValueError(
+                f"need num_workers >= 0 and prefetch >= 1, got {num_workers}, {prefetch}"
+            )
+        if parallel_method not in ("thread", "process"):
+            raise ValueError(
+                f"parallel_method must be 'thread' or 'process', got {parallel_method!r}"
+            )
+        if pin_memory and not torch.cuda.is_available():
+            warnings.warn("pin_memory=True but no CUDA device: not pinning", stacklevel=2)
+            pin_memory = False
+        self.source = source
+        self.collate_fn = default_collate if collate_fn is None else collate_fn
+        self.device = torch.device(device)
+        self.local_batch_size = int(local_batch_size)
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.shuffle = bool(shuffle)
+        if shuffle_seed is not None and int(shuffle_seed) < 0:
+            raise ValueError(f"shuffle_seed must be a non-negative int, got {shuffle_seed}")
+        self._seed_given = shuffle_seed is not None
+        if shuffle_seed is None and self.shuffle:  # draw one, kept in state_dict()
+            shuffle_seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+        self.shuffle_seed = None if shuffle_seed is None else int(shuffle_seed)
+        self.drop_last = bool(drop_last)
+        self.num_workers = int(num_workers)
+        self.parallel_method = parallel_method
+        self.prefetch = int(prefetch)
+        self.pin_memory = pin_memory
+        self._num_samples = len(source)
+        self._epoch = 0
+        self._offset = 0
+        self._iterator: weakref.ReferenceType[_LoaderIterator] | None = None
+        self._process_pool: cf.ProcessPoolExecutor | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_storage(
+        cls,
+        storage: Any,
+        collate_fn: Callable[[Any], Any] | None = None,
+        *,
+        sequence_length: int | None = None,
+        **kwargs: Any,
+    ) -> StatefulDataLoader:
+        """Load from a GuideLoom storage.
+
+        Stream storages (``StreamStorage``, ``StreamWithMetaStorage``) need
+        ``sequence_length`` (elements per sample); document storages refuse it. A dataset that
+        already has ``sync_reader()`` (e.g. a ``StreamDataset``) is served as is. The other
+        keyword arguments are those of :class:`StatefulDataLoader`.
+        """
+        require_torch()
+        dataset = _dataset_for(storage, sequence_length)
+        return cls(ReaderSource(dataset), collate_fn, **kwargs)
+
+    @classmethod
+    def from_export(
+        cls,
+        export_or_path: Any,
+        collate_fn: Callable[[Any], Any] | None = None,
+        *,
+        fields: list[str] | None = None,
+        **kwargs: Any,
+    ) -> StatefulDataLoader:
+        """Load from an export (a ``load_export`` reader, or its directory).
+
+        Each batch is one vectorised ``export.batch(indices)`` read; the default collate turns
+        its dict of arrays into a dict of tensors.
+        """
+        require_torch()
+        export = export_or_path
+        if isinstance(export_or_path, (str, os.PathLike)):
+            from guideloom.streaming import load_export
+
+            export = load_export(Path(export_or_path), fields=fields)
+        elif fields is not None:
+            raise ValueError("fields= applies only when a path is given")
+        return cls(ExportSource(export), collate_fn, **kwargs)
+
+    # ------------------------------------------------------------------ order and sizes
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to."""
+        return self._epoch
+
+    @property
+    def global_batch_size(self) -> int:
+        """``local_batch_size * world_size``."""
+        return self.local_batch_size * self.world_size
+
+    def __len__(self) -> int:
+        """Batches per rank in a full epoch."""
+        n, g = self._num_samples, self.global_batch_size
+        return n // g if self.drop_last else -(-n // g)
+
+    def _epoch_end(self) -> int:
+        """Exclusive end of the positions a full run of this epoch delivers from the offset."""
+        n, g = self._num_samples, self.global_batch_size
+        if not self.drop_last:
+            return n
+        return self._offset + (n - self._offset) // g * g
+
+    def order(self, epoch: int) -> Callable[[np.ndarray], np.ndarray]:
+        """Return the map from global positions to sample indices for ``epoch``."""
+        if not self.shuffle:
+            return lambda positions: np.asarray(positions, dtype=np.int64)
+        return FeistelShuffler.for_epoch(self._num_samples, self.shuffle_seed, epoch)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Return the resume point as plain JSON-serialisable data.
+
+        ``observation_offset`` is the number of positions of the epoch's global order delivered
+        to the consumers of all ranks; batches prefetched but not yet delivered do not count.
+        """
+        return {
+            "epoch": self._epoch,
+            "observation_offset": self._offset,
+            "shuffle": self.shuffle,
+            "shuffle_seed": self.shuffle_seed,
+            "drop_last": self.drop_last,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at ``state``: the next batch is the one an uninterrupted run delivers next.
+
+        Raises:
+            RuntimeError: An iterator of this loader is active.
+            ValueError: The state is malformed or lies beyond this dataset.
+        """
+        if self._active_iterator() is not None:
+            raise RuntimeError("cannot load state while an iterator of this loader is active")
+        missing = [key for key in _STATE_KEYS if key not in state]
+        if missing:
+            raise ValueError(f"state_dict lacks {missing}")
+        epoch, offset = int(state["epoch"]), int(state["observation_offset"])
+        if epoch < 0 or not 0 <= offset <= self._num_samples:
+            raise ValueError(
+                f"state epoch={epoch}, observation_offset={offset} does not fit "
+                f"{self._num_samples} samples"
+            )
+        if bool(state["shuffle"]) != self.shuffle or bool(state["drop_last"]) != self.drop_last:
+            warnings.warn(
+                f"state has shuffle={state['shuffle']}, drop_last={state['drop_last']} but the "
+                f"loader uses shuffle={self.shuffle}, drop_last={self.drop_last}: the remaining "
+                "order differs from the checkpointed run",
+                stacklevel=2,
+            )
+        seed = state["shuffle_seed"]
+        if self.shuffle and seed is not None and seed != self.shuffle_seed:
+            if self._seed_given:
+                warnings.warn(
+                    f"state has shuffle_seed={seed} but the loader uses {self.shuffle_seed}: "
+                    "the remaining order differs from the checkpointed run",
+                    stacklevel=2,
+                )
+            else:  # no explicit seed: continue the checkpointed order
+                self.shuffle_seed = int(seed)
+        self._epoch, self._offset = epoch, offset
+
+    # ------------------------------------------------------------------ iteration
+    def _active_iterator(self) -> _LoaderIterator | None:
+        iterator = self._iterator() if self._iterator is not None else None
+        return iterator if iterator is not None and not iterator.finished else None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._closed:
+            raise RuntimeError("the loader is closed")
+        previous = self._active_iterator()
+        if previous is not None:
+            previous.close()
+        iterator = _LoaderIterator(self)
+        self._iterator = weakref.ref(iterator)
+        return iterator
+
+    def _load(self, indices: np.ndarray) -> Any:
+        """Fetch and collate one batch (runs in a worker thread or the consumer)."""
+        batch = self.collate_fn(self.source.fetch(indices) if len(indices) else [])
+        return pin(batch) if self.pin_memory else batch
+
+    def _executor(self) -> tuple[cf.Executor, bool]:
+        """Return ``(executor, owned_by_iterator)`` for the configured parallel method."""
+        if self.parallel_method == "thread":
+            pool = cf.ThreadPoolExecutor(self.num_workers, thread_name_prefix="guideloom-loader")
+            return pool, True
+        if self._process_pool is None:
+            self._process_pool = cf.ProcessPoolExecutor(
+                self.num_workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_process_init,
+                initargs=(self.source,),
+            )
+        return self._process_pool, False
+
+    def close(self) -> None:
+        """Stop the active iterator and the workers, and close the source's readers."""
+        iterator = self._active_iterator()
+        if iterator is not None:
+            iterator.close()
+        if self._process_pool is not None:
+            self._process_pool.shutdown(wait=True, cancel_futures=True)
+            self._process_pool = None
+        closer = getattr(self.source, "close", None)
+        if closer is not None:
+            closer()
+        self._closed = True
+
+    def __enter__(self) -> StatefulDataLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _LoaderIterator:
+    """One pass over the rest of the current epoch, delivering batches in order."""
+
+    def __init__(self, loader: StatefulDataLoader) -> None:
+        self._loader = loader
+        self.finished = False
+        self._pending: collections.deque[tuple[int, Any]] = collections.deque()
+        self._pool: cf.Executor | None = None
+        self._owns_pool = False
+        self._epoch = loader._epoch
+        self._order = loader.order(loader._epoch)
+        self._next_base = loader._offset
+        self._end = loader._epoch_end()
+        self._advanced = False
+        if loader.num_workers > 0:
+            self._pool, self._owns_pool = loader._executor()
+
+    def _indices(self, base: int) -> np.ndarray:
+        loader = self._loader
+        positions = global_positions(
+            base,
+            local_batch_size=loader.local_batch_size,
+            world_size=loader.world_size,
+            rank=loader.rank,
+            end=self._end,
+        )
+        return self._order(positions) if len(positions) else positions
+
+    def _fill(self) -> None:
+        loader = self._loader
+        depth = loader.prefetch if self._pool is not None else 1
+        while len(self._pending) < depth and self._next_base < self._end:
+            base = self._next_base
+            self._next_base += loader.global_batch_size
+            indices = self._indices(base)
+            if self._pool is None:
+                work: Any = indices  # read lazily in __next__
+            elif loader.parallel_method == "thread":
+                work = self._pool.submit(loader._load, indices)
+            else:
+                work = self._pool.submit(_process_fetch, indices)
+            self._pending.append((base, work))
+
+    def __iter__(self) -> _LoaderIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self.finished:
+            raise StopIteration
+        loader = self._loader
+        try:
+            self._fill()
+            if not self._pending:
+                if not self._advanced:  # an epoch without batches still ends
+                    loader._epoch, loader._offset = self._epoch + 1, 0
+                self.close()
+                raise StopIteration
+            base, work = self._pending.popleft()
+            if self._pool is None:
+                batch = loader._load(work)
+            elif loader.parallel_method == "thread":
+                batch = work.result()
+            else:
+                fetched = work.result()
+                batch = loader.collate_fn(fetched)
+                batch = pin(batch) if loader.pin_memory else batch
+            self._fill()  # keep the workers busy while the consumer trains
+            batch = move_to_device(batch, loader.device, non_blocking=loader.pin_memory)
+        except BaseException:
+            self.close()
+            raise
+        delivered = min(base + loader.global_batch_size, loader._num_samples)
+        if base + loader.global_batch_size >= self._end:  # last batch of the epoch
+            loader._epoch, loader._offset = self._epoch + 1, 0
+            self._advanced = True
+        else:
+            loader._offset = delivered
+        return batch
+
+    def close(self) -> None:
+        """Cancel read-ahead and stop this iterator's worker threads."""
+        if self.finished:
+            return
+        self.finished = True
+        pending, self._pending = self._pending, collections.deque()
+        for _, work in pending:
+            if isinstance(work, cf.Future):
+                work.cancel()
+        if self._pool is not None and self._owns_pool:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------- process workers
+_WORKER_SOURCE: Any = None
+
+
+def _process_init(source: Any) -> None:
+    global _WORKER_SOURCE
+    _WORKER_SOURCE = source
+
+
+def _process_fetch(indices: np.ndarray) -> Any:
+    return _WORKER_SOURCE.fetch(indices) if len(indices) else []
+
+
+def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
+    """Wrap a storage in its dataset, checking ``sequence_length`` against its kind.
+
+    ``StreamDataset`` serves both stream kinds (with metadata, a window carries its metadata).
+    """
+    from guideloom import storage as st
+
+    stream_kinds = tuple(
+        getattr(st, name)
+        for name in ("StreamStorage", "StreamWithMetaStorage")
+        if hasattr(st, name)
+    )
+    if isinstance(storage, stream_kinds):
+        if sequence_length is None:
+            raise ValueError("stream storages need sequence_length= (elements per sample)")
+        return st.StreamDataset(storage, sequence_length=sequence_length)
+    if isinstance(storage, st.DocumentStorage):
+        if sequence_length is not None:
+            raise ValueError("document storages take no sequence_length (a sample is a document)")
+        return st.DocumentDataset(storage)
+    if hasattr(storage, "sync_reader"):
+        if sequence_length is not None:
+            raise ValueError("sequence_length applies to storages, not to an opened dataset")
+        return storage
+    raise TypeError(f"cannot load from {type(storage).__name__}: expected a GuideLoom storage")

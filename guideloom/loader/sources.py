@@ -1,0 +1,113 @@
+"""Sample sources: the small protocol the loader reads batches through.
+
+A source has a length and fetches many samples at once::
+
+    class SampleSource(Protocol):
+        def __len__(self) -> int: ...
+        def fetch(self, indices: np.ndarray) -> list | dict: ...
+
+``fetch`` receives the sample indices of one batch in delivery order and returns whatever the
+``collate_fn`` expects: a list of samples (storages) or a dict of stacked arrays (exports).
+Sources are called from several worker threads at once and must be safe for that; with
+``parallel_method="process"`` they are pickled to the worker processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["ExportSource", "ReaderSource", "SampleSource"]
+
+
+@runtime_checkable
+class SampleSource(Protocol):
+    """What :class:`~guideloom.loader.StatefulDataLoader` reads from."""
+
+    def __len__(self) -> int: ...
+
+    def fetch(self, indices: np.ndarray) -> Any: ...
+
+
+class ReaderSource:
+    """Serve a dataset that opens readers with ``dataset.sync_reader()``.
+
+    Each concurrent fetch borrows one reader from a small pool, so worker threads never share
+    a reader; readers are opened on demand and closed by :meth:`close`.
+
+    Args:
+        dataset: A :class:`~guideloom.StreamDataset`, :class:`~guideloom.DocumentDataset` or
+            anything whose ``sync_reader()`` context manager yields a reader with ``len`` and
+            ``get_many(indices) -> list``.
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self._lock = threading.Lock()
+        self._idle: list[Any] = []
+        self._stacks: list[contextlib.ExitStack] = []
+        reader = self._acquire()
+        try:
+            self._len = len(reader)
+        finally:
+            self._release(reader)
+
+    def _acquire(self) -> Any:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            stack = contextlib.ExitStack()
+            self._stacks.append(stack)
+        return stack.enter_context(self.dataset.sync_reader())
+
+    def _release(self, reader: Any) -> None:
+        with self._lock:
+            self._idle.append(reader)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def fetch(self, indices: np.ndarray) -> list[Any]:
+        """Read the samples at ``indices`` (in that order) with one ``get_many`` call."""
+        reader = self._acquire()
+        try:
+            return list(reader.get_many(indices))
+        finally:
+            self._release(reader)
+
+    def close(self) -> None:
+        """Close every reader this source opened."""
+        with self._lock:
+            stacks, self._stacks, self._idle = self._stacks, [], []
+        for stack in stacks:
+            stack.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "_len": self._len}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.dataset = state["dataset"]
+        self._len = state["_len"]
+        self._lock = threading.Lock()
+        self._idle = []
+        self._stacks = []
+
+
+class ExportSource:
+    """Serve a :func:`guideloom.streaming.load_export` reader: one vectorised read per batch."""
+
+    def __init__(self, export: Any) -> None:
+        self.export = export
+
+    def __len__(self) -> int:
+        return len(self.export)
+
+    def fetch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Return ``export.batch(indices)``: a dict of arrays stacked in ``indices`` order."""
+        return self.export.batch(indices)
+
+    def close(self) -> None:
+        """Nothing to release (the export's memory maps close with it)."""

@@ -1,0 +1,119 @@
+"""PyTorch adapters that need no export: :class:`ViewDataset` over ``iter_view``.
+
+This module imports torch; without it, importing raises an ``ImportError`` that names the
+``guideloom[torch]`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guideloom.loader._torch import INSTALL_HINT
+
+try:
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without torch
+    raise ImportError(INSTALL_HINT) from exc
+
+from guideloom.shuffle import FeistelShuffler
+
+__all__ = ["ViewDataset"]
+
+
+class ViewDataset(IterableDataset):
+    """Records of a view, split across ``DataLoader`` workers and ranks without duplicates.
+
+    The experiments are selected once, when the dataset is built (``sim_ids``, ``where`` and the
+    local files, as in :func:`guideloom.streaming.iter_view`). Each iteration reads this
+    worker's share: with ``W`` DataLoader workers and ``R`` ranks, worker ``w`` of rank ``r``
+    takes every ``(R*W)``-th experiment starting at ``r*W + w``, so one pass over all ranks and
+    workers yields every selected experiment exactly once. Shares differ by at most one record.
+
+    Args:
+        view: A view name (published or added with :func:`guideloom.add_view`) or a View.
+        data_dir: Directory with the files (default: the dataset's).
+        dataset: A loaded dataset (needed for views added in memory).
+        source: The manifest path when ``dataset`` is not given.
+        sim_ids: Allowlist of experiment ids, in reading order.
+        where: Row filter on the typed index row.
+        rank: This process's rank; default from ``torch.distributed`` when it is initialised,
+            else 0.
+        world_size: Number of ranks; default as for ``rank``.
+        shuffle: Read the experiments in a seeded order that changes with :meth:`set_epoch`.
+        seed: Seed of that order (the same on every rank).
+        transform: Applied to each record before it is yielded.
+    """
+
+    def __init__(
+        self,
+        view: Any,
+        *,
+        data_dir: str | Path | None = None,
+        dataset: Any = None,
+        source: str | Path | None = None,
+        sim_ids: Iterable[Any] | None = None,
+        where: Callable[[Any], bool] | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        super().__init__()
+        from guideloom.selection import resolve_dataset, select
+
+        ds, root = resolve_dataset(data_dir, dataset, source)
+        if isinstance(view, str):
+            ds.view(view)  # an unknown view fails here, not in the workers
+        self.view = view
+        self.dataset = ds
+        self.data_dir = root
+        self.sim_ids: list[Any] = select(ds, root, sim_ids=sim_ids, where=where).ids
+        if (rank is None) != (world_size is None):
+            raise ValueError("give both rank and world_size, or neither")
+        if world_size is not None and not 0 <= rank < world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got {rank=}, {world_size=}")
+        self.rank = rank
+        self.world_size = world_size
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.epoch = 0
+        self.transform = transform
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration reads (with ``shuffle``)."""
+        self.epoch = int(epoch)
+
+    def _ranks(self) -> tuple[int, int]:
+        if self.world_size is not None:
+            return int(self.rank), int(self.world_size)
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    def share(self, worker: int = 0, num_workers: int = 1) -> list[Any]:
+        """The experiment ids that ``worker`` of ``num_workers`` on this rank reads."""
+        rank, world = self._ranks()
+        order = np.arange(len(self.sim_ids))
+        if self.shuffle:
+            order = FeistelShuffler.for_epoch(len(order), self.seed, self.epoch)(order)
+        slot, stride = rank * num_workers + worker, world * num_workers
+        return [self.sim_ids[i] for i in order[slot::stride]]
+
+    def __iter__(self) -> Iterator[Any]:
+        from guideloom.streaming import iter_view
+
+        info = get_worker_info()
+        ids = self.share(info.id, info.num_workers) if info is not None else self.share()
+        if not ids:
+            return
+        for record in iter_view(
+            self.view, data_dir=self.data_dir, dataset=self.dataset, sim_ids=ids
+        ):
+            yield self.transform(record) if self.transform is not None else record

@@ -1,0 +1,411 @@
+"""StatefulDataLoader core: global order, ranks, drop_last, prefetch and exact resume.
+
+These tests read from a small in-memory source (a class of this test module implementing the
+loader's two-method sample-source protocol); storage- and export-backed loaders are tested in
+their own modules.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from guideloom.loader import StatefulDataLoader, default_collate  # noqa: E402
+from guideloom.shuffle import FeistelShuffler  # noqa: E402
+
+
+class RangeSource:
+    """Samples are their own indices; records every fetch (thread-safe)."""
+
+    def __init__(self, n: int, fail_at: int | None = None) -> None:
+        self.n = n
+        self.fail_at = fail_at
+        self.fetched: list[list[int]] = []
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def fetch(self, indices: np.ndarray) -> list[int]:
+        if self.fail_at is not None and self.fail_at in indices:
+            raise OSError(f"cannot read sample {self.fail_at}")
+        with self._lock:
+            self.fetched.append([int(i) for i in indices])
+        return [int(i) for i in indices]
+
+    def __getstate__(self) -> dict:
+        return {"n": self.n, "fail_at": self.fail_at}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["n"], state["fail_at"])
+
+
+def ids(batch: list[int]) -> list[int]:
+    """Collate that keeps the sample ids (a plain list passes the device move unchanged)."""
+    return list(batch)
+
+
+def make(n: int = 23, **kwargs) -> StatefulDataLoader:
+    options = {"device": "cpu", "local_batch_size": 3, "shuffle": True, "shuffle_seed": 7}
+    options.update(kwargs)
+    return StatefulDataLoader(RangeSource(n), ids, **options)
+
+
+def epoch_batches(loader: StatefulDataLoader) -> list[list[int]]:
+    return [batch for batch in loader]
+
+
+def test_one_epoch_follows_the_seeded_order() -> None:
+    loader = make(23, local_batch_size=4, drop_last=True)
+    batches = epoch_batches(loader)
+    order = FeistelShuffler.for_epoch(23, seed=7, epoch=0)(np.arange(23)).tolist()
+    assert batches == [order[i : i + 4] for i in range(0, 20, 4)]
+    assert len(loader) == 5
+    assert loader.epoch == 1
+    second = epoch_batches(loader)
+    assert second != batches
+    assert sorted(sum(second, [])) != sum(second, [])  # shuffled, not sorted
+    assert loader.epoch == 2
+
+
+def test_unshuffled_order_is_identity() -> None:
+    loader = make(7, shuffle=False, local_batch_size=2, drop_last=False)
+    assert epoch_batches(loader) == [[0, 1], [2, 3], [4, 5], [6]]
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_drop_last(drop_last: bool) -> None:
+    loader = make(10, local_batch_size=3, drop_last=drop_last)
+    batches = epoch_batches(loader)
+    flat = sum(batches, [])
+    if drop_last:
+        assert [len(b) for b in batches] == [3, 3, 3]
+        assert len(set(flat)) == 9
+    else:
+        assert [len(b) for b in batches] == [3, 3, 3, 1]
+        assert sorted(flat) == list(range(10))
+    assert len(loader) == len(batches)
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_ranks_see_each_sample_once(drop_last: bool) -> None:
+    n, world = 29, 2
+    per_rank = [
+        epoch_batches(make(n, local_batch_size=4, rank=r, world_size=world, drop_last=drop_last))
+        for r in range(world)
+    ]
+    assert len(per_rank[0]) == len(per_rank[1])  # ranks stay in lockstep
+    flat = sum(per_rank[0], []) + sum(per_rank[1], [])
+    assert len(flat) == len(set(flat))
+    assert len(flat) == (24 if drop_last else n)
+    # rank r reads the strided positions of each global batch
+    order = FeistelShuffler.for_epoch(n, seed=7, epoch=0)(np.arange(n)).tolist()
+    assert per_rank[0][0] == order[0:8:2]
+    assert per_rank[1][0] == order[1:8:2]
+
+
+def test_empty_final_batch_reaches_collate() -> None:
+    seen: list[list[int]] = []
+
+    def collate(batch: list[int]) -> list[int]:
+        seen.append(batch)
+        return batch
+
+    world = 4  # 10 samples, global batch 4: the last step has 2 samples for 4 ranks
+    last = []
+    for rank in range(world):
+        loader = StatefulDataLoader(
+            RangeSource(10),
+            collate,
+            device="cpu",
+            local_batch_size=1,
+            rank=rank,
+            world_size=world,
+            drop_last=False,
+        )
+        last.append(epoch_batches(loader)[-1])
+    assert last == [[8], [9], [], []]
+    assert seen.count([]) == 2
+
+
+def run_all(loader: StatefulDataLoader, epochs: int) -> list[list[int]]:
+    out = []
+    for _ in range(epochs):
+        out.extend(loader)
+    return out
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3, 6, 7, 9])
+def test_resume_equals_uninterrupted_run(cut: int) -> None:
+    options = {"local_batch_size": 3, "num_workers": 2, "prefetch": 2}
+    reference = run_all(make(23, **options), epochs=2)  # 7 batches per epoch
+    assert len(reference) == 14
+
+    loader = make(23, **options)
+    delivered: list[list[int]] = []
+    while len(delivered) < cut:  # may cross into the second epoch
+        iterator = iter(loader)
+        for batch in iterator:
+            delivered.append(batch)
+            if len(delivered) == cut:
+                break
+        iterator.close()
+    state = json.loads(json.dumps(loader.state_dict()))  # as a checkpoint would store it
+
+    resumed = make(23, num_workers=1, prefetch=3, local_batch_size=3)  # other workers: same
+    resumed.load_state_dict(state)
+    epochs_left = 2 - state["epoch"]
+    assert delivered + run_all(resumed, epochs_left) == reference
+
+
+def test_state_is_plain_json_and_counts_only_delivered_batches() -> None:
+    loader = make(40, local_batch_size=2, world_size=2, num_workers=2, prefetch=4)
+    assert loader.state_dict() == {
+        "epoch": 0,
+        "observation_offset": 0,
+        "shuffle": True,
+        "shuffle_seed": 7,
+        "drop_last": True,
+    }
+    iterator = iter(loader)
+    next(iterator)
+    next(iterator)
+    state = loader.state_dict()
+    assert json.loads(json.dumps(state)) == state
+    assert state["observation_offset"] == 8  # 2 batches x global batch 4
+    for _, future in iterator._pending:  # let the read-ahead finish (white-box)
+        future.result()
+    assert len(loader.source.fetched) == 2 + 4  # 4 batches read ahead ...
+    assert loader.state_dict() == state  # ... and not counted
+    iterator.close()
+
+
+def test_epoch_end_state_resumes_in_next_epoch() -> None:
+    loader = make(9, local_batch_size=3)
+    batches = list(loader)
+    assert loader.state_dict()["epoch"] == 1
+    assert loader.state_dict()["observation_offset"] == 0
+    fresh = make(9, local_batch_size=3)
+    fresh.load_state_dict(loader.state_dict())
+    assert list(fresh) == list(loader) != batches
+
+
+def test_unseeded_shuffle_is_recorded_and_restored() -> None:
+    loader = make(30, shuffle_seed=None)
+    first = list(loader)
+    other = make(30, shuffle_seed=None)
+    state = {**loader.state_dict(), "epoch": 0, "observation_offset": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        other.load_state_dict(state)  # adopts the checkpoint's seed without a warning
+    assert list(other) == first
+
+
+def global_stream(batches_per_rank: list[list[list[int]]]) -> list[int]:
+    """Interleave rank batches back into global positions (rank r holds r, r+W, ...)."""
+    world = len(batches_per_rank)
+    out = []
+    for step in zip(*batches_per_rank, strict=True):
+        width = max(len(b) for b in step)
+        for k in range(width):
+            out.extend(step[r][k] for r in range(world) if k < len(step[r]))
+    return out
+
+
+def test_resume_with_new_world_and_batch_size_keeps_global_order() -> None:
+    n = 50
+    order = FeistelShuffler.for_epoch(n, seed=7, epoch=0)(np.arange(n)).tolist()
+    old = [make(n, local_batch_size=3, rank=r, world_size=2, drop_last=False) for r in range(2)]
+    iterators = [iter(loader) for loader in old]
+    first = [[next(it) for _ in range(3)] for it in iterators]  # 3 steps of 6 samples
+    states = [loader.state_dict() for loader in old]
+    assert states[0] == states[1]
+    assert states[0]["observation_offset"] == 18
+    for it in iterators:
+        it.close()
+
+    new = [make(n, local_batch_size=2, rank=r, world_size=3, drop_last=False) for r in range(3)]
+    for loader in new:
+        loader.load_state_dict(states[0])
+    rest = [list(loader) for loader in new]
+    assert global_stream(first) == order[:18]
+    assert global_stream(rest) == order[18:]
+    assert all(loader.epoch == 1 for loader in new)
+
+
+def test_resume_with_drop_last_and_new_batch_size() -> None:
+    n = 20
+    order = FeistelShuffler.for_epoch(n, seed=7, epoch=0)(np.arange(n)).tolist()
+    loader = make(n, local_batch_size=3)
+    it = iter(loader)
+    got = [next(it), next(it)]
+    it.close()
+    resumed = make(n, local_batch_size=4)
+    resumed.load_state_dict(loader.state_dict())
+    rest = list(resumed)
+    assert got == [order[0:3], order[3:6]]
+    assert rest == [order[6:10], order[10:14], order[14:18]]  # 18..19 do not fill a batch
+
+
+def test_load_while_iterating_is_an_error_and_mismatch_warns() -> None:
+    loader = make(12)
+    it = iter(loader)
+    next(it)
+    with pytest.raises(RuntimeError, match="active"):
+        loader.load_state_dict(loader.state_dict())
+    it.close()
+    loader.load_state_dict(loader.state_dict())
+
+    state = {**loader.state_dict(), "drop_last": False}
+    with pytest.warns(UserWarning, match="drop_last"):
+        make(12).load_state_dict(state)
+    with pytest.warns(UserWarning, match="shuffle_seed"):
+        make(12).load_state_dict({**loader.state_dict(), "shuffle_seed": 8})
+    with pytest.raises(ValueError):
+        make(12).load_state_dict({**loader.state_dict(), "observation_offset": 13})
+    with pytest.raises(ValueError, match="lacks"):
+        make(12).load_state_dict({"epoch": 0})
+
+
+def loader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("guideloom-loader")]
+
+
+def test_no_threads_left_behind() -> None:
+    assert loader_threads() == []
+    with make(60, local_batch_size=2, num_workers=2, prefetch=3) as loader:
+        for i, _ in enumerate(loader):
+            if i == 0:
+                assert loader_threads()  # workers run while iterating
+            if i == 4:
+                break  # abandoning the iterator releases its workers
+        assert loader_threads() == []
+        list(loader)  # a full pass shuts its workers down too
+        assert loader_threads() == []
+        iter(loader)  # left open: the context exit closes it
+    assert loader_threads() == []
+
+
+def test_worker_error_reaches_consumer_and_stops_workers() -> None:
+    loader = StatefulDataLoader(
+        RangeSource(30, fail_at=13), ids, device="cpu", local_batch_size=2, num_workers=2
+    )
+    with pytest.raises(OSError, match="sample 13"):
+        list(loader)
+    assert loader_threads() == []
+    assert loader.state_dict()["observation_offset"] == 12  # batches before the failure
+
+
+def test_default_collate_and_device_move() -> None:
+    class ArraySource:
+        def __init__(self) -> None:
+            self.x = np.arange(20, dtype=np.float32).reshape(10, 2)
+
+        def __len__(self) -> int:
+            return 10
+
+        def fetch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+            return {"x": self.x[indices], "y": indices * 2}
+
+    loader = StatefulDataLoader(ArraySource(), device="meta", local_batch_size=4, drop_last=False)
+    batches = list(loader)
+    assert [b["x"].shape for b in batches] == [(4, 2), (4, 2), (2, 2)]
+    assert all(b["x"].device.type == "meta" and b["y"].device.type == "meta" for b in batches)
+
+    collated = default_collate([{"a": np.ones(3), "b": 1}, {"a": np.zeros(3), "b": 2}])
+    assert torch.equal(collated["a"], torch.tensor([[1.0] * 3, [0.0] * 3], dtype=torch.float64))
+    assert collated["b"].tolist() == [1, 2]
+    assert default_collate([]) == {}
+
+
+def test_process_workers_give_the_same_batches() -> None:
+    reference = run_all(make(23), epochs=1)
+    with make(23, num_workers=2, parallel_method="process") as loader:
+        assert run_all(loader, epochs=1) == reference
+        assert multiprocessing.active_children()
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works with CUDA")
+def test_pin_memory_without_cuda_warns_and_still_loads() -> None:
+    with pytest.warns(UserWarning, match="pin_memory"):
+        loader = make(6, pin_memory=True)
+    assert sum(list(loader), []) != []
+
+
+def test_import_without_torch() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import guideloom, guideloom.shuffle, guideloom.loader\n"
+        "cls = guideloom.StatefulDataLoader\n"
+        "try:\n"
+        "    cls(None, device='cpu', local_batch_size=1)\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert 'pip install "guideloom[torch]"' in result.stdout
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(0, 60),
+    batch=st.integers(1, 5),
+    world=st.integers(1, 4),
+    new_batch=st.integers(1, 5),
+    new_world=st.integers(1, 4),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    data=st.data(),
+)
+def test_resume_anywhere_with_any_layout_keeps_the_global_order(
+    n: int,
+    batch: int,
+    world: int,
+    new_batch: int,
+    new_world: int,
+    drop_last: bool,
+    shuffle: bool,
+    data: st.DataObject,
+) -> None:
+    def ranks(b: int, w: int) -> list[StatefulDataLoader]:
+        return [
+            make(n, local_batch_size=b, rank=r, world_size=w, drop_last=drop_last, shuffle=shuffle)
+            for r in range(w)
+        ]
+
+    old = ranks(batch, world)
+    steps = len(old[0])
+    cut = data.draw(st.integers(0, max(steps - 1, 0)))
+    iterators = [iter(loader) for loader in old]
+    head = [[next(it) for _ in range(cut)] for it in iterators]
+    for it in iterators:
+        it.close()
+    state = old[0].state_dict()
+    assert all(loader.state_dict() == state for loader in old)
+    assert state["observation_offset"] == cut * batch * world
+
+    new = ranks(new_batch, new_world)
+    for loader in new:
+        loader.load_state_dict(state)
+    rest = [list(loader) for loader in new]
+    order = make(n, shuffle=shuffle).order(0)(np.arange(n)).tolist()
+    offset = state["observation_offset"]
+    g = new_batch * new_world
+    end = offset + (n - offset) // g * g if drop_last else n
+    assert global_stream(head) == order[:offset]
+    assert global_stream(rest) == order[offset:end]
+    assert all(loader.state_dict()["epoch"] == 1 for loader in new)
