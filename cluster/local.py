@@ -18,11 +18,12 @@ import json
 import sys
 from pathlib import Path
 
-try:
-    from guideloom import cluster_procs
-except ModuleNotFoundError:  # run from a source checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from guideloom import cluster_procs
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "guideloom" / "__init__.py").is_file():
+    # use the package of the checkout this script belongs to, even if another one is installed
+    sys.path.insert(0, str(_CHECKOUT))
+
+from guideloom import cluster_procs  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -356,10 +356,10 @@ def start_local_cluster(
         "--host", HOST, "--port", str(port),
         "--scheduler-file", str(scheduler_file),
     ]  # fmt: skip
+    # the HTTP server (health, metrics) runs even without the dashboard: keep it on loopback
+    sched_argv += ["--dashboard-address", f"{HOST}:{dashboard_port or 0}"]
     if dashboard_port is None:
         sched_argv.append("--no-dashboard")
-    else:
-        sched_argv += ["--dashboard-address", f"{HOST}:{dashboard_port}"]
     scheduler = _spawn("scheduler", sched_argv, sdir / "scheduler.log", env, sdir)
     procs = LocalClusterProcesses(
         address="", dashboard_url=None, state_dir=sdir, scheduler=scheduler, workers=[]
@@ -368,7 +368,8 @@ def start_local_cluster(
         info = _wait_for_scheduler_file(scheduler, scheduler_file, timeout)
         procs.address = info["address"]
         dash = info.get("services", {}).get("dashboard")
-        procs.dashboard_url = f"http://{HOST}:{dash}/status" if dash is not None else None
+        if dash is not None and dashboard_port is not None:
+            procs.dashboard_url = f"http://{HOST}:{dash}/status"
         procs.write_state()  # record the scheduler before the workers, so `stop` can find it
         for i in range(n_workers):
             worker_argv = [
