@@ -24,7 +24,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -345,21 +344,6 @@ def capture_dashboard(
     return Capture(out, int(last["tasks"]), float(last["fraction"]), seconds)
 
 
-def _demo_task(view: str, i: int, seconds: float, gate: str | None) -> int:
-    """Stand-in for one read-transform-write task: busy for ``seconds``, maybe gated."""
-    import time as _time
-
-    if gate is not None:
-        from distributed import Event
-
-        Event(gate).wait(timeout=120)
-    end = _time.perf_counter() + seconds
-    total = 0
-    while _time.perf_counter() < end:
-        total += 1
-    return i
-
-
 def demo_capture(
     out_png: str | os.PathLike[str],
     *,
@@ -381,7 +365,7 @@ def demo_capture(
         out_png: Where to write the screenshot.
         views: View names for the task keys.
         tasks_per_view: Tasks per view.
-        task_seconds: CPU time per task.
+        task_seconds: Duration of each task.
         timeout: Seconds allowed for the capture.
         width: Viewport width.
         height: Viewport height.
@@ -389,12 +373,10 @@ def demo_capture(
     Returns:
         What was captured.
     """
-    import cloudpickle
     from distributed import Client, Event, LocalCluster, get_task_stream, wait
 
-    if __name__ != "__main__" and __name__ in sys.modules:
-        # imported from a file path (tests): ship the task function by value to the workers
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # The tasks are stdlib/distributed callables, so workers can unpickle them however this
+    # module was loaded (script, import by path, ...).
     with (
         LocalCluster(
             n_workers=2,
@@ -411,18 +393,17 @@ def demo_capture(
         gate = Event(f"guideloom-demo-capture-{os.getpid()}", client=client)
 
         def submit(indices: range, gated: bool) -> list[Any]:
+            # a gated task blocks on the Event (set after the capture); the others "work" for
+            # 0.5x to 1.5x task_seconds, varied so the stream looks like a real run
             return [
                 client.submit(
-                    _demo_task,
-                    view,
-                    i,
-                    task_seconds,
-                    gate.name if gated else None,
+                    gate.wait if gated else time.sleep,
+                    timeout if gated else task_seconds * (0.5 + (i * 7 + j * 3) % 11 / 10),
                     key=f"read-transform-write-{view}-{i}",
                     pure=False,
                 )
                 for i in indices
-                for view in views
+                for j, view in enumerate(views)
             ]
 
         split = (2 * tasks_per_view) // 3
