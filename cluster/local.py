@@ -41,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--no-dashboard", action="store_true", help="do not start the dashboard")
     start.add_argument("--nthreads", type=int, default=1, help="threads per worker (keep 1)")
-    start.add_argument("--memory-limit", default="auto", help="memory limit per worker")
+    start.add_argument(
+        "--memory-limit", default=None, help="memory limit per worker (default: RAM / workers)"
+    )
     start.add_argument(
         "--pythonpath",
         action="append",

@@ -96,7 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    with make_cluster(args.system, args.config) as cluster:
+    # a dry run submits nothing, so its throwaway scheduler needs to listen on loopback only
+    overrides: dict[str, Any] = (
+        {"scheduler_options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}}
+        if args.dry_run
+        else {}
+    )
+    with make_cluster(args.system, args.config, **overrides) as cluster:
         if args.dry_run:
             print(cluster.job_script())
             return 0

@@ -306,7 +306,7 @@ def start_local_cluster(
     dashboard_port: int | None = 0,
     state_dir: str | os.PathLike[str] | None = None,
     nthreads: int = 1,
-    memory_limit: str = "auto",
+    memory_limit: str | None = None,
     pythonpath: Sequence[str | os.PathLike[str]] = (),
     timeout: float = 60.0,
 ) -> LocalClusterProcesses:
@@ -322,7 +322,8 @@ def start_local_cluster(
         state_dir: Folder for the state file, scheduler file and logs; defaults to
             :data:`DEFAULT_STATE_DIR`.
         nthreads: Threads per worker; keep 1 for HDF5 reads.
-        memory_limit: Per-worker memory limit passed to ``dask worker``.
+        memory_limit: Per-worker memory limit for ``dask worker`` (e.g. ``"4GiB"``); by
+            default this machine's memory divided by ``n_workers``.
         pythonpath: Extra import paths for the workers (e.g. where transform modules live).
         timeout: Seconds to wait for the scheduler and for the workers to connect.
 
@@ -349,6 +350,8 @@ def start_local_cluster(
         )
     scheduler_file = sdir / "scheduler.json"
     scheduler_file.unlink(missing_ok=True)
+    if memory_limit is None:  # "auto" would give each single-worker process all the memory
+        memory_limit = str(psutil.virtual_memory().total // n_workers)
     env = _child_env(pythonpath)
 
     sched_argv = [

@@ -186,3 +186,18 @@ def test_dashboard_screenshot_shows_drawn_task_stream(tmp_path: Path) -> None:
         region = np.asarray(rgb.crop((400, 80, 1380, 520)), dtype=np.int16)
         saturated = (region.max(axis=2) - region.min(axis=2)) > 40
         assert saturated.mean() > 0.05
+
+
+def test_jobqueue_launcher_dry_run_prints_job_script() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(CLUSTER / "slurm.py"), "--system", "pbs", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("#!/usr/bin/env bash")
+    assert "#PBS -l select=1:ncpus=1:mem=4GB" in proc.stdout
+    assert "--nthreads 1" in proc.stdout
