@@ -1,0 +1,251 @@
+"""Read a workflow file (TOML), validate it completely, and build the export job from it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from guideloom.croissant import Dataset, add_view, load
+from guideloom.errors import GuideloomError
+from guideloom.export.spec import ExportSpec
+from guideloom.workflow.filters import WhereFilter, build_filter
+from guideloom.workflow.references import resolve_reference
+from guideloom.workflow.schema import WorkflowError, validate_document
+
+DEFAULT_COMPRESSION = {"npy": "none", "npz": "none", "zarr": "lz4", "storage": "none"}
+
+
+@dataclass
+class Workflow:
+    """A validated workflow file, resolved: dataset loaded, references imported.
+
+    Attributes:
+        file: The workflow file.
+        name: Its ``name`` (default: the file stem).
+        dataset: The loaded dataset (with the ad-hoc view added, if any).
+        data_dir: Directory of the experiment files.
+        view: The view name.
+        output: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
+        target: Output path (absolute) or URL.
+        sim_ids: Id allowlist, or ``None``.
+        where: The declarative row filter, or ``None``.
+        transforms: Per-field transforms.
+        record_transform: The whole-record transform, or ``None``.
+        compression: The compression name from the file (or the kind's default).
+        partition_size: Experiments per Dask task, or ``None`` for the default.
+        on_error: ``"raise"`` or ``"skip"``.
+        scheduler: ``[run] scheduler``, or ``None``.
+        dashboard: ``[run] dashboard``, or ``None``.
+        document: The parsed file.
+    """
+
+    file: Path
+    name: str
+    dataset: Dataset
+    data_dir: Path
+    view: str
+    output: str
+    target: str
+    sim_ids: tuple[Any, ...] | None = None
+    where: WhereFilter | None = None
+    transforms: dict[str, Any] = field(default_factory=dict)
+    record_transform: Any = None
+    compression: str = "none"
+    partition_size: int | None = None
+    on_error: str = "raise"
+    scheduler: str | None = None
+    dashboard: str | None = None
+    document: dict[str, Any] = field(default_factory=dict)
+
+    def options(self) -> dict[str, Any]:
+        """Writer options for :func:`guideloom.export.build_spec`."""
+        if self.output == "npz":
+            return {"compressed": self.compression == "deflate"}
+        if self.output == "zarr":
+            return {"compressor": None if self.compression == "none" else self.compression}
+        return {}
+
+    def to_spec(self, *, overwrite: bool = False) -> ExportSpec:
+        """The job description, built by :func:`guideloom.export.build_spec` like the API's."""
+        from guideloom.export.api import build_spec
+
+        return build_spec(
+            self.view, self.output, self.target, data_dir=self.data_dir, dataset=self.dataset,
+            sim_ids=self.sim_ids, where=self.where,
+            where_description=self.where.describe() if self.where else None,
+            transforms=self.transforms, record_transform=self.record_transform,
+            partition_size=self.partition_size, on_error=self.on_error,  # type: ignore[arg-type]
+            overwrite=overwrite, options=self.options(),
+        )
+
+
+def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a TOML workflow file (no validation)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"workflow file not found: {file}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkflowError(str(file), None, f"cannot read it ({exc})") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkflowError(str(file), None, f"not valid TOML ({exc})") from exc
+
+
+def load_workflow(
+    path: str | os.PathLike[str],
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    output: str | os.PathLike[str] | None = None,
+) -> Workflow:
+    """Read, validate and resolve a workflow file; nothing is written and no cluster starts.
+
+    Relative paths in the file are relative to the file's directory.
+
+    Args:
+        path: The ``.toml`` file.
+        data_dir: Replaces ``dataset.data_dir`` (relative to the current directory).
+        output: Replaces ``output.path`` (relative to the current directory, or a URL).
+
+    Raises:
+        WorkflowError: The file is invalid; the message names the file, the key and what was
+            expected.
+        FileNotFoundError: The file does not exist.
+    """
+    file = Path(path)
+    where = str(file)
+    doc = read_document(file)
+    validate_document(doc, where)
+    base = file.resolve().parent
+
+    for entry in doc.get("python_path", []):
+        folder = str(_relative_to(base, entry))
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+    ds_doc = doc["dataset"]
+    root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
+        base, ds_doc["data_dir"])
+    data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
+    if not root.is_dir():
+        raise WorkflowError(where, data_key, f"data directory not found: {root}")
+    manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
+    if manifest is not None and not manifest.is_file():
+        raise WorkflowError(where, "dataset.manifest", f"manifest not found: {manifest}")
+    try:
+        dataset = load(root, manifest)
+    except (GuideloomError, FileNotFoundError, ValueError) as exc:
+        raise WorkflowError(where, "dataset", str(exc)) from exc
+
+    view_name = _resolve_view(doc["view"], dataset, where)
+    view = dataset.view(view_name)
+
+    sim_ids, where_filter = _resolve_filter(doc.get("filter", {}), dataset, where)
+
+    tf_doc = doc.get("transforms", {})
+    transforms: dict[str, Any] = {}
+    for alias, ref in tf_doc.get("fields", {}).items():
+        if alias not in view.aliases:
+            raise WorkflowError(where, f"transforms.fields.{alias}",
+                                f"view {view_name!r} has no field {alias!r}; its fields: "
+                                f"{', '.join(view.aliases)}")
+        transforms[alias] = _reference(ref, where, f"transforms.fields.{alias}")
+    record = tf_doc.get("record")
+    record_transform = _reference(record, where, "transforms.record") if record else None
+
+    out = doc["output"]
+    kind = out["kind"]
+    if kind == "storage":
+        raise WorkflowError(where, "output.kind",
+                            "'storage' outputs need a storage object; use the Python API "
+                            "(guideloom.export_to_storage) for them")
+    if output is not None:
+        text = os.fspath(output)
+        target = text if "://" in text else str(Path(text).resolve())
+    else:
+        text = out["path"]
+        target = text if "://" in text else str(_relative_to(base, text))
+    if "://" in target and kind != "zarr":
+        raise WorkflowError(where, "output.path",
+                            f"{kind!r} outputs are written to local paths; URLs are for zarr, "
+                            f"got {target!r}")
+
+    run = doc.get("run", {})
+    return Workflow(
+        file=file, name=doc.get("name", file.stem), dataset=dataset, data_dir=root,
+        view=view_name, output=kind, target=target, sim_ids=sim_ids, where=where_filter,
+        transforms=transforms, record_transform=record_transform,
+        compression=out.get("compression", DEFAULT_COMPRESSION[kind]),
+        partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
+        scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), document=doc,
+    )
+
+
+def _relative_to(base: Path, text: str) -> Path:
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _resolve_view(view_doc: Mapping[str, Any], dataset: Dataset, where: str) -> str:
+    name = view_doc["name"]
+    fields = view_doc.get("fields")
+    if fields is None:
+        try:
+            dataset.view(name)
+        except ValueError as exc:
+            raise WorkflowError(where, "view.name", str(exc)) from None
+        return name
+    if name in dataset.views and not dataset.views[name].added:
+        raise WorkflowError(where, "view.name",
+                            f"{name!r} is a published view; an ad-hoc view with fields needs "
+                            "another name (or drop view.fields to use the published one)")
+    refs: dict[str, Any] = {}
+    for alias, ref in fields.items():
+        refs[alias] = ref if isinstance(ref, str) else (ref["field"], ref.get("timesteps"))
+        try:  # check each field alone, so the message names its key
+            add_view(dataset, name, {alias: refs[alias]})
+        except ValueError as exc:
+            raise WorkflowError(where, f"view.fields.{alias}", str(exc)) from None
+    add_view(dataset, name, refs)
+    return name
+
+
+def _resolve_filter(
+    filter_doc: Mapping[str, Any], dataset: Dataset, where: str
+) -> tuple[tuple[Any, ...] | None, WhereFilter | None]:
+    sim_ids = None
+    if "sim_ids" in filter_doc:
+        ids = filter_doc["sim_ids"]
+        try:
+            index = dataset.index()
+        except (GuideloomError, FileNotFoundError, ValueError) as exc:
+            raise WorkflowError(where, "dataset", str(exc)) from exc
+        unknown = [i for i in ids if i not in index]
+        if unknown:
+            raise WorkflowError(where, "filter.sim_ids",
+                                f"ids not in the index table {index.path.name}: {unknown[:10]}")
+        if len(set(ids)) != len(ids):
+            raise WorkflowError(where, "filter.sim_ids", "an id is listed more than once")
+        sim_ids = tuple(ids)
+    where_filter = None
+    if filter_doc.get("where"):
+        types = {c.column: c.data_type for c in dataset.columns.values()}
+        where_filter, problems = build_filter(filter_doc["where"], types)
+        if problems:
+            key, message = problems[0]
+            raise WorkflowError(where, f"filter.where.{key}", message)
+    return sim_ids, where_filter
+
+
+def _reference(ref: str, where: str, key: str) -> Any:
+    try:
+        return resolve_reference(ref)
+    except ValueError as exc:
+        raise WorkflowError(where, key, str(exc)) from None

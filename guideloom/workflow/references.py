@@ -1,0 +1,39 @@
+"""``module:function`` references to transforms, resolved with :mod:`importlib` (no ``eval``)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+
+def resolve_reference(ref: str) -> Callable[..., Any]:
+    """Import ``module`` and return its attribute ``function`` (dotted paths allowed).
+
+    Raises:
+        ValueError: The text is not ``module:function``, the module does not import, the
+            attribute is missing or not callable. The message says which.
+    """
+    module_name, sep, attr_path = ref.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ValueError(f"expected a 'module:function' reference, got {ref!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"cannot import module {module_name!r} ({exc}); it must be importable by the "
+            "driver and the Dask workers (see python_path)"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - a broken user module is reported, not raised
+        raise ValueError(
+            f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    target: Any = module
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attr_path!r}") from None
+    if not callable(target):
+        raise ValueError(f"{ref!r} is a {type(target).__name__}, not a callable")
+    return target
