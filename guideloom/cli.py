@@ -1,25 +1,355 @@
 """The ``guideloom`` command line (also ``python -m guideloom``).
 
+Subcommands: ``run`` (a workflow file), ``inspect`` (an export), ``status`` (a running or
+interrupted job), ``demo``, ``make-demo-data`` and ``views``.
+
 Errors print one line and exit with code 2 (bad usage or input) or 1 (a job failed).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NoReturn
 
 from guideloom.errors import GuideloomError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+SCHEDULER_PATTERN = re.compile(r"^(local(:[1-9][0-9]*)?|sync|tcp://[^\s/:]+:[0-9]+)$")
+DASHBOARD_PATTERN = re.compile(r"^[^\s:]+:[0-9]+$")
+DEMO_WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "force_signals.toml"
 
 
 class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 
 
+class JobFailedError(GuideloomError):
+    """The job started and failed: exit code 1."""
+
+
+# --- helpers ------------------------------------------------------------------------------
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _scheduler(text: str) -> str:
+    if not SCHEDULER_PATTERN.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected local, local:N, sync or tcp://HOST:PORT, got {text!r}")
+    return text
+
+
+def _dashboard(text: str) -> str:
+    if not DASHBOARD_PATTERN.match(text):
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _dtype_name(text: str) -> str:
+    import numpy as np
+
+    try:
+        return np.dtype(text).name
+    except TypeError:
+        return text
+
+
+@contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Print warnings raised inside as ``guideloom: warning: ...`` lines (one each)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            seen = set()
+            for w in caught:
+                line = _one_line(w.message)  # type: ignore[arg-type]
+                if line not in seen:
+                    seen.add(line)
+                    print(f"guideloom: warning: {line}", file=sys.stderr)
+
+
+def _load_workflow(args: argparse.Namespace):
+    from guideloom.workflow import load_workflow
+
+    return load_workflow(args.workflow, data_dir=args.data_dir, output=args.output)
+
+
+# --- run ----------------------------------------------------------------------------------
+def _cmd_run(args: argparse.Namespace) -> int:
+    wf = _load_workflow(args)
+    spec = wf.to_spec(overwrite=args.overwrite)
+    scheduler = args.scheduler or wf.scheduler
+    dashboard = args.dashboard or wf.dashboard or "127.0.0.1:8787"
+    if args.dry_run:
+        with _warnings_as_lines():
+            _print_plan(wf, spec, scheduler)
+        return 0
+    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard)
+    _print_summary(result, seconds, resumed_exps)
+    return 0
+
+
+def _execute(spec, scheduler: str | None, dashboard: str) -> tuple[Any, float, int]:
+    """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``."""
+    from guideloom.export import run_export
+    from guideloom.export.staging import Staging
+
+    staging = Staging.for_target(spec.target)
+    if staging.target_complete() and not spec.overwrite:
+        raise UsageError(f"{staging.url} already holds a complete export; pass --overwrite to "
+                         "replace it")
+    before = staging.markers() if staging.read_job() else {}
+    if before:
+        print(f"found {len(before)} finished partitions of an earlier run in {staging.root}",
+              file=sys.stderr)
+    t0 = time.perf_counter()
+    with _warnings_as_lines():
+        try:
+            result = run_export(spec, client=scheduler, show_progress=True,
+                                dashboard_address=dashboard)
+        except (KeyboardInterrupt, UsageError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the job is one line, exit 1
+            raise JobFailedError(
+                f"job failed: {_one_line(exc)} (finished partitions are kept in "
+                f"{staging.root}; rerun to resume)"
+            ) from exc
+    seconds = time.perf_counter() - t0
+    resumed = 0
+    if result.resumed_partitions:
+        resumed = sum(len(m["written"]) + len(m["skipped"]) for m in before.values())
+    return result, seconds, resumed
+
+
+def _print_summary(result, seconds: float, resumed_exps: int) -> None:
+    m = result.manifest
+    fresh = m["count"] + len(m["skipped"]) - resumed_exps
+    print(f"wrote {m['count']} records of view {m['view']!r} to {result.target} "
+          f"({m['kind']}, {m['n_partitions']} partitions)")
+    if result.resumed_partitions:
+        print(f"resumed: {result.resumed_partitions} partitions ({resumed_exps} experiments) "
+              "were finished by an earlier run")
+    skipped = m["skipped"]
+    if skipped:
+        first = "; ".join(f"{s['sim_id']}: {_one_line(Exception(s['error']))}"
+                          for s in skipped[:3])
+        print(f"skipped: {len(skipped)} experiments ({first}{'; …' if len(skipped) > 3 else ''})")
+    else:
+        print("skipped: 0")
+    if m["missing"]:
+        print(f"missing: {len(m['missing'])} experiments without local data "
+              f"({', '.join(m['missing'][:10])}{', …' if len(m['missing']) > 10 else ''})")
+    rate = fresh / seconds if seconds > 0 else math.inf
+    print(f"wall time: {seconds:.2f} s, throughput: {rate:.1f} experiments/s "
+          f"({fresh} processed in this run)")
+    print(f"output: {result.target}")
+
+
+def _plan_workers(scheduler: str | None) -> int:
+    if scheduler is None or scheduler == "local":
+        return os.cpu_count() or 1
+    if scheduler == "sync":
+        return 1
+    if scheduler.startswith("local:"):
+        return int(scheduler.split(":", 1)[1])
+    from distributed import Client
+
+    from guideloom.export.client import worker_count
+
+    with Client(scheduler, timeout=10) as client:
+        return worker_count(client)
+
+
+def _print_plan(wf, spec, scheduler: str | None) -> None:
+    from guideloom.export.run import PROBE_ATTEMPTS, plan_export, probe_schema
+
+    workers = 1 if spec.partition_size else _plan_workers(scheduler)
+    plan = plan_export(spec, workers)
+    n = len(plan.selection.locations)
+    print(f"workflow: {wf.file} ({wf.name}); dry run, nothing is written")
+    print(f"view: {spec.view.name} ({', '.join(spec.view.aliases)})")
+    print(f"filters: sim_ids={'all' if spec.sim_ids is None else len(spec.sim_ids)}, "
+          f"where={spec.where_description or '-'}")
+    names = spec.transform_names()
+    fields = ", ".join(f"{a}={f}" for a, f in names["transforms"].items()) or "-"
+    print(f"transforms: fields: {fields}; record: {names['record_transform'] or '-'}")
+    missing = plan.selection.missing
+    print(f"experiments: {n} with local data"
+          + (f", {len(missing)} selected but missing" if missing else ""))
+    print(f"partitions: {len(plan.partitions)} of up to {plan.partition_size} experiments "
+          f"(job {plan.identity[:12]}, on_error={spec.on_error})")
+    schema = probe_schema(spec, plan.selection.locations[:PROBE_ATTEMPTS],
+                          plan.selection.rows[:PROBE_ATTEMPTS])
+    print(f"output: {spec.output} -> {spec.target}"
+          + (f" ({wf.compression})" if wf.compression != "none" else ""))
+    variable = spec.output == "npz"
+    total = 0
+    for alias, fs in sorted(schema.items()):
+        import numpy as np
+
+        nbytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize * n
+        total += nbytes
+        shape = f"{fs.shape} per record" if variable else str((n, *fs.shape))
+        print(f"  {alias:28s} {shape:24s} {_dtype_name(fs.dtype):10s} {_human_bytes(nbytes)}")
+    print(f"  {'sim_ids':28s} {str((n,)):24s} {'int64':10s} {_human_bytes(8 * n)}")
+    total += 8 * n
+    if variable:
+        print("  (npz: shapes may vary per experiment; shown and sized from the first record)")
+    approx = "about " if variable else ""
+    print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
+
+
+# --- inspect and status -------------------------------------------------------------------
+def _staging_for(text: str):
+    """The :class:`Staging` of an export path/URL or of a staging directory."""
+    from guideloom.export.staging import STAGING_SUFFIX, Staging
+
+    name = os.path.basename(text.rstrip("/"))
+    if name.startswith(".") and name.endswith(STAGING_SUFFIX):
+        parent = os.path.dirname(text.rstrip("/"))
+        text = os.path.join(parent, name[1:-len(STAGING_SUFFIX)])
+    return Staging.for_target(text)
+
+
+def _progress_line(staging) -> tuple[str, bool]:
+    """``(line, complete)`` for a job's target."""
+    import json
+
+    from guideloom.export.staging import EXPORT_MANIFEST
+
+    if staging.target_complete():
+        with staging.fs.open(f"{staging.target}/{EXPORT_MANIFEST}", "rb") as fh:
+            m = json.loads(fh.read())
+        n = m.get("n_partitions", "?")
+        done = m["count"] + len(m.get("skipped", []))
+        return (f"complete: {n}/{n} partitions done ({done}/{done} experiments; "
+                f"{m['count']} written, {len(m.get('skipped', []))} skipped)"), True
+    job = staging.read_job()
+    if job is None:
+        if staging.target_exists():
+            raise UsageError(f"{staging.url} is not a guideloom export (no export.json) and no "
+                             "job is staged for it")
+        raise UsageError(f"no export and no staged job at {staging.url}")
+    markers = staging.markers()
+    exps = sum(len(m["written"]) + len(m["skipped"]) for m in markers.values())
+    line = (f"incomplete: {len(markers)}/{job['n_partitions']} partitions done "
+            f"({exps}/{job['n_records']} experiments)")
+    return line, False
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    staging = _staging_for(args.path)
+    line, complete = _progress_line(staging)
+    print(f"{staging.url}: {line}")
+    if not complete:
+        job = staging.read_job() or {}
+        stamps = [staging.fs.modified(p) for p in staging.fs.ls(staging.path("parts"),
+                                                                 detail=False)
+                  if p.endswith(".json")] if staging.is_local else []
+        if stamps:
+            age = time.time() - max(s.timestamp() for s in stamps)
+            print(f"last partition finished {age:.0f} s ago")
+        print(f"job {str(job.get('identity', '?'))[:12]}: view {job.get('view')!r}, output "
+              f"{job.get('output')}, staging area {staging.root}")
+        print("running, or interrupted: rerun the same `guideloom run` to resume it")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from guideloom.reader import read_export_manifest
+
+    staging = _staging_for(args.export)
+    line, complete = _progress_line(staging)
+    if not complete:
+        print(f"export: {staging.url}")
+        print(f"status: {line}; rerun the job to finish it")
+        return 0
+    root, m = read_export_manifest(staging.url)
+    print(f"export: {root}")
+    print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
+    print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
+    print(f"records: {m['count']}")
+    print("fields:")
+    for alias, fs in sorted(m["fields"].items()):
+        shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
+        print(f"  {alias:28s} {shape:22s} dtype {_dtype_name(fs['dtype'])}")
+    filters = m.get("filters", {})
+    ids = filters.get("sim_ids")
+    print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
+          f"where={filters.get('where') or '-'}")
+    fields = ", ".join(f"{a}={f}" for a, f in (m.get("transforms") or {}).items()) or "-"
+    print(f"transforms: fields: {fields}; record: {m.get('record_transform') or '-'}")
+    print(f"on_error: {m.get('on_error')}; skipped: {len(m.get('skipped', []))}; "
+          f"missing: {len(m.get('missing', []))}")
+    print(f"status: {line}; created {m.get('created', '?')}")
+    return 0
+
+
+def _options_text(options: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+    return f" ({shown})" if shown else ""
+
+
+# --- demo ---------------------------------------------------------------------------------
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from guideloom.demo import make_demo_data
+    from guideloom.reader import load_export
+    from guideloom.workflow import load_workflow
+
+    workflow = args.workflow or DEMO_WORKFLOW
+    if not Path(workflow).is_file():
+        raise UsageError(f"demo workflow not found: {workflow} (run from a source checkout "
+                         "or pass --workflow)")
+    demo = make_demo_data(args.data_dir, n=args.n)
+    print(f"demo data: {len(demo.ids)} experiments ({demo.layout} layout) in {demo.data_dir}")
+    output = args.output or Path(args.data_dir) / "exports" / "force-signals"
+    wf = load_workflow(workflow, data_dir=args.data_dir, output=output)
+    spec = wf.to_spec(overwrite=True)
+    result, seconds, _ = _execute(spec, args.scheduler, args.dashboard)
+    _print_summary(result, seconds, 0)
+
+    export = load_export(result.target)
+    t0 = time.perf_counter()
+    total = 0.0
+    for row in export:
+        total += float(row["max_total_force"])
+    read_s = time.perf_counter() - t0
+    n = len(export)
+    task_s = sum(s["seconds"] for s in result.summaries)
+    print(f"export   : {seconds * 1e3 / n:8.3f} ms/record wall "
+          f"({task_s * 1e3 / n:.3f} ms/record inside the Dask tasks), {n} records")
+    print(f"read back: {read_s * 1e3 / n:8.3f} ms/record with load_export "
+          f"(memory-mapped), {n} records")
+    print(f"check    : sum of max_total_force = {total:.1f} kN; "
+          f"rows follow sim_ids {export.sim_ids[:5].tolist()}…; "
+          f"force {export[0]['force'].shape} {np.dtype(export[0]['force'].dtype).name}")
+    return 0
+
+
+# --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
 
@@ -40,13 +370,63 @@ def _cmd_views(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- parser -------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"guideloom: error: {self.prog}: {message} "
+                              f"(see {self.prog} --help)\n")
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", type=_scheduler, default=None,
+                   help="local (one worker per core), local:N, sync (in-process) or "
+                        "tcp://HOST:PORT (default: the workflow's [run] scheduler, else local)")
+    p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
+                   help="dashboard address of an embedded local cluster "
+                        "(default 127.0.0.1:8787)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="guideloom",
         description="Croissant/HDF5 experiments to training-ready arrays, on Dask.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a workflow file (an export job)")
+    run.add_argument("workflow", type=Path, help="the workflow file (.toml)")
+    _add_cluster_options(run)
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the plan (experiments, partitions, arrays) and write nothing")
+    run.add_argument("--overwrite", action="store_true", help="replace a complete export")
+    run.add_argument("--data-dir", type=Path, default=None,
+                     help="use this data directory instead of the file's dataset.data_dir")
+    run.add_argument("--output", default=None,
+                     help="write here instead of the file's output.path (path or zarr URL)")
+    run.set_defaults(func=_cmd_run)
+
+    inspect = sub.add_parser("inspect", help="describe a finished export (npy, npz, zarr)")
+    inspect.add_argument("export", help="export directory, zarr store path or URL")
+    inspect.set_defaults(func=_cmd_inspect)
+
+    status = sub.add_parser("status", help="progress of a running or interrupted export")
+    status.add_argument("path", help="the export's target or its .NAME.guideloom-staging dir")
+    status.set_defaults(func=_cmd_status)
+
+    demo_cmd = sub.add_parser("demo", help="make demo data, export it on a local cluster, "
+                                           "read it back and compare timings")
+    demo_cmd.add_argument("--data-dir", type=Path, default=Path("demo-data"),
+                          help="where the demo data goes (default ./demo-data)")
+    demo_cmd.add_argument("--n", type=int, default=36, help="experiments (default 36)")
+    demo_cmd.add_argument("--output", default=None,
+                          help="export target (default DATA_DIR/exports/force-signals)")
+    demo_cmd.add_argument("--workflow", type=Path, default=None,
+                          help=f"workflow to run (default {DEMO_WORKFLOW.name} of the checkout)")
+    _add_cluster_options(demo_cmd)
+    demo_cmd.set_defaults(func=_cmd_demo)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
     demo.add_argument("data_dir", type=Path)
@@ -69,14 +449,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) == "demo":
+        args.scheduler = args.scheduler or "local"
+        args.dashboard = args.dashboard or "127.0.0.1:8787"
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except (UsageError, FileNotFoundError, ValueError) as exc:
-        print(f"guideloom: error: {exc}", file=sys.stderr)
+    except JobFailedError as exc:
+        print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except (UsageError, FileNotFoundError, FileExistsError, ValueError) as exc:
+        print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except GuideloomError as exc:
-        print(f"guideloom: error: {exc}", file=sys.stderr)
+        print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("guideloom: interrupted", file=sys.stderr)
