@@ -81,6 +81,12 @@ def describe_error(error: Any) -> tuple[str, str]:
         return key, f"expected {' or '.join(_TYPE_WORDS.get(w, w) for w in words)}, " \
                     f"got {_show(instance)}"
     if kind in ("anyOf", "oneOf"):
+        # an alternative of the instance's own type failed deeper down: report that failure
+        depth = len(error.absolute_path)
+        deeper = [e for e in error.context or ()
+                  if e.validator != "type" or len(e.absolute_path) > depth]
+        if deeper:
+            return describe_error(sorted(deeper, key=_order)[0])
         expected = schema.get("description", "a value of another type")
         return key, f"expected {expected}, got {_show(instance)}"
     if kind == "pattern":
