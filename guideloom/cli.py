@@ -448,7 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed as one line
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if getattr(args, "command", None) == "demo":
         args.scheduler = args.scheduler or "local"
         args.dashboard = args.dashboard or "127.0.0.1:8787"

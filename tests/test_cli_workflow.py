@@ -1,0 +1,330 @@
+"""``guideloom run/inspect/status/demo`` as real processes against real Dask clusters.
+
+The workflow files under ``workflows/`` run on a ``dask scheduler`` plus two ``dask worker``
+processes started here (127.0.0.1, stopped by PID), and their outputs are compared bit for bit
+with the in-process Python API (``client="sync"``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import guideloom
+from guideloom.cli import main
+from guideloom.cluster_procs import find_free_port, start_local_cluster
+from tests import export_helpers as helpers
+from workflows import demo_transforms
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / "workflows"
+DIE_ID = 13
+
+
+@pytest.fixture(scope="session")
+def die_flags(tmp_path_factory) -> Path:
+    """Where ``die_once_first_rows`` on the cluster's workers records its first attempt."""
+    return tmp_path_factory.mktemp("die_flags")
+
+
+@pytest.fixture(scope="session")
+def tcp_cluster(tmp_path_factory, die_flags):
+    """``dask scheduler`` + two ``dask worker`` processes importing this worktree."""
+    saved = {k: os.environ.get(k) for k in ("GUIDELOOM_TEST_FLAG_DIR", "GUIDELOOM_TEST_DIE_ID")}
+    os.environ["GUIDELOOM_TEST_FLAG_DIR"] = str(die_flags)  # the workers inherit these
+    os.environ["GUIDELOOM_TEST_DIE_ID"] = str(DIE_ID)
+    try:
+        procs = start_local_cluster(2, pythonpath=[ROOT],
+                                    state_dir=tmp_path_factory.mktemp("cluster"))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        from distributed import Client
+
+        with Client(procs.address, timeout=30) as client:
+            files = set(client.run(lambda: __import__("guideloom").__file__).values())
+        assert files == {str(ROOT / "guideloom" / "__init__.py")}
+        yield procs
+    finally:
+        procs.stop()
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "guideloom", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def force_signals_dataset(data_dir):
+    ds = guideloom.load(data_dir)
+    return guideloom.add_view(ds, "force-signals", fields={
+        "force": "force_data", "geometry": "process-parameters/geometry",
+        "blankholder_force": "process-parameters/blankholder_force",
+        "split": "process-parameters/split"})
+
+
+def reference_export(name: str, data_dir: Path, out: Path) -> None:
+    """What each shipped workflow file describes, written by the Python API in-process."""
+    if name == "force_signals":
+        guideloom.export_to_numpy("force-signals", out, dataset=force_signals_dataset(data_dir),
+                                  data_dir=data_dir, client="sync",
+                                  record_transform=demo_transforms.resample_and_emit)
+    elif name == "raw_force_tables":
+        ds = guideloom.add_view(guideloom.load(data_dir), "force-raw", fields={
+            "force": "force_data", "head": ("force_data", [0, 1, 2]),
+            "geometry": "process-parameters/geometry",
+            "blankholder_force": "process-parameters/blankholder_force"})
+        guideloom.export_to_numpy_per_sim(
+            "force-raw", out, dataset=ds, data_dir=data_dir, client="sync", compressed=True,
+            where=lambda r: r["split"] == "train" and r["blankholder_force"] in (100, 300),
+            transforms={"geometry": demo_transforms.geometry_label}, on_error="skip")
+    else:
+        guideloom.export_to_zarr("pointcloud-op10", out, data_dir=data_dir, client="sync",
+                                 where=lambda r: r["has_pointcloud"], compressor="lz4",
+                                 transforms={"pointcloud_op10_z": demo_transforms.zero_to_nan},
+                                 on_error="skip")
+
+
+def assert_same_export(got_dir: Path, want_dir: Path) -> None:
+    got, want = guideloom.load_export(got_dir), guideloom.load_export(want_dir)
+    assert got.kind == want.kind and got.fields == want.fields
+    assert got.sim_ids.tobytes() == want.sim_ids.tobytes() and len(got) == len(want) > 0
+    for i in range(len(want)):
+        a, b = got[i], want[i]
+        for f in want.fields:
+            assert a[f].dtype == b[f].dtype and a[f].shape == b[f].shape, (i, f)
+            assert a[f].tobytes() == b[f].tobytes(), (i, f)
+    if want.kind == "npy":  # the files themselves are identical, byte for byte
+        for path in sorted(want_dir.glob("*.npy")):
+            assert (got_dir / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10"])
+def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, demo_zip,
+                                                             tmp_path, capsys):
+    out = tmp_path / "out"
+    done = cli("run", str(WORKFLOWS / f"{name}.toml"), "--scheduler", tcp_cluster.address,
+               "--data-dir", str(demo_zip), "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    reference_export(name, demo_zip, tmp_path / "ref")
+    assert_same_export(out, tmp_path / "ref")
+    count = len(guideloom.load_export(out))
+    assert f"wrote {count} records of view" in done.stdout
+    assert "skipped: 0" in done.stdout and f"output: {out}" in done.stdout
+    assert re.search(r"wall time: [\d.]+ s, throughput: [\d.]+ experiments/s", done.stdout)
+    assert f"Dask dashboard: {tcp_cluster.dashboard_url}" in done.stderr
+
+    assert main(["inspect", str(out)]) == 0
+    shown = capsys.readouterr().out
+    export = guideloom.load_export(out)
+    assert f"records: {count}" in shown and f"view: {export.manifest['view']}" in shown
+    for field in export.fields:
+        assert re.search(rf"^  {field} ", shown, flags=re.M), field
+    assert "status: complete" in shown
+    if name != "force_signals":
+        assert f"where={export.manifest['filters']['where']}" in shown
+
+
+def test_killed_worker_run_still_completes_bit_identical(tcp_cluster, die_flags, demo_zip,
+                                                         tmp_path):
+    from distributed import Client
+
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+python_path = ["{ROOT}"]
+[dataset]
+data_dir = "{demo_zip}"
+[view]
+name = "force-curve"
+[transforms]
+record = "tests.export_helpers:die_once_first_rows"
+[output]
+kind = "npy"
+path = "out"
+partition_size = 3
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", str(job), "--scheduler",
+                             tcp_cluster.address], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (die_flags / "pid").exists():  # the task reached experiment DIE_ID
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "experiment 13 was never reached"
+            time.sleep(0.05)
+        victim = int((die_flags / "pid").read_text())
+        with Client(tcp_cluster.address, timeout=30) as client:
+            assert victim in client.run(os.getpid).values()
+            os.kill(victim, signal.SIGKILL)  # a worker process of the cluster this test started
+            stdout, stderr = proc.communicate(timeout=180)
+            assert proc.returncode == 0, stderr
+            assert victim not in client.run(os.getpid).values()
+            client.wait_for_workers(2, timeout=60)  # the nanny restarted it for later tests
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "wrote 36 records" in stdout
+    guideloom.export_to_numpy("force-curve", tmp_path / "ref", data_dir=demo_zip,
+                              record_transform=helpers.first_rows, client="sync")
+    assert_same_export(tmp_path / "out", tmp_path / "ref")
+
+
+def test_dashboard_status_and_resume_of_a_killed_run(tcp_cluster, demo_zip, tmp_path):
+    """One gated run: poll the dashboard while it runs, kill it, ask status, resume it."""
+    out, staging = tmp_path / "out", tmp_path / ".out.guideloom-staging"
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+python_path = ["{ROOT}"]
+[dataset]
+data_dir = "{demo_zip}"
+[view]
+name = "force-curve"
+[transforms]
+record = "tests.export_helpers:blocking_first_rows"
+[output]
+kind = "npy"
+path = "out"
+partition_size = 2
+""")
+    port = find_free_port()
+    env = {**os.environ, "GUIDELOOM_TEST_BLOCK_FROM": "20"}  # tasks block from id 20 on
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "guideloom", "run", str(job), "--scheduler", "local:2",
+             "--dashboard", f"127.0.0.1:{port}"], cwd=ROOT, env=env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 120
+        url = None
+        while url is None:
+            found = re.search(r"Dask dashboard: (http://\S+)", log.read_text())
+            url = found.group(1) if found else None
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "no dashboard URL printed"
+            time.sleep(0.05)
+        assert url == f"http://127.0.0.1:{port}/status"
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert page.status == 200 and b"Dask" in page.read()
+        while len(list((staging / "parts").glob("*.json"))) < 4:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "no partition finished in time"
+            time.sleep(0.05)
+        assert proc.poll() is None  # the job was running while the dashboard answered
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the LocalCluster it started
+        proc.wait()
+    assert not out.exists()
+    k = len(list((staging / "parts").glob("*.json")))
+    assert 4 <= k <= 10  # ids 20.. never finish while gated
+
+    for path in (out, staging):
+        status = cli("status", str(path))
+        assert status.returncode == 0, status.stderr
+        assert f"incomplete: {k}/18 partitions done ({2 * k}/36 experiments)" in status.stdout
+    shown = cli("inspect", str(out))
+    assert shown.returncode == 0 and f"{k}/18 partitions done" in shown.stdout
+
+    rerun = cli("run", str(job), "--scheduler", tcp_cluster.address)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resumed: {k} partitions ({2 * k} experiments)" in rerun.stdout
+    assert f"({36 - 2 * k} processed in this run)" in rerun.stdout
+    assert "complete: 18/18 partitions done (36/36" in cli("status", str(out)).stdout
+    guideloom.export_to_numpy("force-curve", tmp_path / "ref", data_dir=demo_zip,
+                              record_transform=helpers.blocking_first_rows, client="sync")
+    assert_same_export(out, tmp_path / "ref")
+
+
+@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10"])
+def test_dry_run_prints_the_plan_and_writes_nothing(name, demo_zip, tmp_path, capsys):
+    before = sorted(tmp_path.iterdir())
+    code = main(["run", str(WORKFLOWS / f"{name}.toml"), "--data-dir", str(demo_zip),
+                 "--output", str(tmp_path / "out"), "--dry-run"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert sorted(tmp_path.iterdir()) == before  # no target, no staging area
+    n = {"force_signals": 36, "raw_force_tables": 18, "pointcloud_op10": 32}[name]
+    assert f"experiments: {n} with local data" in text
+    assert re.search(r"partitions: \d+ of up to 4 experiments", text)
+    assert re.search(r"total: (about )?[\d.]+ \w+ uncompressed \(\d+ bytes\)", text)
+    if name == "force_signals":
+        assert re.search(r"force +\(36, 1000, 8\) +float32 +1\.1 MiB", text)
+        assert re.search(r"label_geometry +\(36,\) +int8 +36 B", text)
+        assert "total: 1.1 MiB uncompressed (1152612 bytes)" in text
+    if name == "pointcloud_op10":
+        assert re.search(r"pointcloud_op10_z +\(32, 16000\) +float32", text)
+
+
+def test_invalid_workflow_is_one_line_exit_2_before_any_work(demo_zip, tmp_path):
+    text = (WORKFLOWS / "force_signals.toml").read_text().replace('kind = "npy"',
+                                                                  'kind = "parquet"')
+    job = tmp_path / "bad.toml"
+    job.write_text(text)
+    done = cli("run", str(job), "--data-dir", str(demo_zip), "--output", str(tmp_path / "o"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"guideloom: error: {job}: key 'output.kind': expected one of 'npy', 'npz', 'zarr', "
+        "'storage', got 'parquet'")
+    assert not (tmp_path / "o").exists() and "dashboard" not in done.stdout + done.stderr
+
+
+def test_usage_and_job_errors(demo_zip, tmp_path, capsys):
+    assert main(["status", str(tmp_path / "nothing")]) == 2
+    assert main(["run", str(tmp_path / "none.toml")]) == 2
+    assert main(["run", str(WORKFLOWS / "force_signals.toml"), "--scheduler", "nowhere"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == f"guideloom: error: no export and no staged job at {tmp_path / 'nothing'}"
+    assert err[1] == f"guideloom: error: workflow file not found: {tmp_path / 'none.toml'}"
+    assert err[2].startswith("guideloom: error: guideloom run: argument --scheduler: expected "
+                             "local, local:N, sync or tcp://HOST:PORT, got 'nowhere'")
+    job = tmp_path / "fails.toml"
+    job.write_text(f"""
+python_path = ["{ROOT}"]
+[dataset]
+data_dir = "{demo_zip}"
+[view]
+name = "force-curve"
+[transforms]
+record = "tests.export_helpers:fail_on_multiples_of_7"
+[output]
+kind = "npy"
+path = "out"
+[run]
+scheduler = "sync"
+""")
+    assert main(["run", str(job)]) == 1  # the job failed: exit 1, one line naming the experiment
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("guideloom: error: job failed: experiment 7 (")
+    assert "fail_on_multiples_of_7 raised RuntimeError: cannot handle 7" in err
+    assert not (tmp_path / "out").exists()
+    assert main(["run", str(job), "--output", str(tmp_path / "o2"), "--dry-run"]) == 0
+
+
+def test_demo_end_to_end(tmp_path):
+    done = cli("demo", "--data-dir", str(tmp_path / "demo"), "--scheduler", "local:2",
+               "--dashboard", "127.0.0.1:0")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "demo" / "exports" / "force-signals"
+    export = guideloom.load_export(out)
+    assert len(export) == 36 and export[0]["force"].shape == (1000, 8)
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"demo data: 36 experiments (zip layout) in {tmp_path / 'demo'}"
+    assert f"wrote 36 records of view 'force-signals' to {out}" in done.stdout
+    assert re.search(r"^export   : +[\d.]+ ms/record wall", done.stdout, flags=re.M)
+    assert re.search(r"^read back: +[\d.]+ ms/record with load_export", done.stdout, flags=re.M)
+    total = float(np.sum(export.batch(np.arange(36))["max_total_force"], dtype=np.float64))
+    assert f"sum of max_total_force = {total:.1f} kN" in done.stdout
+    assert "Dask dashboard: http://127.0.0.1:" in done.stderr
