@@ -121,7 +121,7 @@ def main() -> None:
 
         def scan_export(out, client, scan_ds=scan_ds, ids=ids):
             guideloom.export_to_numpy("pointcloud-op10", out, dataset=scan_ds, sim_ids=ids,
-                                      client=client, partition_size=2)
+                                      client=client, partition_size=1)
 
         workers = [SYNC, 1, 2] if n == args.scan_n else [2]
         run_case(f"pointcloud-op10 (n={n})", scan_export, len(ids), scan_bytes, out_root,

@@ -16,7 +16,7 @@ import numpy as np
 from guideloom import __version__
 from guideloom.errors import ExperimentReadError, GuideloomError, summarize_ids
 from guideloom.export.client import dask_client, worker_count
-from guideloom.export.pipeline import check_schema, produce, schema_of
+from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import EXPORT_MANIFEST, FORMAT_VERSION, Staging
 from guideloom.export.writers import Writer, make_writer
@@ -151,8 +151,19 @@ def _schema(spec, staging, writer, plan, dask) -> dict[str, FieldSchema] | None:
 def probe_schema(
     spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, FieldSchema]:
-    """Shapes and dtypes from the first record that reads (runs on a worker)."""
+    """Shapes and dtypes from the first record that reads (runs on a worker).
+
+    Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
+    otherwise the first record is read and transformed.
+    """
     reader = RecordReader(spec.view)
+    if not spec.transforms and spec.record_transform is None and locations:
+        try:
+            described = reader.shapes(locations[0], rows[0])
+        except ExperimentReadError:
+            described = None  # the full path below reports or skips it
+        if described and all(dt.kind in NUMERIC_KINDS for _, dt in described.values()):
+            return {a: FieldSchema(shape, dt.str) for a, (shape, dt) in described.items()}
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
