@@ -128,6 +128,8 @@ class Export:
 
     def _open(self) -> _Backend:
         if self._backend is None:
+            if self.kind == "storage":
+                import guideloom.export.storage_writer  # noqa: F401 - registers its backend
             backend_cls = _BACKENDS.get(self.kind)
             if backend_cls is None:
                 raise IncompleteExportError(f"{self.root}: unknown export kind {self.kind!r}")

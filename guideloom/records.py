@@ -50,6 +50,34 @@ class RecordReader:
         ordered[SIM_ID_KEY] = loc.sim_id
         return ordered
 
+    def shapes(self, loc: Location, row: Mapping[str, Any]) -> dict[str, tuple[tuple, np.dtype]]:
+        """Shape and dtype of every field from HDF5 metadata alone (no data is read).
+
+        Raises:
+            MissingFieldError: The file lacks an HDF5 path the view needs.
+        """
+        out: dict[str, tuple[tuple, np.dtype]] = {}
+        with open_location(loc, self.handles) as f:
+            for vf in self.view.fields:
+                if not vf.is_h5:
+                    value = np.asarray(row[vf.column])
+                    out[vf.alias] = (value.shape, value.dtype)
+                    continue
+                obj = f.get(vf.h5_path)
+                if not isinstance(obj, h5py.Dataset):
+                    raise MissingFieldError(
+                        f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset "
+                        f"{vf.h5_path!r}", sim_id=loc.sim_id, file=loc.describe(),
+                        h5_path=vf.h5_path,
+                    )
+                shape = tuple(obj.shape)
+                if isinstance(vf.timesteps, int):
+                    shape = shape[1:]
+                elif vf.timesteps is not None:
+                    shape = (len(vf.timesteps), *shape[1:])
+                out[vf.alias] = (shape, obj.dtype)
+        return {a: out[a] for a in self.view.aliases}
+
     def _read_field(
         self, f: h5py.File, vf: ViewField, loc: Location, row: Mapping[str, Any]
     ) -> np.ndarray:

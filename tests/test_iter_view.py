@@ -217,3 +217,13 @@ def test_demo_data_is_deterministic(tmp_path):
             assert dict(fa.attrs)["index"] == i
     assert (a.data_dir / "process_parameters.csv").read_bytes() == \
         (b.data_dir / "process_parameters.csv").read_bytes()
+
+
+def test_corrupt_loose_file_names_id_and_file(demo_loose, tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(demo_loose, root)
+    damaged = root / "h5" / "0009.h5"
+    damaged.write_bytes(b"not an hdf5 file" * 100)
+    with pytest.raises(CorruptDataError, match=r"experiment 9: .*h5/0009.h5 is damaged") as info:
+        list(guideloom.streaming.iter_view("force-curve", data_dir=root, sim_ids=[8, 9]))
+    assert info.value.file == str(damaged)

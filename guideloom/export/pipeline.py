@@ -26,11 +26,13 @@ class RecordValueError(ExperimentReadError, ValueError):
 
 def produce(
     spec: ExportSpec, reader: RecordReader, loc: Location, row: Mapping[str, Any],
-    *, allow_text: bool = False,
-) -> dict[str, np.ndarray]:
+    *, allow_text: bool = False, raw: bool = False,
+) -> Any:
     """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.
 
-    ``_sim_id`` is available to the transforms and stripped from the result.
+    ``_sim_id`` is available to the transforms and stripped from the result. With ``raw``
+    (storage outputs) the transformed record is returned as it is, for the storage format to
+    pack; otherwise every value must be a numeric (or, with ``allow_text``, text) array-like.
 
     Raises:
         ExperimentReadError: Reading failed (names id, file, HDF5 path).
@@ -42,6 +44,8 @@ def produce(
         record[alias] = _call(fn, record[alias], loc, f"transform for {alias!r}")
     if spec.record_transform is not None:
         out = _call(spec.record_transform, record, loc, "record_transform")
+        if raw and not isinstance(out, Mapping):
+            return out
         if not isinstance(out, Mapping):
             raise RecordValueError(
                 f"experiment {loc.sim_id} ({loc.describe()}): record_transform "
@@ -51,6 +55,8 @@ def produce(
             )
         record = dict(out)
     record.pop(SIM_ID_KEY, None)
+    if raw:
+        return record
     if not record:
         raise RecordValueError(
             f"experiment {loc.sim_id} ({loc.describe()}): the record has no fields to write",

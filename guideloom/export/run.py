@@ -16,7 +16,7 @@ import numpy as np
 from guideloom import __version__
 from guideloom.errors import ExperimentReadError, GuideloomError, summarize_ids
 from guideloom.export.client import dask_client, worker_count
-from guideloom.export.pipeline import check_schema, produce, schema_of
+from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import EXPORT_MANIFEST, FORMAT_VERSION, Staging
 from guideloom.export.writers import Writer, make_writer
@@ -151,8 +151,19 @@ def _schema(spec, staging, writer, plan, dask) -> dict[str, FieldSchema] | None:
 def probe_schema(
     spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, FieldSchema]:
-    """Shapes and dtypes from the first record that reads (runs on a worker)."""
+    """Shapes and dtypes from the first record that reads (runs on a worker).
+
+    Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
+    otherwise the first record is read and transformed.
+    """
     reader = RecordReader(spec.view)
+    if not spec.transforms and spec.record_transform is None and locations:
+        try:
+            described = reader.shapes(locations[0], rows[0])
+        except ExperimentReadError:
+            described = None  # the full path below reports or skips it
+        if described and all(dt.kind in NUMERIC_KINDS for _, dt in described.values()):
+            return {a: FieldSchema(shape, dt.str) for a, (shape, dt) in described.items()}
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
@@ -183,23 +194,26 @@ def run_partition(
     try:
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
             try:
-                arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text)
+                arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text,
+                                 raw=writer.raw_records)
                 if schema is not None:
                     check_schema(arrays, schema, loc)
+                sink.write(part.start + k, loc.sim_id, arrays)
             except ExperimentReadError as exc:
                 if spec.on_error == "raise":
                     raise
                 skipped.append({"sim_id": loc.sim_id, "file": exc.file, "error": str(exc)})
                 continue
-            sink.write(part.start + k, loc.sim_id, arrays)
             written.append(loc.sim_id)
-            for alias, arr in arrays.items():
-                dtypes.setdefault(alias, arr.dtype.str)
+            if isinstance(arrays, Mapping):
+                for alias, arr in arrays.items():
+                    dtypes.setdefault(alias, getattr(getattr(arr, "dtype", None), "str", "object"))
     except BaseException:
         sink.abort()
         raise
     n_bytes = sink.close()
     summary = {
+        **sink.extra_summary(),
         "index": part.index,
         "start": part.start,
         "written": written,
@@ -279,7 +293,7 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
         )
     writer.finalize(None if keep.all() else keep)
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
-    _write_sim_ids(staging, writer, sim_ids)
+    _write_sim_ids(staging, writer, sim_ids, summaries)
     if schema is None:
         dtypes: dict[str, str] = {}
         for s in summaries:
@@ -288,6 +302,7 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
         fields = {a: {"shape": None, "dtype": dt} for a, dt in sorted(dtypes.items())}
     else:
         fields = {a: s.to_json() for a, s in schema.items()}
+    fields = writer.fields(fields)
     if skipped:
         warnings.warn(
             f"export of view {spec.view.name!r} skipped "
@@ -320,6 +335,7 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
         "n_partitions": len(plan.partitions),
         "identity": plan.identity,
         "options": {k: v for k, v in spec.options.items() if isinstance(v, str | int | bool)},
+        **writer.manifest_extra(),
         "guideloom_version": __version__,
         "timings": timings,
         "data_dir": str(spec.data_dir),
@@ -330,7 +346,8 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
     return manifest
 
 
-def _write_sim_ids(staging: Staging, writer: Writer, sim_ids: np.ndarray) -> None:
+def _write_sim_ids(staging: Staging, writer: Writer, sim_ids: np.ndarray,
+                   summaries: list[dict[str, Any]]) -> None:
     if writer.kind == "zarr":
         import zarr
 
@@ -342,7 +359,7 @@ def _write_sim_ids(staging: Staging, writer: Writer, sim_ids: np.ndarray) -> Non
         group.create_array("sim_ids", data=sim_ids, chunks=(max(1, len(sim_ids)),))
         return
     if hasattr(writer, "write_sim_ids"):
-        writer.write_sim_ids(sim_ids)
+        writer.write_sim_ids(sim_ids, summaries)
         return
     path = staging.path("data", "sim_ids.npy")
     with open(path, "wb") as fh:

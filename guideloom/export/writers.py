@@ -7,7 +7,6 @@ same place), and a task owns its rows: npy rows by offset, npz files by name, za
 from __future__ import annotations
 
 import os
-import posixpath
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ class Writer:
     kind = ""
     needs_schema = True
     allow_text = False
+    raw_records = False
 
     def __init__(self, staging: Staging, options: Mapping[str, Any]):
         self.staging = staging
@@ -40,6 +40,14 @@ class Writer:
 
     def finalize(self, keep: np.ndarray | None) -> None:
         """Move the rows into ``data/``, leaving out rows where ``keep`` is False (driver)."""
+
+    def fields(self, seen: dict[str, Any]) -> dict[str, Any]:
+        """The fields a reader of this output sees (default: what the records held)."""
+        return seen
+
+    def manifest_extra(self) -> dict[str, Any]:
+        """Writer-specific entries of ``export.json``."""
+        return {}
 
 
 class PartitionSink:
@@ -56,6 +64,10 @@ class PartitionSink:
     def abort(self) -> None:
         """Release resources after a failure."""
         self.close()
+
+    def extra_summary(self) -> dict[str, Any]:
+        """Facts the finalize step needs beyond the written ids (e.g. record lengths)."""
+        return {}
 
 
 # --- .npy memmaps --------------------------------------------------------------------------
@@ -330,7 +342,3 @@ def make_writer(kind: str, staging: Staging, options: Mapping[str, Any]) -> Writ
         raise ValueError(f"{kind} exports need a local (or shared) filesystem path, not "
                          f"{staging.url}; use export_to_zarr for fsspec URLs")
     return writers[kind](staging, options)
-
-
-def _unused(*_: Any) -> None:  # keep posixpath imported for subclasses in other modules
-    posixpath.join("", "")

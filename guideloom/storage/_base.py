@@ -78,6 +78,13 @@ class BaseWriter(Generic[S]):
         """
         self._state(shard)
 
+    def elements(self, shard: int) -> int:
+        """Elements appended to ``shard`` so far through this writer (records for documents)."""
+        state = self._shards.get(check_shard_number(shard))
+        if state is None:
+            return 0
+        return int(getattr(state, "elements", state.records))
+
     @property
     def shards(self) -> list[int]:
         """The shard numbers this writer has appended to."""

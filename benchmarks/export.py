@@ -1,0 +1,132 @@
+"""Export throughput: in-process vs a LocalCluster of 1 and 2 workers, in one run.
+
+Run: ``python3 benchmarks/export.py [--force-n 1000] [--scan-n 12] [--cache DIR]``
+
+Cases:
+  (a) the seed's force-signals view with the resampling record_transform, to .npy
+  (b) pointcloud-op10 at the real scan shape (2000 x 3200), to .npy
+
+For each: experiments/s, decompressed MB/s (HDF5 bytes read), the peak resident memory of a
+worker process (ru_maxrss of a fresh worker, so it is the peak of this export alone), and the
+speed-up over one worker. For (b) it also exports twice as many experiments with the same
+partition size to show that a worker's peak memory does not grow with the export's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from distributed import Client, LocalCluster
+
+import guideloom
+from guideloom.demo import cached_demo_data
+from guideloom.export.client import SYNC
+
+CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
+N_SAMPLES = 1000
+
+
+def resample_and_emit(rec):
+    """The seed's transform: (1000, 8) force, max total force, blankholder force, label."""
+    force = np.asarray(rec["force"])
+    t_old = np.linspace(0.0, 1.0, force.shape[0])
+    t_new = np.linspace(0.0, 1.0, N_SAMPLES)
+    resampled = np.stack(
+        [np.interp(t_new, t_old, force[:, c]) for c in range(force.shape[1])], axis=1
+    )
+    return {
+        "force": resampled.astype(np.float32),
+        "max_total_force": np.float32(force[:, 7].max()),
+        "blankholder_force": np.float32(rec["blankholder_force"]),
+        "label_geometry": np.int8(0 if rec["geometry"] == "concave" else 1),
+    }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB (Linux reports KB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_case(name, export, n_records, bytes_per_record, out_root, workers_list):
+    print(f"\n{name}: {n_records} experiments, {bytes_per_record / 1e6:.2f} MB decompressed each")
+    print(f"{'where':12s} {'seconds':>8s} {'exp/s':>9s} {'MB/s':>8s} {'peak RSS/worker':>16s}"
+          f" {'vs 1 worker':>12s}")
+    base = None
+    for workers in workers_list:
+        out = out_root / f"{name}-{workers}"
+        shutil.rmtree(out, ignore_errors=True)
+        if workers == SYNC:
+            t0 = time.perf_counter()
+            export(out, SYNC)
+            seconds = time.perf_counter() - t0
+            peak = peak_rss_mb()
+            label = "in-process"
+        else:
+            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              host="127.0.0.1", dashboard_address=None, silence_logs=50) as lc, \
+                    Client(lc) as client:
+                t0 = time.perf_counter()
+                export(out, client)
+                seconds = time.perf_counter() - t0
+                peak = max(client.run(peak_rss_mb).values())
+            label = f"{workers} worker{'s' if workers > 1 else ''}"
+        rate = n_records / seconds
+        if workers == 1:
+            base = rate
+        ratio = f"{rate / base:.2f}x" if base and workers != SYNC else ""
+        print(f"{label:12s} {seconds:8.2f} {rate:9.1f} {rate * bytes_per_record / 1e6:8.1f}"
+              f" {peak:13.0f} MB {ratio:>12s}")
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--force-n", type=int, default=1000)
+    parser.add_argument("--scan-n", type=int, default=12)
+    parser.add_argument("--cache", type=Path, default=CACHE)
+    args = parser.parse_args()
+    out_root = args.cache / "exports"
+    out_root.mkdir(parents=True, exist_ok=True)
+
+    # (a) force-signals: many experiments; scans kept small so the dataset fits the disk
+    force_dir = cached_demo_data(args.cache, args.force_n, (100, 160), "zip")
+    ds = guideloom.load(data_dir=force_dir)
+    guideloom.add_view(ds, "force-signals", fields={
+        "force": "force_data", "geometry": "process-parameters/geometry",
+        "blankholder_force": "process-parameters/blankholder_force",
+        "split": "process-parameters/split"})
+    with guideloom.open_h5(0, dataset=ds) as f:
+        force_bytes = f["force/data"].nbytes
+
+    def force_export(out, client):
+        guideloom.export_to_numpy("force-signals", out, dataset=ds, client=client,
+                                  record_transform=resample_and_emit)
+
+    run_case("force-signals", force_export, args.force_n, force_bytes, out_root,
+             [SYNC, 1, 2])
+
+    # (b) pointcloud-op10 at the real scan shape
+    for n in (args.scan_n, 2 * args.scan_n):
+        scan_dir = cached_demo_data(args.cache, n, (2000, 3200), "zip")
+        scan_ds = guideloom.load(data_dir=scan_dir)
+        index = scan_ds.index()
+        ids = [i for i in index.ids if index.row(i)["has_pointcloud"]]
+        scan_bytes = 2 * 2000 * 3200 * 4
+
+        def scan_export(out, client, scan_ds=scan_ds, ids=ids):
+            guideloom.export_to_numpy("pointcloud-op10", out, dataset=scan_ds, sim_ids=ids,
+                                      client=client, partition_size=1)
+
+        workers = [SYNC, 1, 2] if n == args.scan_n else [2]
+        run_case(f"pointcloud-op10 (n={n})", scan_export, len(ids), scan_bytes, out_root,
+                 workers)
+
+
+if __name__ == "__main__":
+    main()
