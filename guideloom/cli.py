@@ -1,7 +1,8 @@
 """The ``guideloom`` command line (also ``python -m guideloom``).
 
 Subcommands: ``run`` (a workflow file), ``inspect`` (an export), ``status`` (a running or
-interrupted job), ``demo``, ``make-demo-data`` and ``views``.
+interrupted job), ``demo``, ``extract`` (zipped to loose layout), ``make-demo-data`` and
+``views``.
 
 Errors print one line and exit with code 2 (bad usage or input) or 1 (a job failed).
 """
@@ -349,6 +350,29 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- extract ------------------------------------------------------------------------------
+def _cmd_extract(args: argparse.Namespace) -> int:
+    from guideloom.extract import ExtractError, extract_zips
+
+    try:
+        with _warnings_as_lines():
+            report = extract_zips(args.data_dir, source=args.manifest, client=args.scheduler,
+                                  remove_zip=args.remove_zip, overwrite=args.overwrite,
+                                  show_progress=True)
+    except ExtractError as exc:
+        raise JobFailedError(_one_line(exc)) from exc
+    h5 = Path(args.data_dir) / "h5"
+    print(f"extracted {len(report.extracted)} experiments ({_human_bytes(report.bytes)}) to "
+          f"{h5} in {report.seconds:.2f} s; {len(report.skipped_existing)} were already loose")
+    if report.removed_archives:
+        print(f"removed archives: {', '.join(Path(a).name for a in report.removed_archives)}")
+    for archive, reason in report.kept_archives.items():
+        print(f"kept archive {Path(archive).name}: {reason}")
+    if report.cleaned_tmp:
+        print(f"removed {len(report.cleaned_tmp)} temporary files of an interrupted run")
+    return 0
+
+
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
@@ -427,6 +451,19 @@ def build_parser() -> argparse.ArgumentParser:
                           help=f"workflow to run (default {DEMO_WORKFLOW.name} of the checkout)")
     _add_cluster_options(demo_cmd)
     demo_cmd.set_defaults(func=_cmd_demo)
+
+    extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
+                                             "files, in parallel, atomically per file")
+    extract.add_argument("data_dir", type=Path)
+    extract.add_argument("--manifest", type=Path, default=None,
+                         help="manifest path (default DATA_DIR/metadata.json)")
+    extract.add_argument("--remove-zip", action="store_true",
+                         help="delete each archive once all its members are loose and verified")
+    extract.add_argument("--overwrite", action="store_true",
+                         help="extract members even when a loose file already exists")
+    extract.add_argument("--scheduler", type=_scheduler, default=None,
+                         help="local, local:N, sync or tcp://HOST:PORT (default local)")
+    extract.set_defaults(func=_cmd_extract)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
     demo.add_argument("data_dir", type=Path)

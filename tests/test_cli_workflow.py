@@ -328,3 +328,28 @@ def test_demo_end_to_end(tmp_path):
     total = float(np.sum(export.batch(np.arange(36))["max_total_force"], dtype=np.float64))
     assert f"sum of max_total_force = {total:.1f} kN" in done.stdout
     assert "Dask dashboard: http://127.0.0.1:" in done.stderr
+
+
+def test_extract_then_run_gives_the_same_export(tmp_path):
+    import zipfile
+
+    data = tmp_path / "data"
+    guideloom.make_demo_data(data, n=8, layout="zip")
+    members = {}
+    for archive in data.glob("*.zip"):
+        with zipfile.ZipFile(archive) as zf:
+            members.update({name: zf.read(name) for name in zf.namelist()})
+    job = str(WORKFLOWS / "force_signals.toml")
+    assert main(["run", job, "--data-dir", str(data), "--output", str(tmp_path / "zipped"),
+                 "--scheduler", "sync"]) == 0
+    done = cli("extract", str(data), "--scheduler", "local:2", "--remove-zip")
+    assert done.returncode == 0, done.stderr
+    assert "extracted 8 experiments" in done.stdout
+    assert "removed archives: concave.zip, convex.zip" in done.stdout
+    assert not list(data.glob("*.zip"))
+    assert {p.name: p.read_bytes() for p in (data / "h5").iterdir()} == members
+    assert main(["run", job, "--data-dir", str(data), "--output", str(tmp_path / "loose"),
+                 "--scheduler", "sync"]) == 0
+    assert_same_export(tmp_path / "loose", tmp_path / "zipped")
+    missing = cli("extract", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
