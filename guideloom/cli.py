@@ -204,7 +204,7 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
                           plan.selection.rows[:PROBE_ATTEMPTS])
     print(f"output: {spec.output} -> {spec.target}"
           + (f" ({wf.compression})" if wf.compression != "none" else ""))
-    variable = spec.output == "npz"
+    variable = spec.output in ("npz", "storage")
     total = 0
     for alias, fs in sorted(schema.items()):
         import numpy as np
@@ -216,7 +216,8 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     print(f"  {'sim_ids':28s} {str((n,)):24s} {'int64':10s} {_human_bytes(8 * n)}")
     total += 8 * n
     if variable:
-        print("  (npz: shapes may vary per experiment; shown and sized from the first record)")
+        print(f"  ({spec.output}: shapes may vary per experiment; shown and sized from the first "
+              "record)")
     approx = "about " if variable else ""
     print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
 

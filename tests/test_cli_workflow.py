@@ -90,6 +90,12 @@ def reference_export(name: str, data_dir: Path, out: Path) -> None:
             "force-raw", out, dataset=ds, data_dir=data_dir, client="sync", compressed=True,
             where=lambda r: r["split"] == "train" and r["blankholder_force"] in (100, 300),
             transforms={"geometry": demo_transforms.geometry_label}, on_error="skip")
+    elif name == "force_stream":
+        storage = guideloom.StreamStorage(out, guideloom.StreamNumpyFormat(
+            np.dtype([("force", "<f4"), ("doc", "<u4")])))
+        guideloom.export_to_storage("force-curve", storage, data_dir=data_dir, client="sync",
+                                    record_transform=demo_transforms.total_force_stream,
+                                    partition_size=6)
     else:
         guideloom.export_to_zarr("pointcloud-op10", out, data_dir=data_dir, client="sync",
                                  where=lambda r: r["has_pointcloud"], compressor="lz4",
@@ -106,12 +112,13 @@ def assert_same_export(got_dir: Path, want_dir: Path) -> None:
         for f in want.fields:
             assert a[f].dtype == b[f].dtype and a[f].shape == b[f].shape, (i, f)
             assert a[f].tobytes() == b[f].tobytes(), (i, f)
-    if want.kind == "npy":  # the files themselves are identical, byte for byte
-        for path in sorted(want_dir.glob("*.npy")):
+    if want.kind in ("npy", "storage"):  # the files themselves are identical, byte for byte
+        for path in sorted([*want_dir.glob("*.npy"), *want_dir.glob("shard-*")]):
             assert (got_dir / path.name).read_bytes() == path.read_bytes(), path.name
 
 
-@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10"])
+@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10",
+                                  "force_stream"])
 def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, demo_zip,
                                                              tmp_path, capsys):
     out = tmp_path / "out"
@@ -133,7 +140,7 @@ def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, 
     for field in export.fields:
         assert re.search(rf"^  {field} ", shown, flags=re.M), field
     assert "status: complete" in shown
-    if name != "force_signals":
+    if name in ("raw_force_tables", "pointcloud_op10"):
         assert f"where={export.manifest['filters']['where']}" in shown
 
 
@@ -248,7 +255,8 @@ partition_size = 2
     assert_same_export(out, tmp_path / "ref")
 
 
-@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10"])
+@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10",
+                                  "force_stream"])
 def test_dry_run_prints_the_plan_and_writes_nothing(name, demo_zip, tmp_path, capsys):
     before = sorted(tmp_path.iterdir())
     code = main(["run", str(WORKFLOWS / f"{name}.toml"), "--data-dir", str(demo_zip),
@@ -256,9 +264,10 @@ def test_dry_run_prints_the_plan_and_writes_nothing(name, demo_zip, tmp_path, ca
     assert code == 0
     text = capsys.readouterr().out
     assert sorted(tmp_path.iterdir()) == before  # no target, no staging area
-    n = {"force_signals": 36, "raw_force_tables": 18, "pointcloud_op10": 32}[name]
+    n = {"force_signals": 36, "raw_force_tables": 18, "pointcloud_op10": 32,
+         "force_stream": 36}[name]
     assert f"experiments: {n} with local data" in text
-    assert re.search(r"partitions: \d+ of up to 4 experiments", text)
+    assert re.search(r"partitions: \d+ of up to [46] experiments", text)
     assert re.search(r"total: (about )?[\d.]+ \w+ uncompressed \(\d+ bytes\)", text)
     if name == "force_signals":
         assert re.search(r"force +\(36, 1000, 8\) +float32 +1\.1 MiB", text)

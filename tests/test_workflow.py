@@ -31,7 +31,8 @@ def edit(text: str, old: str, new: str) -> str:
     return text.replace(old, new, 1)
 
 
-@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10"])
+@pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10",
+                                  "force_stream"])
 def test_shipped_workflows_load_and_plan(name, demo_zip, tmp_path):
     wf = load_workflow(WORKFLOWS / f"{name}.toml", data_dir=demo_zip, output=tmp_path / "o")
     spec = wf.to_spec()
@@ -161,8 +162,23 @@ INVALID = {
     "unknown ids": ("[transforms]", "[filter]\nsim_ids = [1, 999]\n[transforms]",
                     "filter.sim_ids", "ids not in the index table process_parameters.csv: "
                     "[999]"),
-    "storage without object": ('kind = "npy"', 'kind = "storage"', "output.kind",
-                               "'storage' outputs need a storage object"),
+    "storage without its table": ('kind = "npy"', 'kind = "storage"', "output.storage",
+                                  "missing (required for kind 'storage')"),
+    "storage table for npy": ("partition_size = 4", 'partition_size = 4\n[output.storage]\n'
+                              'class = "StreamStorage"\ndtype = { f = "<f4" }', "output.kind",
+                              "expected 'storage' when output.storage is given, got 'npy'"),
+    "storage class": ('kind = "npy"', 'kind = "storage"\nstorage = { class = "Tape" }',
+                      "output.storage.class",
+                      "expected one of 'StreamStorage', 'DocumentStorage', "
+                      "'StreamWithMetaStorage', got 'Tape'"),
+    "storage dtype": ('kind = "npy"', 'kind = "storage"\nstorage = { class = '
+                      '"StreamStorage", dtype = { f = "float99" } }',
+                      "output.storage.dtype.f", "expected a numpy dtype such as '<f4', "
+                      "got 'float99'"),
+    "storage format for its class": (
+        'kind = "npy"', 'kind = "storage"\nstorage = { class = "DocumentStorage", '
+        'dtype = { f = "<f4" } }', "output.storage.dtype",
+        'DocumentStorage needs exactly one of: format = "pickle" or format_factory'),
 }
 
 

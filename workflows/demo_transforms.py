@@ -41,3 +41,13 @@ def zero_to_nan(z: np.ndarray) -> np.ndarray:
     out = np.asarray(z, dtype=np.float32).copy()
     out[out == 0.0] = np.nan
     return out
+
+
+def total_force_stream(rec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Record transform for a StreamStorage: the total-force signal and its experiment id.
+
+    Returns equal-length 1-D arrays ``force`` (float32) and ``doc`` (uint32, the id), the
+    fields of the storage's record dtype.
+    """
+    force = np.asarray(rec["force_data"])[:, 7].astype(np.float32)
+    return {"force": force, "doc": np.full(force.shape[0], rec["_sim_id"], dtype=np.uint32)}

@@ -42,6 +42,7 @@ class Workflow:
         scheduler: ``[run] scheduler``, or ``None``.
         dashboard: ``[run] dashboard``, or ``None``.
         document: The parsed file.
+        storage: The GuideLoom storage object of a ``"storage"`` output.
     """
 
     file: Path
@@ -61,6 +62,7 @@ class Workflow:
     scheduler: str | None = None
     dashboard: str | None = None
     document: dict[str, Any] = field(default_factory=dict)
+    storage: Any = None
 
     def options(self) -> dict[str, Any]:
         """Writer options for :func:`guideloom.export.build_spec`."""
@@ -68,6 +70,8 @@ class Workflow:
             return {"compressed": self.compression == "deflate"}
         if self.output == "zarr":
             return {"compressor": None if self.compression == "none" else self.compression}
+        if self.output == "storage":
+            return {"storage": self.storage}
         return {}
 
     def to_spec(self, *, overwrite: bool = False) -> ExportSpec:
@@ -162,10 +166,11 @@ def load_workflow(
 
     out = doc["output"]
     kind = out["kind"]
-    if kind == "storage":
-        raise WorkflowError(where, "output.kind",
-                            "'storage' outputs need a storage object; use the Python API "
-                            "(guideloom.export_to_storage) for them")
+    if (kind == "storage") != ("storage" in out):
+        key = "output.storage" if kind == "storage" else "output.kind"
+        message = ("missing (required for kind 'storage')" if kind == "storage" else
+                   f"expected 'storage' when output.storage is given, got {kind!r}")
+        raise WorkflowError(where, key, message)
     if output is not None:
         text = os.fspath(output)
         target = text if "://" in text else str(Path(text).resolve())
@@ -177,6 +182,8 @@ def load_workflow(
                             f"{kind!r} outputs are written to local paths; URLs are for zarr, "
                             f"got {target!r}")
 
+    storage = _storage(out["storage"], target, where) if kind == "storage" else None
+
     run = doc.get("run", {})
     return Workflow(
         file=file, name=doc.get("name", file.stem), dataset=dataset, data_dir=root,
@@ -185,6 +192,7 @@ def load_workflow(
         compression=out.get("compression", DEFAULT_COMPRESSION[kind]),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), document=doc,
+        storage=storage,
     )
 
 
@@ -249,3 +257,50 @@ def _reference(ref: str, where: str, key: str) -> Any:
         return resolve_reference(ref)
     except ValueError as exc:
         raise WorkflowError(where, key, str(exc)) from None
+
+
+_STORAGE_FORMATS = {
+    "StreamStorage": "dtype or format_factory",
+    "DocumentStorage": "format = \"pickle\" or format_factory",
+    "StreamWithMetaStorage": "format_factory",
+}
+
+
+def _storage(doc: Mapping[str, Any], target: str, where: str) -> Any:
+    """Build the storage object of ``[output.storage]`` (class plus format)."""
+    import numpy as np
+
+    from guideloom import storage as storages
+
+    cls = doc["class"]
+    given = [k for k in ("dtype", "format", "format_factory") if k in doc]
+    allowed = {"StreamStorage": ("dtype", "format_factory"),
+               "DocumentStorage": ("format", "format_factory"),
+               "StreamWithMetaStorage": ("format_factory",)}[cls]
+    if len(given) != 1 or given[0] not in allowed:
+        key = f"output.storage.{given[0]}" if given else "output.storage"
+        raise WorkflowError(where, key, f"{cls} needs exactly one of: {_STORAGE_FORMATS[cls]}")
+    if "dtype" in doc:
+        fields = []
+        for name, text in doc["dtype"].items():
+            try:
+                fields.append((name, np.dtype(text)))
+            except TypeError as exc:
+                raise WorkflowError(where, f"output.storage.dtype.{name}",
+                                    f"expected a numpy dtype such as '<f4', got {text!r}"
+                                    ) from exc
+        fmt: Any = storages.StreamNumpyFormat(np.dtype(fields))
+    elif "format" in doc:
+        fmt = storages.DocumentPickleFormat()
+    else:
+        factory = _reference(doc["format_factory"], where, "output.storage.format_factory")
+        try:
+            fmt = factory()
+        except Exception as exc:  # noqa: BLE001 - reported with its key
+            raise WorkflowError(where, "output.storage.format_factory",
+                                f"calling it raised {type(exc).__name__}: {exc}") from exc
+    try:
+        return getattr(storages, cls)(target, fmt)
+    except Exception as exc:  # noqa: BLE001 - e.g. a format without the class's contract
+        raise WorkflowError(where, "output.storage",
+                            f"{cls} does not accept this format: {exc}") from exc
