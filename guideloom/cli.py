@@ -153,8 +153,7 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
               "were finished by an earlier run")
     skipped = m["skipped"]
     if skipped:
-        first = "; ".join(f"{s['sim_id']}: {_one_line(Exception(s['error']))}"
-                          for s in skipped[:3])
+        first = "; ".join(" ".join(str(s["error"]).split()) for s in skipped[:3])
         print(f"skipped: {len(skipped)} experiments ({first}{'; …' if len(skipped) > 3 else ''})")
     else:
         print("skipped: 0")
@@ -508,3 +507,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("guideloom: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - never a bare traceback
+        print(f"guideloom: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED

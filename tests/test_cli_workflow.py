@@ -362,3 +362,30 @@ def test_extract_then_run_gives_the_same_export(tmp_path):
     assert_same_export(tmp_path / "loose", tmp_path / "zipped")
     missing = cli("extract", str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_skip_policy_summary_names_skipped_experiments(demo_zip, tmp_path, capsys):
+    job = tmp_path / "skip.toml"
+    job.write_text(f"""
+python_path = ["{ROOT}"]
+[dataset]
+data_dir = "{demo_zip}"
+[view]
+name = "force-curve"
+[transforms]
+record = "tests.export_helpers:fail_on_multiples_of_7"
+[output]
+kind = "npy"
+path = "out"
+[run]
+on_error = "skip"
+scheduler = "sync"
+""")
+    assert main(["run", str(job)]) == 0
+    captured = capsys.readouterr()
+    assert "wrote 31 records of view 'force-curve'" in captured.out
+    assert re.search(r"^skipped: 5 experiments \(experiment 7 \(.*cannot handle 7; "
+                     r"experiment 14 ", captured.out, flags=re.M)
+    warning = [x for x in captured.err.splitlines() if x.startswith("guideloom: warning:")]
+    assert len(warning) == 1 and "skipped 5 experiment(s): 7, 14, 21, 28, 35" in warning[0]
+    assert 7 not in guideloom.load_export(tmp_path / "out").sim_ids.tolist()
