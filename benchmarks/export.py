@@ -53,6 +53,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def warm_worker() -> None:
+    """Import what a task needs, so that cluster start-up is not timed as export time."""
+    import h5py  # noqa: F401
+
+    import guideloom.export.run  # noqa: F401
+    import guideloom.streaming  # noqa: F401
+
+
 def run_case(name, export, n_records, bytes_per_record, out_root, workers_list):
     print(f"\n{name}: {n_records} experiments, {bytes_per_record / 1e6:.2f} MB decompressed each")
     print(f"{'where':12s} {'seconds':>8s} {'exp/s':>9s} {'MB/s':>8s} {'peak RSS/worker':>16s}"
@@ -71,6 +79,7 @@ def run_case(name, export, n_records, bytes_per_record, out_root, workers_list):
             with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                               host="127.0.0.1", dashboard_address=None, silence_logs=50) as lc, \
                     Client(lc) as client:
+                client.run(warm_worker)
                 t0 = time.perf_counter()
                 export(out, client)
                 seconds = time.perf_counter() - t0

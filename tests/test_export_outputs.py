@@ -174,9 +174,21 @@ def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path,
     with dask_client.as_current(), get_task_stream(dask_client) as stream:
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
                                   record_transform=helpers.first_rows, partition_size=9)
-    keys = {str(t["key"]) for t in stream.data}
-    assert sum("read-transform-write-force-curve" in k for k in keys) == 4
-    assert any(k.startswith("probe-schema-force-curve") for k in keys)
+    from dask.utils import key_split
+
+    names = [key_split(t["key"]).replace("\u2011", "-") for t in stream.data]
+    assert names.count("read-transform-write force-curve") == 4
+    assert names.count("probe-schema force-curve") == 1
+
+
+def test_task_names_keep_view_names_with_digits():
+    from dask.utils import key_split
+
+    from guideloom.export.run import dashboard_label
+
+    label = dashboard_label("read-transform-write", "pointcloud-op10")
+    assert key_split((label, "deadbeef", 3)).replace("\u2011", "-") == \
+        "read-transform-write pointcloud-op10"
 
 
 def test_embedded_local_cluster_prints_dashboard_once_and_shows_progress(demo_zip, tmp_path,

@@ -83,9 +83,22 @@ def plan_export(spec: ExportSpec, workers: int = 1) -> ExportPlan:
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size))
 
 
+NB_HYPHEN = "\u2011"  # looks like "-" but does not split Dask key names
+
+
+def dashboard_label(*words: str) -> str:
+    """A Dask task-prefix name shown whole on the dashboard, e.g. ``read-transform-write op10``.
+
+    Dask groups tasks by ``key_split(key)``, which cuts a name at the first ASCII-hyphenated
+    word holding a digit ("pointcloud-op10" would show as "pointcloud"). Non-breaking hyphens
+    keep the whole label together.
+    """
+    return " ".join(words).replace("-", NB_HYPHEN)
+
+
 def task_prefix(spec: ExportSpec) -> str:
-    """The Dask key prefix of the partition tasks, shown on the dashboard."""
-    return f"read-transform-write-{spec.view.name}"
+    """The Dask key prefix of the partition tasks: ``read-transform-write <view>``."""
+    return dashboard_label("read-transform-write", spec.view.name)
 
 
 def run_export(
@@ -141,8 +154,8 @@ def _schema(spec, staging, writer, plan, dask) -> dict[str, FieldSchema] | None:
     if dask is None:
         schema = probe_schema(spec, probe_locs, probe_rows)
     else:
-        future = dask.submit(probe_schema, spec, probe_locs, probe_rows,
-                             key=f"probe-schema-{spec.view.name}-{plan.identity[:8]}", pure=False)
+        key = (dashboard_label("probe-schema", spec.view.name), plan.identity[:8])
+        future = dask.submit(probe_schema, spec, probe_locs, probe_rows, key=key, pure=False)
         schema = future.result()
     staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
     return schema
