@@ -120,10 +120,7 @@ def _execute(spec, scheduler: str | None, dashboard: str) -> tuple[Any, float, i
     if staging.target_complete() and not spec.overwrite:
         raise UsageError(f"{staging.url} already holds a complete export; pass --overwrite to "
                          "replace it")
-    before = staging.markers() if staging.read_job() else {}
-    if before:
-        print(f"found {len(before)} finished partitions of an earlier run in {staging.root}",
-              file=sys.stderr)
+    before = staging.markers() if staging.read_job() else {}  # used if the job resumes
     t0 = time.perf_counter()
     with _warnings_as_lines():
         try:
@@ -432,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write here instead of the file's output.path (path or zarr URL)")
     run.set_defaults(func=_cmd_run)
 
-    inspect = sub.add_parser("inspect", help="describe a finished export (npy, npz, zarr)")
+    inspect = sub.add_parser("inspect", help="describe an export (npy, npz, zarr, storage)")
     inspect.add_argument("export", help="export directory, zarr store path or URL")
     inspect.set_defaults(func=_cmd_inspect)
 
