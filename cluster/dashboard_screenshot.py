@@ -7,7 +7,7 @@ the page until the task-stream plot has drawn coloured task rectangles, then cap
 
 Usage:
     python3 cluster/dashboard_screenshot.py http://127.0.0.1:8787/status out.png
-    python3 cluster/dashboard_screenshot.py --demo docs/dashboard.png
+    python3 cluster/dashboard_screenshot.py --demo docs/dashboard.png   # the demo export
 
 Needs the Debian package ``chromium`` (or set ``GUIDELOOM_CHROMIUM`` to a Chrome binary) and the
 PyPI package ``websocket-client``.
@@ -284,6 +284,7 @@ def capture_dashboard(
     min_tasks: int = 1,
     min_fraction: float = 0.01,
     chromium: str | None = None,
+    on_navigated: Any = None,
 ) -> Capture:
     """Open the dashboard in headless Chromium, wait for the drawn task stream, save a PNG.
 
@@ -296,6 +297,7 @@ def capture_dashboard(
         min_tasks: Tasks the task stream must hold before capturing.
         min_fraction: Share of the task-stream canvas that must be coloured by tasks.
         chromium: Chromium executable; found on ``PATH`` when ``None``.
+        on_navigated: Called once the page is opening (e.g. to start the job to watch).
 
     Returns:
         What was captured.
@@ -323,6 +325,8 @@ def capture_dashboard(
             )
             start = time.monotonic()
             cdp.call("Page.navigate", url=url)
+            if on_navigated is not None:
+                on_navigated()
             expression = _DRAWN_JS % (min_tasks, min_fraction)
             last: dict[str, Any] = {}
 
@@ -428,12 +432,66 @@ def demo_capture(
         return result
 
 
+def export_capture(
+    out_png: str | os.PathLike[str],
+    *,
+    n: int = 1500,
+    timeout: float = 120,
+    width: int = 1400,
+    height: int = 900,
+) -> Capture:
+    """Capture the dashboard while the demo export (``workflows/force_signals.toml``) runs.
+
+    Writes ``n`` demo experiments to a temporary directory, starts a 2-worker LocalCluster on
+    127.0.0.1, opens its dashboard, starts the real export once the page is opening, and takes
+    the picture when the task stream shows the first tasks, while the export is still running.
+    """
+    import tempfile
+    import threading
+
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from guideloom.demo import make_demo_data
+    from guideloom.export.run import run_export
+    from guideloom.workflow.load import load_workflow
+
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        make_demo_data(Path(tmp) / "data", n=n)
+        workflow = load_workflow(repo / "workflows" / "force_signals.toml",
+                                 data_dir=Path(tmp) / "data", output=Path(tmp) / "export")
+        spec = workflow.to_spec()
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address="127.0.0.1:0", host="127.0.0.1") as cluster,
+            Client(cluster) as client,
+            get_task_stream(client=client),
+        ):
+            errors: list[BaseException] = []
+
+            def export() -> None:
+                try:
+                    run_export(spec, client=client)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+
+            job = threading.Thread(target=export, name="demo-export")
+            url = cluster.dashboard_link.replace("localhost", "127.0.0.1")
+            result = capture_dashboard(url, out_png, timeout=timeout, width=width,
+                                       height=height, min_tasks=40, on_navigated=job.start)
+            job.join(timeout)
+            if errors:
+                raise errors[0]
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: capture a running dashboard, or ``--demo`` to run a small cluster too."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", nargs="?", help="dashboard URL, e.g. http://127.0.0.1:8787/status")
     parser.add_argument("out", type=Path, help="PNG to write")
-    parser.add_argument("--demo", action="store_true", help="start a 2-worker demo cluster")
+    parser.add_argument("--demo", action="store_true",
+                        help="run the demo export on a 2-worker LocalCluster and capture it")
     parser.add_argument("--timeout", type=float, default=60)
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=900)
@@ -442,7 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.demo:
         if args.url is not None:
             parser.error("--demo takes only the output path")
-        cap = demo_capture(args.out, timeout=args.timeout, width=args.width, height=args.height)
+        cap = export_capture(args.out, timeout=max(args.timeout, 120), width=args.width,
+                             height=args.height)
     elif args.url is None:
         parser.error("give the dashboard URL, or --demo")
     else:
