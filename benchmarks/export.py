@@ -17,35 +17,21 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from distributed import Client, LocalCluster
 
 import guideloom
 from guideloom.demo import cached_demo_data
 from guideloom.export.client import SYNC
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+from workflows.demo_transforms import resample_and_emit  # noqa: E402 - the seed's transform
+
 CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
-N_SAMPLES = 1000
-
-
-def resample_and_emit(rec):
-    """The seed's transform: (1000, 8) force, max total force, blankholder force, label."""
-    force = np.asarray(rec["force"])
-    t_old = np.linspace(0.0, 1.0, force.shape[0])
-    t_new = np.linspace(0.0, 1.0, N_SAMPLES)
-    resampled = np.stack(
-        [np.interp(t_new, t_old, force[:, c]) for c in range(force.shape[1])], axis=1
-    )
-    return {
-        "force": resampled.astype(np.float32),
-        "max_total_force": np.float32(force[:, 7].max()),
-        "blankholder_force": np.float32(rec["blankholder_force"]),
-        "label_geometry": np.int8(0 if rec["geometry"] == "concave" else 1),
-    }
 
 
 def peak_rss_mb() -> float:

@@ -21,8 +21,8 @@ import numpy as np
 import guideloom
 from guideloom.demo import cached_demo_data
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export import resample_and_emit  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+from workflows.demo_transforms import resample_and_emit  # noqa: E402 - the seed's transform
 
 CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
 

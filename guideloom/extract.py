@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, summarize_ids
 from guideloom.export.client import dask_client, worker_count
+from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
 from guideloom.sources import (
     LOOSE_SUBDIR,
     Location,
@@ -349,60 +350,25 @@ def _default_partition_size(n: int, workers: int) -> int:
 
 
 def task_prefix(archive: str) -> str:
-    """The Dask key prefix of an archive's extraction tasks, shown on the dashboard."""
-    return f"extract-{os.path.basename(archive)}"
+    """The Dask key prefix of an archive's extraction tasks: ``extract <archive>``."""
+    return dashboard_label("extract", os.path.basename(archive))
 
 
 def _execute(parts: list[ExtractPartition], h5_dir: str, dask: Any,
              show_progress: bool) -> list[dict[str, Any]]:
-    progress = _progress_bar(show_progress, sum(len(p.items) for p in parts))
-    results: list[dict[str, Any]] = []
-    try:
-        if dask is None:
-            for part in parts:
-                results.append(extract_partition(part, h5_dir))
-                progress.update(len(part.items))
-            return results
-        from distributed import as_completed
-
-        token = secrets.token_hex(4)
-        futures = [
-            dask.submit(extract_partition, part, h5_dir,
-                        key=(task_prefix(part.archive), token, part.index), pure=False)
-            for part in parts
-        ]
-        try:
-            with dask.as_current():
-                completed = as_completed(futures)
-            for future in completed:
-                if future.status == "error":
-                    error = future.exception()
-                    dask.cancel([f for f in futures if f is not future])
-                    raise error.with_traceback(future.traceback())
-                summary = future.result()
-                results.append(summary)
-                progress.update(summary["n"])
-        finally:
-            dask.cancel([f for f in futures if not f.done()])
-        return sorted(results, key=lambda s: s["index"])
-    finally:
-        progress.close()
+    progress = progress_bar(show_progress, sum(len(p.items) for p in parts), unit="file",
+                            desc="extract")
+    token = secrets.token_hex(4)
+    results = run_partitions(
+        dask, _extract_task, parts, args=(h5_dir,),
+        key=lambda part: (task_prefix(part.archive), token, part.index),
+        done=lambda s: s["n"], progress=progress,
+    )
+    return sorted(results, key=lambda s: s["index"])
 
 
-class _NoProgress:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(show: bool, total: int) -> Any:
-    if not show:
-        return _NoProgress()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="file", desc="extract")
+def _extract_task(h5_dir: str, part: ExtractPartition) -> dict[str, Any]:
+    return extract_partition(part, h5_dir)
 
 
 class _ArchiveReader:

@@ -8,23 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-N_SAMPLES = 1000
-
-
-def resample_and_emit(rec):
-    """The seed's record transform: fixed (1000, 8) force plus derived targets."""
-    force = np.asarray(rec["force"])
-    t_old = np.linspace(0.0, 1.0, force.shape[0])
-    t_new = np.linspace(0.0, 1.0, N_SAMPLES)
-    resampled = np.stack(
-        [np.interp(t_new, t_old, force[:, c]) for c in range(force.shape[1])], axis=1
-    )
-    return {
-        "force": resampled.astype(np.float32),
-        "max_total_force": np.float32(force[:, 7].max()),
-        "blankholder_force": np.float32(rec["blankholder_force"]),
-        "label_geometry": np.int8(0 if rec["geometry"] == "concave" else 1),
-    }
+from workflows.demo_transforms import resample_and_emit  # noqa: F401 - the seed's transform
 
 
 def first_rows(rec):

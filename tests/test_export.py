@@ -149,7 +149,7 @@ def test_parallel_npy_equals_serial_reference(demo_zip, tmp_path, dask_client):
     manifest = json.loads((tmp_path / "out" / "export.json").read_text())
     assert manifest["count"] == 36 and manifest["n_partitions"] == 8
     assert manifest["fields"]["force"] == {"shape": [1000, 8], "dtype": "<f4"}
-    assert manifest["record_transform"] == "tests.export_helpers:resample_and_emit"
+    assert manifest["record_transform"] == "workflows.demo_transforms:resample_and_emit"
     assert manifest["guideloom_version"] == guideloom.__version__
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging left
 

@@ -19,6 +19,7 @@ from guideloom.export.client import dask_client, worker_count
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import EXPORT_MANIFEST, FORMAT_VERSION, Staging
+from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
 from guideloom.export.writers import Writer, make_writer
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
@@ -81,19 +82,6 @@ def plan_export(spec: ExportSpec, workers: int = 1) -> ExportPlan:
         parts.append(Partition(index, start, selection.locations[start:stop],
                                selection.rows[start:stop]))
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size))
-
-
-NB_HYPHEN = "\u2011"  # looks like "-" but does not split Dask key names
-
-
-def dashboard_label(*words: str) -> str:
-    """A Dask task-prefix name shown whole on the dashboard, e.g. ``read-transform-write op10``.
-
-    Dask groups tasks by ``key_split(key)``, which cuts a name at the first ASCII-hyphenated
-    word holding a digit ("pointcloud-op10" would show as "pointcloud"). Non-breaking hyphens
-    keep the whole label together.
-    """
-    return " ".join(words).replace("-", NB_HYPHEN)
 
 
 def task_prefix(spec: ExportSpec) -> str:
@@ -241,57 +229,15 @@ def run_partition(
 
 
 def _execute(spec, writer, schema, todo, dask, plan, show_progress, already) -> list[dict]:
-    progress = _progress_bar(show_progress, len(plan.selection.locations), already,
-                             spec.view.name)
-    results = []
-    try:
-        if dask is None:
-            for part in todo:
-                results.append(run_partition(spec, writer, schema, part))
-                progress.update(len(part.locations))
-            return results
-        from distributed import as_completed
-
-        prefix = task_prefix(spec)
-        token = plan.identity[:8]
-        spec_future = dask.scatter(spec, broadcast=False, hash=False)
-        futures = [
-            dask.submit(run_partition, spec_future, writer, schema, part,
-                        key=(prefix, token, part.index), pure=False)
-            for part in todo
-        ]
-        try:
-            with dask.as_current():
-                completed = as_completed(futures)
-            for future in completed:
-                if future.status == "error":
-                    error = future.exception()  # names the experiment and its file
-                    dask.cancel([f for f in futures if f is not future])
-                    raise error.with_traceback(future.traceback())
-                summary = future.result()
-                results.append(summary)
-                progress.update(len(summary["written"]) + len(summary["skipped"]))
-        finally:
-            dask.cancel([f for f in futures if not f.done()])
-        return results
-    finally:
-        progress.close()
-
-
-class _NoProgress:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(show: bool, total: int, initial: int, view: str):
-    if not show:
-        return _NoProgress()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, unit="exp", desc=f"export {view}")
+    progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
+                            unit="exp", desc=f"export {spec.view.name}")
+    spec_arg = spec if dask is None else dask.scatter(spec, broadcast=False, hash=False)
+    prefix, token = task_prefix(spec), plan.identity[:8]
+    return run_partitions(
+        dask, run_partition, todo, args=(spec_arg, writer, schema),
+        key=lambda part: (prefix, token, part.index),
+        done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
+    )
 
 
 def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
