@@ -15,6 +15,7 @@ partition size to show that a worker's peak memory does not grow with the export
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import sys
@@ -22,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from distributed import Client, LocalCluster
 
 import guideloom
@@ -37,6 +39,21 @@ CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
 def peak_rss_mb() -> float:
     """Peak resident memory of this process in MB (Linux reports KB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def disk_write_mb_s(folder: Path, size_mb: int = 512) -> float:
+    """Sequential write speed of the output disk, fsync included."""
+    path = folder / "disk-probe.bin"
+    block = np.zeros(16 << 20, dtype=np.uint8)
+    t0 = time.perf_counter()
+    with open(path, "wb") as fh:
+        for _ in range(size_mb // 16):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+    seconds = time.perf_counter() - t0
+    path.unlink()
+    return size_mb * (1 << 20) / seconds / 1e6
 
 
 def warm_worker() -> None:
@@ -119,8 +136,17 @@ def main() -> None:
                                       client=client, partition_size=1)
 
         workers = [SYNC, 1, 2] if n == args.scan_n else [2]
-        run_case(f"pointcloud-op10 (n={n})", scan_export, len(ids), scan_bytes, out_root,
-                 workers)
+        run_case(f"pointcloud-op10 to npy (n={n})", scan_export, len(ids), scan_bytes,
+                 out_root, workers)
+        if n == args.scan_n:
+            def scan_zarr(out, client, scan_ds=scan_ds, ids=ids):
+                guideloom.export_to_zarr("pointcloud-op10", out, dataset=scan_ds, sim_ids=ids,
+                                         client=client, partition_size=1)
+
+            run_case(f"pointcloud-op10 to zarr/lz4 (n={n})", scan_zarr, len(ids), scan_bytes,
+                     out_root, [1, 2])
+    print(f"\ndisk write floor: {disk_write_mb_s(out_root):.0f} MB/s sequential with fsync "
+          "(an uncompressed op10 row is 51.2 MB)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ same place), and a task owns its rows: npy rows by offset, npz files by name, za
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from guideloom.export.staging import Staging
 
 COPY_BLOCK_BYTES = 64 << 20  # rows copied per step when compacting (bounded memory)
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
+WRITEBACK_BYTES = 4 << 20  # rows at least this large start their disk writeback at once
 
 
 class Writer:
@@ -99,7 +101,8 @@ class NpyWriter(Writer):
             tmp = f"{path}.alloc"
             arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(fs.dtype),
                                             shape=(n_rows, *fs.shape))
-            del arr  # header written; the data region stays sparse until workers fill it
+            del arr  # header written; the data region is still a hole
+            _reserve(tmp)
             os.replace(tmp, path)
 
     def sink(self, part: Partition, schema: Mapping[str, FieldSchema] | None) -> PartitionSink:
@@ -121,6 +124,19 @@ class NpyWriter(Writer):
                 os.unlink(src)
 
 
+def _reserve(path: str) -> None:
+    """Allocate the file's blocks now: a full disk fails here, not hours into the export, and
+    workers then write into allocated blocks (several times faster than filling a hole)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+    finally:
+        os.close(fd)
+
+
 class _NpySink(PartitionSink):
     def __init__(self, paths: Mapping[str, str], schema: Mapping[str, FieldSchema]):
         self._fds = {a: os.open(p, os.O_WRONLY) for a, p in paths.items()}
@@ -140,6 +156,10 @@ class _NpySink(PartitionSink):
             while written < len(buf):
                 written += os.pwrite(self._fds[alias], buf[written:], offset + written)
             self._bytes += written
+            if written >= WRITEBACK_BYTES:
+                # start writing this record to disk now, overlapped with reading the next one,
+                # so the fsync at the end of the partition has little left to wait for
+                os.posix_fadvise(self._fds[alias], offset, written, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> int:
         for fd in self._fds.values():
