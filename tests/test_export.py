@@ -21,6 +21,7 @@ from guideloom.errors import CorruptDataError, MissingDataWarning
 from guideloom.export import SkippedDataWarning
 from guideloom.reader import IncompleteExportError
 from tests import export_helpers as helpers
+from tests.zip_helpers import corrupt_member
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -182,18 +183,8 @@ def test_missing_experiments_are_not_rows(demo_copy, tmp_path, dask_client):
     assert json.loads((tmp_path / "o" / "export.json").read_text())["missing"] == ["10", "12"]
 
 
-def _corrupt_member(archive, member):
-    with zipfile.ZipFile(archive) as zf:
-        info = zf.getinfo(member)
-    with open(archive, "r+b") as fh:
-        fh.seek(info.header_offset + 26)
-        skip = int.from_bytes(fh.read(2), "little") + int.from_bytes(fh.read(2), "little")
-        fh.seek(info.header_offset + 30 + skip)
-        fh.write(b"\xff" * 64)
-
-
 def test_on_error_raise_names_experiment_and_publishes_nothing(demo_copy, tmp_path, dask_client):
-    _corrupt_member(demo_copy / "concave.zip", "0004.h5")
+    corrupt_member(demo_copy / "concave.zip", "0004.h5")
     with pytest.raises(CorruptDataError, match=r"experiment 4: .*concave.zip::0004.h5"):
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
                                   record_transform=helpers.first_rows, client=dask_client,
@@ -205,7 +196,7 @@ def test_on_error_raise_names_experiment_and_publishes_nothing(demo_copy, tmp_pa
 
 def test_on_error_skip_leaves_bad_experiments_out_and_reports_them(demo_copy, tmp_path,
                                                                     dask_client):
-    _corrupt_member(demo_copy / "concave.zip", "0004.h5")
+    corrupt_member(demo_copy / "concave.zip", "0004.h5")
     with pytest.warns(SkippedDataWarning, match="skipped 6 experiment"):
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
                                   record_transform=helpers.fail_on_multiples_of_7,

@@ -16,6 +16,7 @@ import guideloom
 from guideloom.errors import CorruptDataError
 from guideloom.extract import ExtractError, extract_zips
 from guideloom.sources import scan_locations
+from tests.zip_helpers import corrupt_member
 
 ALL_IDS = list(range(36))
 ARCHIVES = ("concave.zip", "convex.zip")
@@ -57,18 +58,6 @@ def _members(data_dir: Path) -> dict[str, bytes]:
 
 def _loose(data_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((data_dir / "h5").iterdir())}
-
-
-def _corrupt_member(archive: Path, member: str, offset_in_member: int,
-                    data: bytes = b"\xff" * 64) -> None:
-    with zipfile.ZipFile(archive) as zf:
-        info = zf.getinfo(member)
-    with open(archive, "r+b") as fh:
-        fh.seek(info.header_offset + 26)
-        name_len = int.from_bytes(fh.read(2), "little")
-        extra_len = int.from_bytes(fh.read(2), "little")
-        fh.seek(info.header_offset + 30 + name_len + extra_len + offset_in_member)
-        fh.write(data)
 
 
 def _files_under(root: Path) -> set[Path]:
@@ -176,7 +165,7 @@ def test_corrupt_member_names_id_and_archive_and_leaves_no_file(demo_copy, dask_
                                                                deflated):
     if deflated:
         _deflate_archives(demo_copy)
-    _corrupt_member(demo_copy / "concave.zip", "0003.h5", 2000)
+    corrupt_member(demo_copy / "concave.zip", "0003.h5", 2000)
     with pytest.raises(ExtractError, match=r"experiment 3: .*concave\.zip::0003\.h5") as info:
         extract_zips(demo_copy, client=dask_client, remove_zip=True, partition_size=4)
     error = info.value

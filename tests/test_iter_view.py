@@ -12,6 +12,7 @@ import pytest
 
 import guideloom
 from guideloom.errors import CorruptDataError, MissingDataWarning, MissingFieldError
+from tests.zip_helpers import corrupt_member
 
 
 def test_seed_section_2_runs_as_written(demo_zip, capsys):
@@ -142,19 +143,8 @@ def test_missing_hdf5_path_names_id_file_path_and_suggests_where(demo_zip):
     assert len(ok) == sum(index.row(i)["has_oil"] for i in index.ids)
 
 
-def _corrupt_member(archive, member, offset_in_member, data=b"\xff" * 64):
-    with zipfile.ZipFile(archive) as zf:
-        info = zf.getinfo(member)
-    with open(archive, "r+b") as fh:
-        fh.seek(info.header_offset + 26)
-        name_len = int.from_bytes(fh.read(2), "little")
-        extra_len = int.from_bytes(fh.read(2), "little")
-        fh.seek(info.header_offset + 30 + name_len + extra_len + offset_in_member)
-        fh.write(data)
-
-
 def test_corrupt_member_header_names_id_and_archive(demo_copy):
-    _corrupt_member(demo_copy / "concave.zip", "0003.h5", 0)
+    corrupt_member(demo_copy / "concave.zip", "0003.h5", 0)
     records = guideloom.streaming.iter_view("force-curve", data_dir=demo_copy, sim_ids=[2, 3])
     assert next(records)["_sim_id"] == 2
     with pytest.raises(CorruptDataError, match=r"experiment 3: .*concave.zip::0003.h5") as info:
@@ -165,7 +155,7 @@ def test_corrupt_member_header_names_id_and_archive(demo_copy):
 def test_corrupt_compressed_chunk_names_id_archive_and_path(demo_copy):
     with guideloom.open_h5(1, data_dir=demo_copy) as f:
         offset = f["pointcloud/op10/z"].id.get_chunk_info(0).byte_offset
-    _corrupt_member(demo_copy / "concave.zip", "0001.h5", offset + 16, b"\x00" * 256)
+    corrupt_member(demo_copy / "concave.zip", "0001.h5", offset + 16, b"\x00" * 256)
     with pytest.raises(CorruptDataError, match=r"experiment 1: .*0001.h5.*'pointcloud/op10/z'"):
         list(guideloom.streaming.iter_view("pointcloud-op10", data_dir=demo_copy, sim_ids=[1]))
 
@@ -175,7 +165,7 @@ def test_first_record_arrives_without_walking_other_members(demo_copy):
     with zipfile.ZipFile(demo_copy / "concave.zip") as zf:
         names = sorted(zf.namelist())
     for name in names[1:]:
-        _corrupt_member(demo_copy / "concave.zip", name, 0)
+        corrupt_member(demo_copy / "concave.zip", name, 0)
     first = next(guideloom.streaming.iter_view("force-curve", data_dir=demo_copy))
     assert first["_sim_id"] == 0
 
