@@ -52,6 +52,7 @@ def main() -> None:
         "pointcloud-op10": (["pointcloud/op10/z", "pointcloud/op10/luminescence"],
                             with_scans, {"where": lambda r: r["has_pointcloud"]}),
     }
+    next(guideloom.streaming.iter_view("force-curve", data_dir=loose))  # imports, h5py start-up
     for name, root in (("loose", loose), ("zip", zipped)):
         t0 = time.perf_counter()
         next(guideloom.streaming.iter_view("force-curve", data_dir=root))
