@@ -22,7 +22,7 @@ import guideloom
 from guideloom.demo import cached_demo_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
-from workflows.demo_transforms import resample_and_emit  # noqa: E402 - the seed's transform
+from guideloom.workflows.demo_transforms import resample_and_emit  # noqa: E402 - the seed's transform
 
 CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
 

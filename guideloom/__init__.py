@@ -31,6 +31,9 @@ _LAZY: dict[str, str] = {
     "export_to_zarr": "guideloom.streaming",
     "export_to_storage": "guideloom.streaming",
     "load_export": "guideloom.streaming",
+    # where jobs run
+    "local_cluster": "guideloom.cluster",
+    "close_cluster": "guideloom.cluster",
     # GuideLoom storages
     "StreamStorage": "guideloom.storage",
     "StreamNumpyFormat": "guideloom.storage",

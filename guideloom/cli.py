@@ -1,18 +1,22 @@
 """The ``guideloom`` command line (also ``python -m guideloom``).
 
-Subcommands: ``run`` (a workflow file), ``inspect`` (an export), ``status`` (a running or
-interrupted job), ``demo``, ``extract`` (zipped to loose layout), ``make-demo-data`` and
-``views``.
+Subcommands: ``run`` (a workflow file, or a shipped workflow by name), ``workflows`` (list the
+shipped ones), ``inspect`` (an export), ``status`` (a running or interrupted job), ``demo``,
+``extract`` (zipped to loose layout), ``make-demo-data`` and ``views``.
 
-Errors print one line and exit with code 2 (bad usage or input) or 1 (a job failed).
+Errors print one line and exit with code 2 (bad usage or input) or 1 (a job failed); Ctrl-C
+prints one line and exits with 130. ``--verbose`` lets Dask's log lines and tracebacks through.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import re
+import shlex
+import signal
 import sys
 import time
 import warnings
@@ -21,13 +25,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from guideloom import __version__
 from guideloom.errors import GuideloomError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
-SCHEDULER_PATTERN = re.compile(r"^(local(:[1-9][0-9]*)?|sync|tcp://[^\s/:]+:[0-9]+)$")
+EXIT_INTERRUPTED = 130
 DASHBOARD_PATTERN = re.compile(r"^[^\s:]+:[0-9]+$")
-DEMO_WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "force_signals.toml"
+DEMO_WORKFLOW = "force_signals"
+DEFAULT_DASHBOARD = "127.0.0.1:8787"
 
 
 class UsageError(GuideloomError):
@@ -45,10 +51,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _scheduler(text: str) -> str:
-    if not SCHEDULER_PATTERN.match(text):
-        raise argparse.ArgumentTypeError(
-            f"expected local, local:N, sync or tcp://HOST:PORT, got {text!r}")
-    return text
+    from guideloom.cluster.client import check_client_text
+
+    try:
+        return check_client_text(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _dashboard(text: str) -> str:
@@ -90,10 +98,30 @@ def _warnings_as_lines() -> Iterator[None]:
                     print(f"guideloom: warning: {line}", file=sys.stderr)
 
 
+def _workflow_path(text: str | Path) -> Path:
+    """A workflow file, or the shipped workflow of that name (``force_signals``)."""
+    from guideloom.workflows import find_shipped, shipped_workflows
+
+    path = Path(text)
+    if path.is_file():
+        return path
+    shipped = None if path.parent != Path(".") else find_shipped(path.name)
+    if shipped is not None:
+        return shipped
+    names = ", ".join(shipped_workflows())
+    raise UsageError(f"workflow file not found: {path} (shipped workflows: {names}; "
+                     "see guideloom workflows)")
+
+
 def _load_workflow(args: argparse.Namespace):
     from guideloom.workflow import load_workflow
 
-    return load_workflow(args.workflow, data_dir=args.data_dir, output=args.output)
+    return load_workflow(_workflow_path(args.workflow), data_dir=args.data_dir,
+                         output=args.output)
+
+
+def _command_line() -> str:
+    return shlex.join(["guideloom", *sys.argv[1:]])
 
 
 # --- run ----------------------------------------------------------------------------------
@@ -101,17 +129,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     wf = _load_workflow(args)
     spec = wf.to_spec(overwrite=args.overwrite)
     scheduler = args.scheduler or wf.scheduler
-    dashboard = args.dashboard or wf.dashboard or "127.0.0.1:8787"
+    dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
         with _warnings_as_lines():
             _print_plan(wf, spec, scheduler)
         return 0
-    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard)
+    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose)
     _print_summary(result, seconds, resumed_exps)
     return 0
 
 
-def _execute(spec, scheduler: str | None, dashboard: str) -> tuple[Any, float, int]:
+def _execute(spec, scheduler: str | None, dashboard: str,
+             verbose: bool) -> tuple[Any, float, int]:
     """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``."""
     from guideloom.export import run_export
     from guideloom.export.staging import Staging
@@ -125,14 +154,17 @@ def _execute(spec, scheduler: str | None, dashboard: str) -> tuple[Any, float, i
     with _warnings_as_lines():
         try:
             result = run_export(spec, client=scheduler, show_progress=True,
-                                dashboard_address=dashboard)
+                                dashboard_address=dashboard, verbose=verbose,
+                                resume_hint=f"rerun `{_command_line()}`")
         except (KeyboardInterrupt, UsageError):
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the job is one line, exit 1
-            raise JobFailedError(
-                f"job failed: {_one_line(exc)} (finished partitions are kept in "
-                f"{staging.root}; rerun to resume)"
-            ) from exc
+            if verbose:
+                raise
+            kept = staging.markers() if staging.read_job() else {}
+            hint = (f" ({len(kept)} finished partitions are kept in {staging.root}; rerun to "
+                    "resume)") if kept else ""
+            raise JobFailedError(f"job failed: {_one_line(exc)}{hint}") from exc
     seconds = time.perf_counter() - t0
     resumed = 0
     if result.resumed_partitions:
@@ -163,28 +195,40 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
     print(f"output: {result.target}")
 
 
-def _plan_workers(scheduler: str | None) -> int:
-    if scheduler is None or scheduler == "local":
-        return os.cpu_count() or 1
+def _plan_placement(spec, selection, scheduler: str | None) -> tuple[int, str]:
+    """``(workers, where)`` the job would run with, without starting anything."""
+    from guideloom.cluster.client import choose_automatically, default_partition_size, worker_count
+    from guideloom.cluster.embedded import default_worker_count
+    from guideloom.export.run import estimate_seconds
+
+    cores = default_worker_count()
+    if scheduler is None:
+        n = len(selection.locations)
+        n_tasks = math.ceil(n / (spec.partition_size or default_partition_size(n, cores)))
+        mode, reason = choose_automatically(estimate_seconds(spec, selection), n_tasks)
+        return (1 if mode == "in-process" else cores), f"{mode}: {reason}"
     if scheduler == "sync":
-        return 1
-    if scheduler.startswith("local:"):
-        return int(scheduler.split(":", 1)[1])
+        return 1, "in-process (sync)"
+    if scheduler.startswith("local"):
+        workers = int(scheduler.split(":", 1)[1]) if ":" in scheduler else cores
+        return workers, f"local cluster of {workers} workers"
     from distributed import Client
 
-    from guideloom.export.client import worker_count
-
     with Client(scheduler, timeout=10) as client:
-        return worker_count(client)
+        workers = worker_count(client)
+    return workers, f"scheduler {scheduler} ({workers} workers)"
 
 
 def _print_plan(wf, spec, scheduler: str | None) -> None:
-    from guideloom.export.run import PROBE_ATTEMPTS, plan_export, probe_schema
+    from guideloom.export.run import PROBE_ATTEMPTS, plan_export, probe_schema, select_experiments
+    from guideloom.export.staging import Staging
 
-    workers = 1 if spec.partition_size else _plan_workers(scheduler)
-    plan = plan_export(spec, workers)
+    selection = select_experiments(spec)
+    workers, where = _plan_placement(spec, selection, scheduler)
+    plan = plan_export(spec, workers, selection)
     n = len(plan.selection.locations)
     print(f"workflow: {wf.file} ({wf.name}); dry run, nothing is written")
+    print(f"runs: {where}")
     print(f"view: {spec.view.name} ({', '.join(spec.view.aliases)})")
     print(f"filters: sim_ids={'all' if spec.sim_ids is None else len(spec.sim_ids)}, "
           f"where={spec.where_description or '-'}")
@@ -216,6 +260,10 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
               "record)")
     approx = "about " if variable else ""
     print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
+    staging = Staging.for_target(spec.target)
+    if staging.target_complete():
+        action = "replaces it" if spec.overwrite else "fails; add --overwrite to replace it"
+        print(f"note: {staging.url} already holds a complete export; this run {action}")
 
 
 # --- inspect and status -------------------------------------------------------------------
@@ -270,7 +318,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
             print(f"last partition finished {age:.0f} s ago")
         print(f"job {str(job.get('identity', '?'))[:12]}: view {job.get('view')!r}, output "
               f"{job.get('output')}, staging area {staging.root}")
-        print("running, or interrupted: rerun the same `guideloom run` to resume it")
+        print(f"running, or interrupted: {job.get('resume', 'rerun the same export')} to "
+              "resume it")
     return 0
 
 
@@ -317,16 +366,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from guideloom.reader import load_export
     from guideloom.workflow import load_workflow
 
-    workflow = args.workflow or DEMO_WORKFLOW
-    if not Path(workflow).is_file():
-        raise UsageError(f"demo workflow not found: {workflow} (run from a source checkout "
-                         "or pass --workflow)")
+    workflow = _workflow_path(args.workflow or DEMO_WORKFLOW)
     demo = make_demo_data(args.data_dir, n=args.n)
     print(f"demo data: {len(demo.ids)} experiments ({demo.layout} layout) in {demo.data_dir}")
     output = args.output or Path(args.data_dir) / "exports" / "force-signals"
     wf = load_workflow(workflow, data_dir=args.data_dir, output=output)
     spec = wf.to_spec(overwrite=True)
-    result, seconds, _ = _execute(spec, args.scheduler, args.dashboard)
+    result, seconds, _ = _execute(spec, args.scheduler, args.dashboard, args.verbose)
     _print_summary(result, seconds, 0)
 
     export = load_export(result.target)
@@ -338,7 +384,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     n = len(export)
     task_s = sum(s["seconds"] for s in result.summaries)
     print(f"export   : {seconds * 1e3 / n:8.3f} ms/record wall "
-          f"({task_s * 1e3 / n:.3f} ms/record inside the Dask tasks), {n} records")
+          f"({task_s * 1e3 / n:.3f} ms/record inside the tasks), {n} records; overhead "
+          f"(wall minus task time) {seconds - task_s:.3f} s, "
+          f"{result.manifest['placement']['mode']}")
     print(f"read back: {read_s * 1e3 / n:8.3f} ms/record with load_export "
           f"(memory-mapped), {n} records")
     print(f"check    : sum of max_total_force = {total:.1f} kN; "
@@ -370,6 +418,21 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- workflows ----------------------------------------------------------------------------
+def _cmd_workflows(args: argparse.Namespace) -> int:
+    from guideloom.workflow.load import read_document
+    from guideloom.workflows import shipped_workflows
+
+    for name, path in shipped_workflows().items():
+        doc = read_document(path)
+        kind = doc.get("output", {}).get("kind", "?")
+        print(f"{name:18s} {kind:8s} {doc.get('description', '').strip()}")
+        if args.paths:
+            print(f"{'':18s} {path}")
+    print("run one with: guideloom run NAME (paths are relative to the current directory)")
+    return 0
+
+
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
@@ -396,17 +459,19 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit code 2)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"guideloom: error: {self.prog}: {message} "
-                              f"(see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", type=_scheduler, default=None,
                    help="local (one worker per core), local:N, sync (in-process) or "
-                        "tcp://HOST:PORT (default: the workflow's [run] scheduler, else local)")
+                        "tcp://HOST:PORT (default: the workflow's [run] scheduler, else "
+                        "in-process for small jobs and a local cluster when it pays)")
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
-                        "(default 127.0.0.1:8787)")
+                        "(default 127.0.0.1:8787, or a free port when it is busy)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show Dask's log lines and full tracebacks")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -415,10 +480,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="guideloom",
         description="Croissant/HDF5 experiments to training-ready arrays, on Dask.",
     )
+    parser.add_argument("--version", action="version", version=f"guideloom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a workflow file (an export job)")
-    run.add_argument("workflow", type=Path, help="the workflow file (.toml)")
+    run.add_argument("workflow", type=Path,
+                     help="the workflow file (.toml), or the name of a shipped workflow "
+                          "(see guideloom workflows)")
     _add_cluster_options(run)
     run.add_argument("--dry-run", action="store_true",
                      help="print the plan (experiments, partitions, arrays) and write nothing")
@@ -429,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write here instead of the file's output.path (path or zarr URL)")
     run.set_defaults(func=_cmd_run)
 
+    workflows = sub.add_parser("workflows", help="list the workflows shipped with guideloom")
+    workflows.add_argument("--paths", action="store_true", help="show where each file is")
+    workflows.set_defaults(func=_cmd_workflows)
+
     inspect = sub.add_parser("inspect", help="describe an export (npy, npz, zarr, storage)")
     inspect.add_argument("export", help="export directory, zarr store path or URL")
     inspect.set_defaults(func=_cmd_inspect)
@@ -437,15 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", help="the export's target or its .NAME.guideloom-staging dir")
     status.set_defaults(func=_cmd_status)
 
-    demo_cmd = sub.add_parser("demo", help="make demo data, export it on a local cluster, "
-                                           "read it back and compare timings")
+    demo_cmd = sub.add_parser("demo", help="make demo data, export it (in-process, or on a local "
+                                           "cluster with --scheduler local), read it back and "
+                                           "compare timings")
     demo_cmd.add_argument("--data-dir", type=Path, default=Path("demo-data"),
                           help="where the demo data goes (default ./demo-data)")
     demo_cmd.add_argument("--n", type=int, default=36, help="experiments (default 36)")
     demo_cmd.add_argument("--output", default=None,
                           help="export target (default DATA_DIR/exports/force-signals)")
     demo_cmd.add_argument("--workflow", type=Path, default=None,
-                          help=f"workflow to run (default {DEMO_WORKFLOW.name} of the checkout)")
+                          help=f"workflow to run (default the shipped {DEMO_WORKFLOW})")
     _add_cluster_options(demo_cmd)
     demo_cmd.set_defaults(func=_cmd_demo)
 
@@ -458,8 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="delete each archive once all its members are loose and verified")
     extract.add_argument("--overwrite", action="store_true",
                          help="extract members even when a loose file already exists")
-    extract.add_argument("--scheduler", type=_scheduler, default=None,
-                         help="local, local:N, sync or tcp://HOST:PORT (default local)")
+    _add_cluster_options(extract)
     extract.set_defaults(func=_cmd_extract)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
@@ -479,19 +551,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_interrupted() -> NoReturn:
+    """Ctrl-C: kill our workers, print one line, and leave now (exit 130).
+
+    The process ends with ``os._exit`` so that no graceful shutdown of Dask (which waits for
+    connections and logs while it does) delays the exit or prints anything; staged partitions
+    are already on disk for a resume.
+    """
+    from guideloom.cluster.embedded import abandon_cluster
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt this
+    abandon_cluster()
+    print("guideloom: interrupted", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code (Ctrl-C exits the process with 130)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        _exit_interrupted()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already printed as one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if getattr(args, "command", None) == "demo":
-        args.scheduler = args.scheduler or "local"
-        args.dashboard = args.dashboard or "127.0.0.1:8787"
+        args.dashboard = args.dashboard or DEFAULT_DASHBOARD
+    verbose = getattr(args, "verbose", False)
+    if not verbose:
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
+    except BrokenPipeError:  # `guideloom inspect X | head -1`: the reader has gone
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except JobFailedError as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
@@ -502,8 +604,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("guideloom: interrupted", file=sys.stderr)
-        return 130
+        raise
     except Exception as exc:  # noqa: BLE001 - never a bare traceback
+        if verbose:
+            raise
         print(f"guideloom: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import secrets
@@ -29,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guideloom.cluster.client import default_partition_size, placement
+from guideloom.cluster.embedded import default_worker_count
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, summarize_ids
-from guideloom.export.client import dask_client, worker_count
 from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
 from guideloom.sources import (
     LOOSE_SUBDIR,
@@ -45,7 +45,9 @@ if TYPE_CHECKING:
     from guideloom.croissant import Dataset
 
 CHUNK_BYTES = 8 << 20
-MAX_PARTITION = 64
+# In-process cost model (copy + CRC-32 of a stored member; see cluster.client.placement).
+COPY_BYTES_PER_S = 800e6
+PER_MEMBER_S = 1e-3
 TMP_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?P<token>[0-9a-f]+)$")
 _MAX_NAME_BYTES = 200  # leaves room for the temporary-name decoration within NAME_MAX (255)
 
@@ -191,9 +193,12 @@ def extract_zips(
     failures = list(plan.failed)
     if plan.items:
         h5_dir.mkdir(exist_ok=True)
-        with dask_client(client) as dask:
-            size = partition_size or _default_partition_size(len(plan.items), worker_count(dask))
-            summaries = _execute(plan.partitions(max(1, int(size))), str(h5_dir), dask,
+        items = plan.items
+        estimate = sum(i.file_size for i in items) / COPY_BYTES_PER_S + len(items) * PER_MEMBER_S
+        n_tasks = len(plan.partitions(default_partition_size(len(items), default_worker_count())))
+        with placement(client, estimate_s=estimate, n_tasks=n_tasks) as where:
+            size = partition_size or default_partition_size(len(items), where.workers)
+            summaries = _execute(plan.partitions(max(1, int(size))), str(h5_dir), where.client,
                                  show_progress)
         for summary in summaries:
             report.extracted.extend(summary["extracted"])
@@ -344,9 +349,6 @@ def _pid_alive(pid: int) -> bool:
         return False
     return True
 
-
-def _default_partition_size(n: int, workers: int) -> int:
-    return max(1, min(MAX_PARTITION, math.ceil(n / max(1, 4 * workers))))
 
 
 def task_prefix(archive: str) -> str:

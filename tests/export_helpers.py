@@ -7,8 +7,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
-
-from workflows.demo_transforms import resample_and_emit  # noqa: F401 - the seed's transform
+from guideloom.workflows.demo_transforms import resample_and_emit  # noqa: F401 - the seed's transform
 
 
 def first_rows(rec):

@@ -17,13 +17,14 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
+from guideloom.workflows import demo_transforms
 
 import guideloom
 from guideloom.cli import main
 from guideloom.cluster_procs import find_free_port, start_local_cluster
 from tests import export_helpers as helpers
-from workflows import demo_transforms
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / "workflows"
@@ -231,9 +232,12 @@ partition_size = 2
             assert time.monotonic() < deadline, "no partition finished in time"
             time.sleep(0.05)
         assert proc.poll() is None  # the job was running while the dashboard answered
+        workers = psutil.Process(proc.pid).children(recursive=True)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the LocalCluster it started
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver; its workers follow it (watchdog)
         proc.wait()
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive, "a worker outlived the killed driver"
     assert not out.exists()
     k = len(list((staging / "parts").glob("*.json")))
     assert 4 <= k <= 10  # ids 20.. never finish while gated
@@ -296,9 +300,11 @@ def test_usage_and_job_errors(demo_zip, tmp_path, capsys):
     assert main(["run", str(WORKFLOWS / "force_signals.toml"), "--scheduler", "nowhere"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0] == f"guideloom: error: no export and no staged job at {tmp_path / 'nothing'}"
-    assert err[1] == f"guideloom: error: workflow file not found: {tmp_path / 'none.toml'}"
-    assert err[2].startswith("guideloom: error: guideloom run: argument --scheduler: expected "
-                             "local, local:N, sync or tcp://HOST:PORT, got 'nowhere'")
+    assert err[1] == (f"guideloom: error: workflow file not found: {tmp_path / 'none.toml'} "
+                      "(shipped workflows: force_signals, force_stream, pointcloud_op10, "
+                      "raw_force_tables; see guideloom workflows)")
+    assert err[2] == ("guideloom run: error: argument --scheduler: expected local, local:N, "
+                      "sync or tcp://HOST:PORT, got 'nowhere' (see guideloom run --help)")
     job = tmp_path / "fails.toml"
     job.write_text(f"""
 python_path = ["{ROOT}"]

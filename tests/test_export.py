@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 import guideloom
@@ -150,7 +151,7 @@ def test_parallel_npy_equals_serial_reference(demo_zip, tmp_path, dask_client):
     manifest = json.loads((tmp_path / "out" / "export.json").read_text())
     assert manifest["count"] == 36 and manifest["n_partitions"] == 8
     assert manifest["fields"]["force"] == {"shape": [1000, 8], "dtype": "<f4"}
-    assert manifest["record_transform"] == "workflows.demo_transforms:resample_and_emit"
+    assert manifest["record_transform"] == "guideloom.workflows.demo_transforms:resample_and_emit"
     assert manifest["guideloom_version"] == guideloom.__version__
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging left
 
@@ -282,9 +283,12 @@ def test_resume_after_killed_driver_is_bit_identical(demo_zip, tmp_path, dask_cl
             assert proc.poll() is None, "the export subprocess ended early"
             assert time.monotonic() < deadline, "no partition finished in time"
             time.sleep(0.05)
+        workers = psutil.Process(proc.pid).children(recursive=True)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the workers it started
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver; its workers follow it (watchdog)
         proc.wait()
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive, "a worker outlived the killed driver"
     assert not out.exists()
     with pytest.raises(IncompleteExportError):
         guideloom.load_export(out)

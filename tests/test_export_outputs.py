@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import pickle
-import warnings
 
 import numpy as np
 import pytest
 import zarr
 
 import guideloom
-from guideloom.export.client import _printed_dashboards
 from guideloom.reader import IncompleteExportError
 from tests import export_helpers as helpers
 from tests.test_export import serial_reference
@@ -191,15 +189,3 @@ def test_task_names_keep_view_names_with_digits():
         "read-transform-write pointcloud-op10"
 
 
-def test_embedded_local_cluster_prints_dashboard_once_and_shows_progress(demo_zip, tmp_path,
-                                                                        capsys):
-    _printed_dashboards.clear()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # port 8787 may be busy: Dask picks another
-        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
-                                  record_transform=helpers.first_rows, client=None,
-                                  show_progress=True)
-    err = capsys.readouterr().err
-    assert err.count("Dask dashboard: http://127.0.0.1:") == 1
-    assert "36/36" in err
-    assert len(guideloom.load_export(tmp_path / "o")) == 36

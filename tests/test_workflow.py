@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from guideloom.workflows import demo_transforms
 
 import guideloom
 from guideloom.export import build_spec, plan_export
 from guideloom.workflow import WorkflowError, load_workflow, resolve_reference
 from guideloom.workflow.filters import Condition, WhereFilter
-from workflows import demo_transforms
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / "workflows"
@@ -44,12 +44,21 @@ def test_shipped_workflows_load_and_plan(name, demo_zip, tmp_path):
 
 def test_paths_are_relative_to_the_workflow_file(demo_zip, tmp_path):
     shutil.copytree(demo_zip, tmp_path / "data")
-    text = edit(FORCE_SIGNALS, 'data_dir = "../demo-data"', 'data_dir = "data"')
-    text = edit(text, 'path = "../exports/force-signals"', 'path = "out/fs"')
-    text = edit(text, 'python_path = [".."]', f'python_path = ["{ROOT}"]')
+    text = edit(FORCE_SIGNALS, 'paths_relative_to = "cwd"', "")
+    text = edit(text, 'data_dir = "demo-data"', 'data_dir = "data"')
+    text = edit(text, 'path = "exports/force-signals"', 'path = "out/fs"')
     wf = load_workflow(write(tmp_path, text))
     assert wf.data_dir == tmp_path / "data"
     assert wf.target == str(tmp_path / "out" / "fs")
+
+
+def test_shipped_workflow_paths_are_relative_to_the_current_directory(demo_zip, tmp_path,
+                                                                      monkeypatch):
+    shutil.copytree(demo_zip, tmp_path / "demo-data")
+    monkeypatch.chdir(tmp_path)
+    wf = load_workflow(WORKFLOWS / "force_signals.toml")
+    assert wf.data_dir == tmp_path / "demo-data"
+    assert wf.target == str(tmp_path / "exports" / "force-signals")
 
 
 def test_workflow_spec_equals_api_spec(demo_zip, tmp_path):
@@ -86,7 +95,7 @@ def test_where_filter_is_picklable_and_readable():
 
 
 def test_references_resolve_with_importlib():
-    assert resolve_reference("workflows.demo_transforms:resample_and_emit") is \
+    assert resolve_reference("guideloom.workflows.demo_transforms:resample_and_emit") is \
         demo_transforms.resample_and_emit
     assert resolve_reference("os.path:join") is __import__("os").path.join
     with pytest.raises(ValueError, match="cannot import module 'no_such_mod'"):
@@ -98,7 +107,7 @@ INVALID = {
     "unknown top-level key": (
         'name = "force-signals"', 'name = "force-signals"\ncolour = "red"', "colour",
         "unknown key; expected one of dataset, description, filter, name, output, "
-        "python_path, run, transforms, view"),
+        "paths_relative_to, python_path, run, transforms, view"),
     "unknown nested key": (
         "partition_size = 4", "partition_size = 4\ncompresion = \"lz4\"",
         "output.compresion", "unknown key; expected one of compression, kind, "
@@ -114,21 +123,23 @@ INVALID = {
                    "expected one of 'raise', 'skip', got 'ignore'"),
     "bad scheduler": ('on_error = "raise"', 'scheduler = "localhost"', "run.scheduler",
                       "expected 'local', 'local:N', 'sync' or 'tcp://HOST:PORT'"),
-    "reference syntax": ('record = "workflows.demo_transforms:resample_and_emit"',
+    "reference syntax": ('record = "guideloom.workflows.demo_transforms:resample_and_emit"',
                          'record = "resample and emit"', "transforms.record",
                          "expected a 'module:function' reference, got 'resample and emit'"),
-    "reference module": ('record = "workflows.demo_transforms:resample_and_emit"',
-                         'record = "workflows.no_such_module:f"', "transforms.record",
-                         "cannot import module 'workflows.no_such_module'"),
-    "reference function": ('record = "workflows.demo_transforms:resample_and_emit"',
-                           'record = "workflows.demo_transforms:no_such_fn"',
+    "reference module": ('record = "guideloom.workflows.demo_transforms:resample_and_emit"',
+                         'record = "guideloom.workflows.no_such_module:f"', "transforms.record",
+                         "cannot import module 'guideloom.workflows.no_such_module'"),
+    "reference function": ('record = "guideloom.workflows.demo_transforms:resample_and_emit"',
+                           'record = "guideloom.workflows.demo_transforms:no_such_fn"',
                            "transforms.record",
-                           "module 'workflows.demo_transforms' has no attribute 'no_such_fn'"),
-    "reference not callable": ('record = "workflows.demo_transforms:resample_and_emit"',
-                               'record = "workflows.demo_transforms:N_SAMPLES"',
+                           "module 'guideloom.workflows.demo_transforms' has no attribute "
+                           "'no_such_fn'"),
+    "reference not callable": ('record = "guideloom.workflows.demo_transforms:resample_and_emit"',
+                               'record = "guideloom.workflows.demo_transforms:N_SAMPLES"',
                                "transforms.record", "is a int, not a callable"),
     "field transform of unknown alias": (
-        "[transforms]", '[transforms.fields]\npressure = "workflows.demo_transforms:zero_to_nan"'
+        "[transforms]",
+        '[transforms.fields]\npressure = "guideloom.workflows.demo_transforms:zero_to_nan"'
         "\n[transforms]", "transforms.fields.pressure", "view 'force-signals' has no field"),
     "bad field reference": ('force = "force_data"', 'force = "no_such_field"',
                             "view.fields.force", "references 'no_such_field'"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import platform
 import time
 import warnings
@@ -14,8 +13,16 @@ from typing import Any
 import numpy as np
 
 from guideloom import __version__
+from guideloom.cluster.client import (
+    DEFAULT_DASHBOARD,
+    Placement,
+    auto_placement_needs_estimate,
+    default_partition_size,
+    placement,
+)
+from guideloom.cluster.embedded import close_cluster, default_worker_count
+from guideloom.cluster.shipping import pack, ship_by_value, unpack
 from guideloom.errors import ExperimentReadError, GuideloomError, summarize_ids
-from guideloom.export.client import dask_client, worker_count
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import EXPORT_MANIFEST, FORMAT_VERSION, Staging
@@ -24,8 +31,12 @@ from guideloom.export.writers import Writer, make_writer
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
 
-MAX_DEFAULT_PARTITION = 64
 PROBE_ATTEMPTS = 20
+# In-process cost model for choosing where a job runs (benchmarks/export.py measures both):
+# gzip-compressed HDF5 decodes at about 400 MB/s per core here, and each experiment costs about
+# 0.5 ms beyond its bytes (open, index, transform, write).
+DECODE_BYTES_PER_S = 400e6
+PER_RECORD_S = 0.5e-3
 
 
 class SkippedDataWarning(UserWarning):
@@ -62,19 +73,22 @@ class ExportPlan:
     identity: str
 
 
-def default_partition_size(n: int, workers: int) -> int:
-    """About four tasks per worker, at most 64 experiments per task."""
-    return max(1, min(MAX_DEFAULT_PARTITION, math.ceil(n / max(1, 4 * workers))))
-
-
-def plan_export(spec: ExportSpec, workers: int = 1) -> ExportPlan:
-    """Select the experiments and split them into partitions (no data is read)."""
+def select_experiments(spec: ExportSpec) -> Selection:
+    """The experiments of a job, in output order (raises if there are none)."""
     selection = select(spec.dataset, spec.data_dir, sim_ids=spec.sim_ids, where=spec.where)
     if not selection.locations:
         raise NothingToExportError(
             f"nothing to export from view {spec.view.name!r}: the filters left no experiment "
             f"with local data under {spec.data_dir}"
         )
+    return selection
+
+
+def plan_export(spec: ExportSpec, workers: int = 1,
+                selection: Selection | None = None) -> ExportPlan:
+    """Select the experiments (unless given) and split them into partitions (no data is read)."""
+    if selection is None:
+        selection = select_experiments(spec)
     size = spec.partition_size or default_partition_size(len(selection.locations), workers)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
@@ -89,14 +103,36 @@ def task_prefix(spec: ExportSpec) -> str:
     return dashboard_label("read-transform-write", spec.view.name)
 
 
+def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
+    """Estimated in-process seconds of a job: records x (bytes to decode / rate + overhead).
+
+    The bytes come from the HDF5 metadata of the first experiment (no data is read).
+    """
+    reader = RecordReader(spec.view)
+    try:
+        described = reader.shapes(selection.locations[0], selection.rows[0])
+    except (ExperimentReadError, OSError):
+        described = {}
+    h5_aliases = {f.alias for f in spec.view.fields if f.is_h5}
+    nbytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                 for alias, (shape, dtype) in described.items() if alias in h5_aliases)
+    return len(selection.locations) * (nbytes / DECODE_BYTES_PER_S + PER_RECORD_S)
+
+
 def run_export(
     spec: ExportSpec,
     *,
     client: Any = None,
     show_progress: bool = False,
-    dashboard_address: str | None = "127.0.0.1:8787",
+    dashboard_address: str | None = DEFAULT_DASHBOARD,
+    quiet: bool = False,
+    verbose: bool = False,
+    resume_hint: str = "rerun the same export call",
 ) -> ExportResult:
-    """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract."""
+    """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract.
+
+    ``resume_hint`` is stored with the staged job for ``guideloom status`` to show.
+    """
     started = time.time()
     staging = Staging.for_target(spec.target)
     if staging.target_complete() and not spec.overwrite:
@@ -104,34 +140,72 @@ def run_export(
             f"{staging.url} already holds a complete export; pass overwrite=True to replace it"
         )
     writer = make_writer(spec.output, staging, spec.options)
-    with dask_client(client, dashboard_address=dashboard_address) as dask:
-        plan = plan_export(spec, worker_count(dask))
-        job = {
-            "identity": plan.identity,
-            "view": spec.view.name,
-            "output": spec.output,
-            "n_records": len(plan.selection.locations),
-            "n_partitions": len(plan.partitions),
-            "partition_size": plan.partition_size,
-        }
-        resumed = staging.start(job)
-        schema = _schema(spec, staging, writer, plan, dask)
-        if schema is not None:
-            writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
-        done = staging.markers() if resumed else {}
-        todo = [p for p in plan.partitions if p.index not in done]
-        t0 = time.time()
-        fresh = _execute(spec, writer, schema, todo, dask, plan, show_progress,
-                         already=sum(len(done[i]["written"]) + len(done[i]["skipped"])
-                                     for i in done))
-        compute_seconds = time.time() - t0
+    selection = select_experiments(spec)
+    estimate = (estimate_seconds(spec, selection)
+                if auto_placement_needs_estimate(client) else None)
+    n_tasks = len(plan_export(spec, default_worker_count(), selection).partitions)
+    where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
+                          dashboard_address=dashboard_address, quiet=quiet, verbose=verbose)
+    with where_ctx as where:
+        try:
+            return _run_placed(spec, staging, writer, selection, where, estimate,
+                               show_progress, started, resume_hint)
+        except KeyboardInterrupt:
+            if where.mode == "local-cluster":
+                close_cluster(fast=True)  # Ctrl-C: the workers stop now, not after their tasks
+            raise
+
+
+def _run_placed(spec: ExportSpec, staging: Staging, writer: Writer, selection: Selection,
+                where: Placement, estimate: float | None, show_progress: bool,
+                started: float, resume_hint: str) -> ExportResult:
+    dask = where.client
+    plan = plan_export(spec, where.workers, selection)
+    job = {
+        "identity": plan.identity,
+        "view": spec.view.name,
+        "output": spec.output,
+        "n_records": len(plan.selection.locations),
+        "n_partitions": len(plan.partitions),
+        "partition_size": plan.partition_size,
+        "resume": resume_hint,
+    }
+    resumed = staging.start(job)
+    shipped = None if dask is None else _ship(spec, writer, dask)
+    schema = _schema(spec, staging, writer, plan, dask, shipped)
+    if schema is not None:
+        writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+    done = staging.markers() if resumed else {}
+    todo = [p for p in plan.partitions if p.index not in done]
+    t0 = time.time()
+    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
+                     already=sum(len(done[i]["written"]) + len(done[i]["skipped"])
+                                 for i in done))
+    compute_seconds = time.time() - t0
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
-    manifest = _finalize(spec, staging, writer, plan, schema, summaries,
+    placed = {**where.to_json(), "estimate_s": None if estimate is None else round(estimate, 4)}
+    manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
                          timings={"total_s": time.time() - started, "compute_s": compute_seconds})
     return ExportResult(staging.url, manifest, resumed_partitions=len(done), summaries=summaries)
 
 
-def _schema(spec, staging, writer, plan, dask) -> dict[str, FieldSchema] | None:
+def _ship(spec: ExportSpec, writer: Writer, dask: Any) -> Any:
+    """The job (spec and writer) as cloudpickle bytes, scattered once to the workers.
+
+    User code from ``__main__`` and local modules travels by value (see
+    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
+    """
+    storage = spec.options.get("storage")
+    ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
+                   getattr(storage, "format", None)])
+    return dask.scatter(pack((spec, writer)), broadcast=False, hash=False)
+
+
+def _job(job: Any) -> tuple[ExportSpec, Writer]:
+    return unpack(job) if isinstance(job, bytes) else job
+
+
+def _schema(spec, staging, writer, plan, dask, shipped) -> dict[str, FieldSchema] | None:
     if not writer.needs_schema:
         return None
     stored = (staging.read_job() or {}).get("schema")
@@ -143,7 +217,7 @@ def _schema(spec, staging, writer, plan, dask) -> dict[str, FieldSchema] | None:
         schema = probe_schema(spec, probe_locs, probe_rows)
     else:
         key = (dashboard_label("probe-schema", spec.view.name), plan.identity[:8])
-        future = dask.submit(probe_schema, spec, probe_locs, probe_rows, key=key, pure=False)
+        future = dask.submit(_probe_task, shipped, probe_locs, probe_rows, key=key, pure=False)
         schema = future.result()
     staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
     return schema
@@ -177,6 +251,17 @@ def probe_schema(
         f"no experiment among the first {len(errors)} could be read to learn the output "
         f"shapes; first error: {errors[0]}"
     )
+
+
+def _probe_task(job: Any, locations: Sequence[Any],
+                rows: Sequence[Mapping[str, Any]]) -> dict[str, FieldSchema]:
+    return probe_schema(_job(job)[0], locations, rows)
+
+
+def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
+                    part: Partition) -> dict[str, Any]:
+    spec, writer = _job(job)
+    return run_partition(spec, writer, schema, part)
 
 
 def run_partition(
@@ -228,20 +313,22 @@ def run_partition(
     return summary
 
 
-def _execute(spec, writer, schema, todo, dask, plan, show_progress, already) -> list[dict]:
+def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
+             already) -> list[dict]:
     progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
                             unit="exp", desc=f"export {spec.view.name}")
-    spec_arg = spec if dask is None else dask.scatter(spec, broadcast=False, hash=False)
+    job = (spec, writer) if dask is None else shipped
     prefix, token = task_prefix(spec), plan.identity[:8]
     return run_partitions(
-        dask, run_partition, todo, args=(spec_arg, writer, schema),
+        dask, _partition_task, todo, args=(job, schema),
         key=lambda part: (prefix, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
     )
 
 
 def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
-              summaries: list[dict[str, Any]], timings: dict[str, float]) -> dict[str, Any]:
+              summaries: list[dict[str, Any]], placed: dict[str, Any],
+              timings: dict[str, float]) -> dict[str, Any]:
     ids = plan.selection.ids
     written = {i for s in summaries for i in s["written"]}
     skipped = [x for s in summaries for x in s["skipped"]]
@@ -296,6 +383,7 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
         "options": {k: v for k, v in spec.options.items() if isinstance(v, str | int | bool)},
         **writer.manifest_extra(),
         "guideloom_version": __version__,
+        "placement": placed,
         "timings": timings,
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -111,7 +111,8 @@ def load_workflow(
 ) -> Workflow:
     """Read, validate and resolve a workflow file; nothing is written and no cluster starts.
 
-    Relative paths in the file are relative to the file's directory.
+    Relative paths in the file are relative to the file's directory, or to the current
+    directory with ``paths_relative_to = "cwd"`` (the shipped workflows use that).
 
     Args:
         path: The ``.toml`` file.
@@ -127,10 +128,11 @@ def load_workflow(
     where = str(file)
     doc = read_document(file)
     validate_document(doc, where)
-    base = file.resolve().parent
+    file_dir = file.resolve().parent
+    base = Path.cwd() if doc.get("paths_relative_to") == "cwd" else file_dir
 
     for entry in doc.get("python_path", []):
-        folder = str(_relative_to(base, entry))
+        folder = str(_relative_to(file_dir, entry))
         if folder not in sys.path:
             sys.path.insert(0, folder)
 

@@ -1,0 +1,208 @@
+"""Where a job runs: in this process, on the embedded local cluster, or on a given Dask cluster.
+
+``client`` arguments accepted everywhere (Python API, CLI ``--scheduler``, workflow files):
+
+* ``None`` (default): the active ``distributed.Client`` if there is one; otherwise in-process
+  when the planned work is small, and on the embedded local cluster
+  (:mod:`guideloom.cluster.embedded`) when starting it pays;
+* ``"sync"``: in-process, always;
+* ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
+* ``"tcp://host:port"``: a running ``dask scheduler``;
+* a ``distributed.Client``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from guideloom.cluster import embedded
+
+SYNC = "sync"
+LOCAL = "local"
+DEFAULT_DASHBOARD = embedded.DEFAULT_DASHBOARD
+CLIENT_PATTERN = re.compile(r"^(local(:[1-9][0-9]*)?|sync|tcp://[^\s/:]+:[0-9]+)$")
+
+MAX_PARTITION = 64
+# Measured on a 2-core machine (benchmarks/export.py): starting the embedded cluster with two
+# workers takes about 1.3-1.8 s; dispatching one job to a running cluster about 30-60 ms.
+CLUSTER_START_S = 2.0
+WARM_DISPATCH_S = 0.1
+
+ClientLike = Any  # distributed.Client | str | None
+_printed: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs and why.
+
+    Attributes:
+        client: The ``distributed.Client``, or ``None`` for in-process.
+        mode: ``"in-process"``, ``"local-cluster"``, ``"client"`` (a given or active Client) or
+            ``"scheduler"`` (an address).
+        workers: Workers the job can use (1 in-process).
+        reason: One line saying why, for the terminal and ``export.json``.
+    """
+
+    client: Any
+    mode: str
+    workers: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The placement as recorded in ``export.json``."""
+        return {"mode": self.mode, "workers": self.workers, "reason": self.reason}
+
+
+def check_client_text(text: str) -> str:
+    """``text`` if it is ``sync``, ``local``, ``local:N`` or ``tcp://HOST:PORT``.
+
+    Raises:
+        ValueError: Anything else.
+    """
+    if not CLIENT_PATTERN.match(text):
+        raise ValueError(f"expected local, local:N, sync or tcp://HOST:PORT, got {text!r}")
+    return text
+
+
+def active_client() -> Any:
+    """The active ``distributed.Client``, or ``None`` (never imports distributed itself)."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import Client
+
+    try:
+        return Client.current()
+    except ValueError:
+        return None
+
+
+def worker_count(client: Any) -> int:
+    """Number of workers behind ``client`` (1 for in-process runs)."""
+    if client is None:
+        return 1
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    return max(1, len(workers))
+
+
+def default_partition_size(n: int, workers: int) -> int:
+    """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`."""
+    return max(1, min(MAX_PARTITION, math.ceil(n / max(1, 4 * workers))))
+
+
+def _local_workers(text: str) -> int | None:
+    return int(text.split(":", 1)[1]) if ":" in text else None
+
+
+def auto_placement_needs_estimate(client: ClientLike) -> bool:
+    """Whether :func:`placement` will use the work estimate for ``client``."""
+    return client is None and active_client() is None
+
+
+def choose_automatically(estimate_s: float, n_tasks: int) -> tuple[str, str]:
+    """``(mode, reason)`` for ``client=None`` with no active Client.
+
+    The work runs in-process unless spreading it over the cores saves more than the cluster
+    costs: its start-up when none runs yet, a dispatch when one does.
+    """
+    cores = embedded.default_worker_count()
+    work = f"about {estimate_s:.2f} s of work in {n_tasks} task{'s' * (n_tasks != 1)}"
+    if cores < 2 or n_tasks < 2:
+        return "in-process", f"{work}; one core or one task: no cluster"
+    saving = estimate_s * (1 - 1 / min(cores, n_tasks))
+    if embedded.running_cluster() is not None:
+        if saving > WARM_DISPATCH_S:
+            return "local-cluster", f"{work}; reusing the running local cluster"
+        return "in-process", f"{work}; too little to send to the running cluster"
+    if saving > CLUSTER_START_S:
+        return "local-cluster", f"{work}; starting a local cluster of {cores} workers pays"
+    return "in-process", (f"{work}; starting a cluster (~{CLUSTER_START_S:.0f} s) would not pay "
+                          "(client='local' or --scheduler local forces one)")
+
+
+@contextmanager
+def placement(
+    client: ClientLike = None,
+    *,
+    estimate_s: float | None = None,
+    n_tasks: int = 1,
+    dashboard_address: str | None = DEFAULT_DASHBOARD,
+    quiet: bool = False,
+    verbose: bool = False,
+) -> Iterator[Placement]:
+    """Decide where a job runs and yield the :class:`Placement` (connected while inside).
+
+    Args:
+        client: See the module docstring.
+        estimate_s: The job's estimated in-process seconds (used for ``client=None``).
+        n_tasks: The number of tasks the job splits into.
+        dashboard_address: Where the embedded cluster's dashboard listens (127.0.0.1 by
+            default; a busy port is replaced by a free one); ``None`` disables it.
+        quiet: Print neither the placement line nor the dashboard URL.
+        verbose: Let Dask's own log lines through.
+    """
+    if client == SYNC:
+        yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)
+        return
+    if client is None:
+        active = active_client()
+        if active is not None:
+            _announce(active.dashboard_link, quiet)
+            yield _say(Placement(active, "client", worker_count(active), "the active Client"),
+                       quiet)
+            return
+        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks)
+        if mode == "in-process":
+            yield _say(Placement(None, mode, 1, reason), quiet)
+            return
+        client = LOCAL
+    if isinstance(client, str):
+        check_client_text(client)
+        if client == LOCAL or client.startswith(f"{LOCAL}:"):
+            running, started = embedded.embedded_cluster(
+                _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)
+            _announce(running.dashboard_link, quiet)
+            reason = "started" if started else "reused"
+            yield _say(Placement(running.client, "local-cluster", running.n_workers,
+                                 f"local cluster of {running.n_workers} workers ({reason})"),
+                       quiet)
+            return
+        from distributed import Client
+
+        with Client(client, set_as_default=False) as remote:
+            _announce(remote.dashboard_link, quiet)
+            yield _say(Placement(remote, "scheduler", worker_count(remote),
+                                 f"scheduler {client}"), quiet)
+        return
+    if type(client).__name__ != "Client":
+        raise TypeError(
+            f"client must be a distributed.Client, an address, 'local[:N]' or 'sync', not "
+            f"{client!r}")
+    _announce(getattr(client, "dashboard_link", None), quiet)
+    yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
+
+
+def _say(where: Placement, quiet: bool) -> Placement:
+    if not quiet:
+        print(f"guideloom: running {where.mode}: {where.reason}", file=sys.stderr, flush=True)
+    return where
+
+
+def _announce(link: str | None, quiet: bool) -> None:
+    if not link or quiet or link in _printed:
+        return
+    _printed.add(link)
+    print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
+
+
+def interrupted() -> None:
+    """Stop the embedded cluster at once after Ctrl-C (workers are killed, not retired)."""
+    embedded.close_cluster(fast=True)
+
+

@@ -1,0 +1,104 @@
+"""Getting the user's code to the Dask workers without installing it there.
+
+A job carries user callables (transforms, filters, storage formats). Functions defined in
+``__main__`` (a script, a notebook cell) are pickled by value by cloudpickle anyway; functions from
+a module beside the script, or named by a workflow's ``python_path``, would be pickled by
+reference, and a worker that cannot import that module fails. :func:`ship_by_value` registers
+such *local* modules (not part of an installed distribution, not in the standard library) with
+:func:`cloudpickle.register_pickle_by_value`, and :func:`pack` serialises a job with cloudpickle,
+so the workers receive the code itself. Installed packages still travel by reference: they must
+be installed on the workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import sys
+import sysconfig
+import types
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+_UNPACKED: dict[str, Any] = {}
+_UNPACKED_MAX = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_top_levels() -> frozenset[str]:
+    return frozenset(importlib.metadata.packages_distributions())
+
+
+@functools.lru_cache(maxsize=1)
+def _system_roots() -> tuple[Path, ...]:
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    return tuple(Path(p).resolve() for p in {sysconfig.get_paths()[n] for n in names})
+
+
+def is_local_module(module: types.ModuleType) -> bool:
+    """Whether ``module`` is the user's own code: a file outside every installed location."""
+    name = module.__name__
+    if name == "__main__" or name.split(".")[0] in _installed_top_levels():
+        return False
+    if name in sys.builtin_module_names or name.split(".")[0] in sys.stdlib_module_names:
+        return False
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    path = Path(file).resolve()
+    return not any(path.is_relative_to(root) for root in _system_roots())
+
+
+def _local_modules_of(obj: Any, seen: set[str]) -> list[types.ModuleType]:
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    if module is None or module.__name__ in seen or not is_local_module(module):
+        return []
+    seen.add(module.__name__)
+    found = [module]
+    for value in vars(module).values():  # helpers and modules it uses
+        if isinstance(value, types.ModuleType):
+            if value.__name__ not in seen and is_local_module(value):
+                seen.add(value.__name__)
+                found.append(value)
+        elif callable(value):
+            found += _local_modules_of(value, seen)
+    return found
+
+
+def ship_by_value(objects: Iterable[Any]) -> list[str]:
+    """Register the local modules that ``objects`` come from for pickling by value.
+
+    Returns:
+        The names of the modules that will travel by value.
+    """
+    seen: set[str] = set()
+    modules: list[types.ModuleType] = []
+    for obj in objects:
+        if obj is not None:
+            modules += _local_modules_of(obj, seen)
+            modules += _local_modules_of(type(obj), seen)
+    for module in modules:
+        if module.__name__ not in cloudpickle.list_registry_pickle_by_value():
+            cloudpickle.register_pickle_by_value(module)
+    return [m.__name__ for m in modules]
+
+
+def pack(obj: Any) -> bytes:
+    """Serialise ``obj`` (a job and its user code) with cloudpickle for the workers."""
+    return cloudpickle.dumps(obj)
+
+
+def unpack(payload: bytes) -> Any:
+    """The object of :func:`pack`, unpickled once per worker process and payload."""
+    key = hashlib.blake2b(payload, digest_size=16).hexdigest()
+    obj = _UNPACKED.get(key)
+    if obj is None:
+        obj = cloudpickle.loads(payload)
+        if len(_UNPACKED) >= _UNPACKED_MAX:
+            _UNPACKED.pop(next(iter(_UNPACKED)))
+        _UNPACKED[key] = obj
+    return obj
