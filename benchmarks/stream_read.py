@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage  # noqa: E402
-from guideloom.io import MmapIO, PosixPreadIO, SeekIO  # noqa: E402
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO  # noqa: E402
 
 DTYPE = np.dtype([("tokens", "<i4"), ("document_ids", "<u4")])
 

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from guideloom.io import resolve_read_interface
 from guideloom.storage._shards import ShardFileWriter, check_shard_number
-from guideloom.types import ReadInterface
+from guideloom.storage.io import resolve_read_interface
+from guideloom.storage.types import ReadInterface
 
 S = TypeVar("S")
 

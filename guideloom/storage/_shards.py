@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.storage._errors import StorageError
-from guideloom.types import FileReader, ReadInterface
+from guideloom.storage.types import FileReader, ReadInterface
 
 MAGIC = b"GLSHARD\0"
 VERSION = 1

@@ -19,7 +19,7 @@ from guideloom.storage._shards import (
     close_shards,
     open_shards,
 )
-from guideloom.types import DocumentStorageFormat, ReadInterface
+from guideloom.storage.types import DocumentStorageFormat, ReadInterface
 
 __all__ = ["DocumentReader", "DocumentStorage", "DocumentWriter"]
 
@@ -140,9 +140,9 @@ class DocumentStorage(BaseStorage):
 
     Args:
         directory: The storage directory (created by the first writer).
-        storage_format: A :class:`guideloom.types.DocumentStorageFormat`, for example
+        storage_format: A :class:`guideloom.storage.types.DocumentStorageFormat`, for example
             :class:`guideloom.storage.DocumentPickleFormat` (trusted data only).
-        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
     """
 
     def __init__(

@@ -22,7 +22,7 @@ from guideloom.storage._shards import (
     dtype_to_json,
     open_shards,
 )
-from guideloom.types import ReadInterface, StreamStorageFormat
+from guideloom.storage.types import ReadInterface, StreamStorageFormat
 
 __all__ = ["AsyncStreamReader", "StreamReader", "StreamStorage", "StreamWriter"]
 
@@ -290,9 +290,9 @@ class StreamStorage(BaseStorage):
 
     Args:
         directory: The storage directory (created by the first writer).
-        storage_format: A :class:`guideloom.types.StreamStorageFormat`, for example
+        storage_format: A :class:`guideloom.storage.types.StreamStorageFormat`, for example
             :class:`guideloom.storage.StreamNumpyFormat`.
-        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
     """
 
     def __init__(

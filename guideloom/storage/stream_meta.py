@@ -19,7 +19,7 @@ from guideloom.storage._shards import (
     dtype_to_json,
 )
 from guideloom.storage.stream import _open_stream_index, check_stream
-from guideloom.types import ReadInterface, StreamWithMetaStorageFormat
+from guideloom.storage.types import ReadInterface, StreamWithMetaStorageFormat
 
 __all__ = ["StreamWithMetaReader", "StreamWithMetaStorage", "StreamWithMetaWriter"]
 
@@ -256,8 +256,8 @@ class StreamWithMetaStorage(BaseStorage):
 
     Args:
         directory: The storage directory (created by the first writer).
-        storage_format: A :class:`guideloom.types.StreamWithMetaStorageFormat`.
-        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+        storage_format: A :class:`guideloom.storage.types.StreamWithMetaStorageFormat`.
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
     """
 
     def __init__(

@@ -1,9 +1,9 @@
 """Protocols for GuideLoom storage formats and the abstract file-reader interfaces.
 
 A *format* turns user records into what a storage writes and turns what a read returns back into
-samples. A *read interface* opens shard files for positional reads; :mod:`guideloom.io` has three
-(seek, mmap, pread) and a user can add another (for example HTTP range reads) by subclassing
-:class:`ReadInterface` and :class:`FileReader`.
+samples. A *read interface* opens shard files for positional reads; :mod:`guideloom.storage.io`
+has three (seek, mmap, pread) and a user can add another (for example HTTP range reads) by
+subclassing :class:`ReadInterface` and :class:`FileReader`.
 """
 
 from __future__ import annotations
