@@ -12,6 +12,7 @@ import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Hashable
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -178,3 +179,18 @@ class ReadInterface(ABC):
     @abstractmethod
     def open(self, path: str | os.PathLike[str]) -> FileReader:
         """Open ``path`` for reading."""
+
+    def list_names(self, directory: Any) -> list[str]:
+        """Return the names of the files in ``directory`` (local directories by default).
+
+        Raises:
+            FileNotFoundError: ``directory`` does not exist.
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise FileNotFoundError(f"storage directory {directory} does not exist")
+        return [entry.name for entry in os.scandir(directory)]
+
+    def join(self, directory: Any, name: str) -> Any:
+        """Return the location of file ``name`` in ``directory`` (what :meth:`open` takes)."""
+        return Path(directory) / name
