@@ -10,9 +10,10 @@ It uses fsspec's HTTP filesystem (``pip install "guideloom[http]"`` for aiohttp)
   length (a server that ignores ``Range``) is an error, never silently wrong data.
 * **Connection reuse.** One aiohttp session (keep-alive connection pool) per process serves
   every shard and thread.
-* **Read-ahead.** A synchronous read that misses fetches ``readahead`` bytes from its offset, so
-  consecutive windows of a stream cost one request per ``readahead`` bytes; opening a shard is
-  one suffix-range request that returns its size and its tail (footer and indexes).
+* **Read-ahead.** When a thread's reads of a shard are sequential (a read starts where its
+  previous one ended), a read that misses fetches ``readahead`` bytes, so consecutive windows
+  cost one request per ``readahead`` bytes; random reads fetch exactly what they need. Opening a
+  shard is one suffix-range request that returns its size and its tail (footer and indexes).
 * **Shard discovery.** The directory's HTML index (what ``python -m http.server``, nginx
   ``autoindex`` or Apache serve) lists the shards; without one, ``shard-000000.gls``,
   ``shard-000001.gls``... are probed until the first missing number. Pass ``num_shards`` to
@@ -136,11 +137,14 @@ class _HTTPFile(FileReader):
         if self._tail.covers(offset, nbytes):
             self._copy(self._tail, offset, view)
             return
-        span = getattr(self._local, "span", None)
+        local = self._local
+        span = getattr(local, "span", None)
         if span is None or not span.covers(offset, nbytes):
-            wanted = min(max(nbytes, self._readahead), self._size - offset)
-            span = _Span(offset, self._fetch(offset, wanted))
-            self._local.span = span
+            sequential = offset == getattr(local, "end", None)
+            wanted = max(nbytes, self._readahead) if sequential else nbytes
+            span = _Span(offset, self._fetch(offset, min(wanted, self._size - offset)))
+            local.span = span
+        local.end = offset + nbytes
         self._copy(span, offset, view)
 
     async def areadinto(self, offset: int, buffer: Any) -> None:
