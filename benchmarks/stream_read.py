@@ -3,7 +3,10 @@
 Writes ``--tokens`` int32 tokens with a uint32 document-id field over ``--shards`` shards (one
 record per document), then measures random and sequential ``--window``-token window reads per
 second through ``StreamDataset`` with each I/O backend, on 1 and 2 threads, next to the floor of
-slicing (and copying) one ``np.memmap`` of the same elements.
+slicing (and copying) one ``np.memmap`` of the same elements. Then it serves the same shards from
+a local HTTP server process (``tests/http_server.py``, Range support, 127.0.0.1) and reports
+remote windows/s through ``HTTPIO`` (sync with read-ahead, and asyncio with 64 reads in flight)
+next to the local figures.
 
 Run from the repository root::
 
@@ -14,6 +17,8 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import asyncio
+import subprocess
 import sys
 import tempfile
 import threading
@@ -26,7 +31,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage  # noqa: E402
-from guideloom.io import MmapIO, PosixPreadIO, SeekIO  # noqa: E402
+from guideloom.storage.http import HTTPIO  # noqa: E402
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
 
 DTYPE = np.dtype([("tokens", "<i4"), ("document_ids", "<u4")])
 
@@ -162,6 +170,68 @@ def main() -> None:
             numpy_indices = [np.int64(i) for i in random_indices]
             got = rate(reader.__getitem__, numpy_indices, 1, args.seconds)
             print(f"PosixPreadIO, np.int64 indices, random 1T: {got:,.0f} windows/s")
+        local = {}
+        for backend in (SeekIO, PosixPreadIO):
+            storage = StreamStorage(root / "stream", StreamNumpyFormat(DTYPE), backend())
+            with StreamDataset(storage, sequence_length=window).sync_reader() as reader:
+                local[backend.__name__] = [
+                    rate(reader.__getitem__, indices, 1, args.seconds)
+                    for indices in (random_indices, sequential_indices)
+                ]
+        remote_figures(root, window, windows, tokens, random_indices, sequential_indices,
+                       args.seconds, local)
+
+
+def remote_figures(
+    root: Path, window: int, windows: int, tokens: np.ndarray, random_indices: list[int],
+    sequential_indices: list[int], seconds: float, local: dict[str, list[float]],
+) -> None:
+    """Serve ``root`` over HTTP on 127.0.0.1 and print remote windows/s next to ``local``."""
+    if not HTTPIO.is_supported():
+        print('remote (HTTPIO): skipped, aiohttp is not installed (pip install ".[http]")')
+        return
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.http_server", str(root)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{int(server.stdout.readline())}"
+        print(f"remote: the same shards served by tests/http_server.py at {base} "
+              "(stdlib http.server + Range, separate process); windows/s, 1 thread")
+        print(f"{'reader':<42}{'random':>12}{'sequential':>12}")
+        for name, (random_rate, sequential_rate) in local.items():
+            print(f"{'local StreamDataset + ' + name:<42}{random_rate:>12,.0f}"
+                  f"{sequential_rate:>12,.0f}")
+        storage = StreamStorage(f"{base}/stream", StreamNumpyFormat(DTYPE), HTTPIO())
+        with StreamDataset(storage, sequence_length=window).sync_reader() as reader:
+            middle = windows // 2
+            expected = tokens[middle * window : (middle + 1) * window]
+            assert reader[middle]["tokens"].tolist() == expected.tolist()
+            remote = [rate(reader.__getitem__, indices, 1, seconds)
+                      for indices in (random_indices, sequential_indices)]
+        print(f"{'remote StreamDataset + HTTPIO (read-ahead)':<42}{remote[0]:>12,.0f}"
+              f"{remote[1]:>12,.0f}")
+        in_flight = asyncio.run(async_rate(storage, window, random_indices, seconds))
+        print(f"{'remote async, 64 reads in flight':<42}{in_flight:>12,.0f}{'':>12}")
+        best = local["PosixPreadIO"]
+        print(f"remote/local (PosixPreadIO): random {remote[0] / best[0]:.3f}x, "
+              f"sequential {remote[1] / best[1]:.3f}x, async random {in_flight / best[0]:.3f}x")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+async def async_rate(storage: StreamStorage, window: int, indices: list[int],
+                     seconds: float) -> float:
+    """Return windows/s of an async window reader with 64 reads awaited at once."""
+    async with StreamDataset(storage, sequence_length=window).async_reader() as reader:
+        done = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            batch = indices[done % len(indices) :][:64]
+            await reader.get_many(batch)
+            done += len(batch)
+        return done / (time.perf_counter() - started)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,18 @@ Heavy or optional parts (Dask, zarr, the storages, the PyTorch loader) are impor
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # type checkers see the real classes behind the lazy names
+    from guideloom.storage import (  # noqa: F401
+        DocumentDataset,
+        DocumentPickleFormat,
+        DocumentStorage,
+        StreamDataset,
+        StreamNumpyFormat,
+        StreamStorage,
+        StreamWithMetaStorage,
+    )
 
 __version__ = "0.1.0"
 

@@ -34,6 +34,15 @@ Timesteps = None | int | tuple[int, ...]
 
 _REGEX_META = re.compile(r"[\\^$.|?*+()\[\]{}]")
 
+#: JSON-LD terms that added views use, declared in ``@context`` when a manifest lacks them.
+_VIEW_TERMS = {
+    "field": "cr:field",
+    "jsonPath": "cr:jsonPath",
+    "references": "cr:references",
+    "source": "cr:source",
+    "transform": "cr:transform",
+}
+
 
 @dataclass(frozen=True)
 class DatasetSpec:
@@ -174,10 +183,23 @@ class Dataset:
         return col.data_type if col else None
 
     def to_jsonld(self) -> dict[str, Any]:
-        """Return the manifest as a Croissant dict, with added views as record sets."""
+        """Return the manifest as a Croissant dict, with added views as record sets.
+
+        The result validates with mlcroissant: timestep slicing is a ``jsonPath`` transform and
+        views mixing index columns with HDF5 fields declare the join on the index key. Pass it to
+        :func:`load` (``source=``) to read the views back.
+        """
         doc = copy.deepcopy(self.manifest)
+        context = doc.get("@context")
+        if isinstance(context, dict) and any(v.added for v in self.views.values()):
+            for term, iri in _VIEW_TERMS.items():  # terms the added views use
+                context.setdefault(term, iri)
         record_sets = [rs for rs in doc.get("recordSet", []) if not self._is_added(rs)]
-        record_sets.extend(_view_to_record_set(v) for v in self.views.values() if v.added)
+        key = self.columns.get(self.id_column)
+        index_key = key.id if key is not None else None
+        record_sets.extend(
+            _view_to_record_set(v, index_key) for v in self.views.values() if v.added
+        )
         doc["recordSet"] = record_sets
         return doc
 
@@ -393,10 +415,67 @@ def _parse_view(ds: Dataset, rs: Mapping[str, Any], where: str) -> View | None:
 
 
 def _timesteps_of(src: Mapping[str, Any]) -> Timesteps:
-    for t in src.get("transform") or []:
-        if isinstance(t, Mapping) and "timesteps" in t:
+    transforms = src.get("transform") or []
+    if isinstance(transforms, Mapping):
+        transforms = [transforms]
+    for t in transforms:
+        if isinstance(t, Mapping) and "jsonPath" in t:
+            return timesteps_from_json_path(str(t["jsonPath"]))
+        if isinstance(t, Mapping) and "timesteps" in t:  # guideloom before the jsonPath form
             return _check_timesteps(t["timesteps"], "manifest", "timesteps")
     return None
+
+
+_JSON_PATH = re.compile(r"^\$(?:\[(?P<inner>[^\]]*)\])?$")
+_INT = re.compile(r"^-?\d+$")
+
+
+def timesteps_to_json_path(timesteps: Timesteps) -> str | None:
+    """Return the Croissant ``jsonPath`` transform selecting ``timesteps`` on the first axis.
+
+    ``None`` → no transform; ``5`` → ``$[5]`` (one step, the axis is dropped); ``(0, 2, 4)`` →
+    ``$[0,2,4]``; a one-step list ``(3,)`` → the slice ``$[3:4]`` (the axis is kept, which
+    ``$[3]`` would drop). These are the forms rddac 2.0 writes, except the one-step list, which
+    rddac writes as ``$[3]``.
+    """
+    if timesteps is None:
+        return None
+    if isinstance(timesteps, int):
+        return f"$[{timesteps}]"
+    if len(timesteps) == 1:
+        step = timesteps[0]
+        return "$[-1:]" if step == -1 else f"$[{step}:{step + 1}]"
+    return "$[" + ",".join(str(step) for step in timesteps) + "]"
+
+
+def timesteps_from_json_path(expression: str) -> Timesteps:
+    """Parse a ``jsonPath`` transform written by :func:`timesteps_to_json_path` or by rddac.
+
+    Accepts ``$`` and ``$[*]`` (everything), ``$[n]``, ``$[a,b,...]`` and ``$[a:b]`` slices with
+    both ends given (or ``$[-k:]``).
+
+    Raises:
+        ManifestError: Any other JSONPath (guideloom selects along the first axis only).
+    """
+    match = _JSON_PATH.match(expression.replace(" ", ""))
+    inner = match.group("inner") if match else ""
+    if match is not None and inner in (None, "*"):
+        return None
+    if match is not None and _INT.match(inner):
+        return int(inner)
+    parts = inner.split(",")
+    if match is not None and len(parts) > 1 and all(_INT.match(p) for p in parts):
+        return tuple(int(p) for p in parts)
+    ends = inner.split(":")
+    if match is not None and len(ends) == 2 and _INT.match(ends[0]):
+        start = int(ends[0])
+        if ends[1] == "" and start < 0:
+            return tuple(range(start, 0))
+        stop = int(ends[1]) if _INT.match(ends[1]) else None
+        if stop is not None and start < stop and (start >= 0 or stop < 0):
+            return tuple(range(start, stop))
+    raise ManifestError(f"unsupported jsonPath {expression!r}: guideloom reads $[n], $[a,b,...] "
+                        "and $[a:b] (first axis only)")
 
 
 def _resolve(
@@ -501,13 +580,21 @@ def add_view(ds: Dataset, name: str, fields: Mapping[str, FieldRef]) -> Dataset:
     return ds
 
 
-def _view_to_record_set(view: View) -> dict[str, Any]:
+def _view_to_record_set(view: View, index_key: str | None) -> dict[str, Any]:
+    """Return ``view`` as a Croissant record set that mlcroissant validates.
+
+    Timestep slicing is a standard ``jsonPath`` transform, and a view that mixes index columns
+    with HDF5 fields declares the join: its first HDF5 field ``references`` the index key (the
+    encoding rddac 2.0 uses).
+    """
+    mixed = any(f.is_h5 for f in view.fields) and any(not f.is_h5 for f in view.fields)
+    join_on = next((f.alias for f in view.fields if f.is_h5), None) if mixed else None
     fields = []
     for f in view.fields:
         source: dict[str, Any] = {"field": {"@id": f.source_id}}
-        if f.timesteps is not None:
-            steps = list(f.timesteps) if isinstance(f.timesteps, tuple) else f.timesteps
-            source["transform"] = [{"timesteps": steps}]
+        json_path = timesteps_to_json_path(f.timesteps)
+        if json_path is not None:
+            source["transform"] = [{"jsonPath": json_path}]
         entry: dict[str, Any] = {
             "@type": "cr:Field",
             "@id": f"{view.id}/{f.alias}",
@@ -515,6 +602,8 @@ def _view_to_record_set(view: View) -> dict[str, Any]:
         }
         if f.data_type:
             entry["dataType"] = f.data_type
+        if f.alias == join_on and index_key is not None:
+            entry["references"] = {"field": {"@id": index_key}}
         entry["source"] = source
         fields.append(entry)
     return {"@type": "cr:RecordSet", "@id": view.id, "name": view.name, "field": fields}

@@ -6,6 +6,11 @@ materialising a permutation: a keyed balanced Feistel network permutes the small
 ``range(n)``) restricts it to a bijection on ``range(n)``. Everything is vectorised over
 ``uint64`` arrays and uses only integer arithmetic, so the same keys give the same order on
 every platform.
+
+It answers GuideLoom 1.1's method set (``FeistelShuffler(length, rng, rounds)``,
+``from_seed``, ``shuffle``, ``unshuffle``, ``length``, ``rounds``) as well as guideloom's own
+(``shuffler(positions)``, ``inverse``, ``for_epoch``, ``len``). The orders are guideloom's own:
+the same seed gives a different (equally valid) permutation than GuideLoom 1.1's.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class FeistelShuffler:
     """A seeded bijection ``range(n) -> range(n)`` in O(1) memory.
 
     Args:
-        n: Size of the permuted range (``n >= 0``).
+        length: Size of the permuted range (``length >= 0``).
         rng: Source of the round keys; the permutation is fully determined by its state.
         rounds: Feistel rounds (at least 3; 6 gives well-mixed orders).
 
@@ -49,15 +54,19 @@ class FeistelShuffler:
         >>> s = FeistelShuffler(10, np.random.default_rng(0))
         >>> sorted(s(np.arange(10)).tolist()) == list(range(10))
         True
+        >>> s.unshuffle(s.shuffle(3))
+        3
     """
 
-    def __init__(self, n: int, rng: np.random.Generator, *, rounds: int = 6) -> None:
-        n = int(n)
+    def __init__(self, length: int, rng: np.random.Generator, rounds: int = 6) -> None:
+        n = int(length)
         if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
+            raise ValueError(f"length must be >= 0, got {n}")
+        rounds = int(rounds)
         if rounds < 3:
             raise ValueError(f"rounds must be >= 3, got {rounds}")
         self.n = n
+        self._rounds = rounds
         bits = max(int(n - 1).bit_length(), 2) if n > 1 else 2
         bits += bits % 2  # balanced halves
         self._half = np.uint64(bits // 2)
@@ -69,8 +78,32 @@ class FeistelShuffler:
         """Return the shuffler of ``epoch`` for ``seed`` (see :func:`epoch_rng`)."""
         return cls(n, epoch_rng(seed, epoch))
 
+    @classmethod
+    def from_seed(cls, length: int, seed: int | None = None, rounds: int = 6) -> FeistelShuffler:
+        """Return a shuffler keyed by an integer seed (``None``: fresh OS entropy).
+
+        Args:
+            length: Size of the permuted range.
+            seed: Seed of ``np.random.default_rng``; the same seed gives the same order.
+            rounds: Feistel rounds.
+        """
+        return cls(length, np.random.default_rng(seed), rounds)
+
+    @property
+    def length(self) -> int:
+        """Size of the permuted range (GuideLoom 1.1's name for ``len(shuffler)``)."""
+        return self.n
+
+    @property
+    def rounds(self) -> int:
+        """Number of Feistel rounds."""
+        return self._rounds
+
     def __len__(self) -> int:
         return self.n
+
+    def __repr__(self) -> str:
+        return f"FeistelShuffler(length={self.n}, rounds={self._rounds})"
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         left = x >> self._half
@@ -107,3 +140,19 @@ class FeistelShuffler:
     def inverse(self, indices: np.ndarray | int) -> np.ndarray | int:
         """Map sample indices back to their positions (the inverse permutation)."""
         return self._walk(indices, self._decrypt)
+
+    def shuffle(self, i: int) -> int:
+        """Return the shuffled index of ``i`` (GuideLoom 1.1's name; arrays work too).
+
+        Raises:
+            IndexError: ``i`` is outside ``range(length)``.
+        """
+        return self._walk(i, self._encrypt)  # type: ignore[return-value]
+
+    def unshuffle(self, y: int) -> int:
+        """Return the index whose shuffled index is ``y``: the inverse of :meth:`shuffle`.
+
+        Raises:
+            IndexError: ``y`` is outside ``range(length)``.
+        """
+        return self._walk(y, self._decrypt)  # type: ignore[return-value]

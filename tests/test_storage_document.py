@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from guideloom import DocumentDataset, DocumentPickleFormat, DocumentStorage
-from guideloom.io import MmapIO, PosixPreadIO, SeekIO
 from guideloom.storage import FormatContractError, StorageError
 from guideloom.storage._shards import shard_name
-from guideloom.types import DocumentStorageFormat
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
+from guideloom.storage.types import DocumentStorageFormat
 
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]
 

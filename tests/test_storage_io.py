@@ -1,4 +1,4 @@
-"""The I/O backends of guideloom.io and a user-defined one."""
+"""The I/O backends of guideloom.storage.io and a user-defined one."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage
-from guideloom.io import MmapIO, PosixPreadIO, SeekIO, resolve_read_interface
-from guideloom.types import FileReader, ReadInterface
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO, resolve_read_interface
+from guideloom.storage.types import FileReader, ReadInterface
 
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]
 

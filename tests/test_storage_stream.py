@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import guideloom
 from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage
-from guideloom.io import MmapIO, PosixPreadIO, SeekIO
 from guideloom.storage import StorageError
 from guideloom.storage._shards import shard_name
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
 
 DTYPE = np.dtype([("tokens", "<i4"), ("document_ids", "<u4"), ("loss_mask", "u1")])
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]
@@ -99,7 +99,7 @@ def test_public_imports():
     for name in ("DocumentStorage", "DocumentPickleFormat", "DocumentDataset",
                  "StreamWithMetaStorage"):
         assert getattr(guideloom, name).__module__.startswith("guideloom.storage")
-    from guideloom.types import (  # noqa: F401
+    from guideloom.storage.types import (  # noqa: F401
         DocumentStorageFormat,
         FileReader,
         ReadInterface,

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guideloom import StreamDataset, StreamWithMetaStorage
-from guideloom.io import MmapIO, PosixPreadIO, SeekIO
 from guideloom.storage import FormatContractError, StorageError
 from guideloom.storage._shards import shard_name
-from guideloom.types import StreamWithMetaStorageFormat
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
+from guideloom.storage.types import StreamWithMetaStorageFormat
 
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]
 

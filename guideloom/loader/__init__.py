@@ -6,7 +6,7 @@ Importing this package does not import torch; constructing a loader does (and ra
 
 from guideloom.loader._torch import default_collate, move_to_device
 from guideloom.loader.core import StatefulDataLoader, global_positions
-from guideloom.loader.sources import ExportSource, ReaderSource, SampleSource
+from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
 
 __all__ = [
     "ExportSource",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.loader._torch import default_collate, move_to_device, pin, require_torch
-from guideloom.loader.sources import ExportSource, ReaderSource, SampleSource
+from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
 from guideloom.shuffle import FeistelShuffler
 
 __all__ = ["StatefulDataLoader", "global_positions"]
@@ -39,8 +39,8 @@ class StatefulDataLoader:
     """Batches from a sample source in a seeded global order, resumable from ``state_dict()``.
 
     Use :meth:`from_storage` or :meth:`from_export`; the constructor takes any
-    :class:`~guideloom.loader.sources.SampleSource`. The loader is a context manager: leaving it
-    stops the workers and closes the source's readers.
+    :class:`~guideloom.loader.sample_sources.SampleSource`. The loader is a context manager:
+    leaving it stops the workers and closes the source's readers.
 
     Args:
         source: ``len(source)`` samples, read with ``source.fetch(indices)``.

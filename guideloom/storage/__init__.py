@@ -7,22 +7,34 @@ from __future__ import annotations
 
 from guideloom.storage._errors import FormatContractError, StorageError
 from guideloom.storage.dataset import (
+    AsyncDocumentDatasetReader,
+    AsyncStreamDatasetReader,
     DocumentDataset,
     DocumentDatasetReader,
     StreamDataset,
     StreamDatasetReader,
 )
-from guideloom.storage.document import DocumentReader, DocumentStorage, DocumentWriter
+from guideloom.storage.document import (
+    AsyncDocumentReader,
+    DocumentReader,
+    DocumentStorage,
+    DocumentWriter,
+)
 from guideloom.storage.formats import DocumentPickleFormat, StreamNumpyFormat
 from guideloom.storage.stream import AsyncStreamReader, StreamReader, StreamStorage, StreamWriter
 from guideloom.storage.stream_meta import (
+    AsyncStreamWithMetaReader,
     StreamWithMetaReader,
     StreamWithMetaStorage,
     StreamWithMetaWriter,
 )
 
 __all__ = [
+    "AsyncDocumentDatasetReader",
+    "AsyncDocumentReader",
+    "AsyncStreamDatasetReader",
     "AsyncStreamReader",
+    "AsyncStreamWithMetaReader",
     "DocumentDataset",
     "DocumentDatasetReader",
     "DocumentPickleFormat",

@@ -6,15 +6,24 @@ import os
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from guideloom.io import resolve_read_interface
 from guideloom.storage._shards import ShardFileWriter, check_shard_number
-from guideloom.types import ReadInterface
+from guideloom.storage.io import resolve_read_interface
+from guideloom.storage.types import ReadInterface
 
 S = TypeVar("S")
 
 
+def is_url(location: Any) -> bool:
+    """Return whether ``location`` is a URL string (``scheme://...``) rather than a local path."""
+    return isinstance(location, str) and "://" in location
+
+
 class BaseStorage:
-    """A directory of shards, a format and a read interface. Cheap to create and to pickle."""
+    """A directory of shards, a format and a read interface. Cheap to create and to pickle.
+
+    ``directory`` is a local path, or a URL (kept as a string) for a remote read interface such
+    as :class:`guideloom.storage.http.HTTPIO`; remote storages are read-only.
+    """
 
     def __init__(
         self,
@@ -22,7 +31,7 @@ class BaseStorage:
         storage_format: Any,
         read_interface: ReadInterface | type[ReadInterface] | None = None,
     ) -> None:
-        self.directory = Path(directory)
+        self.directory: Any = directory.rstrip("/") if is_url(directory) else Path(directory)
         self.format = storage_format
         self.read_interface = resolve_read_interface(read_interface)
 
@@ -51,6 +60,11 @@ class BaseWriter(Generic[S]):
     """
 
     def __init__(self, storage: Any) -> None:
+        if is_url(storage.directory):
+            raise ValueError(
+                f"cannot write to {storage.directory}: remote storages are read-only; write the "
+                "shards to a local directory and publish that directory"
+            )
         self._storage = storage
         self._shards: dict[int, S] = {}
         self._closed = False

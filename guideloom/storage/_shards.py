@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.storage._errors import StorageError
-from guideloom.types import FileReader, ReadInterface
+from guideloom.storage.types import FileReader, ReadInterface
 
 MAGIC = b"GLSHARD\0"
 VERSION = 1
@@ -153,7 +153,7 @@ class OpenShard:
     """An opened, validated shard file."""
 
     number: int
-    path: Path
+    path: Any
     file: FileReader
     footer: dict[str, Any]
     dtype: np.dtype | None
@@ -208,7 +208,7 @@ def _parse_footer(path: Path, file: FileReader) -> dict[str, Any]:
 
 
 def open_shards(
-    directory: Path,
+    directory: Any,
     kind: str,
     read_interface: ReadInterface,
     dtype: np.dtype | None,
@@ -217,9 +217,9 @@ def open_shards(
     """Open and validate every shard of ``directory``.
 
     Args:
-        directory: The storage directory.
+        directory: The storage directory (a local path, or a URL for a remote read interface).
         kind: The storage kind every footer must name (``"stream"``, ``"document"``...).
-        read_interface: Opens the files.
+        read_interface: Lists and opens the files.
         dtype: The element dtype the format expects (``None`` when the kind has none).
         sections: Section names every shard must have.
 
@@ -227,30 +227,28 @@ def open_shards(
         FileNotFoundError: ``directory`` does not exist.
         StorageError: No shards, a gap in the numbering, or a damaged or mismatched shard.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"storage directory {directory} does not exist")
     numbers: dict[int, str] = {}
-    for entry in os.scandir(directory):
-        match = _NAME.match(entry.name)
+    for name in read_interface.list_names(directory):
+        match = _NAME.match(name)
         if match is None:
             continue
         number = int(match.group(1))
-        if entry.name != shard_name(number) or number in numbers:
-            raise StorageError(f"{directory}: ambiguous shard file name {entry.name!r}")
-        numbers[number] = entry.name
+        if name != shard_name(number) or number in numbers:
+            raise StorageError(f"{directory}: ambiguous shard file name {name!r}")
+        numbers[number] = name
     if not numbers:
         raise StorageError(f"{directory} holds no shards (shard-000000.gls, ...)")
     missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
     if missing:
         shown = ", ".join(str(m) for m in missing[:10]) + (", ..." if len(missing) > 10 else "")
         raise StorageError(
-            f"{directory}: shards are numbered 0..{max(numbers)} but shard(s) {shown} are missing"
+            f"{directory}: shards are numbered 0..{max(numbers)} but shard(s) {shown} are "
+            f"missing (first missing: {read_interface.join(directory, shard_name(missing[0]))})"
         )
     shards: list[OpenShard] = []
     try:
         for number in range(len(numbers)):
-            path = directory / numbers[number]
+            path = read_interface.join(directory, numbers[number])
             file = read_interface.open(path)
             try:
                 shards.append(_validate(number, path, file, kind, dtype, sections))
@@ -266,7 +264,7 @@ def open_shards(
 
 def _validate(
     number: int,
-    path: Path,
+    path: Any,
     file: FileReader,
     kind: str,
     dtype: np.dtype | None,

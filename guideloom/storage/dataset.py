@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import operator
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import numpy as np
 
-from guideloom.storage.document import DocumentReader, DocumentStorage
+from guideloom.storage.document import AsyncDocumentReader, DocumentReader, DocumentStorage
 
 __all__ = [
+    "AsyncDocumentDatasetReader",
+    "AsyncStreamDatasetReader",
     "DocumentDataset",
     "DocumentDatasetReader",
     "StreamDataset",
@@ -78,6 +81,57 @@ class _SequenceReader:
         self.close()  # type: ignore[attr-defined]
 
 
+class _AsyncSequenceReader:
+    """``len``, ``await r[i]``, ``await r[a:b]``, ``await r[indices]``, ``get_many``, ``async for``.
+
+    Indexing checks the key when the result is awaited (as GuideLoom 1.1 does); several samples
+    are read concurrently.
+    """
+
+    _check = _SequenceReader._check
+
+    def __len__(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def _get(self, index: int) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    async def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return list(await asyncio.gather(*map(self._get, range(*key.indices(len(self))))))
+        if isinstance(key, np.ndarray | list | tuple):
+            return await self.get_many(key)
+        return await self._get(self._check(key, len(self)))
+
+    async def get_many(self, indices: Any) -> list[Any]:
+        """Return the samples at ``indices``, in order, read concurrently.
+
+        Raises:
+            IndexError: An index is out of range (nothing is read).
+        """
+        length = len(self)
+        checked = [self._check(i, length) for i in _as_indices(indices)]
+        return list(await asyncio.gather(*map(self._get, checked)))
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        for i in range(len(self)):
+            yield await self._get(i)
+
+    def close(self) -> None:
+        """Close the underlying storage reader."""
+        self.storage_reader.close()  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        """Close the underlying storage reader."""
+        self.close()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
 class StreamDatasetReader(_SequenceReader):
     """Fixed windows of a stream: ``reader[i]`` is elements ``[i*L, (i+1)*L)``. Thread-safe."""
 
@@ -131,6 +185,32 @@ class StreamDataset:
         """Open the storage and return a window reader (a context manager)."""
         return StreamDatasetReader(self.storage.sync_reader(), self.sequence_length)
 
+    def async_reader(self) -> AsyncStreamDatasetReader:
+        """Open the storage and return an asyncio window reader (an async context manager)."""
+        return AsyncStreamDatasetReader(self.storage.async_reader(), self.sequence_length)
+
+
+class AsyncStreamDatasetReader(_AsyncSequenceReader):
+    """Fixed windows of a stream for asyncio code: ``await reader[i]``.
+
+    Args:
+        reader: An async storage reader (``StreamStorage.async_reader()`` or
+            ``StreamWithMetaStorage.async_reader()``).
+        sequence_length: Elements per window.
+    """
+
+    def __init__(self, reader: Any, sequence_length: int) -> None:
+        self.storage_reader = reader
+        self.sequence_length = sequence_length
+        self._len = reader.num_elements // sequence_length
+
+    def __len__(self) -> int:
+        return self._len
+
+    async def _get(self, index: int) -> Any:
+        length = self.sequence_length
+        return await self.storage_reader.read(index * length, length)
+
 
 class DocumentDatasetReader(_SequenceReader):
     """Whole documents: ``reader[i]`` is document ``i``. Thread-safe."""
@@ -166,3 +246,21 @@ class DocumentDataset:
     def sync_reader(self) -> DocumentDatasetReader:
         """Open the storage and return a document reader (a context manager)."""
         return DocumentDatasetReader(self.storage.sync_reader())
+
+    def async_reader(self) -> AsyncDocumentDatasetReader:
+        """Open the storage and return an asyncio document reader (an async context manager)."""
+        return AsyncDocumentDatasetReader(self.storage.async_reader())
+
+
+class AsyncDocumentDatasetReader(_AsyncSequenceReader):
+    """Whole documents for asyncio code: ``await reader[i]``, ``await reader[a:b]``."""
+
+    def __init__(self, reader: AsyncDocumentReader) -> None:
+        self.storage_reader = reader
+        self._len = len(reader)
+
+    def __len__(self) -> int:
+        return self._len
+
+    async def _get(self, index: int) -> Any:
+        return await self.storage_reader.read(index)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import os
 from array import array
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Generic
 
 import numpy as np
 
@@ -19,9 +20,9 @@ from guideloom.storage._shards import (
     close_shards,
     open_shards,
 )
-from guideloom.types import DocumentStorageFormat, ReadInterface
+from guideloom.storage.types import DocumentStorageFormat, InDataT, OutDataT, ReadInterface
 
-__all__ = ["DocumentReader", "DocumentStorage", "DocumentWriter"]
+__all__ = ["AsyncDocumentReader", "DocumentReader", "DocumentStorage", "DocumentWriter"]
 
 KIND = "document"
 _SECTIONS = ("data", "record_offsets")
@@ -61,13 +62,13 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
         state.file.commit({"kind": KIND, "elements": state.records, "records": state.records})
 
 
-class DocumentReader:
+class DocumentReader(Generic[OutDataT]):
     """Reads documents by global index (shard 0's documents first). Thread-safe.
 
     ``len(reader)`` is the number of documents.
     """
 
-    def __init__(self, storage: DocumentStorage) -> None:
+    def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
         self._format = storage.format
         self._shards = open_shards(storage.directory, KIND, storage.read_interface, None, _SECTIONS)
         try:
@@ -97,6 +98,22 @@ class DocumentReader:
         """Number of shards."""
         return len(self._shards)
 
+    @property
+    def total_length(self) -> int:
+        """Number of documents (GuideLoom 1.1's name for ``len(reader)``)."""
+        return self._total
+
+    def length(self, shard: int) -> int:
+        """Return the number of documents in ``shard``.
+
+        Raises:
+            IndexError: ``shard`` is not in ``range(num_shards)``.
+        """
+        number = operator.index(shard)
+        if not 0 <= number < len(self._shards):
+            raise IndexError(f"shard {shard} is outside range({len(self._shards)})")
+        return self._starts[number + 1] - self._starts[number]
+
     def locate(self, index: Any) -> tuple[int, int]:
         """Return ``(shard, index within shard)`` of document ``index`` (negative counts back)."""
         if type(index) is not int:
@@ -108,14 +125,27 @@ class DocumentReader:
         shard = bisect_right(self._starts, index) - 1
         return shard, index - self._starts[shard]
 
-    def read_encoded(self, index: Any) -> tuple[bytes, int]:
-        """Return ``(encoded bytes, shard)`` of document ``index``."""
+    def span(self, index: Any) -> tuple[int, int, int]:
+        """Return ``(shard, byte offset in the shard file, nbytes)`` of document ``index``."""
         shard, local = self.locate(index)
         offsets = self._offsets[shard]
         begin, end = int(offsets[local]), int(offsets[local + 1])
-        return self._files[shard].read(self._data_offsets[shard] + begin, end - begin), shard
+        return shard, self._data_offsets[shard] + begin, end - begin
 
-    def read(self, index: int) -> Any:
+    def read_encoded(self, index: Any) -> tuple[bytes, int]:
+        """Return ``(encoded bytes, shard)`` of document ``index``."""
+        shard, offset, nbytes = self.span(index)
+        return self._files[shard].read(offset, nbytes), shard
+
+    async def aread_encoded(self, index: Any) -> tuple[bytes, int]:
+        """Asynchronous :meth:`read_encoded` (through the file's ``areadinto``)."""
+        shard, offset, nbytes = self.span(index)
+        buffer = bytearray(nbytes)
+        if nbytes:
+            await self._files[shard].areadinto(offset, buffer)
+        return bytes(buffer), shard
+
+    def read(self, index: int) -> OutDataT:
         """Return document ``index`` decoded by the format.
 
         Raises:
@@ -128,35 +158,107 @@ class DocumentReader:
         """Close the shard files."""
         close_shards(self._shards)
 
-    def __enter__(self) -> DocumentReader:
+    def __enter__(self) -> DocumentReader[OutDataT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class DocumentStorage(BaseStorage):
+class AsyncDocumentReader(Generic[OutDataT]):
+    """asyncio reader of a :class:`DocumentStorage` (GuideLoom 1.1's async document reader).
+
+    ``await reader.read(i)`` and ``await reader.read_many(indices)``; use it as an async context
+    manager. Shards are opened and validated when the reader is created. Reads go through the
+    read interface's ``areadinto`` (a worker thread for local backends, a non-blocking request
+    for the HTTP backend), so many reads can be awaited at once.
+    """
+
+    def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
+        self._reader: DocumentReader[OutDataT] = DocumentReader(storage)
+        self._format = storage.format
+
+    def __len__(self) -> int:
+        return len(self._reader)
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return self._reader.num_shards
+
+    @property
+    def total_length(self) -> int:
+        """Number of documents."""
+        return self._reader.total_length
+
+    def length(self, shard: int) -> int:
+        """Return the number of documents in ``shard``."""
+        return self._reader.length(shard)
+
+    async def read(self, index: int) -> OutDataT:
+        """Return document ``index`` decoded by the format (negative counts back).
+
+        Raises:
+            IndexError: No such document.
+        """
+        encoded, shard = await self._reader.aread_encoded(index)
+        return self._format.unpack(encoded, shard)
+
+    async def read_many(self, indices: Any) -> list[OutDataT]:
+        """Return the documents at ``indices`` (ints or an integer array), in request order.
+
+        Every index is checked before anything is read; the reads run concurrently.
+
+        Raises:
+            IndexError: An index is out of range (nothing is read).
+        """
+        wanted = [operator.index(i) for i in np.asarray(indices).reshape(-1).tolist()]
+        for index in wanted:
+            self._reader.locate(index)
+        return list(await asyncio.gather(*(self.read(i) for i in wanted)))
+
+    def close(self) -> None:
+        """Close the shard files."""
+        self._reader.close()
+
+    async def aclose(self) -> None:
+        """Close the shard files."""
+        self.close()
+
+    async def __aenter__(self) -> AsyncDocumentReader[OutDataT]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class DocumentStorage(BaseStorage, Generic[InDataT, OutDataT]):
     """Records kept whole, each encoded to bytes by the format.
 
     Args:
         directory: The storage directory (created by the first writer).
-        storage_format: A :class:`guideloom.types.DocumentStorageFormat`, for example
+        storage_format: A :class:`guideloom.storage.types.DocumentStorageFormat`, for example
             :class:`guideloom.storage.DocumentPickleFormat` (trusted data only).
-        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
     """
 
     def __init__(
         self,
         directory: str | os.PathLike[str],
-        storage_format: DocumentStorageFormat,
+        storage_format: DocumentStorageFormat[InDataT, OutDataT],
         read_interface: ReadInterface | type[ReadInterface] | None = None,
     ) -> None:
         super().__init__(directory, storage_format, read_interface)
+        self.format: DocumentStorageFormat[InDataT, OutDataT] = storage_format
 
     def sync_writer(self) -> DocumentWriter:
         """Return a writer; use it as a context manager (commits on exit)."""
         return DocumentWriter(self)
 
-    def sync_reader(self) -> DocumentReader:
+    def sync_reader(self) -> DocumentReader[OutDataT]:
         """Open and validate every shard and return a reader."""
         return DocumentReader(self)
+
+    def async_reader(self) -> AsyncDocumentReader[OutDataT]:
+        """Like :meth:`sync_reader`, for asyncio code (``async with``, ``await reader.read(i)``)."""
+        return AsyncDocumentReader(self)

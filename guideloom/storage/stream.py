@@ -7,7 +7,7 @@ import operator
 import os
 from array import array
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Generic
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from guideloom.storage._shards import (
     dtype_to_json,
     open_shards,
 )
-from guideloom.types import ReadInterface, StreamStorageFormat
+from guideloom.storage.types import InDataT, OutDataT, ReadInterface, StreamStorageFormat
 
 __all__ = ["AsyncStreamReader", "StreamReader", "StreamStorage", "StreamWriter"]
 
@@ -201,13 +201,13 @@ def _open_stream_index(storage: BaseStorage, kind: str, sections: tuple[str, ...
         raise
 
 
-class StreamReader:
+class StreamReader(Generic[OutDataT]):
     """Reads any global element range of a :class:`StreamStorage`. Thread-safe.
 
     ``len(reader)`` is the total number of elements.
     """
 
-    def __init__(self, storage: StreamStorage) -> None:
+    def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
         self._format = storage.format
         self._index = _open_stream_index(storage, KIND, ("data", "record_offsets"))
 
@@ -226,10 +226,15 @@ class StreamReader:
         """Element count of each shard."""
         return list(self._index.lengths)
 
+    @property
+    def total_length(self) -> int:
+        """Total number of elements (GuideLoom 1.1's name)."""
+        return self._index.total
+
     def __len__(self) -> int:
         return self._index.total
 
-    def read(self, start: int, length: int) -> Any:
+    def read(self, start: int, length: int) -> OutDataT:
         """Return the sample decoded from elements ``[start, start + length)``.
 
         Raises:
@@ -243,17 +248,17 @@ class StreamReader:
         """Close the shard files."""
         close_shards(self._index.shards)
 
-    def __enter__(self) -> StreamReader:
+    def __enter__(self) -> StreamReader[OutDataT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class AsyncStreamReader:
+class AsyncStreamReader(Generic[OutDataT]):
     """asyncio reader of a :class:`StreamStorage`: ``await reader.read(start, length)``."""
 
-    def __init__(self, storage: StreamStorage) -> None:
+    def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
         self._format = storage.format
         self._index = _open_stream_index(storage, KIND, ("data", "record_offsets"))
 
@@ -262,10 +267,20 @@ class AsyncStreamReader:
         """Total number of elements of the stream."""
         return self._index.total
 
+    @property
+    def total_length(self) -> int:
+        """Total number of elements (GuideLoom 1.1's name)."""
+        return self._index.total
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return len(self._index.shards)
+
     def __len__(self) -> int:
         return self._index.total
 
-    async def read(self, start: int, length: int) -> Any:
+    async def read(self, start: int, length: int) -> OutDataT:
         """Return the sample decoded from elements ``[start, start + length)``."""
         start, length = self._index.check_range(start, length)
         return self._format.unpack(*(await self._index.aread(start, length)))
@@ -278,40 +293,41 @@ class AsyncStreamReader:
         """Close the shard files."""
         close_shards(self._index.shards)
 
-    async def __aenter__(self) -> AsyncStreamReader:
+    async def __aenter__(self) -> AsyncStreamReader[OutDataT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
 
-class StreamStorage(BaseStorage):
+class StreamStorage(BaseStorage, Generic[InDataT, OutDataT]):
     """Records of fixed-size elements, concatenated into one logical stream over shards.
 
     Args:
         directory: The storage directory (created by the first writer).
-        storage_format: A :class:`guideloom.types.StreamStorageFormat`, for example
+        storage_format: A :class:`guideloom.storage.types.StreamStorageFormat`, for example
             :class:`guideloom.storage.StreamNumpyFormat`.
-        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
     """
 
     def __init__(
         self,
         directory: str | os.PathLike[str],
-        storage_format: StreamStorageFormat,
+        storage_format: StreamStorageFormat[InDataT, OutDataT],
         read_interface: ReadInterface | type[ReadInterface] | None = None,
     ) -> None:
         super().__init__(directory, storage_format, read_interface)
+        self.format: StreamStorageFormat[InDataT, OutDataT] = storage_format
         np.dtype(storage_format.stream_dtype)  # fail early on a format without a dtype
 
     def sync_writer(self) -> StreamWriter:
         """Return a writer; use it as a context manager (commits on exit)."""
         return StreamWriter(self)
 
-    def sync_reader(self) -> StreamReader:
+    def sync_reader(self) -> StreamReader[OutDataT]:
         """Open and validate every shard and return a reader."""
         return StreamReader(self)
 
-    def async_reader(self) -> AsyncStreamReader:
+    def async_reader(self) -> AsyncStreamReader[OutDataT]:
         """Like :meth:`sync_reader`, for asyncio code."""
         return AsyncStreamReader(self)

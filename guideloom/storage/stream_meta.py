@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from array import array
-from typing import Any
+from typing import Any, Generic, NamedTuple
 
 import numpy as np
 
@@ -19,9 +20,14 @@ from guideloom.storage._shards import (
     dtype_to_json,
 )
 from guideloom.storage.stream import _open_stream_index, check_stream
-from guideloom.types import ReadInterface, StreamWithMetaStorageFormat
+from guideloom.storage.types import InDataT, OutDataT, ReadInterface, StreamWithMetaStorageFormat
 
-__all__ = ["StreamWithMetaReader", "StreamWithMetaStorage", "StreamWithMetaWriter"]
+__all__ = [
+    "AsyncStreamWithMetaReader",
+    "StreamWithMetaReader",
+    "StreamWithMetaStorage",
+    "StreamWithMetaWriter",
+]
 
 KIND = "stream_meta"
 _SECTIONS = ("data", "record_offsets", "run_starts", "payload_offsets", "payloads")
@@ -164,10 +170,19 @@ class StreamWithMetaWriter(BaseWriter[MetaShardState]):
         super().abort()
 
 
-class StreamWithMetaReader:
+class _PayloadSpan(NamedTuple):
+    """The payload bytes one shard segment of a window needs: one read, cut at ``cuts``."""
+
+    shard: int
+    offset: int
+    nbytes: int
+    cuts: list[int]
+
+
+class StreamWithMetaReader(Generic[OutDataT]):
     """Reads any global element range of a :class:`StreamWithMetaStorage`. Thread-safe."""
 
-    def __init__(self, storage: StreamWithMetaStorage) -> None:
+    def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
         self._format = storage.format
         self._index = _open_stream_index(storage, KIND, _SECTIONS)
         try:
@@ -199,10 +214,63 @@ class StreamWithMetaReader:
         """Total number of elements of the stream."""
         return self._index.total
 
+    @property
+    def total_length(self) -> int:
+        """Total number of elements (GuideLoom 1.1's name)."""
+        return self._index.total
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return len(self._index.shards)
+
     def __len__(self) -> int:
         return self._index.total
 
-    def read(self, start: int, length: int) -> Any:
+    def _plan(self, start: int, length: int) -> tuple[np.ndarray, list[_PayloadSpan]]:
+        """Return the payload index of each element of a checked range and the spans to read."""
+        index = self._index
+        document_index = np.empty(length, dtype=np.int64)
+        spans: list[_PayloadSpan] = []
+        payloads = done = 0
+        for shard, local, count in index.segments(start, length):
+            runs = self._run_starts[shard]
+            end = local + count
+            first = int(np.searchsorted(runs, local, "right")) - 1
+            stop = int(np.searchsorted(runs, end, "left"))
+            bounds = np.concatenate(([local], runs[first + 1 : stop], [end]))
+            document_index[done : done + count] = np.repeat(
+                np.arange(payloads, payloads + stop - first), np.diff(bounds)
+            )
+            offsets = self._payload_offsets[shard]
+            low = int(offsets[first])
+            spans.append(
+                _PayloadSpan(
+                    shard,
+                    self._payload_base[shard] + low,
+                    int(offsets[stop]) - low,
+                    (offsets[first : stop + 1] - low).tolist(),
+                )
+            )
+            payloads += stop - first
+            done += count
+        return document_index, spans
+
+    def _decode(
+        self, stream: np.ndarray, document_index: np.ndarray, spans: list[_PayloadSpan],
+        blobs: list[bytes],
+    ) -> OutDataT:
+        document_data: list[bytes] = []
+        document_shard: list[int] = []
+        for span, blob in zip(spans, blobs, strict=True):
+            cuts = span.cuts
+            document_data.extend(blob[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+            document_shard.extend([span.shard] * (len(cuts) - 1))
+        return self._format.unpack(
+            stream, np.asarray(document_shard, dtype=np.int64), document_index, document_data
+        )
+
+    def read(self, start: int, length: int) -> OutDataT:
         """Return the sample decoded from elements ``[start, start + length)``.
 
         Raises:
@@ -211,44 +279,87 @@ class StreamWithMetaReader:
         index = self._index
         start, length = index.check_range(start, length)
         stream, _, _ = index.read(start, length)
-        document_index = np.empty(length, dtype=np.int64)
-        document_data: list[bytes] = []
-        document_shard: list[int] = []
-        done = 0
-        for shard, local, count in index.segments(start, length):
-            runs = self._run_starts[shard]
-            end = local + count
-            first = int(np.searchsorted(runs, local, "right")) - 1
-            stop = int(np.searchsorted(runs, end, "left"))
-            bounds = np.concatenate(([local], runs[first + 1 : stop], [end]))
-            document_index[done : done + count] = np.repeat(
-                np.arange(len(document_data), len(document_data) + stop - first), np.diff(bounds)
-            )
-            offsets = self._payload_offsets[shard]
-            low = int(offsets[first])
-            blob = self._index.files[shard].read(
-                self._payload_base[shard] + low, int(offsets[stop]) - low
-            )
-            cuts = (offsets[first : stop + 1] - low).tolist()
-            document_data.extend(blob[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
-            document_shard.extend([shard] * (stop - first))
-            done += count
-        return self._format.unpack(
-            stream, np.asarray(document_shard, dtype=np.int64), document_index, document_data
-        )
+        document_index, spans = self._plan(start, length)
+        blobs = [index.files[s.shard].read(s.offset, s.nbytes) for s in spans]
+        return self._decode(stream, document_index, spans, blobs)
+
+    async def aread(self, start: int, length: int) -> OutDataT:
+        """Asynchronous :meth:`read`: stream segments and payloads are read concurrently."""
+        index = self._index
+        start, length = index.check_range(start, length)
+        document_index, spans = self._plan(start, length)
+        buffers = [bytearray(s.nbytes) for s in spans]
+        jobs = [
+            index.files[s.shard].areadinto(s.offset, buffer)
+            for s, buffer in zip(spans, buffers, strict=True)
+            if s.nbytes
+        ]
+        (stream, _, _), *_ = await asyncio.gather(index.aread(start, length), *jobs)
+        return self._decode(stream, document_index, spans, [bytes(b) for b in buffers])
 
     def close(self) -> None:
         """Close the shard files."""
         close_shards(self._index.shards)
 
-    def __enter__(self) -> StreamWithMetaReader:
+    def __enter__(self) -> StreamWithMetaReader[OutDataT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class StreamWithMetaStorage(BaseStorage):
+class AsyncStreamWithMetaReader(Generic[OutDataT]):
+    """asyncio reader of a :class:`StreamWithMetaStorage`: ``await reader.read(start, length)``.
+
+    Shards are opened and validated when the reader is created; a read awaits the window's stream
+    segments and payload ranges concurrently. Use it as an async context manager.
+    """
+
+    def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
+        self._reader: StreamWithMetaReader[OutDataT] = StreamWithMetaReader(storage)
+
+    @property
+    def num_elements(self) -> int:
+        """Total number of elements of the stream."""
+        return self._reader.num_elements
+
+    @property
+    def total_length(self) -> int:
+        """Total number of elements (GuideLoom 1.1's name)."""
+        return self._reader.num_elements
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return self._reader.num_shards
+
+    def __len__(self) -> int:
+        return self._reader.num_elements
+
+    async def read(self, start: int, length: int) -> OutDataT:
+        """Return the sample decoded from elements ``[start, start + length)``.
+
+        Raises:
+            IndexError: The range is not inside the stream.
+        """
+        return await self._reader.aread(start, length)
+
+    def close(self) -> None:
+        """Close the shard files."""
+        self._reader.close()
+
+    async def aclose(self) -> None:
+        """Close the shard files."""
+        self.close()
+
+    async def __aenter__(self) -> AsyncStreamWithMetaReader[OutDataT]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT]):
     """A stream of fixed-size elements whose runs carry variable-size payloads.
 
     Use it for annotations on token spans (for example concept lists): each element points at the
@@ -256,23 +367,28 @@ class StreamWithMetaStorage(BaseStorage):
 
     Args:
         directory: The storage directory (created by the first writer).
-        storage_format: A :class:`guideloom.types.StreamWithMetaStorageFormat`.
-        read_interface: How shard files are read (:class:`guideloom.io.SeekIO` by default).
+        storage_format: A :class:`guideloom.storage.types.StreamWithMetaStorageFormat`.
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
     """
 
     def __init__(
         self,
         directory: str | os.PathLike[str],
-        storage_format: StreamWithMetaStorageFormat,
+        storage_format: StreamWithMetaStorageFormat[InDataT, OutDataT],
         read_interface: ReadInterface | type[ReadInterface] | None = None,
     ) -> None:
         super().__init__(directory, storage_format, read_interface)
+        self.format: StreamWithMetaStorageFormat[InDataT, OutDataT] = storage_format
         np.dtype(storage_format.stream_dtype)
 
     def sync_writer(self) -> StreamWithMetaWriter:
         """Return a writer; use it as a context manager (commits on exit)."""
         return StreamWithMetaWriter(self)
 
-    def sync_reader(self) -> StreamWithMetaReader:
+    def sync_reader(self) -> StreamWithMetaReader[OutDataT]:
         """Open and validate every shard and return a reader."""
         return StreamWithMetaReader(self)
+
+    def async_reader(self) -> AsyncStreamWithMetaReader[OutDataT]:
+        """Like :meth:`sync_reader`, for asyncio code (``await reader.read(start, length)``)."""
+        return AsyncStreamWithMetaReader(self)

@@ -1,9 +1,9 @@
 """Protocols for GuideLoom storage formats and the abstract file-reader interfaces.
 
 A *format* turns user records into what a storage writes and turns what a read returns back into
-samples. A *read interface* opens shard files for positional reads; :mod:`guideloom.io` has three
-(seek, mmap, pread) and a user can add another (for example HTTP range reads) by subclassing
-:class:`ReadInterface` and :class:`FileReader`.
+samples. A *read interface* opens shard files for positional reads; :mod:`guideloom.storage.io`
+has three (seek, mmap, pread) and a user can add another (for example HTTP range reads) by
+subclassing :class:`ReadInterface` and :class:`FileReader`.
 """
 
 from __future__ import annotations
@@ -12,22 +12,38 @@ import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Hashable
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+try:  # PEP 696 defaults: ``DocumentStorageFormat[MyDoc]`` means in = out = MyDoc
+    from typing_extensions import TypeVar
+except ImportError:  # pragma: no cover - typing_extensions ships with zarr and numcodecs
+    from typing import TypeVar  # type: ignore[assignment]
+
 __all__ = [
     "DocumentStorageFormat",
+    "InDataT",
+    "OutDataT",
     "FileReader",
     "ReadInterface",
     "StreamStorageFormat",
     "StreamWithMetaStorageFormat",
 ]
 
+#: What a writer's ``append`` takes (the record type).
+InDataT = TypeVar("InDataT", default=Any)
+#: What a reader returns (the sample type); defaults to ``InDataT``.
+OutDataT = TypeVar("OutDataT", default=InDataT)
+
 
 @runtime_checkable
-class StreamStorageFormat(Protocol):
+class StreamStorageFormat(Protocol[InDataT, OutDataT]):
     """Encodes records as 1-D arrays of ``stream_dtype`` and decodes read windows.
+
+    Generic in the record type and the sample type, as in GuideLoom 1.1:
+    ``class TokenFormat(StreamStorageFormat[dict, dict])``; one argument sets both.
 
     Attributes:
         stream_dtype: The dtype of one stream element (use explicit byte order).
@@ -35,11 +51,13 @@ class StreamStorageFormat(Protocol):
 
     stream_dtype: np.dtype
 
-    def pack(self, data: Any) -> np.ndarray:
+    def pack(self, data: InDataT) -> np.ndarray:
         """Return ``data`` as a 1-D array of ``stream_dtype``."""
         ...
 
-    def unpack(self, stream: np.ndarray, shard_lengths: np.ndarray, shards: np.ndarray) -> Any:
+    def unpack(
+        self, stream: np.ndarray, shard_lengths: np.ndarray, shards: np.ndarray
+    ) -> OutDataT:
         """Return the sample for a read window.
 
         Args:
@@ -51,21 +69,29 @@ class StreamStorageFormat(Protocol):
 
 
 @runtime_checkable
-class DocumentStorageFormat(Protocol):
-    """Encodes each record whole as bytes."""
+class DocumentStorageFormat(Protocol[InDataT, OutDataT]):
+    """Encodes each record whole as bytes.
 
-    def pack(self, data: Any) -> bytes:
+    Generic in the document type: ``class MyDocs(DocumentStorageFormat[MyDoc])`` (GuideLoom 1.1
+    spells both types, ``DocumentStorageFormat[MyDoc, MyDoc]``; that works too). A type checker
+    then sees ``reader.read(i)`` of a ``DocumentStorage(directory, MyDocs())`` as ``MyDoc``.
+    """
+
+    def pack(self, data: InDataT) -> bytes:
         """Return the encoded record."""
         ...
 
-    def unpack(self, encoded: bytes, shard: int) -> Any:
+    def unpack(self, encoded: bytes, shard: int) -> OutDataT:
         """Return the record decoded from ``encoded``, stored in shard ``shard``."""
         ...
 
 
 @runtime_checkable
-class StreamWithMetaStorageFormat(Protocol):
+class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT]):
     """A stream whose elements point at variable-size payloads (for example concept lists).
+
+    Generic in the record type and the sample type: ``StreamWithMetaStorageFormat[MyMeta]`` (one
+    type for both) or ``StreamWithMetaStorageFormat[MyRecord, MyWindow]``.
 
     Attributes:
         stream_dtype: The dtype of one stream element (use explicit byte order).
@@ -73,11 +99,11 @@ class StreamWithMetaStorageFormat(Protocol):
 
     stream_dtype: np.dtype
 
-    def size(self, data: Any) -> int:
+    def size(self, data: InDataT) -> int:
         """Return the number of stream elements ``data`` packs to."""
         ...
 
-    def pack(self, data: Any) -> Generator[tuple[Hashable, bytes | None], None, np.ndarray]:
+    def pack(self, data: InDataT) -> Generator[tuple[Hashable, bytes | None], None, np.ndarray]:
         """Yield one ``(key, payload | None)`` per element, then return the 1-D stream array.
 
         Consecutive equal keys share one stored payload, so only the first element of a run needs
@@ -92,7 +118,7 @@ class StreamWithMetaStorageFormat(Protocol):
         document_shard: np.ndarray,
         document_index: np.ndarray,
         document_data: list[bytes],
-    ) -> Any:
+    ) -> OutDataT:
         """Return the sample for a read window.
 
         Args:
@@ -153,3 +179,18 @@ class ReadInterface(ABC):
     @abstractmethod
     def open(self, path: str | os.PathLike[str]) -> FileReader:
         """Open ``path`` for reading."""
+
+    def list_names(self, directory: Any) -> list[str]:
+        """Return the names of the files in ``directory`` (local directories by default).
+
+        Raises:
+            FileNotFoundError: ``directory`` does not exist.
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise FileNotFoundError(f"storage directory {directory} does not exist")
+        return [entry.name for entry in os.scandir(directory)]
+
+    def join(self, directory: Any, name: str) -> Any:
+        """Return the location of file ``name`` in ``directory`` (what :meth:`open` takes)."""
+        return Path(directory) / name

@@ -5,7 +5,7 @@
 * :class:`PosixPreadIO`: ``os.preadv``; no shared file position, so threads never wait on a lock.
 
 Each has ``is_supported()``. Add a backend (for example HTTP range reads) by subclassing
-:class:`guideloom.types.ReadInterface` and :class:`guideloom.types.FileReader`.
+:class:`guideloom.storage.types.ReadInterface` and :class:`guideloom.storage.types.FileReader`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any
 
-from guideloom.types import FileReader, ReadInterface
+from guideloom.storage.types import FileReader, ReadInterface
 
 __all__ = ["MmapIO", "PosixPreadIO", "SeekIO", "resolve_read_interface"]
 
@@ -214,7 +214,8 @@ def resolve_read_interface(
         read_interface = read_interface()
     if not isinstance(read_interface, ReadInterface):
         raise TypeError(
-            f"read_interface must be a guideloom.types.ReadInterface, got {read_interface!r}"
+            "read_interface must be a guideloom.storage.types.ReadInterface, "
+            f"got {read_interface!r}"
         )
     if not read_interface.is_supported():
         raise OSError(f"{type(read_interface).__name__} is not supported on this platform")
