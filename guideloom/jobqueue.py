@@ -105,7 +105,7 @@ def check_commands(kind: str) -> BatchCommands:
     missing = [tool for tool in tools if not shutil.which(tool)]
     if missing:
         raise JobqueueUnavailableError(
-            f"{' and '.join(missing)} not found on PATH: run on a {kind.upper()} login node "
+            f"{', '.join(missing)} not found on PATH: run on a {kind.upper()} login node "
             f"(or use a local cluster, client='local:N')"
         )
     return commands
@@ -184,6 +184,60 @@ def find_jobqueue_config(
         f"no jobqueue settings for {kind}: pass config_file=, set ${CONFIG_ENV}, or set "
         f"jobqueue.{kind}.cores and memory in ~/.config/dask/jobqueue.yaml"
     )
+
+
+def cluster_class(kind: str) -> Any:
+    """dask-jobqueue's ``SLURMCluster`` or ``PBSCluster``."""
+    if kind not in KINDS:
+        raise ValueError(f"cluster kind must be one of {KINDS}, not {kind!r}")
+    jobqueue = _import_jobqueue()
+    return jobqueue.SLURMCluster if kind == "slurm" else jobqueue.PBSCluster
+
+
+def _dask_config(kind: str, key: str) -> Any:
+    import dask.config
+
+    _import_jobqueue()
+    return dask.config.get(f"jobqueue.{kind}.{key}", None)
+
+
+def cluster_kwargs(
+    kind: str,
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    job_options: Mapping[str, Any] | None = None,
+    dashboard_address: str | None = None,
+    scheduler_host: str | None = None,
+    pythonpath: Sequence[str | os.PathLike[str]] = (),
+) -> tuple[dict[str, Any], str]:
+    """Keyword arguments for :func:`cluster_class` as :func:`jobqueue_client` builds them.
+
+    The site settings (:func:`find_jobqueue_config`), then ``job_options``; the worker runs
+    ``sys.executable`` unless the settings name a ``python``, and the job script ends with
+    :func:`worker_environment_lines`. Building a cluster from these submits nothing until it
+    is scaled, so ``cluster_class(kind)(**kwargs).job_script()`` shows the job script.
+
+    Returns:
+        ``(keyword arguments, where the settings came from)``.
+    """
+    kwargs, source = find_jobqueue_config(kind, config_file)
+    kwargs.update(job_options or {})
+    if kwargs.get("python") is None:
+        kwargs["python"] = _dask_config(kind, "python") or sys.executable
+    prologue = kwargs.get("job_script_prologue")
+    if prologue is None:
+        prologue = _dask_config(kind, "job-script-prologue") or []
+    kwargs["job_script_prologue"] = [*prologue, *worker_environment_lines(pythonpath)]
+    options = dict(
+        kwargs.get("scheduler_options") or _dask_config(kind, "scheduler-options") or {}
+    )
+    options["dashboard_address"] = (
+        dashboard_address or options.get("dashboard_address") or "127.0.0.1:0"
+    )
+    if scheduler_host:
+        options["host"] = scheduler_host
+    kwargs["scheduler_options"] = options
+    return kwargs, source
 
 
 def worker_environment_lines(pythonpath: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
@@ -469,41 +523,22 @@ def jobqueue_client(
     if jobs < 1 or isinstance(jobs, bool):
         raise ValueError(f"jobs must be >= 1, not {jobs!r}")
     check_commands(kind)
-    kwargs, source = find_jobqueue_config(kind, config_file)
-    kwargs.update(job_options or {})
+    kwargs, source = cluster_kwargs(
+        kind, config_file=config_file, job_options=job_options,
+        dashboard_address=dashboard_address, scheduler_host=scheduler_host,
+        pythonpath=pythonpath,
+    )
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     if quiet:
         say = _silent
 
-    import dask.config
     from distributed import Client
 
-    jobqueue = _import_jobqueue()
-    cluster_cls = jobqueue.SLURMCluster if kind == "slurm" else jobqueue.PBSCluster
+    cluster_cls = cluster_class(kind)
     submitted: list[str] = []
     failures: list[str] = []
     kwargs["job_cls"] = _job_class(cluster_cls.job_cls, submitted, failures)
-    kwargs.setdefault("python", None)
-    if kwargs["python"] is None:
-        kwargs["python"] = dask.config.get(f"jobqueue.{kind}.python", None) or sys.executable
-    prologue = kwargs.get("job_script_prologue")
-    if prologue is None:
-        prologue = dask.config.get(f"jobqueue.{kind}.job-script-prologue", None) or []
-    kwargs["job_script_prologue"] = [*prologue, *worker_environment_lines(pythonpath)]
-    options = dict(
-        kwargs.get("scheduler_options")
-        or dask.config.get(f"jobqueue.{kind}.scheduler-options", None)
-        or {}
-    )
-    options["dashboard_address"] = (
-        dashboard_address or options.get("dashboard_address") or "127.0.0.1:0"
-    )
-    if scheduler_host:
-        options["host"] = scheduler_host
-    kwargs["scheduler_options"] = options
-    log_dir = kwargs.get("log_directory") or dask.config.get(
-        f"jobqueue.{kind}.log-directory", None
-    )
+    log_dir = kwargs.get("log_directory") or _dask_config(kind, "log-directory")
     log_hint = f" in {log_dir}" if log_dir else " (the submit directory by default)"
 
     in_main = threading.current_thread() is threading.main_thread()
@@ -513,7 +548,8 @@ def jobqueue_client(
             cluster = cluster_cls(**kwargs)
             client = Client(cluster, set_as_default=False)
             if not quiet:
-                say(_ssh_hint(cluster.dashboard_link, options["dashboard_address"]))
+                dashboard = kwargs["scheduler_options"]["dashboard_address"]
+                say(_ssh_hint(cluster.dashboard_link, dashboard))
             cluster.scale(jobs=jobs)
             if min_workers:
                 _wait_for_workers(
