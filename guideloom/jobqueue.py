@@ -112,12 +112,30 @@ def check_commands(kind: str) -> BatchCommands:
 
 
 def _import_jobqueue() -> Any:
+    """Import dask_jobqueue, keeping this process's SIGINT handler.
+
+    dask-jobqueue 0.9.0 replaces the SIGINT handler with ``sys.exit()`` when imported
+    (dask/dask-jobqueue#696), which turns Ctrl-C into a silent exit with status 0, and fails
+    to import outside the main thread (#667); the handler is put back here.
+    """
+    if "dask_jobqueue" in sys.modules:
+        return sys.modules["dask_jobqueue"]
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if in_main else None
     try:
         import dask_jobqueue
     except ImportError as exc:
         raise JobqueueUnavailableError(
             "dask-jobqueue is not installed: pip install 'guideloom[cluster]'"
         ) from exc
+    except ValueError as exc:  # signal.signal() outside the main thread
+        raise JobqueueUnavailableError(
+            f"dask-jobqueue cannot be imported outside the main thread ({exc}): "
+            "import dask_jobqueue in the main thread first"
+        ) from exc
+    finally:
+        if in_main and previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return dask_jobqueue
 
 
