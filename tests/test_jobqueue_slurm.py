@@ -230,3 +230,19 @@ def test_slurm_script_submits_and_cancels_on_sigterm(slurm, tmp_path):
             proc.wait()
         proc.stdout.close()
     assert slurm.queue() == []
+
+
+def test_jobs_that_end_before_a_worker_connects_fail_fast(slurm):
+    broken = {"job_script_prologue": ["echo 'module load nonsense: not found' >&2", "exit 3"]}
+    start = time.monotonic()
+    with pytest.raises(JobqueueError) as caught:
+        with jobqueue_client("slurm", 2, job_options=broken, wait_timeout=120, quiet=True):
+            pytest.fail("the block must not run without a worker")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "all 2 SLURM jobs ended before 1 worker(s) connected" in message
+    assert f"see the job logs in {slurm.log_dir}" in message
+    assert time.monotonic() - start < 60  # not the 120 s timeout
+    logs = " ".join(p.read_text() for p in slurm.log_dir.glob("*.err"))
+    assert "module load nonsense: not found" in logs
+    assert slurm.queue() == []
