@@ -2,8 +2,10 @@
 """Start a Dask cluster of SLURM or PBS jobs (dask-jobqueue) configured by ``jobqueue.yaml``.
 
 The scheduler runs in this process (on the login node); each job runs one ``dask worker``
-with one thread. Keep this process running while the workflow runs, and pass the printed
-address to ``guideloom run WORKFLOW --scheduler tcp://HOST:PORT`` from another shell.
+with one thread, started with this Python. Keep this process running while the workflow runs,
+and pass the printed address to ``guideloom run WORKFLOW --scheduler tcp://HOST:PORT`` from
+another shell. Ctrl-C or SIGTERM cancels every job it submitted. Without ``sbatch``/``qsub``
+on PATH it prints one line and exits 2.
 
 Usage:
     python3 cluster/slurm.py --jobs 8                 # SLURM (SLURMCluster)
@@ -20,10 +22,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import yaml
+from guideloom import jobqueue
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "jobqueue.yaml"
-SYSTEMS = ("slurm", "pbs")
+SYSTEMS = jobqueue.KINDS
 
 
 def load_jobqueue_config(
@@ -42,16 +44,7 @@ def load_jobqueue_config(
     Returns:
         Keyword arguments for ``SLURMCluster``/``PBSCluster`` (``cores``, ``memory``, ...).
     """
-    if system not in SYSTEMS:
-        raise ValueError(f"system must be one of {SYSTEMS}, not {system!r}")
-    with open(path) as fh:
-        data = yaml.safe_load(fh) or {}
-    section = (data.get("jobqueue") or {}).get(system)
-    if not section:
-        raise ValueError(f"{path}: no 'jobqueue.{system}' section")
-    # the config key "name" is the job name; as a keyword it is called job_name
-    renamed = {"name": "job_name"}
-    return {renamed.get(key, key.replace("-", "_")): value for key, value in section.items()}
+    return jobqueue.load_jobqueue_config(system, path)
 
 
 def make_cluster(
@@ -62,7 +55,7 @@ def make_cluster(
     """Create a ``SLURMCluster`` or ``PBSCluster`` from the config file, with no jobs yet.
 
     Nothing is submitted until the cluster is scaled, so this is also how to inspect
-    ``cluster.job_script()``. The scheduler starts in this process.
+    ``cluster.job_script()``. The scheduler starts in this process; workers run this Python.
 
     Args:
         system: ``"slurm"`` or ``"pbs"``.
@@ -73,56 +66,50 @@ def make_cluster(
     Returns:
         The dask-jobqueue cluster object (close it when done).
     """
-    from dask_jobqueue import PBSCluster, SLURMCluster
-
-    kwargs = load_jobqueue_config(system, config)
-    scheduler_options = {**(kwargs.get("scheduler_options") or {})}
-    scheduler_options.update(overrides.pop("scheduler_options", None) or {})
-    kwargs.update(overrides)
-    kwargs["scheduler_options"] = scheduler_options
-    cls = SLURMCluster if system == "slurm" else PBSCluster
-    return cls(**kwargs)
+    scheduler_options = overrides.pop("scheduler_options", None) or {}
+    kwargs, _ = jobqueue.cluster_kwargs(system, config_file=config, job_options=overrides)
+    kwargs["scheduler_options"].update(scheduler_options)
+    return jobqueue.cluster_class(system)(**kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: build the cluster, scale it, print the address, wait for Ctrl-C."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Command line: submit the jobs, print the address, wait for Ctrl-C or SIGTERM."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--system", choices=SYSTEMS, default="slurm")
     parser.add_argument("--jobs", type=int, default=2, help="jobs = worker processes (2)")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="jobqueue YAML")
     parser.add_argument("--dry-run", action="store_true", help="print the job script and exit")
     parser.add_argument(
-        "--wait", type=int, default=0, help="wait for this many workers before printing (0)"
+        "--wait", type=int, default=1, help="wait for this many workers before printing (1)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=300, help="seconds to wait for them (300)"
     )
     args = parser.parse_args(argv)
 
-    # a dry run submits nothing, so its throwaway scheduler needs to listen on loopback only
-    overrides: dict[str, Any] = (
-        {"scheduler_options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}}
-        if args.dry_run
-        else {}
-    )
-    with make_cluster(args.system, args.config, **overrides) as cluster:
-        if args.dry_run:
+    if args.dry_run:
+        # a dry run submits nothing, so its throwaway scheduler listens on loopback only
+        loopback = {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+        with make_cluster(args.system, args.config, scheduler_options=loopback) as cluster:
             print(cluster.job_script())
-            return 0
-        cluster.scale(jobs=args.jobs)
-        print(f"scheduler: {cluster.scheduler_address}")
-        print(f"dashboard: {cluster.dashboard_link}  (bound to 127.0.0.1: use an SSH tunnel)")
-        print(f"submitted: {args.jobs} {args.system.upper()} jobs, 1 worker x 1 thread each")
-        if args.wait:
-            from distributed import Client
-
-            with Client(cluster) as client:
-                client.wait_for_workers(args.wait)
-            print(f"workers:   {args.wait} connected")
-        print(f"submit:    guideloom run WORKFLOW --scheduler {cluster.scheduler_address}")
-        print("stop:      Ctrl-C here (cancels the jobs)")
-        sys.stdout.flush()
-        try:
-            threading.Event().wait()  # keep the scheduler alive until interrupted
-        except KeyboardInterrupt:
-            print("stopping: cancelling jobs")
+        return 0
+    try:
+        with jobqueue.jobqueue_client(
+            args.system, args.jobs, config_file=args.config, min_workers=args.wait,
+            wait_timeout=args.timeout,
+        ) as client:
+            address = client.cluster.scheduler_address
+            print(f"scheduler: {address}")
+            print(f"submitted: {args.jobs} {args.system.upper()} jobs, 1 worker x 1 thread each")
+            print(f"submit:    guideloom run WORKFLOW --scheduler {address}")
+            print("stop:      Ctrl-C here (cancels the jobs)", flush=True)
+            try:
+                threading.Event().wait()  # keep the scheduler alive until interrupted
+            except KeyboardInterrupt:
+                print("stopping: cancelling jobs", flush=True)
+    except jobqueue.JobqueueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

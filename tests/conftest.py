@@ -47,3 +47,24 @@ def dask_client():
     yield client
     client.close()
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real one-node SLURM started for this session (skips with the reason where it can't)."""
+    from tests.slurm_helpers import slurm_unavailable_reason, start_single_node_slurm
+
+    reason = slurm_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with start_single_node_slurm() as slurm:
+        yield slurm
+
+
+@pytest.fixture
+def slurm(slurm_cluster, monkeypatch):
+    """The session's SLURM, with ``SLURM_CONF`` and the jobqueue config set for this test."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    monkeypatch.setenv("GUIDELOOM_JOBQUEUE_CONFIG", str(slurm_cluster.jobqueue_config))
+    yield slurm_cluster
+    assert slurm_cluster.queue() == [], "a test left SLURM jobs behind"

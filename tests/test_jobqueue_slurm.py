@@ -1,0 +1,248 @@
+"""guideloom.jobqueue against a real one-node SLURM (tests/slurm_helpers.py); skipped elsewhere.
+
+The worker jobs are real ``sbatch`` jobs running ``dask worker`` with this Python; the record
+transforms below are defined in this module and reach the workers by pickle.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import guideloom
+from guideloom.jobqueue import (
+    JobqueueError,
+    JobqueueTerminated,
+    WorkerTimeoutError,
+    jobqueue_client,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def force_summary(rec, *, marks: str | None = None):
+    """A fixed-shape record: the first 64 force rows, their column means, the id.
+
+    With ``marks``, each call also leaves a file naming the SLURM job it ran in (the output
+    does not depend on it).
+    """
+    if marks is not None:
+        job = os.environ.get("SLURM_JOB_ID", "none")
+        (Path(marks) / f"{rec['_sim_id']}-{job}-{os.getpid()}").touch()
+    force = np.asarray(rec["force_data"], dtype=np.float64)
+    return {"head": force[:64], "mean": force.mean(axis=0), "sim": np.int64(rec["_sim_id"])}
+
+
+def hang_once(rec, *, flag_dir: str, victim: int):
+    """On experiment ``victim`` the first attempt writes its SLURM job id and blocks forever.
+
+    The test cancels that job with ``scancel``; Dask re-runs the task on the other worker,
+    whose attempt finds the flag and proceeds.
+    """
+    if rec["_sim_id"] == victim:
+        try:
+            fd = os.open(Path(flag_dir) / "attempt", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return force_summary(rec)
+        os.close(fd)
+        (Path(flag_dir) / "job.tmp").write_text(os.environ.get("SLURM_JOB_ID", ""))
+        os.replace(Path(flag_dir) / "job.tmp", Path(flag_dir) / "job")
+        threading.Event().wait()
+    return force_summary(rec)
+
+
+def _export(data_dir, out_dir, transform, client):
+    return guideloom.export_to_numpy(
+        "force-curve", out_dir, data_dir=data_dir, record_transform=transform, client=client,
+        partition_size=3,
+    )
+
+
+def _assert_same_export(got_dir: Path, want_dir: Path) -> None:
+    names = sorted(p.name for p in want_dir.glob("*.npy"))
+    assert names == sorted(p.name for p in got_dir.glob("*.npy"))
+    assert {"head.npy", "mean.npy", "sim.npy", "sim_ids.npy"} <= set(names)
+    for name in names:
+        got, want = np.load(got_dir / name), np.load(want_dir / name)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert got.tobytes() == want.tobytes(), name
+
+
+@pytest.fixture(scope="module")
+def sync_export(demo_zip, tmp_path_factory):
+    """The reference: the same export run in-process."""
+    out = tmp_path_factory.mktemp("sync") / "force"
+    _export(demo_zip, out, force_summary, "sync")
+    return out
+
+
+def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_export, tmp_path,
+                                                     capfd):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120) as client:
+        jobs = {line.split()[0] for line in slurm.queue()}
+        assert len(jobs) == 2 and all(" RUNNING " in line for line in slurm.queue())
+        in_jobs = client.run(lambda: (os.environ.get("SLURM_JOB_ID"), sys.executable))
+        assert {job for job, _ in in_jobs.values()} == jobs
+        assert {exe for _, exe in in_jobs.values()} == {sys.executable}
+        _export(demo_zip, tmp_path / "force",
+                functools.partial(force_summary, marks=str(marks)), client)
+    assert slurm.queue() == []
+    _assert_same_export(tmp_path / "force", sync_export)
+    ran_in = {p.name.split("-")[1] for p in marks.iterdir()}
+    assert ran_in and ran_in <= jobs  # every record was transformed inside a SLURM job
+    assert len(list(marks.iterdir())) >= 36
+    err = capfd.readouterr().err
+    assert "Dask dashboard: http://127.0.0.1:" in err and "ssh -L 8787:127.0.0.1:" in err
+    assert f"jobs {', '.join(sorted(jobs, key=int))}" in err
+
+
+def test_export_completes_identically_when_a_worker_job_is_cancelled(
+    slurm, demo_zip, sync_export, tmp_path
+):
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    transform = functools.partial(hang_once, flag_dir=str(flags), victim=13)
+    with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120) as client:
+        jobs = {line.split()[0] for line in slurm.queue()}
+        with ThreadPoolExecutor(1) as pool:
+            job = pool.submit(_export, demo_zip, tmp_path / "force", transform, client)
+            deadline = time.monotonic() + 120
+            while not (flags / "job").exists():  # poll a condition: the task reached id 13
+                assert time.monotonic() < deadline and not job.done(), job
+                time.sleep(0.05)
+            victim = (flags / "job").read_text()
+            assert victim in jobs
+            cancelled = slurm.command("scancel", victim)
+            assert cancelled.returncode == 0, cancelled.stderr
+            job.result(timeout=300)
+        left = {line.split()[0] for line in slurm.queue()}
+        assert victim not in left and left <= jobs
+    assert slurm.queue() == []
+    _assert_same_export(tmp_path / "force", sync_export)
+
+
+def test_jobs_cancelled_after_an_exception_inside_the_context(slurm):
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RuntimeError, match="boom"):
+        with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120, quiet=True):
+            assert len(slurm.queue()) == 2
+            assert signal.getsignal(signal.SIGTERM) is not before  # SIGTERM -> clean exit
+            raise RuntimeError("boom")
+    assert slurm.queue() == []
+    assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
+
+
+HOLDER = textwrap.dedent("""
+    import signal
+    import threading
+    from guideloom.jobqueue import jobqueue_client
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal
+    with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120):
+        print("ready", flush=True)
+        threading.Event().wait()
+""")
+
+
+@pytest.mark.parametrize(
+    ("signum", "returncode"),
+    [(signal.SIGTERM, JobqueueTerminated().code), (signal.SIGINT, -signal.SIGINT)],
+)
+def test_signal_to_the_holding_process_cancels_its_jobs(slurm, tmp_path, signum, returncode):
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, stderr=err_file,
+            stdin=subprocess.DEVNULL, text=True, cwd=REPO, env=slurm.env,
+        )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n", err.read_text()
+        assert len(slurm.queue()) == 2
+        proc.send_signal(signum)  # the process this test started
+        assert proc.wait(timeout=120) == returncode, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert slurm.queue() == []
+
+
+def test_pending_jobs_time_out_naming_the_reason(slurm):
+    never_now = {"job_extra_directives": ["--begin=now+3600"]}
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeoutError) as caught:
+        with jobqueue_client("slurm", 1, job_options=never_now, wait_timeout=3, quiet=True):
+            pytest.fail("the block must not run without a worker")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "no SLURM worker connected within 3 s" in message
+    assert "PENDING (BeginTime)" in message
+    assert time.monotonic() - start < 60
+    assert slurm.queue() == []
+
+
+def test_rejected_submission_is_one_line(slurm):
+    with pytest.raises(JobqueueError) as caught:
+        with jobqueue_client("slurm", 1, job_options={"queue": "no-such-partition"},
+                             wait_timeout=60, quiet=True):
+            pytest.fail("the block must not run without a worker")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("sbatch failed:") and "partition" in message.lower()
+    assert slurm.queue() == []
+
+
+def test_slurm_script_submits_and_cancels_on_sigterm(slurm, tmp_path):
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "cluster" / "slurm.py"), "--jobs", "1",
+             "--config", str(slurm.jobqueue_config)],
+            stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL, text=True,
+            cwd=REPO, env=slurm.env,
+        )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(4)]
+        assert lines[0].startswith("scheduler: tcp://127.0.0.1:"), err.read_text()
+        assert lines[2].startswith("submit:    guideloom run WORKFLOW --scheduler tcp://")
+        assert len(slurm.queue()) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == JobqueueTerminated().code, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert slurm.queue() == []
+
+
+def test_jobs_that_end_before_a_worker_connects_fail_fast(slurm):
+    broken = {"job_script_prologue": ["echo 'module load nonsense: not found' >&2", "exit 3"]}
+    start = time.monotonic()
+    with pytest.raises(JobqueueError) as caught:
+        with jobqueue_client("slurm", 2, job_options=broken, wait_timeout=120, quiet=True):
+            pytest.fail("the block must not run without a worker")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "all 2 SLURM jobs ended before 1 worker(s) connected" in message
+    assert f"see the job logs in {slurm.log_dir}" in message
+    assert time.monotonic() - start < 60  # not the 120 s timeout
+    logs = " ".join(p.read_text() for p in slurm.log_dir.glob("*.err"))
+    assert "module load nonsense: not found" in logs
+    assert slurm.queue() == []
