@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from guideloom import jobqueue
+from guideloom.cluster import jobqueue
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "jobqueue.yaml"
 SYSTEMS = jobqueue.KINDS

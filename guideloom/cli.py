@@ -128,19 +128,32 @@ def _command_line() -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     wf = _load_workflow(args)
     spec = wf.to_spec(overwrite=args.overwrite)
-    scheduler = args.scheduler or wf.scheduler
+    scheduler, batch = _client_choice(args, wf)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
         with _warnings_as_lines():
             _print_plan(wf, spec, scheduler)
         return 0
-    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose)
+    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose, batch)
     _print_summary(result, seconds, resumed_exps)
     return 0
 
 
-def _execute(spec, scheduler: str | None, dashboard: str,
-             verbose: bool) -> tuple[Any, float, int]:
+def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None, dict[str, Any]]:
+    """The ``client`` text and batch options: the command line wins over the workflow file."""
+    if args.cluster and args.scheduler:
+        raise UsageError("give either --scheduler or --cluster, not both")
+    if args.jobs is not None and not args.cluster:
+        raise UsageError("--jobs goes with --cluster slurm|pbs")
+    if args.cluster:
+        return f"{args.cluster}:{args.jobs or 1}", {}
+    if args.scheduler or wf is None:
+        return args.scheduler, {}
+    return wf.client_and_batch_options()
+
+
+def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
+             batch: dict[str, Any] | None = None) -> tuple[Any, float, int]:
     """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``."""
     from guideloom.export import run_export
     from guideloom.export.staging import Staging
@@ -155,7 +168,7 @@ def _execute(spec, scheduler: str | None, dashboard: str,
         try:
             result = run_export(spec, client=scheduler, show_progress=True,
                                 dashboard_address=dashboard, verbose=verbose,
-                                resume_hint=f"rerun `{_command_line()}`")
+                                resume_hint=f"rerun `{_command_line()}`", batch_options=batch)
         except (KeyboardInterrupt, UsageError):
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the job is one line, exit 1
@@ -212,6 +225,9 @@ def _plan_placement(spec, selection, scheduler: str | None) -> tuple[int, str]:
     if scheduler.startswith("local"):
         workers = int(scheduler.split(":", 1)[1]) if ":" in scheduler else cores
         return workers, f"local cluster of {workers} workers"
+    kind, _, jobs = scheduler.partition(":")
+    if kind in ("slurm", "pbs"):
+        return int(jobs), f"{jobs} {kind.upper()} worker jobs (submitted when the job runs)"
     from distributed import Client
 
     with Client(scheduler, timeout=10) as client:
@@ -372,7 +388,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     output = args.output or Path(args.data_dir) / "exports" / "force-signals"
     wf = load_workflow(workflow, data_dir=args.data_dir, output=output)
     spec = wf.to_spec(overwrite=True)
-    result, seconds, _ = _execute(spec, args.scheduler, args.dashboard, args.verbose)
+    scheduler, batch = _client_choice(args)
+    result, seconds, _ = _execute(spec, scheduler, args.dashboard, args.verbose, batch)
     _print_summary(result, seconds, 0)
 
     export = load_export(result.target)
@@ -401,7 +418,8 @@ def _cmd_extract(args: argparse.Namespace) -> int:
 
     try:
         with _warnings_as_lines():
-            report = extract_zips(args.data_dir, source=args.manifest, client=args.scheduler,
+            report = extract_zips(args.data_dir, source=args.manifest,
+                                  client=_client_choice(args)[0],
                                   remove_zip=args.remove_zip, overwrite=args.overwrite,
                                   show_progress=True)
     except ExtractError as exc:
@@ -470,6 +488,12 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
                         "(default 127.0.0.1:8787, or a free port when it is busy)")
+    p.add_argument("--cluster", choices=("slurm", "pbs"), default=None,
+                   help="submit --jobs worker jobs to SLURM or PBS (dask-jobqueue; site settings "
+                        "from cluster/jobqueue.yaml or your Dask config); all are cancelled "
+                        "when the command ends")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker jobs for --cluster (default 1)")
     p.add_argument("--verbose", action="store_true",
                    help="show Dask's log lines and full tracebacks")
 

@@ -1,4 +1,4 @@
-"""guideloom.jobqueue without a batch system: settings, job scripts, one-line errors.
+"""guideloom.cluster.jobqueue without a batch system: settings, job scripts, one-line errors.
 
 The tests against a real SLURM are in test_jobqueue_slurm.py.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from guideloom import jobqueue
+from guideloom.cluster import jobqueue
 from guideloom.errors import GuideloomError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def test_the_job_environment_lines_make_guideloom_importable(tmp_path):
 def test_importing_dask_jobqueue_keeps_the_sigint_handler():
     code = textwrap.dedent("""
         import signal
-        from guideloom import jobqueue
+        from guideloom.cluster import jobqueue
         mine = lambda *_: None
         signal.signal(signal.SIGINT, mine)
         jobqueue.cluster_class("slurm")  # imports dask_jobqueue

@@ -1,4 +1,4 @@
-"""guideloom.jobqueue against a real one-node SLURM (tests/slurm_helpers.py); skipped elsewhere.
+"""guideloom.cluster.jobqueue against a real one-node SLURM (tests/slurm_helpers.py); skipped elsewhere.
 
 The worker jobs are real ``sbatch`` jobs running ``dask worker`` with this Python; the record
 transforms below are defined in this module and reach the workers by pickle.
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.jobqueue import (
+from guideloom.cluster.jobqueue import (
     JobqueueError,
     JobqueueTerminated,
     WorkerTimeoutError,
@@ -148,7 +148,7 @@ def test_jobs_cancelled_after_an_exception_inside_the_context(slurm):
 HOLDER = textwrap.dedent("""
     import signal
     import threading
-    from guideloom.jobqueue import jobqueue_client
+    from guideloom.cluster.jobqueue import jobqueue_client
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal
     with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120):
@@ -245,4 +245,56 @@ def test_jobs_that_end_before_a_worker_connects_fail_fast(slurm):
     assert time.monotonic() - start < 60  # not the 120 s timeout
     logs = " ".join(p.read_text() for p in slurm.log_dir.glob("*.err"))
     assert "module load nonsense: not found" in logs
+    assert slurm.queue() == []
+
+
+# --- one command: the CLI and client="slurm:N" -------------------------------------------
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "guideloom", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_shipped_workflow_runs_on_slurm_from_one_command(slurm, tmp_path):
+    guideloom.make_demo_data(tmp_path / "demo-data", n=12)
+    done = _cli("run", "force_signals", "--cluster", "slurm", "--jobs", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 SLURM worker jobs" in done.stderr and "ssh -L" in done.stderr
+    assert slurm.queue() == []
+    reference = tmp_path / "reference"
+    ref = _cli("run", "force_signals", "--scheduler", "sync", "--output", str(reference),
+               cwd=tmp_path)
+    assert ref.returncode == 0, ref.stderr
+    for name in sorted(p.name for p in reference.glob("*.npy")):
+        assert (tmp_path / "exports" / "force-signals" / name).read_bytes() == \
+            (reference / name).read_bytes(), name
+    manifest = (tmp_path / "exports" / "force-signals" / "export.json").read_text()
+    assert '"mode": "slurm"' in manifest
+
+
+def test_run_cluster_table_and_api_client_string(slurm, tmp_path):
+    guideloom.make_demo_data(tmp_path / "data", n=9)
+    (tmp_path / "job.toml").write_text(textwrap.dedent("""
+        [dataset]
+        data_dir = "data"
+        [view]
+        name = "force-curve"
+        [transforms]
+        record = "guideloom.workflows.demo_transforms:total_force_stream"
+        [output]
+        kind = "npz"
+        path = "out"
+        [run.cluster]
+        kind = "slurm"
+        jobs = 1
+        wait_timeout = 120
+        """))
+    done = _cli("run", "job.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 SLURM worker jobs" in done.stderr
+    assert len(list((tmp_path / "out").glob("*.npz"))) == 9
+    # the same from Python, with a transform defined in this test module
+    _export(tmp_path / "data", tmp_path / "api", force_summary, "slurm:2")
+    _export(tmp_path / "data", tmp_path / "api-sync", force_summary, "sync")
+    _assert_same_export(tmp_path / "api", tmp_path / "api-sync")
     assert slurm.queue() == []

@@ -8,6 +8,9 @@
 * ``"sync"``: in-process, always;
 * ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
 * ``"tcp://host:port"``: a running ``dask scheduler``;
+* ``"slurm:N"`` / ``"pbs:N"``: N worker jobs submitted through dask-jobqueue for this job, with a
+  scheduler in this process; every job is cancelled when the job ends
+  (:mod:`guideloom.cluster.jobqueue`);
 * a ``distributed.Client``.
 """
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +29,9 @@ from guideloom.cluster import embedded
 SYNC = "sync"
 LOCAL = "local"
 DEFAULT_DASHBOARD = embedded.DEFAULT_DASHBOARD
-CLIENT_PATTERN = re.compile(r"^(local(:[1-9][0-9]*)?|sync|tcp://[^\s/:]+:[0-9]+)$")
+CLIENT_PATTERN = re.compile(
+    r"^(local(:[1-9][0-9]*)?|sync|tcp://[^\s/:]+:[0-9]+|(slurm|pbs):[1-9][0-9]*)$")
+BATCH_KINDS = ("slurm", "pbs")
 
 MAX_PARTITION = 64
 # Measured on a 2-core machine (benchmarks/export.py): starting the embedded cluster with two
@@ -67,7 +72,8 @@ def check_client_text(text: str) -> str:
         ValueError: Anything else.
     """
     if not CLIENT_PATTERN.match(text):
-        raise ValueError(f"expected local, local:N, sync or tcp://HOST:PORT, got {text!r}")
+        raise ValueError(f"expected local, local:N, sync, tcp://HOST:PORT, slurm:N or pbs:N, "
+                         f"got {text!r}")
     return text
 
 
@@ -135,6 +141,7 @@ def placement(
     dashboard_address: str | None = DEFAULT_DASHBOARD,
     quiet: bool = False,
     verbose: bool = False,
+    batch_options: Mapping[str, Any] | None = None,
 ) -> Iterator[Placement]:
     """Decide where a job runs and yield the :class:`Placement` (connected while inside).
 
@@ -146,6 +153,8 @@ def placement(
             default; a busy port is replaced by a free one); ``None`` disables it.
         quiet: Print neither the placement line nor the dashboard URL.
         verbose: Let Dask's own log lines through.
+        batch_options: Keyword arguments for
+            :func:`~guideloom.cluster.jobqueue.jobqueue_client` (``"slurm:N"``, ``"pbs:N"``).
     """
     if client == SYNC:
         yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)
@@ -172,6 +181,15 @@ def placement(
             yield _say(Placement(running.client, "local-cluster", running.n_workers,
                                  f"local cluster of {running.n_workers} workers ({reason})"),
                        quiet)
+            return
+        kind, _, jobs = client.partition(":")
+        if kind in BATCH_KINDS:
+            from guideloom.cluster.jobqueue import jobqueue_client
+
+            with jobqueue_client(kind, int(jobs), quiet=quiet,  # type: ignore[arg-type]
+                                 **dict(batch_options or {})) as batch:
+                yield _say(Placement(batch, kind, int(jobs),
+                                     f"{jobs} {kind.upper()} worker jobs"), quiet)
             return
         from distributed import Client
 

@@ -128,10 +128,12 @@ def run_export(
     quiet: bool = False,
     verbose: bool = False,
     resume_hint: str = "rerun the same export call",
+    batch_options: Mapping[str, Any] | None = None,
 ) -> ExportResult:
     """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract.
 
-    ``resume_hint`` is stored with the staged job for ``guideloom status`` to show.
+    ``resume_hint`` is stored with the staged job for ``guideloom status`` to show;
+    ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``.
     """
     started = time.time()
     staging = Staging.for_target(spec.target)
@@ -145,7 +147,8 @@ def run_export(
                 if auto_placement_needs_estimate(client) else None)
     n_tasks = len(plan_export(spec, default_worker_count(), selection).partitions)
     where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
-                          dashboard_address=dashboard_address, quiet=quiet, verbose=verbose)
+                          dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
+                          batch_options=batch_options)
     with where_ctx as where:
         try:
             return _run_placed(spec, staging, writer, selection, where, estimate,

@@ -41,6 +41,7 @@ class Workflow:
         on_error: ``"raise"`` or ``"skip"``.
         scheduler: ``[run] scheduler``, or ``None``.
         dashboard: ``[run] dashboard``, or ``None``.
+        cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
         document: The parsed file.
         storage: The GuideLoom storage object of a ``"storage"`` output.
     """
@@ -61,6 +62,7 @@ class Workflow:
     on_error: str = "raise"
     scheduler: str | None = None
     dashboard: str | None = None
+    cluster: dict[str, Any] | None = None
     document: dict[str, Any] = field(default_factory=dict)
     storage: Any = None
 
@@ -73,6 +75,14 @@ class Workflow:
         if self.output == "storage":
             return {"storage": self.storage}
         return {}
+
+    def client_and_batch_options(self) -> tuple[str | None, dict[str, Any]]:
+        """The file's ``client`` text (``[run.cluster]`` as ``"slurm:N"``, else ``[run]
+        scheduler``) and the keyword arguments of the batch-system cluster."""
+        if self.cluster is None:
+            return self.scheduler, {}
+        options = {k: v for k, v in self.cluster.items() if k not in ("kind", "jobs")}
+        return f"{self.cluster['kind']}:{self.cluster['jobs']}", options
 
     def to_spec(self, *, overwrite: bool = False) -> ExportSpec:
         """The job description, built by :func:`guideloom.export.build_spec` like the API's."""
@@ -187,13 +197,17 @@ def load_workflow(
     storage = _storage(out["storage"], target, where) if kind == "storage" else None
 
     run = doc.get("run", {})
+    cluster = dict(run["cluster"]) if "cluster" in run else None
+    if cluster is not None and "config_file" in cluster:
+        cluster["config_file"] = str(_relative_to(file_dir, cluster["config_file"]))
     return Workflow(
         file=file, name=doc.get("name", file.stem), dataset=dataset, data_dir=root,
         view=view_name, output=kind, target=target, sim_ids=sim_ids, where=where_filter,
         transforms=transforms, record_transform=record_transform,
         compression=out.get("compression", DEFAULT_COMPRESSION[kind]),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
-        scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), document=doc,
+        scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
+        document=doc,
         storage=storage,
     )
 

@@ -35,7 +35,7 @@ from guideloom.errors import GuideloomError
 Kind = Literal["slurm", "pbs"]
 KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
-REPO_CONFIG = Path(__file__).resolve().parent.parent / "cluster" / "jobqueue.yaml"
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
