@@ -59,3 +59,7 @@ def summarize_ids(ids: Sequence[object], first: int = 10) -> str:
     shown = ", ".join(str(i) for i in list(ids)[:first])
     more = f", … ({len(ids) - first} more)" if len(ids) > first else ""
     return f"{len(ids)} experiment(s): {shown}{more}"
+
+
+class WorkerImportError(GuideloomError):
+    """A Dask worker cannot import a module the job's code needs."""

@@ -395,3 +395,65 @@ scheduler = "sync"
     warning = [x for x in captured.err.splitlines() if x.startswith("guideloom: warning:")]
     assert len(warning) == 1 and "skipped 5 experiment(s): 7, 14, 21, 28, 35" in warning[0]
     assert 7 not in guideloom.load_export(tmp_path / "out").sim_ids.tolist()
+
+
+LOCAL_TRANSFORM = '''
+import numpy as np
+SCALE = 3.0
+
+
+def _head(force):
+    return np.asarray(force)[:5] * SCALE
+
+
+def scaled_head(rec):
+    return {"head": _head(rec["force_data"]).astype(np.float32)}
+'''
+
+WORKFLOW_WITH_MODULE = '''
+python_path = ["."]
+[dataset]
+data_dir = "{data}"
+[view]
+name = "force-curve"
+[transforms]
+record = "{module}:scaled_head"
+[output]
+kind = "npy"
+path = "out"
+'''
+
+
+def test_python_path_module_reaches_remote_workers_by_value(tcp_cluster, demo_zip, tmp_path):
+    (tmp_path / "beside.py").write_text(LOCAL_TRANSFORM)  # the workers' paths lack tmp_path
+    job = tmp_path / "job.toml"
+    job.write_text(WORKFLOW_WITH_MODULE.format(data=demo_zip, module="beside"))
+    done = cli("run", str(job), "--scheduler", tcp_cluster.address)
+    assert done.returncode == 0, done.stderr
+    head = np.load(tmp_path / "out" / "head.npy")
+    ds = guideloom.load(demo_zip)
+    first = next(guideloom.streaming.iter_view("force-curve", dataset=ds, data_dir=demo_zip))
+    np.testing.assert_array_equal(head[0], (first["force_data"][:5] * 3.0).astype(np.float32))
+
+
+def test_package_missing_on_the_workers_is_one_line_naming_it(tcp_cluster, demo_zip, tmp_path):
+    # A package installed for the driver only: on the driver's path, with distribution metadata,
+    # so it travels by reference (as installed packages do) and the workers cannot import it.
+    site = tmp_path / "site"
+    (site / "gl_driver_only").mkdir(parents=True)
+    (site / "gl_driver_only" / "__init__.py").write_text(LOCAL_TRANSFORM)
+    info = site / "gl_driver_only-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gl-driver-only\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("gl_driver_only\n")
+    job = tmp_path / "job.toml"
+    job.write_text(WORKFLOW_WITH_MODULE.format(data=demo_zip, module="gl_driver_only")
+                   .replace('python_path = ["."]', f'python_path = ["{site}"]'))
+    done = cli("run", str(job), "--scheduler", tcp_cluster.address)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr
+    assert lines[-1].startswith("guideloom: error: job failed: the Dask worker on ")
+    assert "cannot import module 'gl_driver_only'" in lines[-1]
+    assert "install it on the workers" in lines[-1]
+    assert not (tmp_path / "out").exists()

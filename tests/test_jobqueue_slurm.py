@@ -1,4 +1,6 @@
-"""guideloom.cluster.jobqueue against a real one-node SLURM (tests/slurm_helpers.py); skipped elsewhere.
+"""guideloom.cluster.jobqueue against a real one-node SLURM (tests/slurm_helpers.py).
+
+Skipped where SLURM or root is missing.
 
 The worker jobs are real ``sbatch`` jobs running ``dask worker`` with this Python; the record
 transforms below are defined in this module and reach the workers by pickle.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import socket
 import sys
 import sysconfig
 import types
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+
+from guideloom.errors import WorkerImportError
 
 _UNPACKED: dict[str, Any] = {}
 _UNPACKED_MAX = 8
@@ -93,11 +96,23 @@ def pack(obj: Any) -> bytes:
 
 
 def unpack(payload: bytes) -> Any:
-    """The object of :func:`pack`, unpickled once per worker process and payload."""
+    """The object of :func:`pack`, unpickled once per worker process and payload.
+
+    Raises:
+        WorkerImportError: A module the job refers to is not importable here (one line naming
+            the module, the host and the fix).
+    """
     key = hashlib.blake2b(payload, digest_size=16).hexdigest()
     obj = _UNPACKED.get(key)
     if obj is None:
-        obj = cloudpickle.loads(payload)
+        try:
+            obj = cloudpickle.loads(payload)
+        except ModuleNotFoundError as exc:
+            raise WorkerImportError(
+                f"the Dask worker on {socket.gethostname()} cannot import module {exc.name!r}, "
+                "which this job's transforms use: install it on the workers (modules beside "
+                "your script, or named by a workflow's python_path, are shipped automatically)"
+            ) from None
         if len(_UNPACKED) >= _UNPACKED_MAX:
             _UNPACKED.pop(next(iter(_UNPACKED)))
         _UNPACKED[key] = obj
