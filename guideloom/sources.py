@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import h5py
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError
+from guideloom.fastread.chunks import RawSource
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset
@@ -201,18 +202,36 @@ def open_location(loc: Location, handles: ArchiveHandles | None = None) -> h5py.
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
+    return open_location_raw(loc, handles)[0]
+
+
+def open_location_raw(
+    loc: Location, handles: ArchiveHandles | None = None
+) -> tuple[h5py.File, RawSource | None]:
+    """Open the HDF5 file at ``loc`` and say where its bytes can be read directly.
+
+    The :class:`~guideloom.fastread.RawSource` is the loose file's own descriptor, or the
+    archive's descriptor with the member's data offset; ``None`` for a deflated member (read
+    from memory). It is valid while the returned file is open.
+
+    Raises:
+        CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
+        ExperimentReadError: The file vanished or cannot be read.
+    """
     handles = handles or _PROCESS_HANDLES
     try:
         if loc.member is None:
-            return h5py.File(loc.path, "r")
+            f = h5py.File(loc.path, "r")
+            return f, (RawSource(f.id.get_vfd_handle()) if f.driver == "sec2" else None)
         fd = handles.fd(loc.path)
         if loc.stored:
             start = _member_data_offset(fd, loc)
-            fileobj: io.IOBase = ByteRangeFile(fd, start, loc.size, loc.describe())
-        else:  # a deflated member cannot be read in place: inflate it once
-            with zipfile.ZipFile(loc.path) as zf:
-                fileobj = io.BytesIO(zf.read(loc.member))
-        return h5py.File(fileobj, "r")
+            fileobj = ByteRangeFile(fd, start, loc.size, loc.describe())
+            return h5py.File(fileobj, "r"), RawSource(fd, start, loc.size)
+        # a deflated member cannot be read in place: inflate it once
+        with zipfile.ZipFile(loc.path) as zf:
+            data = io.BytesIO(zf.read(loc.member))
+        return h5py.File(data, "r"), None
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:
