@@ -39,11 +39,13 @@ class RecordReader:
             CorruptDataError: The file or a dataset in it cannot be decoded.
         """
         record: dict[str, Any] = {}
-        f, raw = open_location_raw(loc, self.handles)
-        with f:
+        fid, raw = open_location_raw(loc, self.handles)
+        try:
             for vf in self.view.fields:
                 if vf.is_h5:
-                    record[vf.alias] = self._read_field(f, raw, vf, loc, row)
+                    record[vf.alias] = self._read_field(fid, raw, vf, loc, row)
+        finally:
+            fid.close()
         for vf in self.view.fields:
             if not vf.is_h5:
                 record[vf.alias] = row[vf.column]
@@ -81,24 +83,15 @@ class RecordReader:
         return {a: out[a] for a in self.view.aliases}
 
     def _read_field(
-        self, f: h5py.File, raw: RawSource | None, vf: ViewField, loc: Location,
+        self, fid: h5py.h5f.FileID, raw: RawSource | None, vf: ViewField, loc: Location,
         row: Mapping[str, Any],
     ) -> np.ndarray:
         path = vf.h5_path
         assert path is not None
-        try:
-            obj = f[path]
-        except KeyError:
-            raise MissingFieldError(
-                f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
-                f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
-                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
-            ) from None
-        if not isinstance(obj, h5py.Dataset):
-            raise MissingFieldError(
-                f"experiment {loc.sim_id}: {loc.describe()}: {path!r} is a group, not a dataset",
-                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
-            )
+        try:  # the low-level open is much cheaper than f[path]; f[path] words the errors
+            obj = h5py.Dataset(h5py.h5d.open(fid, path.encode()))
+        except (KeyError, ValueError, TypeError, OSError):
+            obj = self._lookup(h5py.File(fid), path, vf, loc, row)
         try:
             return _select(obj, vf.timesteps, raw)
         except IndexError as exc:
@@ -113,6 +106,24 @@ class RecordReader:
                 f"read; the file is damaged ({exc})",
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
             ) from exc
+
+    def _lookup(
+        self, f: h5py.File, path: str, vf: ViewField, loc: Location, row: Mapping[str, Any]
+    ) -> h5py.Dataset:
+        try:
+            obj = f[path]
+        except KeyError:
+            raise MissingFieldError(
+                f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
+                f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            ) from None
+        if not isinstance(obj, h5py.Dataset):
+            raise MissingFieldError(
+                f"experiment {loc.sim_id}: {loc.describe()}: {path!r} is a group, not a dataset",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            )
+        return obj
 
 
 def _select(

@@ -131,12 +131,17 @@ def _archives(ds: Dataset, root: Path) -> list[Path]:
 class ByteRangeFile(io.RawIOBase):
     """A read-only file object over ``[start, start + size)`` of an open descriptor.
 
-    Uses ``os.pread``, so several instances may share one descriptor across threads.
+    Uses ``os.pread``, so several instances may share one descriptor across threads. HDF5 reads
+    its metadata in many small pieces, mostly near the start of the file: the first
+    ``head_size`` bytes are read once and small reads inside them are served from memory.
     """
 
-    def __init__(self, fd: int, start: int, size: int, name: str = ""):
+    def __init__(self, fd: int, start: int, size: int, name: str = "",
+                 head_size: int = 1 << 16):
         super().__init__()
         self._fd, self._start, self._size, self._pos = fd, start, size, 0
+        self._head: memoryview | None = None
+        self._head_size = min(head_size, size)
         self.name = name
 
     def readable(self) -> bool:
@@ -149,17 +154,30 @@ class ByteRangeFile(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence == io.SEEK_END:
+            offset += self._size
+        self._pos = offset if offset > 0 else 0
         return self._pos
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
-        want = min(len(buffer), self._size - self._pos)
+        pos = self._pos
+        want = min(len(buffer), self._size - pos)
         if want <= 0:
             return 0
+        if pos + want <= self._head_size:
+            head = self._head
+            if head is None:
+                head = self._head = memoryview(os.pread(self._fd, self._head_size, self._start))
+            if len(head) >= pos + want:
+                view = memoryview(buffer).cast("B")
+                view[:want] = head[pos:pos + want]
+                self._pos = pos + want
+                return want
         view = memoryview(buffer).cast("B")[:want]
-        got = os.preadv(self._fd, [view], self._start + self._pos)
-        self._pos += got
+        got = os.preadv(self._fd, [view], self._start + pos)
+        self._pos = pos + got
         return got
 
 
@@ -202,36 +220,54 @@ def open_location(loc: Location, handles: ArchiveHandles | None = None) -> h5py.
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
-    return open_location_raw(loc, handles)[0]
+    return h5py.File(open_location_raw(loc, handles)[0])
+
+
+def _file_access(driver: str | None = None) -> h5py.h5p.PropFAID:
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST)  # as h5py.File
+    if driver == "sec2":
+        fapl.set_fapl_sec2()
+    return fapl
+
+
+_SEC2_ACCESS = _file_access("sec2")  # sec2: the file's VFD handle is its descriptor
+_BASE_ACCESS = _file_access()
 
 
 def open_location_raw(
     loc: Location, handles: ArchiveHandles | None = None
-) -> tuple[h5py.File, RawSource | None]:
-    """Open the HDF5 file at ``loc`` and say where its bytes can be read directly.
+) -> tuple[h5py.h5f.FileID, RawSource | None]:
+    """Open the HDF5 file at ``loc`` at the library level and say where its bytes are.
 
-    The :class:`~guideloom.fastread.RawSource` is the loose file's own descriptor, or the
-    archive's descriptor with the member's data offset; ``None`` for a deflated member (read
-    from memory). It is valid while the returned file is open.
+    This is the lean open of the record-reading path: no :class:`h5py.File` wrapper (wrap the
+    id with ``h5py.File(fid)`` when needed; close it with ``fid.close()``). The
+    :class:`~guideloom.fastread.RawSource` is the loose file's own descriptor, or the archive's
+    descriptor with the member's data offset; ``None`` for a deflated member (read from
+    memory). It is valid while the file is open.
 
     Raises:
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
     handles = handles or _PROCESS_HANDLES
+    flags = h5py.h5f.ACC_RDONLY
     try:
         if loc.member is None:
-            f = h5py.File(loc.path, "r")
-            return f, (RawSource(f.id.get_vfd_handle()) if f.driver == "sec2" else None)
+            fid = h5py.h5f.open(os.fsencode(loc.path), flags, fapl=_SEC2_ACCESS)
+            return fid, RawSource.checked(fid.get_vfd_handle())
         fd = handles.fd(loc.path)
         if loc.stored:
             start = _member_data_offset(fd, loc)
-            fileobj = ByteRangeFile(fd, start, loc.size, loc.describe())
-            return h5py.File(fileobj, "r"), RawSource(fd, start, loc.size)
-        # a deflated member cannot be read in place: inflate it once
-        with zipfile.ZipFile(loc.path) as zf:
-            data = io.BytesIO(zf.read(loc.member))
-        return h5py.File(data, "r"), None
+            fileobj: io.RawIOBase = ByteRangeFile(fd, start, loc.size, loc.describe())
+            raw = RawSource.checked(fd, start, loc.size)
+        else:  # a deflated member cannot be read in place: inflate it once
+            with zipfile.ZipFile(loc.path) as zf:
+                fileobj, raw = io.BytesIO(zf.read(loc.member)), None
+        fapl = _BASE_ACCESS.copy()
+        fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
+        name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
+        return h5py.h5f.open(name, flags, fapl=fapl), raw
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:

@@ -183,7 +183,7 @@ def test_corrupt_chunk_is_refused_and_h5py_reports_it(tmp_path, fletcher32):
         with pytest.raises(fastread.FastReadError):
             fastread.read(p, raw)
         with pytest.raises(OSError):
-            fastread.read_dataset(f["x"], raw)
+            fastread.read_dataset(f["x"], raw, min_bytes=0)
 
 
 def test_corrupt_chunk_in_a_loose_file_names_experiment_and_file(tmp_path):
@@ -214,9 +214,9 @@ def test_real_layout_from_zip_members(real_layout):
     locations = scan_locations(ds, real_layout)
     checked = 0
     for loc in locations.values():
-        f, raw = open_location_raw(loc)
+        fid, raw = open_location_raw(loc)
         assert raw is not None and raw.start > 0  # read in place from the archive
-        with f:
+        with h5py.File(fid) as f:
             for name in _dataset_names(f):
                 p = fastread.plan(f[name])
                 assert p is not None, name
@@ -239,18 +239,27 @@ def test_records_match_plain_h5py(real_layout):
                     _same(record[vf.alias], f[vf.h5_path][()])
 
 
-def test_corrupt_chunk_in_zip_member_names_experiment_and_file(real_layout, tmp_path):
+@pytest.mark.parametrize("h5_path", ["force/data", "pointcloud/op10/z"])
+def test_corrupt_chunk_in_zip_member_names_experiment_and_file(real_layout, tmp_path, h5_path):
     import shutil
 
     data = tmp_path / "data"
     shutil.copytree(real_layout, data)
     ds = guideloom.load(data_dir=data)
-    loc = next(iter(scan_locations(ds, data).values()))
-    with guideloom.open_h5(loc.sim_id, data_dir=data) as f:
-        info = f["force/data"].id.get_chunk_info(1)
+    view = next(name for name in ("force-curve", "pointcloud-op10")
+                if h5_path in [vf.h5_path for vf in ds.view(name).fields])
+    index = ds.index()
+    sim_id = next(i for i in index.ids if index.row(i)["has_pointcloud"])
+    loc = scan_locations(ds, data)[sim_id]
+    with guideloom.open_h5(sim_id, data_dir=data) as f:
+        info = f[h5_path].id.get_chunk_info(1)
+        big = f[h5_path].id.get_storage_size() >= fastread.FAST_MIN_BYTES
+    assert big == (h5_path != "force/data")  # both the fast path and h5py's are exercised
     corrupt_member(Path(loc.path), loc.member, info.byte_offset + 8, b"\x07" * 32)
-    with pytest.raises(CorruptDataError, match=rf"experiment {loc.sim_id}: .*{loc.member}"):
-        list(guideloom.streaming.iter_view("force-curve", data_dir=data, sim_ids=[loc.sim_id]))
+    with pytest.raises(CorruptDataError,
+                       match=rf"experiment {sim_id}: .*{loc.member}.*'{h5_path}'") as caught:
+        list(guideloom.streaming.iter_view(view, data_dir=data, sim_ids=[sim_id]))
+    assert caught.value.sim_id == sim_id and caught.value.h5_path == h5_path
 
 
 def test_chunk_outside_the_member_is_refused(tmp_path):

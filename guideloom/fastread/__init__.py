@@ -37,18 +37,23 @@ __all__ = [
 ]
 
 
+FAST_MIN_BYTES = 1 << 17  # stored bytes from which the fast path beats h5py (see benchmarks)
+
+
 def read_dataset(
-    dset: h5py.Dataset, source: RawSource | None, rows: Sequence[int] | np.ndarray | None = None
+    dset: h5py.Dataset, source: RawSource | None, rows: Sequence[int] | np.ndarray | None = None,
+    *, min_bytes: int = FAST_MIN_BYTES,
 ) -> np.ndarray:
     """Read ``dset`` (or rows ``rows``, increasing and unique, of its first axis).
 
-    Uses the fast path when ``source`` is given and the dataset qualifies, else h5py. A chunk
-    the fast path cannot decode is read again by h5py, whose error reports damaged data.
+    Uses the fast path when ``source`` is given and the dataset qualifies and holds at least
+    ``min_bytes`` (below that, h5py's own C loop costs less than planning), else h5py. A
+    chunk the fast path cannot decode is read again by h5py, whose error reports damaged data.
 
     Raises:
         OSError: h5py cannot read the dataset (damaged file).
     """
-    if source is not None:
+    if source is not None and dset.id.get_storage_size() >= min_bytes:
         p = plan(dset)
         if p is not None:
             try:

@@ -14,6 +14,7 @@ produces the error message for damaged files.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -35,16 +36,28 @@ class FastReadError(ValueError):
     """The fast path could not decode a chunk; read the dataset through h5py instead."""
 
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
 @dataclass(frozen=True)
 class RawSource:
     """Where an HDF5 file's bytes are: ``size`` bytes of descriptor ``fd`` from ``start``.
 
-    ``size`` is ``None`` when the file is the whole descriptor.
+    ``size`` is ``None`` when the file is the whole descriptor. Build one with :meth:`checked`
+    unless the file is known to start with its superblock (no user block).
     """
 
     fd: int
     start: int = 0
     size: int | None = None
+
+    @classmethod
+    def checked(cls, fd: int, start: int = 0, size: int | None = None) -> RawSource | None:
+        """A source for a file whose superblock is at ``start``, else ``None``.
+
+        Files with a user block (superblock further in) are left to h5py.
+        """
+        return cls(fd, start, size) if os.pread(fd, 8, start) == HDF5_SIGNATURE else None
 
 
 @dataclass(frozen=True)
@@ -58,58 +71,85 @@ class Chunk:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What decoding one chunked dataset needs, taken from its HDF5 metadata."""
+class Layout:
+    """The per-dataset facts decoding needs apart from the chunk index."""
 
-    shape: tuple[int, ...]
     dtype: np.dtype
     chunk_shape: tuple[int, ...]
     filters: tuple[tuple[int, tuple[int, ...]], ...]  # (filter id, client values), write order
     fill: np.ndarray  # 0-d, the dataset's fill value
+    chunk_nbytes: int  # bytes of one decoded chunk
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What decoding one chunked dataset needs: its shape, layout and chunk index."""
+
+    shape: tuple[int, ...]
+    layout: Layout
     chunks: tuple[Chunk, ...]  # allocated chunks, by file address
+    complete: bool  # every chunk is allocated (no fill value needed)
+    in_place: bool  # a whole chunk is one contiguous run of the output
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.layout.dtype
+
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        return self.layout.chunk_shape
 
     @property
     def chunk_nbytes(self) -> int:
-        """Bytes of one decoded chunk."""
-        return math.prod(self.chunk_shape) * self.dtype.itemsize
+        return self.layout.chunk_nbytes
 
-    @property
-    def complete(self) -> bool:
-        """True when every chunk of the dataset is allocated (no fill value needed)."""
-        grid = math.prod(-(-s // c) for s, c in zip(self.shape, self.chunk_shape, strict=True))
-        return len(self.chunks) == grid
+
+
+_NATIVE: dict[np.dtype, h5py.h5t.TypeID] = {}  # numpy dtype -> the HDF5 type h5py reads into
 
 
 def plan(dset: h5py.Dataset) -> Plan | None:
     """Return the decoding plan of ``dset``, or ``None`` when h5py must read it.
 
     Handled: chunked layout, filters among deflate, shuffle and fletcher32, a fixed-size dtype
-    stored exactly as numpy holds it (so HDF5 would not convert it), a defined fill value and
-    no user block.
+    stored exactly as numpy holds it (so HDF5 would not convert it) and a defined fill value.
     """
-    dcpl = dset.id.get_create_plist()
-    if dcpl.get_layout() != h5py.h5d.CHUNKED or dset.chunks is None or dset.size == 0:
+    dsid = dset.id
+    dcpl = dsid.get_create_plist()
+    if dcpl.get_layout() != h5py.h5d.CHUNKED:
         return None
     filters = tuple(_filter(dcpl, i) for i in range(dcpl.get_nfilters()))
     if any(code not in _SUPPORTED for code, _ in filters):
         return None
-    dtype = dset.dtype
-    if dtype.hasobject or dtype.kind not in "biufcS":
+    dtype = dsid.dtype
+    if dtype.hasobject or dtype.kind not in "biufcS" or not _stored_as_is(dtype, dsid):
         return None
-    try:
-        if not h5py.h5t.py_create(dtype).equal(dset.id.get_type()):
-            return None  # HDF5 would convert on read
-    except (TypeError, ValueError):
+    defined = dcpl.fill_value_defined()
+    if defined == h5py.h5d.FILL_VALUE_UNDEFINED or dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER:
         return None
-    if dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
+    fill = np.zeros((), dtype)
+    if defined == h5py.h5d.FILL_VALUE_USER_DEFINED:
+        dcpl.get_fill_value(fill)
+    shape = dset.shape
+    if 0 in shape:
         return None
-    if dcpl.get_fill_time() == h5py.h5d.FILL_TIME_NEVER:
-        return None
-    if dset.file.id.get_create_plist().get_userblock():
-        return None  # chunk addresses would need the base-address correction
-    fill = np.array(dset.fillvalue, dtype=dtype)
-    chunks = sorted(_chunk_index(dset.id), key=lambda c: c.address)
-    return Plan(tuple(dset.shape), dtype, tuple(dset.chunks), filters, fill, tuple(chunks))
+    chunk_shape = tuple(int(c) for c in dcpl.get_chunk())
+    layout = Layout(dtype, chunk_shape, filters, fill, math.prod(chunk_shape) * dtype.itemsize)
+    chunks = sorted(_chunk_index(dsid), key=lambda c: c.address)
+    grid = math.prod(-(-n // c) for n, c in zip(shape, chunk_shape, strict=True))
+    return Plan(tuple(shape), layout, tuple(chunks), len(chunks) == grid,
+                _in_place(chunk_shape, tuple(shape)))
+
+
+def _stored_as_is(dtype: np.dtype, dsid: h5py.h5d.DatasetID) -> bool:
+    """True when HDF5 would hand the stored bytes over unconverted."""
+    native = _NATIVE.get(dtype)
+    if native is None:
+        try:
+            native = _NATIVE[dtype] = h5py.h5t.py_create(dtype)
+        except (TypeError, ValueError):
+            return False
+    return bool(native.equal(dsid.get_type()))
 
 
 def _filter(dcpl: h5py.h5p.PropDCID, i: int) -> tuple[int, tuple[int, ...]]:
@@ -143,13 +183,16 @@ def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = N
     out = np.empty(out_shape, dtype=p.dtype)
     todo = p.chunks if sel is None else tuple(c for c in p.chunks if _hits(p, c, sel))
     if not p.complete:
-        out[...] = p.fill
-    if not todo or out.size == 0:
+        out[...] = p.layout.fill
+    if not todo:
         return out
     n_threads = threads_for(len(todo) * p.chunk_nbytes, len(todo), _MIN_BYTES_PER_THREAD)
+    if n_threads == 1:
+        _decode_group(p, source, todo, out, sel)
+        return out
     per = -(-len(todo) // n_threads)
     groups = [todo[i:i + per] for i in range(0, len(todo), per)]
-    run_all([lambda g=g: _decode_group(p, source, g, out, sel) for g in groups])
+    run_all([functools.partial(_decode_group, p, source, g, out, sel) for g in groups])
     return out
 
 
@@ -159,68 +202,86 @@ def _hits(p: Plan, c: Chunk, sel: np.ndarray) -> bool:
 
 
 class _Buffers(threading.local):
-    """Per-thread scratch buffers, grown on demand and kept."""
+    """Per-thread scratch buffers (raw bytes and two decode stages), grown on demand and kept."""
 
     def __init__(self) -> None:
-        self.raw = np.empty(0, np.uint8)
-        self.a = np.empty(0, np.uint8)
-        self.b = np.empty(0, np.uint8)
+        self.bufs = [np.empty(0, np.uint8), np.empty(0, np.uint8), np.empty(0, np.uint8)]
 
-    def get(self, name: str, n: int) -> np.ndarray:
-        buf = getattr(self, name)
+    def get(self, which: int, n: int) -> np.ndarray:
+        buf = self.bufs[which]
         if buf.nbytes < n:
-            buf = np.empty(max(n, 2 * buf.nbytes), np.uint8)
-            setattr(self, name, buf)
+            buf = self.bufs[which] = np.empty(max(n, 2 * buf.nbytes), np.uint8)
         return buf
 
 
 _BUFFERS = _Buffers()
+_RAW, _TARGET = 0, -1
 
 
 def _decode_group(
     p: Plan, source: RawSource, group: Sequence[Chunk], out: np.ndarray, sel: np.ndarray | None
 ) -> None:
-    contiguous_shape = _contiguous_chunk_shape(p)
-    flat = out.reshape(-1).view(np.uint8)
+    in_place = sel is None and p.in_place
+    flat = out.reshape(-1).view(np.uint8) if in_place else None
+    buffers = _BUFFERS
     for c in group:
-        raw = _read_raw(source, c)
-        target = None
-        if sel is None and contiguous_shape and _is_full(p, c):
+        raw = _read_raw(buffers, source, c)
+        if in_place and _is_full(p, c):
+            assert flat is not None
             start = int(np.ravel_multi_index(c.offset, p.shape)) * p.dtype.itemsize
             target = flat[start:start + p.chunk_nbytes]
-        data = _unfilter(p, c, raw, target)
-        if target is None:
-            _place(p, c, data.view(p.dtype).reshape(p.chunk_shape), out, sel)
+            data = _unfilter(buffers, p, c, raw, target)
+            if data is not target:
+                target[:] = data
+        else:
+            _place(p, c, _unfilter(buffers, p, c, raw, None), out, sel)
 
 
-def _read_raw(source: RawSource, c: Chunk) -> np.ndarray:
+def _read_raw(buffers: _Buffers, source: RawSource, c: Chunk) -> np.ndarray:
     if c.address < 0 or (source.size is not None and c.address + c.size > source.size):
         raise FastReadError(f"chunk at {c.address} (+{c.size}) lies outside the file")
-    buf = _BUFFERS.get("raw", c.size)
+    buf = buffers.get(_RAW, c.size)
     got = os.preadv(source.fd, [memoryview(buf)[:c.size]], source.start + c.address)
     if got != c.size:
         raise FastReadError(f"short read: {got} of {c.size} bytes at {c.address}")
     return buf
 
 
-def _unfilter(p: Plan, c: Chunk, raw: np.ndarray, target: np.ndarray | None) -> np.ndarray:
-    """Undo the chunk's filters; the result is in ``target`` when given, else a scratch buffer."""
-    steps = [f for i, f in reversed(list(enumerate(p.filters))) if not c.mask >> i & 1]
+@functools.lru_cache(maxsize=512)
+def _steps(
+    filters: tuple[tuple[int, tuple[int, ...]], ...], mask: int, itemsize: int
+) -> tuple[tuple[int, int, int], ...]:
+    """Read-order steps ``(filter id, shuffle element size, checksum bytes still attached)``."""
+    active = [f for i, f in enumerate(filters) if not mask >> i & 1][::-1]
+    out = []
+    checksums = sum(code == FLETCHER32 for code, _ in active)
+    for code, values in active:
+        if code == FLETCHER32:
+            checksums -= 1
+        out.append((code, values[0] if values else itemsize, 4 * checksums))
+    return tuple(out)
+
+
+def _unfilter(
+    buffers: _Buffers, p: Plan, c: Chunk, raw: np.ndarray, target: np.ndarray | None
+) -> np.ndarray:
+    """Undo the chunk's filters; the decoded bytes are ``target`` when the last step could
+    write there, else a scratch buffer of this thread."""
+    steps = _steps(p.layout.filters, c.mask, p.dtype.itemsize)
     nbytes = p.chunk_nbytes
-    checksums_left = sum(code == FLETCHER32 for code, _ in steps)
-    cur, cur_n, cur_name = raw, c.size, "raw"
-    for j, (code, values) in enumerate(steps):
+    cur, cur_n, where = raw, c.size, _RAW
+    last = len(steps) - 1
+    for j, (code, size, extra) in enumerate(steps):
         if code == FLETCHER32:
             _verify_fletcher32(cur[:cur_n])
             cur_n -= 4
-            checksums_left -= 1
             continue
-        want = nbytes + 4 * checksums_left
-        if want == nbytes and target is not None and j == len(steps) - 1:
-            dst, dst_name = target, "target"
+        want = nbytes + extra
+        if j == last and extra == 0 and target is not None:
+            dst, where = target, _TARGET
         else:
-            dst_name = "b" if cur_name == "a" else "a"
-            dst = _BUFFERS.get(dst_name, want)[:want]
+            where = 2 if where == 1 else 1
+            dst = buffers.get(where, want)[:want]
         if code == DEFLATE:
             try:
                 _inflate.inflate_into(cur, cur_n, dst)
@@ -229,15 +290,11 @@ def _unfilter(p: Plan, c: Chunk, raw: np.ndarray, target: np.ndarray | None) -> 
         else:  # SHUFFLE
             if cur_n != want:
                 raise FastReadError(f"chunk at {c.address}: {cur_n} bytes, expected {want}")
-            _unshuffle(cur[:cur_n], dst, values[0] if values else p.dtype.itemsize)
-        cur, cur_n, cur_name = dst, want, dst_name
+            _unshuffle(cur[:cur_n], dst, size)
+        cur, cur_n = dst, want
     if cur_n != nbytes:
         raise FastReadError(f"chunk at {c.address}: {cur_n} bytes, expected {nbytes}")
-    if target is None:
-        return cur[:nbytes]
-    if cur is not target:
-        target[:] = cur[:nbytes]
-    return target
+    return cur if where == _TARGET else cur[:nbytes]
 
 
 def _unshuffle(src: np.ndarray, dst: np.ndarray, size: int) -> None:
@@ -247,7 +304,7 @@ def _unshuffle(src: np.ndarray, dst: np.ndarray, size: int) -> None:
         return
     n = len(dst) // size
     body = dst[:n * size].reshape(n, size)
-    for k in range(size):
+    for k in range(size):  # one strided copy per plane: faster than a transposed copy
         body[:, k] = src[k * n:(k + 1) * n]
     dst[n * size:] = src[n * size:len(dst)]  # a tail shorter than one element stays in place
 
@@ -261,9 +318,9 @@ def _verify_fletcher32(data: np.ndarray) -> None:
         raise FastReadError(f"fletcher32 checksum mismatch ({exc})") from exc
 
 
-def _contiguous_chunk_shape(p: Plan) -> bool:
+def _in_place(chunk_shape: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """True when a whole chunk is one contiguous run of the C-ordered output."""
-    dims = list(zip(p.chunk_shape, p.shape, strict=True))
+    dims = list(zip(chunk_shape, shape, strict=True))
     k = 0
     while k < len(dims) and dims[k][0] == 1:
         k += 1
@@ -274,7 +331,9 @@ def _is_full(p: Plan, c: Chunk) -> bool:
     return all(o + n <= s for o, n, s in zip(c.offset, p.chunk_shape, p.shape, strict=True))
 
 
-def _place(p: Plan, c: Chunk, chunk: np.ndarray, out: np.ndarray, sel: np.ndarray | None) -> None:
+def _place(p: Plan, c: Chunk, data: np.ndarray, out: np.ndarray, sel: np.ndarray | None) -> None:
+    """Copy the part of a decoded chunk that lies in the output."""
+    chunk = data.view(p.dtype).reshape(p.chunk_shape)
     extent = [min(n, s - o) for o, n, s in zip(c.offset, p.chunk_shape, p.shape, strict=True)]
     inner_out = tuple(slice(o, o + e) for o, e in zip(c.offset[1:], extent[1:], strict=True))
     inner_in = tuple(slice(0, e) for e in extent[1:])
