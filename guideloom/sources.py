@@ -131,17 +131,12 @@ def _archives(ds: Dataset, root: Path) -> list[Path]:
 class ByteRangeFile(io.RawIOBase):
     """A read-only file object over ``[start, start + size)`` of an open descriptor.
 
-    Uses ``os.pread``, so several instances may share one descriptor across threads. HDF5 reads
-    its metadata in many small pieces, mostly near the start of the file: the first
-    ``head_size`` bytes are read once and small reads inside them are served from memory.
+    Uses ``os.pread``, so several instances may share one descriptor across threads.
     """
 
-    def __init__(self, fd: int, start: int, size: int, name: str = "",
-                 head_size: int = 1 << 16):
+    def __init__(self, fd: int, start: int, size: int, name: str = ""):
         super().__init__()
         self._fd, self._start, self._size, self._pos = fd, start, size, 0
-        self._head: memoryview | None = None
-        self._head_size = min(head_size, size)
         self.name = name
 
     def readable(self) -> bool:
@@ -162,23 +157,18 @@ class ByteRangeFile(io.RawIOBase):
         return self._pos
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
-        pos = self._pos
-        want = min(len(buffer), self._size - pos)
+        want = min(len(buffer), self._size - self._pos)
         if want <= 0:
             return 0
-        if pos + want <= self._head_size:
-            head = self._head
-            if head is None:
-                head = self._head = memoryview(os.pread(self._fd, self._head_size, self._start))
-            if len(head) >= pos + want:
-                view = memoryview(buffer).cast("B")
-                view[:want] = head[pos:pos + want]
-                self._pos = pos + want
-                return want
         view = memoryview(buffer).cast("B")[:want]
-        got = os.preadv(self._fd, [view], self._start + pos)
-        self._pos = pos + got
+        got = os.preadv(self._fd, [view], self._start + self._pos)
+        self._pos += got
         return got
+
+
+# HDF5 reads metadata in many small pieces, mostly close together: a C-level read buffer in
+# front of the member serves them without a Python call or a system call each.
+_MEMBER_BUFFER = 1 << 16
 
 
 class ArchiveHandles:
@@ -259,7 +249,8 @@ def open_location_raw(
         fd = handles.fd(loc.path)
         if loc.stored:
             start = _member_data_offset(fd, loc)
-            fileobj: io.RawIOBase = ByteRangeFile(fd, start, loc.size, loc.describe())
+            fileobj: io.IOBase = io.BufferedReader(
+                ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
         else:  # a deflated member cannot be read in place: inflate it once
             with zipfile.ZipFile(loc.path) as zf:
