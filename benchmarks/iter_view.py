@@ -1,10 +1,12 @@
-"""Per-record cost of ``iter_view`` next to the floor: plain h5py on a loose file.
+"""Per-record cost of ``iter_view`` next to plain h5py on a loose file and the decode floor.
 
 Run: ``python3 benchmarks/iter_view.py [--n 12] [--scan-shape 2000 3200] [--cache DIR]``
 
 Prints per-record milliseconds for the force view and ``pointcloud-op10`` (real scan shape by
-default), zipped and loose, and the ratio to the floor, all measured in one run (warm cache,
-median of repeats).
+default): plain h5py on the loose file, ``iter_view`` on the loose and the zipped layout, and
+the decode floor (inflating the same raw chunks with the fast path's inflater on one core,
+divided by the decode threads), all measured in one run (warm page cache, median of repeats).
+Then the goals of issue 11 with their figures.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import time
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 import guideloom
+from guideloom import fastread
 from guideloom.demo import cached_demo_data
+from guideloom.fastread import inflate
 
 CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
 
@@ -30,6 +35,47 @@ def per_record_ms(fn, n_records: int, repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - t0) / n_records * 1000)
     return statistics.median(times)
+
+
+def interleaved(fns, n_records: int, repeats: int) -> list[list[float]]:
+    """Per-record ms of each of ``fns``, run in turn within each repeat."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, out in zip(fns, times, strict=True):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) / n_records * 1000)
+    return times
+
+
+def raw_chunks(files: list[Path], paths: list[str]) -> list[tuple[np.ndarray, int, int]]:
+    """Every deflate chunk of ``paths`` in ``files``: (stored bytes, stored size, decoded size)."""
+    out = []
+    for path in files:
+        with h5py.File(path, "r") as f:
+            for p in paths:
+                dset = f[p]
+                plan = fastread.plan(dset)
+                assert plan is not None, f"{p} is not on the fast path"
+                with open(path, "rb") as fh:
+                    for c in plan.chunks:
+                        fh.seek(c.address)
+                        stored = np.frombuffer(fh.read(c.size), np.uint8)
+                        out.append((stored, c.size, plan.chunk_nbytes))
+    return out
+
+
+def decode_floor_ms(chunks: list[tuple[np.ndarray, int, int]], n_records: int,
+                    repeats: int) -> float:
+    """Per-record ms to inflate ``chunks`` on one core, divided by the decode threads."""
+    outs = [np.empty(n, np.uint8) for _, _, n in chunks]
+
+    def run() -> None:
+        for (stored, size, _), dst in zip(chunks, outs, strict=True):
+            inflate.inflate_into(stored, size, dst)
+
+    run()
+    return per_record_ms(run, n_records, repeats) / fastread.decode_threads()
 
 
 def main() -> None:
@@ -59,13 +105,17 @@ def main() -> None:
         print(f"first record, {name} layout, manifest + index + file scan included: "
               f"{(time.perf_counter() - t0) * 1000:.1f} ms")
     print(f"iter_view benchmark: {args.n} experiments, scans {shape[0]}x{shape[1]}, "
-          f"median of {args.repeats} warm runs")
-    print(f"{'view':18s} {'floor h5py loose':>17s} {'iter_view loose':>16s} {'iter_view zip':>14s}"
-          f" {'loose/floor':>12s} {'zip/floor':>10s}")
+          f"median of {args.repeats} warm runs; inflate back end {fastread.INFLATE_BACKEND}, "
+          f"{fastread.decode_threads()} decode threads")
+    print(f"{'view':16s} {'h5py loose':>11s} {'ours loose':>11s} {'ours zip':>9s}"
+          f" {'decode floor':>13s} {'zip/h5py':>9s} {'h5py/loose':>11s} {'floor/loose':>12s}")
+    results = {}
     for view, (paths, ids, kwargs) in cases.items():
-        def floor(paths=paths, ids=ids):
-            for i in ids:
-                with h5py.File(loose / "h5" / f"{i:04d}.h5", "r") as f:
+        files = [loose / "h5" / f"{i:04d}.h5" for i in ids]
+
+        def plain(paths=paths, files=files):
+            for path in files:
+                with h5py.File(path, "r") as f:
                     for p in paths:
                         f[p][()]
 
@@ -74,12 +124,23 @@ def main() -> None:
             for _ in guideloom.streaming.iter_view(view, dataset=dataset, **kwargs):
                 pass
 
-        floor()  # warm the page cache
-        t_floor = per_record_ms(floor, len(ids), args.repeats)
-        t_loose = per_record_ms(lambda: through(loose), len(ids), args.repeats)
-        t_zip = per_record_ms(lambda: through(zipped), len(ids), args.repeats)
-        print(f"{view:18s} {t_floor:14.2f} ms {t_loose:13.2f} ms {t_zip:11.2f} ms"
-              f" {t_loose / t_floor:12.2f} {t_zip / t_floor:10.2f}")
+        plain()  # warm the page cache
+        runs = interleaved([plain, lambda: through(loose), lambda: through(zipped)], len(ids),
+                           args.repeats)
+        t_h5py, t_loose, t_zip = (statistics.median(r) for r in runs)
+        t_floor = decode_floor_ms(raw_chunks(files, paths), len(ids), args.repeats)
+        results[view] = (statistics.median(z / h for h, z in zip(runs[0], runs[2], strict=True)),
+                         statistics.median(h / o for h, o in zip(runs[0], runs[1], strict=True)))
+        print(f"{view:16s} {t_h5py:8.2f} ms {t_loose:8.2f} ms {t_zip:6.2f} ms {t_floor:10.2f} ms"
+              f" {results[view][0]:9.2f} {results[view][1]:11.2f} {t_floor / t_loose:12.2f}")
+    print("(ratios: median over repeats of the ratio within one repeat; the three are run in turn"
+          " in each repeat so that load from elsewhere hits them alike)")
+    zip_ratio = results["force-curve"][0]
+    op10_speedup = results["pointcloud-op10"][1]
+    print(f"goal: force from a zip within 10% of loose-file h5py: zip/h5py = {zip_ratio:.2f}"
+          f" (<= 1.10) -> {'met' if zip_ratio <= 1.10 else 'NOT met'}")
+    print(f"goal: op10 per record >= 1.8x faster than h5py on a loose file: {op10_speedup:.2f}x"
+          f" -> {'met' if op10_speedup >= 1.8 else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
-"""``load_export`` read cost next to the floor: raw ``np.load(..., mmap_mode="r")`` indexing.
+"""``load_export`` read cost next to rddac 2.0's ``load_export`` and raw memmap indexing.
 
-Run: ``python3 benchmarks/reader.py [--n 1000] [--cache DIR]``
+Run: ``python3 benchmarks/reader.py [--n 2000] [--cache DIR] [--rddac-python PATH]``
 
-Exports the seed's force-signals view (resampled to 1000 x 8) once, then times, warm:
-per-row reads (``export[i]`` vs ``{f: np.array(mm[f][i])}``) and 256-row random batches
-(``export.batch(idx)`` vs ``{f: mm[f][idx]}``), all in one run.
+Exports the seed's force-signals view (resampled to 1000 x 8, four fields) once, then times,
+warm and in one run: one row (``export[i]``), ``by_sim_id`` and 256-row random batches
+(``export.batch(idx)`` vs ``{f: mm[f][idx]}``). rddac's ``load_export`` reads the same export
+directory in a subprocess of the Python that has ``rddac==2.0.0`` installed (default
+``/work/venv-rddac/bin/python``; its side is skipped with a note when that is absent).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +29,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from guideloom.workflows.demo_transforms import resample_and_emit  # noqa: E402 - the seed's transform
 
 CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
+RDDAC_PYTHON = Path("/work/venv-rddac/bin/python")
+
+# Run by rddac's Python: the same reads through rddac's load_export, best of 5, as JSON.
+RDDAC_SIDE = """
+import json, sys, time
+import numpy as np
+from rddac.streaming import load_export
+export = load_export(sys.argv[1])
+rows = np.load(sys.argv[2]); ids = np.load(sys.argv[3])
+def best(fn):
+    out = []
+    for _ in range(5):
+        t0 = time.perf_counter(); fn(); out.append(time.perf_counter() - t0)
+    return min(out)
+def read_rows():
+    for i in rows.tolist():
+        export[i]
+def read_ids():
+    for s in ids.tolist():
+        export.by_sim_id(s)
+read_rows(); read_ids()
+print(json.dumps({"row": best(read_rows) / len(rows), "by_sim_id": best(read_ids) / len(ids),
+                  "fields": list(export.fields)}))
+"""
 
 
 def best_of(fn, repeats: int = 5) -> float:
@@ -36,34 +64,50 @@ def best_of(fn, repeats: int = 5) -> float:
     return min(times)
 
 
+def rddac_side(python: Path, export_dir: Path, rows: np.ndarray, ids: np.ndarray) -> dict | None:
+    """rddac's timings on the same export and reads, or ``None`` when rddac is not installed."""
+    if not python.is_file():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "rows.npy", rows)
+        np.save(Path(tmp) / "ids.npy", ids)
+        done = subprocess.run(
+            [str(python), "-c", RDDAC_SIDE, str(export_dir), f"{tmp}/rows.npy", f"{tmp}/ids.npy"],
+            capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--cache", type=Path, default=CACHE)
+    parser.add_argument("--rddac-python", type=Path, default=RDDAC_PYTHON)
     args = parser.parse_args()
     data = cached_demo_data(args.cache, args.n, (100, 160), "zip")
     ds = guideloom.load(data_dir=data)
     guideloom.add_view(ds, "force-signals", fields={
         "force": "force_data", "geometry": "process-parameters/geometry",
         "blankholder_force": "process-parameters/blankholder_force"})
-    out = args.cache / "reader-export"
-    shutil.rmtree(out, ignore_errors=True)
-    guideloom.export_to_numpy("force-signals", out, dataset=ds, client="sync",
-                              record_transform=resample_and_emit)
+    out = args.cache / f"reader-export-n{args.n}"
+    if not (out / "export.json").is_file():
+        shutil.rmtree(out, ignore_errors=True)
+        guideloom.export_to_numpy("force-signals", out, dataset=ds, client="sync",
+                                  record_transform=resample_and_emit)
     export = guideloom.load_export(out)
     raw = {f: np.load(out / f"{f}.npy", mmap_mode="r") for f in export.fields}
     n = len(export)
     rng = np.random.default_rng(0)
-    rows = rng.integers(0, n, size=2000)
+    rows = rng.integers(0, n, size=4000)
+    ids = np.asarray(export.sim_ids)[rng.permutation(n)]
     batches = [rng.integers(0, n, size=256) for _ in range(50)]
 
     def rows_export():
-        for i in rows:
-            export[int(i)]
+        for i in rows.tolist():
+            export[i]
 
-    def rows_raw():
-        for i in rows:
-            {f: np.array(a[i]) for f, a in raw.items()}
+    def ids_export():
+        for s in ids.tolist():
+            export.by_sim_id(s)
 
     def batches_export():
         for idx in batches:
@@ -73,15 +117,33 @@ def main() -> None:
         for idx in batches:
             {f: a[idx] for f, a in raw.items()}
 
-    rows_export(), batches_export()  # warm the page cache
-    t_row, t_row_raw = best_of(rows_export) / len(rows), best_of(rows_raw) / len(rows)
+    rows_export(), ids_export(), batches_export(), batches_raw()  # warm the page cache
+    t_row, t_id = best_of(rows_export) / len(rows), best_of(ids_export) / len(ids)
     t_b, t_b_raw = best_of(batches_export) / len(batches), best_of(batches_raw) / len(batches)
+    theirs = rddac_side(args.rddac_python, out, rows, ids)
     print(f"load_export reader benchmark: {n} rows, fields {export.fields}")
-    print(f"{'read':28s} {'load_export':>12s} {'raw memmap':>12s} {'ratio':>7s}")
-    print(f"{'one row':28s} {t_row * 1e6:9.1f} us {t_row_raw * 1e6:9.1f} us "
-          f"{t_row / t_row_raw:7.2f}")
-    print(f"{'batch of 256 random rows':28s} {t_b * 1e3:9.2f} ms {t_b_raw * 1e3:9.2f} ms "
-          f"{t_b / t_b_raw:7.2f}")
+    print(f"{'read':26s} {'guideloom':>11s} {'rddac 2.0':>11s} {'raw memmap':>11s} "
+          f"{'rddac/ours':>11s} {'ours/raw':>9s}")
+    r_row = f"{theirs['row'] * 1e6:8.2f} us" if theirs else f"{'n/a':>11s}"
+    r_id = f"{theirs['by_sim_id'] * 1e6:8.2f} us" if theirs else f"{'n/a':>11s}"
+    print(f"{'one row (export[i])':26s} {t_row * 1e6:8.2f} us {r_row} {'':11s} "
+          f"{theirs['row'] / t_row if theirs else float('nan'):11.2f}")
+    print(f"{'by_sim_id':26s} {t_id * 1e6:8.2f} us {r_id} {'':11s} "
+          f"{theirs['by_sim_id'] / t_id if theirs else float('nan'):11.2f}")
+    print(f"{'batch of 256 random rows':26s} {t_b * 1e3:8.3f} ms {'':11s} {t_b_raw * 1e3:8.3f} ms"
+          f" {'':11s} {t_b / t_b_raw:9.2f}")
+    if theirs is None:
+        print(f"rddac side skipped: {args.rddac_python} not found")
+        return
+    for goal, value, ok in (
+        ("load_export per record >= 2x faster than rddac", theirs["row"] / t_row,
+         theirs["row"] / t_row >= 2),
+        ("by_sim_id >= 2x faster than rddac", theirs["by_sim_id"] / t_id,
+         theirs["by_sim_id"] / t_id >= 2),
+        ("batch of 256 within 1.2x of raw memmap fancy indexing", t_b / t_b_raw,
+         t_b / t_b_raw <= 1.2),
+    ):
+        print(f"goal: {goal}: {value:.2f} -> {'met' if ok else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ class Export:
                     f"unknown field(s) {unknown} in export {root}; fields: {', '.join(available)}"
                 )
         self._fields = chosen
+        self._n = int(manifest["count"])
         self._backend: _Backend | None = None
         self._sim_ids: np.ndarray | None = None
         self._row_of: dict[Any, int] | None = None
@@ -71,10 +72,19 @@ class Export:
         return self._sim_ids
 
     def __len__(self) -> int:
-        return int(self.manifest["count"])
+        return self._n
 
     def __getitem__(self, index: int | slice) -> dict[str, np.ndarray]:
-        """``export[i]`` is one row; ``export[i:j]`` stacks rows like :meth:`batch`."""
+        """``export[i]`` is one row; ``export[i:j]`` stacks rows like :meth:`batch`.
+
+        A row of an npy export holds read-only views of the memory-mapped files (no copy);
+        ``.copy()`` a field to change it.
+        """
+        if type(index) is int:  # the hot path: a plain int, checked once
+            n = self._n
+            if 0 <= index < n or -n <= index < 0:
+                return (self._backend or self._open()).row(index % n, self._fields)
+            raise IndexError(f"row {index} out of range for an export of {n} rows")
         if isinstance(index, slice):
             return self.batch(np.arange(len(self))[index])
         if isinstance(index, bool) or not isinstance(index, numbers.Integral):
@@ -84,6 +94,17 @@ class Export:
         if not -n <= i < n:
             raise IndexError(f"row {index} out of range for an export of {n} rows")
         return self._open().row(i % n, self._fields)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        """Rows ``indices`` as a list; torch's DataLoader fetches its batches through this.
+
+        For npy exports this is one vectorised read per field, and the rows are writable
+        (views of that fresh copy), so collating them needs no further copy.
+        """
+        if self.kind != "npy":
+            return [self[int(i)] for i in indices]
+        stacked = self.batch(indices)
+        return [{f: stacked[f][k, ...] for f in self._fields} for k in range(len(indices))]
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         for i in range(len(self)):
@@ -102,14 +123,16 @@ class Export:
 
     def by_sim_id(self, sim_id: Any) -> dict[str, np.ndarray]:
         """The row of experiment ``sim_id`` (O(1) after the first call)."""
-        if self._row_of is None:
-            self._row_of = {v.item() if hasattr(v, "item") else v: i
-                            for i, v in enumerate(self.sim_ids)}
-        key = sim_id.item() if hasattr(sim_id, "item") else sim_id
-        try:
-            return self[self._row_of[key]]
-        except KeyError:
-            raise KeyError(f"experiment {sim_id!r} is not in export {self.root}") from None
+        row_of = self._row_of
+        if row_of is None:
+            row_of = self._row_of = dict(zip(self.sim_ids.tolist(), range(self._n), strict=True))
+        i = row_of.get(sim_id)  # numpy ints and strs hash like their Python values
+        if i is None:
+            key = sim_id.item() if hasattr(sim_id, "item") else sim_id
+            i = row_of.get(key)
+            if i is None:
+                raise KeyError(f"experiment {sim_id!r} is not in export {self.root}")
+        return (self._backend or self._open()).row(i, self._fields)
 
     def __repr__(self) -> str:
         shapes = ", ".join(
@@ -155,16 +178,21 @@ class _NpyBackend(_Backend):
     def __init__(self, root: str, manifest: dict[str, Any]):
         super().__init__(root, manifest)
         self._arrays: dict[str, np.ndarray] = {}
+        self._pairs: dict[tuple[str, ...], tuple[tuple[str, np.ndarray], ...]] = {}
 
     def _array(self, field: str) -> np.ndarray:
         arr = self._arrays.get(field)
         if arr is None:
-            arr = self._arrays[field] = np.load(os.path.join(self.root, f"{field}.npy"),
-                                                mmap_mode="r")
+            # a plain ndarray over the map: indexing it skips np.memmap's Python-level hooks
+            arr = self._arrays[field] = np.asarray(
+                np.load(os.path.join(self.root, f"{field}.npy"), mmap_mode="r"))
         return arr
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return {f: np.array(self._array(f)[i]) for f in fields}
+        pairs = self._pairs.get(fields)  # type: ignore[arg-type] - Export passes a tuple
+        if pairs is None:
+            pairs = self._pairs[tuple(fields)] = tuple((f, self._array(f)) for f in fields)
+        return {f: a[i, ...] for f, a in pairs}  # read-only views; 0-d arrays for scalars
 
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
         return {f: self._array(f)[idx] for f in fields}

@@ -10,7 +10,8 @@ import numpy as np
 
 from guideloom.croissant import View, ViewField
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
-from guideloom.sources import ArchiveHandles, Location, open_location
+from guideloom.fastread import RawSource, read_dataset
+from guideloom.sources import ArchiveHandles, Location, open_location, open_location_raw
 
 SIM_ID_KEY = "_sim_id"
 
@@ -38,10 +39,13 @@ class RecordReader:
             CorruptDataError: The file or a dataset in it cannot be decoded.
         """
         record: dict[str, Any] = {}
-        with open_location(loc, self.handles) as f:
+        fid, raw = open_location_raw(loc, self.handles)
+        try:
             for vf in self.view.fields:
                 if vf.is_h5:
-                    record[vf.alias] = self._read_field(f, vf, loc, row)
+                    record[vf.alias] = self._read_field(fid, raw, vf, loc, row)
+        finally:
+            fid.close()
         for vf in self.view.fields:
             if not vf.is_h5:
                 record[vf.alias] = row[vf.column]
@@ -79,25 +83,17 @@ class RecordReader:
         return {a: out[a] for a in self.view.aliases}
 
     def _read_field(
-        self, f: h5py.File, vf: ViewField, loc: Location, row: Mapping[str, Any]
+        self, fid: h5py.h5f.FileID, raw: RawSource | None, vf: ViewField, loc: Location,
+        row: Mapping[str, Any],
     ) -> np.ndarray:
         path = vf.h5_path
         assert path is not None
+        try:  # the low-level open is much cheaper than f[path]; f[path] words the errors
+            obj = h5py.Dataset(h5py.h5d.open(fid, path.encode()))
+        except (KeyError, ValueError, TypeError, OSError):
+            obj = self._lookup(h5py.File(fid), path, vf, loc, row)
         try:
-            obj = f[path]
-        except KeyError:
-            raise MissingFieldError(
-                f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
-                f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
-                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
-            ) from None
-        if not isinstance(obj, h5py.Dataset):
-            raise MissingFieldError(
-                f"experiment {loc.sim_id}: {loc.describe()}: {path!r} is a group, not a dataset",
-                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
-            )
-        try:
-            return _select(obj, vf.timesteps)
+            return _select(obj, vf.timesteps, raw)
         except IndexError as exc:
             raise ExperimentReadError(
                 f"experiment {loc.sim_id}: {loc.describe()}: timesteps {vf.timesteps!r} out of "
@@ -111,20 +107,41 @@ class RecordReader:
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
             ) from exc
 
+    def _lookup(
+        self, f: h5py.File, path: str, vf: ViewField, loc: Location, row: Mapping[str, Any]
+    ) -> h5py.Dataset:
+        try:
+            obj = f[path]
+        except KeyError:
+            raise MissingFieldError(
+                f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
+                f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            ) from None
+        if not isinstance(obj, h5py.Dataset):
+            raise MissingFieldError(
+                f"experiment {loc.sim_id}: {loc.describe()}: {path!r} is a group, not a dataset",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            )
+        return obj
 
-def _select(obj: h5py.Dataset, timesteps: None | int | tuple[int, ...]) -> np.ndarray:
+
+def _select(
+    obj: h5py.Dataset, timesteps: None | int | tuple[int, ...], raw: RawSource | None = None
+) -> np.ndarray:
+    """Read ``obj`` with ``timesteps`` applied; through the fast chunk path when it can."""
     if timesteps is None:
-        return obj[()]
+        return read_dataset(obj, raw)
     n = obj.shape[0] if obj.shape else 0
     if isinstance(timesteps, int):
         if not -n <= timesteps < n:
             raise IndexError(f"step {timesteps} with {n} steps")
-        return obj[timesteps % n]
+        return read_dataset(obj, raw, [timesteps % n])[0]
     steps = np.asarray(timesteps) % max(n, 1)
     if any(not -n <= s < n for s in timesteps):
         raise IndexError(f"steps {list(timesteps)} with {n} steps")
     unique, inverse = np.unique(steps, return_inverse=True)
-    return obj[unique.tolist()][inverse]  # h5py wants increasing indices
+    return read_dataset(obj, raw, unique)[inverse]  # increasing rows, as h5py wants
 
 
 def _filter_hint(row: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import h5py
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError
+from guideloom.fastread.chunks import RawSource
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset
@@ -148,8 +149,11 @@ class ByteRangeFile(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence == io.SEEK_END:
+            offset += self._size
+        self._pos = offset if offset > 0 else 0
         return self._pos
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
@@ -160,6 +164,11 @@ class ByteRangeFile(io.RawIOBase):
         got = os.preadv(self._fd, [view], self._start + self._pos)
         self._pos += got
         return got
+
+
+# HDF5 reads metadata in many small pieces, mostly close together: a C-level read buffer in
+# front of the member serves them without a Python call or a system call each.
+_MEMBER_BUFFER = 1 << 16
 
 
 class ArchiveHandles:
@@ -201,18 +210,55 @@ def open_location(loc: Location, handles: ArchiveHandles | None = None) -> h5py.
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
+    return h5py.File(open_location_raw(loc, handles)[0])
+
+
+def _file_access(driver: str | None = None) -> h5py.h5p.PropFAID:
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST)  # as h5py.File
+    if driver == "sec2":
+        fapl.set_fapl_sec2()
+    return fapl
+
+
+_SEC2_ACCESS = _file_access("sec2")  # sec2: the file's VFD handle is its descriptor
+_BASE_ACCESS = _file_access()
+
+
+def open_location_raw(
+    loc: Location, handles: ArchiveHandles | None = None
+) -> tuple[h5py.h5f.FileID, RawSource | None]:
+    """Open the HDF5 file at ``loc`` at the library level and say where its bytes are.
+
+    This is the lean open of the record-reading path: no :class:`h5py.File` wrapper (wrap the
+    id with ``h5py.File(fid)`` when needed; close it with ``fid.close()``). The
+    :class:`~guideloom.fastread.RawSource` is the loose file's own descriptor, or the archive's
+    descriptor with the member's data offset; ``None`` for a deflated member (read from
+    memory). It is valid while the file is open.
+
+    Raises:
+        CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
+        ExperimentReadError: The file vanished or cannot be read.
+    """
     handles = handles or _PROCESS_HANDLES
+    flags = h5py.h5f.ACC_RDONLY
     try:
         if loc.member is None:
-            return h5py.File(loc.path, "r")
+            fid = h5py.h5f.open(os.fsencode(loc.path), flags, fapl=_SEC2_ACCESS)
+            return fid, RawSource.checked(fid.get_vfd_handle())
         fd = handles.fd(loc.path)
         if loc.stored:
             start = _member_data_offset(fd, loc)
-            fileobj: io.IOBase = ByteRangeFile(fd, start, loc.size, loc.describe())
+            fileobj: io.IOBase = io.BufferedReader(
+                ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
+            raw = RawSource.checked(fd, start, loc.size)
         else:  # a deflated member cannot be read in place: inflate it once
             with zipfile.ZipFile(loc.path) as zf:
-                fileobj = io.BytesIO(zf.read(loc.member))
-        return h5py.File(fileobj, "r")
+                fileobj, raw = io.BytesIO(zf.read(loc.member)), None
+        fapl = _BASE_ACCESS.copy()
+        fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
+        name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
+        return h5py.h5f.open(name, flags, fapl=fapl), raw
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:

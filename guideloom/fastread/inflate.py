@@ -1,0 +1,134 @@
+"""zlib-stream inflation into caller buffers, with the GIL released.
+
+HDF5's deflate filter stores each chunk as a zlib stream. Back ends, fastest first:
+
+``libdeflate``
+    libdeflate's ``libdeflate_zlib_decompress`` called through :mod:`ctypes` from the shared
+    object of the ``deflate`` package (which exports libdeflate's C symbols). It writes straight
+    into the destination buffer, and ctypes releases the GIL for the call. One decompressor per
+    thread (libdeflate decompressors are not thread-safe).
+``deflate``
+    The ``deflate`` package's Python API (returns a new buffer, copied into the destination).
+``isal``
+    ISA-L's ``isal_zlib.decompress`` (copied into the destination).
+``zlib``
+    The standard library, always present.
+
+``GUIDELOOM_INFLATE=<name>`` picks a back end (for tests and comparisons); the default is the
+fastest importable one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+
+BACKENDS = ("libdeflate", "deflate", "isal", "zlib")
+
+
+class InflateError(ValueError):
+    """A chunk is not a valid zlib stream of the expected decoded size."""
+
+
+# A back end inflates ``src[:n_src]`` (uint8 array) into all of ``dst`` (uint8 array) and raises
+# InflateError unless the stream decodes to exactly ``len(dst)`` bytes.
+Inflater = Callable[[np.ndarray, int, np.ndarray], None]
+
+
+class _LibDeflate:
+    """libdeflate through ctypes: one decompressor per thread, output written in place."""
+
+    def __init__(self) -> None:
+        import deflate  # noqa: F401 - loads the shared object that exports libdeflate
+
+        lib = ctypes.CDLL(deflate._deflate.__file__)
+        alloc = lib.libdeflate_alloc_decompressor
+        alloc.restype, alloc.argtypes = ctypes.c_void_p, []
+        free = lib.libdeflate_free_decompressor
+        free.restype, free.argtypes = None, [ctypes.c_void_p]
+        run = lib.libdeflate_zlib_decompress
+        run.restype = ctypes.c_int
+        run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        self._alloc, self._free, self._run = alloc, free, run
+        self._local = threading.local()
+
+    def _decompressor(self) -> int:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self._local.handle = _Handle(self._alloc(), self._free)
+        return handle.ptr
+
+    def __call__(self, src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
+        # actual_out_nbytes_ret=NULL: libdeflate insists on exactly len(dst) bytes
+        code = self._run(self._decompressor(), src.ctypes.data, n_src, dst.ctypes.data,
+                         dst.nbytes, None)
+        if code != 0:
+            reason = {1: "bad data", 2: "short output", 3: "output too large"}.get(code, code)
+            raise InflateError(f"libdeflate: {reason}")
+
+
+class _Handle:
+    """Frees a libdeflate decompressor when its thread's local storage goes away."""
+
+    def __init__(self, ptr: int, free: Callable[[int], None]):
+        if not ptr:
+            raise MemoryError("libdeflate_alloc_decompressor failed")
+        self.ptr, self._free = ptr, free
+
+    def __del__(self) -> None:
+        self._free(self.ptr)
+
+
+def _copying(decompress: Callable[[memoryview, int], bytes]) -> Inflater:
+    def run(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
+        try:
+            out = decompress(memoryview(src)[:n_src], dst.nbytes)
+        except Exception as exc:  # noqa: BLE001 - each library has its own error class
+            raise InflateError(str(exc)) from exc
+        if len(out) != dst.nbytes:
+            raise InflateError(f"decoded {len(out)} bytes, expected {dst.nbytes}")
+        dst[:] = np.frombuffer(out, np.uint8)
+
+    return run
+
+
+def _make(name: str) -> Inflater:
+    if name == "libdeflate":
+        return _LibDeflate()
+    if name == "deflate":
+        import deflate
+
+        return _copying(deflate.zlib_decompress)
+    if name == "isal":
+        from isal import isal_zlib
+
+        return _copying(lambda b, n: isal_zlib.decompress(b, bufsize=n))
+    if name == "zlib":
+        return _copying(lambda b, n: zlib.decompress(b, bufsize=n))
+    raise ValueError(f"unknown inflate back end {name!r}; choose from {', '.join(BACKENDS)}")
+
+
+def pick(name: str | None = None) -> tuple[str, Inflater]:
+    """Return ``(name, inflater)``: ``name`` if given, else the fastest importable back end.
+
+    Raises:
+        ValueError: ``name`` is not a known back end.
+        ImportError, OSError, AttributeError: ``name`` was asked for and cannot be loaded.
+    """
+    if name:
+        return name, _make(name)
+    for candidate in BACKENDS:
+        try:
+            return candidate, _make(candidate)
+        except (ImportError, OSError, AttributeError):
+            continue
+    raise AssertionError("zlib is always importable")  # pragma: no cover
+
+
+NAME, inflate_into = pick(os.environ.get("GUIDELOOM_INFLATE") or None)
