@@ -144,7 +144,7 @@ def test_the_job_environment_lines_make_guideloom_importable(tmp_path):
                           text=True, timeout=60, cwd=tmp_path, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     guideloom_file, value, cwd = proc.stdout.split()
-    assert Path(guideloom_file) == Path(jobqueue.__file__).parent / "__init__.py"
+    assert Path(guideloom_file) == Path(jobqueue.__file__).parents[1] / "__init__.py"
     assert (value, Path(cwd)) == ("42", Path.cwd())
 
 

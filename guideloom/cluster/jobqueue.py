@@ -267,7 +267,7 @@ def worker_environment_lines(pythonpath: Sequence[str | os.PathLike[str]] = ()) 
     """
     cwd = os.getcwd()
     entries: list[str] = []
-    for entry in (cwd, str(Path(__file__).resolve().parent.parent), *map(str, pythonpath)):
+    for entry in (cwd, str(Path(__file__).resolve().parents[2]), *map(str, pythonpath)):
         absolute = os.path.abspath(entry)
         if absolute not in entries:
             entries.append(absolute)
