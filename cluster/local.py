@@ -23,7 +23,7 @@ if (_CHECKOUT / "guideloom" / "__init__.py").is_file():
     # use the package of the checkout this script belongs to, even if another one is installed
     sys.path.insert(0, str(_CHECKOUT))
 
-from guideloom import cluster_procs  # noqa: E402
+from guideloom.cluster import local_procs as cluster_procs  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:

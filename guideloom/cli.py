@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from guideloom import __version__
-from guideloom.errors import GuideloomError
+from guideloom.errors import GuideloomError, JobFailedError, UsageError
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -34,14 +34,7 @@ EXIT_INTERRUPTED = 130
 DASHBOARD_PATTERN = re.compile(r"^[^\s:]+:[0-9]+$")
 DEMO_WORKFLOW = "force_signals"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
-
-
-class UsageError(GuideloomError):
-    """A problem with what the user asked for: exit code 2."""
-
-
-class JobFailedError(GuideloomError):
-    """The job started and failed: exit code 1."""
+QUIET_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -121,7 +114,8 @@ def _load_workflow(args: argparse.Namespace):
 
 
 def _command_line() -> str:
-    return shlex.join(["guideloom", *sys.argv[1:]])
+    """This command, runnable from any directory (relative paths stay right)."""
+    return f"{shlex.join(['cd', os.getcwd()])} && {shlex.join(['guideloom', *sys.argv[1:]])}"
 
 
 # --- run ----------------------------------------------------------------------------------
@@ -155,34 +149,33 @@ def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None
 def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
              batch: dict[str, Any] | None = None) -> tuple[Any, float, int]:
     """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``."""
+    from guideloom.errors import NoJobError
     from guideloom.export import run_export
-    from guideloom.export.staging import Staging
+    from guideloom.export.status import job_status
 
-    staging = Staging.for_target(spec.target)
-    if staging.target_complete() and not spec.overwrite:
-        raise UsageError(f"{staging.url} already holds a complete export; pass --overwrite to "
-                         "replace it")
-    before = staging.markers() if staging.read_job() else {}  # used if the job resumes
     t0 = time.perf_counter()
     with _warnings_as_lines():
         try:
             result = run_export(spec, client=scheduler, show_progress=True,
                                 dashboard_address=dashboard, verbose=verbose,
                                 resume_hint=f"rerun `{_command_line()}`", batch_options=batch)
+        except FileExistsError:
+            raise UsageError(f"{spec.target} already holds a complete export; pass --overwrite "
+                             "to replace it") from None
         except (KeyboardInterrupt, UsageError):
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the job is one line, exit 1
             if verbose:
                 raise
-            kept = staging.markers() if staging.read_job() else {}
-            hint = (f" ({len(kept)} finished partitions are kept in {staging.root}; rerun to "
-                    "resume)") if kept else ""
+            try:
+                kept = job_status(spec.target)
+            except NoJobError:
+                kept = None
+            hint = (f" ({kept.partitions_done} finished partitions are kept in "
+                    f"{kept.staging_dir}; rerun to resume)"
+                    if kept is not None and not kept.complete and kept.partitions_done else "")
             raise JobFailedError(f"job failed: {_one_line(exc)}{hint}") from exc
-    seconds = time.perf_counter() - t0
-    resumed = 0
-    if result.resumed_partitions:
-        resumed = sum(len(m["written"]) + len(m["skipped"]) for m in before.values())
-    return result, seconds, resumed
+    return result, time.perf_counter() - t0, result.resumed_experiments
 
 
 def _print_summary(result, seconds: float, resumed_exps: int) -> None:
@@ -208,39 +201,24 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
     print(f"output: {result.target}")
 
 
-def _plan_placement(spec, selection, scheduler: str | None) -> tuple[int, str]:
-    """``(workers, where)`` the job would run with, without starting anything."""
-    from guideloom.cluster.client import choose_automatically, default_partition_size, worker_count
-    from guideloom.cluster.embedded import default_worker_count
-    from guideloom.export.run import estimate_seconds
-
-    cores = default_worker_count()
-    if scheduler is None:
-        n = len(selection.locations)
-        n_tasks = math.ceil(n / (spec.partition_size or default_partition_size(n, cores)))
-        mode, reason = choose_automatically(estimate_seconds(spec, selection), n_tasks)
-        return (1 if mode == "in-process" else cores), f"{mode}: {reason}"
-    if scheduler == "sync":
-        return 1, "in-process (sync)"
-    if scheduler.startswith("local"):
-        workers = int(scheduler.split(":", 1)[1]) if ":" in scheduler else cores
-        return workers, f"local cluster of {workers} workers"
-    kind, _, jobs = scheduler.partition(":")
-    if kind in ("slurm", "pbs"):
-        return int(jobs), f"{jobs} {kind.upper()} worker jobs (submitted when the job runs)"
-    from distributed import Client
-
-    with Client(scheduler, timeout=10) as client:
-        workers = worker_count(client)
-    return workers, f"scheduler {scheduler} ({workers} workers)"
-
-
 def _print_plan(wf, spec, scheduler: str | None) -> None:
-    from guideloom.export.run import PROBE_ATTEMPTS, plan_export, probe_schema, select_experiments
-    from guideloom.export.staging import Staging
+    from guideloom.cluster.client import default_partition_size, preview_placement
+    from guideloom.cluster.embedded import default_worker_count
+    from guideloom.export.run import (
+        PROBE_ATTEMPTS,
+        estimate_seconds,
+        plan_export,
+        probe_schema,
+        select_experiments,
+    )
+    from guideloom.export.status import staging_for
+    from guideloom.formats import get_format
 
     selection = select_experiments(spec)
-    workers, where = _plan_placement(spec, selection, scheduler)
+    n = len(selection.locations)
+    n_tasks = math.ceil(n / (spec.partition_size
+                             or default_partition_size(n, default_worker_count())))
+    workers, where = preview_placement(scheduler, estimate_seconds(spec, selection), n_tasks)
     plan = plan_export(spec, workers, selection)
     n = len(plan.selection.locations)
     print(f"workflow: {wf.file} ({wf.name}); dry run, nothing is written")
@@ -260,12 +238,10 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
                           plan.selection.rows[:PROBE_ATTEMPTS])
     print(f"output: {spec.output} -> {spec.target}"
           + (f" ({wf.compression})" if wf.compression != "none" else ""))
-    variable = spec.output in ("npz", "storage")
+    variable = not get_format(spec.output).needs_schema
     total = 0
     for alias, fs in sorted(schema.items()):
-        import numpy as np
-
-        nbytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize * n
+        nbytes = fs.row_bytes * n
         total += nbytes
         shape = f"{fs.shape} per record" if variable else str((n, *fs.shape))
         print(f"  {alias:28s} {shape:24s} {_dtype_name(fs.dtype):10s} {_human_bytes(nbytes)}")
@@ -276,79 +252,42 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
               "record)")
     approx = "about " if variable else ""
     print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
-    staging = Staging.for_target(spec.target)
+    staging = staging_for(spec.target)
     if staging.target_complete():
         action = "replaces it" if spec.overwrite else "fails; add --overwrite to replace it"
         print(f"note: {staging.url} already holds a complete export; this run {action}")
 
 
 # --- inspect and status -------------------------------------------------------------------
-def _staging_for(text: str):
-    """The :class:`Staging` of an export path/URL or of a staging directory."""
-    from guideloom.export.staging import STAGING_SUFFIX, Staging
+def _status(path: str):
+    from guideloom.errors import NoJobError
+    from guideloom.export.status import job_status
 
-    name = os.path.basename(text.rstrip("/"))
-    if name.startswith(".") and name.endswith(STAGING_SUFFIX):
-        parent = os.path.dirname(text.rstrip("/"))
-        text = os.path.join(parent, name[1:-len(STAGING_SUFFIX)])
-    return Staging.for_target(text)
-
-
-def _progress_line(staging) -> tuple[str, bool]:
-    """``(line, complete)`` for a job's target."""
-    import json
-
-    from guideloom.export.staging import EXPORT_MANIFEST
-
-    if staging.target_complete():
-        with staging.fs.open(f"{staging.target}/{EXPORT_MANIFEST}", "rb") as fh:
-            m = json.loads(fh.read())
-        n = m.get("n_partitions", "?")
-        done = m["count"] + len(m.get("skipped", []))
-        return (f"complete: {n}/{n} partitions done ({done}/{done} experiments; "
-                f"{m['count']} written, {len(m.get('skipped', []))} skipped)"), True
-    job = staging.read_job()
-    if job is None:
-        if staging.target_exists():
-            raise UsageError(f"{staging.url} is not a guideloom export (no export.json) and no "
-                             "job is staged for it")
-        raise UsageError(f"no export and no staged job at {staging.url}")
-    markers = staging.markers()
-    exps = sum(len(m["written"]) + len(m["skipped"]) for m in markers.values())
-    line = (f"incomplete: {len(markers)}/{job['n_partitions']} partitions done "
-            f"({exps}/{job['n_records']} experiments)")
-    return line, False
+    try:
+        return job_status(path)
+    except NoJobError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    staging = _staging_for(args.path)
-    line, complete = _progress_line(staging)
-    print(f"{staging.url}: {line}")
-    if not complete:
-        job = staging.read_job() or {}
-        stamps = [staging.fs.modified(p) for p in staging.fs.ls(staging.path("parts"),
-                                                                 detail=False)
-                  if p.endswith(".json")] if staging.is_local else []
-        if stamps:
-            age = time.time() - max(s.timestamp() for s in stamps)
-            print(f"last partition finished {age:.0f} s ago")
-        print(f"job {str(job.get('identity', '?'))[:12]}: view {job.get('view')!r}, output "
-              f"{job.get('output')}, staging area {staging.root}")
-        print(f"running, or interrupted: {job.get('resume', 'rerun the same export')} to "
-              "resume it")
+    status = _status(args.path)
+    print(f"{status.target}: {status.line()}")
+    if not status.complete:
+        if status.last_partition_age_s is not None:
+            print(f"last partition finished {status.last_partition_age_s:.0f} s ago")
+        print(f"job {status.identity}: view {status.job.get('view')!r}, output "
+              f"{status.job.get('output')}, staging area {status.staging_dir}")
+        print(f"running, or interrupted: {status.resume_hint} to resume it")
     return 0
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from guideloom.reader import read_export_manifest
-
-    staging = _staging_for(args.export)
-    line, complete = _progress_line(staging)
-    if not complete:
-        print(f"export: {staging.url}")
-        print(f"status: {line}; rerun the job to finish it")
+    status = _status(args.export)
+    if not status.complete:
+        print(f"export: {status.target}")
+        print(f"status: {status.line()}; rerun the job to finish it")
         return 0
-    root, m = read_export_manifest(staging.url)
+    root, m = status.target, status.manifest
     print(f"export: {root}")
     print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
     print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
@@ -365,7 +304,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print(f"transforms: fields: {fields}; record: {m.get('record_transform') or '-'}")
     print(f"on_error: {m.get('on_error')}; skipped: {len(m.get('skipped', []))}; "
           f"missing: {len(m.get('missing', []))}")
-    print(f"status: {line}; created {m.get('created', '?')}")
+    print(f"status: {status.line()}; created {m.get('created', '?')}")
     return 0
 
 
@@ -609,8 +548,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "command", None) == "demo":
         args.dashboard = args.dashboard or DEFAULT_DASHBOARD
     verbose = getattr(args, "verbose", False)
-    if not verbose:
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    if not verbose:  # errors reach the user as one line; Dask's own logs only with --verbose
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

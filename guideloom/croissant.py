@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
+from guideloom.index_table import read_index
 
 MANIFEST_NAME = "metadata.json"
 
@@ -171,9 +172,9 @@ class Dataset:
     def index(self):
         """The typed index table (read once, then cached)."""
         if self._index_cache is None:
-            from guideloom.params import read_index
-
-            self._index_cache = read_index(self)
+            types = {c.column: c.data_type for c in self.columns.values()}
+            self._index_cache = read_index(Path(self.data_dir) / self.index_file,
+                                           self.id_column, types)
         return self._index_cache
 
     @property

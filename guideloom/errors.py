@@ -1,8 +1,10 @@
-"""Exceptions and warnings shared across guideloom."""
+"""Every exception and warning class of guideloom, in one place."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
+from typing import Any
 
 
 class GuideloomError(Exception):
@@ -63,3 +65,108 @@ def summarize_ids(ids: Sequence[object], first: int = 10) -> str:
 
 class WorkerImportError(GuideloomError):
     """A Dask worker cannot import a module the job's code needs."""
+
+
+class StorageError(GuideloomError, ValueError):
+    """A storage directory or shard cannot be read safely (gap, truncation, dtype mismatch...)."""
+
+
+class FormatContractError(GuideloomError, ValueError):
+    """A storage format broke its protocol (wrong dtype, length, key order...)."""
+
+
+class UsageError(GuideloomError):
+    """A problem with what the user asked for: exit code 2."""
+
+
+class JobFailedError(GuideloomError):
+    """The job started and failed: exit code 1."""
+
+
+class ExtractError(GuideloomError):
+    """Some members could not be extracted; everything else was.
+
+    Attributes:
+        errors: One :class:`~guideloom.errors.ExperimentReadError` per failed experiment (a
+            :class:`~guideloom.errors.CorruptDataError` for a damaged member), naming the id
+            and ``archive::member``.
+        report: The :class:`ExtractReport` of the run.
+    """
+
+    def __init__(self, message: str, *, errors: Sequence[ExperimentReadError],
+                 report: Any):
+        super().__init__(message)
+        self.errors = list(errors)
+        self.report = report
+
+
+class SkippedDataWarning(UserWarning):
+    """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
+
+
+class NothingToExportError(GuideloomError, ValueError):
+    """The filters left no experiment with local data."""
+
+
+class TransformError(ExperimentReadError):
+    """A user transform raised for one experiment."""
+
+
+class RecordValueError(ExperimentReadError, ValueError):
+    """A record's output does not fit the export: shape, dtype, alias set or value type."""
+
+
+class LocalClusterError(RuntimeError):
+    """A local scheduler or worker process failed to start, or a state file is in the way."""
+
+
+class IncompleteExportError(GuideloomError, ValueError):
+    """The directory is not a finished guideloom export."""
+
+
+class WorkflowError(GuideloomError, ValueError):
+    """A workflow file is invalid: the message names the file, the key and what was expected."""
+
+    def __init__(self, file: str, key: str | None, message: str):
+        self.file, self.key = file, key
+        where = f"{file}: key {key!r}: " if key else f"{file}: "
+        super().__init__(where + message)
+
+
+class InflateError(ValueError):
+    """A chunk is not a valid zlib stream of the expected decoded size."""
+
+
+class FastReadError(ValueError):
+    """The fast path could not decode a chunk; read the dataset through h5py instead."""
+
+
+class JobqueueError(GuideloomError):
+    """Worker jobs could not be submitted, started or configured (one-line message)."""
+
+
+class JobqueueUnavailableError(JobqueueError):
+    """The batch system's commands (``sbatch``, ``qsub``, ...) are not on ``PATH``."""
+
+
+class JobqueueConfigError(JobqueueError, ValueError):
+    """No usable jobqueue settings were found for the batch system."""
+
+
+class WorkerTimeoutError(JobqueueError, TimeoutError):
+    """No worker connected in time; the message names the jobs' states and pending reasons."""
+
+
+class JobqueueTerminated(SystemExit):
+    """SIGTERM arrived while :func:`jobqueue_client` was active (exit code 143)."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
+
+
+class ClusterStartError(GuideloomError):
+    """The embedded cluster's workers did not start; the message quotes their log."""
+
+
+class NoJobError(GuideloomError, ValueError):
+    """Neither a published export nor a staged job is at a path."""

@@ -30,14 +30,19 @@ from typing import TYPE_CHECKING, Any
 
 from guideloom.cluster.client import default_partition_size, placement
 from guideloom.cluster.embedded import default_worker_count
-from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, summarize_ids
+from guideloom.errors import (
+    CorruptDataError,
+    ExperimentReadError,
+    ExtractError,
+    summarize_ids,
+)
 from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
 from guideloom.sources import (
     LOOSE_SUBDIR,
     Location,
-    _archives,
-    _member_data_offset,
+    archive_paths,
     id_parser,
+    member_data_offset,
     scan_locations,
 )
 
@@ -75,23 +80,6 @@ class ExtractReport:
     kept_archives: dict[str, str] = field(default_factory=dict)
     cleaned_tmp: list[str] = field(default_factory=list)
     failed: list = field(default_factory=list)
-
-
-class ExtractError(GuideloomError):
-    """Some members could not be extracted; everything else was.
-
-    Attributes:
-        errors: One :class:`~guideloom.errors.ExperimentReadError` per failed experiment (a
-            :class:`~guideloom.errors.CorruptDataError` for a damaged member), naming the id
-            and ``archive::member``.
-        report: The :class:`ExtractReport` of the run.
-    """
-
-    def __init__(self, message: str, *, errors: Sequence[ExperimentReadError],
-                 report: ExtractReport):
-        super().__init__(message)
-        self.errors = list(errors)
-        self.report = report
 
 
 @dataclass(frozen=True)
@@ -228,7 +216,7 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
     h5_dir = root / LOOSE_SUBDIR
     claimed: dict[Any, tuple[int, int, str]] = {}
     plan = ExtractPlan([], [], {}, [])
-    for archive in _archives(ds, root):
+    for archive in archive_paths(ds, root):
         st = os.stat(archive)
         with zipfile.ZipFile(archive) as zf:  # scan_locations already proved it readable
             infos = zf.infolist()
@@ -493,7 +481,7 @@ def extract_member(item: ExtractItem, h5_dir: str, reader: _ArchiveReader | None
 
 
 def _copy_stored(fd: int, loc: Location, out: int) -> tuple[int, int]:
-    start = _member_data_offset(fd, loc)
+    start = member_data_offset(fd, loc)
     buf = memoryview(bytearray(max(1, min(CHUNK_BYTES, loc.size))))
     crc = pos = 0
     while pos < loc.size:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.loader._torch import INSTALL_HINT
+from guideloom.loader.torch_adapter import INSTALL_HINT
 
 try:
     import torch

@@ -1,5 +1,8 @@
 """``load_export``: one light, memory-mapped reader for every export kind.
 
+It depends on the format readers (:mod:`guideloom.formats`) and the layout module only, never on
+the executor, the staging area or Dask.
+
 The returned :class:`Export` follows the map-style dataset protocol (``len`` and ``[i]``), so it
 plugs into ``torch.utils.data.DataLoader``, a JAX or TensorFlow input pipeline, or a plain loop.
 It never imports torch, and it pickles without its open files (they reopen lazily in the
@@ -13,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import numbers
 import os
 from collections.abc import Iterator, Sequence
@@ -21,12 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import GuideloomError
-from guideloom.export.staging import EXPORT_MANIFEST, STAGING_SUFFIX, Staging
-
-
-class IncompleteExportError(GuideloomError, ValueError):
-    """The directory is not a finished guideloom export."""
+from guideloom.errors import IncompleteExportError
+from guideloom.formats import FormatReader, get_format
+from guideloom.formats.layout import read_export_manifest
 
 
 class Export:
@@ -54,7 +53,7 @@ class Export:
                 )
         self._fields = chosen
         self._n = int(manifest["count"])
-        self._backend: _Backend | None = None
+        self._backend: FormatReader | None = None
         self._sim_ids: np.ndarray | None = None
         self._row_of: dict[Any, int] | None = None
 
@@ -149,139 +148,14 @@ class Export:
         state["_row_of"] = None
         return state
 
-    def _open(self) -> _Backend:
+    def _open(self) -> FormatReader:
         if self._backend is None:
-            if self.kind == "storage":
-                import guideloom.export.storage_writer  # noqa: F401 - registers its backend
-            backend_cls = _BACKENDS.get(self.kind)
-            if backend_cls is None:
-                raise IncompleteExportError(f"{self.root}: unknown export kind {self.kind!r}")
-            self._backend = backend_cls(self.root, self.manifest)
+            try:
+                fmt = get_format(self.kind)
+            except ValueError as exc:
+                raise IncompleteExportError(f"{self.root}: {exc}") from None
+            self._backend = fmt.open_reader(self.root, self.manifest)
         return self._backend
-
-
-class _Backend:
-    def __init__(self, root: str, manifest: dict[str, Any]):
-        self.root, self.manifest = root, manifest
-
-    def sim_ids(self) -> np.ndarray:
-        return np.load(os.path.join(self.root, "sim_ids.npy"))
-
-    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-
-class _NpyBackend(_Backend):
-    def __init__(self, root: str, manifest: dict[str, Any]):
-        super().__init__(root, manifest)
-        self._arrays: dict[str, np.ndarray] = {}
-        self._pairs: dict[tuple[str, ...], tuple[tuple[str, np.ndarray], ...]] = {}
-
-    def _array(self, field: str) -> np.ndarray:
-        arr = self._arrays.get(field)
-        if arr is None:
-            # a plain ndarray over the map: indexing it skips np.memmap's Python-level hooks
-            arr = self._arrays[field] = np.asarray(
-                np.load(os.path.join(self.root, f"{field}.npy"), mmap_mode="r"))
-        return arr
-
-    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        pairs = self._pairs.get(fields)  # type: ignore[arg-type] - Export passes a tuple
-        if pairs is None:
-            pairs = self._pairs[tuple(fields)] = tuple((f, self._array(f)) for f in fields)
-        return {f: a[i, ...] for f, a in pairs}  # read-only views; 0-d arrays for scalars
-
-    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return {f: self._array(f)[idx] for f in fields}
-
-
-class _NpzBackend(_Backend):
-    def _load(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        sim_id = self.sim_ids_cached()[i]
-        with np.load(os.path.join(self.root, f"{sim_id}.npz"), allow_pickle=False) as npz:
-            return {f: npz[f] for f in fields}
-
-    def sim_ids_cached(self) -> np.ndarray:
-        if not hasattr(self, "_ids"):
-            self._ids = self.sim_ids()
-        return self._ids
-
-    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return self._load(i, fields)
-
-    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = [self._load(int(i), fields) for i in idx]
-        out = {}
-        for f in fields:
-            shapes = {r[f].shape for r in rows}
-            if len(shapes) > 1:
-                raise ValueError(f"field {f!r} has variable shapes {sorted(shapes)} in this "
-                                 "npz export; read rows one by one with export[i]")
-            out[f] = np.stack([r[f] for r in rows]) if rows else np.empty((0,))
-        return out
-
-
-class _ZarrBackend(_Backend):
-    def __init__(self, root: str, manifest: dict[str, Any]):
-        super().__init__(root, manifest)
-        import zarr
-
-        from guideloom.export.writers import zarr_store
-
-        self._group = zarr.open_group(zarr_store(root), mode="r")
-
-    def sim_ids(self) -> np.ndarray:
-        return self._group["sim_ids"][...]
-
-    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return {f: np.asarray(self._group[f][i]) for f in fields}
-
-    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        unique, inverse = np.unique(idx, return_inverse=True)
-        return {f: self._group[f].get_orthogonal_selection((unique,))[inverse] for f in fields}
-
-
-_BACKENDS: dict[str, type[_Backend]] = {
-    "npy": _NpyBackend,
-    "npz": _NpzBackend,
-    "zarr": _ZarrBackend,
-}
-
-
-def register_backend(kind: str, backend: type[_Backend]) -> None:
-    """Let another module (e.g. storage exports) serve its kind through :class:`Export`."""
-    _BACKENDS[kind] = backend
-
-
-def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """Return ``(root, export.json)`` or raise :class:`IncompleteExportError`."""
-    staging = Staging.for_target(root)
-    text = staging.url
-    if not staging.fs.exists(staging.target):
-        if staging.fs.exists(staging.root):
-            raise IncompleteExportError(
-                f"{text} is not published yet: its job is running or was interrupted "
-                f"(staging area {staging.root}); rerun the export to resume it"
-            )
-        raise FileNotFoundError(f"no export at {text}")
-    if staging.target.endswith(STAGING_SUFFIX):
-        raise IncompleteExportError(f"{text} is the staging area of an unfinished export")
-    try:
-        with staging.fs.open(f"{staging.target}/{EXPORT_MANIFEST}", "rb") as fh:
-            manifest = json.loads(fh.read())
-    except FileNotFoundError:
-        raise IncompleteExportError(
-            f"{text} has no {EXPORT_MANIFEST}: not a complete guideloom export"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc})") from exc
-    if manifest.get("format") != "guideloom-export":
-        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is not a guideloom export manifest")
-    root_text = staging.target if staging.is_local else text
-    return root_text, manifest
 
 
 def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None = None) -> Export:

@@ -83,7 +83,7 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
-    for archive in _archives(ds, root):
+    for archive in archive_paths(ds, root):
         try:
             with zipfile.ZipFile(archive) as zf:
                 infos = zf.infolist()
@@ -120,7 +120,7 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     return found
 
 
-def _archives(ds: Dataset, root: Path) -> list[Path]:
+def archive_paths(ds: Dataset, root: Path) -> list[Path]:
     named = [root / name for name in ds.archives]
     present = [p for p in named if p.is_file()]
     if ds.archives:
@@ -248,7 +248,7 @@ def open_location_raw(
             return fid, RawSource.checked(fid.get_vfd_handle())
         fd = handles.fd(loc.path)
         if loc.stored:
-            start = _member_data_offset(fd, loc)
+            start = member_data_offset(fd, loc)
             fileobj: io.IOBase = io.BufferedReader(
                 ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
@@ -273,7 +273,7 @@ def open_location_raw(
         ) from exc
 
 
-def _member_data_offset(fd: int, loc: Location) -> int:
+def member_data_offset(fd: int, loc: Location) -> int:
     header = os.pread(fd, _LOCAL_HEADER.size, loc.header_offset)
     if len(header) < _LOCAL_HEADER.size:
         raise CorruptDataError(

@@ -7,8 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.croissant import Dataset, View
-from guideloom.export.api import export_to_numpy, export_to_numpy_per_sim, export_to_zarr
-from guideloom.export.storage_writer import export_to_storage
+from guideloom.export.api import (
+    export_to_numpy,
+    export_to_numpy_per_sim,
+    export_to_storage,
+    export_to_zarr,
+)
 from guideloom.reader import Export, load_export
 from guideloom.records import SIM_ID_KEY, RecordReader
 from guideloom.selection import RowFilter, resolve_dataset, select

@@ -23,7 +23,7 @@ from guideloom.workflows import demo_transforms
 
 import guideloom
 from guideloom.cli import main
-from guideloom.cluster_procs import find_free_port, start_local_cluster
+from guideloom.cluster.local_procs import find_free_port, start_local_cluster
 from tests import export_helpers as helpers
 
 ROOT = Path(__file__).resolve().parents[1]

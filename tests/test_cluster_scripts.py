@@ -96,7 +96,7 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
 def test_start_local_cluster_context_manager(tmp_path: Path) -> None:
     from distributed import Client
 
-    from guideloom.cluster_procs import load_state, start_local_cluster
+    from guideloom.cluster.local_procs import load_state, start_local_cluster
 
     with start_local_cluster(1, state_dir=tmp_path, dashboard_port=None) as procs:
         assert procs.dashboard_url is None

@@ -18,9 +18,8 @@ import psutil
 import pytest
 
 import guideloom
-from guideloom.errors import CorruptDataError, MissingDataWarning
+from guideloom.errors import CorruptDataError, IncompleteExportError, MissingDataWarning
 from guideloom.export import SkippedDataWarning
-from guideloom.reader import IncompleteExportError
 from tests import export_helpers as helpers
 from tests.zip_helpers import corrupt_member
 

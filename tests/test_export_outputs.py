@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 import guideloom
-from guideloom.reader import IncompleteExportError
+from guideloom.errors import IncompleteExportError
 from tests import export_helpers as helpers
 from tests.test_export import serial_reference
 

@@ -9,7 +9,7 @@ import pytest
 
 import guideloom
 from guideloom.errors import ManifestError
-from guideloom.params import parse_bool
+from guideloom.index_table import parse_bool
 
 
 def test_columns_are_typed_from_manifest(demo_zip):

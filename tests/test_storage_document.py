@@ -9,8 +9,8 @@ import pytest
 
 from guideloom import DocumentDataset, DocumentPickleFormat, DocumentStorage
 from guideloom.storage import FormatContractError, StorageError
-from guideloom.storage._shards import shard_name
 from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
+from guideloom.storage.shards import shard_name
 from guideloom.storage.types import DocumentStorageFormat
 
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import guideloom
 from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage
 from guideloom.storage import StorageError
-from guideloom.storage._shards import shard_name
 from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
+from guideloom.storage.shards import shard_name
 
 DTYPE = np.dtype([("tokens", "<i4"), ("document_ids", "<u4"), ("loss_mask", "u1")])
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from guideloom import StreamDataset, StreamWithMetaStorage
 from guideloom.storage import FormatContractError, StorageError
-from guideloom.storage._shards import shard_name
 from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
+from guideloom.storage.shards import shard_name
 from guideloom.storage.types import StreamWithMetaStorageFormat
 
 BACKENDS = [SeekIO, MmapIO, PosixPreadIO]

@@ -132,6 +132,29 @@ def choose_automatically(estimate_s: float, n_tasks: int) -> tuple[str, str]:
                           "(client='local' or --scheduler local forces one)")
 
 
+def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int) -> tuple[int, str]:
+    """``(workers, description)`` of where :func:`placement` would run a job; starts nothing
+    (a ``tcp://`` scheduler is asked for its worker count)."""
+    cores = embedded.default_worker_count()
+    if client is None:
+        mode, reason = choose_automatically(estimate_s, n_tasks)
+        return (1 if mode == "in-process" else cores), f"{mode}: {reason}"
+    check_client_text(client)
+    if client == SYNC:
+        return 1, "in-process (sync)"
+    if client == LOCAL or client.startswith(f"{LOCAL}:"):
+        workers = _local_workers(client) or cores
+        return workers, f"local cluster of {workers} workers"
+    kind, _, jobs = client.partition(":")
+    if kind in BATCH_KINDS:
+        return int(jobs), f"{jobs} {kind.upper()} worker jobs (submitted when the job runs)"
+    from distributed import Client
+
+    with Client(client, timeout=10, set_as_default=False) as remote:
+        workers = worker_count(remote)
+    return workers, f"scheduler {client} ({workers} workers)"
+
+
 @contextmanager
 def placement(
     client: ClientLike = None,

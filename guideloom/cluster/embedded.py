@@ -46,7 +46,7 @@ from typing import Any
 import psutil
 
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
-from guideloom.errors import GuideloomError
+from guideloom.errors import ClusterStartError
 
 HOST = "127.0.0.1"
 DEFAULT_DASHBOARD = f"{HOST}:8787"
@@ -58,10 +58,6 @@ LOG_TAIL_LINES = 8
 _lock = threading.RLock()
 _current: EmbeddedCluster | None = None
 _atexit_registered = False
-
-
-class ClusterStartError(GuideloomError):
-    """The embedded cluster's workers did not start; the message quotes their log."""
 
 
 def _worker_process_class() -> type:

@@ -30,36 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from guideloom.errors import GuideloomError
+from guideloom.errors import (
+    JobqueueConfigError,
+    JobqueueError,
+    JobqueueTerminated,
+    JobqueueUnavailableError,
+    WorkerTimeoutError,
+)
 
 Kind = Literal["slurm", "pbs"]
 KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
-
-
-class JobqueueError(GuideloomError):
-    """Worker jobs could not be submitted, started or configured (one-line message)."""
-
-
-class JobqueueUnavailableError(JobqueueError):
-    """The batch system's commands (``sbatch``, ``qsub``, ...) are not on ``PATH``."""
-
-
-class JobqueueConfigError(JobqueueError, ValueError):
-    """No usable jobqueue settings were found for the batch system."""
-
-
-class WorkerTimeoutError(JobqueueError, TimeoutError):
-    """No worker connected in time; the message names the jobs' states and pending reasons."""
-
-
-class JobqueueTerminated(SystemExit):
-    """SIGTERM arrived while :func:`jobqueue_client` was active (exit code 143)."""
-
-    def __init__(self) -> None:
-        super().__init__(SIGTERM_EXIT_CODE)
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,32 @@
-"""Parallel exports on Dask: one job description (:class:`ExportSpec`), one executor."""
+"""Parallel exports on Dask: one job description (:class:`ExportSpec`), one executor.
 
+:func:`export` is the one entry point (``kind`` names a format of :mod:`guideloom.formats`); the
+``export_to_*`` functions are thin wrappers with the same options (:class:`ExportOptions`).
+"""
+
+from guideloom.errors import SkippedDataWarning
 from guideloom.export.api import (
+    ExportOptions,
     build_spec,
+    export,
     export_to_numpy,
     export_to_numpy_per_sim,
+    export_to_storage,
     export_to_zarr,
 )
-from guideloom.export.run import ExportResult, SkippedDataWarning, plan_export, run_export
+from guideloom.export.run import ExportResult, plan_export, run_export
 from guideloom.export.spec import ExportSpec
 
 __all__ = [
+    "ExportOptions",
     "ExportResult",
     "ExportSpec",
     "SkippedDataWarning",
     "build_spec",
+    "export",
     "export_to_numpy",
     "export_to_numpy_per_sim",
+    "export_to_storage",
     "export_to_zarr",
     "plan_export",
     "run_export",

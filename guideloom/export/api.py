@@ -1,14 +1,15 @@
-"""The export functions users call; each builds an :class:`ExportSpec` and runs it."""
+"""The export functions users call: :func:`export` builds an :class:`ExportSpec` and runs it;
+the four ``export_to_*`` functions are thin wrappers over it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from guideloom.croissant import Dataset, View
-from guideloom.export.run import run_export
+from guideloom.export.run import ExportResult, run_export
 from guideloom.export.spec import (
     ExportSpec,
     FieldTransform,
@@ -16,6 +17,7 @@ from guideloom.export.spec import (
     RecordTransform,
     callable_name,
 )
+from guideloom.formats.layout import SIM_IDS_FILE, array_file
 from guideloom.selection import RowFilter, resolve_dataset
 
 
@@ -58,9 +60,10 @@ def build_spec(
     )
 
 
-_COMMON_DOC = """
-    Args:
-        view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
+class ExportOptions(TypedDict, total=False):
+    """The keyword options every export function takes (one place for all their signatures).
+
+    Attributes:
         data_dir: Directory with the experiment files (default: the dataset's, else ./data).
         dataset: A loaded dataset (needed for views added in memory).
         source: Manifest path when ``dataset`` is not given.
@@ -70,32 +73,64 @@ _COMMON_DOC = """
         record_transform: ``fn(record) -> dict`` applied after ``transforms``; its keys are the
             output aliases. ``record["_sim_id"]`` is the experiment id (never written).
         show_progress: Show a progress bar of experiments done.
-        client: ``None`` (active client, else an embedded LocalCluster), a
-            ``distributed.Client``, a scheduler address, ``"local:N"`` or ``"sync"``.
-        partition_size: Experiments per Dask task (default: about 4 tasks per worker, ≤ 64).
+        client: ``None`` (the active Client; else in-process for small jobs and the embedded
+            local cluster when it pays), ``"sync"``, ``"local"``/``"local:N"``, a scheduler
+            address ``"tcp://host:port"``, ``"slurm:N"``/``"pbs:N"``, or a
+            ``distributed.Client``.
+        partition_size: Experiments per Dask task (default: about 4 tasks per worker, <= 64).
         on_error: ``"raise"`` (default) fails on the first bad experiment, publishing nothing;
             ``"skip"`` leaves bad experiments out and lists them in ``export.json``.
         overwrite: Replace an existing complete export.
+    """
+
+    data_dir: str | Path | None
+    dataset: Dataset | None
+    source: str | Path | None
+    sim_ids: Iterable[Any] | None
+    where: RowFilter | None
+    transforms: Mapping[str, FieldTransform] | None
+    record_transform: RecordTransform | None
+    show_progress: bool
+    client: Any
+    partition_size: int | None
+    on_error: OnError
+    overwrite: bool
+
+
+_RUN_OPTIONS = ("show_progress", "client")
+_OPTIONS_DOC = """
+    Args:
+        view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
+        **options: See :class:`~guideloom.export.api.ExportOptions`: ``data_dir``, ``dataset``,
+            ``source``, ``sim_ids``, ``where``, ``transforms``, ``record_transform``,
+            ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``.
 """
 
 
-def export_to_numpy(
-    view: str | View,
-    out_dir: str | os.PathLike[str],
-    *,
-    data_dir: str | Path | None = None,
-    dataset: Dataset | None = None,
-    source: str | Path | None = None,
-    sim_ids: Iterable[Any] | None = None,
-    where: RowFilter | None = None,
-    transforms: Mapping[str, FieldTransform] | None = None,
-    record_transform: RecordTransform | None = None,
-    show_progress: bool = False,
-    client: Any = None,
-    partition_size: int | None = None,
-    on_error: OnError = "raise",
-    overwrite: bool = False,
-) -> dict[str, Path]:
+def export(view: str | View, target: str | os.PathLike[str], *, kind: str,
+           format_options: Mapping[str, Any] | None = None,
+           **options: Unpack[ExportOptions]) -> ExportResult:
+    """Export a view to ``target`` in the output format ``kind``; the one entry point.
+
+    ``kind`` is a registered format (``"npy"``, ``"npz"``, ``"zarr"``, ``"storage"`` or a
+    plugin, see :mod:`guideloom.formats`); ``format_options`` go to it (``compressed`` for npz,
+    ``compressor`` for zarr, ``storage`` for storage). The export functions below are thin
+    wrappers over this one.
+
+    Returns:
+        The :class:`~guideloom.export.run.ExportResult` (target and ``export.json`` contents).
+    """
+    unknown = sorted(set(options) - set(ExportOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unknown export option(s) {unknown}; options: "
+                        f"{', '.join(ExportOptions.__annotations__)}")
+    run = {k: options.pop(k) for k in _RUN_OPTIONS if k in options}  # type: ignore[misc]
+    spec = build_spec(view, kind, target, options=format_options, **options)  # type: ignore[misc]
+    return run_export(spec, **run)
+
+
+def export_to_numpy(view: str | View, out_dir: str | os.PathLike[str],
+                    **options: Unpack[ExportOptions]) -> dict[str, Path]:
     """Export a view to one ``.npy`` memmap per output alias, plus ``sim_ids.npy``.
 
     Every alias has shape ``(n_records, *field_shape)``; shapes and dtypes come from the first
@@ -107,35 +142,16 @@ def export_to_numpy(
     Returns:
         ``{alias: path}`` including ``"sim_ids"``.
     """
-    spec = build_spec(view, "npy", out_dir, data_dir=data_dir, dataset=dataset, source=source,
-                      sim_ids=sim_ids, where=where, transforms=transforms,
-                      record_transform=record_transform, partition_size=partition_size,
-                      on_error=on_error, overwrite=overwrite)
-    result = run_export(spec, client=client, show_progress=show_progress)
+    result = export(view, out_dir, kind="npy", **options)
     root = Path(result.target)
-    paths = {alias: root / f"{alias}.npy" for alias in result.manifest["fields"]}
-    paths["sim_ids"] = root / "sim_ids.npy"
+    paths = {alias: root / array_file(alias) for alias in result.manifest["fields"]}
+    paths["sim_ids"] = root / SIM_IDS_FILE
     return paths
 
 
-def export_to_numpy_per_sim(
-    view: str | View,
-    out_dir: str | os.PathLike[str],
-    *,
-    data_dir: str | Path | None = None,
-    dataset: Dataset | None = None,
-    source: str | Path | None = None,
-    sim_ids: Iterable[Any] | None = None,
-    where: RowFilter | None = None,
-    transforms: Mapping[str, FieldTransform] | None = None,
-    record_transform: RecordTransform | None = None,
-    compressed: bool = False,
-    show_progress: bool = False,
-    client: Any = None,
-    partition_size: int | None = None,
-    on_error: OnError = "raise",
-    overwrite: bool = False,
-) -> Path:
+def export_to_numpy_per_sim(view: str | View, out_dir: str | os.PathLike[str], *,
+                            compressed: bool = False,
+                            **options: Unpack[ExportOptions]) -> Path:
     """Export a view to one ``<experiment_id>.npz`` per experiment (shapes may vary).
 
     Each file is written under a temporary name and renamed when complete; ``compressed=True``
@@ -145,31 +161,13 @@ def export_to_numpy_per_sim(
     Returns:
         The export directory.
     """
-    spec = build_spec(view, "npz", out_dir, data_dir=data_dir, dataset=dataset, source=source,
-                      sim_ids=sim_ids, where=where, transforms=transforms,
-                      record_transform=record_transform, partition_size=partition_size,
-                      on_error=on_error, overwrite=overwrite, options={"compressed": compressed})
-    return Path(run_export(spec, client=client, show_progress=show_progress).target)
+    result = export(view, out_dir, kind="npz", format_options={"compressed": compressed},
+                    **options)
+    return Path(result.target)
 
 
-def export_to_zarr(
-    view: str | View,
-    store: str | os.PathLike[str],
-    *,
-    data_dir: str | Path | None = None,
-    dataset: Dataset | None = None,
-    source: str | Path | None = None,
-    sim_ids: Iterable[Any] | None = None,
-    where: RowFilter | None = None,
-    transforms: Mapping[str, FieldTransform] | None = None,
-    record_transform: RecordTransform | None = None,
-    compressor: str | None = "lz4",
-    show_progress: bool = False,
-    client: Any = None,
-    partition_size: int | None = None,
-    on_error: OnError = "raise",
-    overwrite: bool = False,
-) -> str:
+def export_to_zarr(view: str | View, store: str | os.PathLike[str], *,
+                   compressor: str | None = "lz4", **options: Unpack[ExportOptions]) -> str:
     """Export a view to a zarr v3 group: one array per alias plus ``sim_ids``.
 
     Arrays are chunked along records with chunk boundaries on partition boundaries, so no two
@@ -180,12 +178,33 @@ def export_to_zarr(
     Returns:
         The store path or URL, for :func:`guideloom.load_export`.
     """
-    spec = build_spec(view, "zarr", store, data_dir=data_dir, dataset=dataset, source=source,
-                      sim_ids=sim_ids, where=where, transforms=transforms,
-                      record_transform=record_transform, partition_size=partition_size,
-                      on_error=on_error, overwrite=overwrite, options={"compressor": compressor})
-    return run_export(spec, client=client, show_progress=show_progress).target
+    return export(view, store, kind="zarr", format_options={"compressor": compressor},
+                  **options).target
 
 
-for _fn in (export_to_numpy, export_to_numpy_per_sim, export_to_zarr):
-    _fn.__doc__ = (_fn.__doc__ or "") + _COMMON_DOC
+def export_to_storage(view: str | View, storage: Any,
+                      **options: Unpack[ExportOptions]) -> Path:
+    """Export a view into a GuideLoom storage: one record per experiment, one shard per task.
+
+    ``storage`` is a :class:`~guideloom.StreamStorage`, :class:`~guideloom.DocumentStorage` or
+    :class:`~guideloom.StreamWithMetaStorage`; its directory is the output. The
+    ``record_transform`` turns each record into what the storage format packs.
+
+    Returns:
+        The storage directory; ``load_export`` reads it row by row (one row per experiment) and
+        ``StatefulDataLoader.from_storage`` trains on it.
+
+    Example:
+        >>> fmt = guideloom.StreamNumpyFormat(np.dtype([("force", "<f4"), ("doc", "<u4")]))
+        >>> storage = guideloom.StreamStorage("./force-stream", fmt)         # doctest: +SKIP
+        >>> guideloom.export_to_storage("force-curve", storage, record_transform=lambda r: {
+        ...     "force": r["force_data"][:, 7],
+        ...     "doc": np.full(len(r["force_data"]), r["_sim_id"], "<u4")})  # doctest: +SKIP
+    """
+    result = export(view, storage.directory, kind="storage",
+                    format_options={"storage": storage}, **options)
+    return Path(result.target)
+
+
+for _fn in (export, export_to_numpy, export_to_numpy_per_sim, export_to_zarr, export_to_storage):
+    _fn.__doc__ = (_fn.__doc__ or "") + _OPTIONS_DOC

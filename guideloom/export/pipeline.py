@@ -7,21 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import ExperimentReadError
+from guideloom.errors import RecordValueError, TransformError
 from guideloom.export.spec import ExportSpec, FieldSchema, callable_name
 from guideloom.records import SIM_ID_KEY, RecordReader
 from guideloom.sources import Location
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"
-
-
-class TransformError(ExperimentReadError):
-    """A user transform raised for one experiment."""
-
-
-class RecordValueError(ExperimentReadError, ValueError):
-    """A record's output does not fit the export: shape, dtype, alias set or value type."""
 
 
 def produce(

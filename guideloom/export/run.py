@@ -22,12 +22,19 @@ from guideloom.cluster.client import (
 )
 from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.shipping import pack, ship_by_value, unpack
-from guideloom.errors import ExperimentReadError, GuideloomError, summarize_ids
+from guideloom.errors import (
+    ExperimentReadError,
+    GuideloomError,
+    NothingToExportError,
+    SkippedDataWarning,
+    summarize_ids,
+)
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
-from guideloom.export.staging import EXPORT_MANIFEST, FORMAT_VERSION, Staging
+from guideloom.export.staging import Staging
 from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
-from guideloom.export.writers import Writer, make_writer
+from guideloom.formats import ExportFormat, get_format
+from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
 
@@ -39,14 +46,6 @@ DECODE_BYTES_PER_S = 400e6
 PER_RECORD_S = 0.5e-3
 
 
-class SkippedDataWarning(UserWarning):
-    """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
-
-
-class NothingToExportError(GuideloomError, ValueError):
-    """The filters left no experiment with local data."""
-
-
 @dataclass
 class ExportResult:
     """What an export wrote.
@@ -55,11 +54,14 @@ class ExportResult:
         target: Where the export was published.
         manifest: The contents of ``export.json``.
         resumed_partitions: Partitions found finished from an earlier run.
+        resumed_experiments: Experiments in those partitions.
+        summaries: One small summary per partition (ids written and skipped, seconds, bytes).
     """
 
     target: str
     manifest: dict[str, Any]
     resumed_partitions: int = 0
+    resumed_experiments: int = 0
     summaries: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -71,6 +73,15 @@ class ExportPlan:
     partitions: tuple[Partition, ...]
     partition_size: int
     identity: str
+
+
+def open_writer(kind: str, staging: Staging, options: Mapping[str, Any]) -> ExportFormat:
+    """The registered format ``kind``, bound to the job's staging area for writing."""
+    fmt = get_format(kind)
+    if fmt.local_only and not staging.is_local:
+        raise ValueError(f"{kind} exports need a local (or shared) filesystem path, not "
+                         f"{staging.url}; use export_to_zarr for fsspec URLs")
+    return fmt(staging, options)
 
 
 def select_experiments(spec: ExportSpec) -> Selection:
@@ -141,7 +152,7 @@ def run_export(
         raise FileExistsError(
             f"{staging.url} already holds a complete export; pass overwrite=True to replace it"
         )
-    writer = make_writer(spec.output, staging, spec.options)
+    writer = open_writer(spec.output, staging, spec.options)
     selection = select_experiments(spec)
     estimate = (estimate_seconds(spec, selection)
                 if auto_placement_needs_estimate(client) else None)
@@ -159,7 +170,7 @@ def run_export(
             raise
 
 
-def _run_placed(spec: ExportSpec, staging: Staging, writer: Writer, selection: Selection,
+def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
                 where: Placement, estimate: float | None, show_progress: bool,
                 started: float, resume_hint: str) -> ExportResult:
     dask = where.client
@@ -182,17 +193,21 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: Writer, selection: S
     todo = [p for p in plan.partitions if p.index not in done]
     t0 = time.time()
     fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-                     already=sum(len(done[i]["written"]) + len(done[i]["skipped"])
-                                 for i in done))
+                     already=_experiments(done.values()))
     compute_seconds = time.time() - t0
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
     placed = {**where.to_json(), "estimate_s": None if estimate is None else round(estimate, 4)}
     manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
                          timings={"total_s": time.time() - started, "compute_s": compute_seconds})
-    return ExportResult(staging.url, manifest, resumed_partitions=len(done), summaries=summaries)
+    return ExportResult(staging.url, manifest, resumed_partitions=len(done),
+                        resumed_experiments=_experiments(done.values()), summaries=summaries)
 
 
-def _ship(spec: ExportSpec, writer: Writer, dask: Any) -> Any:
+def _experiments(summaries: Any) -> int:
+    return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
+
+
+def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any) -> Any:
     """The job (spec and writer) as cloudpickle bytes, scattered once to the workers.
 
     User code from ``__main__`` and local modules travels by value (see
@@ -204,7 +219,7 @@ def _ship(spec: ExportSpec, writer: Writer, dask: Any) -> Any:
     return dask.scatter(pack((spec, writer)), broadcast=False, hash=False)
 
 
-def _job(job: Any) -> tuple[ExportSpec, Writer]:
+def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
     return unpack(job) if isinstance(job, bytes) else job
 
 
@@ -267,9 +282,8 @@ def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
     return run_partition(spec, writer, schema, part)
 
 
-def run_partition(
-    spec: ExportSpec, writer: Writer, schema: Mapping[str, FieldSchema] | None, part: Partition
-) -> dict[str, Any]:
+def run_partition(spec: ExportSpec, writer: ExportFormat,
+                  schema: Mapping[str, FieldSchema] | None, part: Partition) -> dict[str, Any]:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
@@ -312,7 +326,7 @@ def run_partition(
         "dtypes": dtypes,
         "host": platform.node(),
     }
-    writer.staging.write_marker(part.index, summary)
+    writer.stage.write_marker(part.index, summary)
     return summary
 
 
@@ -329,7 +343,7 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
     )
 
 
-def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
+def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
               summaries: list[dict[str, Any]], placed: dict[str, Any],
               timings: dict[str, float]) -> dict[str, Any]:
     ids = plan.selection.ids
@@ -342,7 +356,7 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
         )
     writer.finalize(None if keep.all() else keep)
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
-    _write_sim_ids(staging, writer, sim_ids, summaries)
+    writer.write_sim_ids(sim_ids, summaries)
     if schema is None:
         dtypes: dict[str, str] = {}
         for s in summaries:
@@ -360,7 +374,7 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
             SkippedDataWarning, stacklevel=4,
         )
     manifest = {
-        "format": "guideloom-export",
+        "format": MANIFEST_FORMAT,
         "format_version": FORMAT_VERSION,
         "kind": spec.output,
         "view": spec.view.name,
@@ -394,23 +408,3 @@ def _finalize(spec, staging: Staging, writer: Writer, plan: ExportPlan, schema,
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     staging.publish(spec.overwrite)
     return manifest
-
-
-def _write_sim_ids(staging: Staging, writer: Writer, sim_ids: np.ndarray,
-                   summaries: list[dict[str, Any]]) -> None:
-    if writer.kind == "zarr":
-        import zarr
-
-        from guideloom.export.writers import zarr_store
-
-        group = zarr.open_group(zarr_store(staging.url_of("data")), mode="a")
-        if "sim_ids" in group:
-            del group["sim_ids"]
-        group.create_array("sim_ids", data=sim_ids, chunks=(max(1, len(sim_ids)),))
-        return
-    if hasattr(writer, "write_sim_ids"):
-        writer.write_sim_ids(sim_ids, summaries)
-        return
-    path = staging.path("data", "sim_ids.npy")
-    with open(path, "wb") as fh:
-        np.save(fh, sim_ids)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from guideloom.croissant import Dataset, View
 from guideloom.sources import Location
 
@@ -51,6 +53,11 @@ class FieldSchema:
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
         return {"shape": list(self.shape), "dtype": self.dtype}
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one record of this alias."""
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 @dataclass(frozen=True)

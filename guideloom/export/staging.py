@@ -24,9 +24,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-EXPORT_MANIFEST = "export.json"
-STAGING_SUFFIX = ".guideloom-staging"
-FORMAT_VERSION = 1
+from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 
 
 @dataclass
@@ -46,12 +44,8 @@ class Staging:
     @classmethod
     def for_target(cls, target: str | os.PathLike[str]) -> Staging:
         """Build the staging area for a local path or an fsspec URL."""
-        text = os.fspath(target)
-        fs, path = fsspec.core.url_to_fs(text)
-        if isinstance(fs, LocalFileSystem):
-            path = os.path.abspath(path)
-            text = path
-        return cls(fs=fs, target=path.rstrip("/"), url=text)
+        fs, path, text = resolve_target(target)
+        return cls(fs=fs, target=path, url=text)
 
     @property
     def is_local(self) -> bool:
@@ -61,8 +55,7 @@ class Staging:
     @property
     def root(self) -> str:
         """The staging directory."""
-        parent, name = posixpath.split(self.target)
-        return posixpath.join(parent, f".{name}{STAGING_SUFFIX}")
+        return staging_dir(self.target)
 
     def path(self, *parts: str) -> str:
         """A path inside the staging directory."""
@@ -115,18 +108,22 @@ class Staging:
         """Mark partition ``index`` finished (called by the worker after its data is durable)."""
         self.write_json(self.path("parts", f"{index:06d}.json"), summary)
 
+    def marker_paths(self) -> list[str]:
+        """The marker files of the finished partitions."""
+        folder = self.path("parts")
+        if not self.fs.exists(folder):
+            return []
+        return [entry for entry in self.fs.ls(folder, detail=False)
+                if posixpath.basename(entry).removesuffix(".json").isdigit()
+                and entry.endswith(".json")]
+
     def markers(self) -> dict[int, dict[str, Any]]:
         """Summaries of the finished partitions."""
         found: dict[int, dict[str, Any]] = {}
-        folder = self.path("parts")
-        if not self.fs.exists(folder):
-            return found
-        for entry in self.fs.ls(folder, detail=False):
-            name = posixpath.basename(entry)
-            if name.endswith(".json") and name[:-5].isdigit():
-                doc = self._read_json(entry)
-                if doc is not None:
-                    found[int(name[:-5])] = doc
+        for entry in self.marker_paths():
+            doc = self._read_json(entry)
+            if doc is not None:
+                found[int(posixpath.basename(entry)[:-5])] = doc
         return found
 
     # --- publishing -------------------------------------------------------------------
@@ -137,11 +134,12 @@ class Staging:
         if self.fs.exists(self.target):
             if not overwrite:
                 raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
-            self._move(self.target, old)
-        self._move(data, self.target)
+            self.move(self.target, old)
+        self.move(data, self.target)
         self.fs.rm(self.root, recursive=True)
 
-    def _move(self, src: str, dst: str) -> None:
+    def move(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst`` (atomic on a local disk)."""
         if self.is_local:
             os.replace(src, dst)
         else:

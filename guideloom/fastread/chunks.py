@@ -24,16 +24,13 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+from guideloom.errors import FastReadError
 from guideloom.fastread import inflate as _inflate
 from guideloom.fastread.pool import run_all, threads_for
 
 DEFLATE, SHUFFLE, FLETCHER32 = 1, 2, 3
 _SUPPORTED = {DEFLATE, SHUFFLE, FLETCHER32}
 _MIN_BYTES_PER_THREAD = 1 << 19  # below this, a thread hand-off costs more than it saves
-
-
-class FastReadError(ValueError):
-    """The fast path could not decode a chunk; read the dataset through h5py instead."""
 
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

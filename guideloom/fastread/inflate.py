@@ -28,11 +28,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from guideloom.errors import InflateError
+
 BACKENDS = ("libdeflate", "deflate", "isal", "zlib")
-
-
-class InflateError(ValueError):
-    """A chunk is not a valid zlib stream of the expected decoded size."""
 
 
 # A back end inflates ``src[:n_src]`` (uint8 array) into all of ``dst`` (uint8 array) and raises

@@ -4,9 +4,9 @@ Importing this package does not import torch; constructing a loader does (and ra
 ``ImportError`` naming ``pip install "guideloom[torch]"`` when it is missing).
 """
 
-from guideloom.loader._torch import default_collate, move_to_device
 from guideloom.loader.core import StatefulDataLoader, global_positions
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
+from guideloom.loader.torch_adapter import default_collate, move_to_device
 
 __all__ = [
     "ExportSource",

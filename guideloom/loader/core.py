@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.loader._torch import default_collate, move_to_device, pin, require_torch
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
+from guideloom.loader.torch_adapter import default_collate, move_to_device, pin, require_torch
 from guideloom.shuffle import FeistelShuffler
 
 __all__ = ["StatefulDataLoader", "global_positions"]

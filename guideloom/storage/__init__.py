@@ -1,11 +1,11 @@
 """GuideLoom storages: sharded streams, documents and streams with metadata, plus dataset views.
 
-Layout and rules are described in ``docs/storage.md`` and :mod:`guideloom.storage._shards`.
+Layout and rules are described in ``docs/storage.md`` and :mod:`guideloom.storage.shards`.
 """
 
 from __future__ import annotations
 
-from guideloom.storage._errors import FormatContractError, StorageError
+from guideloom.errors import FormatContractError, StorageError
 from guideloom.storage.dataset import (
     AsyncDocumentDatasetReader,
     AsyncStreamDatasetReader,

@@ -11,9 +11,9 @@ from typing import Any, Generic
 
 import numpy as np
 
-from guideloom.storage._base import BaseStorage, BaseWriter, ShardState
-from guideloom.storage._errors import FormatContractError
-from guideloom.storage._shards import (
+from guideloom.errors import FormatContractError
+from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.shards import (
     INDEX_DTYPE,
     ShardFileWriter,
     check_offsets,

@@ -11,9 +11,9 @@ from typing import Any, Generic
 
 import numpy as np
 
-from guideloom.storage._base import BaseStorage, BaseWriter, ShardState
-from guideloom.storage._errors import FormatContractError, StorageError
-from guideloom.storage._shards import (
+from guideloom.errors import FormatContractError, StorageError
+from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.shards import (
     INDEX_DTYPE,
     OpenShard,
     ShardFileWriter,
@@ -179,7 +179,7 @@ class StreamIndex:
         )
 
 
-def _open_stream_index(storage: BaseStorage, kind: str, sections: tuple[str, ...]) -> StreamIndex:
+def open_stream_index(storage: BaseStorage, kind: str, sections: tuple[str, ...]) -> StreamIndex:
     dtype = np.dtype(storage.format.stream_dtype)
     shards = open_shards(storage.directory, kind, storage.read_interface, dtype, sections)
     try:
@@ -209,7 +209,7 @@ class StreamReader(Generic[OutDataT]):
 
     def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
         self._format = storage.format
-        self._index = _open_stream_index(storage, KIND, ("data", "record_offsets"))
+        self._index = open_stream_index(storage, KIND, ("data", "record_offsets"))
 
     @property
     def num_elements(self) -> int:
@@ -260,7 +260,7 @@ class AsyncStreamReader(Generic[OutDataT]):
 
     def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
         self._format = storage.format
-        self._index = _open_stream_index(storage, KIND, ("data", "record_offsets"))
+        self._index = open_stream_index(storage, KIND, ("data", "record_offsets"))
 
     @property
     def num_elements(self) -> int:

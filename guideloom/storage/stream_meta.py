@@ -10,16 +10,16 @@ from typing import Any, Generic, NamedTuple
 
 import numpy as np
 
-from guideloom.storage._base import BaseStorage, BaseWriter, ShardState
-from guideloom.storage._errors import FormatContractError, StorageError
-from guideloom.storage._shards import (
+from guideloom.errors import FormatContractError, StorageError
+from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.shards import (
     INDEX_DTYPE,
     ShardFileWriter,
     check_offsets,
     close_shards,
     dtype_to_json,
 )
-from guideloom.storage.stream import _open_stream_index, check_stream
+from guideloom.storage.stream import check_stream, open_stream_index
 from guideloom.storage.types import InDataT, OutDataT, ReadInterface, StreamWithMetaStorageFormat
 
 __all__ = [
@@ -184,7 +184,7 @@ class StreamWithMetaReader(Generic[OutDataT]):
 
     def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
         self._format = storage.format
-        self._index = _open_stream_index(storage, KIND, _SECTIONS)
+        self._index = open_stream_index(storage, KIND, _SECTIONS)
         try:
             self._run_starts: list[np.ndarray] = []
             self._payload_offsets: list[np.ndarray] = []

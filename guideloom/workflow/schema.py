@@ -8,7 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from guideloom.errors import GuideloomError
+from guideloom.errors import WorkflowError
 
 _TYPE_WORDS = {
     "object": "a table",
@@ -18,15 +18,6 @@ _TYPE_WORDS = {
     "number": "a number",
     "boolean": "a boolean (true or false)",
 }
-
-
-class WorkflowError(GuideloomError, ValueError):
-    """A workflow file is invalid: the message names the file, the key and what was expected."""
-
-    def __init__(self, file: str, key: str | None, message: str):
-        self.file, self.key = file, key
-        where = f"{file}: key {key!r}: " if key else f"{file}: "
-        super().__init__(where + message)
 
 
 @cache

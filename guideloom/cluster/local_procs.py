@@ -31,6 +31,8 @@ from typing import Any
 
 import psutil
 
+from guideloom.errors import LocalClusterError
+
 HOST = "127.0.0.1"
 STATE_FILE_NAME = "local-cluster.json"
 DEFAULT_STATE_DIR = Path(
@@ -42,10 +44,6 @@ DEFAULT_STATE_DIR = Path(
 # Popen objects of the processes started by this interpreter, by PID (the processes outlive
 # the call that started them and are stopped by PID, possibly from another interpreter).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-class LocalClusterError(RuntimeError):
-    """A local scheduler or worker process failed to start, or a state file is in the way."""
 
 
 def find_free_port(host: str = HOST) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.storage._errors import StorageError
+from guideloom.errors import StorageError
 from guideloom.storage.types import FileReader, ReadInterface
 
 MAGIC = b"GLSHARD\0"

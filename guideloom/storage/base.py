@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from guideloom.storage._shards import ShardFileWriter, check_shard_number
 from guideloom.storage.io import resolve_read_interface
+from guideloom.storage.shards import ShardFileWriter, check_shard_number
 from guideloom.storage.types import ReadInterface
 
 S = TypeVar("S")

@@ -7,12 +7,9 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from guideloom.errors import ManifestError
-
-if TYPE_CHECKING:
-    from guideloom.croissant import Dataset
 
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0"}
@@ -86,26 +83,29 @@ class IndexTable:
         return iter(self.rows)
 
 
-def read_index(ds: Dataset) -> IndexTable:
-    """Read and type the dataset's index table.
+def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> IndexTable:
+    """Read and type an index table.
+
+    Args:
+        path: The CSV file.
+        id_column: The column holding experiment ids.
+        data_types: Croissant ``dataType`` per column (others are read as text).
 
     Raises:
         FileNotFoundError: The CSV is missing.
         ManifestError: The id column is missing or a cell does not match its dataType.
     """
-    path = Path(ds.data_dir) / ds.index_file
     if not path.is_file():
         raise FileNotFoundError(f"index table not found: {path} (named by the manifest)")
-    by_column = {c.column: c for c in ds.columns.values()}
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
-        if ds.id_column not in header:
+        if id_column not in header:
             raise ManifestError(
-                f"{path}: id column {ds.id_column!r} is missing; columns: {', '.join(header)}"
+                f"{path}: id column {id_column!r} is missing; columns: {', '.join(header)}"
             )
         parsers = {
-            name: parser_for(by_column[name].data_type) if name in by_column else str
+            name: parser_for(data_types[name]) if name in data_types else str
             for name in header
         }
         rows = []
@@ -121,7 +121,7 @@ def read_index(ds: Dataset) -> IndexTable:
                 except ValueError as exc:
                     raise ManifestError(
                         f"{path}:{line_no}: column {name!r}: {text!r} does not parse as "
-                        f"{by_column[name].data_type if name in by_column else 'text'} ({exc})"
+                        f"{data_types.get(name, 'text')} ({exc})"
                     ) from exc
             rows.append(row)
-    return IndexTable(path=path, id_column=ds.id_column, rows=rows)
+    return IndexTable(path=path, id_column=id_column, rows=rows)

@@ -1,0 +1,107 @@
+"""Where an export job stands: published, staged and partly done, or absent (``guideloom status``).
+
+Read from the target and its staging area only; nothing here starts or changes a job.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from guideloom.errors import NoJobError
+from guideloom.export.staging import Staging
+from guideloom.formats.layout import read_export_manifest, resolve_target, target_of_staging_dir
+
+IDENTITY_SHOWN = 12  # characters of the job identity shown to users
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """The state of one export target.
+
+    Attributes:
+        target: The export's path or URL.
+        complete: A published export is at the target.
+        partitions_done: Finished partitions (all of them when complete).
+        partitions: Partitions of the job.
+        experiments_done: Experiments written or skipped so far.
+        experiments: Experiments of the job.
+        written: Experiments written (complete exports).
+        skipped: Experiments skipped (complete exports).
+        job: The staged job description (incomplete jobs).
+        staging_dir: The staging directory (incomplete jobs).
+        last_partition_age_s: Seconds since the last partition finished (local, incomplete).
+        manifest: ``export.json`` (complete exports).
+    """
+
+    target: str
+    complete: bool
+    partitions_done: int
+    partitions: int
+    experiments_done: int
+    experiments: int
+    written: int = 0
+    skipped: int = 0
+    job: dict[str, Any] = field(default_factory=dict)
+    staging_dir: str | None = None
+    last_partition_age_s: float | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> str:
+        """The job identity as shown to users."""
+        return str(self.job.get("identity", "?"))[:IDENTITY_SHOWN]
+
+    @property
+    def resume_hint(self) -> str:
+        """What to run to resume an incomplete job (stored with the job when it started)."""
+        return str(self.job.get("resume", "rerun the same export"))
+
+    def line(self) -> str:
+        """One line: ``complete: 9/9 partitions done (…)`` or ``incomplete: 4/9 …``."""
+        if self.complete:
+            return (f"complete: {self.partitions}/{self.partitions} partitions done "
+                    f"({self.experiments}/{self.experiments} experiments; {self.written} "
+                    f"written, {self.skipped} skipped)")
+        return (f"incomplete: {self.partitions_done}/{self.partitions} partitions done "
+                f"({self.experiments_done}/{self.experiments} experiments)")
+
+
+def staging_for(path: str | os.PathLike[str]) -> Staging:
+    """The :class:`Staging` of an export target, also when given its staging directory."""
+    _, resolved, text = resolve_target(path)
+    target = target_of_staging_dir(resolved)
+    return Staging.for_target(text if target is None else target)
+
+
+def job_status(path: str | os.PathLike[str]) -> JobStatus:
+    """The state of the export at ``path`` (its target or its staging directory).
+
+    Raises:
+        NoJobError: Neither an export nor a staged job is there.
+    """
+    staging = staging_for(path)
+    if staging.target_complete():
+        _, m = read_export_manifest(staging.url)
+        n = int(m.get("n_partitions", 0))
+        skipped = len(m.get("skipped", []))
+        total = int(m["count"]) + skipped
+        return JobStatus(staging.url, True, n, n, total, total, written=int(m["count"]),
+                         skipped=skipped, manifest=m)
+    job = staging.read_job()
+    if job is None:
+        if staging.target_exists():
+            raise NoJobError(f"{staging.url} is not a guideloom export (no export.json) and no "
+                             "job is staged for it")
+        raise NoJobError(f"no export and no staged job at {staging.url}")
+    markers = staging.markers()
+    done = sum(len(m["written"]) + len(m["skipped"]) for m in markers.values())
+    age = None
+    if staging.is_local and markers:
+        stamps = [os.path.getmtime(p) for p in staging.marker_paths()]
+        age = time.time() - max(stamps) if stamps else None
+    return JobStatus(staging.url, False, len(markers), int(job["n_partitions"]), done,
+                     int(job["n_records"]), job=job, staging_dir=staging.root,
+                     last_partition_age_s=age)

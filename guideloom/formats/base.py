@@ -1,0 +1,145 @@
+"""The one small abstract class every export format implements: writer, reader, file layout.
+
+The executor calls the writer side (``allocate`` on the driver, ``sink(...).write`` on a worker
+for each record of a partition, ``finalize`` and ``write_sim_ids`` on the driver); the reader
+calls :meth:`ExportFormat.open_reader`. Neither names a format: both look it up in the registry
+(:mod:`guideloom.formats`).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from guideloom.formats.layout import SIM_IDS_FILE
+
+
+class Stage(Protocol):
+    """The parts of a job's staging area a format writes into (see ``export/staging.py``)."""
+
+    is_local: bool
+
+    def path(self, *parts: str) -> str:
+        """A path inside the staging directory (``rows/…`` while writing, ``data/…`` final)."""
+
+    def url_of(self, *parts: str) -> str:
+        """The same as a URL or local path, for stores such as zarr."""
+
+    def move(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst`` on the staging filesystem."""
+
+
+class Schema(Protocol):
+    """Shape (without the record axis) and dtype of one output alias."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class Part(Protocol):
+    """The partition a sink writes: its index and its rows ``[start, stop)``."""
+
+    index: int
+    start: int
+    stop: int
+
+
+class PartitionSink:
+    """Writes the records of one partition (on a worker)."""
+
+    def write(self, row: int, sim_id: Any, arrays: Any) -> None:
+        """Write one record at global ``row``."""
+        raise NotImplementedError
+
+    def close(self) -> int:
+        """Make the data durable; return the bytes written."""
+        return 0
+
+    def abort(self) -> None:
+        """Release resources after a failure."""
+        self.close()
+
+    def extra_summary(self) -> dict[str, Any]:
+        """Facts the finalize step needs beyond the written ids (e.g. record lengths)."""
+        return {}
+
+
+class FormatReader:
+    """Reads rows of one published export of a format (see :class:`guideloom.Export`)."""
+
+    def __init__(self, root: str, manifest: Mapping[str, Any]):
+        self.root, self.manifest = root, manifest
+
+    def sim_ids(self) -> np.ndarray:
+        """Experiment id of each row."""
+        return np.load(f"{self.root}/{SIM_IDS_FILE}")
+
+    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        """Row ``i`` as ``{field: array}``."""
+        raise NotImplementedError
+
+    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        """Rows ``idx`` stacked per field."""
+        raise NotImplementedError
+
+
+class ExportFormat(abc.ABC):
+    """One output kind: how it is written (bound to a staging area) and how it is read.
+
+    Attributes:
+        kind: The name in ``export.json`` and the registry (``"npy"``…).
+        needs_schema: Rows have one shape per alias, probed from the first record.
+        allow_text: Text fields may be written (as numpy string arrays).
+        raw_records: The record goes to the format as the transform returned it.
+        local_only: The format writes local (or shared) paths only, not fsspec URLs.
+    """
+
+    kind: ClassVar[str]
+    needs_schema: ClassVar[bool] = True
+    allow_text: ClassVar[bool] = False
+    raw_records: ClassVar[bool] = False
+    local_only: ClassVar[bool] = True
+
+    def __init__(self, stage: Stage, options: Mapping[str, Any]):
+        self.stage = stage
+        self.options = dict(options)
+
+    # --- writing -------------------------------------------------------------------------
+    def allocate(self, n_rows: int, schema: Mapping[str, Schema], partition_size: int) -> None:
+        """Create the row arrays (driver). Must keep the rows of a resumed job."""
+        return None
+
+    @abc.abstractmethod
+    def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
+        """Open the writer of one partition (worker)."""
+
+    def finalize(self, keep: np.ndarray | None) -> None:
+        """Move the rows into ``data/``, leaving out rows where ``keep`` is False (driver)."""
+        return None
+
+    def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
+        """Write the id of each published row (driver); default ``sim_ids.npy``."""
+        with open(self.stage.path("data", SIM_IDS_FILE), "wb") as fh:
+            np.save(fh, sim_ids)
+
+    def fields(self, seen: dict[str, Any]) -> dict[str, Any]:
+        """The fields a reader of this output sees (default: what the records held)."""
+        return seen
+
+    def manifest_extra(self) -> dict[str, Any]:
+        """Format-specific entries of ``export.json``."""
+        return {}
+
+    # --- reading -------------------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
+        """A reader of the published export at ``root``."""
+
+    @classmethod
+    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
+        """The names (files or folders) of the data in a published export, for tools."""
+        return [SIM_IDS_FILE]

@@ -1,0 +1,86 @@
+"""Where an export's files are, and its manifest: the names every format and tool shares.
+
+A published export is a directory (or a zarr store URL) holding the format's data files,
+``sim_ids`` and ``export.json``, written last. While a job runs, everything lives in a hidden
+staging directory beside the target (``.NAME.guideloom-staging``). This module knows those names
+and reads ``export.json``; it imports neither the executor nor Dask.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from guideloom.errors import IncompleteExportError
+
+EXPORT_MANIFEST = "export.json"
+MANIFEST_FORMAT = "guideloom-export"
+FORMAT_VERSION = 1
+STAGING_SUFFIX = ".guideloom-staging"
+SIM_IDS_FILE = "sim_ids.npy"
+SIM_IDS_ARRAY = "sim_ids"
+
+
+def array_file(alias: str) -> str:
+    """The file of one alias in an npy export: ``{alias}.npy``."""
+    return f"{alias}.npy"
+
+
+def resolve_target(target: str | os.PathLike[str]) -> tuple[fsspec.AbstractFileSystem, str, str]:
+    """``(filesystem, path on it, text for messages)`` of a local path or an fsspec URL."""
+    text = os.fspath(target)
+    fs, path = fsspec.core.url_to_fs(text)
+    if isinstance(fs, LocalFileSystem):
+        path = os.path.abspath(path)
+        text = path
+    return fs, path.rstrip("/") or "/", text
+
+
+def staging_dir(target_path: str) -> str:
+    """The hidden staging directory beside ``target_path``."""
+    parent, name = posixpath.split(target_path.rstrip("/"))
+    return posixpath.join(parent, f".{name}{STAGING_SUFFIX}")
+
+
+def target_of_staging_dir(path: str) -> str | None:
+    """The target whose staging directory ``path`` is, or ``None``."""
+    parent, name = posixpath.split(path.rstrip("/"))
+    if name.startswith(".") and name.endswith(STAGING_SUFFIX):
+        return posixpath.join(parent, name[1:-len(STAGING_SUFFIX)])
+    return None
+
+
+def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """Return ``(root, export.json)`` of a published export.
+
+    Raises:
+        FileNotFoundError: Nothing is at ``root``.
+        IncompleteExportError: ``root`` is unfinished, a staging area, damaged or foreign.
+    """
+    fs, path, text = resolve_target(root)
+    if not fs.exists(path):
+        if fs.exists(staging_dir(path)):
+            raise IncompleteExportError(
+                f"{text} is not published yet: its job is running or was interrupted "
+                f"(staging area {staging_dir(path)}); rerun the export to resume it"
+            )
+        raise FileNotFoundError(f"no export at {text}")
+    if target_of_staging_dir(path) is not None:
+        raise IncompleteExportError(f"{text} is the staging area of an unfinished export")
+    try:
+        with fs.open(f"{path}/{EXPORT_MANIFEST}", "rb") as fh:
+            manifest = json.loads(fh.read())
+    except FileNotFoundError:
+        raise IncompleteExportError(
+            f"{text} has no {EXPORT_MANIFEST}: not a complete guideloom export"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc})") from exc
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is not a guideloom export manifest")
+    return (path if isinstance(fs, LocalFileSystem) else text), manifest

@@ -1,0 +1,95 @@
+"""``npz``: one ``<experiment_id>.npz`` per experiment (shapes may vary), plus ``sim_ids.npy``.
+
+Each file is written under a temporary name and renamed when complete; text values are stored as
+numpy string arrays and read back with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.layout import SIM_IDS_FILE
+
+
+def npz_file(sim_id: Any) -> str:
+    """The file of one experiment: ``<id>.npz``."""
+    return f"{sim_id}.npz"
+
+
+class NpzFormat(ExportFormat):
+    """One ``.npz`` per experiment."""
+
+    kind = "npz"
+    needs_schema = False
+    allow_text = True
+
+    def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
+        return NpzSink(self.stage.path("data"), bool(self.options.get("compressed", False)))
+
+    @classmethod
+    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
+        return NpzReader(root, manifest)
+
+    @classmethod
+    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
+        return ["*.npz", SIM_IDS_FILE]
+
+
+class NpzSink(PartitionSink):
+    """Writes one ``.npz`` per record (temporary name, fsync, rename)."""
+
+    def __init__(self, folder: str, compressed: bool):
+        self._folder, self._compressed, self._bytes = folder, compressed, 0
+
+    def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
+        final = os.path.join(self._folder, npz_file(sim_id))
+        tmp = os.path.join(self._folder, f".{npz_file(sim_id)}.tmp-{os.getpid()}")
+        save = np.savez_compressed if self._compressed else np.savez
+        with open(tmp, "wb") as fh:
+            save(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        self._bytes += os.path.getsize(final)
+
+    def close(self) -> int:
+        return self._bytes
+
+
+class NpzReader(FormatReader):
+    """Rows loaded from each experiment's file."""
+
+    def __init__(self, root: str, manifest: Mapping[str, Any]):
+        super().__init__(root, manifest)
+        self._ids: np.ndarray | None = None
+
+    def _load(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        if self._ids is None:
+            self._ids = self.sim_ids()
+        path = os.path.join(self.root, npz_file(self._ids[i]))
+        with np.load(path, allow_pickle=False) as npz:
+            return {f: npz[f] for f in fields}
+
+    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        return self._load(i, fields)
+
+    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        return stack_rows([self._load(int(i), fields) for i in idx], fields,
+                          "in this npz export; read rows one by one with export[i]")
+
+
+def stack_rows(rows: Sequence[Mapping[str, np.ndarray]], fields: Sequence[str],
+               hint: str) -> dict[str, np.ndarray]:
+    """Stack rows per field; a field of varying shape is a ValueError ending with ``hint``."""
+    out = {}
+    for f in fields:
+        shapes = {np.shape(r[f]) for r in rows}
+        if len(shapes) > 1:
+            raise ValueError(f"field {f!r} has variable shapes {sorted(shapes)} {hint}")
+        out[f] = np.stack([r[f] for r in rows]) if rows else np.empty((0,))
+    return out

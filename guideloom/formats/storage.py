@@ -1,0 +1,159 @@
+"""``storage``: a GuideLoom storage (stream, document or stream-with-meta); partition = shard.
+
+Shard number = partition index, so shards are numbered without gaps and no shard is ever written
+by two tasks. The record transform produces what the storage format packs (for
+:class:`~guideloom.storage.StreamNumpyFormat`, a dict of equal-length 1-D arrays). Besides the
+shards the export holds ``sim_ids.npy`` and, for streams, ``record_offsets.npy`` (row ``i`` is
+stream elements ``[off[i], off[i+1])``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from guideloom.errors import RecordValueError
+from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.layout import SIM_IDS_FILE
+from guideloom.formats.npz import stack_rows
+
+RECORD_OFFSETS = "record_offsets.npy"
+
+
+def describe_storage(storage: Any) -> dict[str, Any]:
+    """How ``load_export`` can reopen the storage: its class and, for built-ins, its format."""
+    from guideloom.storage import DocumentPickleFormat, StreamNumpyFormat
+    from guideloom.storage.shards import dtype_to_json
+
+    fmt = storage.format
+    if isinstance(fmt, StreamNumpyFormat):
+        fdoc: dict[str, Any] = {"type": "StreamNumpyFormat",
+                                "dtype": dtype_to_json(np.dtype(fmt.stream_dtype))}
+    elif isinstance(fmt, DocumentPickleFormat):
+        fdoc = {"type": "DocumentPickleFormat"}
+    else:
+        fdoc = {"type": f"{type(fmt).__module__}:{type(fmt).__qualname__}"}
+    return {"class": type(storage).__name__, "format": fdoc}
+
+
+def reopen_storage(directory: str, description: Mapping[str, Any]) -> Any:
+    """Rebuild a storage object for ``directory`` from :func:`describe_storage` output."""
+    from guideloom import storage as storages
+    from guideloom.storage.shards import dtype_from_json
+
+    fdoc = description["format"]
+    if fdoc["type"] == "StreamNumpyFormat":
+        fmt: Any = storages.StreamNumpyFormat(dtype_from_json(fdoc["dtype"]))
+    elif fdoc["type"] == "DocumentPickleFormat":
+        fmt = storages.DocumentPickleFormat()
+    else:
+        raise ValueError(
+            f"{directory}: written with the custom format {fdoc['type']}; open it with "
+            f"{description['class']}(directory, your_format) instead of load_export"
+        )
+    return getattr(storages, description["class"])(directory, fmt)
+
+
+class StorageFormat(ExportFormat):
+    """Partition ``i`` becomes shard ``i`` of the storage given as option ``storage``."""
+
+    kind = "storage"
+    needs_schema = False
+    raw_records = True
+
+    def __init__(self, stage: Any, options: Mapping[str, Any]):
+        super().__init__(stage, options)
+        self.storage = options["storage"]
+
+    def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
+        staged = type(self.storage)(self.stage.path("data"), self.storage.format)
+        return ShardSink(staged, part.index)
+
+    def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
+        """``sim_ids.npy`` plus ``record_offsets.npy``."""
+        np.save(self.stage.path("data", SIM_IDS_FILE), sim_ids)
+        lengths = [n for s in summaries for n in s.get("record_lengths", [])]
+        offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+        np.save(self.stage.path("data", RECORD_OFFSETS), offsets)
+
+    def manifest_extra(self) -> dict[str, Any]:
+        return {"storage": describe_storage(self.storage)}
+
+    def fields(self, seen: dict[str, Any]) -> dict[str, Any]:
+        """Stream rows are what the format unpacks: a structured dtype's fields."""
+        from guideloom.storage import StreamNumpyFormat
+
+        if isinstance(self.storage.format, StreamNumpyFormat):
+            dtype = np.dtype(self.storage.format.stream_dtype)
+            if dtype.names:
+                return {n: {"shape": None, "dtype": dtype[n].str} for n in dtype.names}
+        return seen
+
+    @classmethod
+    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
+        return StorageReader(root, manifest)
+
+    @classmethod
+    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
+        return ["shard-*", SIM_IDS_FILE, RECORD_OFFSETS]
+
+
+class ShardSink(PartitionSink):
+    """Appends each record to the partition's shard."""
+
+    def __init__(self, storage: Any, shard: int):
+        self._writer = storage.sync_writer()
+        self._writer.create(shard)  # an empty partition still commits its shard: no gaps
+        self._shard = shard
+        self._lengths: list[int] = []
+
+    def write(self, row: int, sim_id: Any, record: Any) -> None:
+        before = self._writer.elements(self._shard)
+        try:
+            self._writer.append(self._shard, record)
+        except (ValueError, TypeError) as exc:
+            raise RecordValueError(
+                f"experiment {sim_id}: the storage format cannot pack the record: {exc}",
+                sim_id=sim_id, file=f"shard {self._shard}",
+            ) from exc
+        self._lengths.append(self._writer.elements(self._shard) - before)
+
+    def close(self) -> int:
+        self._writer.close()
+        return 0
+
+    def abort(self) -> None:
+        self._writer.abort()
+
+    def extra_summary(self) -> dict[str, Any]:
+        return {"record_lengths": self._lengths}
+
+
+class StorageReader(FormatReader):
+    """Rows of a storage export: documents, or each record's slice of the stream."""
+
+    def __init__(self, root: str, manifest: Mapping[str, Any]):
+        super().__init__(root, manifest)
+        self.storage = reopen_storage(root, manifest["storage"])
+        self._reader = self.storage.sync_reader()
+        self._is_stream = manifest["storage"]["class"] != "DocumentStorage"
+        if self._is_stream:
+            self._offsets = np.load(os.path.join(root, RECORD_OFFSETS))
+
+    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        if self._is_stream:
+            start, stop = int(self._offsets[i]), int(self._offsets[i + 1])
+            value = self._reader.read(start, stop - start)
+        else:
+            value = self._reader.read(i)
+        if not isinstance(value, Mapping):
+            return {"value": value}
+        return {f: np.asarray(value[f]) for f in fields if f in value}
+
+    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        return stack_rows([self.row(int(i), fields) for i in idx], fields,
+                          "in this storage export; read rows with export[i] or train on "
+                          "windows with StatefulDataLoader.from_storage")

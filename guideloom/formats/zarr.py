@@ -1,0 +1,183 @@
+"""``zarr``: a zarr v3 group with one array per alias, chunked along records, plus ``sim_ids``.
+
+Chunk boundaries lie on partition boundaries, so no two tasks write one chunk; a task buffers a
+chunk's rows and writes it whole. The store is a local path or any fsspec URL the workers reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.layout import SIM_IDS_ARRAY
+
+ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
+DEFAULT_COMPRESSOR = "lz4"
+BLOSC_LEVEL = 5
+GZIP_LEVEL = 4
+
+
+def zarr_compressor(name: str | None):
+    """A zarr v3 codec for ``"lz4"`` (default), ``"zstd"``, ``"gzip"`` or ``None``."""
+    from zarr.codecs import BloscCodec, GzipCodec
+
+    if name is None or name == "none":
+        return None
+    if name in ("lz4", "zstd"):
+        return BloscCodec(cname=name, clevel=BLOSC_LEVEL, shuffle="shuffle")
+    if name == "gzip":
+        return GzipCodec(level=GZIP_LEVEL)
+    raise ValueError(f"unknown zarr compressor {name!r}; use 'lz4', 'zstd', 'gzip' or None")
+
+
+def zarr_store(url: str):
+    """A zarr store for a local path or an fsspec URL."""
+    import zarr.storage
+
+    if "://" not in url:
+        return zarr.storage.LocalStore(url)
+    return zarr.storage.FsspecStore.from_url(url)
+
+
+def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
+    """The largest divisor of ``partition_size`` whose chunk stays under the size bound.
+
+    Chunks then never straddle two partitions, so no two tasks write one chunk.
+    """
+    best = 1
+    for d in range(1, partition_size + 1):
+        if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES:
+            best = d
+    return best
+
+
+class ZarrFormat(ExportFormat):
+    """A zarr v3 group: one array per alias plus ``sim_ids``."""
+
+    kind = "zarr"
+    local_only = False
+
+    def _rows_url(self) -> str:
+        return self.stage.url_of("rows")
+
+    def allocate(self, n_rows: int, schema: Mapping[str, Schema], partition_size: int) -> None:
+        import zarr
+
+        group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
+        compressor = zarr_compressor(self.options.get("compressor", DEFAULT_COMPRESSOR))
+        for alias, fs in schema.items():
+            if alias in group:
+                continue  # resumed job
+            row_bytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize
+            rpc = rows_per_chunk(partition_size, row_bytes)
+            group.create_array(
+                alias, shape=(n_rows, *fs.shape), chunks=(rpc, *fs.shape),
+                dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
+            )
+
+    def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
+        assert schema is not None
+        return ZarrSink(self._rows_url(), part, schema)
+
+    def finalize(self, keep: np.ndarray | None) -> None:
+        import zarr
+
+        rows = zarr.open_group(zarr_store(self._rows_url()), mode="r")
+        data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
+        for alias in sorted(rows.array_keys()):
+            if alias in data:
+                continue
+            src = rows[alias]
+            if keep is None or keep.all():
+                self.stage.move(self.stage.path("rows", alias), self.stage.path("data", alias))
+                continue
+            kept = np.flatnonzero(keep)
+            dst = data.create_array(alias, shape=(len(kept), *src.shape[1:]), chunks=src.chunks,
+                                    dtype=src.dtype, compressors=src.compressors, fill_value=0)
+            step = src.chunks[0]
+            for start in range(0, len(kept), step):
+                sel = kept[start:start + step]
+                dst[start:start + len(sel)] = src.get_orthogonal_selection(sel)
+
+    def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
+        import zarr
+
+        group = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
+        if SIM_IDS_ARRAY in group:
+            del group[SIM_IDS_ARRAY]
+        group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),))
+
+    @classmethod
+    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
+        return ZarrReader(root, manifest)
+
+    @classmethod
+    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
+        return [*sorted(manifest["fields"]), SIM_IDS_ARRAY, "zarr.json"]
+
+
+class ZarrSink(PartitionSink):
+    """Buffers one chunk of rows, then writes it whole."""
+
+    def __init__(self, url: str, part: Part, schema: Mapping[str, Schema]):
+        import zarr
+
+        group = zarr.open_group(zarr_store(url), mode="r+")
+        self._arrays = {a: group[a] for a in schema}
+        self._part = part
+        self._pending: dict[int, Mapping[str, np.ndarray]] = {}
+        self._bytes = 0
+
+    def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
+        self._pending[row] = arrays
+        self._flush_full_chunks()
+
+    def _flush_full_chunks(self, final: bool = False) -> None:
+        last_alias = list(self._arrays)[-1]
+        for alias, arr in self._arrays.items():
+            rpc = arr.chunks[0]
+            first = min(self._pending, default=None)
+            while first is not None:
+                chunk_start = (first // rpc) * rpc
+                chunk_stop = min(chunk_start + rpc, self._part.stop)
+                rows = range(max(chunk_start, self._part.start), chunk_stop)
+                if not final and any(r not in self._pending for r in rows):
+                    break
+                block = np.zeros((chunk_stop - chunk_start, *arr.shape[1:]), dtype=arr.dtype)
+                for r in rows:
+                    if r in self._pending:
+                        block[r - chunk_start] = self._pending[r][alias]
+                arr[chunk_start:chunk_stop] = block
+                self._bytes += block.nbytes
+                if alias == last_alias:
+                    for r in rows:
+                        self._pending.pop(r, None)
+                first = next((r for r in sorted(self._pending) if r >= chunk_stop), None)
+
+    def close(self) -> int:
+        self._flush_full_chunks(final=True)
+        self._pending.clear()
+        return self._bytes
+
+
+class ZarrReader(FormatReader):
+    """Rows read from the group's arrays."""
+
+    def __init__(self, root: str, manifest: Mapping[str, Any]):
+        super().__init__(root, manifest)
+        import zarr
+
+        self._group = zarr.open_group(zarr_store(root), mode="r")
+
+    def sim_ids(self) -> np.ndarray:
+        return self._group[SIM_IDS_ARRAY][...]
+
+    def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        return {f: np.asarray(self._group[f][i]) for f in fields}
+
+    def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        unique, inverse = np.unique(idx, return_inverse=True)
+        return {f: self._group[f].get_orthogonal_selection((unique,))[inverse] for f in fields}
