@@ -21,8 +21,7 @@ import re
 import struct
 import threading
 import zipfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,14 +202,44 @@ class ArchiveHandles:
 _PROCESS_HANDLES = ArchiveHandles()
 
 
+class MemberFile(h5py.File):
+    """An ``h5py.File`` read from a file object that it owns: closing the File (``close()`` or
+    the end of a ``with`` block) closes that file object too.
+
+    Zip members are read through a :class:`ByteRangeFile` (or an in-memory copy of a deflated
+    member); the archive's descriptor itself stays with :class:`ArchiveHandles`.
+
+    Attributes:
+        fileobj: The file object the HDF5 bytes are read from.
+    """
+
+    def __init__(self, fid: h5py.h5f.FileID, fileobj: io.IOBase) -> None:
+        super().__init__(fid)
+        self.fileobj = fileobj
+
+    def close(self) -> None:
+        """Close the HDF5 file, then the file object it was read from."""
+        try:
+            super().close()
+        finally:
+            self.fileobj.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def open_location(loc: Location, handles: ArchiveHandles | None = None) -> h5py.File:
     """Open the HDF5 file at ``loc`` read-only.
+
+    Closing the returned File closes everything this call opened (a zip member is a
+    :class:`MemberFile`); the archive descriptors stay in ``handles``.
 
     Raises:
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
-    return h5py.File(open_location_raw(loc, handles)[0])
+    fid, _, fileobj = _open(loc, handles)
+    return h5py.File(fid) if fileobj is None else MemberFile(fid, fileobj)
 
 
 def _file_access(driver: str | None = None) -> h5py.h5p.PropFAID:
@@ -240,12 +269,18 @@ def open_location_raw(
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
+    fid, raw, _ = _open(loc, handles)
+    return fid, raw
+
+
+def _open(loc: Location, handles: ArchiveHandles | None
+          ) -> tuple[h5py.h5f.FileID, RawSource | None, io.IOBase | None]:
     handles = handles or _PROCESS_HANDLES
     flags = h5py.h5f.ACC_RDONLY
     try:
         if loc.member is None:
             fid = h5py.h5f.open(os.fsencode(loc.path), flags, fapl=_SEC2_ACCESS)
-            return fid, RawSource.checked(fid.get_vfd_handle())
+            return fid, RawSource.checked(fid.get_vfd_handle()), None
         fd = handles.fd(loc.path)
         if loc.stored:
             start = member_data_offset(fd, loc)
@@ -258,7 +293,7 @@ def open_location_raw(
         fapl = _BASE_ACCESS.copy()
         fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
         name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
-        return h5py.h5f.open(name, flags, fapl=fapl), raw
+        return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:
@@ -289,22 +324,27 @@ def member_data_offset(fd: int, loc: Location) -> int:
     return loc.header_offset + _LOCAL_HEADER.size + name_len + extra_len
 
 
-@contextmanager
 def open_h5(
     sim_id: Any,
     data_dir: str | Path | None = None,
     *,
     dataset: Dataset | None = None,
     source: str | Path | None = None,
-) -> Iterator[h5py.File]:
-    """Open one experiment's HDF5 file, from a loose file or a zip member.
+) -> h5py.File:
+    """Open one experiment's HDF5 file, from a loose file or a zip member, read-only.
+
+    Returns an ``h5py.File``: use it in a ``with`` block, or call ``close()`` when done. Either
+    closes everything this call opened, the zip member's file object included.
 
     Example:
         >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP
         ...     force = f["force/data"][()]
+        >>> f = guideloom.open_h5(42, data_dir="./data")          # doctest: +SKIP
+        >>> f.attrs["index"], f.close()                           # doctest: +SKIP
 
     Raises:
         KeyError: No local file holds this experiment.
+        CorruptDataError: The file or member is damaged or not HDF5.
     """
     from guideloom.croissant import load
 
@@ -313,8 +353,4 @@ def open_h5(
     loc = scan_locations(ds, root).get(sim_id)
     if loc is None:
         raise KeyError(f"experiment {sim_id!r} has no HDF5 file under {root}")
-    f = open_location(loc)
-    try:
-        yield f
-    finally:
-        f.close()
+    return open_location(loc)

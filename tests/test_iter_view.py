@@ -192,6 +192,34 @@ def test_open_h5_from_zip_and_errors(demo_zip):
             pass
 
 
+@pytest.mark.parametrize("layout", ["stored member", "deflated member", "loose file"])
+def test_open_h5_returns_a_file_that_closes_what_it_opened(layout, demo_copy, demo_loose):
+    data_dir = demo_loose if layout == "loose file" else demo_copy
+    if layout == "deflated member":  # rewrite the archive with compressed members
+        archive = demo_copy / "concave.zip"
+        with zipfile.ZipFile(archive) as zf:
+            payload = {m: zf.read(m) for m in zf.namelist()}
+        with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for m, data in payload.items():
+                zf.writestr(m, data)
+    # the README's spelling: a plain call returning an h5py.File, closed by the caller
+    f = guideloom.open_h5(7, data_dir=data_dir)
+    assert isinstance(f, h5py.File)
+    assert int(f.attrs["index"]) == 7
+    held = getattr(f, "fileobj", None)  # the member's file object (None for a loose file)
+    assert (held is None) == (layout == "loose file")
+    f.close()
+    assert not f.id.valid
+    assert held is None or held.closed
+    # the same call as a context manager: the with-block closes both
+    with guideloom.open_h5(7, data_dir=data_dir) as g:
+        rows = g["force/data"].shape[0]
+        held = getattr(g, "fileobj", None)
+        assert held is None or not held.closed
+    assert rows > 0 and not g.id.valid
+    assert held is None or held.closed
+
+
 def test_demo_data_is_deterministic(tmp_path):
     a = guideloom.make_demo_data(tmp_path / "a", n=4, layout="loose", seed=3)
     b = guideloom.make_demo_data(tmp_path / "b", n=4, layout="loose", seed=3)

@@ -362,6 +362,7 @@ def test_import_without_torch() -> None:
 
 
 @settings(max_examples=40, deadline=None)
+@pytest.mark.filterwarnings("ignore:every epoch of this loader yields no batch")  # n < one batch
 @given(
     n=st.integers(0, 60),
     batch=st.integers(1, 5),

@@ -91,3 +91,38 @@ def test_from_path_resume_and_ranks(export_dir: Path) -> None:
             halves.append([b["sim"].tolist() for b in loader])
     rest = [a + b for a, b in zip(*halves, strict=True)]
     assert sum(rest, []) == sum(reference[4:], [])
+
+
+def test_an_epoch_without_batches_warns_once_with_the_numbers(export_dir: Path) -> None:
+    import warnings
+
+    # 14 samples, a global batch of 2 x 8 = 16: drop_last leaves nothing in any epoch
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with StatefulDataLoader.from_export(
+            export_dir, device="cpu", local_batch_size=8, world_size=2, rank=1, shuffle=True,
+            shuffle_seed=3, drop_last=True,
+        ) as loader:
+            epochs = [list(loader) for _ in range(3)]
+            assert loader.epoch == 3  # the empty epochs still end
+    assert epochs == [[], [], []]
+    empty = [w for w in caught if "yields no batch" in str(w.message)]
+    assert len(empty) == 1, [str(w.message) for w in caught]
+    message = str(empty[0].message)
+    assert f"{N} samples are fewer than one global batch of 16" in message
+    assert "local_batch_size=8 x world_size=2" in message and "drop_last=False" in message
+    assert empty[0].filename == __file__  # points at the user's loop, not at guideloom
+    # the same data with drop_last=False yields the short batch on both ranks and no warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sims = []
+        for rank in range(2):
+            with StatefulDataLoader.from_export(
+                export_dir, device="cpu", local_batch_size=8, world_size=2, rank=rank,
+                drop_last=False,
+            ) as loader:
+                batches = list(loader)
+            assert len(batches) == 1
+            sims += batches[0]["sim"].tolist()
+    assert sorted(sims) == list(range(N))
+    assert not [w for w in caught if "yields no batch" in str(w.message)]

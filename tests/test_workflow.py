@@ -15,8 +15,9 @@ from guideloom.export import build_spec, plan_export
 from guideloom.workflow import WorkflowError, load_workflow, resolve_reference
 from guideloom.workflow.filters import Condition, WhereFilter
 
-ROOT = Path(__file__).resolve().parents[1]
-WORKFLOWS = ROOT / "workflows"
+# The shipped workflows as the installed package holds them (the checkout's workflows/ folder
+# under an editable install; the wheel's copy when tests/test_packaging.py runs these tests).
+WORKFLOWS = Path(demo_transforms.__file__).resolve().parent
 FORCE_SIGNALS = (WORKFLOWS / "force_signals.toml").read_text()
 
 

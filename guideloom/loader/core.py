@@ -120,6 +120,7 @@ class StatefulDataLoader:
         self._iterator: weakref.ReferenceType[_LoaderIterator] | None = None
         self._process_pool: cf.ProcessPoolExecutor | None = None
         self._closed = False
+        self._warned_empty = False
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -258,9 +259,26 @@ class StatefulDataLoader:
         previous = self._active_iterator()
         if previous is not None:
             previous.close()
+        self._warn_if_epochs_are_empty()
         iterator = _LoaderIterator(self)
         self._iterator = weakref.ref(iterator)
         return iterator
+
+    def _warn_if_epochs_are_empty(self) -> None:
+        """Warn once when a full epoch yields no batch (too few samples for one)."""
+        if self._warned_empty or len(self) > 0:
+            return
+        self._warned_empty = True
+        n, g = self._num_samples, self.global_batch_size
+        if n == 0:
+            why = "the source has 0 samples"
+        else:
+            why = (f"{n} sample{'s' * (n != 1)} {'are' if n != 1 else 'is'} fewer than one "
+                   f"global batch of {g} (local_batch_size={self.local_batch_size} x "
+                   f"world_size={self.world_size}) and drop_last=True drops them; lower the "
+                   "batch size or pass drop_last=False")
+        warnings.warn(f"every epoch of this loader yields no batch: {why}", UserWarning,
+                      stacklevel=3)
 
     def _load(self, indices: np.ndarray) -> Any:
         """Fetch and collate one batch (runs in a worker thread or the consumer)."""

@@ -1,0 +1,234 @@
+"""guideloom as installed from its wheel, not as checked out.
+
+* The wheel is built from a copy of the source tree and installed into a fresh virtual
+  environment (no system site-packages; the dependencies come from the package index this
+  machine's pip is configured with). From an empty directory, the commands a new user types work.
+* The wheel holds every module of the source tree, the workflow schema and the shipped workflows,
+  and ``pyproject.toml`` lists every package.
+* The core tests run against the installed wheel on a second Python version (pyenv's 3.13 or
+  3.12; skipped with a reason where neither is present).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+WORKFLOW_NAMES = sorted(p.stem for p in (ROOT / "workflows").glob("*.toml"))
+SECOND_PYTHONS = [Path("/root/.pyenv/versions/3.13.0/bin/python3"),
+                  Path("/root/.pyenv/versions/3.12.1/bin/python3")]
+# The core tests for the second Python: what runs without torch. (test_loader_*, test_pytorch_*
+# need torch; the CLI, cluster-script, SLURM and storage tests are covered on python3 here.)
+CORE_TESTS = ["test_manifest.py", "test_params.py", "test_iter_view.py", "test_export.py",
+              "test_export_outputs.py", "test_workflow.py", "test_shuffle.py", "test_as_user.py"]
+# Tests of those files that use torch, which has no CPU wheel for the second Python on this
+# machine (only cp311 is on disk, and PyPI's default torch is a CUDA build): deselected there.
+NEEDS_TORCH = ["test_export.py::test_seed_sections_3_to_6",
+               "test_export_outputs.py::test_torch_dataloader_with_worker_processes",
+               "test_as_user.py::test_readme_python_examples_as_one_plain_script"]
+COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", "build", "dist",
+                                     ".pytest_cache", ".ruff_cache", ".hypothesis", ".mypy_cache")
+
+
+def run(cmd: list[str | Path], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``cmd``; fail the test with its output unless it exits 0."""
+    out = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0, (f"{cmd} exited {out.returncode}\n{out.stdout[-3000:]}\n"
+                                 f"{out.stderr[-3000:]}")
+    return out
+
+
+def make_venv(folder: Path, python: str | Path = sys.executable) -> Path:
+    """A fresh virtual environment (with pip, without system site-packages); its python."""
+    run([python, "-m", "venv", "--clear", folder])
+    return folder / "bin" / "python"
+
+
+def user_env(venv_python: Path) -> dict[str, str]:
+    """A user's shell with this virtual environment activated: no PYTHONPATH into the checkout."""
+    drop = {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["VIRTUAL_ENV"] = str(venv_python.parents[1])
+    env["PATH"] = f"{venv_python.parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from a copy of the source tree (the checkout itself is left untouched)."""
+    base = tmp_path_factory.mktemp("wheel")
+    source = base / "src"
+    shutil.copytree(ROOT, source, ignore=COPY_IGNORE)
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", base / "dist", source])
+    built = sorted((base / "dist").glob("guideloom-*.whl"))
+    assert len(built) == 1, built
+    return built[0]
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel (and its dependencies) installed; returns its python."""
+    python = make_venv(tmp_path_factory.mktemp("venv") / "venv")
+    run([python, "-m", "pip", "install", "-q", wheel], env=user_env(python))
+    return python
+
+
+def guideloom(python: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``guideloom ARGS`` as typed in a shell where the venv is active."""
+    out = run(["guideloom", *args], cwd=cwd, env=user_env(python), timeout=300)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+# --- a. installed, from an empty directory ------------------------------------------------
+def test_installed_commands_from_an_empty_directory(installed, tmp_path):
+    where = run([installed, "-c", "import guideloom; print(guideloom.__file__)"],
+                cwd=tmp_path, env=user_env(installed)).stdout.strip()
+    assert Path(where).is_relative_to(installed.parents[1]), where  # the wheel, not the checkout
+    assert not list(tmp_path.iterdir())
+    command = shutil.which("guideloom", path=user_env(installed)["PATH"])
+    assert command == str(installed.parent / "guideloom")  # the venv's console script
+
+    version = guideloom(installed, tmp_path, "--version").stdout.strip()
+    assert version == f"guideloom {PYPROJECT['project']['version']}"
+
+    listed = guideloom(installed, tmp_path, "workflows").stdout.splitlines()
+    assert len(WORKFLOW_NAMES) == 4
+    assert sorted(line.split()[0] for line in listed if line and not line[0].isspace()
+                  and not line.startswith("run one with")) == WORKFLOW_NAMES
+
+    demo = guideloom(installed, tmp_path, "demo")
+    assert re.search(r"^wrote \d+ records of view 'force-signals'", demo.stdout, re.M), demo.stdout
+    assert "check    : sum of max_total_force" in demo.stdout
+
+    guideloom(installed, tmp_path, "make-demo-data", "demo-data", "--n", "12")
+    ran = guideloom(installed, tmp_path, "run", "force_signals")
+    assert "wrote 12 records of view 'force-signals'" in ran.stdout, ran.stdout
+    shown = guideloom(installed, tmp_path, "inspect", "exports/force-signals").stdout
+    assert re.search(r"^records: 12$", shown, re.M), shown
+
+
+def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
+    make = run([installed, "-m", "guideloom", "make-demo-data", "data", "--n", "6"],
+               cwd=tmp_path, env=user_env(installed))
+    assert "wrote 6 experiments" in make.stdout
+    (tmp_path / "export.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import guideloom
+        from guideloom.streaming import export_to_numpy, load_export
+
+        print("top level ran")
+        ds = guideloom.load(data_dir="./data")
+        guideloom.add_view(ds, "peaks", fields={"force": "force_data"})
+
+
+        def peak(rec):
+            return {"peak": np.float32(np.asarray(rec["force"])[:, 7].max()),
+                    "sim": np.int64(rec["_sim_id"])}
+
+
+        export_to_numpy("peaks", "./exports/peaks", dataset=ds, record_transform=peak,
+                        client="local:2")
+        export = load_export("./exports/peaks")
+        print("rows", len(export), sorted(export.fields))
+        print("sims", [int(s) for s in export.sim_ids], [int(r["sim"]) for r in export])
+        print("module", guideloom.__file__)
+        """))
+    out = run([installed, "export.py"], cwd=tmp_path, env=user_env(installed), timeout=300)
+    assert out.stdout.count("top level ran") == 1, out.stdout
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "guideloom: running local-cluster" in out.stderr
+    assert "rows 6 ['peak', 'sim']" in out.stdout
+    sims = re.search(r"^sims (\[.*\]) (\[.*\])$", out.stdout, re.M)
+    assert sims and sims.group(1) == sims.group(2)  # each row came from its own experiment
+    module = Path(out.stdout.split("module ", 1)[1].split()[0])
+    assert module.is_relative_to(installed.parents[1])
+
+
+# --- b. the wheel's contents --------------------------------------------------------------
+def test_pyproject_lists_every_package():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / "guideloom").rglob("__init__.py") if "__pycache__" not in p.parts}
+    assert found <= listed, f"not in [tool.setuptools] packages: {sorted(found - listed)}"
+    mapped = PYPROJECT["tool"]["setuptools"].get("package-dir", {})
+    for package in listed - found:  # packages living elsewhere in the tree (workflows/)
+        assert (ROOT / mapped[package] / "__init__.py").is_file(), package
+
+
+def test_wheel_holds_every_module_schema_and_workflow(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    expected = {p.relative_to(ROOT).as_posix() for p in (ROOT / "guideloom").rglob("*.py")
+                if "__pycache__" not in p.parts}
+    expected |= {f"guideloom/workflows/{p.name}" for p in (ROOT / "workflows").glob("*.py")}
+    expected |= {f"guideloom/workflows/{p.name}" for p in (ROOT / "workflows").glob("*.toml")}
+    expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "guideloom").rglob("*.json")}
+    assert "guideloom/workflow/schema.json" in expected
+    assert len([n for n in expected if n.endswith(".toml")]) == len(WORKFLOW_NAMES) == 4
+    assert not expected - names, f"missing from {wheel.name}: {sorted(expected - names)}"
+    entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    with zipfile.ZipFile(wheel) as zf:
+        assert "guideloom = guideloom.cli:main" in zf.read(entry).decode()
+
+
+# --- c. the core tests on a second Python -------------------------------------------------
+def second_python() -> Path | None:
+    return next((p for p in SECOND_PYTHONS if p.is_file()), None)
+
+
+@pytest.mark.skipif(second_python() is None,
+                    reason=f"no second Python: none of {[str(p) for p in SECOND_PYTHONS]} exists")
+def test_core_tests_on_a_second_python_against_the_wheel(wheel, tmp_path):
+    python = make_venv(tmp_path / "venv", second_python())
+    env = user_env(python)
+    run([python, "-m", "pip", "install", "-q", wheel, "pytest>=8", "hypothesis>=6.100",
+         "ipython>=8"], env=env)
+    work = tmp_path / "run"
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=COPY_IGNORE)
+    shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")  # the pytest settings
+    reference = ROOT.parent / "shared" / "reference"  # where tests/conftest.py looks for it
+    if reference.is_dir():
+        shutil.copytree(reference, tmp_path / "shared" / "reference")
+    (work / "tests" / "test_zz_which_guideloom.py").write_text(textwrap.dedent("""
+        import sys
+
+        import guideloom
+
+
+        def test_which_guideloom():
+            print(f"\\nguideloom from {guideloom.__file__} on Python {sys.version.split()[0]}")
+        """))
+    out = subprocess.run(
+        [python, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+         *[f"tests/{name}" for name in CORE_TESTS], "tests/test_zz_which_guideloom.py",
+         *[f"--deselect=tests/{test}" for test in NEEDS_TORCH]],
+        cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    failures = [line for line in out.stdout.splitlines()
+                if line.startswith(("FAILED", "ERROR", "SKIPPED"))]
+    tail = "\n".join(failures) + "\n" + out.stdout[-3000:] + out.stderr[-1000:]
+    assert out.returncode == 0, tail
+    which = re.search(r"^guideloom from (\S+) on Python (\S+)$", out.stdout, re.M)
+    assert which, tail
+    assert Path(which.group(1)).is_relative_to(python.parents[1]), which.group(0)
+    wanted = str(second_python().parents[1].name)  # e.g. "3.13.0"
+    assert which.group(2) == wanted
+    summary = out.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
+    assert "skipped" not in summary, tail  # IPython is installed, the reference copied
+    assert f"{len(NEEDS_TORCH)} deselected" in summary, summary
