@@ -84,6 +84,7 @@ def test_early_writeback_keeps_the_shard_intact(tmp_path, monkeypatch):
     from guideloom.storage import _shards
 
     monkeypatch.setattr(_shards, "_WRITEBACK_EVERY", 1000)  # ask for writeback many times
+    monkeypatch.setattr(stream_module, "_GATHER_BYTES", 512)
     calls = []
     original = _shards.ShardFileWriter._start_writeback
     monkeypatch.setattr(_shards.ShardFileWriter, "_start_writeback",
