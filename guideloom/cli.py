@@ -34,7 +34,6 @@ EXIT_INTERRUPTED = 130
 DASHBOARD_PATTERN = re.compile(r"^[^\s:]+:[0-9]+$")
 DEMO_WORKFLOW = "force_signals"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
-QUIET_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -549,8 +548,10 @@ def _main(argv: Sequence[str] | None) -> int:
         args.dashboard = args.dashboard or DEFAULT_DASHBOARD
     verbose = getattr(args, "verbose", False)
     if not verbose:  # errors reach the user as one line; Dask's own logs only with --verbose
-        for name in QUIET_LOGGERS:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        from guideloom.cluster.embedded import QUIET_LOGGERS
+
+        for name in QUIET_LOGGERS:  # (distributed sets its own levels again when imported:
+            logging.getLogger(name).setLevel(logging.CRITICAL)  # see quiet_dask_logs)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

@@ -83,12 +83,7 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
     for archive in archive_paths(ds, root):
-        try:
-            with zipfile.ZipFile(archive) as zf:
-                infos = zf.infolist()
-        except (zipfile.BadZipFile, OSError) as exc:
-            raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
-        for info in infos:
+        for info in archive_members(archive):
             if info.is_dir():
                 continue
             m = pattern.match(info.filename.rsplit("/", 1)[-1])
@@ -117,6 +112,38 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
                     continue  # h5/ is the canonical loose folder
                 found[sim_id] = Location(sim_id=sim_id, path=entry.path)
     return found
+
+
+# Central directories read recently, by archive and its (inode, size, mtime): a training loop
+# calls iter_view once per epoch, and re-parsing a large central directory each time is waste.
+_MEMBERS: dict[tuple[str, int, int, int], list[zipfile.ZipInfo]] = {}
+_MEMBERS_MAX = 64
+
+
+def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
+    """The archive's central directory entries (cached while the file is unchanged).
+
+    Raises:
+        GuideloomError: The archive cannot be read.
+    """
+    try:
+        st = os.stat(archive)
+        key = (str(archive), st.st_ino, st.st_size, st.st_mtime_ns)
+        infos = _MEMBERS.get(key)
+        if infos is None:
+            stale = [k for k in _MEMBERS if k[0] == key[0]]
+            if stale:  # the archive changed since it was listed: so did its members' offsets
+                _PROCESS_HANDLES.retire(key[0])
+                for k in stale:
+                    _MEMBERS.pop(k, None)
+            with zipfile.ZipFile(archive) as zf:
+                infos = zf.infolist()
+            if len(_MEMBERS) >= _MEMBERS_MAX:
+                _MEMBERS.clear()
+            _MEMBERS[key] = infos
+        return infos
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
 
 
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
@@ -175,6 +202,7 @@ class ArchiveHandles:
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
+        self._retired: list[int] = []
         self._lock = threading.Lock()
 
     def fd(self, path: str) -> int:
@@ -185,12 +213,22 @@ class ArchiveHandles:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY)
             return fd
 
+    def retire(self, path: str) -> None:
+        """Stop handing out the descriptor of ``path`` (the file was replaced); the next
+        :meth:`fd` opens the new file. The old descriptor stays open until :meth:`close`, as a
+        reader in another thread may still use it."""
+        with self._lock:
+            fd = self._fds.pop(path, None)
+            if fd is not None:
+                self._retired.append(fd)
+
     def close(self) -> None:
         """Close every descriptor."""
         with self._lock:
-            for fd in self._fds.values():
+            for fd in [*self._fds.values(), *self._retired]:
                 os.close(fd)
             self._fds.clear()
+            self._retired.clear()
 
     def __del__(self) -> None:
         try:

@@ -274,3 +274,36 @@ def test_chunk_outside_the_member_is_refused(tmp_path):
         with pytest.raises(chunks.FastReadError, match="outside"):
             fastread.read(p, short)
         _same(fastread.read(p, fastread.RawSource(f.id.get_vfd_handle(), 0, size)), f["x"][()])
+
+
+def _read_in_child(path: str, name: str, conn) -> None:  # noqa: ANN001 - a Connection
+    with h5py.File(path, "r") as f:
+        data = fastread.read(fastread.plan(f[name]), fastread.RawSource(f.id.get_vfd_handle()))
+    conn.send_bytes(data.tobytes())
+    conn.close()
+
+
+def test_decoding_threads_work_in_a_forked_child(tmp_path):
+    import multiprocessing
+
+    path = tmp_path / "fork.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=_values((1_500_000,), "<f4"), chunks=(100_000,),
+                         compression="gzip", shuffle=True)
+    before = fastread.decode_threads()
+    fastread.set_decode_threads(2)
+    try:
+        parent, _ = _fast(path, "x")  # the parent's pool now has a thread
+        ctx = multiprocessing.get_context("fork")
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_read_in_child, args=(str(path), "x", send), daemon=True)
+        child.start()
+        send.close()
+        if not receive.poll(120):
+            child.kill()
+            pytest.fail("the forked child did not finish decoding (its pool was the parent's)")
+        got = receive.recv_bytes()
+        child.join()
+    finally:
+        fastread.set_decode_threads(before)
+    assert child.exitcode == 0 and got == parent.tobytes()

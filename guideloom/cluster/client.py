@@ -197,6 +197,8 @@ def placement(
         client = LOCAL
     if isinstance(client, str):
         check_client_text(client)
+        if not verbose:
+            embedded.quiet_dask_logs()
         if client == LOCAL or client.startswith(f"{LOCAL}:"):
             running, started = embedded.embedded_cluster(
                 _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)

@@ -109,6 +109,21 @@ def scratch_root() -> Path:
     return root
 
 
+QUIET_LOGGERS = ("distributed", "tornado", "tornado.application", "asyncio", "bokeh")
+
+
+def quiet_dask_logs() -> None:
+    """Raise Dask's loggers (and those of tornado, asyncio and bokeh it logs through) to
+    CRITICAL in this process: errors reach the user as exceptions, not log lines.
+
+    Distributed configures these loggers when it is imported, so this imports it first.
+    """
+    import distributed  # noqa: F401 - its logging set-up must come before ours
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     env[DRIVER_ENV] = driver_token()
@@ -203,7 +218,7 @@ def start_cluster(
         "host": HOST, "port": 0, "dashboard": dashboard is not None,
         "dashboard_address": dashboard or ":0", "local_directory": str(scratch)}}
     if not verbose:
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        quiet_dask_logs()
     cluster = SpecCluster(workers=specs, scheduler=scheduler, name="guideloom-embedded",
                           silence_logs=False)
     client = Client(cluster, set_as_default=False)

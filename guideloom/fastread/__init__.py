@@ -58,8 +58,8 @@ def read_dataset(
         if p is not None:
             try:
                 return read(p, source, rows)
-            except FastReadError:
-                pass  # h5py is the judge of damaged data
+            except (FastReadError, OSError):
+                pass  # h5py is the judge of damaged or unreadable data
     if rows is None:
         return dset[()]
     return dset[[int(r) for r in rows]]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import warnings
 import zlib
 from collections.abc import Callable
 
@@ -129,4 +130,14 @@ def pick(name: str | None = None) -> tuple[str, Inflater]:
     raise AssertionError("zlib is always importable")  # pragma: no cover
 
 
-NAME, inflate_into = pick(os.environ.get("GUIDELOOM_INFLATE") or None)
+def _from_environment() -> tuple[str, Inflater]:
+    wanted = os.environ.get("GUIDELOOM_INFLATE") or None
+    try:
+        return pick(wanted)
+    except (ValueError, ImportError, OSError, AttributeError) as exc:
+        warnings.warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
+                      RuntimeWarning, stacklevel=2)
+        return pick()
+
+
+NAME, inflate_into = _from_environment()

@@ -18,6 +18,16 @@ _pool: ThreadPoolExecutor | None = None
 _threads: int | None = None
 
 
+def _forget_after_fork() -> None:
+    """A forked child has none of the parent's threads: start a pool of its own when needed."""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _default_threads() -> int:
     env = os.environ.get("GUIDELOOM_DECODE_THREADS")
     if env:

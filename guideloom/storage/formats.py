@@ -77,23 +77,59 @@ class StreamNumpyFormat:
             ValueError: A missing or extra field, unequal lengths, a non-1-D value or a value that
                 does not fit the declared dtype (the message names the field).
         """
+        first, columns = self._columns(data)
+        if columns is None:
+            return first  # already one array of the stream dtype
+        out = np.empty(first, dtype=self.stream_dtype)
+        for name, values in columns.items():
+            out[name] = values
+        return out
+
+    def pack_into(self, data: Any, out: np.ndarray) -> int | None:
+        """Pack ``data`` like :meth:`pack`, but into the front of ``out`` (of the stream dtype).
+
+        Writers use this to gather records in their write buffer without an array per record.
+
+        Returns:
+            The number of elements written, or ``None`` (nothing written) when ``out`` is too
+            short.
+
+        Raises:
+            ValueError: As :meth:`pack`.
+        """
+        first, columns = self._columns(data)
+        if columns is None:
+            length, columns = len(first), {None: first}
+        else:
+            length = first
+        if length > len(out):
+            return None
+        for name, values in columns.items():
+            if name is None:
+                out[:length] = values
+            else:
+                out[name][:length] = values
+        return length
+
+    def _columns(self, data: Any) -> tuple[Any, dict[Any, np.ndarray] | None]:
+        """``(length, {field: values})`` checked, or ``(array, None)`` for a ready array."""
         dtype = self.stream_dtype
         if isinstance(data, np.ndarray) and data.dtype == dtype:
             if data.ndim != 1:
                 raise ValueError(f"a record must be 1-D, got shape {data.shape}")
-            return np.ascontiguousarray(data)
+            return np.ascontiguousarray(data), None
         if self._names is None:
             values = np.asarray(data)
             if values.ndim != 1:
                 raise ValueError(f"a record must be 1-D, got shape {values.shape}")
-            return np.ascontiguousarray(_check_fits("<value>", values, dtype))
+            return np.ascontiguousarray(_check_fits("<value>", values, dtype)), None
         if not isinstance(data, Mapping):
             raise TypeError(f"pack() takes a mapping of field name to array, got {type(data)}")
         missing = [name for name in self._names if name not in data]
         if missing:
             raise ValueError(f"missing field(s) {', '.join(map(repr, missing))}")
-        extra = [name for name in data if name not in dtype.fields]
-        if extra:
+        if len(data) != len(self._names):
+            extra = [name for name in data if name not in dtype.fields]
             raise ValueError(f"unexpected field(s) {', '.join(map(repr, extra))}")
         length: int | None = None
         first = ""
@@ -111,11 +147,8 @@ class StreamNumpyFormat:
                 raise ValueError(
                     f"field {name!r} has {len(values)} elements but field {first!r} has {length}"
                 )
-            columns[name] = _check_fits(name, values, base)
-        out = np.empty(length or 0, dtype=dtype)
-        for name, values in columns.items():
-            out[name] = values
-        return out
+            columns[name] = values if values.dtype == base else _check_fits(name, values, base)
+        return length or 0, columns
 
     def unpack(self, stream: np.ndarray, shard_lengths: np.ndarray, shards: np.ndarray) -> Any:
         """Return a dict of field arrays (views of ``stream``), or ``stream`` for a plain dtype."""

@@ -18,6 +18,7 @@ from guideloom.storage.shards import (
     OpenShard,
     ShardFileWriter,
     check_offsets,
+    check_shard_number,
     close_shards,
     dtype_to_json,
     open_shards,
@@ -42,14 +43,26 @@ def check_stream(array_: Any, dtype: np.dtype, what: str) -> np.ndarray:
     return np.ascontiguousarray(array_)
 
 
+_GATHER_BYTES = 1 << 20  # records packed into one buffer of about this size, written at once
+
+
 class StreamShardState(ShardState):
-    """A stream shard being written: its element count and record offsets."""
+    """A stream shard being written: its element count, record offsets and gather buffer."""
 
     def __init__(self, file: ShardFileWriter) -> None:
         super().__init__(file)
         self.elements = 0
         self.record_offsets = array("q", [0])
+        self.gather: np.ndarray | None = None  # records packed but not written yet
+        self.gathered = 0
         file.begin_section("data")
+
+    def flush(self) -> None:
+        """Write the gathered records."""
+        if self.gathered:
+            assert self.gather is not None
+            self.file.write(self.gather[: self.gathered].view(np.uint8))
+            self.gathered = 0
 
 
 class StreamWriter(BaseWriter[StreamShardState]):
@@ -58,20 +71,47 @@ class StreamWriter(BaseWriter[StreamShardState]):
     def __init__(self, storage: StreamStorage) -> None:
         super().__init__(storage)
         self._dtype = np.dtype(storage.format.stream_dtype)
+        # a format that can pack into a buffer lets records be gathered without a copy each
+        self._pack_into = getattr(storage.format, "pack_into", None)
+        self._gather_len = max(1, _GATHER_BYTES // max(self._dtype.itemsize, 1))
 
     def _new_state(self, file: ShardFileWriter) -> StreamShardState:
         return StreamShardState(file)
 
     def append(self, shard: int, data: Any) -> None:
         """Pack ``data`` with the storage format and append it as one record of ``shard``."""
-        packed = check_stream(self._storage.format.pack(data), self._dtype, "format.pack()")
-        state = self._state(shard)
-        state.file.write(packed.view(np.uint8) if len(packed) else b"")
-        state.elements += len(packed)
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+        state = self._shards.get(check_shard_number(shard))
+        # a shard's first record is checked before its file is started (a rejected record
+        # leaves the shard untouched); later ones are packed straight into the gather buffer
+        n = None
+        if state is not None and self._pack_into is not None:
+            n = self._gather(state, data)
+        if n is None:
+            packed = check_stream(self._storage.format.pack(data), self._dtype, "format.pack()")
+            state = state if state is not None else self._state(shard)
+            state.flush()
+            state.file.write(packed.view(np.uint8) if len(packed) else b"")
+            n = len(packed)
+        state.elements += n
         state.records += 1
         state.record_offsets.append(state.elements)
 
+    def _gather(self, state: StreamShardState, data: Any) -> int | None:
+        """Pack ``data`` into the shard's gather buffer; ``None`` if it is larger than that."""
+        if state.gather is None:
+            state.gather = np.empty(self._gather_len, dtype=self._dtype)
+        n = self._pack_into(data, state.gather[state.gathered:])
+        if n is None and state.gathered:
+            state.flush()
+            n = self._pack_into(data, state.gather)
+        if n is not None:
+            state.gathered += n
+        return n
+
     def _finish(self, state: StreamShardState) -> None:
+        state.flush()
         state.file.end_section("data")
         offsets = np.asarray(state.record_offsets, dtype=INDEX_DTYPE)
         state.file.write_section("record_offsets", offsets)

@@ -1,0 +1,129 @@
+"""Benchmark: ``StreamStorage`` write throughput next to GuideLoom 1.1 on the same data.
+
+Writes ``--tokens`` int32 tokens with a uint32 document-id field as one record per document
+(1..4095 tokens) over ``--shards`` shards, with this package and with GuideLoom 1.1
+(``guideloom==1.1.0``, which needs Python 3.13: its side runs in a subprocess of
+``--gl11-python``, default ``/work/venv-gl11/bin/python``). Both write to the same file system,
+in turn, ``--repeats`` times; the best tokens/s of each are printed with their ratio. Ours
+includes what 1.1 does not do: record offsets, the footer, fsync and the atomic rename.
+
+Run from the repository root::
+
+    python3 benchmarks/stream_write.py                 # 20 M tokens
+    python3 benchmarks/stream_write.py --tokens 5e6    # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from guideloom import StreamNumpyFormat, StreamStorage  # noqa: E402
+
+DTYPE = np.dtype([("tokens", "<i4"), ("document_ids", "<u4")])
+GL11_PYTHON = Path("/work/venv-gl11/bin/python")
+
+# Run by GuideLoom 1.1's Python: the same loop through its StreamStorage, tokens/s as JSON.
+GL11_SIDE = """
+import json, pathlib, sys, time
+import numpy as np
+from guideloom import StreamNumpyFormat, StreamStorage
+tokens = np.load(sys.argv[2]); bounds = np.load(sys.argv[3]); shards = int(sys.argv[4])
+dtype = np.dtype([("tokens", "<i4"), ("document_ids", "<u4")])
+storage = StreamStorage(pathlib.Path(sys.argv[1]), StreamNumpyFormat(dtype))
+documents = len(bounds) - 1
+per_shard = -(-documents // shards)
+started = time.perf_counter()
+with storage.sync_writer() as writer:
+    for doc in range(documents):
+        begin, end = bounds[doc], bounds[doc + 1]
+        writer.append(doc // per_shard, {"tokens": tokens[begin:end],
+                                         "document_ids": np.full(end - begin, doc, dtype="<u4")})
+print(json.dumps({"tokens_per_s": len(tokens) / (time.perf_counter() - started)}))
+"""
+
+
+def make_documents(tokens: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (tokens, document boundaries) with documents of 1..4095 tokens."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 4096, size=tokens // 1024 + 16)
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    bounds = bounds[bounds < tokens]
+    bounds = np.append(bounds, tokens)
+    return rng.integers(0, 50_000, size=tokens, dtype=np.int32), bounds
+
+
+def write_ours(directory: Path, tokens: np.ndarray, bounds: np.ndarray, shards: int) -> float:
+    """Write the documents with this package; return tokens/s."""
+    storage = StreamStorage(directory, StreamNumpyFormat(DTYPE))
+    documents = len(bounds) - 1
+    per_shard = -(-documents // shards)
+    started = time.perf_counter()
+    with storage.sync_writer() as writer:
+        for doc in range(documents):
+            begin, end = bounds[doc], bounds[doc + 1]
+            ids = np.full(end - begin, doc, dtype="<u4")
+            writer.append(doc // per_shard, {"tokens": tokens[begin:end], "document_ids": ids})
+    return len(tokens) / (time.perf_counter() - started)
+
+
+def write_gl11(python: Path, directory: Path, inputs: tuple[Path, Path], shards: int) -> float:
+    """Write the same documents with GuideLoom 1.1 in a subprocess; return tokens/s."""
+    done = subprocess.run(
+        [str(python), "-c", GL11_SIDE, str(directory), str(inputs[0]), str(inputs[1]),
+         str(shards)], capture_output=True, text=True, check=True)
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["tokens_per_s"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tokens", type=float, default=20e6)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--gl11-python", type=Path, default=GL11_PYTHON)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where to write (default: the temporary directory)")
+    args = parser.parse_args()
+    tokens, bounds = make_documents(int(args.tokens), seed=0)
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = Path(tmp)
+        inputs = (root / "tokens.npy", root / "bounds.npy")
+        np.save(inputs[0], tokens)
+        np.save(inputs[1], bounds)
+        for _ in range(args.repeats):
+            ours.append(write_ours(root / "ours", tokens, bounds, args.shards))
+            shutil.rmtree(root / "ours")
+            if args.gl11_python.is_file():
+                theirs.append(write_gl11(args.gl11_python, root / "gl11", inputs, args.shards))
+                shutil.rmtree(root / "gl11")
+    where = args.dir or tempfile.gettempdir()
+    print(f"StreamStorage write: {len(tokens) / 1e6:.0f} M tokens, {len(bounds) - 1} documents, "
+          f"{args.shards} shards, best of {args.repeats} (run in turn), under {where}")
+    print(f"{'writer':22s} {'M tokens/s':>11s}")
+    print(f"{'guideloom (this)':22s} {max(ours) / 1e6:11.1f}")
+    if not theirs:
+        print(f"GuideLoom 1.1 side skipped: {args.gl11_python} not found")
+        return
+    print(f"{'GuideLoom 1.1':22s} {max(theirs) / 1e6:11.1f}")
+    ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+    ratio = statistics.median(ratios)
+    print(f"ours/1.1 per repeat: {', '.join(f'{r:.2f}' for r in ratios)}; "
+          f"best/best {max(ours) / max(theirs):.2f}")
+    print(f"goal: writes at least as fast as GuideLoom 1.1: median ours/1.1 = {ratio:.2f} -> "
+          f"{'met' if ratio >= 1.0 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
