@@ -478,7 +478,7 @@ def main() -> None:
     child = Child(sys.executable, env)
     sys.path.insert(0, str(REPO))
     import guideloom
-    from guideloom.cluster import client as cluster_client
+    from guideloom.cluster import runtime as cluster_client
     from guideloom.demo import cached_demo_data
     from guideloom.export import run as export_run
 
@@ -719,8 +719,8 @@ def run_constants(child: Child, reps: int, big: Path, small: Path, pc_ids: list[
            "WARM_DISPATCH_S": max(0.0, statistics.median(dispatch)),
            "DECODE_BYTES_PER_S": new_rate, "PER_RECORD_S": new_per_record}
     print("\n  constant                      in the code    measured   suggestion")
-    for name, where in (("CLUSTER_START_S", "cluster/client.py"),
-                        ("WARM_DISPATCH_S", "cluster/client.py"),
+    for name, where in (("CLUSTER_START_S", "cluster/runtime.py"),
+                        ("WARM_DISPATCH_S", "cluster/runtime.py"),
                         ("DECODE_BYTES_PER_S", "export/run.py"),
                         ("PER_RECORD_S", "export/run.py")):
         c, m = cur[name], new[name]

@@ -43,7 +43,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _scheduler(text: str) -> str:
-    from guideloom.cluster.client import check_client_text
+    from guideloom.cluster.runtime import check_client_text
 
     try:
         return check_client_text(text)
@@ -201,8 +201,8 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
 
 
 def _print_plan(wf, spec, scheduler: str | None) -> None:
-    from guideloom.cluster.client import default_partition_size, preview_placement
     from guideloom.cluster.embedded import default_worker_count
+    from guideloom.cluster.runtime import default_partition_size, preview_placement
     from guideloom.export.run import (
         PROBE_ATTEMPTS,
         estimate_seconds,
@@ -210,7 +210,7 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
         probe_schema,
         select_experiments,
     )
-    from guideloom.export.status import staging_for
+    from guideloom.export.status import IDENTITY_SHOWN, staging_for
     from guideloom.formats import get_format
 
     selection = select_experiments(spec)
@@ -232,7 +232,7 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     print(f"experiments: {n} with local data"
           + (f", {len(missing)} selected but missing" if missing else ""))
     print(f"partitions: {len(plan.partitions)} of up to {plan.partition_size} experiments "
-          f"(job {plan.identity[:12]}, on_error={spec.on_error})")
+          f"(job {plan.identity[:IDENTITY_SHOWN]}, on_error={spec.on_error})")
     schema = probe_schema(spec, plan.selection.locations[:PROBE_ATTEMPTS],
                           plan.selection.rows[:PROBE_ATTEMPTS])
     print(f"output: {spec.output} -> {spec.target}"

@@ -131,6 +131,9 @@ class View:
         """The fields read from HDF5."""
         return tuple(f for f in self.fields if f.is_h5)
 
+    def __repr__(self) -> str:
+        return f"View({self.name!r}, fields={list(self.aliases)}{', added' if self.added else ''})"
+
 
 @dataclass
 class Dataset:
@@ -153,6 +156,11 @@ class Dataset:
     views: dict[str, View]
     archives: tuple[str, ...]
     _index_cache: Any = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.name!r}, data_dir={str(self.data_dir)!r}, "
+                f"views={len(self.views)}, fields={len(self.field_map)}, "
+                f"columns={len(self.columns)})")
 
     def view(self, name: str) -> View:
         """Return the view called ``name`` (its ``name`` or ``@id``).

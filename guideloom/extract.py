@@ -9,7 +9,7 @@
 * Each file is written to ``h5/.<name>.tmp-<pid>-<random>``, its CRC-32 is checked against the
   archive's central directory while copying, it is fsynced and only then renamed to its final
   name: a crash or a corrupt member never leaves a partial file under the final name.
-* Work runs on Dask, one task per partition of members (key prefix ``extract-<archive>``).
+* Work runs on Dask, one task per partition of members (keys ``("extract", archive, job, i)``).
   Tasks receive :class:`~guideloom.sources.Location` objects and read the archives themselves.
 * With ``remove_zip=True`` an archive is deleted only once every one of its members is loose
   and verified (extracted now, or already present with the member's size).
@@ -28,15 +28,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guideloom.cluster.client import default_partition_size, placement
 from guideloom.cluster.embedded import default_worker_count
+from guideloom.cluster.runtime import (
+    default_partition_size,
+    placement,
+    progress_bar,
+    run_partitions,
+    task_key,
+)
 from guideloom.errors import (
     CorruptDataError,
     ExperimentReadError,
     ExtractError,
     summarize_ids,
 )
-from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
 from guideloom.sources import (
     LOOSE_SUBDIR,
     Location,
@@ -50,7 +55,7 @@ if TYPE_CHECKING:
     from guideloom.croissant import Dataset
 
 CHUNK_BYTES = 8 << 20
-# In-process cost model (copy + CRC-32 of a stored member; see cluster.client.placement).
+# In-process cost model (copy + CRC-32 of a stored member; see cluster.runtime.placement).
 COPY_BYTES_PER_S = 800e6
 PER_MEMBER_S = 1e-3
 TMP_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?P<token>[0-9a-f]+)$")
@@ -339,9 +344,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 
-def task_prefix(archive: str) -> str:
-    """The Dask key prefix of an archive's extraction tasks: ``extract <archive>``."""
-    return dashboard_label("extract", os.path.basename(archive))
+TASK_STAGE = "extract"
 
 
 def _execute(parts: list[ExtractPartition], h5_dir: str, dask: Any,
@@ -351,7 +354,8 @@ def _execute(parts: list[ExtractPartition], h5_dir: str, dask: Any,
     token = secrets.token_hex(4)
     results = run_partitions(
         dask, _extract_task, parts, args=(h5_dir,),
-        key=lambda part: (task_prefix(part.archive), token, part.index),
+        key=lambda part: task_key(TASK_STAGE, os.path.basename(part.archive), token,
+                                  part.index),
         done=lambda s: s["n"], progress=progress,
     )
     return sorted(results, key=lambda s: s["index"])

@@ -97,13 +97,10 @@ class Export:
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, np.ndarray]]:
         """Rows ``indices`` as a list; torch's DataLoader fetches its batches through this.
 
-        For npy exports this is one vectorised read per field, and the rows are writable
-        (views of that fresh copy), so collating them needs no further copy.
+        Formats that read batches vectorised (npy) return writable rows of one fresh batch, so
+        collating them needs no further copy.
         """
-        if self.kind != "npy":
-            return [self[int(i)] for i in indices]
-        stacked = self.batch(indices)
-        return [{f: stacked[f][k, ...] for f in self._fields} for k in range(len(indices))]
+        return self._open().rows(self._checked(indices), self._fields)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         for i in range(len(self)):
@@ -111,6 +108,10 @@ class Export:
 
     def batch(self, indices: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
         """Rows ``indices`` stacked per field, read with one vectorised read per field."""
+        return self._open().batch(self._checked(indices), self._fields)
+
+    def _checked(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Integer row numbers in range, negatives counted from the end (like a list)."""
         idx = np.asarray(indices)
         if idx.dtype == bool or (idx.size and idx.dtype.kind not in "iu"):
             raise TypeError("batch indices must be integers")
@@ -118,7 +119,7 @@ class Export:
         n = len(self)
         if idx.size and (idx.min() < -n or idx.max() >= n):
             raise IndexError(f"batch indices out of range for an export of {n} rows")
-        return self._open().batch(idx % max(n, 1), self._fields)
+        return idx % max(n, 1)
 
     def by_sim_id(self, sim_id: Any) -> dict[str, np.ndarray]:
         """The row of experiment ``sim_id`` (O(1) after the first call)."""

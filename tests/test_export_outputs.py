@@ -174,18 +174,21 @@ def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path,
                                   record_transform=helpers.first_rows, partition_size=9)
     from dask.utils import key_split
 
-    names = [key_split(t["key"]).replace("\u2011", "-") for t in stream.data]
-    assert names.count("read-transform-write force-curve") == 4
-    assert names.count("probe-schema force-curve") == 1
+    names = [key_split(t["key"]) for t in stream.data]
+    assert names.count("read-transform-write") == 4  # ASCII: grep finds what the docs name
+    assert names.count("probe-schema") == 1
+    keys = [t["key"] for t in stream.data if key_split(t["key"]) == "read-transform-write"]
+    assert sorted(k[3] for k in keys) == [0, 1, 2, 3]
+    assert all(k[1] == "force-curve" and str(k).isascii() for k in keys)
 
 
-def test_task_names_keep_view_names_with_digits():
+def test_task_names_read_whole_for_views_with_digits():
     from dask.utils import key_split
 
-    from guideloom.export.run import dashboard_label
+    from guideloom.cluster.runtime import task_key
 
-    label = dashboard_label("read-transform-write", "pointcloud-op10")
-    assert key_split((label, "deadbeef", 3)).replace("\u2011", "-") == \
-        "read-transform-write pointcloud-op10"
+    key = task_key("read-transform-write", "pointcloud-op10", "deadbeef", 3)
+    assert key_split(key) == "read-transform-write"
+    assert key[1] == "pointcloud-op10"
 
 

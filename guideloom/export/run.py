@@ -13,14 +13,17 @@ from typing import Any
 import numpy as np
 
 from guideloom import __version__
-from guideloom.cluster.client import (
+from guideloom.cluster.embedded import close_cluster, default_worker_count
+from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
     Placement,
     auto_placement_needs_estimate,
     default_partition_size,
     placement,
+    progress_bar,
+    run_partitions,
+    task_key,
 )
-from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.shipping import pack, ship_by_value, unpack
 from guideloom.errors import (
     ExperimentReadError,
@@ -32,7 +35,6 @@ from guideloom.errors import (
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import Staging
-from guideloom.export.tasks import dashboard_label, progress_bar, run_partitions
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
 from guideloom.records import RecordReader
@@ -75,6 +77,10 @@ class ExportPlan:
     partition_size: int
     identity: str
 
+    def __repr__(self) -> str:
+        return (f"ExportPlan({len(self.selection.locations)} experiments, "
+                f"{len(self.partitions)} partitions of up to {self.partition_size})")
+
 
 def open_writer(kind: str, staging: Staging, options: Mapping[str, Any]) -> ExportFormat:
     """The registered format ``kind``, bound to the job's staging area for writing."""
@@ -110,9 +116,9 @@ def plan_export(spec: ExportSpec, workers: int = 1,
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size))
 
 
-def task_prefix(spec: ExportSpec) -> str:
-    """The Dask key prefix of the partition tasks: ``read-transform-write <view>``."""
-    return dashboard_label("read-transform-write", spec.view.name)
+TASK_STAGE = "read-transform-write"
+PROBE_STAGE = "probe-schema"
+JOB_TOKEN_CHARS = 8  # characters of the job identity in task keys
 
 
 def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
@@ -214,9 +220,8 @@ def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any) -> Any:
     User code from ``__main__`` and local modules travels by value (see
     :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
     """
-    storage = spec.options.get("storage")
     ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
-                   getattr(storage, "format", None)])
+                   *writer.user_objects()])
     return dask.scatter(pack((spec, writer)), broadcast=False, hash=False)
 
 
@@ -235,7 +240,7 @@ def _schema(spec, staging, writer, plan, dask, shipped) -> dict[str, FieldSchema
     if dask is None:
         schema = probe_schema(spec, probe_locs, probe_rows)
     else:
-        key = (dashboard_label("probe-schema", spec.view.name), plan.identity[:8])
+        key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
         future = dask.submit(_probe_task, shipped, probe_locs, probe_rows, key=key, pure=False)
         schema = future.result()
     staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
@@ -336,10 +341,10 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
     progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
                             unit="exp", desc=f"export {spec.view.name}")
     job = (spec, writer) if dask is None else shipped
-    prefix, token = task_prefix(spec), plan.identity[:8]
+    token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
         dask, _partition_task, todo, args=(job, schema),
-        key=lambda part: (prefix, token, part.index),
+        key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
     )
 

@@ -15,6 +15,8 @@ import numpy as np
 from guideloom.croissant import Dataset, View
 from guideloom.sources import Location
 
+IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
+CODE_HASH_HEX_CHARS = 16  # a transform's code fingerprint: 64 bits of sha256
 OutputKind = Literal["npy", "npz", "zarr", "storage"]
 OnError = Literal["raise", "skip"]
 RecordTransform = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -41,6 +43,9 @@ class Partition:
     def stop(self) -> int:
         """One past the last row."""
         return self.start + len(self.locations)
+
+    def __repr__(self) -> str:
+        return f"Partition({self.index}, rows {self.start}:{self.stop})"
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,11 @@ class ExportSpec:
         if self.record_transform is not None and not callable(self.record_transform):
             raise ValueError(f"record_transform is not callable: {self.record_transform!r}")
 
+    def __repr__(self) -> str:
+        ids = "all" if self.sim_ids is None else f"{len(self.sim_ids)} ids"
+        return (f"ExportSpec(view={self.view.name!r}, output={self.output!r}, "
+                f"target={self.target!r}, sim_ids={ids}, where={self.where_description!r})")
+
     def transform_names(self) -> dict[str, Any]:
         """Names of the transforms, for ``export.json``."""
         return {
@@ -143,7 +153,7 @@ class ExportSpec:
             "record_transform": callable_fingerprint(self.record_transform),
         }
         text = json.dumps(doc, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return hashlib.sha256(text.encode()).hexdigest()[:IDENTITY_HEX_CHARS]
 
 
 def callable_name(fn: Callable[..., Any] | None) -> str | None:
@@ -165,8 +175,8 @@ def callable_fingerprint(fn: Callable[..., Any] | None) -> str | None:
             source = inspect.getsource(type(fn))
         except (OSError, TypeError):
             source = repr(fn)
-        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(source.encode()).hexdigest()[:CODE_HASH_HEX_CHARS]
     else:
         blob = code.co_code + repr(code.co_consts).encode() + repr(code.co_names).encode()
-        digest = hashlib.sha256(blob).hexdigest()[:16]
+        digest = hashlib.sha256(blob).hexdigest()[:CODE_HASH_HEX_CHARS]
     return f"{callable_name(fn)}#{digest}"

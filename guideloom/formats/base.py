@@ -85,6 +85,10 @@ class FormatReader:
         """Rows ``idx`` stacked per field."""
         raise NotImplementedError
 
+    def rows(self, indices: Sequence[int], fields: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        """Rows ``indices`` as a list of row dicts (default: one :meth:`row` each)."""
+        return [self.row(int(i), fields) for i in indices]
+
 
 class ExportFormat(abc.ABC):
     """One output kind: how it is written (bound to a staging area) and how it is read.
@@ -132,6 +136,11 @@ class ExportFormat(abc.ABC):
     def manifest_extra(self) -> dict[str, Any]:
         """Format-specific entries of ``export.json``."""
         return {}
+
+    def user_objects(self) -> list[Any]:
+        """Objects of the user's code this format carries to the workers (e.g. a storage
+        format class), so that their modules travel by value like transforms do."""
+        return []
 
     # --- reading -------------------------------------------------------------------------
     @classmethod

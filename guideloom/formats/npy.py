@@ -170,3 +170,8 @@ class NpyReader(FormatReader):
 
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
         return {f: self._array(f)[idx] for f in fields}
+
+    def rows(self, indices: Sequence[int], fields: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        """One vectorised read per field; the rows are writable views of that fresh copy."""
+        stacked = self.batch(np.asarray(indices, dtype=np.int64), fields)
+        return [{f: stacked[f][k, ...] for f in fields} for k in range(len(indices))]

@@ -82,6 +82,9 @@ class StorageFormat(ExportFormat):
     def manifest_extra(self) -> dict[str, Any]:
         return {"storage": describe_storage(self.storage)}
 
+    def user_objects(self) -> list[Any]:
+        return [self.storage.format]
+
     def fields(self, seen: dict[str, Any]) -> dict[str, Any]:
         """Stream rows are what the format unpacks: a structured dtype's fields."""
         from guideloom.storage import StreamNumpyFormat

@@ -1,4 +1,6 @@
-"""Where a job runs: in this process, on the embedded local cluster, or on a given Dask cluster.
+"""The Dask runtime of guideloom's jobs, in one module: where a job runs (client choice and the
+in-process/cluster decision), how it is split (partition sizing), how its tasks are named and fanned
+out (with a progress bar), and the dashboard default.
 
 ``client`` arguments accepted everywhere (Python API, CLI ``--scheduler``, workflow files):
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -250,3 +252,76 @@ def interrupted() -> None:
     embedded.close_cluster(fast=True)
 
 
+
+
+# --- task names, fan-out and progress -------------------------------------------------------
+def task_key(stage: str, *parts: Any) -> tuple[Any, ...]:
+    """A Dask key ``(stage, *parts)``, e.g. ``("read-transform-write", view, job, 3)``.
+
+    Dask groups tasks on the dashboard by the key's first element (``key_split``), so the stage
+    name (ASCII, hyphenated: ``read-transform-write``, ``probe-schema``, ``extract``) reads whole
+    there and in logs; the view or archive, job and partition follow in the key.
+    """
+    return (stage, *parts)
+
+
+class _NoProgress:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(show: bool, total: int, *, initial: int = 0, unit: str, desc: str) -> Any:
+    """A tqdm bar, or a silent stand-in when ``show`` is false."""
+    if not show:
+        return _NoProgress()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit=unit, desc=desc)
+
+
+def run_partitions(
+    dask: Any,
+    fn: Callable[..., dict[str, Any]],
+    parts: Sequence[Any],
+    *,
+    args: tuple[Any, ...],
+    key: Callable[[Any], tuple[Any, ...]],
+    done: Callable[[dict[str, Any]], int],
+    progress: Any,
+) -> list[dict[str, Any]]:
+    """Run ``fn(*args, part)`` for every part; return the summaries as they complete.
+
+    With ``dask=None`` the parts run here, one after the other. Otherwise each part is one task
+    keyed ``key(part)``; the first failing task cancels the rest and its exception is raised
+    with the worker's traceback. ``done(summary)`` counts the progress a summary stands for.
+    """
+    results: list[dict[str, Any]] = []
+    try:
+        if dask is None:
+            for part in parts:
+                summary = fn(*args, part)
+                results.append(summary)
+                progress.update(done(summary))
+            return results
+        from distributed import as_completed
+
+        futures = [dask.submit(fn, *args, part, key=key(part), pure=False) for part in parts]
+        try:
+            with dask.as_current():
+                completed = as_completed(futures)
+            for future in completed:
+                if future.status == "error":
+                    error = future.exception()
+                    dask.cancel([f for f in futures if f is not future])
+                    raise error.with_traceback(future.traceback())
+                summary = future.result()
+                results.append(summary)
+                progress.update(done(summary))
+        finally:
+            dask.cancel([f for f in futures if not f.done()])
+        return results
+    finally:
+        progress.close()

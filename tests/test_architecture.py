@@ -1,0 +1,197 @@
+"""The package's shape: no import cycles, no private names across modules, a reader that stands
+alone, and formats looked up in one registry (a third-party format plugs in)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import guideloom
+from guideloom.formats import format_kinds, get_format, register_format
+from guideloom.formats.npz import NpzFormat
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "guideloom"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported(name: str, tree: ast.AST) -> list[tuple[str, str]]:
+    """``(module, imported name)`` for every guideloom import in the module, wherever it is
+    (module level, inside functions, under TYPE_CHECKING)."""
+    found = []
+    is_package = MODULES[name].name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, "") for a in node.names if a.name.startswith("guideloom")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[: len(name.split(".")) - node.level + is_package]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.startswith("guideloom"):
+                found += [(module, a.name) for a in node.names]
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        deps = set()
+        for module, attr in imported(name, ast.parse(path.read_text())):
+            target = f"{module}.{attr}" if f"{module}.{attr}" in MODULES else module
+            parts = target.split(".")
+            for i in range(2, len(parts) + 1):  # importing a.b.c runs a.b's __init__ too
+                prefix = ".".join(parts[:i])
+                if prefix in MODULES and prefix != name and not name.startswith(f"{prefix}."):
+                    deps.add(prefix)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_anywhere_in_the_package():
+    assert cycles(import_graph()) == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    offenders = []
+    for name, path in MODULES.items():
+        for module, attr in imported(name, ast.parse(path.read_text())):
+            private_module = any(p.startswith("_") and not p.startswith("__")
+                                 for p in module.split("."))
+            private_attr = attr.startswith("_") and not attr.startswith("__")
+            if private_module or private_attr:
+                offenders.append(f"{name}: from {module} import {attr}")
+    assert offenders == []
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for dep in graph[todo.pop()]:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_the_reader_depends_on_formats_and_layout_only():
+    deps = reachable(import_graph(), "guideloom.reader")
+    assert not {d for d in deps if d.startswith(("guideloom.export", "guideloom.cluster"))}
+    assert "guideloom.formats.layout" in deps and "guideloom.formats" in deps
+    # and at run time, reading an export imports neither the executor nor Dask
+    code = ("import sys, guideloom.reader; "
+            "bad = [m for m in sys.modules if m.startswith(('guideloom.export', "
+            "'guideloom.cluster', 'distributed', 'dask'))]; print(bad); assert not bad")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def code_strings(path: Path) -> set[str]:
+    """The string constants of a module's code (docstrings left out)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def test_executor_and_reader_name_no_format():
+    for module in ("guideloom/export/run.py", "guideloom/reader.py", "guideloom/cli.py"):
+        named = code_strings(ROOT / module) & {"npy", "npz", "zarr", "storage"}
+        assert not named, f"{module} names the formats {named}"
+
+
+def test_every_exception_and_warning_class_lives_in_errors_py():
+    outside = []
+    for name, path in MODULES.items():
+        if name == "guideloom.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Warning",
+                                                                        "Exception"))
+                    for b in node.bases):
+                outside.append(f"{name}.{node.name}")
+    assert outside == []
+    for name in ("MissingFieldError", "CorruptDataError", "SkippedDataWarning",
+                 "IncompleteExportError", "Export", "ExportSpec", "iter_view", "extract_zips"):
+        assert name in guideloom.__all__ and getattr(guideloom, name) is not None
+
+
+class CopiedNpz(NpzFormat):
+    """A third-party format: npz files under another kind name."""
+
+    kind = "npz-copy"
+
+
+def test_a_registered_third_party_format_is_written_and_read(demo_zip, tmp_path):
+    register_format(CopiedNpz)
+    assert "npz-copy" in format_kinds() and get_format("npz-copy") is CopiedNpz
+    result = guideloom.export.export("force-curve", tmp_path / "out", kind="npz-copy",
+                                     data_dir=demo_zip, sim_ids=[3, 1], client="sync")
+    assert result.manifest["kind"] == "npz-copy"
+    export = guideloom.load_export(tmp_path / "out")
+    ds = guideloom.load(demo_zip)
+    first = next(guideloom.iter_view("force-curve", dataset=ds, data_dir=demo_zip, sim_ids=[3]))
+    np.testing.assert_array_equal(export[0]["force_data"], first["force_data"])
+    assert export.sim_ids.tolist() == [3, 1]
+
+
+def test_unknown_kind_lists_the_known_ones(tmp_path):
+    try:
+        get_format("parquet")
+    except ValueError as exc:
+        assert "npy" in str(exc) and "zarr" in str(exc)
+    else:
+        raise AssertionError("an unknown kind was accepted")
