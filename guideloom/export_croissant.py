@@ -30,6 +30,8 @@ __all__ = ["CROISSANT_NAME", "describe_export"]
 
 #: Suggested file name of the description inside the export directory.
 CROISSANT_NAME = "croissant.json"
+#: Files and file sets get ``@id`` ``files/<name>``, apart from the record sets' ids.
+FILE_ID_PREFIX = "files/"
 
 _CONTEXT: dict[str, Any] = {
     "@language": "en",
@@ -86,7 +88,7 @@ def _file_object(key: str, path: Path, root: Path) -> dict[str, Any]:
     name = os.path.relpath(path, root) if path.is_relative_to(root) else path.name
     return {
         "@type": "cr:FileObject",
-        "@id": name,
+        "@id": f"{FILE_ID_PREFIX}{name}",
         "name": name,
         "description": f"export file of {key!r}",
         "contentUrl": name,
@@ -100,12 +102,31 @@ def _file_set(key: str, path: Path, root: Path) -> dict[str, Any]:
     name = os.path.relpath(path, root) if path.is_relative_to(root) else path.name
     return {
         "@type": "cr:FileSet",
-        "@id": name,
+        "@id": f"{FILE_ID_PREFIX}{name}",
         "name": name,
         "description": f"export files of {key!r} (a directory)",
         "encodingFormat": "application/octet-stream",
         "includes": f"{name}/**",
     }
+
+
+def _pattern_set(key: str, pattern: str) -> dict[str, Any]:
+    suffix = Path(pattern.replace("*", "x")).suffix
+    return {
+        "@type": "cr:FileSet",
+        "@id": f"{FILE_ID_PREFIX}{pattern}",
+        "name": pattern,
+        "description": f"export files of {key!r}",
+        "encodingFormat": _ENCODINGS.get(suffix, "application/octet-stream"),
+        "includes": pattern,
+    }
+
+
+def _large_file_set(key: str, path: Path, root: Path) -> dict[str, Any]:
+    entry = _pattern_set(key, os.path.relpath(path, root))
+    entry["description"] = (f"export file of {key!r} ({path.stat().st_size} B; not hashed when "
+                            "published, to spare a second full read)")
+    return entry
 
 
 def _provenance(view_field: Mapping[str, Any] | None, manifest: Mapping[str, Any],
@@ -134,6 +155,8 @@ def describe_export(
     files: Mapping[str, str | os.PathLike[str]],
     *,
     source: Mapping[str, Any] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    hash_limit: int | None = None,
 ) -> dict[str, Any]:
     """Return a Croissant 1.1 JSON-LD description of a published export.
 
@@ -143,8 +166,13 @@ def describe_export(
         files: Export key (alias or ``"sim_ids"``) → file or directory, as
             ``export_to_numpy`` returns; paths are written relative to their common directory.
             Files are hashed (sha256), which reads them once.
+            A string holding ``*`` is a file pattern relative to ``root`` (a ``FileSet``, e.g.
+            ``"*.npz"`` for one file per experiment).
         source: The Croissant dict of the dataset the view came from (``ds.to_jsonld()``); its
             name, URL, license and citation are carried over when given.
+        root: The export directory (default: the files' common directory).
+        hash_limit: Files larger than this many bytes are described as a one-file ``FileSet``
+            instead of a hashed ``FileObject`` (``None``: hash every file).
 
     Returns:
         The JSON-LD document (``json.dump`` it as ``croissant.json`` in the export directory).
@@ -154,16 +182,27 @@ def describe_export(
     """
     if manifest.get("format") != "guideloom-export":
         raise ValueError("manifest is not a guideloom export.json (format != 'guideloom-export')")
-    paths = {key: Path(value) for key, value in files.items()}
-    missing = [a for a in manifest["fields"] if a not in paths]
+    patterns = {k: v for k, v in files.items() if isinstance(v, str) and "*" in v}
+    paths = {key: Path(value) for key, value in files.items() if key not in patterns}
+    missing = [a for a in manifest["fields"] if a not in paths and a not in patterns]
     if missing:
         raise ValueError(f"no file given for field(s) {', '.join(missing)}")
-    root = Path(os.path.commonpath([p.parent if p.is_file() else p for p in paths.values()]))
-    distribution = []
+    if root is None:
+        root = os.path.commonpath([p.parent if p.is_file() else p for p in paths.values()])
+    root = Path(root)
+    distribution: list[dict[str, Any]] = []
     file_ids: dict[str, tuple[str, str]] = {}
+    for key, pattern in patterns.items():
+        entry = _pattern_set(key, pattern)
+        if entry["@id"] not in {d["@id"] for d in distribution}:
+            distribution.append(entry)
+        file_ids[key] = ("fileSet", entry["@id"])
     for key, path in paths.items():
         if path.is_dir():
             entry = _file_set(key, path, root)
+            file_ids[key] = ("fileSet", entry["@id"])
+        elif hash_limit is not None and path.stat().st_size > hash_limit:
+            entry = _large_file_set(key, path, root)
             file_ids[key] = ("fileSet", entry["@id"])
         else:
             entry = _file_object(key, path, root)

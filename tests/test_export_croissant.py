@@ -97,3 +97,45 @@ def test_refuses_what_is_not_an_export(export):
         describe_export({"format": "other"}, paths)
     with pytest.raises(ValueError, match="no file given for field"):
         describe_export(manifest, {"sim_ids": paths["sim_ids"]})
+
+
+def _storage_target(tmp_path):
+    fmt = guideloom.StreamNumpyFormat(np.dtype([("force", "<f4"), ("doc", "<u4")]))
+    return guideloom.StreamStorage(tmp_path / "stream", fmt)
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz", "zarr", "storage"])
+def test_every_published_export_carries_a_valid_description(kind, demo_zip, tmp_path):
+    from guideloom.workflows.demo_transforms import total_force_stream
+
+    common = {"data_dir": demo_zip, "sim_ids": [0, 4, 9], "client": "sync"}
+    if kind == "npy":
+        out = tmp_path / "e"
+        guideloom.export_to_numpy("force-curve", out, transforms={"force_data": crop_force},
+                                  **common)
+    elif kind == "npz":
+        out = guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "e", **common)
+    elif kind == "zarr":
+        out = tmp_path / "e.zarr"
+        guideloom.export_to_zarr("force-curve", out, transforms={"force_data": crop_force},
+                                 **common)
+    else:
+        out = guideloom.export_to_storage("force-curve", _storage_target(tmp_path),
+                                          record_transform=total_force_stream, **common)
+    doc = json.loads((out / CROISSANT_NAME).read_text())
+    assert validate(doc) == []
+    manifest = json.loads((out / "export.json").read_text())
+    assert {rs["name"] for rs in doc["recordSet"]} == {"sim_ids", *manifest["fields"]}
+    assert str(manifest["count"]) in doc["recordSet"][0]["description"]
+    hashed = [d for d in doc["distribution"] if "sha256" in d]
+    assert any(d["name"] == "sim_ids.npy" for d in hashed) or kind == "zarr"
+    for entry in hashed:
+        assert entry["sha256"] == hashlib.sha256((out / entry["name"]).read_bytes()).hexdigest()
+
+
+def test_files_over_the_hash_limit_are_described_without_a_second_read(export):
+    ds, out, paths, manifest = export
+    doc = describe_export(manifest, paths, source=ds.to_jsonld(), hash_limit=0)
+    assert validate(doc) == []
+    assert not any("sha256" in d for d in doc["distribution"])
+    assert {d["includes"] for d in doc["distribution"]} == {p.name for p in paths.values()}

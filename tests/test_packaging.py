@@ -230,5 +230,8 @@ def test_core_tests_on_a_second_python_against_the_wheel(wheel, tmp_path):
     assert which.group(2) == wanted
     summary = out.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
-    assert "skipped" not in summary, tail  # IPython is installed, the reference copied
+    # IPython is installed there; the published manifest is copied when it is beside the repo
+    allowed = 0 if (ROOT.parent / "shared" / "reference").is_dir() else 1
+    skipped = re.search(r"(\d+) skipped", summary)
+    assert (int(skipped.group(1)) if skipped else 0) == allowed, tail
     assert f"{len(NEEDS_TORCH)} deselected" in summary, summary

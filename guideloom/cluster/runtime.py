@@ -36,6 +36,9 @@ CLIENT_PATTERN = re.compile(
 BATCH_KINDS = ("slurm", "pbs")
 
 MAX_PARTITION = 64
+# With one worker there is nothing to balance: partitions only bound the work a crash can lose
+# and how often the progress bar moves, and each costs a few fsyncs; so they are larger.
+MAX_SERIAL_PARTITION = 256
 # Measured on a shared 2-core machine (benchmarks/export.py, 4 runs): a cluster of two workers
 # costs a job 1.9-3.1 s (start until both workers answer, plus the first task's imports on cold
 # workers, plus close); a tiny export on a warm cluster takes 42-61 ms longer than in-process.
@@ -101,8 +104,10 @@ def worker_count(client: Any) -> int:
 
 
 def default_partition_size(n: int, workers: int) -> int:
-    """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`."""
-    return max(1, min(MAX_PARTITION, math.ceil(n / max(1, 4 * workers))))
+    """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`
+    (:data:`MAX_SERIAL_PARTITION` with one worker)."""
+    cap = MAX_SERIAL_PARTITION if workers <= 1 else MAX_PARTITION
+    return max(1, min(cap, math.ceil(n / max(1, 4 * workers))))
 
 
 def _local_workers(text: str) -> int | None:

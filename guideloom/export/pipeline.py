@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from guideloom.errors import RecordValueError, TransformError
-from guideloom.export.spec import ExportSpec, FieldSchema, callable_name
+from guideloom.export.fingerprint import callable_name
+from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.records import SIM_ID_KEY, RecordReader
 from guideloom.sources import Location
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import time
 import warnings
@@ -35,12 +36,14 @@ from guideloom.errors import (
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import Staging
+from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
 
 PROBE_ATTEMPTS = 20
+CROISSANT_HASH_LIMIT = 64 << 20  # bytes: larger files are described without a sha256
 # In-process cost model for choosing where a job runs (benchmarks/export.py measures both, on a
 # shared 2-core machine): pointcloud-op10 exports at 83-220 MB/s of decoded HDF5 data (read,
 # decode and write), and each experiment costs 0.7-1.7 ms beyond its bytes (open, index, the
@@ -411,6 +414,23 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
+        staging.write_json(staging.path("data", CROISSANT_NAME),
+                           describe_published(spec, writer, staging, manifest))
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     staging.publish(spec.overwrite)
     return manifest
+
+
+def describe_published(spec: ExportSpec, writer: ExportFormat, staging: Staging,
+                       manifest: dict[str, Any]) -> dict[str, Any]:
+    """The Croissant 1.1 description of the staged export (``croissant.json``).
+
+    Files up to :data:`CROISSANT_HASH_LIMIT` are hashed (sha256); larger ones are described
+    without a hash, which would cost a second full read of the export.
+    """
+    data = staging.path("data")
+    files = {key: name if "*" in name else os.path.join(data, name)
+             for key, name in writer.described_files(manifest).items()}
+    return describe_export(manifest, files, source=spec.dataset.to_jsonld(), root=data,
+                           hash_limit=CROISSANT_HASH_LIMIT)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -13,10 +12,10 @@ from typing import Any, Literal
 import numpy as np
 
 from guideloom.croissant import Dataset, View
+from guideloom.export.fingerprint import callable_fingerprint, callable_name
 from guideloom.sources import Location
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
-CODE_HASH_HEX_CHARS = 16  # a transform's code fingerprint: 64 bits of sha256
 OutputKind = Literal["npy", "npz", "zarr", "storage"]
 OnError = Literal["raise", "skip"]
 RecordTransform = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -154,29 +153,3 @@ class ExportSpec:
         }
         text = json.dumps(doc, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:IDENTITY_HEX_CHARS]
-
-
-def callable_name(fn: Callable[..., Any] | None) -> str | None:
-    """``module:qualname`` of a callable (``None`` passes through)."""
-    if fn is None:
-        return None
-    module = getattr(fn, "__module__", None) or type(fn).__module__
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return f"{module}:{name}"
-
-
-def callable_fingerprint(fn: Callable[..., Any] | None) -> str | None:
-    """Name plus a hash of the code, so an edited transform is a new job."""
-    if fn is None:
-        return None
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        try:
-            source = inspect.getsource(type(fn))
-        except (OSError, TypeError):
-            source = repr(fn)
-        digest = hashlib.sha256(source.encode()).hexdigest()[:CODE_HASH_HEX_CHARS]
-    else:
-        blob = code.co_code + repr(code.co_consts).encode() + repr(code.co_names).encode()
-        digest = hashlib.sha256(blob).hexdigest()[:CODE_HASH_HEX_CHARS]
-    return f"{callable_name(fn)}#{digest}"

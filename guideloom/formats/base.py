@@ -149,6 +149,7 @@ class ExportFormat(abc.ABC):
         """A reader of the published export at ``root``."""
 
     @classmethod
-    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
-        """The names (files or folders) of the data in a published export, for tools."""
-        return [SIM_IDS_FILE]
+    def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
+        """Export key (alias or ``"sim_ids"``) → its file, folder or ``*`` pattern, relative to
+        the export directory, for the export's Croissant description."""
+        return {"sim_ids": SIM_IDS_FILE}

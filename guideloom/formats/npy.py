@@ -67,8 +67,8 @@ class NpyFormat(ExportFormat):
         return NpyReader(root, manifest)
 
     @classmethod
-    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
-        return [*(array_file(a) for a in sorted(manifest["fields"])), SIM_IDS_FILE]
+    def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
+        return {**{a: array_file(a) for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
 
 def reserve_blocks(path: str) -> None:

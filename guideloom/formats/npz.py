@@ -36,8 +36,8 @@ class NpzFormat(ExportFormat):
         return NpzReader(root, manifest)
 
     @classmethod
-    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
-        return ["*.npz", SIM_IDS_FILE]
+    def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
+        return {**{a: "*.npz" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
 
 class NpzSink(PartitionSink):

@@ -100,8 +100,8 @@ class StorageFormat(ExportFormat):
         return StorageReader(root, manifest)
 
     @classmethod
-    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
-        return ["shard-*", SIM_IDS_FILE, RECORD_OFFSETS]
+    def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
+        return {**{a: "shard-*" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
 
 class ShardSink(PartitionSink):

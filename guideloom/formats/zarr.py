@@ -115,8 +115,8 @@ class ZarrFormat(ExportFormat):
         return ZarrReader(root, manifest)
 
     @classmethod
-    def data_files(cls, manifest: Mapping[str, Any]) -> list[str]:
-        return [*sorted(manifest["fields"]), SIM_IDS_ARRAY, "zarr.json"]
+    def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
+        return {**{a: a for a in manifest["fields"]}, "sim_ids": SIM_IDS_ARRAY}
 
 
 class ZarrSink(PartitionSink):

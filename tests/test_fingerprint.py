@@ -1,0 +1,74 @@
+"""Job identities that mean the job: stable across processes, changed by any edit of the code a
+transform reaches (helpers, constants of the user's modules), blind to memory addresses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from guideloom.demo import make_demo_data
+
+HELPERS = '''
+import numpy as np
+SCALE = {scale}
+
+
+def _helper(x):
+    return x * SCALE
+
+
+def transform(rec):
+    rows = [r for r in np.asarray(rec["force_data"])[:4]]  # a comprehension: nested code
+    return {{"head": _helper(np.stack(rows)), "k": np.float32(sum(v for v in (1, 2)))}}
+'''
+
+PRINT_FINGERPRINT = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+import usercode
+from guideloom.export.fingerprint import callable_fingerprint
+print(callable_fingerprint(usercode.transform))
+print(callable_fingerprint(lambda rec: {"x": [v for v in rec]}))
+'''
+
+
+def fingerprint_in_a_new_process(folder: Path) -> list[str]:
+    env = {**os.environ, "PYTHONHASHSEED": "random"}
+    done = subprocess.run([sys.executable, "-c", PRINT_FINGERPRINT, str(folder)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_same_code_has_the_same_fingerprint_in_every_process(tmp_path):
+    (tmp_path / "usercode.py").write_text(HELPERS.format(scale=2.0))
+    runs = [fingerprint_in_a_new_process(tmp_path) for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    assert runs[0][0].startswith("usercode:transform#")
+
+
+def test_editing_a_helper_or_a_constant_changes_the_fingerprint(tmp_path):
+    (tmp_path / "usercode.py").write_text(HELPERS.format(scale=2.0))
+    first = fingerprint_in_a_new_process(tmp_path)[0]
+    (tmp_path / "usercode.py").write_text(HELPERS.format(scale=3.0))
+    assert fingerprint_in_a_new_process(tmp_path)[0] != first  # a constant it uses
+    (tmp_path / "usercode.py").write_text(HELPERS.format(scale=2.0).replace(
+        "return x * SCALE", "return x * SCALE + 0"))
+    assert fingerprint_in_a_new_process(tmp_path)[0] != first  # a helper it calls
+    (tmp_path / "usercode.py").write_text(HELPERS.format(scale=2.0) + "\nUNUSED = 1\n")
+    assert fingerprint_in_a_new_process(tmp_path)[0] == first  # code it does not reach
+
+
+def test_dry_runs_of_the_shipped_workflow_print_one_job_id(tmp_path):
+    make_demo_data(tmp_path / "demo-data", n=8)
+    ids = set()
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-m", "guideloom", "run", "force_signals",
+                               "--dry-run"], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": "random"}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        line = next(x for x in done.stdout.splitlines() if x.startswith("partitions:"))
+        ids.add(line.split("(job ")[1].split(",")[0])
+    assert len(ids) == 1, ids
