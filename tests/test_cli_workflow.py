@@ -438,9 +438,9 @@ def test_python_path_module_reaches_remote_workers_by_value(tcp_cluster, demo_zi
 
 
 def test_package_missing_on_the_workers_is_one_line_naming_it(tcp_cluster, demo_zip, tmp_path):
-    # A package installed for the driver only: on the driver's path, with distribution metadata,
+    # A package installed for the driver only: in a site-packages folder on the driver's path,
     # so it travels by reference (as installed packages do) and the workers cannot import it.
-    site = tmp_path / "site"
+    site = tmp_path / "site-packages"
     (site / "gl_driver_only").mkdir(parents=True)
     (site / "gl_driver_only" / "__init__.py").write_text(LOCAL_TRANSFORM)
     info = site / "gl_driver_only-1.0.dist-info"

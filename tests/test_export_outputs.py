@@ -167,9 +167,13 @@ def test_load_export_refuses_foreign_and_damaged_directories(tmp_path, three_exp
 # --- where the export runs -------------------------------------------------------------------
 
 
-def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path, dask_client):
+def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path, dask_client,
+                                                              monkeypatch):
     from distributed import get_task_stream
 
+    from guideloom.export import run
+
+    monkeypatch.setattr(run, "DRIVER_PROBE_MAX_S", 0.0)  # probe on a worker, as for big records
     with dask_client.as_current(), get_task_stream(dask_client) as stream:
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
                                   record_transform=helpers.first_rows, partition_size=9)
@@ -181,6 +185,26 @@ def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path,
     keys = [t["key"] for t in stream.data if key_split(t["key"]) == "read-transform-write"]
     assert sorted(k[3] for k in keys) == [0, 1, 2, 3]
     assert all(k[1] == "force-curve" and str(k).isascii() for k in keys)
+
+
+def test_a_cheap_first_record_is_probed_in_the_driver(demo_zip, tmp_path, dask_client):
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    with get_task_stream(dask_client) as stream:
+        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
+                                  record_transform=helpers.first_rows, partition_size=9,
+                                  client=dask_client)
+    names = [key_split(t["key"]) for t in stream.data]
+    assert names.count("read-transform-write") == 4 and "probe-schema" not in names
+    manifest = json.loads((tmp_path / "o" / "export.json").read_text())
+    assert 0 < manifest["placement"]["estimate_s"] < 36 * run_module().DRIVER_PROBE_MAX_S
+
+
+def run_module():
+    from guideloom.export import run
+
+    return run
 
 
 def test_task_names_read_whole_for_views_with_digits():

@@ -39,10 +39,11 @@ MAX_PARTITION = 64
 # With one worker there is nothing to balance: partitions only bound the work a crash can lose
 # and how often the progress bar moves, and each costs a few fsyncs; so they are larger.
 MAX_SERIAL_PARTITION = 256
-# Measured on a shared 2-core machine (benchmarks/export.py, 4 runs): a cluster of two workers
-# costs a job 1.9-3.1 s (start until both workers answer, plus the first task's imports on cold
-# workers, plus close); a tiny export on a warm cluster takes 42-61 ms longer than in-process.
-CLUSTER_START_S = 3.0
+# Measured on a shared 2-core machine (benchmarks/export.py): a cluster of two workers costs a
+# job 1.2 s when the machine is quiet and 1.9-3.1 s when it is loaded (start until both workers
+# answer, plus the first task's imports on cold workers, plus close); a tiny export on a warm
+# cluster takes 23-61 ms longer than in-process. The middle of that range:
+CLUSTER_START_S = 2.0
 WARM_DISPATCH_S = 0.05
 
 ClientLike = Any  # distributed.Client | str | None
@@ -112,11 +113,6 @@ def default_partition_size(n: int, workers: int) -> int:
 
 def _local_workers(text: str) -> int | None:
     return int(text.split(":", 1)[1]) if ":" in text else None
-
-
-def auto_placement_needs_estimate(client: ClientLike) -> bool:
-    """Whether :func:`placement` will use the work estimate for ``client``."""
-    return client is None and active_client() is None
 
 
 def choose_automatically(estimate_s: float, n_tasks: int) -> tuple[str, str]:

@@ -4,7 +4,7 @@ A job carries user callables (transforms, filters, storage formats). Functions d
 ``__main__`` (a script, a notebook cell) are pickled by value by cloudpickle anyway; functions from
 a module beside the script, or named by a workflow's ``python_path``, would be pickled by
 reference, and a worker that cannot import that module fails. :func:`ship_by_value` registers
-such *local* modules (not part of an installed distribution, not in the standard library) with
+such *local* modules (files outside the standard library and every ``site-packages`` folder) with
 :func:`cloudpickle.register_pickle_by_value`, and :func:`pack` serialises a job with cloudpickle,
 so the workers receive the code itself. Installed packages still travel by reference: they must
 be installed on the workers.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import socket
 import sys
 import sysconfig
@@ -31,21 +30,24 @@ _UNPACKED: dict[str, Any] = {}
 _UNPACKED_MAX = 8
 
 
-@functools.lru_cache(maxsize=1)
-def _installed_top_levels() -> frozenset[str]:
-    return frozenset(importlib.metadata.packages_distributions())
+OWN_PACKAGE = "guideloom"
 
 
 @functools.lru_cache(maxsize=1)
-def _system_roots() -> tuple[Path, ...]:
+def _installed_roots() -> tuple[Path, ...]:
+    """The standard library and every ``site-packages``/``dist-packages`` folder on the path."""
     names = ("stdlib", "platstdlib", "purelib", "platlib")
-    return tuple(Path(p).resolve() for p in {sysconfig.get_paths()[n] for n in names})
+    roots = {Path(p).resolve() for p in {sysconfig.get_paths()[n] for n in names}}
+    roots |= {Path(p).resolve() for p in sys.path
+              if Path(p).name in ("site-packages", "dist-packages")}
+    return tuple(roots)
 
 
 def is_local_module(module: types.ModuleType) -> bool:
-    """Whether ``module`` is the user's own code: a file outside every installed location."""
+    """Whether ``module`` is the user's own code: a file outside the standard library and every
+    ``site-packages`` folder (guideloom itself excepted: the workers have it)."""
     name = module.__name__
-    if name == "__main__" or name.split(".")[0] in _installed_top_levels():
+    if name == "__main__" or name.split(".")[0] == OWN_PACKAGE:
         return False
     if name in sys.builtin_module_names or name.split(".")[0] in sys.stdlib_module_names:
         return False
@@ -53,7 +55,7 @@ def is_local_module(module: types.ModuleType) -> bool:
     if not file:
         return False
     path = Path(file).resolve()
-    return not any(path.is_relative_to(root) for root in _system_roots())
+    return not any(path.is_relative_to(root) for root in _installed_roots())
 
 
 def _local_modules_of(obj: Any, seen: set[str]) -> list[types.ModuleType]:

@@ -5,14 +5,13 @@ A function is fingerprinted by its source text (bytecode only where no source ex
 nested code objects hashed recursively, never by their ``repr`` with a memory address), plus
 what it uses from its globals and closure: helper functions and classes of the user's own
 modules (recursively), and plain constants (numbers, strings, tuples, arrays) by value.
-Installed packages count by name and version, not content.
+Installed packages count by name and ``__version__``, not content.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import inspect
 import sys
 import types
@@ -107,15 +106,8 @@ def _feed_reference(name: str, value: Any, digest: Any, seen: set[int]) -> None:
 
 
 def _version_of(module: types.ModuleType | None) -> str:
-    if module is None:
-        return "?"
-    top = module.__name__.split(".")[0]
-    for dist in importlib.metadata.packages_distributions().get(top, []):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "?"
+    top = sys.modules.get(module.__name__.split(".")[0]) if module is not None else None
+    return str(getattr(top, "__version__", "?"))
 
 
 def _feed(obj: Any, digest: Any, seen: set[int]) -> None:

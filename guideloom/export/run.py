@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 import time
@@ -18,7 +19,6 @@ from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
     Placement,
-    auto_placement_needs_estimate,
     default_partition_size,
     placement,
     progress_bar,
@@ -43,13 +43,15 @@ from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
 
 PROBE_ATTEMPTS = 20
+DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
 CROISSANT_HASH_LIMIT = 64 << 20  # bytes: larger files are described without a sha256
 # In-process cost model for choosing where a job runs (benchmarks/export.py measures both, on a
-# shared 2-core machine): pointcloud-op10 exports at 83-220 MB/s of decoded HDF5 data (read,
-# decode and write), and each experiment costs 0.7-1.7 ms beyond its bytes (open, index, the
-# seed's transform, write), depending on the machine's load.
-DECODE_BYTES_PER_S = 120e6
-PER_RECORD_S = 1.0e-3
+# shared 2-core machine): pointcloud-op10 exports at 400 MB/s of decoded HDF5 data (read, decode
+# with the fast chunk path, write) on a quiet machine and 83-220 MB/s on a loaded one; each
+# experiment costs 0.6-0.75 ms beyond its bytes (open, index, the seed's transform, write) when
+# quiet, up to 1.7 ms loaded. The quiet figures:
+DECODE_BYTES_PER_S = 400e6
+PER_RECORD_S = 0.7e-3
 
 
 @dataclass
@@ -164,9 +166,10 @@ def run_export(
         )
     writer = open_writer(spec.output, staging, spec.options)
     selection = select_experiments(spec)
-    estimate = (estimate_seconds(spec, selection)
-                if auto_placement_needs_estimate(client) else None)
-    n_tasks = len(plan_export(spec, default_worker_count(), selection).partitions)
+    estimate = estimate_seconds(spec, selection)
+    n = len(selection.locations)
+    n_tasks = math.ceil(n / (spec.partition_size
+                             or default_partition_size(n, default_worker_count())))
     where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
                           batch_options=batch_options)
@@ -181,7 +184,7 @@ def run_export(
 
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
-                where: Placement, estimate: float | None, show_progress: bool,
+                where: Placement, estimate: float, show_progress: bool,
                 started: float, resume_hint: str) -> ExportResult:
     dask = where.client
     plan = plan_export(spec, where.workers, selection)
@@ -196,7 +199,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     }
     resumed = staging.start(job)
     shipped = None if dask is None else _ship(spec, writer, dask)
-    schema = _schema(spec, staging, writer, plan, dask, shipped)
+    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
     if schema is not None:
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
     done = staging.markers() if resumed else {}
@@ -206,7 +209,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                      already=_experiments(done.values()))
     compute_seconds = time.time() - t0
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
-    placed = {**where.to_json(), "estimate_s": None if estimate is None else round(estimate, 4)}
+    placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
     manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
                          timings={"total_s": time.time() - started, "compute_s": compute_seconds})
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
@@ -232,7 +235,8 @@ def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
     return unpack(job) if isinstance(job, bytes) else job
 
 
-def _schema(spec, staging, writer, plan, dask, shipped) -> dict[str, FieldSchema] | None:
+def _schema(spec, staging, writer, plan, dask, shipped,
+            estimate: float) -> dict[str, FieldSchema] | None:
     if not writer.needs_schema:
         return None
     stored = (staging.read_job() or {}).get("schema")
@@ -240,7 +244,8 @@ def _schema(spec, staging, writer, plan, dask, shipped) -> dict[str, FieldSchema
         return {a: FieldSchema(tuple(s["shape"]), s["dtype"]) for a, s in stored.items()}
     probe_locs = plan.selection.locations[:PROBE_ATTEMPTS]
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
-    if dask is None:
+    per_record_s = estimate / max(1, len(plan.selection.locations))
+    if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
         schema = probe_schema(spec, probe_locs, probe_rows)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
