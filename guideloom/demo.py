@@ -9,6 +9,7 @@ figures mean something. Values are synthetic.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import tempfile
@@ -108,7 +109,6 @@ def make_demo_data(
     root.mkdir(parents=True, exist_ok=True)
     rows = [_index_row(i, seed) for i in range(n)]
     _write_csv(root / "process_parameters.csv", rows)
-    (root / "metadata.json").write_text(json.dumps(demo_manifest(), indent=2) + "\n")
     surfaces = _ScanBasis((y, x), seed)
     if layout == "loose":
         folder = root / "h5"
@@ -130,7 +130,18 @@ def make_demo_data(
                         zf.write(h5, arcname=h5.name)
                         h5.unlink()
                 os.replace(partial, archive)
+    files = ["process_parameters.csv", *(f"{g}.zip" for g in GEOMETRIES)]
+    checksums = {name: _md5(root / name) for name in files if (root / name).is_file()}
+    (root / "metadata.json").write_text(json.dumps(demo_manifest(checksums), indent=2) + "\n")
     return DemoDataset(root, tuple(range(n)), layout, (y, x))
+
+
+def _md5(path: Path) -> tuple[str, int]:
+    digest = hashlib.md5(usedforsecurity=False)
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest(), path.stat().st_size
 
 
 def member_name(sim_id: int) -> str:
@@ -138,8 +149,21 @@ def member_name(sim_id: int) -> str:
     return f"{sim_id:04d}.h5"
 
 
-def demo_manifest() -> dict[str, Any]:
-    """The Croissant 1.1 manifest of the demo dataset (the published RDDAC shape)."""
+def demo_manifest(checksums: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
+    """The Croissant 1.1 manifest of the demo dataset (the published RDDAC shape).
+
+    Args:
+        checksums: ``{file name: (md5, size in bytes)}`` of the files written; Croissant
+            readers such as mlcroissant require a checksum on every ``FileObject``.
+    """
+    sums = checksums or {}
+
+    def checked(entry: dict[str, Any]) -> dict[str, Any]:
+        if entry["contentUrl"] in sums:
+            md5, size = sums[entry["contentUrl"]]
+            entry.update(md5=md5, contentSize=f"{size} B")
+        return entry
+
     csv_source = {"fileObject": {"@id": "process_parameters_csv"}}
     index_fields = [
         {
@@ -186,15 +210,14 @@ def demo_manifest() -> dict[str, Any]:
         }
         for view, names in VIEWS.items()
     ]
-    zips = [
-        {
+    zips = [checked({
             "@type": "cr:FileObject",
             "@id": f"{g}_zip",
             "name": f"{g}.zip",
             "encodingFormat": "application/zip",
             "contentUrl": f"{g}.zip",
             "description": f"One HDF5 file per {g} experiment, stored uncompressed.",
-        }
+        })
         for g in GEOMETRIES
     ]
     return {
@@ -206,15 +229,17 @@ def demo_manifest() -> dict[str, Any]:
         "license": "https://creativecommons.org/publicdomain/zero/1.0/",
         "url": "https://example.invalid/guideloom-demo",
         "version": "1.0",
+        "datePublished": "2026-01-01",
+        "citeAs": "guideloom demo dataset (synthetic, RDDAC-shaped)",
         "distribution": [
-            {
+            checked({
                 "@type": "cr:FileObject",
                 "@id": "process_parameters_csv",
                 "name": "process_parameters.csv",
                 "contentUrl": "process_parameters.csv",
                 "encodingFormat": "text/csv",
                 "description": "One row per experiment; join to HDF5 files on index.",
-            },
+            }),
             *zips,
             {
                 "@type": "cr:FileSet",
@@ -266,6 +291,7 @@ _CONTEXT = {
     "format": "cr:format",
     "includes": "cr:includes",
     "key": "cr:key",
+    "md5": "cr:md5",
     "recordSet": "cr:recordSet",
     "references": "cr:references",
     "regex": "cr:regex",
