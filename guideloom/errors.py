@@ -170,3 +170,12 @@ class ClusterStartError(GuideloomError):
 
 class NoJobError(GuideloomError, ValueError):
     """Neither a published export nor a staged job is at a path."""
+
+
+class UnsafeTargetError(GuideloomError, ValueError):
+    """An export target is protected (data directory, a parent of it, /, home) or holds
+    something guideloom did not write."""
+
+
+class TargetBusyError(GuideloomError):
+    """Another run holds the lock of an export target (the message names its pid and host)."""

@@ -36,6 +36,7 @@ from guideloom.errors import (
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import Staging
+from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
@@ -160,10 +161,15 @@ def run_export(
     """
     started = time.time()
     staging = Staging.for_target(spec.target)
-    if staging.target_complete() and not spec.overwrite:
-        raise FileExistsError(
-            f"{staging.url} already holds a complete export; pass overwrite=True to replace it"
-        )
+    with TargetLock(staging):  # one run per target; checked again inside the lock
+        check_target(staging, spec.data_dir, spec.overwrite)
+        return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
+                           verbose, resume_hint, batch_options, started)
+
+
+def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: bool,
+                dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
+                batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     writer = open_writer(spec.output, staging, spec.options)
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)

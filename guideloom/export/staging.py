@@ -132,9 +132,13 @@ class Staging:
         data = self.path("data")
         old = self.path("replaced")
         if self.fs.exists(self.target):
-            if not overwrite:
+            empty = self.fs.isdir(self.target) and not self.fs.ls(self.target, detail=False)
+            if empty:
+                self.fs.rmdir(self.target)
+            elif not overwrite:
                 raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
-            self.move(self.target, old)
+            else:
+                self.move(self.target, old)
         self.move(data, self.target)
         self.fs.rm(self.root, recursive=True)
 

@@ -1,0 +1,116 @@
+"""What an export may write: a target that is safe to replace, held by one run at a time.
+
+* :func:`check_target` refuses, before any work, a target that is ``/``, the home directory,
+  the data directory or one of its parents, and a target that exists but is neither a complete
+  guideloom export nor an empty directory (with or without ``overwrite``: guideloom replaces
+  only what it wrote).
+* :class:`TargetLock` holds an exclusive lock (``flock``) on ``.NAME.guideloom-lock`` beside the
+  target for the whole run; a second run on the same target fails at once, naming the holder
+  (pid, host, start time). The kernel releases the lock when its process dies, so a lock left
+  by a killed run is simply taken over. Local targets only (fsspec URLs are not locked).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from types import TracebackType
+
+from guideloom.errors import TargetBusyError, UnsafeTargetError
+from guideloom.export.staging import Staging
+from guideloom.formats.layout import EXPORT_MANIFEST
+
+LOCK_SUFFIX = ".guideloom-lock"
+
+
+def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
+    """Raise unless the export may be written at ``staging.target``.
+
+    Raises:
+        UnsafeTargetError: The target is protected, or holds something guideloom did not write.
+        FileExistsError: A complete export is there and ``overwrite`` is false.
+    """
+    if staging.is_local:
+        target = Path(staging.target).resolve()
+        data = Path(data_dir).resolve()
+        protected = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
+                     data: "the data directory"}
+        protected.update({p: "a parent of the data directory" for p in data.parents})
+        if target in protected:
+            raise UnsafeTargetError(f"refusing to write an export to {target}: it is "
+                                    f"{protected[target]}; choose another output path")
+    if not staging.fs.exists(staging.target):
+        return
+    if staging.target_complete():
+        if not overwrite:
+            raise FileExistsError(
+                f"{staging.url} already holds a complete export; pass overwrite=True to replace it")
+        return
+    if staging.fs.isdir(staging.target) and not staging.fs.ls(staging.target, detail=False):
+        return  # an empty directory: nothing to lose
+    raise UnsafeTargetError(
+        f"{staging.url} exists and is not a guideloom export (no {EXPORT_MANIFEST}); guideloom "
+        "replaces only exports it wrote: remove it yourself or choose another output path")
+
+
+class TargetLock:
+    """An exclusive lock on a local export target for the length of a ``with`` block."""
+
+    def __init__(self, staging: Staging):
+        self.target = staging.url
+        self.path: str | None = None
+        if staging.is_local:
+            parent, name = os.path.split(staging.target)
+            self.path = os.path.join(parent, f".{name}{LOCK_SUFFIX}")
+        self._fd: int | None = None
+
+    def __enter__(self) -> TargetLock:
+        if self.path is None:
+            return self
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise TargetBusyError(f"another run is writing {self.target}: {holder}; wait "
+                                      "for it to end, or stop it") from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # not a file that its last holder unlinked while we waited
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}).encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.unlink(self.path)  # while still holding the lock: see the inode check above
+        except FileNotFoundError:
+            pass
+        os.close(self._fd)  # releases the lock
+        self._fd = None
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        doc = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {doc['pid']} on {doc['host']}, started {doc['started']}"
+    except (ValueError, KeyError):
+        return "a run that is starting"
+
+

@@ -1,0 +1,105 @@
+"""Overwrite only what guideloom wrote, and one run per target (two real processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import guideloom
+from guideloom.demo import make_demo_data
+from guideloom.errors import TargetBusyError, UnsafeTargetError
+from tests import export_helpers as helpers
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    make_demo_data(tmp_path / "data", n=6)
+    return tmp_path / "data"
+
+
+def export(data: Path, target: Path, **options):
+    return guideloom.export.export("force-curve", target, kind="npy", data_dir=data,
+                                   record_transform=helpers.first_rows, client="sync", **options)
+
+
+@pytest.mark.parametrize("where", ["the data directory", "a parent of the data directory"])
+def test_the_data_directory_and_its_parents_are_never_targets(data, where):
+    target = data if where == "the data directory" else data.parent
+    before = sorted(p.name for p in data.iterdir())
+    with pytest.raises(UnsafeTargetError, match=where):
+        export(data, target, overwrite=True)
+    assert sorted(p.name for p in data.iterdir()) == before
+    assert (data / "concave.zip").is_file() and (data / "metadata.json").is_file()
+
+
+def test_cli_data_dir_as_output_with_overwrite_is_refused(data):
+    done = subprocess.run([sys.executable, "-m", "guideloom", "run", "force_signals",
+                           "--data-dir", str(data), "--output", str(data), "--overwrite"],
+                          cwd=data.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"guideloom: error: refusing to write an export to {data}: "
+                                   "it is the data directory; choose another output path")
+    assert (data / "concave.zip").is_file() and (data / "process_parameters.csv").is_file()
+
+
+def test_a_directory_guideloom_did_not_write_is_never_replaced(data, tmp_path):
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "thesis.tex").write_text("precious")
+    with pytest.raises(UnsafeTargetError, match="is not a guideloom export"):
+        export(data, other, overwrite=True)
+    assert (other / "thesis.tex").read_text() == "precious"
+    assert not list(tmp_path.glob(".notes.guideloom-*"))  # refused before any work
+
+
+def test_an_empty_directory_or_an_export_may_be_replaced(data, tmp_path):
+    (tmp_path / "out").mkdir()
+    export(data, tmp_path / "out")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export(data, tmp_path / "out")
+    export(data, tmp_path / "out", overwrite=True, sim_ids=[1, 2])
+    assert guideloom.load_export(tmp_path / "out").sim_ids.tolist() == [1, 2]
+    assert not list(tmp_path.glob(".out.guideloom-lock"))  # released and removed
+
+
+BLOCKED_RUN = """
+import sys
+from tests import export_helpers
+import guideloom
+guideloom.export_to_numpy("force-curve", sys.argv[1], data_dir=sys.argv[2],
+                          record_transform=export_helpers.blocking_first_rows, client="sync")
+"""
+
+
+def test_a_second_run_on_a_busy_target_fails_at_once_naming_the_holder(data, tmp_path):
+    target = tmp_path / "out"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "GUIDELOOM_TEST_BLOCK_FROM": "3"}
+    first = subprocess.Popen([sys.executable, "-c", textwrap.dedent(BLOCKED_RUN), str(target),
+                              str(data)], env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        parts = tmp_path / ".out.guideloom-staging" / "parts"
+        deadline = time.monotonic() + 60
+        while not parts.is_dir() or not list(parts.glob("*.json")):  # the first run works
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        with pytest.raises(TargetBusyError, match=f"pid {first.pid} on "):
+            export(data, target)
+        assert time.monotonic() - t0 < 5  # at once, not after waiting
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    # the dead run's lock is taken over; the same job (same transform) resumes its partitions
+    result = guideloom.export.export("force-curve", target, kind="npy", data_dir=data,
+                                     record_transform=helpers.blocking_first_rows, client="sync")
+    assert result.resumed_partitions >= 1
+    assert len(guideloom.load_export(target)) == 6
