@@ -183,3 +183,17 @@ def test_json_path_round_trip(steps):
 def test_unsupported_json_path_is_refused(expression):
     with pytest.raises(ManifestError, match="unsupported jsonPath"):
         timesteps_from_json_path(expression)
+
+
+def test_demo_manifest_is_valid_croissant_with_checksums(demo_zip):
+    import json
+
+    doc = json.loads((demo_zip / "metadata.json").read_text())
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    issues = mlc.Dataset(jsonld=copy.deepcopy(doc)).metadata.ctx.issues
+    assert not issues.errors and not issues.warnings, (issues.errors, issues.warnings)
+    for entry in doc["distribution"]:
+        if entry["@type"] == "cr:FileObject":
+            data = (demo_zip / entry["contentUrl"]).read_bytes()
+            assert entry["md5"] == hashlib.md5(data, usedforsecurity=False).hexdigest()
+            assert entry["contentSize"] == f"{len(data)} B"
