@@ -6,6 +6,7 @@ import hashlib
 import math
 import os
 import platform
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,9 +36,10 @@ from guideloom.errors import (
 )
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
-from guideloom.export.staging import Staging
+from guideloom.export.staging import PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
+from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
 from guideloom.records import RecordReader
@@ -162,6 +164,9 @@ def run_export(
     started = time.time()
     staging = Staging.for_target(spec.target)
     with TargetLock(staging):  # one run per target; checked again inside the lock
+        recovered = staging.recover()
+        if recovered and not quiet:
+            print(f"guideloom: {recovered}", file=sys.stderr)
         check_target(staging, spec.data_dir, spec.overwrite)
         return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started)
@@ -204,16 +209,19 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         "resume": resume_hint,
     }
     resumed = staging.start(job)
-    shipped = None if dask is None else _ship(spec, writer, dask)
+    finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
+    shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
     schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
-    if schema is not None:
+    if schema is not None and not finalizing:  # rows moved on already are never re-made
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+        fault_point("allocated")
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
     t0 = time.time()
     fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
                      already=_experiments(done.values()))
     compute_seconds = time.time() - t0
+    fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
     placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
     manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
@@ -374,9 +382,13 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         raise GuideloomError(
             f"every experiment failed; nothing published. First error: {skipped[0]['error']}"
         )
+    staging.update_job(phase=PHASE_FINALIZING)
+    fault_point("finalize-started")
     writer.finalize(None if keep.all() else keep)
+    fault_point("rows-finalized")
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
+    fault_point("sim-ids-written")
     if schema is None:
         dtypes: dict[str, str] = {}
         for s in summaries:
@@ -428,7 +440,9 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
         staging.write_json(staging.path("data", CROISSANT_NAME),
                            describe_published(spec, writer, staging, manifest))
+        fault_point("description-written")
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
+    fault_point("manifest-written")
     staging.publish(spec.overwrite)
     return manifest
 

@@ -24,7 +24,11 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from guideloom.faults import fault_point
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
+
+PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
+PHASE_PUBLISHING = "publishing"  # data/ is complete; it is being renamed to the target
 
 
 @dataclass
@@ -128,9 +132,15 @@ class Staging:
 
     # --- publishing -------------------------------------------------------------------
     def publish(self, overwrite: bool) -> None:
-        """Rename ``data`` to the target; replace an existing target only with ``overwrite``."""
+        """Rename ``data`` to the target; replace an existing target only with ``overwrite``.
+
+        The job is marked ``publishing`` first, so that :meth:`recover` can finish (or clean up
+        after) a publish that was interrupted at any point.
+        """
         data = self.path("data")
         old = self.path("replaced")
+        self.update_job(phase=PHASE_PUBLISHING)
+        fault_point("publishing")
         if self.fs.exists(self.target):
             empty = self.fs.isdir(self.target) and not self.fs.ls(self.target, detail=False)
             if empty:
@@ -139,8 +149,25 @@ class Staging:
                 raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
             else:
                 self.move(self.target, old)
+                fault_point("target-moved-aside")
         self.move(data, self.target)
+        fault_point("data-moved")
         self.fs.rm(self.root, recursive=True)
+
+    def recover(self) -> str | None:
+        """Finish a publish that a killed run left half done; say what was done, if anything.
+
+        If the new data was not moved yet, it is moved now (the job was complete); if it was,
+        only the staging area is left and it is removed.
+        """
+        job = self.read_job()
+        if job is None or job.get("phase") != PHASE_PUBLISHING:
+            return None
+        if self.fs.exists(self.path("data")):
+            self.publish(overwrite=True)
+            return f"finished publishing {self.url}, which an interrupted run had completed"
+        self.discard()
+        return f"removed the staging area that a published run left beside {self.url}"
 
     def move(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` (atomic on a local disk)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.faults import fault_point
 from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 
@@ -61,6 +62,7 @@ class NpyFormat(ExportFormat):
             else:
                 compact(src, dst, keep)
                 os.unlink(src)
+            fault_point("finalize-alias")
 
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:

@@ -85,11 +85,11 @@ class ZarrFormat(ExportFormat):
     def finalize(self, keep: np.ndarray | None) -> None:
         import zarr
 
-        rows = zarr.open_group(zarr_store(self._rows_url()), mode="r")
+        rows = zarr.open_group(zarr_store(self._rows_url()), mode="a")
         data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
         for alias in sorted(rows.array_keys()):
-            if alias in data:
-                continue
+            if alias in data:  # rows still there: a compaction was interrupted, redo it
+                del data[alias]
             src = rows[alias]
             if keep is None or keep.all():
                 self.stage.move(self.stage.path("rows", alias), self.stage.path("data", alias))
@@ -101,6 +101,7 @@ class ZarrFormat(ExportFormat):
             for start in range(0, len(kept), step):
                 sel = kept[start:start + step]
                 dst[start:start + len(sel)] = src.get_orthogonal_selection(sel)
+            del rows[alias]  # compacted: the data array is complete
 
     def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
         import zarr
