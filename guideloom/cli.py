@@ -273,6 +273,8 @@ def _status(path: str):
 def _cmd_status(args: argparse.Namespace) -> int:
     status = _status(args.path)
     print(f"{status.target}: {status.line()}")
+    if status.problem is not None:
+        return EXIT_FAILED
     if not status.complete:
         if status.last_partition_age_s is not None:
             print(f"last partition finished {status.last_partition_age_s:.0f} s ago")
@@ -284,6 +286,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     status = _status(args.export)
+    if status.problem is not None:
+        print(f"export: {status.target}")
+        print(f"status: {status.line()}")
+        return EXIT_FAILED
     if not status.complete:
         print(f"export: {status.target}")
         print(f"status: {status.line()}; rerun the job to finish it")

@@ -179,3 +179,8 @@ class UnsafeTargetError(GuideloomError, ValueError):
 
 class TargetBusyError(GuideloomError):
     """Another run holds the lock of an export target (the message names its pid and host)."""
+
+
+class CorruptExportError(IncompleteExportError):
+    """A published export does not match its ``export.json`` (a file missing, truncated, of
+    another dtype or shape, ids that do not match their checksum, or replaced since opened)."""

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import IncompleteExportError
-from guideloom.formats import FormatReader, get_format
+from guideloom.errors import CorruptExportError, IncompleteExportError
+from guideloom.formats import ExportFormat, FormatReader, get_format
 from guideloom.formats.layout import read_export_manifest
 
 
@@ -56,6 +56,7 @@ class Export:
         self._backend: FormatReader | None = None
         self._sim_ids: np.ndarray | None = None
         self._row_of: dict[Any, int] | None = None
+        self._reopened = False
 
     # --- protocol -------------------------------------------------------------------
     @property
@@ -147,15 +148,20 @@ class Export:
         state = dict(self.__dict__)
         state["_backend"] = None
         state["_row_of"] = None
+        state["_reopened"] = True
         return state
 
     def _open(self) -> FormatReader:
         if self._backend is None:
-            try:
-                fmt = get_format(self.kind)
-            except ValueError as exc:
-                raise IncompleteExportError(f"{self.root}: {exc}") from None
-            self._backend = fmt.open_reader(self.root, self.manifest)
+            if self._reopened:  # unpickled elsewhere: the directory must still be this export
+                _, now = read_export_manifest(self.root)
+                if now.get("export_id") != self.manifest.get("export_id"):
+                    raise CorruptExportError(
+                        f"{self.root} was replaced by another export since this Export was "
+                        "opened; open it again with load_export")
+                self._reopened = False
+            self._backend = kind_of(self.root, self.manifest).open_reader(self.root,
+                                                                          self.manifest)
         return self._backend
 
 
@@ -171,4 +177,13 @@ def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None 
         ValueError: Unknown field names (the message lists the fields).
     """
     root, manifest = read_export_manifest(directory)
+    kind_of(root, manifest).check_published(root, manifest)
     return Export(root, manifest, fields)
+
+
+def kind_of(root: str, manifest: dict[str, Any]) -> type[ExportFormat]:
+    """The format class of a published export (an unknown kind is refused)."""
+    try:
+        return get_format(manifest["kind"])
+    except ValueError as exc:
+        raise IncompleteExportError(f"{root}: {exc}") from None

@@ -8,6 +8,7 @@ import os
 import platform
 import sys
 import time
+import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -431,6 +432,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "identity": plan.identity,
         "options": {k: v for k, v in spec.options.items() if isinstance(v, str | int | bool)},
         **writer.manifest_extra(),
+        "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
         "timings": timings,

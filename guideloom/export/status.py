@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from guideloom.errors import NoJobError
+from guideloom.errors import IncompleteExportError, NoJobError
 from guideloom.export.staging import Staging
+from guideloom.formats import get_format
 from guideloom.formats.layout import read_export_manifest, resolve_target, target_of_staging_dir
 
 IDENTITY_SHOWN = 12  # characters of the job identity shown to users
@@ -34,6 +35,7 @@ class JobStatus:
         staging_dir: The staging directory (incomplete jobs).
         last_partition_age_s: Seconds since the last partition finished (local, incomplete).
         manifest: ``export.json`` (complete exports).
+        problem: Why a published export fails its open-time checks, or ``None``.
     """
 
     target: str
@@ -48,6 +50,7 @@ class JobStatus:
     staging_dir: str | None = None
     last_partition_age_s: float | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
 
     @property
     def identity(self) -> str:
@@ -61,6 +64,8 @@ class JobStatus:
 
     def line(self) -> str:
         """One line: ``complete: 9/9 partitions done (…)`` or ``incomplete: 4/9 …``."""
+        if self.problem is not None:
+            return f"damaged: {self.problem}"
         if self.complete:
             return (f"complete: {self.partitions}/{self.partitions} partitions done "
                     f"({self.experiments}/{self.experiments} experiments; {self.written} "
@@ -84,12 +89,20 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
     """
     staging = staging_for(path)
     if staging.target_complete():
-        _, m = read_export_manifest(staging.url)
+        try:
+            root, m = read_export_manifest(staging.url)
+        except IncompleteExportError as exc:
+            return JobStatus(staging.url, True, 0, 0, 0, 0, problem=str(exc))
+        try:
+            get_format(m["kind"]).check_published(root, m)
+            problem = None
+        except (IncompleteExportError, ValueError) as exc:  # CorruptExportError, unknown kind
+            problem = str(exc)
         n = int(m.get("n_partitions", 0))
         skipped = len(m.get("skipped", []))
-        total = int(m["count"]) + skipped
-        return JobStatus(staging.url, True, n, n, total, total, written=int(m["count"]),
-                         skipped=skipped, manifest=m)
+        total = int(m.get("count", 0)) + skipped
+        return JobStatus(staging.url, True, n, n, total, total, written=int(m.get("count", 0)),
+                         skipped=skipped, manifest=m, problem=problem)
     job = staging.read_job()
     if job is None:
         if staging.target_exists():

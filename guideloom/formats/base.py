@@ -9,11 +9,13 @@ calls :meth:`ExportFormat.open_reader`. Neither names a format: both look it up 
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from guideloom.errors import CorruptExportError
 from guideloom.formats.layout import SIM_IDS_FILE
 
 
@@ -65,6 +67,23 @@ class PartitionSink:
     def extra_summary(self) -> dict[str, Any]:
         """Facts the finalize step needs beyond the written ids (e.g. record lengths)."""
         return {}
+
+
+def check_sim_ids(root: str, manifest: Mapping[str, Any], sim_ids: np.ndarray) -> None:
+    """Raise :class:`CorruptExportError` unless ``sim_ids`` has the recorded count and sha256."""
+    count = int(manifest["count"])
+    if len(sim_ids) != count:
+        raise CorruptExportError(f"{root}: sim_ids has {len(sim_ids)} entries but export.json "
+                                 f"records {count} rows")
+    digest = hashlib.sha256(np.ascontiguousarray(sim_ids).tobytes()).hexdigest()
+    if manifest.get("sim_ids_sha256") not in (None, digest):
+        raise CorruptExportError(f"{root}: sim_ids do not match the checksum in export.json "
+                                 "(reordered or edited)")
+
+
+def fail(root: str, name: str, what: str) -> None:
+    """Raise :class:`CorruptExportError` for file ``name`` of the export at ``root``."""
+    raise CorruptExportError(f"{root}/{name}: {what}; the export is damaged: export it again")
 
 
 class FormatReader:
@@ -147,6 +166,16 @@ class ExportFormat(abc.ABC):
     @abc.abstractmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
         """A reader of the published export at ``root``."""
+
+    @classmethod
+    def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        """Cheap checks when an export is opened: every file there, with the dtype, shape and
+        size ``export.json`` records, and ``sim_ids`` matching its count and checksum.
+
+        Raises:
+            CorruptExportError: Naming the file and what differs.
+        """
+        check_sim_ids(root, manifest, cls.open_reader(root, manifest).sim_ids())
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:

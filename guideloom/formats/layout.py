@@ -16,7 +16,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from guideloom.errors import IncompleteExportError
+from guideloom.errors import CorruptExportError, IncompleteExportError
 
 EXPORT_MANIFEST = "export.json"
 MANIFEST_FORMAT = "guideloom-export"
@@ -83,4 +83,11 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
         raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc})") from exc
     if manifest.get("format") != MANIFEST_FORMAT:
         raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is not a guideloom export manifest")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} has format version {version!r}; "
+                                    f"this guideloom reads versions up to {FORMAT_VERSION}")
+    missing = [k for k in ("kind", "count", "fields") if k not in manifest]
+    if missing:
+        raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} lacks {', '.join(missing)}")
     return (path if isinstance(fs, LocalFileSystem) else text), manifest

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from guideloom.faults import fault_point
-from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.base import (
+    ExportFormat,
+    FormatReader,
+    Part,
+    PartitionSink,
+    Schema,
+    fail,
+)
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 
 COPY_BLOCK_BYTES = 64 << 20  # rows copied per step when compacting (bounded memory)
@@ -69,8 +76,41 @@ class NpyFormat(ExportFormat):
         return NpyReader(root, manifest)
 
     @classmethod
+    def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        count = int(manifest["count"])
+        for alias, schema in manifest["fields"].items():
+            check_npy(root, array_file(alias), (count, *schema["shape"]), schema["dtype"])
+        check_npy(root, SIM_IDS_FILE, (count,), manifest.get("sim_ids_dtype"))
+        super().check_published(root, manifest)
+
+    @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
         return {**{a: array_file(a) for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
+
+
+def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None) -> None:
+    """The ``.npy`` header holds ``shape`` and ``dtype`` and the file has exactly that size."""
+    path = os.path.join(root, name)
+    try:
+        with open(path, "rb") as fh:
+            major, _ = np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                           else np.lib.format.read_array_header_2_0)
+            header = read_header(fh)
+            offset = fh.tell()
+    except FileNotFoundError:
+        fail(root, name, "missing")
+    except ValueError as exc:
+        fail(root, name, f"not a valid .npy file ({exc})")
+    got_shape, fortran, got_dtype = header
+    if tuple(got_shape) != tuple(shape):
+        fail(root, name, f"shape {tuple(got_shape)} but export.json records {tuple(shape)}")
+    if dtype is not None and got_dtype != np.dtype(dtype):
+        fail(root, name, f"dtype {got_dtype.str} but export.json records {dtype}")
+    expected = offset + int(np.prod(shape, dtype=np.int64)) * got_dtype.itemsize
+    size = os.path.getsize(path)
+    if size != expected or fortran:
+        fail(root, name, f"{size} bytes but its header needs {expected}")
 
 
 def reserve_blocks(path: str) -> None:

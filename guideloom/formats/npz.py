@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.base import (
+    ExportFormat,
+    FormatReader,
+    Part,
+    PartitionSink,
+    Schema,
+    fail,
+)
 from guideloom.formats.layout import SIM_IDS_FILE
 
 
@@ -34,6 +41,14 @@ class NpzFormat(ExportFormat):
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
         return NpzReader(root, manifest)
+
+    @classmethod
+    def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        super().check_published(root, manifest)
+        present = set(os.listdir(root))
+        for sim_id in cls.open_reader(root, manifest).sim_ids():
+            if npz_file(sim_id) not in present:
+                fail(root, npz_file(sim_id), "missing")
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:

@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from guideloom.errors import RecordValueError
-from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.base import (
+    ExportFormat,
+    FormatReader,
+    Part,
+    PartitionSink,
+    Schema,
+    fail,
+)
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.npz import stack_rows
 
@@ -98,6 +105,17 @@ class StorageFormat(ExportFormat):
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
         return StorageReader(root, manifest)
+
+    @classmethod
+    def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        super().check_published(root, manifest)  # opens the storage: its shards are checked
+        if manifest["storage"]["class"] != "DocumentStorage":
+            try:
+                offsets = np.load(os.path.join(root, RECORD_OFFSETS))
+            except FileNotFoundError:
+                fail(root, RECORD_OFFSETS, "missing")
+            if len(offsets) != int(manifest["count"]) + 1:
+                fail(root, RECORD_OFFSETS, f"{len(offsets)} offsets for {manifest['count']} rows")
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:

@@ -11,7 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.formats.base import ExportFormat, FormatReader, Part, PartitionSink, Schema
+from guideloom.formats.base import (
+    ExportFormat,
+    FormatReader,
+    Part,
+    PartitionSink,
+    Schema,
+    fail,
+)
 from guideloom.formats.layout import SIM_IDS_ARRAY
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
@@ -114,6 +121,26 @@ class ZarrFormat(ExportFormat):
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
         return ZarrReader(root, manifest)
+
+    @classmethod
+    def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        import zarr
+
+        group = zarr.open_group(zarr_store(root), mode="r")
+        count = int(manifest["count"])
+        for alias, schema in manifest["fields"].items():
+            if alias not in group:
+                fail(root, alias, "missing")
+            arr = group[alias]
+            if tuple(arr.shape) != (count, *schema["shape"]):
+                fail(root, alias, f"shape {tuple(arr.shape)} but export.json records "
+                                  f"{(count, *schema['shape'])}")
+            if arr.dtype != np.dtype(schema["dtype"]):
+                fail(root, alias, f"dtype {arr.dtype.str} but export.json records "
+                                  f"{schema['dtype']}")
+        if SIM_IDS_ARRAY not in group:
+            fail(root, SIM_IDS_ARRAY, "missing")
+        super().check_published(root, manifest)
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
