@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 8 << 20
 # In-process cost model (copy + CRC-32 of a stored member; see cluster.runtime.placement).
 COPY_BYTES_PER_S = 800e6
+CRC_BLOCK_BYTES = 4 << 20
 PER_MEMBER_S = 1e-3
 TMP_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?P<token>[0-9a-f]+)$")
 _MAX_NAME_BYTES = 200  # leaves room for the temporary-name decoration within NAME_MAX (255)
@@ -124,6 +125,7 @@ class ExtractPlan:
     skipped: list[Any]
     unmet: dict[Any, str]  # id -> why its archive data is not safely loose
     failed: list[ExperimentReadError]
+    existing: dict[Any, tuple[str, int]] = field(default_factory=dict)  # id -> (file, CRC)
 
     @property
     def items(self) -> list[ExtractItem]:
@@ -262,6 +264,8 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
                 if have != info.file_size:
                     plan.unmet[sim_id] = (f"experiment {sim_id} is already loose at {existing} "
                                           f"with {have} bytes, the member has {info.file_size}")
+                else:
+                    plan.existing[sim_id] = (existing, info.CRC)
                 continue
             loc = Location(sim_id=sim_id, path=str(archive), member=info.filename,
                            header_offset=info.header_offset, size=info.compress_size,
@@ -269,6 +273,15 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
             ap.items.append(ExtractItem(loc, name, info.CRC, info.file_size,
                                         encrypted=bool(info.flag_bits & 0x1)))
     return plan
+
+
+def file_crc32(path: str) -> int:
+    """The CRC-32 of a whole file, as zip archives record it."""
+    crc = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(CRC_BLOCK_BYTES):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 def target_name(
@@ -535,6 +548,12 @@ def _remove_archives(plan: ExtractPlan, report: ExtractReport,
         reasons += [unmet[i] for i in dict.fromkeys(ap.ids) if i in unmet]
         reasons += [f"experiment {i} was not extracted" for i in dict.fromkeys(ap.ids)
                     if i not in unmet and i not in done]
+        if not reasons:  # loose files found there before: their bytes must be the member's
+            reasons += [f"experiment {i}: the loose file {plan.existing[i][0]} differs from "
+                        "the archive's member (CRC-32)"
+                        for i in dict.fromkeys(ap.ids)
+                        if i in plan.existing and file_crc32(plan.existing[i][0])
+                        != plan.existing[i][1]]
         if not reasons:
             try:
                 st = os.stat(ap.path)

@@ -229,3 +229,20 @@ def test_unwritable_target_fails_that_member_only_and_leaves_no_tmp(demo_copy):
         extract_zips(demo_copy, client="sync", remove_zip=True)
     assert sorted(p.name for p in h5.iterdir()) == [f"{i:04d}.h5" for i in ALL_IDS]
     assert (h5 / "0006.h5").is_dir() and (demo_copy / "concave.zip").is_file()
+
+
+def test_remove_zip_keeps_an_archive_whose_member_differs_from_a_same_size_loose_file(
+        demo_copy):
+    members = _members(demo_copy)
+    name = sorted(members)[0]
+    (demo_copy / "h5").mkdir(exist_ok=True)
+    damaged = bytearray(members[name])
+    damaged[len(damaged) // 2] ^= 0xFF  # same size, other bytes
+    (demo_copy / "h5" / name).write_bytes(bytes(damaged))
+    report = extract_zips(demo_copy, client="sync", remove_zip=True)
+    kept = {Path(a).name: why for a, why in report.kept_archives.items()}
+    assert len(kept) == 1 and len(report.removed_archives) == 1
+    (archive, why), = kept.items()
+    assert (demo_copy / archive).is_file()  # the only intact copy of that member is kept
+    assert f"the loose file {demo_copy / 'h5' / name} differs from the archive's member" in why
+    assert (demo_copy / "h5" / name).read_bytes() == bytes(damaged)  # left as it was
