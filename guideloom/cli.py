@@ -109,7 +109,7 @@ def _load_workflow(args: argparse.Namespace):
     from guideloom.workflow import load_workflow
 
     return load_workflow(_workflow_path(args.workflow), data_dir=args.data_dir,
-                         output=args.output)
+                         output=args.output, import_user_code=not args.dry_run)
 
 
 def _command_line() -> str:
@@ -212,8 +212,9 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
         probe_schema,
         select_experiments,
     )
-    from guideloom.export.status import IDENTITY_SHOWN, staging_for
+    from guideloom.export.status import IDENTITY_SHOWN
     from guideloom.formats import get_format
+    from guideloom.workflow.references import DeferredReference
 
     selection = select_experiments(spec)
     n = len(selection.locations)
@@ -221,6 +222,8 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
                              or default_partition_size(n, default_worker_count())))
     workers, where = preview_placement(scheduler, estimate_seconds(spec, selection), n_tasks)
     plan = plan_export(spec, workers, selection)
+    deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
+                if isinstance(fn, DeferredReference)]
     n = len(plan.selection.locations)
     print(f"workflow: {wf.file} ({wf.name}); dry run, nothing is written")
     print(f"runs: {where}")
@@ -233,12 +236,18 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     missing = plan.selection.missing
     print(f"experiments: {n} with local data"
           + (f", {len(missing)} selected but missing" if missing else ""))
+    job = "decided when it runs" if deferred else plan.identity[:IDENTITY_SHOWN]
     print(f"partitions: {len(plan.partitions)} of up to {plan.partition_size} experiments "
-          f"(job {plan.identity[:IDENTITY_SHOWN]}, on_error={spec.on_error})")
-    schema = probe_schema(spec, plan.selection.locations[:PROBE_ATTEMPTS],
-                          plan.selection.rows[:PROBE_ATTEMPTS])
+          f"(job {job}, on_error={spec.on_error})")
     print(f"output: {spec.output} -> {spec.target}"
           + (f" ({wf.compression})" if wf.compression != "none" else ""))
+    _print_target_note(spec)
+    if deferred:
+        print(f"  arrays: made by {', '.join(deferred)}, which a dry run neither imports nor "
+              "runs (a workflow file is code: its modules run when the job does)")
+        return
+    schema = probe_schema(spec, plan.selection.locations[:PROBE_ATTEMPTS],
+                          plan.selection.rows[:PROBE_ATTEMPTS])
     variable = not get_format(spec.output).needs_schema
     total = 0
     for alias, fs in sorted(schema.items()):
@@ -253,6 +262,11 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
               "record)")
     approx = "about " if variable else ""
     print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
+
+
+def _print_target_note(spec) -> None:
+    from guideloom.export.status import staging_for
+
     staging = staging_for(spec.target)
     if staging.target_complete():
         action = "replaces it" if spec.overwrite else "fails; add --overwrite to replace it"

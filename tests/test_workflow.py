@@ -5,6 +5,9 @@ from __future__ import annotations
 import pickle
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -225,3 +228,40 @@ def test_toml_syntax_and_missing_data_dir(demo_zip, tmp_path):
         load_workflow(write(tmp_path, FORCE_SIGNALS))
     with pytest.raises(FileNotFoundError, match="workflow file not found"):
         load_workflow(tmp_path / "nope.toml")
+
+
+def test_dry_run_imports_no_user_module_and_calls_no_factory(demo_zip, tmp_path):
+    (tmp_path / "sideeffects.py").write_text(textwrap.dedent('''
+        from pathlib import Path
+        Path(__file__).with_name("IMPORTED").touch()
+
+
+        def transform(rec):
+            return rec
+
+
+        def make_format():
+            Path(__file__).with_name("FACTORY_CALLED").touch()
+        '''))
+    job = tmp_path / "job.toml"
+    job.write_text(textwrap.dedent(f'''
+        python_path = ["."]
+        [dataset]
+        data_dir = "{demo_zip}"
+        [view]
+        name = "force-curve"
+        [transforms]
+        record = "sideeffects:transform"
+        [output]
+        kind = "storage"
+        path = "out"
+        [output.storage]
+        class = "StreamStorage"
+        format_factory = "sideeffects:make_format"
+        '''))
+    done = subprocess.run([sys.executable, "-m", "guideloom", "run", str(job), "--dry-run"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "sideeffects:transform, which a dry run neither imports nor runs" in done.stdout
+    assert not (tmp_path / "IMPORTED").exists() and not (tmp_path / "FACTORY_CALLED").exists()
+    assert not (tmp_path / "out").exists()

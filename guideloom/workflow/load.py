@@ -14,7 +14,12 @@ from guideloom.croissant import Dataset, add_view, load
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.workflow.filters import WhereFilter, build_filter
-from guideloom.workflow.references import resolve_reference
+from guideloom.workflow.references import (
+    DeferredReference,
+    is_own,
+    resolve_reference,
+    split_reference,
+)
 from guideloom.workflow.schema import WorkflowError, validate_document
 
 DEFAULT_COMPRESSION = {"npy": "none", "npz": "none", "zarr": "lz4", "storage": "none"}
@@ -118,6 +123,7 @@ def load_workflow(
     *,
     data_dir: str | os.PathLike[str] | None = None,
     output: str | os.PathLike[str] | None = None,
+    import_user_code: bool = True,
 ) -> Workflow:
     """Read, validate and resolve a workflow file; nothing is written and no cluster starts.
 
@@ -128,6 +134,9 @@ def load_workflow(
         path: The ``.toml`` file.
         data_dir: Replaces ``dataset.data_dir`` (relative to the current directory).
         output: Replaces ``output.path`` (relative to the current directory, or a URL).
+        import_user_code: Import the modules the file references (``False`` for a dry run:
+            references outside guideloom become :class:`DeferredReference` and no format
+            factory is called).
 
     Raises:
         WorkflowError: The file is invalid; the message names the file, the key and what was
@@ -172,9 +181,11 @@ def load_workflow(
             raise WorkflowError(where, f"transforms.fields.{alias}",
                                 f"view {view_name!r} has no field {alias!r}; its fields: "
                                 f"{', '.join(view.aliases)}")
-        transforms[alias] = _reference(ref, where, f"transforms.fields.{alias}")
+        transforms[alias] = _reference(ref, where, f"transforms.fields.{alias}",
+                                       import_user_code)
     record = tf_doc.get("record")
-    record_transform = _reference(record, where, "transforms.record") if record else None
+    record_transform = (_reference(record, where, "transforms.record", import_user_code)
+                        if record else None)
 
     out = doc["output"]
     kind = out["kind"]
@@ -194,7 +205,8 @@ def load_workflow(
                             f"{kind!r} outputs are written to local paths; URLs are for zarr, "
                             f"got {target!r}")
 
-    storage = _storage(out["storage"], target, where) if kind == "storage" else None
+    storage = (_storage(out["storage"], target, where, import_user_code)
+               if kind == "storage" else None)
 
     run = doc.get("run", {})
     cluster = dict(run["cluster"]) if "cluster" in run else None
@@ -268,8 +280,11 @@ def _resolve_filter(
     return sim_ids, where_filter
 
 
-def _reference(ref: str, where: str, key: str) -> Any:
+def _reference(ref: str, where: str, key: str, import_user_code: bool = True) -> Any:
     try:
+        if not import_user_code and not is_own(ref):
+            split_reference(ref)  # the form is still checked
+            return DeferredReference(ref)
         return resolve_reference(ref)
     except ValueError as exc:
         raise WorkflowError(where, key, str(exc)) from None
@@ -282,7 +297,8 @@ _STORAGE_FORMATS = {
 }
 
 
-def _storage(doc: Mapping[str, Any], target: str, where: str) -> Any:
+def _storage(doc: Mapping[str, Any], target: str, where: str,
+             import_user_code: bool = True) -> Any:
     """Build the storage object of ``[output.storage]`` (class plus format)."""
     import numpy as np
 
@@ -309,7 +325,10 @@ def _storage(doc: Mapping[str, Any], target: str, where: str) -> Any:
     elif "format" in doc:
         fmt = storages.DocumentPickleFormat()
     else:
-        factory = _reference(doc["format_factory"], where, "output.storage.format_factory")
+        factory = _reference(doc["format_factory"], where, "output.storage.format_factory",
+                             import_user_code)
+        if isinstance(factory, DeferredReference):
+            return None  # a dry run calls no factory: the storage is described, not built
         try:
             fmt = factory()
         except Exception as exc:  # noqa: BLE001 - reported with its key
