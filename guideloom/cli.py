@@ -148,7 +148,12 @@ def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None
 def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
              batch: dict[str, Any] | None = None) -> tuple[Any, float, int]:
     """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``."""
-    from guideloom.errors import NoJobError, UnsafeTargetError
+    from guideloom.errors import (
+        ManifestError,
+        NoJobError,
+        NothingToExportError,
+        UnsafeTargetError,
+    )
     from guideloom.export import run_export
     from guideloom.export.status import job_status
 
@@ -161,8 +166,8 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         except FileExistsError:
             raise UsageError(f"{spec.target} already holds a complete export; pass --overwrite "
                              "to replace it") from None
-        except UnsafeTargetError as exc:
-            raise UsageError(str(exc)) from None
+        except (UnsafeTargetError, NothingToExportError, ManifestError) as exc:
+            raise UsageError(str(exc)) from None  # the input, not the job: exit 2, no resume
         except (KeyboardInterrupt, UsageError):
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of the job is one line, exit 1

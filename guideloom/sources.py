@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
-from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError
+from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
 from guideloom.fastread.chunks import RawSource
 
 if TYPE_CHECKING:
@@ -101,15 +101,19 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
                     stored=info.compress_type == zipfile.ZIP_STORED,
                 ),
             )
-    for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members
-        if not folder.is_dir():
+    for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
+        if not folder.is_dir():  # (the canonical loose folder) over the dataset's root
             continue
-        for entry in os.scandir(folder):
+        here: dict[Any, str] = {}
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             m = pattern.match(entry.name)
             if m is not None and entry.is_file():
                 sim_id = to_id(m.group("id"))
-                if folder == root and sim_id in found and found[sim_id].member is None:
-                    continue  # h5/ is the canonical loose folder
+                if sim_id in here:
+                    raise ManifestError(
+                        f"two loose files hold experiment {sim_id!r}: {here[sim_id]} and "
+                        f"{entry.path}; keep one of them")
+                here[sim_id] = entry.path
                 found[sim_id] = Location(sim_id=sim_id, path=entry.path)
     return found
 

@@ -43,3 +43,24 @@ def test_views_errors_are_one_line_exit_2(tmp_path):
 def test_main_returns_exit_code(demo_zip, capsys):
     assert main(["views", str(demo_zip)]) == 0
     assert "force_data" in capsys.readouterr().out
+
+
+def test_an_empty_selection_is_a_usage_error_without_a_resume_hint(demo_zip, tmp_path, capsys):
+    job = tmp_path / "job.toml"
+    job.write_text(f'''
+[dataset]
+data_dir = "{demo_zip}"
+[view]
+name = "force-curve"
+[filter.where]
+split = "no-such-split"
+[output]
+kind = "npz"
+path = "out"
+[run]
+scheduler = "sync"
+''')
+    assert main(["run", str(job)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("guideloom: error: nothing to export from view 'force-curve'")
+    assert "resume" not in err[-1]

@@ -110,3 +110,15 @@ def test_a_run_killed_at_any_step_is_completed_exactly_by_the_next(kind, point, 
     assert not list(tmp_path.glob(".out.guideloom-*"))  # staging and lock are gone
     first = guideloom.load_export(target)[0]
     assert all(np.asarray(v).size for v in first.values())
+
+
+def test_temporary_npz_files_of_an_interrupted_write_are_never_published(data, tmp_path):
+    target = tmp_path / "out"
+    killed = run("npz", data, target, IDS, fault="partitions-done")
+    assert killed.returncode == -9
+    staged = tmp_path / ".out.guideloom-staging" / "data"
+    (staged / ".5.npz.tmp-12345").write_bytes(b"half a file")  # as a full disk leaves it
+    done = run("npz", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert len(guideloom.load_export(target)) == 7

@@ -72,3 +72,45 @@ def test_dry_runs_of_the_shipped_workflow_print_one_job_id(tmp_path):
         line = next(x for x in done.stdout.splitlines() if x.startswith("partitions:"))
         ids.add(line.split("(job ")[1].split(",")[0])
     assert len(ids) == 1, ids
+
+
+def test_changed_inputs_or_storage_format_discard_the_staged_job_with_a_notice(tmp_path,
+                                                                              capsys):
+    import guideloom
+    from guideloom.export import build_spec, plan_export
+    from tests import export_helpers as helpers
+
+    make_demo_data(tmp_path / "d", n=6)
+
+    def identity(**options):
+        spec = build_spec("force-curve", "npy", tmp_path / "o", data_dir=tmp_path / "d",
+                          record_transform=helpers.first_rows, **options)
+        return plan_export(spec, 1).identity
+
+    first = identity()
+    assert identity() == first
+    os.utime(tmp_path / "d" / "concave.zip", ns=(1, 1))  # the data changed (mtime)
+    second = identity()
+    assert second != first
+    with open(tmp_path / "d" / "process_parameters.csv", "a") as fh:
+        fh.write("\n")  # the index table's bytes
+    assert identity() != second
+    fmt = guideloom.StreamNumpyFormat
+    import numpy as np
+    one = build_spec("force-curve", "storage", tmp_path / "s", data_dir=tmp_path / "d",
+                     options={"storage": guideloom.StreamStorage(
+                         tmp_path / "s", fmt(np.dtype([("force", "<f4")])))})
+    two = build_spec("force-curve", "storage", tmp_path / "s", data_dir=tmp_path / "d",
+                     options={"storage": guideloom.StreamStorage(
+                         tmp_path / "s", fmt(np.dtype([("force", "<f8")])))})
+    assert plan_export(one, 1).identity != plan_export(two, 1).identity  # dtype counts
+    # a staged job of another identity (an earlier run with other inputs) is discarded, saying so
+    staged = tmp_path / ".o.guideloom-staging"
+    (staged / "parts").mkdir(parents=True)
+    (staged / "job.json").write_text('{"identity": "an-older-job", "n_partitions": 1}')
+    (staged / "parts" / "000000.json").write_text('{"written": [0], "skipped": []}')
+    guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=tmp_path / "d",
+                              record_transform=helpers.first_rows, client="sync")
+    err = capsys.readouterr().err
+    assert "discarded the staged partitions of an earlier run" in err
+    assert len(guideloom.load_export(tmp_path / "o")) == 6

@@ -245,3 +245,16 @@ def test_corrupt_loose_file_names_id_and_file(demo_loose, tmp_path):
     with pytest.raises(CorruptDataError, match=r"experiment 9: .*h5/0009.h5 is damaged") as info:
         list(guideloom.streaming.iter_view("force-curve", data_dir=root, sim_ids=[8, 9]))
     assert info.value.file == str(damaged)
+
+
+def test_two_loose_files_for_one_id_are_an_error_naming_both(demo_loose, tmp_path):
+    import shutil
+
+    from guideloom.errors import ManifestError
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_loose, data)
+    shutil.copy(data / "h5" / "0002.h5", data / "h5" / "2.h5")
+    with pytest.raises(ManifestError, match=r"two loose files hold experiment 2: .*0002\.h5 "
+                                            r"and .*/2\.h5; keep one of them"):
+        list(guideloom.streaming.iter_view("force-curve", data_dir=data))

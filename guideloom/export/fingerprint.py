@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 import sys
 import types
 from typing import Any
@@ -61,6 +62,8 @@ def _stable(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"ndarray({value.dtype.str}, {value.shape}, " \
                f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()})"
+    if isinstance(value, np.dtype):
+        return f"dtype({value.descr!r})"
     if isinstance(value, np.generic):
         return f"{value.dtype.str}({value.item()!r})"
     return None
@@ -145,3 +148,19 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
         state = getattr(obj, "__dict__", {})
         for key in sorted(state):
             _feed_reference(key, state[key], digest, seen)
+
+
+def data_fingerprint(index_file: str | os.PathLike[str], locations: Any) -> str:
+    """The identity of a job's input data: the index table's bytes, and each experiment file's
+    name, member, size and modification time (content is not read: that would cost a pass)."""
+    digest = hashlib.sha256()
+    with open(index_file, "rb") as fh:
+        digest.update(hashlib.sha256(fh.read()).digest())
+    stats: dict[str, str] = {}
+    for loc in locations:
+        stat = stats.get(loc.path)
+        if stat is None:
+            st = os.stat(loc.path)
+            stat = stats[loc.path] = f"{st.st_size}:{st.st_mtime_ns}"
+        digest.update(f"{loc.sim_id}|{os.path.basename(loc.path)}|{loc.member}|{stat};".encode())
+    return digest.hexdigest()[:CODE_HASH_HEX_CHARS * 2]

@@ -12,6 +12,7 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from guideloom.errors import (
     SkippedDataWarning,
     summarize_ids,
 )
+from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import PHASE_FINALIZING, Staging
@@ -122,7 +124,9 @@ def plan_export(spec: ExportSpec, workers: int = 1,
         stop = start + size
         parts.append(Partition(index, start, selection.locations[start:stop],
                                selection.rows[start:stop]))
-    return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size))
+    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
+                            selection.locations)
+    return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data))
 
 
 TASK_STAGE = "read-transform-write"
@@ -188,7 +192,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
     with where_ctx as where:
         try:
             return _run_placed(spec, staging, writer, selection, where, estimate,
-                               show_progress, started, resume_hint)
+                               show_progress, started, resume_hint, quiet)
         except KeyboardInterrupt:
             if where.mode == "local-cluster":
                 close_cluster(fast=True)  # Ctrl-C: the workers stop now, not after their tasks
@@ -197,7 +201,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
                 where: Placement, estimate: float, show_progress: bool,
-                started: float, resume_hint: str) -> ExportResult:
+                started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
     plan = plan_export(spec, where.workers, selection)
     job = {
@@ -210,6 +214,10 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         "resume": resume_hint,
     }
     resumed = staging.start(job)
+    if staging.discarded and not quiet:
+        print(f"guideloom: discarded the staged partitions of an earlier run at {staging.url}: "
+              "they belong to another job (its inputs, code or options changed)",
+              file=sys.stderr)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
     schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)

@@ -132,11 +132,13 @@ class ExportSpec:
             else None,
         }
 
-    def identity(self, ids: list[Any], partition_size: int) -> str:
+    def identity(self, ids: list[Any], partition_size: int, data: str = "") -> str:
         """A hash that changes whenever the job would write other bytes.
 
-        It covers the view, the selected ids and their order, the output kind and options,
-        the partitioning and the transforms' names and code.
+        It covers the view, the selected ids and their order, the output kind and options (a
+        storage's class and format included), the partitioning, the transforms' code with what
+        it uses from the user's modules, and ``data``, the input's identity
+        (:func:`~guideloom.export.fingerprint.data_fingerprint`).
         """
         doc = {
             "output": self.output,
@@ -146,10 +148,19 @@ class ExportSpec:
             "ids": [str(i) for i in ids],
             "partition_size": partition_size,
             "on_error": self.on_error,
-            "options": {k: repr(v) for k, v in sorted(self.options.items())
-                        if k not in ("storage",)},
+            "options": {k: _option_identity(v) for k, v in sorted(self.options.items())},
+            "data": data,
             "transforms": {a: callable_fingerprint(fn) for a, fn in self.transforms.items()},
             "record_transform": callable_fingerprint(self.record_transform),
         }
         text = json.dumps(doc, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:IDENTITY_HEX_CHARS]
+
+
+def _option_identity(value: Any) -> Any:
+    """A format option as the identity sees it: plain values as they are, objects (a storage
+    and its format) by class and settings, never by their address-bearing repr."""
+    if isinstance(value, str | int | float | bool | type(None)):
+        return value
+    fmt = getattr(value, "format", None)
+    return [callable_fingerprint(type(value)), callable_fingerprint(fmt)]

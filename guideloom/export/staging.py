@@ -39,11 +39,13 @@ class Staging:
         fs: The filesystem (local or any fsspec one).
         target: The published location (a path on ``fs``).
         url: The target as the user gave it (for messages and zarr stores).
+        discarded: :meth:`start` removed the staging area of another job.
     """
 
     fs: fsspec.AbstractFileSystem
     target: str
     url: str
+    discarded: bool = False
 
     @classmethod
     def for_target(cls, target: str | os.PathLike[str]) -> Staging:
@@ -90,11 +92,13 @@ class Staging:
     def start(self, job: Mapping[str, Any]) -> bool:
         """Prepare the staging area for ``job``; return True when resuming a previous run.
 
-        A staging area left by a job with another identity is removed first.
+        A staging area left by a job with another identity is removed first, and
+        :attr:`discarded` says so (the caller tells the user).
         """
         previous = self.read_job()
         if previous is not None and previous.get("identity") == job["identity"]:
             return True
+        self.discarded = previous is not None
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
         for sub in ("parts", "rows", "data"):

@@ -22,6 +22,8 @@ from guideloom.formats.base import (
 )
 from guideloom.formats.layout import SIM_IDS_FILE
 
+TMP_MARK = ".tmp-"
+
 
 def npz_file(sim_id: Any) -> str:
     """The file of one experiment: ``<id>.npz``."""
@@ -37,6 +39,13 @@ class NpzFormat(ExportFormat):
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         return NpzSink(self.stage.path("data"), bool(self.options.get("compressed", False)))
+
+    def finalize(self, keep: np.ndarray | None) -> None:
+        """Remove temporary files that interrupted writes left (they are never published)."""
+        folder = self.stage.path("data")
+        for name in os.listdir(folder):
+            if name.startswith(".") and TMP_MARK in name:
+                os.unlink(os.path.join(folder, name))
 
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
@@ -63,13 +72,19 @@ class NpzSink(PartitionSink):
 
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
         final = os.path.join(self._folder, npz_file(sim_id))
-        tmp = os.path.join(self._folder, f".{npz_file(sim_id)}.tmp-{os.getpid()}")
+        tmp = os.path.join(self._folder, f".{npz_file(sim_id)}{TMP_MARK}{os.getpid()}")
         save = np.savez_compressed if self._compressed else np.savez
-        with open(tmp, "wb") as fh:
-            save(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
+        try:
+            with open(tmp, "wb") as fh:
+                save(fh, **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except OSError as exc:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise OSError(exc.errno, f"experiment {sim_id}: cannot write {final} "
+                                     f"({exc.strerror or exc})") from exc
         self._bytes += os.path.getsize(final)
 
     def close(self) -> int:
