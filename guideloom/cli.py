@@ -422,7 +422,7 @@ def _cmd_make_demo_data(args: argparse.Namespace) -> int:
 
     demo = make_demo_data(
         args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
-        seed=args.seed,
+        seed=args.seed, force=args.force,
     )
     print(f"wrote {len(demo.ids)} experiments ({demo.layout} layout, scans "
           f"{demo.scan_shape[0]}x{demo.scan_shape[1]}) to {demo.data_dir}")
@@ -530,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="scan grid; the real one is 2000 3200 (default 100 160)")
     demo.add_argument("--layout", choices=("zip", "loose"), default="zip")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--force", action="store_true",
+                      help="write into a non-empty directory that make-demo-data did not make")
     demo.set_defaults(func=_cmd_make_demo_data)
 
     views = sub.add_parser("views", help="list views with field shapes and dtypes")

@@ -23,6 +23,8 @@ import h5py
 import numpy as np
 
 REAL_SCAN_SHAPE = (2000, 3200)
+DEMO_MARKER = ".guideloom-demo"  # lists the files make_demo_data wrote into a directory
+LOOSE_FOLDER = "h5"
 DEFAULT_SCAN_SHAPE = (100, 160)
 
 GEOMETRIES = ("concave", "convex")
@@ -85,6 +87,7 @@ def make_demo_data(
     layout: str = "zip",
     seed: int = 0,
     compression_level: int = 4,
+    force: bool = False,
 ) -> DemoDataset:
     """Write a deterministic RDDAC-shaped dataset into ``data_dir``.
 
@@ -96,6 +99,14 @@ def make_demo_data(
             as published), ``"loose"`` for ``h5/0042.h5``.
         seed: Seed of every random draw; the same arguments give the same bytes of data.
         compression_level: gzip level inside HDF5.
+        force: Write into a non-empty directory that make_demo_data did not make (its files of
+            the same names are replaced; nothing else is removed).
+
+    A directory made by make_demo_data before (it holds ``.guideloom-demo``) is regenerated:
+    the files of the earlier call are removed first, so old and new never mix.
+
+    Raises:
+        FileExistsError: ``data_dir`` is not empty, was not made here, and ``force`` is false.
 
     Returns:
         A :class:`DemoDataset` describing the result.
@@ -106,12 +117,12 @@ def make_demo_data(
         raise ValueError("n must be at least 1")
     y, x = (int(v) for v in scan_shape)
     root = Path(data_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    _prepare(root, force)
     rows = [_index_row(i, seed) for i in range(n)]
     _write_csv(root / "process_parameters.csv", rows)
     surfaces = _ScanBasis((y, x), seed)
     if layout == "loose":
-        folder = root / "h5"
+        folder = root / LOOSE_FOLDER
         folder.mkdir(exist_ok=True)
         for row in rows:
             target = folder / member_name(row["index"])
@@ -133,7 +144,28 @@ def make_demo_data(
     files = ["process_parameters.csv", *(f"{g}.zip" for g in GEOMETRIES)]
     checksums = {name: _md5(root / name) for name in files if (root / name).is_file()}
     (root / "metadata.json").write_text(json.dumps(demo_manifest(checksums), indent=2) + "\n")
+    written = [*checksums, "metadata.json"]
+    if layout == "loose":
+        written += [f"{LOOSE_FOLDER}/{member_name(r['index'])}" for r in rows]
+    (root / DEMO_MARKER).write_text(json.dumps({"files": written}) + "\n")
     return DemoDataset(root, tuple(range(n)), layout, (y, x))
+
+
+def _prepare(root: Path, force: bool) -> None:
+    """Create ``root``; clear the files of an earlier call; refuse a foreign, non-empty one."""
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / DEMO_MARKER
+    if marker.is_file():
+        for name in json.loads(marker.read_text()).get("files", []):
+            path = (root / name).resolve()
+            if path.is_relative_to(root.resolve()) and path.is_file():
+                path.unlink()
+        marker.unlink()
+        return
+    if any(root.iterdir()) and not force:
+        raise FileExistsError(
+            f"{root} is not empty and was not made by make_demo_data; choose an empty "
+            "directory, or pass force=True (--force) to write the demo files into it")
 
 
 def _md5(path: Path) -> tuple[str, int]:

@@ -64,3 +64,22 @@ scheduler = "sync"
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("guideloom: error: nothing to export from view 'force-curve'")
     assert "resume" not in err[-1]
+
+
+def test_make_demo_data_refuses_a_foreign_directory_and_regenerates_its_own(tmp_path):
+    import guideloom
+
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "metadata.json").write_text("{}")  # somebody else's dataset
+    done = run_cli("make-demo-data", str(foreign), "--n", "3")
+    assert done.returncode == 2 and "was not made by make_demo_data" in done.stderr
+    assert (foreign / "metadata.json").read_text() == "{}"
+    assert run_cli("make-demo-data", str(foreign), "--n", "3", "--force").returncode == 0
+
+    own = tmp_path / "demo"
+    assert run_cli("make-demo-data", str(own), "--n", "6", "--layout", "loose").returncode == 0
+    assert run_cli("make-demo-data", str(own), "--n", "4").returncode == 0  # zips now
+    assert not list((own / "h5").glob("*.h5"))  # the old loose files are gone, not mixed in
+    ids = [r["_sim_id"] for r in guideloom.streaming.iter_view("force-curve", data_dir=own)]
+    assert ids == [0, 1, 2, 3]
