@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from guideloom.errors import ManifestError
 
+DUPLICATES_SHOWN = 10
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0"}
 
@@ -62,7 +64,13 @@ class IndexTable:
     def __post_init__(self) -> None:
         self._by_id = {row[self.id_column]: row for row in self.rows}
         if len(self._by_id) != len(self.rows):
-            raise ManifestError(f"{self.path}: duplicate ids in column {self.id_column!r}")
+            counts = Counter(row[self.id_column] for row in self.rows)
+            repeated = [i for i, n in counts.items() if n > 1]
+            shown = ", ".join(repr(i) for i in repeated[:DUPLICATES_SHOWN])
+            more = f" and {len(repeated) - DUPLICATES_SHOWN} more" \
+                if len(repeated) > DUPLICATES_SHOWN else ""
+            raise ManifestError(f"{self.path}: ids repeated in column {self.id_column!r}: "
+                                f"{shown}{more}")
 
     @property
     def ids(self) -> list[Any]:

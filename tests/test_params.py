@@ -77,3 +77,13 @@ def test_bad_cell_names_line_and_column(demo_copy):
     _rewrite_csv(demo_copy / "process_parameters.csv", change)
     with pytest.raises(ManifestError, match=r"parameters.csv:6: column 'blankholder_force'"):
         guideloom.load(data_dir=demo_copy).index()
+
+
+def test_repeated_ids_are_named(tmp_path):
+    from guideloom.index_table import read_index
+
+    table = tmp_path / "index.csv"
+    table.write_text("index,split\n3,train\n4,val\n3,test\n7,val\n4,train\n")
+    with pytest.raises(ManifestError, match=r"index\.csv: ids repeated in column 'index': "
+                                            r"3, 4$"):
+        read_index(table, "index", {"index": "sc:Integer", "split": "sc:Text"})
