@@ -1,6 +1,7 @@
 """Export speed as users meet it, beside the serial rddac 2.0.0 exporter, the cost model, the floor.
 
-Run: ``python3 benchmarks/export.py [--quick] [--reps N] [--cache DIR] [--rddac-python PY]``
+Run: ``python3 benchmarks/export.py [--quick] [--reps N] [--cache DIR] [--rddac-python PY]
+[--only pointcloud]``
 (``--profile`` adds a cProfile of the in-process 2,000-experiment export).
 
 One run prints, on the same data (``guideloom.demo.cached_demo_data``, generated once under
@@ -16,6 +17,11 @@ One run prints, on the same data (``guideloom.demo.cached_demo_data``, generated
    rate and per-record cost), next to the values in the code.
 3. The floor: h5py decoding the same fields from loose copies of the same files, and memmap
    writes.
+4. pointcloud-op10 to npy on the real-size experiments (issue 11, item 4): the default client in
+   a fresh process, a warm ``client="local:2"`` (2nd export in one process), rddac 2.0's serial
+   export, and the decode floor (the same deflate chunks inflated on one core, divided by the
+   cores), with the npy write cost per row next to the decode cost. ``--only pointcloud`` runs
+   this section alone.
 
 Every child process is this file run as ``--child NAME ARGS_JSON`` (the line printed as
 "command"); it prints one ``RESULT {json}`` line. The top level imports only the standard
@@ -345,10 +351,109 @@ def child_profile(a: dict) -> dict:
     return {"export_s": seconds, "stats": text}
 
 
+# --- pointcloud-op10 (issue 11, item 4) ----------------------------------------------------------
+PC_VIEW = "pointcloud-op10"
+PC_PATHS = ["pointcloud/op10/z", "pointcloud/op10/luminescence"]
+
+
+def child_pc_cold(a: dict) -> dict:
+    """guideloom pointcloud-op10 export to npy with the default client, in a fresh process."""
+    t0 = time.perf_counter()
+    import guideloom
+
+    ds = guideloom.load(data_dir=a["data"])
+    t1, c1 = time.perf_counter(), time.process_time()
+    guideloom.export_to_numpy(PC_VIEW, a["out"], dataset=ds, sim_ids=a["ids"])
+    t2, c2 = time.perf_counter(), time.process_time()
+    manifest = json.loads((Path(a["out"]) / "export.json").read_text())
+    return {"setup_s": t1 - t0, "export_s": t2 - t1, "cpu_s": c2 - c1,
+            "mode": manifest["placement"]["mode"], "count": manifest["count"]}
+
+
+def child_pc_warm(a: dict) -> dict:
+    """The same export twice with ``client="local:2"`` in one process: the 2nd is warm."""
+    import guideloom
+
+    ds = guideloom.load(data_dir=a["data"])
+    times = []
+    for k in range(2):
+        t0 = time.perf_counter()
+        guideloom.export_to_numpy(PC_VIEW, Path(a["out"]) / f"w{k}", dataset=ds,
+                                  sim_ids=a["ids"], client="local:2", overwrite=True)
+        times.append(time.perf_counter() - t0)
+    mode = json.loads((Path(a["out"]) / "w1" / "export.json").read_text())["placement"]["mode"]
+    guideloom.close_cluster()
+    return {"first_s": times[0], "export_s": times[1], "mode": mode}
+
+
+def child_rddac_pc(a: dict) -> dict:
+    """rddac 2.0.0's serial pointcloud-op10 export of the same experiments."""
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    import rddac
+
+    ds = rddac.load(source=a["manifest"], data_dir=a["data"])
+    t0, c0 = time.perf_counter(), time.process_time()
+    rddac.streaming.export_to_numpy(PC_VIEW, a["out"], data_dir=a["data"], dataset=ds,
+                                    sim_ids=a["ids"])
+    return {"export_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+            "version": rddac.__version__}
+
+
+def child_pc_floor(a: dict) -> dict:
+    """One-core inflate of the same chunks (raw_chunks of benchmarks/iter_view.py), npy writes."""
+    import h5py
+    import numpy as np
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    from iter_view import raw_chunks
+
+    from guideloom.fastread import inflate
+
+    files = [Path(a["loose"]) / f"{i:04d}.h5" for i in a["ids"]]
+    chunks = raw_chunks(files, PC_PATHS)
+    outs = [np.empty(n, np.uint8) for _, _, n in chunks]
+    best = float("inf")
+    for _ in range(FLOOR_REPEATS + 1):  # the first run warms the buffers
+        t = time.perf_counter()
+        for (stored, size, _), dst in zip(chunks, outs, strict=True):
+            inflate.inflate_into(stored, size, dst)
+        best = min(best, time.perf_counter() - t)
+    decoded = sum(o.nbytes for o in outs)
+    # write cost: the decoded rows (as h5py gives them) into npy memmaps, as the export writes
+    rows = {p: [] for p in PC_PATHS}
+    for path in files:
+        with h5py.File(path, "r") as f:
+            for p in PC_PATHS:
+                rows[p].append(f[p][()])
+    out = Path(a["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    wbest = float("inf")
+    for rep in range(2):
+        t = time.perf_counter()
+        for p, arrays in rows.items():
+            mm = np.lib.format.open_memmap(out / f"{p.replace('/', '_')}-{rep}.npy", mode="w+",
+                                           dtype=arrays[0].dtype,
+                                           shape=(len(arrays), *arrays[0].shape))
+            for i, row in enumerate(arrays):
+                mm[i] = row
+            mm.flush()
+            del mm
+        wbest = min(wbest, time.perf_counter() - t)
+    written = sum(x.nbytes for arrays in rows.values() for x in arrays)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"inflate_1core_s": best, "backend": inflate.NAME, "n_chunks": len(chunks),
+            "decoded_bytes": decoded, "write_s": wbest, "written_bytes": written,
+            "n": len(files), "cores": os.cpu_count()}
+
+
 CHILDREN = {
     "gl-export": child_gl_export, "rddac-probe": child_rddac_probe,
     "rddac-export": child_rddac_export, "notebook": child_notebook, "cluster": child_cluster,
     "inproc": child_inproc, "floor": child_floor, "profile": child_profile,
+    "pc-cold": child_pc_cold, "pc-warm": child_pc_warm, "rddac-pc": child_rddac_pc,
+    "pc-floor": child_pc_floor,
 }
 
 
@@ -459,6 +564,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 5; quick 2)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--rddac-python", default=DEFAULT_RDDAC_PYTHON)
+    parser.add_argument("--only", choices=["all", "pointcloud"], default="all",
+                        help="run every section (default) or only 4. pointcloud-op10")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile the in-process export of the small experiments")
     args = parser.parse_args()
@@ -506,10 +613,13 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="export-bench-", dir=cache))
     try:
-        goals = run_goals(child, args, reps, big, small, work, cache)
-        constants = run_constants(child, reps, big, small, pc_ids, work, cluster_client,
-                                  export_run)
-        run_floor(child, small_loose, big_loose, pc_ids, work, constants)
+        goals = []
+        if args.only == "all":
+            goals = run_goals(child, args, reps, big, small, work, cache)
+            constants = run_constants(child, reps, big, small, pc_ids, work, cluster_client,
+                                      export_run)
+            run_floor(child, small_loose, big_loose, pc_ids, work, constants)
+        goals += run_pointcloud(child, args, min(reps, 3), big, big_loose, work, cache)
         if args.profile:
             run_profile(child, small, work)
         print_summary(goals)
@@ -620,6 +730,90 @@ def run_goals(child: Child, args: argparse.Namespace, reps: int, big: Path, smal
     goals.append((f"  (the whole 2nd export, {len(dataset_ids(big)[0])} real-size)", "-",
                   f"{statistics.median(whole) * 1e3:.0f} ms [{min(whole) * 1e3:.0f}-"
                   f"{max(whole) * 1e3:.0f}]", None))
+    return goals
+
+
+def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
+                   big_loose: Path, work: Path, cache: Path) -> list[tuple[str, str, str, Any]]:
+    """pointcloud-op10 to npy: default client (fresh process), warm local:2, rddac, floor."""
+    ids = dataset_ids(big)[1]
+    print(f"\n4. POINTCLOUD-OP10 (issue 11, item 4): {len(ids)} real-size experiments "
+          f"({REAL_SCAN[0]}x{REAL_SCAN[1]} scans) to npy, {reps} runs after one warm-up, "
+          "median [min-max] in seconds")
+    problem = rddac_available(args.rddac_python)
+    base = {"data": str(big), "ids": ids}
+    cold_args = {**base, "out": str(work / "pc-cold")}
+    warm_args = {**base, "out": str(work / "pc-warm")}
+    rd_args = {**base, "out": str(work / "pc-rddac")}
+    if problem is None:
+        rd_args["manifest"] = str(rddac_manifest(big, cache))
+    cold, warm, rd = [], [], []
+    for rep in range(reps + 1):  # interleaved; run 0 warms the page cache and bytecode
+        for folder in (cold_args["out"], warm_args["out"], rd_args["out"]):
+            shutil.rmtree(folder, ignore_errors=True)
+        cold.append(child.run("pc-cold", cold_args))
+        warm.append(child.run("pc-warm", warm_args))
+        if problem is None:
+            rd.append(child.run("rddac-pc", rd_args, python=args.rddac_python))
+        if rep == 0:
+            cold, warm, rd = [], [], []
+    for folder in (cold_args["out"], warm_args["out"], rd_args["out"]):
+        shutil.rmtree(folder, ignore_errors=True)
+    fl_args = {"loose": str(big_loose), "ids": ids, "out": str(work / "pc-floor")}
+    fl, _ = child.run("pc-floor", fl_args)
+
+    cold_s = [r["export_s"] for r, _ in cold]
+    warm_s = [r["export_s"] for r, _ in warm]
+    floor_s = fl["inflate_1core_s"] / fl["cores"]
+    n = len(ids)
+    print(f"  {'':46s} {'seconds':>22s} {'ms/experiment':>14s}")
+    rows = [(f"guideloom, default client ({cold[0][0]['mode']})", cold_s),
+            (f"guideloom, warm client='local:2' ({warm[0][0]['mode']})", warm_s)]
+    if rd:
+        rows.append((f"rddac {rd[0][0]['version']} (serial)", [r["export_s"] for r, _ in rd]))
+    rows.append((f"decode floor ({fl['backend']}, 1 core / {fl['cores']})", [floor_s]))
+    for label, vals in rows:
+        print(f"  {label:46s} {stats(vals):>22s} {statistics.median(vals) / n * 1e3:14.1f}")
+    print(f"  (1st local:2 export, starting the cluster: "
+          f"{stats([r['first_s'] for r, _ in warm])} s)")
+    print(f"  floor: {fl['n_chunks']} deflate chunks, {fl['decoded_bytes'] / 1e6:.0f} MB out, "
+          f"inflated in {fl['inflate_1core_s']:.3f} s on one core "
+          f"({fl['decoded_bytes'] / fl['inflate_1core_s'] / 1e6:.0f} MB/s), divided by "
+          f"{fl['cores']} cores")
+    per_dec = fl["inflate_1core_s"] / fl["n"] * 1e3
+    per_wr = fl["write_s"] / fl["n"] * 1e3
+    print(f"  per experiment (row of z + luminescence, {fl['written_bytes'] / fl['n'] / 1e6:.1f} "
+          f"MB): decode {per_dec:.1f} ms on one core, npy memmap write {per_wr:.1f} ms "
+          f"({fl['written_bytes'] / fl['write_s'] / 1e6:.0f} MB/s, page cache, no fsync)")
+    print(f"  command: {short(child.command('pc-cold', cold_args))}")
+    print(f"  command: {short(child.command('pc-warm', warm_args))}")
+    if rd:
+        print(f"  command: {short(child.command('rddac-pc', rd_args, args.rddac_python))}")
+    else:
+        print(f"  rddac not run: {problem}")
+    print(f"  command: {short(child.command('pc-floor', fl_args))}")
+
+    label = f"pointcloud-op10, {n} real-size"
+    goals: list[tuple[str, str, str, bool | None]] = []
+    if rd:
+        rd_s = [r["export_s"] for r, _ in rd]
+        for name, ours, goal in (("warm", warm_s, 5.0), ("cold", cold_s, 3.0)):
+            ratios = [r / g for r, g in zip(rd_s, ours, strict=True)]
+            med = statistics.median(ratios)
+            print(f"  speed-up rddac/guideloom, {name}: {stats(ratios, fmt='{:.2f}')}x "
+                  f"(goal >= {goal}x: {verdict(med >= goal)})")
+            goals.append((f"{label}: {name} vs rddac", f">= {goal}x",
+                          f"{med:.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]", med >= goal))
+    else:
+        goals.append((f"{label}: vs rddac", ">= 5x / 3x", "rddac not run", None))
+    share = [floor_s / w for w in warm_s]
+    med = statistics.median(share)
+    print(f"  warm export at {stats([x * 100 for x in share], fmt='{:.0f}')} % of the decode "
+          f"floor's speed (goal >= 80%: {verdict(med >= 0.8)})")
+    goals.append((f"{label}: warm vs decode floor", ">= 80%",
+                  f"{med * 100:.0f}% [{min(share) * 100:.0f}-{max(share) * 100:.0f}]", med >= 0.8))
+    goals.append((f"{label}: decode / write per row", "-",
+                  f"{per_dec:.1f} / {per_wr:.1f} ms", None))
     return goals
 
 
