@@ -282,6 +282,12 @@ def _job_class(base: type, submitted: list[str], failures: list[str]) -> type:
     return TrackedJob
 
 
+def _job_order(job_id: str) -> tuple[int, str]:
+    """Job ids in submission-number order (``"9"`` before ``"10"``), whatever order the
+    concurrent submissions finished in."""
+    return (len(job_id), job_id)
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else text.strip()
@@ -560,7 +566,8 @@ def jobqueue_client(
                 connected = len(client.scheduler_info(n_workers=-1)["workers"])
                 say(
                     f"{kind.upper()}: {connected} of {jobs} workers connected; jobs "
-                    f"{', '.join(submitted)} (settings: {source}; cancelled on exit)"
+                    f"{', '.join(sorted(submitted, key=_job_order))} (settings: {source}; "
+                    "cancelled on exit)"
                 )
             yield client
         except BaseException:
