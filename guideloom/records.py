@@ -7,6 +7,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+import psutil
 
 from guideloom.croissant import View, ViewField
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
@@ -14,6 +15,7 @@ from guideloom.fastread import RawSource, read_dataset
 from guideloom.sources import ArchiveHandles, Location, open_location, open_location_raw
 
 SIM_ID_KEY = "_sim_id"
+LARGE_FIELD_BYTES = 1 << 30  # fields this large are checked against the memory available
 
 
 class RecordReader:
@@ -79,6 +81,7 @@ class RecordReader:
                     shape = shape[1:]
                 elif vf.timesteps is not None:
                     shape = (len(vf.timesteps), *shape[1:])
+                check_declared_size(shape, obj.dtype, loc, vf.h5_path)
                 out[vf.alias] = (shape, obj.dtype)
         return {a: out[a] for a in self.view.aliases}
 
@@ -92,8 +95,19 @@ class RecordReader:
             obj = h5py.Dataset(h5py.h5d.open(fid, path.encode()))
         except (KeyError, ValueError, TypeError, OSError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
+        shape = tuple(obj.shape)
+        if vf.timesteps is not None and shape:
+            steps = 1 if isinstance(vf.timesteps, int) else len(vf.timesteps)
+            shape = (steps, *shape[1:])
+        check_declared_size(shape, obj.dtype, loc, path)
         try:
             return _select(obj, vf.timesteps, raw)
+        except MemoryError as exc:
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} of shape "
+                f"{obj.shape} does not fit in memory ({exc})",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+            ) from exc
         except IndexError as exc:
             raise ExperimentReadError(
                 f"experiment {loc.sim_id}: {loc.describe()}: timesteps {vf.timesteps!r} out of "
@@ -124,6 +138,23 @@ class RecordReader:
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
             )
         return obj
+
+
+def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
+                        path: str | None) -> None:
+    """Raise :class:`CorruptDataError` when one record's field declares more bytes than this
+    machine has memory (a damaged file, or a field that is not per experiment)."""
+    nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    if nbytes < LARGE_FIELD_BYTES:
+        return  # the common case: no system call
+    available = psutil.virtual_memory().available
+    if nbytes > available:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} declares shape "
+            f"{tuple(shape)} ({nbytes / 2**30:.1f} GiB), more than the {available / 2**30:.1f} "
+            "GiB of memory available; the file is damaged or the field is not per experiment",
+            sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+        )
 
 
 def _select(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -332,3 +333,22 @@ def test_killed_worker_is_retried_and_result_is_bit_identical(demo_zip, tmp_path
         assert victim not in client.run(os.getpid).values()
     arrays, ids = serial_reference("force-curve", demo_zip, helpers.first_rows)
     assert_export_equals(tmp_path / "o", arrays, ids)
+
+
+def test_a_huge_declared_shape_names_the_experiment_and_is_skipped_on_request(demo_loose,
+                                                                               tmp_path):
+    import h5py
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_loose, data)
+    with h5py.File(data / "h5" / "0003.h5", "a") as f:  # a damaged header: 8 TB declared
+        del f["force/data"]
+        f.create_dataset("force/data", shape=(10**12, 8), dtype="<f4", chunks=(1000, 8))
+    with pytest.raises(CorruptDataError, match=r"experiment 3: .*0003\.h5: HDF5 dataset "
+                                               r"'force/data' declares shape \(1000000000000, 8\)"):
+        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=data, client="sync",
+                                  sim_ids=[3, 4])
+    with pytest.warns(guideloom.SkippedDataWarning, match="experiment 3"):
+        guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "z", data_dir=data,
+                                          client="sync", sim_ids=[2, 3, 4], on_error="skip")
+    assert guideloom.load_export(tmp_path / "z").sim_ids.tolist() == [2, 4]
