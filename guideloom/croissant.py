@@ -35,6 +35,40 @@ Timesteps = None | int | tuple[int, ...]
 
 _REGEX_META = re.compile(r"[\\^$.|?*+()\[\]{}]")
 
+#: The JSON-LD ``@context`` of the Croissant documents guideloom writes (the demo manifest,
+#: an export's ``croissant.json``): schema.org, the Croissant vocabulary and its terms.
+CROISSANT_CONTEXT: dict[str, Any] = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "sc": "https://schema.org/",
+    "cr": "http://mlcommons.org/croissant/",
+    "dct": "http://purl.org/dc/terms/",
+    "arrayShape": "cr:arrayShape",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "containedIn": "cr:containedIn",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileObject": "cr:fileObject",
+    "fileProperty": "cr:fileProperty",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isArray": "cr:isArray",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "source": "cr:source",
+    "transform": "cr:transform",
+}
+
 #: JSON-LD terms that added views use, declared in ``@context`` when a manifest lacks them.
 _VIEW_TERMS = {
     "field": "cr:field",

@@ -22,6 +22,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from guideloom.croissant import CROISSANT_CONTEXT
+
 REAL_SCAN_SHAPE = (2000, 3200)
 DEMO_MARKER = ".guideloom-demo"  # lists the files make_demo_data wrote into a directory
 LOOSE_FOLDER = "h5"
@@ -253,7 +255,7 @@ def demo_manifest(checksums: dict[str, tuple[str, int]] | None = None) -> dict[s
         for g in GEOMETRIES
     ]
     return {
-        "@context": _CONTEXT,
+        "@context": dict(CROISSANT_CONTEXT),
         "@type": "sc:Dataset",
         "name": "guideloom demo (RDDAC-shaped, synthetic)",
         "description": "Synthetic deep-drawing experiments with the layout of the RDDAC dataset.",
@@ -303,33 +305,6 @@ def demo_manifest(checksums: dict[str, tuple[str, int]] | None = None) -> dict[s
     }
 
 
-_CONTEXT = {
-    "@language": "en",
-    "@vocab": "https://schema.org/",
-    "sc": "https://schema.org/",
-    "cr": "http://mlcommons.org/croissant/",
-    "dct": "http://purl.org/dc/terms/",
-    "conformsTo": "dct:conformsTo",
-    "citeAs": "cr:citeAs",
-    "column": "cr:column",
-    "containedIn": "cr:containedIn",
-    "data": {"@id": "cr:data", "@type": "@json"},
-    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
-    "extract": "cr:extract",
-    "field": "cr:field",
-    "fileProperty": "cr:fileProperty",
-    "fileObject": "cr:fileObject",
-    "fileSet": "cr:fileSet",
-    "format": "cr:format",
-    "includes": "cr:includes",
-    "key": "cr:key",
-    "md5": "cr:md5",
-    "recordSet": "cr:recordSet",
-    "references": "cr:references",
-    "regex": "cr:regex",
-    "source": "cr:source",
-    "transform": "cr:transform",
-}
 
 
 def _index_row(i: int, seed: int) -> dict[str, Any]:

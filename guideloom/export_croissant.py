@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.croissant import timesteps_to_json_path
+from guideloom.croissant import CROISSANT_CONTEXT, timesteps_to_json_path
 
 __all__ = ["CROISSANT_NAME", "describe_export"]
 
@@ -33,33 +33,6 @@ CROISSANT_NAME = "croissant.json"
 #: Files and file sets get ``@id`` ``files/<name>``, apart from the record sets' ids.
 FILE_ID_PREFIX = "files/"
 
-_CONTEXT: dict[str, Any] = {
-    "@language": "en",
-    "@vocab": "https://schema.org/",
-    "sc": "https://schema.org/",
-    "cr": "http://mlcommons.org/croissant/",
-    "dct": "http://purl.org/dc/terms/",
-    "arrayShape": "cr:arrayShape",
-    "citeAs": "cr:citeAs",
-    "conformsTo": "dct:conformsTo",
-    "data": {"@id": "cr:data", "@type": "@json"},
-    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
-    "examples": {"@id": "cr:examples", "@type": "@json"},
-    "extract": "cr:extract",
-    "field": "cr:field",
-    "fileObject": "cr:fileObject",
-    "fileProperty": "cr:fileProperty",
-    "fileSet": "cr:fileSet",
-    "includes": "cr:includes",
-    "isArray": "cr:isArray",
-    "jsonPath": "cr:jsonPath",
-    "key": "cr:key",
-    "md5": "cr:md5",
-    "recordSet": "cr:recordSet",
-    "references": "cr:references",
-    "source": "cr:source",
-    "transform": "cr:transform",
-}
 
 _ENCODINGS = {".npy": "application/x-npy", ".npz": "application/x-npz",
               ".json": "application/json", ".gls": "application/octet-stream"}
@@ -268,7 +241,7 @@ def describe_export(
     origin = dict(source or {})
     origin_name = str(origin.get("name") or manifest.get("data_dir") or "an experiment dataset")
     doc: dict[str, Any] = {
-        "@context": dict(_CONTEXT),
+        "@context": dict(CROISSANT_CONTEXT),
         "@type": "sc:Dataset",
         "conformsTo": "http://mlcommons.org/croissant/1.1",
         "name": f"{origin_name}: {view} export ({manifest.get('kind')})",
