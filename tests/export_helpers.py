@@ -48,3 +48,11 @@ def die_once_first_rows(rec):
         (Path(flag_dir) / "pid").write_text(str(os.getpid()))
         threading.Event().wait()
     return first_rows(rec)
+
+
+def decode_threads_row(rec):
+    """The decode threads of the process that reads this record, next to a bit of data."""
+    from guideloom import fastread
+
+    return {"threads": np.int64(fastread.decode_threads()),
+            "force": np.asarray(rec["force_data"])[:4]}

@@ -46,6 +46,7 @@ from typing import Any
 import psutil
 
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
+from guideloom.fastread import pool as decode_pool
 from guideloom.errors import ClusterStartError
 
 HOST = "127.0.0.1"
@@ -200,6 +201,9 @@ def start_cluster(
     workers = n_workers or default_worker_count()
     scratch = Path(tempfile.mkdtemp(prefix=f"cluster-{os.getpid()}-", dir=scratch_root()))
     env = _worker_env()
+    # each single-threaded worker decodes with its share of the CPUs (known before any worker
+    # connects, unlike the share run_partitions computes from the connected workers)
+    env.setdefault(decode_pool.ENV_THREADS, str(max(1, decode_pool.usable_cpus() // workers)))
     memory_limit = int(psutil.virtual_memory().total / workers)
     worker_kwargs = {
         "host": HOST, "nthreads": 1, "memory_limit": memory_limit,

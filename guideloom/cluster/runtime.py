@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from guideloom import fastread
 from guideloom.cluster import embedded
 
 SYNC = "sync"
@@ -283,6 +284,28 @@ def progress_bar(show: bool, total: int, *, initial: int = 0, unit: str, desc: s
     return tqdm(total=total, initial=initial, unit=unit, desc=desc)
 
 
+def task_slots_by_host(client: Any) -> dict[str, int]:
+    """How many tasks the cluster runs at once on each host (worker threads summed)."""
+    slots: dict[str, int] = {}
+    for info in client.scheduler_info(n_workers=-1).get("workers", {}).values():
+        host = str(info.get("host", ""))
+        slots[host] = slots.get(host, 0) + int(info.get("nthreads", 1) or 1)
+    return slots
+
+
+def sized_task(slots: Mapping[str, int], fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn(*args)`` on a worker after sizing its decode threads to this worker's share of
+    its host's CPUs (runs on the worker)."""
+    from distributed import get_worker
+
+    try:
+        host = get_worker().address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    except ValueError:  # not inside a worker (a client's own local run)
+        host = ""
+    fastread.share_cores(slots.get(host, 1))
+    return fn(*args)
+
+
 def run_partitions(
     dask: Any,
     fn: Callable[..., dict[str, Any]],
@@ -309,7 +332,9 @@ def run_partitions(
             return results
         from distributed import as_completed
 
-        futures = [dask.submit(fn, *args, part, key=key(part), pure=False) for part in parts]
+        slots = task_slots_by_host(dask)
+        futures = [dask.submit(sized_task, slots, fn, *args, part, key=key(part), pure=False)
+                   for part in parts]
         try:
             with dask.as_current():
                 completed = as_completed(futures)

@@ -22,7 +22,7 @@ import numpy as np
 
 from guideloom.fastread.chunks import FastReadError, Plan, RawSource, plan, read
 from guideloom.fastread.inflate import NAME as INFLATE_BACKEND
-from guideloom.fastread.pool import decode_threads, set_decode_threads
+from guideloom.fastread.pool import decode_threads, set_decode_threads, share_cores
 
 __all__ = [
     "INFLATE_BACKEND",
@@ -34,6 +34,7 @@ __all__ = [
     "read",
     "read_dataset",
     "set_decode_threads",
+    "share_cores",
 ]
 
 

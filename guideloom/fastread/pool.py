@@ -28,14 +28,22 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def _default_threads() -> int:
-    env = os.environ.get("GUIDELOOM_DECODE_THREADS")
-    if env:
-        return max(1, int(env))
+ENV_THREADS = "GUIDELOOM_DECODE_THREADS"
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a SLURM allocation, ``taskset``)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def _default_threads() -> int:
+    env = os.environ.get(ENV_THREADS)
+    if env:
+        return max(1, int(env))
+    return usable_cpus()
 
 
 def decode_threads() -> int:
@@ -55,6 +63,21 @@ def set_decode_threads(n: int) -> None:
         old, _pool, _threads = _pool, None, n
     if old is not None:
         old.shutdown(wait=False)
+
+
+def share_cores(tasks_on_host: int) -> int:
+    """Give this process its share of the host's CPUs when ``tasks_on_host`` tasks run there at
+    once (Dask worker processes times their threads); return the decode threads now used.
+
+    ``GUIDELOOM_DECODE_THREADS`` wins when set. Without this, two single-threaded workers on a
+    2-CPU host would each start 2 decode threads: 4 threads on 2 CPUs.
+    """
+    if os.environ.get(ENV_THREADS):
+        return decode_threads()
+    wanted = max(1, usable_cpus() // max(1, tasks_on_host))
+    if wanted != decode_threads():
+        set_decode_threads(wanted)
+    return wanted
 
 
 def threads_for(nbytes: int, n_items: int, min_bytes: int) -> int:

@@ -1,0 +1,92 @@
+"""Workers sized for the work: decode threads times concurrent tasks never exceed the CPUs.
+
+Each script is run as a user runs it (``python export.py`` from a temporary directory); its
+record transform reports the decode threads of the process it runs in.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guideloom.demo import make_demo_data
+from guideloom.fastread.pool import usable_cpus
+from tests.test_as_user import user_env
+
+SCRIPT = """
+import guideloom
+from guideloom import fastread
+
+def threads_here(rec):
+    return {"threads": fastread.decode_threads(), "force": rec["force"][:4]}
+
+if __name__ == "__main__":
+    ds = guideloom.load(data_dir="data")
+    guideloom.add_view(ds, "f", fields={"force": "force_data"})
+    guideloom.export_to_numpy("f", "out", dataset=ds, record_transform=threads_here,
+                              client=CLIENT, partition_size=2)
+"""
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sizing")
+    make_demo_data(root / "data", n=8)
+    return root / "data"
+
+
+def _threads_seen(tmp_path: Path, data_dir: Path, client: str, **env: str) -> set[int]:
+    (tmp_path / "data").symlink_to(data_dir)
+    (tmp_path / "export.py").write_text(textwrap.dedent(SCRIPT.replace("CLIENT", repr(client))))
+    out = subprocess.run([sys.executable, "export.py"], cwd=tmp_path, env={**user_env(), **env},
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {int(x) for x in np.load(tmp_path / "out" / "threads.npy")}
+
+
+def test_two_workers_share_the_cpus(tmp_path, data_dir):
+    assert _threads_seen(tmp_path, data_dir, "local:2") == {max(1, usable_cpus() // 2)}
+
+
+def test_in_process_uses_every_cpu(tmp_path, data_dir):
+    assert _threads_seen(tmp_path, data_dir, "sync") == {usable_cpus()}
+
+
+def test_the_environment_variable_wins(tmp_path, data_dir):
+    seen = _threads_seen(tmp_path, data_dir, "local:2", GUIDELOOM_DECODE_THREADS="3")
+    assert seen == {3}
+
+
+def test_the_share_follows_the_affinity_mask(tmp_path, data_dir):
+    """A worker pinned to one CPU (as under SLURM) decodes with one thread."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    first = min(os.sched_getaffinity(0))
+    env = user_env()
+    (tmp_path / "data").symlink_to(data_dir)
+    (tmp_path / "export.py").write_text(textwrap.dedent(SCRIPT.replace("CLIENT", "'local:1'")))
+    out = subprocess.run(["taskset", "-c", str(first), sys.executable, "export.py"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert {int(x) for x in np.load(tmp_path / "out" / "threads.npy")} == {1}
+
+
+def test_workers_of_a_running_cluster_share_their_host(demo_zip, tmp_path, dask_client):
+    """Workers someone else started (here a LocalCluster of two single-threaded processes, no
+    environment variable): each task decodes with the CPUs divided by the tasks on its host."""
+    import guideloom
+    from tests.export_helpers import decode_threads_row
+
+    ds = guideloom.load(data_dir=demo_zip)
+    guideloom.add_view(ds, "f", fields={"force_data": "force_data"})
+    dask_client.wait_for_workers(2)
+    guideloom.export_to_numpy("f", tmp_path / "out", dataset=ds, client=dask_client,
+                              record_transform=decode_threads_row, partition_size=3)
+    seen = {int(x) for x in np.load(tmp_path / "out" / "threads.npy")}
+    assert seen == {max(1, usable_cpus() // 2)}
