@@ -46,8 +46,8 @@ from typing import Any
 import psutil
 
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
-from guideloom.fastread import pool as decode_pool
 from guideloom.errors import ClusterStartError
+from guideloom.fastread import pool as decode_pool
 
 HOST = "127.0.0.1"
 DEFAULT_DASHBOARD = f"{HOST}:8787"
