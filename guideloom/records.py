@@ -30,11 +30,13 @@ class RecordReader:
         self.view = view
         self.handles = handles
 
-    def read(self, loc: Location, row: Mapping[str, Any]) -> dict[str, Any]:
+    def read(self, loc: Location, row: Mapping[str, Any],
+             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
         """Return ``{alias: value, "_sim_id": id}`` for one experiment.
 
         HDF5 fields become numpy arrays (timestep slicing applied); index columns are the
-        typed scalars of ``row``.
+        typed scalars of ``row``. A field read whole whose shape and dtype equal those of the
+        array ``into[alias]`` is decoded into that array (a buffer the caller reuses).
 
         Raises:
             MissingFieldError: The file lacks an HDF5 path the view needs.
@@ -45,7 +47,8 @@ class RecordReader:
         try:
             for vf in self.view.fields:
                 if vf.is_h5:
-                    record[vf.alias] = self._read_field(fid, raw, vf, loc, row)
+                    record[vf.alias] = self._read_field(
+                        fid, raw, vf, loc, row, None if into is None else into.get(vf.alias))
         finally:
             fid.close()
         for vf in self.view.fields:
@@ -87,7 +90,7 @@ class RecordReader:
 
     def _read_field(
         self, fid: h5py.h5f.FileID, raw: RawSource | None, vf: ViewField, loc: Location,
-        row: Mapping[str, Any],
+        row: Mapping[str, Any], out: np.ndarray | None = None,
     ) -> np.ndarray:
         path = vf.h5_path
         assert path is not None
@@ -101,7 +104,7 @@ class RecordReader:
             shape = (steps, *shape[1:])
         check_declared_size(shape, obj.dtype, loc, path)
         try:
-            return _select(obj, vf.timesteps, raw)
+            return _select(obj, vf.timesteps, raw, out)
         except MemoryError as exc:
             raise CorruptDataError(
                 f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} of shape "
@@ -158,11 +161,12 @@ def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
 
 
 def _select(
-    obj: h5py.Dataset, timesteps: None | int | tuple[int, ...], raw: RawSource | None = None
+    obj: h5py.Dataset, timesteps: None | int | tuple[int, ...], raw: RawSource | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Read ``obj`` with ``timesteps`` applied; through the fast chunk path when it can."""
     if timesteps is None:
-        return read_dataset(obj, raw)
+        return read_dataset(obj, raw, out=out)
     n = obj.shape[0] if obj.shape else 0
     if isinstance(timesteps, int):
         if not -n <= timesteps < n:

@@ -217,3 +217,27 @@ def test_task_names_read_whole_for_views_with_digits():
     assert key[1] == "pointcloud-op10"
 
 
+
+
+@pytest.mark.parametrize("client", ["sync", "local:2"])
+def test_rows_decoded_into_reused_buffers_are_each_their_own(tmp_path, client):
+    """Without transforms, every record of a partition is decoded into the same buffers (npy):
+    each row must still hold its own experiment's data, bit for bit, in sim_ids order."""
+    import guideloom
+    from guideloom.demo import make_demo_data
+
+    make_demo_data(tmp_path / "data", n=14, scan_shape=(180, 200), seed=3)
+    ds = guideloom.load(data_dir=tmp_path / "data")
+    where = lambda row: bool(row["has_pointcloud"])  # noqa: E731
+    guideloom.export_to_numpy("pointcloud-op10", tmp_path / "out", dataset=ds, where=where,
+                              partition_size=5, client=client)
+    ids = np.load(tmp_path / "out" / "sim_ids.npy")
+    expected = list(guideloom.streaming.iter_view("pointcloud-op10", dataset=ds,
+                                                  data_dir=tmp_path / "data", where=where))
+    assert [r["_sim_id"] for r in expected] == list(ids) and len(ids) > 5
+    for alias in ("pointcloud_op10_z", "pointcloud_op10_luminescence"):
+        rows = np.load(tmp_path / "out" / f"{alias}.npy")
+        assert rows.nbytes // len(rows) >= 1 << 17  # large enough for the fast chunk path
+        for k, rec in enumerate(expected):
+            assert rows[k].tobytes() == np.asarray(rec[alias]).tobytes()
+        assert len({rows[k].tobytes() for k in range(len(rows))}) == len(rows)

@@ -321,3 +321,39 @@ def test_unshuffle_matches_the_definition(size, n):
     out = np.zeros_like(data)
     _unshuffle(planes, out, size)
     assert out.tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize("compression", ["gzip", None])  # fast path, and h5py's read_direct
+def test_read_dataset_into_a_reused_buffer(tmp_path, compression):
+    path = tmp_path / "r.h5"
+    with h5py.File(path, "w") as f:
+        for k in range(3):
+            f.create_dataset(f"x{k}", data=_values((4_000, 64), "<f4", seed=k), chunks=(500, 64),
+                             compression=compression, shuffle=compression is not None)
+    buf = np.full((4_000, 64), np.nan, "<f4")
+    with h5py.File(path, "r") as f:
+        source = fastread.RawSource(f.id.get_vfd_handle())
+        for k in range(3):  # each read overwrites the whole buffer
+            got = fastread.read_dataset(f[f"x{k}"], source, out=buf, min_bytes=0)
+            assert got is buf
+            _same(got, f[f"x{k}"][()])
+        # a buffer of another shape or dtype is not used: a new array comes back
+        for wrong in (np.empty((4_000, 63), "<f4"), np.empty((4_000, 64), ">f4")):
+            got = fastread.read_dataset(f["x0"], source, out=wrong, min_bytes=0)
+            assert got is not wrong
+            _same(got, f["x0"][()])
+        # rows and a buffer: the buffer does not fit a selection, so it is not used
+        got = fastread.read_dataset(f["x1"], source, [3, 9], out=buf, min_bytes=0)
+        assert got is not buf
+        _same(got, f["x1"][[3, 9]])
+
+
+def test_plan_read_checks_its_out_buffer(tmp_path):
+    path = tmp_path / "o.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=_values((1_000,), "<f8"), chunks=(100,), compression="gzip")
+    with h5py.File(path, "r") as f:
+        p = fastread.plan(f["x"])
+        with pytest.raises(ValueError, match="expected C-contiguous"):
+            fastread.read(p, fastread.RawSource(f.id.get_vfd_handle()),
+                          out=np.empty(2_000, "<f8")[::2])

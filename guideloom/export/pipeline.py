@@ -19,20 +19,21 @@ TEXT_KINDS = "US"
 
 def produce(
     spec: ExportSpec, reader: RecordReader, loc: Location, row: Mapping[str, Any],
-    *, allow_text: bool = False, raw: bool = False,
+    *, allow_text: bool = False, raw: bool = False, into: Mapping[str, np.ndarray] | None = None,
 ) -> Any:
     """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.
 
     ``_sim_id`` is available to the transforms and stripped from the result. With ``raw``
     (storage outputs) the transformed record is returned as it is, for the storage format to
     pack; otherwise every value must be a numeric (or, with ``allow_text``, text) array-like.
+    ``into`` holds buffers to decode fields into (see :func:`reuse_buffers`).
 
     Raises:
         ExperimentReadError: Reading failed (names id, file, HDF5 path).
         TransformError: A transform raised (names id, file, transform).
         RecordValueError: The output is not a mapping of numeric array-likes.
     """
-    record = reader.read(loc, row)
+    record = reader.read(loc, row, into)
     for alias, fn in spec.transforms.items():
         record[alias] = _call(fn, record[alias], loc, f"transform for {alias!r}")
     if spec.record_transform is not None:
@@ -87,6 +88,24 @@ def _as_array(alias: str, value: Any, loc: Location, allow_text: bool) -> np.nda
             sim_id=loc.sim_id, file=loc.describe(),
         )
     return arr
+
+
+def reuse_buffers(
+    spec: ExportSpec, schema: Mapping[str, FieldSchema] | None, sink_copies: bool
+) -> dict[str, np.ndarray] | None:
+    """Buffers that every record of a partition is decoded into, or None.
+
+    Only when no user code sees the arrays (no transforms) and the sink has copied a record
+    before the next one is read: then nothing can hold on to a buffer that the next record
+    overwrites. It saves the page faults of a fresh array per field and record (about a tenth
+    of the decode time of a large field).
+    """
+    if spec.transforms or spec.record_transform is not None or schema is None \
+            or not sink_copies:
+        return None
+    h5_aliases = {vf.alias for vf in spec.view.fields if vf.is_h5}
+    return {a: np.empty(fs.shape, np.dtype(fs.dtype)) for a, fs in schema.items()
+            if a in h5_aliases}
 
 
 def schema_of(arrays: Mapping[str, np.ndarray]) -> dict[str, FieldSchema]:

@@ -37,7 +37,13 @@ from guideloom.errors import (
     summarize_ids,
 )
 from guideloom.export.fingerprint import data_fingerprint
-from guideloom.export.pipeline import NUMERIC_KINDS, check_schema, produce, schema_of
+from guideloom.export.pipeline import (
+    NUMERIC_KINDS,
+    check_schema,
+    produce,
+    reuse_buffers,
+    schema_of,
+)
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
@@ -328,6 +334,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     t0 = time.time()
     reader = RecordReader(spec.view)
     sink = writer.sink(part, schema)
+    buffers = reuse_buffers(spec, schema, writer.copies_records)
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
     dtypes: dict[str, str] = {}
@@ -335,7 +342,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
             try:
                 arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text,
-                                 raw=writer.raw_records)
+                                 raw=writer.raw_records, into=buffers)
                 if schema is not None:
                     check_schema(arrays, schema, loc)
                 sink.write(part.start + k, loc.sim_id, arrays)

@@ -43,9 +43,12 @@ FAST_MIN_BYTES = 1 << 17  # stored bytes from which the fast path beats h5py (se
 
 def read_dataset(
     dset: h5py.Dataset, source: RawSource | None, rows: Sequence[int] | np.ndarray | None = None,
-    *, min_bytes: int = FAST_MIN_BYTES,
+    *, min_bytes: int = FAST_MIN_BYTES, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Read ``dset`` (or rows ``rows``, increasing and unique, of its first axis).
+
+    With ``out`` (a C-contiguous array of the whole dataset's shape and dtype; only without
+    ``rows``) the data is decoded into it and ``out`` is returned.
 
     Uses the fast path when ``source`` is given and the dataset qualifies and holds at least
     ``min_bytes`` (below that, h5py's own C loop costs less than planning), else h5py. A
@@ -54,13 +57,19 @@ def read_dataset(
     Raises:
         OSError: h5py cannot read the dataset (damaged file).
     """
+    if out is not None and (rows is not None or out.shape != dset.shape
+                            or out.dtype != dset.dtype or not out.flags.c_contiguous):
+        out = None  # not a buffer for this read: allocate as usual
     if source is not None and dset.id.get_storage_size() >= min_bytes:
         p = plan(dset)
         if p is not None:
             try:
-                return read(p, source, rows)
+                return read(p, source, rows, out)
             except (FastReadError, OSError):
                 pass  # h5py is the judge of damaged or unreadable data
     if rows is None:
+        if out is not None and out.size:
+            dset.read_direct(out)
+            return out
         return dset[()]
     return dset[[int(r) for r in rows]]

@@ -167,18 +167,31 @@ def _chunk_index(dsid: h5py.h5d.DatasetID) -> list[Chunk]:
     return found
 
 
-def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """Decode the dataset, or only rows ``rows`` (increasing, unique) of its first axis.
 
+    Args:
+        p: The dataset's plan.
+        source: Where its chunks are read from.
+        rows: Rows of the first axis to decode (all when None).
+        out: A C-contiguous array of the result's shape and dtype to decode into (a buffer
+            reused across records saves the page faults of a fresh one); None allocates.
+
     Returns:
-        An array of the dataset's dtype: the full shape, or ``(len(rows), *shape[1:])``.
+        ``out``, or a new array of the dataset's dtype: the full shape, or
+        ``(len(rows), *shape[1:])``.
 
     Raises:
         FastReadError: A chunk is out of the file's range, short, or fails to decode.
     """
     sel = None if rows is None else np.asarray(rows, dtype=np.int64)
     out_shape = p.shape if sel is None else (len(sel), *p.shape[1:])
-    out = np.empty(out_shape, dtype=p.dtype)
+    if out is None:
+        out = np.empty(out_shape, dtype=p.dtype)
+    elif out.shape != out_shape or out.dtype != p.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out is {out.dtype}{out.shape}, expected C-contiguous "
+                         f"{p.dtype}{out_shape}")
     todo = p.chunks if sel is None else tuple(c for c in p.chunks if _hits(p, c, sel))
     if not p.complete:
         out[...] = p.layout.fill

@@ -117,6 +117,8 @@ class ExportFormat(abc.ABC):
         needs_schema: Rows have one shape per alias, probed from the first record.
         allow_text: Text fields may be written (as numpy string arrays).
         raw_records: The record goes to the format as the transform returned it.
+        copies_records: The sink's ``write`` has copied the arrays when it returns (so the
+            executor may decode the next record into the same buffers).
         local_only: The format writes local (or shared) paths only, not fsspec URLs.
     """
 
@@ -124,6 +126,7 @@ class ExportFormat(abc.ABC):
     needs_schema: ClassVar[bool] = True
     allow_text: ClassVar[bool] = False
     raw_records: ClassVar[bool] = False
+    copies_records: ClassVar[bool] = False
     local_only: ClassVar[bool] = True
 
     def __init__(self, stage: Stage, options: Mapping[str, Any]):

@@ -35,6 +35,7 @@ class NpyFormat(ExportFormat):
     """One memory-mapped ``.npy`` per alias."""
 
     kind = "npy"
+    copies_records = True  # pwrite has copied a row when write returns
 
     def rows_path(self, alias: str) -> str:
         """Where the rows of ``alias`` are written while the job runs."""

@@ -36,6 +36,7 @@ class NpzFormat(ExportFormat):
     kind = "npz"
     needs_schema = False
     allow_text = True
+    copies_records = True  # the file is written when write returns
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         return NpzSink(self.stage.path("data"), bool(self.options.get("compressed", False)))
