@@ -352,3 +352,16 @@ def test_a_huge_declared_shape_names_the_experiment_and_is_skipped_on_request(de
         guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "z", data_dir=data,
                                           client="sync", sim_ids=[2, 3, 4], on_error="skip")
     assert guideloom.load_export(tmp_path / "z").sim_ids.tolist() == [2, 4]
+
+
+def test_export_json_splits_task_time_into_reading_and_writing(demo_zip, tmp_path):
+    """``timings`` says where the tasks' time went: reading and transforming vs writing."""
+
+
+    ds = guideloom.load(data_dir=demo_zip)
+    guideloom.export_to_numpy("pointcloud-op10", tmp_path / "out", dataset=ds, client="sync",
+                              where=lambda row: bool(row["has_pointcloud"]))
+    timings = json.loads((tmp_path / "out" / "export.json").read_text())["timings"]
+    assert timings["read_transform_s"] > 0 and timings["write_s"] > 0
+    # both are parts of the partitions' time, which the in-process run spends inside compute_s
+    assert timings["read_transform_s"] + timings["write_s"] <= timings["compute_s"]

@@ -240,9 +240,17 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
     placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
     manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
-                         timings={"total_s": time.time() - started, "compute_s": compute_seconds})
+                         timings={"total_s": time.time() - started, "compute_s": compute_seconds,
+                                  **task_seconds(summaries)})
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
+
+
+def task_seconds(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Seconds the tasks spent reading and transforming, and writing (the sink's ``write`` and
+    ``close``), summed over partitions (task time, not wall time)."""
+    return {key: round(sum(float(s.get(key, 0.0)) for s in summaries), 4)
+            for key in ("read_transform_s", "write_s")}
 
 
 def _experiments(summaries: Any) -> int:
@@ -338,14 +346,19 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
     dtypes: dict[str, str] = {}
+    produce_s = write_s = 0.0
     try:
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
             try:
+                t_read = time.perf_counter()
                 arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records, into=buffers)
                 if schema is not None:
                     check_schema(arrays, schema, loc)
+                t_write = time.perf_counter()
                 sink.write(part.start + k, loc.sim_id, arrays)
+                produce_s += t_write - t_read
+                write_s += time.perf_counter() - t_write
             except ExperimentReadError as exc:
                 if spec.on_error == "raise":
                     raise
@@ -358,7 +371,9 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     except BaseException:
         sink.abort()
         raise
+    t_close = time.perf_counter()
     n_bytes = sink.close()
+    write_s += time.perf_counter() - t_close
     summary = {
         **sink.extra_summary(),
         "index": part.index,
@@ -367,6 +382,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "skipped": skipped,
         "bytes": n_bytes,
         "seconds": time.time() - t0,
+        "read_transform_s": produce_s,
+        "write_s": write_s,
         "dtypes": dtypes,
         "host": platform.node(),
     }
