@@ -20,8 +20,14 @@ One run prints, on the same data (``guideloom.demo.cached_demo_data``, generated
 4. pointcloud-op10 to npy on the real-size experiments (issue 11, item 4): the default client in
    a fresh process, a warm ``client="local:2"`` (2nd export in one process), rddac 2.0's serial
    export, and the decode floor (the same deflate chunks inflated on one core, divided by the
-   cores), with the npy write cost per row next to the decode cost. ``--only pointcloud`` runs
-   this section alone.
+   cores), the whole decode (pread, inflate, unshuffle) on one core, memmap writes and the disk
+   (the same bytes written and fsynced), with the task time per row spent reading and writing
+   (from ``export.json`` timings) next to the decode cost. ``--only pointcloud`` runs this
+   section alone. Every run starts after ``os.sync()``; rddac is also timed until its rows are
+   on disk, since guideloom's export fsyncs its rows before it returns.
+5. force-signals with the seed transform on the real-size experiments: a warm ``local:2``, a
+   3rd export with the default client, and a fresh process, beside rddac 2.0
+   (``--only item4`` runs 4. and 5.).
 
 Every child process is this file run as ``--child NAME ARGS_JSON`` (the line printed as
 "command"); it prints one ``RESULT {json}`` line. The top level imports only the standard
@@ -103,6 +109,7 @@ def child_gl_export(a: dict) -> dict:
     transform = _load_transform()
     t1 = time.perf_counter()
     ds = _gl_dataset(a["data"])
+    _sync()
     t2, c2 = time.perf_counter(), time.process_time()
     export_to_numpy(VIEW, a["out"], dataset=ds, record_transform=transform)
     t3, c3 = time.perf_counter(), time.process_time()
@@ -362,6 +369,7 @@ def child_pc_cold(a: dict) -> dict:
     import guideloom
 
     ds = guideloom.load(data_dir=a["data"])
+    _sync()
     t1, c1 = time.perf_counter(), time.process_time()
     guideloom.export_to_numpy(PC_VIEW, a["out"], dataset=ds, sim_ids=a["ids"])
     t2, c2 = time.perf_counter(), time.process_time()
@@ -371,19 +379,33 @@ def child_pc_cold(a: dict) -> dict:
 
 
 def child_pc_warm(a: dict) -> dict:
-    """The same export twice with ``client="local:2"`` in one process: the 2nd is warm."""
+    """The same export twice with ``client="local:2"`` in one process (the 2nd is warm), then
+    once more with the default client while that cluster still runs."""
     import guideloom
 
     ds = guideloom.load(data_dir=a["data"])
-    times = []
-    for k in range(2):
+    view, kwargs = a.get("view", PC_VIEW), {}
+    if view == VIEW:
+        guideloom.add_view(ds, VIEW, fields=VIEW_FIELDS)
+        kwargs["record_transform"] = _load_transform()
+    times, manifests = [], []
+    for k, client in enumerate(["local:2", "local:2", None]):
+        _sync()
         t0 = time.perf_counter()
-        guideloom.export_to_numpy(PC_VIEW, Path(a["out"]) / f"w{k}", dataset=ds,
-                                  sim_ids=a["ids"], client="local:2", overwrite=True)
+        guideloom.export_to_numpy(view, Path(a["out"]) / f"w{k}", dataset=ds, sim_ids=a["ids"],
+                                  client=client, overwrite=True, **kwargs)
         times.append(time.perf_counter() - t0)
-    mode = json.loads((Path(a["out"]) / "w1" / "export.json").read_text())["placement"]["mode"]
+        manifests.append(json.loads((Path(a["out"]) / f"w{k}" / "export.json").read_text()))
     guideloom.close_cluster()
-    return {"first_s": times[0], "export_s": times[1], "mode": mode}
+    return {"first_s": times[0], "export_s": times[1], "mode": manifests[1]["placement"]["mode"],
+            "timings": manifests[1]["timings"], "default_s": times[2],
+            "default_mode": manifests[2]["placement"]["mode"], "count": manifests[1]["count"]}
+
+
+def _sync() -> None:
+    """Flush every dirty page first, so no run pays for the previous run's writeback."""
+    if hasattr(os, "sync"):
+        os.sync()
 
 
 def child_rddac_pc(a: dict) -> dict:
@@ -394,11 +416,14 @@ def child_rddac_pc(a: dict) -> dict:
     import rddac
 
     ds = rddac.load(source=a["manifest"], data_dir=a["data"])
+    _sync()
     t0, c0 = time.perf_counter(), time.process_time()
     rddac.streaming.export_to_numpy(PC_VIEW, a["out"], data_dir=a["data"], dataset=ds,
                                     sim_ids=a["ids"])
-    return {"export_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "version": rddac.__version__}
+    t1 = time.perf_counter()
+    _sync()  # rddac leaves its rows in the page cache; guideloom's export has fsynced them
+    return {"export_s": t1 - t0, "cpu_s": time.process_time() - c0,
+            "durable_s": time.perf_counter() - t0, "version": rddac.__version__}
 
 
 def child_pc_floor(a: dict) -> dict:
@@ -421,6 +446,23 @@ def child_pc_floor(a: dict) -> dict:
             inflate.inflate_into(stored, size, dst)
         best = min(best, time.perf_counter() - t)
     decoded = sum(o.nbytes for o in outs)
+    # the whole decode as the export runs it (pread, inflate, unshuffle) on one thread, into
+    # buffers reused across experiments
+    from guideloom import fastread
+
+    fastread.set_decode_threads(1)
+    handles = [h5py.File(path, "r") for path in files]
+    plans = [(fastread.plan(f[p]), fastread.RawSource(f.id.get_vfd_handle()))
+             for f in handles for p in PC_PATHS]
+    reuse = {p: np.empty(f[p].shape, f[p].dtype) for f in handles[:1] for p in PC_PATHS}
+    full_best = float("inf")
+    for _ in range(FLOOR_REPEATS + 1):
+        t = time.perf_counter()
+        for k, (plan, source) in enumerate(plans):
+            fastread.read(plan, source, out=reuse[PC_PATHS[k % len(PC_PATHS)]])
+        full_best = min(full_best, time.perf_counter() - t)
+    for f in handles:
+        f.close()
     # write cost: the decoded rows (as h5py gives them) into npy memmaps, as the export writes
     rows = {p: [] for p in PC_PATHS}
     for path in files:
@@ -442,9 +484,26 @@ def child_pc_floor(a: dict) -> dict:
             del mm
         wbest = min(wbest, time.perf_counter() - t)
     written = sum(x.nbytes for arrays in rows.values() for x in arrays)
+    # the disk: the same bytes written sequentially and fsynced, after a sync of everything else
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    _sync()
+    t = time.perf_counter()
+    fd = os.open(out / "disk.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for arrays in rows.values():
+            for x in arrays:
+                view = memoryview(np.ascontiguousarray(x)).cast("B")
+                while view:
+                    view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    disk_s = time.perf_counter() - t
     shutil.rmtree(out, ignore_errors=True)
     return {"inflate_1core_s": best, "backend": inflate.NAME, "n_chunks": len(chunks),
             "decoded_bytes": decoded, "write_s": wbest, "written_bytes": written,
+            "full_decode_1core_s": full_best, "disk_s": disk_s,
             "n": len(files), "cores": os.cpu_count()}
 
 
@@ -564,8 +623,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 5; quick 2)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--rddac-python", default=DEFAULT_RDDAC_PYTHON)
-    parser.add_argument("--only", choices=["all", "pointcloud"], default="all",
-                        help="run every section (default) or only 4. pointcloud-op10")
+    parser.add_argument("--only", choices=["all", "pointcloud", "item4"], default="all",
+                        help="run every section (default), only 4. pointcloud-op10, or 4. and "
+                             "5. (issue 11's item 4: op10 and force-signals warm and cold)")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile the in-process export of the small experiments")
     args = parser.parse_args()
@@ -620,6 +680,8 @@ def main() -> None:
                                       export_run)
             run_floor(child, small_loose, big_loose, pc_ids, work, constants)
         goals += run_pointcloud(child, args, min(reps, 3), big, big_loose, work, cache)
+        if args.only in ("all", "item4"):
+            goals += run_force_warm(child, args, min(reps, 3), big, work, cache)
         if args.profile:
             run_profile(child, small, work)
         print_summary(goals)
@@ -735,11 +797,12 @@ def run_goals(child: Child, args: argparse.Namespace, reps: int, big: Path, smal
 
 def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
                    big_loose: Path, work: Path, cache: Path) -> list[tuple[str, str, str, Any]]:
-    """pointcloud-op10 to npy: default client (fresh process), warm local:2, rddac, floor."""
+    """pointcloud-op10 to npy: default client (fresh process), warm local:2, rddac, floors."""
     ids = dataset_ids(big)[1]
     print(f"\n4. POINTCLOUD-OP10 (issue 11, item 4): {len(ids)} real-size experiments "
           f"({REAL_SCAN[0]}x{REAL_SCAN[1]} scans) to npy, {reps} runs after one warm-up, "
-          "median [min-max] in seconds")
+          "median [min-max] in seconds; every run starts after a sync (no run pays for "
+          "another's writeback)")
     problem = rddac_available(args.rddac_python)
     base = {"data": str(big), "ids": ids}
     cold_args = {**base, "out": str(work / "pc-cold")}
@@ -762,29 +825,43 @@ def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
     fl_args = {"loose": str(big_loose), "ids": ids, "out": str(work / "pc-floor")}
     fl, _ = child.run("pc-floor", fl_args)
 
+    n, cores = len(ids), fl["cores"]
     cold_s = [r["export_s"] for r, _ in cold]
     warm_s = [r["export_s"] for r, _ in warm]
-    floor_s = fl["inflate_1core_s"] / fl["cores"]
-    n = len(ids)
-    print(f"  {'':46s} {'seconds':>22s} {'ms/experiment':>14s}")
-    rows = [(f"guideloom, default client ({cold[0][0]['mode']})", cold_s),
-            (f"guideloom, warm client='local:2' ({warm[0][0]['mode']})", warm_s)]
+    floor_s = fl["inflate_1core_s"] / cores
+    full_s = fl["full_decode_1core_s"] / cores
+    memmap_s = fl["write_s"] / cores
+    print(f"  {'':58s} {'seconds':>22s} {'ms/experiment':>14s}")
+    rows = [(f"guideloom, default client, fresh process ({cold[0][0]['mode']})", cold_s),
+            (f"guideloom, warm client='local:2' ({warm[0][0]['mode']})", warm_s),
+            (f"guideloom, 3rd export, default client ({warm[0][0]['default_mode']})",
+             [r["default_s"] for r, _ in warm])]
     if rd:
-        rows.append((f"rddac {rd[0][0]['version']} (serial)", [r["export_s"] for r, _ in rd]))
-    rows.append((f"decode floor ({fl['backend']}, 1 core / {fl['cores']})", [floor_s]))
+        rows.append((f"rddac {rd[0][0]['version']} (serial), until it returns",
+                     [r["export_s"] for r, _ in rd]))
+        rows.append(("rddac, until its rows are on disk (+ sync)", [r["durable_s"] for r, _ in rd]))
+    rows += [(f"floor: inflate only ({fl['backend']}, 1 core / {cores})", [floor_s]),
+             (f"floor: pread+inflate+unshuffle (fastread, 1 core / {cores})", [full_s]),
+             (f"floor: npy memmap writes (page cache, 1 core / {cores})", [memmap_s]),
+             ("floor: disk (the same bytes written and fsynced)", [fl["disk_s"]])]
     for label, vals in rows:
-        print(f"  {label:46s} {stats(vals):>22s} {statistics.median(vals) / n * 1e3:14.1f}")
+        print(f"  {label:58s} {stats(vals):>22s} {statistics.median(vals) / n * 1e3:14.1f}")
     print(f"  (1st local:2 export, starting the cluster: "
           f"{stats([r['first_s'] for r, _ in warm])} s)")
     print(f"  floor: {fl['n_chunks']} deflate chunks, {fl['decoded_bytes'] / 1e6:.0f} MB out, "
           f"inflated in {fl['inflate_1core_s']:.3f} s on one core "
-          f"({fl['decoded_bytes'] / fl['inflate_1core_s'] / 1e6:.0f} MB/s), divided by "
-          f"{fl['cores']} cores")
-    per_dec = fl["inflate_1core_s"] / fl["n"] * 1e3
+          f"({fl['decoded_bytes'] / fl['inflate_1core_s'] / 1e6:.0f} MB/s); the whole decode "
+          f"{fl['full_decode_1core_s']:.3f} s; disk "
+          f"{fl['written_bytes'] / fl['disk_s'] / 1e6:.0f} MB/s")
+    per_dec = fl["full_decode_1core_s"] / fl["n"] * 1e3
     per_wr = fl["write_s"] / fl["n"] * 1e3
-    print(f"  per experiment (row of z + luminescence, {fl['written_bytes'] / fl['n'] / 1e6:.1f} "
-          f"MB): decode {per_dec:.1f} ms on one core, npy memmap write {per_wr:.1f} ms "
-          f"({fl['written_bytes'] / fl['write_s'] / 1e6:.0f} MB/s, page cache, no fsync)")
+    timings = [r["timings"] for r, _ in warm]
+    ours_read = statistics.median(t["read_transform_s"] for t in timings) / n * 1e3
+    ours_write = statistics.median(t["write_s"] for t in timings) / n * 1e3
+    print(f"  per experiment (z + luminescence, {fl['written_bytes'] / fl['n'] / 1e6:.1f} MB), "
+          f"task time: guideloom's warm export reads {ours_read:.1f} ms and writes "
+          f"{ours_write:.1f} ms (pwrite + fsync, from export.json timings); the floor decodes "
+          f"{per_dec:.1f} ms on one core, a memmap write takes {per_wr:.1f} ms")
     print(f"  command: {short(child.command('pc-cold', cold_args))}")
     print(f"  command: {short(child.command('pc-warm', warm_args))}")
     if rd:
@@ -797,24 +874,87 @@ def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
     goals: list[tuple[str, str, str, bool | None]] = []
     if rd:
         rd_s = [r["export_s"] for r, _ in rd]
-        for name, ours, goal in (("warm", warm_s, 5.0), ("cold", cold_s, 3.0)):
-            ratios = [r / g for r, g in zip(rd_s, ours, strict=True)]
-            med = statistics.median(ratios)
-            print(f"  speed-up rddac/guideloom, {name}: {stats(ratios, fmt='{:.2f}')}x "
-                  f"(goal >= {goal}x: {verdict(med >= goal)})")
-            goals.append((f"{label}: {name} vs rddac", f">= {goal}x",
-                          f"{med:.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]", med >= goal))
+        goals += _ratio_goals(label, rd_s, [("warm local:2", warm_s, 5.0),
+                                            ("cold default", cold_s, 3.0)])
     else:
         goals.append((f"{label}: vs rddac", ">= 5x / 3x", "rddac not run", None))
-    share = [floor_s / w for w in warm_s]
-    med = statistics.median(share)
-    print(f"  warm export at {stats([x * 100 for x in share], fmt='{:.0f}')} % of the decode "
-          f"floor's speed (goal >= 80%: {verdict(med >= 0.8)})")
-    goals.append((f"{label}: warm vs decode floor", ">= 80%",
-                  f"{med * 100:.0f}% [{min(share) * 100:.0f}-{max(share) * 100:.0f}]", med >= 0.8))
-    goals.append((f"{label}: decode / write per row", "-",
-                  f"{per_dec:.1f} / {per_wr:.1f} ms", None))
+    best = [min(r["export_s"], r["default_s"]) for r, _ in warm]
+    for name, ours, goal in (("warm local:2", warm_s, 0.8), ("best warm", best, None)):
+        for floor_name, floor in (("decode floor", floor_s),
+                                  ("binding floor", max(full_s, memmap_s, fl["disk_s"]))):
+            if goal is None and floor_name == "decode floor":
+                continue
+            share = [floor / w for w in ours]
+            med = statistics.median(share)
+            ok = None if goal is None or floor_name != "decode floor" else med >= goal
+            print(f"  {name} export at {stats([x * 100 for x in share], fmt='{:.0f}')} % of "
+                  f"the {floor_name}'s speed" + ("" if ok is None else
+                                                 f" (goal >= 80%: {verdict(ok)})"))
+            goals.append((f"{label}: {name} vs {floor_name}", ">= 80%" if ok is not None else "-",
+                          f"{med * 100:.0f}% [{min(share) * 100:.0f}-{max(share) * 100:.0f}]", ok))
+    goals.append((f"{label}: read / write per row (task)", "-",
+                  f"{ours_read:.1f} / {ours_write:.1f} ms", None))
     return goals
+
+
+def _ratio_goals(label: str, anchor: list[float],
+                 runs: list[tuple[str, list[float], float]]) -> list[tuple[str, str, str, Any]]:
+    """rddac/guideloom speed-ups, one per run kind, with their verdicts."""
+    goals = []
+    for name, ours, goal in runs:
+        ratios = [r / g for r, g in zip(anchor, ours, strict=True)]
+        med = statistics.median(ratios)
+        print(f"  speed-up rddac/guideloom, {name}: {stats(ratios, fmt='{:.2f}')}x "
+              f"(goal >= {goal}x: {verdict(med >= goal)})")
+        goals.append((f"{label}: {name} vs rddac", f">= {goal}x",
+                      f"{med:.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]", med >= goal))
+    return goals
+
+
+def run_force_warm(child: Child, args: argparse.Namespace, reps: int, big: Path,
+                   work: Path, cache: Path) -> list[tuple[str, str, str, Any]]:
+    """force-signals with the seed transform on the real-size experiments: warm and cold."""
+    ids = dataset_ids(big)[0]
+    print(f"\n5. FORCE-SIGNALS (issue 11, item 4): {len(ids)} real-size experiments, seed "
+          f"transform, {reps} runs after one warm-up, median [min-max] in seconds")
+    problem = rddac_available(args.rddac_python)
+    if problem is not None:
+        print(f"  rddac not run: {problem}")
+        return [(f"force-signals, {len(ids)} real-size: vs rddac", ">= 5x / 3x",
+                 "rddac not run", None)]
+    warm_args = {"data": str(big), "ids": ids, "out": str(work / "fs-warm"), "view": VIEW}
+    cold_args = {"data": str(big), "out": str(work / "fs-cold")}
+    rd_args = {"data": str(big), "out": str(work / "fs-rddac"),
+               "transform_file": str(TRANSFORM_FILE), "manifest": str(rddac_manifest(big, cache))}
+    warm, cold, rd = [], [], []
+    for rep in range(reps + 1):
+        for folder in (warm_args["out"], cold_args["out"], rd_args["out"]):
+            shutil.rmtree(folder, ignore_errors=True)
+        warm.append(child.run("pc-warm", warm_args))
+        cold.append(child.run("gl-export", cold_args))
+        rd.append(child.run("rddac-export", rd_args, python=args.rddac_python))
+        if rep == 0:
+            warm, cold, rd = [], [], []
+    for folder in (warm_args["out"], cold_args["out"], rd_args["out"]):
+        shutil.rmtree(folder, ignore_errors=True)
+    n = len(ids)
+    warm_s = [r["export_s"] for r, _ in warm]
+    default_s = [r["default_s"] for r, _ in warm]
+    cold_s = [r["export_s"] for r, _ in cold]
+    rd_s = [r["export_s"] for r, _ in rd]
+    for label, vals in ((f"guideloom, warm client='local:2' ({warm[0][0]['mode']})", warm_s),
+                        (f"guideloom, 3rd export, default client ({warm[0][0]['default_mode']})",
+                         default_s),
+                        (f"guideloom, default client, fresh process "
+                         f"({cold[0][0]['placement']['mode']})", cold_s),
+                        (f"rddac {rd[0][0]['version']} (serial)", rd_s)):
+        print(f"  {label:58s} {stats(vals):>22s} {statistics.median(vals) / n * 1e3:14.1f}")
+    print(f"  command: {short(child.command('pc-warm', warm_args))}")
+    print(f"  command: {short(child.command('gl-export', cold_args))}")
+    print(f"  command: {short(child.command('rddac-export', rd_args, args.rddac_python))}")
+    return _ratio_goals(f"force-signals, {n} real-size", rd_s,
+                        [("warm local:2", warm_s, 5.0), ("warm default", default_s, 5.0),
+                         ("cold default", cold_s, 3.0)])
 
 
 def compare_outputs(ours: Path, theirs: Path) -> str:
