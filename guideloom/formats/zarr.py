@@ -174,16 +174,28 @@ class ZarrSink(PartitionSink):
                 rows = range(max(chunk_start, self._part.start), chunk_stop)
                 if not final and any(r not in self._pending for r in rows):
                     break
-                block = np.zeros((chunk_stop - chunk_start, *arr.shape[1:]), dtype=arr.dtype)
-                for r in rows:
-                    if r in self._pending:
-                        block[r - chunk_start] = self._pending[r][alias]
+                block = self._block(alias, arr, chunk_start, chunk_stop, rows)
                 arr[chunk_start:chunk_stop] = block
                 self._bytes += block.nbytes
                 if alias == last_alias:
                     for r in rows:
                         self._pending.pop(r, None)
                 first = next((r for r in sorted(self._pending) if r >= chunk_stop), None)
+
+    def _block(self, alias: str, arr: Any, chunk_start: int, chunk_stop: int,
+               rows: range) -> np.ndarray:
+        """The rows of one chunk: the record's own array when the chunk holds one row, one
+        stacking copy when every row is here, else zeros where rows are missing (skipped)."""
+        present = [self._pending[r][alias] for r in rows if r in self._pending]
+        if len(present) == chunk_stop - chunk_start:
+            if len(present) == 1:
+                return np.asarray(present[0], dtype=arr.dtype)[np.newaxis]
+            return np.stack(present).astype(arr.dtype, copy=False)
+        block = np.zeros((chunk_stop - chunk_start, *arr.shape[1:]), dtype=arr.dtype)
+        for r in rows:
+            if r in self._pending:
+                block[r - chunk_start] = self._pending[r][alias]
+        return block
 
     def close(self) -> int:
         self._flush_full_chunks(final=True)
