@@ -221,6 +221,9 @@ def test_real_layout_from_zip_members(real_layout):
                 p = fastread.plan(f[name])
                 assert p is not None, name
                 _same(fastread.read(p, raw), f[name][()])
+                if name.startswith("pointcloud/"):  # the published layout: 512 chunks of 50 KB
+                    assert f[name].id.get_num_chunks() == 512
+                    assert f[name].chunks == (12_500,)
                 checked += 1
     assert checked >= 4
 
@@ -357,3 +360,33 @@ def test_plan_read_checks_its_out_buffer(tmp_path):
         with pytest.raises(ValueError, match="expected C-contiguous"):
             fastread.read(p, fastread.RawSource(f.id.get_vfd_handle()),
                           out=np.empty(2_000, "<f8")[::2])
+
+
+@pytest.mark.parametrize("dtype", ["<i2", "<f4", ">f4", "<f8"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_many_small_shuffled_chunks_with_gaps_and_masks(tmp_path, dtype, threads):
+    """The published layout (hundreds of small shuffle+deflate chunks) is inflated in runs and
+    unshuffled per run; a run ends at an unwritten chunk, at a chunk whose mask skips a filter,
+    and at the partial last chunk."""
+    path = tmp_path / "small.h5"
+    data = _values((300_500,), dtype)
+    size = np.dtype(dtype).itemsize
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", shape=data.shape, dtype=dtype, chunks=(1_000,),
+                             compression="gzip", shuffle=True, fillvalue=3)
+        for lo in range(0, 300_500, 1_000):
+            if lo // 1_000 in (7, 8, 150):
+                continue  # never written: the fill value
+            d[lo:lo + 1_000] = data[lo:lo + 1_000]
+        # chunk 40 stored shuffled but not deflated
+        block = data[40_000:41_000].view(np.uint8).reshape(1_000, size).T.copy().tobytes()
+        d.id.write_direct_chunk((40_000,), block, filter_mask=0b10)
+    before = fastread.decode_threads()
+    fastread.set_decode_threads(threads)
+    try:
+        fast, ref = _fast(path, "x")
+    finally:
+        fastread.set_decode_threads(before)
+    _same(fast, ref)
+    assert (fast[7_000:9_000] == 3).all() and (fast[150_000:151_000] == 3).all()
+    _same(fast[40_000:41_000], data[40_000:41_000])

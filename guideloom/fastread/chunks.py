@@ -213,11 +213,11 @@ def _hits(p: Plan, c: Chunk, sel: np.ndarray) -> bool:
 
 
 class _Buffers(threading.local):
-    """Per-thread scratch buffers (raw bytes, two decode stages, the unshuffle's scratch), grown
-    on demand and kept."""
+    """Per-thread scratch buffers (raw bytes, two decode stages, the unshuffle's scratch, a batch
+    of inflated chunks), grown on demand and kept."""
 
     def __init__(self) -> None:
-        self.bufs = [np.empty(0, np.uint8) for _ in range(4)]
+        self.bufs = [np.empty(0, np.uint8) for _ in range(5)]
 
     def get(self, which: int, n: int) -> np.ndarray:
         buf = self.bufs[which]
@@ -236,17 +236,73 @@ def _decode_group(
     in_place = sel is None and p.in_place
     flat = out.reshape(-1).view(np.uint8) if in_place else None
     buffers = _BUFFERS
+    batch = _ShuffleBatch(p, flat) if flat is not None else None
     for c in group:
         raw = _read_raw(buffers, source, c)
         if in_place and _is_full(p, c):
-            assert flat is not None
+            assert flat is not None and batch is not None
             start = int(np.ravel_multi_index(c.offset, p.shape)) * p.dtype.itemsize
+            if batch.add(c, raw, start):
+                continue
             target = flat[start:start + p.chunk_nbytes]
             data = _unfilter(buffers, p, c, raw, target)
             if data is not target:
                 target[:] = data
         else:
             _place(p, c, _unfilter(buffers, p, c, raw, None), out, sel)
+    if batch is not None:
+        batch.flush()
+
+
+_BATCH_BYTES = 1 << 20  # shuffled chunks inflated before one unshuffle of them all (fits a cache)
+_BATCH = 4  # the _Buffers slot a batch of inflated chunks waits in
+
+
+class _ShuffleBatch:
+    """Full, in-place chunks filtered by shuffle then deflate (the common layout), whose
+    destinations follow each other: each is inflated into a scratch run, and the run is
+    unshuffled with one interleave of all its chunks. Small chunks (the published files' are
+    50 KB) then cost one inflate call each instead of a dozen numpy calls."""
+
+    def __init__(self, p: Plan, flat: np.ndarray) -> None:
+        self.p, self.flat = p, flat
+        self.nbytes = p.chunk_nbytes
+        self.capacity = max(1, _BATCH_BYTES // max(1, self.nbytes))
+        self.first = self.count = 0
+        self.scratch: np.ndarray | None = None
+
+    def add(self, c: Chunk, raw: np.ndarray, start: int) -> bool:
+        """Inflate ``c`` into the batch; False when it must take the general path."""
+        steps = _steps(self.p.layout.filters, c.mask, self.p.dtype.itemsize)
+        if not (_LITTLE_ENDIAN and len(steps) == 2 and steps[0] == (DEFLATE, steps[0][1], 0)
+                and steps[1][0] == SHUFFLE and steps[1][1] in _TREE_SIZES and steps[1][2] == 0
+                and self.nbytes % steps[1][1] == 0):
+            return False
+        if self.count and (start != self.first + self.count * self.nbytes
+                           or self.count == self.capacity):
+            self.flush()
+        if self.scratch is None:
+            self.scratch = _BUFFERS.get(_BATCH, self.capacity * self.nbytes)
+        if not self.count:
+            self.first = start
+        slot = self.scratch[self.count * self.nbytes:(self.count + 1) * self.nbytes]
+        try:
+            _inflate.inflate_into(raw, c.size, slot)
+        except _inflate.InflateError as exc:
+            raise FastReadError(f"chunk at {c.address}: {exc}") from exc
+        self.count += 1
+        self.size = steps[1][1]
+        return True
+
+    def flush(self) -> None:
+        """Unshuffle the waiting chunks into their destination."""
+        if not self.count:
+            return
+        assert self.scratch is not None
+        n = self.nbytes // self.size
+        end = self.first + self.count * self.nbytes
+        _unshuffle_tree(self.scratch, self.flat[self.first:end], self.size, n, self.count)
+        self.count = 0
 
 
 def _read_raw(buffers: _Buffers, source: RawSource, c: Chunk) -> np.ndarray:
@@ -329,24 +385,29 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 _SCRATCH = 3  # the _Buffers slot the tree unshuffle works in
 
 
-def _unshuffle_tree(src: np.ndarray, dst: np.ndarray, size: int, n: int) -> None:
+def _unshuffle_tree(src: np.ndarray, dst: np.ndarray, size: int, n: int, batch: int = 1) -> None:
     """Interleave the byte planes pairwise with integer shifts: bytes into 2-byte words, those
     into 4-byte words, and so on. On a little-endian machine the byte of plane ``k`` is bits
     ``8k…8k+7`` of its element. On 1 MB chunks here: 1.2x (8-byte), 1.8x (4-byte) and 3x
-    (2-byte elements) the speed of one strided byte copy per plane."""
-    nb = n * size
+    (2-byte elements) the speed of one strided byte copy per plane.
+
+    ``src`` holds ``batch`` shuffled chunks of ``n`` elements one after the other; ``dst``
+    receives them unshuffled, one after the other.
+    """
+    nb = n * size * batch
     scratch = _BUFFERS.get(_SCRATCH, 3 * nb)
     regions, spare = (scratch[:nb], scratch[nb:2 * nb]), scratch[2 * nb:3 * nb]
-    planes = [src[k * n:(k + 1) * n] for k in range(size)]
+    blocks = src[:nb].reshape(batch, size, n)
+    planes = [blocks[:, k, :] for k in range(size)]
     width, level = 1, 0
     while len(planes) > 1:
         wide = np.dtype(f"<u{2 * width}")
-        step = n * 2 * width
+        step = batch * n * 2 * width
         out_all = dst[:nb] if len(planes) == 2 else regions[level % 2]
-        shifted = spare[:step].view(wide)
+        shifted = spare[:step].view(wide).reshape(batch, n)
         merged = []
         for j in range(0, len(planes), 2):
-            out = out_all[(j // 2) * step:(j // 2 + 1) * step].view(wide)
+            out = out_all[(j // 2) * step:(j // 2 + 1) * step].view(wide).reshape(batch, n)
             np.copyto(out, planes[j], casting="unsafe")
             np.copyto(shifted, planes[j + 1], casting="unsafe")
             np.left_shift(shifted, 8 * width, out=shifted)
