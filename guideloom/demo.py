@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -441,6 +442,8 @@ def cached_demo_data(
     wanted = json.dumps({"n": n, "scan_shape": [y, x], "layout": layout, "seed": seed,
                          "format": DEMO_FORMAT})
     if not stamp.is_file() or stamp.read_text() != wanted:
+        if stamp.is_file():  # made here for other arguments or an older demo format
+            shutil.rmtree(target)
         make_demo_data(target, n=n, scan_shape=(y, x), layout=layout, seed=seed)
         stamp.write_text(wanted)
     return target

@@ -363,5 +363,7 @@ def test_export_json_splits_task_time_into_reading_and_writing(demo_zip, tmp_pat
                               where=lambda row: bool(row["has_pointcloud"]))
     timings = json.loads((tmp_path / "out" / "export.json").read_text())["timings"]
     assert timings["read_transform_s"] > 0 and timings["write_s"] > 0
-    # both are parts of the partitions' time, which the in-process run spends inside compute_s
-    assert timings["read_transform_s"] + timings["write_s"] <= timings["compute_s"]
+    # each lies within the partitions' time, which the in-process run spends inside compute_s
+    # (without transforms, writes run beside the next record's decode: the two overlap)
+    assert timings["read_transform_s"] <= timings["compute_s"]
+    assert timings["write_s"] <= timings["compute_s"]

@@ -37,6 +37,7 @@ from guideloom.errors import (
     summarize_ids,
 )
 from guideloom.export.fingerprint import data_fingerprint
+from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
     check_schema,
@@ -342,7 +343,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     t0 = time.time()
     reader = RecordReader(spec.view)
     sink = writer.sink(part, schema)
-    buffers = reuse_buffers(spec, schema, writer.copies_records)
+    first = reuse_buffers(spec, schema, writer.copies_records)
+    overlapped = None
+    if first is not None and len(part.locations) > 1:
+        overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
     dtypes: dict[str, str] = {}
@@ -352,13 +356,16 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             try:
                 t_read = time.perf_counter()
                 arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text,
-                                 raw=writer.raw_records, into=buffers)
+                                 raw=writer.raw_records,
+                                 into=first if overlapped is None else overlapped.buffers())
                 if schema is not None:
                     check_schema(arrays, schema, loc)
                 t_write = time.perf_counter()
-                sink.write(part.start + k, loc.sim_id, arrays)
+                (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
+                                                                   arrays)
                 produce_s += t_write - t_read
-                write_s += time.perf_counter() - t_write
+                if overlapped is None:
+                    write_s += time.perf_counter() - t_write
             except ExperimentReadError as exc:
                 if spec.on_error == "raise":
                     raise
@@ -369,11 +376,11 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                 for alias, arr in arrays.items():
                     dtypes.setdefault(alias, getattr(getattr(arr, "dtype", None), "str", "object"))
     except BaseException:
-        sink.abort()
+        (sink if overlapped is None else overlapped).abort()
         raise
     t_close = time.perf_counter()
-    n_bytes = sink.close()
-    write_s += time.perf_counter() - t_close
+    n_bytes = (sink if overlapped is None else overlapped).close()
+    write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)
     summary = {
         **sink.extra_summary(),
         "index": part.index,
