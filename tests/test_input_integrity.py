@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -273,3 +274,168 @@ def test_cli_verify_crc_flag_and_workflow_key(flipped, tmp_path):
     assert "wrote 2 records" in skipped.stdout
     assert re.search(r"^skipped: 1 experiments \(experiment 4: .*CRC-32 mismatch", skipped.stdout,
                      re.M), skipped.stdout
+
+
+# --- damaged HDF5 metadata is CorruptDataError; an absent path stays MissingFieldError -----
+def _metadata_offset(data: bytes, part: str, scratch: Path) -> int:
+    """Offset in the HDF5 file ``data`` of one metadata structure of its ``force`` group (or
+    of the ``force/data`` dataset's object header), found through h5py and the signatures."""
+    path = scratch / "probe.h5"
+    path.write_bytes(data)
+    with h5py.File(path) as f:
+        group = h5py.h5o.get_info(f["force"].id).addr
+        dataset = h5py.h5o.get_info(f["force/data"].id).addr
+    if part == "group object header":
+        return group
+    if part == "dataset object header":
+        return dataset
+    signature = {"group B-tree": b"TREE\x00", "group local heap": b"HEAP"}[part]
+    return data.index(signature, group)  # the group's own, written right after its header
+
+
+DAMAGE = {  # what is overwritten, and HDF5's words for it
+    "group object header": (b"\xff" * 16, "object header"),
+    "dataset object header": (b"\xff" * 16, "object header"),
+    "group B-tree": (b"XXXX", "B-tree"),
+    "group local heap": (b"XXXX", "local heap"),
+}
+
+
+def _damaged_copy(layout: str, demo_copy: Path, demo_loose: Path, tmp_path: Path,
+                  damage: str) -> tuple[Path, str]:
+    """A copy of the demo data with one structure of experiment 4 damaged; the data directory
+    and the file as messages name it."""
+    if layout == "loose":
+        data = tmp_path / "loose"
+        shutil.copytree(demo_loose, data)
+        target = data / "h5" / MEMBER
+        raw = bytearray(target.read_bytes())
+        what, _ = DAMAGE[damage]
+        offset = _metadata_offset(bytes(raw), damage, tmp_path)
+        raw[offset:offset + len(what)] = what
+        target.write_bytes(bytes(raw))
+        return data, str(target)
+    archive = demo_copy / ARCHIVE
+    raw = member_bytes(archive, MEMBER)
+    what, _ = DAMAGE[damage]
+    corrupt_member(archive, MEMBER, _metadata_offset(raw, damage, tmp_path), what)
+    return demo_copy, f"{archive}::{MEMBER}"
+
+
+@pytest.mark.parametrize("layout", ["loose", "zip"])
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_metadata_is_corrupt_data_naming_id_file_path_and_hdf5s_words(
+        layout, damage, demo_copy, demo_loose, tmp_path):
+    data, file = _damaged_copy(layout, demo_copy, demo_loose, tmp_path, damage)
+    records = guideloom.streaming.iter_view("force-curve", data_dir=data, sim_ids=[3, VICTIM])
+    assert next(records)["_sim_id"] == 3
+    with pytest.raises(CorruptDataError) as info:
+        next(records)
+    error = info.value
+    assert not isinstance(error, guideloom.MissingFieldError)
+    assert (error.sim_id, error.file, error.h5_path) == (VICTIM, file, "force/data")
+    message = str(error)
+    assert message.startswith(f"experiment 4: {file}: HDF5 path 'force/data' cannot be opened")
+    assert DAMAGE[damage][1] in message, message  # HDF5's own diagnosis, quoted
+    assert "has_oil" not in message and "filter" not in message
+
+
+@pytest.mark.parametrize("layout", ["loose", "zip"])
+def test_damaged_metadata_through_export_raises_or_is_skipped(layout, demo_copy, demo_loose,
+                                                              tmp_path):
+    data, file = _damaged_copy(layout, demo_copy, demo_loose, tmp_path, "group B-tree")
+    with pytest.raises(CorruptDataError, match=r"experiment 4: .*'force/data' cannot be opened"):
+        guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "o", data_dir=data,
+                                          sim_ids=[VICTIM, 5], client="sync")
+    with pytest.warns(SkippedDataWarning, match="B-tree"):
+        guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "s", data_dir=data,
+                                          sim_ids=[3, VICTIM, 5], client="sync",
+                                          on_error="skip")
+    manifest = json.loads((tmp_path / "s" / "export.json").read_text())
+    assert manifest["count"] == 2
+    assert [(s["sim_id"], s["file"]) for s in manifest["skipped"]] == [(VICTIM, file)]
+
+
+@pytest.mark.parametrize("layout", ["loose", "zip"])
+@pytest.mark.parametrize("damage", ["superblock", "truncated"])
+def test_a_garbled_superblock_or_a_truncated_file_is_corrupt_data(layout, damage, demo_copy,
+                                                                  demo_loose, tmp_path):
+    if layout == "loose":
+        data = tmp_path / "loose"
+        shutil.copytree(demo_loose, data)
+        raw = (data / "h5" / MEMBER).read_bytes()
+    else:
+        data = demo_copy
+        raw = member_bytes(data / ARCHIVE, MEMBER)
+    if damage == "superblock":  # the signature survives, the fields after it are garbage
+        raw = raw[:8] + b"\x07" * 40 + raw[48:]
+        words = "superblock"
+    else:
+        raw = raw[:len(raw) // 2]
+        words = "truncated file"
+    if layout == "loose":
+        (data / "h5" / MEMBER).write_bytes(raw)
+        file = str(data / "h5" / MEMBER)
+    else:  # a consistent archive of a damaged file: the CRC check passes, HDF5 does not
+        rebuild_archive(data / ARCHIVE, {MEMBER: raw})
+        file = f"{data / ARCHIVE}::{MEMBER}"
+    for verify_crc in (False, True):
+        with pytest.raises(CorruptDataError) as info:
+            list(guideloom.streaming.iter_view("force-curve", data_dir=data, sim_ids=[VICTIM],
+                                               verify_crc=verify_crc))
+        assert (info.value.sim_id, info.value.file) == (VICTIM, file)
+        assert str(info.value).startswith(f"experiment 4: {file} is damaged")
+        assert words in str(info.value)
+    with pytest.raises(CorruptDataError, match=words):
+        guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "o", data_dir=data,
+                                          sim_ids=[VICTIM], client="sync")
+
+
+ABSENT = {  # how a real file lacks force/data, and what the message says
+    "dataset deleted": ("has no HDF5 dataset 'force/data'", "filter such experiments out"),
+    "group deleted": ("has no HDF5 dataset 'force/data'", "filter such experiments out"),
+    "a group in its place": ("'force/data' is a group, not a dataset", ""),
+}
+
+
+@pytest.mark.parametrize("layout", ["loose", "zip"])
+@pytest.mark.parametrize("how", sorted(ABSENT))
+def test_a_genuinely_absent_field_stays_missing_field_with_its_hint(layout, how, demo_copy,
+                                                                    demo_loose, tmp_path):
+    scratch = tmp_path / "member.h5"
+    if layout == "loose":
+        data = tmp_path / "loose"
+        shutil.copytree(demo_loose, data)
+        scratch = data / "h5" / MEMBER
+        file = str(scratch)
+    else:
+        data = demo_copy
+        scratch.write_bytes(member_bytes(data / ARCHIVE, MEMBER))
+        file = f"{data / ARCHIVE}::{MEMBER}"
+    with h5py.File(scratch, "a") as f:
+        del f["force/data" if how != "group deleted" else "force"]
+        if how == "a group in its place":
+            f.create_group("force/data")
+    if layout == "zip":
+        rebuild_archive(data / ARCHIVE, {MEMBER: scratch.read_bytes()})
+    said, hint = ABSENT[how]
+    for verify_crc in (False, True):
+        with pytest.raises(guideloom.MissingFieldError) as info:
+            list(guideloom.streaming.iter_view("force-curve", data_dir=data, sim_ids=[VICTIM],
+                                               verify_crc=verify_crc))
+        assert (info.value.sim_id, info.value.file, info.value.h5_path) == \
+            (VICTIM, file, "force/data")
+        assert said in str(info.value) and hint in str(info.value)
+    # the schema probe of an export reads metadata only: the same error
+    with pytest.raises(guideloom.MissingFieldError, match=re.escape(said)):
+        guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "o", data_dir=data,
+                                          sim_ids=[VICTIM], client="sync")
+
+
+def test_the_has_oil_hint_still_comes_with_a_missing_oil_field(demo_loose):
+    index = guideloom.load(data_dir=demo_loose).index()
+    no_oil = next(i for i in index.ids if not index.row(i)["has_oil"])
+    with pytest.raises(guideloom.MissingFieldError,
+                       match=r"has_oil=False: filter with where=lambda row: row\['has_oil'\]"):
+        list(guideloom.streaming.iter_view("oil-thickness", data_dir=demo_loose,
+                                           sim_ids=[no_oil]))
