@@ -92,6 +92,24 @@ def interleaved(cases: dict[str, Callable[[], object]], reps: int) -> dict[str, 
     return out
 
 
+CHECK_SECONDS: list[float] = []  # time spent inside zipcrc.member_crc, per call
+
+
+def _timed_member_crc() -> None:
+    """Wrap ``zipcrc.member_crc`` to record the seconds of each check (the cost of the check
+    itself, free of the noise of the rest of the epoch)."""
+    real = zipcrc.member_crc
+
+    def timed(fd: int, start: int, size: int, block: int = zipcrc.CRC_BLOCK) -> tuple[int, int]:
+        t0 = time.perf_counter()
+        try:
+            return real(fd, start, size, block)
+        finally:
+            CHECK_SECONDS.append(time.perf_counter() - t0)
+
+    zipcrc.member_crc = timed
+
+
 def epoch(view: str, data: Path, where, verify: bool, cold: bool) -> Callable[[], int]:
     def run() -> int:
         if cold:
@@ -113,12 +131,17 @@ def export_case(data: Path, scratch: Path, verify: bool) -> Callable[[], object]
     return run
 
 
-def print_ratios(title: str, times: dict[str, list[float]], base: str) -> None:
+def print_ratios(title: str, times: dict[str, list[float]], base: str, reps: int) -> None:
     print(title)
     ref = statistics.median(times[base])
     for name, values in times.items():
         ratio = statistics.median(values) / ref
         print(f"  {name:34s} {median_text(values)}   x{ratio:.2f} of {base!r}")
+    if CHECK_SECONDS:
+        per_run = sum(CHECK_SECONDS) / reps
+        print(f"  inside the CRC check: {per_run:.3f} s per checked run "
+              f"({len(CHECK_SECONDS) // reps} members), {per_run / ref * 100:.1f}% of {base!r}")
+    CHECK_SECONDS.clear()
 
 
 def main() -> None:
@@ -130,6 +153,7 @@ def main() -> None:
     args = parser.parse_args()
 
     data = cached_demo_data(args.cache, args.n, args.scan_shape, "zip")
+    _timed_member_crc()
     print(f"data: {data}")
     print("1. CRC-32 throughput (64 MiB in memory; members by pread from the page cache)")
     for name, rates in crc_throughput(max(args.reps, 5)).items():
@@ -143,19 +167,22 @@ def main() -> None:
     with_pc = lambda row: row["has_pointcloud"]  # noqa: E731 - a filter, named for reuse
     for view, where in (("force-curve", None), ("pointcloud-op10", with_pc)):
         n = epoch(view, data, where, False, False)()  # warms the page cache and the handles
+        CHECK_SECONDS.clear()
         times = interleaved({
             "verify_crc=False": epoch(view, data, where, False, False),
             "verify_crc=True, first epoch": epoch(view, data, where, True, True),
             "verify_crc=True, later epoch": epoch(view, data, where, True, False),
         }, args.reps)
-        print_ratios(f"2. iter_view {view!r}, {n} records, one epoch", times, "verify_crc=False")
+        print_ratios(f"2. iter_view {view!r}, {n} records, one epoch", times, "verify_crc=False",
+                     args.reps)
 
     with tempfile.TemporaryDirectory(prefix="crc-cost-") as scratch:
         times = interleaved({
             "verify_crc=False": export_case(data, Path(scratch), False),
             "verify_crc=True": export_case(data, Path(scratch), True),
         }, args.reps)
-    print_ratios("3. export_to_numpy 'pointcloud-op10', client='sync'", times, "verify_crc=False")
+    print_ratios("3. export_to_numpy 'pointcloud-op10', client='sync'", times, "verify_crc=False",
+                 args.reps)
 
 
 if __name__ == "__main__":
