@@ -115,6 +115,16 @@ def test_verify_crc_with_on_error_skip_leaves_the_member_out_and_reports_it(flip
         np.testing.assert_array_equal(export.by_sim_id(sim_id)["force_data"], rec["force_data"])
 
 
+def test_view_dataset_passes_verify_crc_to_its_reads(flipped):
+    from guideloom.pytorch import ViewDataset
+
+    data, _, damaged = flipped
+    trusting = list(ViewDataset("force-curve", data_dir=data, sim_ids=[VICTIM]))
+    np.testing.assert_array_equal(trusting[0]["force_data"], damaged)
+    with pytest.raises(CorruptDataError, match=CRC_ERROR):
+        list(ViewDataset("force-curve", data_dir=data, sim_ids=[VICTIM], verify_crc=True))
+
+
 def test_verify_crc_does_not_change_the_job_identity(demo_zip, tmp_path):
     plain = build_spec("force-curve", "npz", tmp_path / "o", data_dir=demo_zip)
     checked = build_spec("force-curve", "npz", tmp_path / "o", data_dir=demo_zip,
