@@ -120,6 +120,8 @@ def _command_line() -> str:
 # --- run ----------------------------------------------------------------------------------
 def _cmd_run(args: argparse.Namespace) -> int:
     wf = _load_workflow(args)
+    if args.verify_crc:  # the command line adds the check; it never turns off the file's
+        wf.verify_crc = True
     spec = wf.to_spec(overwrite=args.overwrite)
     scheduler, batch = _client_choice(args, wf)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
@@ -484,6 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="use this data directory instead of the file's dataset.data_dir")
     run.add_argument("--output", default=None,
                      help="write here instead of the file's output.path (path or zarr URL)")
+    run.add_argument("--verify-crc", action="store_true",
+                     help="check the CRC-32 of each stored zip member before its data is used "
+                          "(one extra pass over each member; default: trust partial reads)")
     run.set_defaults(func=_cmd_run)
 
     workflows = sub.add_parser("workflows", help="list the workflows shipped with guideloom")

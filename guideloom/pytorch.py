@@ -47,6 +47,8 @@ class ViewDataset(IterableDataset):
         shuffle: Read the experiments in a seeded order that changes with :meth:`set_epoch`.
         seed: Seed of that order (the same on every rank).
         transform: Applied to each record before it is yielded.
+        verify_crc: Check each stored zip member's CRC-32 before its data is used (once per
+            member in each worker process; see docs/input-integrity.md).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class ViewDataset(IterableDataset):
         shuffle: bool = False,
         seed: int = 0,
         transform: Callable[[dict[str, Any]], Any] | None = None,
+        verify_crc: bool = False,
     ) -> None:
         super().__init__()
         from guideloom.selection import resolve_dataset, select
@@ -84,6 +87,7 @@ class ViewDataset(IterableDataset):
         self.seed = int(seed)
         self.epoch = 0
         self.transform = transform
+        self.verify_crc = verify_crc
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order the next iteration reads (with ``shuffle``)."""
@@ -114,6 +118,7 @@ class ViewDataset(IterableDataset):
         if not ids:
             return
         for record in iter_view(
-            self.view, data_dir=self.data_dir, dataset=self.dataset, sim_ids=ids
+            self.view, data_dir=self.data_dir, dataset=self.dataset, sim_ids=ids,
+            verify_crc=self.verify_crc,
         ):
             yield self.transform(record) if self.transform is not None else record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ from guideloom.sources import ArchiveHandles, Location, open_location, open_loca
 
 SIM_ID_KEY = "_sim_id"
 LARGE_FIELD_BYTES = 1 << 30  # fields this large are checked against the memory available
+# HDF5's words for a name that is not there (as opposed to metadata it cannot decode)
+_ABSENT = re.compile(r"doesn't exist|does not exist|not found", re.IGNORECASE)
 
 
 class RecordReader:
@@ -24,11 +27,15 @@ class RecordReader:
     Args:
         view: The view to read.
         handles: Archive descriptors to reuse (default: the process-wide set).
+        verify_crc: Check each stored zip member's CRC-32 before its data is used (once per
+            member and process; see :mod:`guideloom.zipcrc`).
     """
 
-    def __init__(self, view: View, handles: ArchiveHandles | None = None):
+    def __init__(self, view: View, handles: ArchiveHandles | None = None, *,
+                 verify_crc: bool = False):
         self.view = view
         self.handles = handles
+        self.verify_crc = verify_crc
 
     def read(self, loc: Location, row: Mapping[str, Any],
              into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
@@ -40,10 +47,11 @@ class RecordReader:
 
         Raises:
             MissingFieldError: The file lacks an HDF5 path the view needs.
-            CorruptDataError: The file or a dataset in it cannot be decoded.
+            CorruptDataError: The file, its metadata or a dataset in it cannot be decoded (or,
+                with ``verify_crc``, a zip member's CRC-32 differs).
         """
         record: dict[str, Any] = {}
-        fid, raw = open_location_raw(loc, self.handles)
+        fid, raw = open_location_raw(loc, self.handles, verify_crc=self.verify_crc)
         try:
             for vf in self.view.fields:
                 if vf.is_h5:
@@ -64,21 +72,17 @@ class RecordReader:
 
         Raises:
             MissingFieldError: The file lacks an HDF5 path the view needs.
+            CorruptDataError: The file or its metadata is damaged.
         """
         out: dict[str, tuple[tuple, np.dtype]] = {}
-        with open_location(loc, self.handles) as f:
+        with open_location(loc, self.handles, verify_crc=self.verify_crc) as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
                     value = np.asarray(row[vf.column])
                     out[vf.alias] = (value.shape, value.dtype)
                     continue
-                obj = f.get(vf.h5_path)
-                if not isinstance(obj, h5py.Dataset):
-                    raise MissingFieldError(
-                        f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset "
-                        f"{vf.h5_path!r}", sim_id=loc.sim_id, file=loc.describe(),
-                        h5_path=vf.h5_path,
-                    )
+                assert vf.h5_path is not None
+                obj = self._lookup(f, vf.h5_path, vf, loc, row)
                 shape = tuple(obj.shape)
                 if isinstance(vf.timesteps, int):
                     shape = shape[1:]
@@ -96,7 +100,7 @@ class RecordReader:
         assert path is not None
         try:  # the low-level open is much cheaper than f[path]; f[path] words the errors
             obj = h5py.Dataset(h5py.h5d.open(fid, path.encode()))
-        except (KeyError, ValueError, TypeError, OSError):
+        except (KeyError, ValueError, TypeError, OSError, RuntimeError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
         shape = tuple(obj.shape)
         if vf.timesteps is not None and shape:
@@ -127,20 +131,50 @@ class RecordReader:
     def _lookup(
         self, f: h5py.File, path: str, vf: ViewField, loc: Location, row: Mapping[str, Any]
     ) -> h5py.Dataset:
+        """``f[path]`` as a Dataset; an absent path is a :class:`MissingFieldError`, metadata
+        HDF5 cannot decode on the way (object headers, B-trees, heaps) a
+        :class:`CorruptDataError` with HDF5's own words."""
         try:
             obj = f[path]
-        except KeyError:
-            raise MissingFieldError(
-                f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
-                f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
+        except (KeyError, RuntimeError, ValueError, OSError) as exc:
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            if isinstance(exc, KeyError) and _ABSENT.search(str(why)) and _absent(f, path):
+                raise MissingFieldError(
+                    f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
+                    f"(field {vf.alias!r} of view {self.view.name!r}); {_filter_hint(row)}",
+                    sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+                ) from None
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: HDF5 path {path!r} cannot be "
+                f"opened; the file's metadata is damaged ({why})",
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
-            ) from None
+            ) from exc
         if not isinstance(obj, h5py.Dataset):
             raise MissingFieldError(
                 f"experiment {loc.sim_id}: {loc.describe()}: {path!r} is a group, not a dataset",
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
             )
         return obj
+
+
+def _absent(f: h5py.File, path: str) -> bool:
+    """Whether ``path`` is cleanly absent: walking it from the root meets a group without the
+    next name, or an object that is not a group, and every step reads without an error."""
+    group: h5py.Group = f
+    parts = [p for p in path.split("/") if p]
+    try:
+        for i, part in enumerate(parts):
+            if not group.id.links.exists(part.encode()):
+                return True
+            if i == len(parts) - 1:
+                return False
+            child = group[part]
+            if not isinstance(child, h5py.Group):
+                return True
+            group = child
+    except (KeyError, RuntimeError, ValueError, OSError):
+        return False
+    return False
 
 
 def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,

@@ -9,6 +9,11 @@ so h5py reads it in place through :class:`ByteRangeFile` with ``os.pread``: noth
 front and reading one small dataset of a 10 MB member costs what it costs from a loose file.
 Archive file descriptors stay open across records (:class:`ArchiveHandles`).
 
+Integrity: a stored member read in part is trusted (its CRC-32 covers the whole member, and
+reading all of it would cost a pass over data the view does not need) unless ``verify_crc=True``
+asks for a check of every member before its data is used (:mod:`guideloom.zipcrc`). A deflated
+member is inflated whole, and zipfile checks its CRC-32 then.
+
 Zip member names are never used as paths: only their base name is matched against the member
 pattern to learn the experiment id.
 """
@@ -30,6 +35,7 @@ import h5py
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
 from guideloom.fastread.chunks import RawSource
+from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset
@@ -50,6 +56,7 @@ class Location:
         header_offset: Offset of the member's local header in the archive.
         size: The member's stored (compressed) size in bytes.
         stored: True when the member is stored uncompressed.
+        crc: The member's CRC-32 from the central directory (``None`` for loose files).
     """
 
     sim_id: Any
@@ -58,6 +65,7 @@ class Location:
     header_offset: int = 0
     size: int = 0
     stored: bool = True
+    crc: int | None = None
 
     def describe(self) -> str:
         """``path`` or ``archive::member``, for messages."""
@@ -99,6 +107,7 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
                     header_offset=info.header_offset,
                     size=info.compress_size,
                     stored=info.compress_type == zipfile.ZIP_STORED,
+                    crc=info.CRC,
                 ),
             )
     for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
@@ -270,17 +279,21 @@ class MemberFile(h5py.File):
         self.close()
 
 
-def open_location(loc: Location, handles: ArchiveHandles | None = None) -> h5py.File:
+def open_location(loc: Location, handles: ArchiveHandles | None = None, *,
+                  verify_crc: bool = False) -> h5py.File:
     """Open the HDF5 file at ``loc`` read-only.
 
     Closing the returned File closes everything this call opened (a zip member is a
-    :class:`MemberFile`); the archive descriptors stay in ``handles``.
+    :class:`MemberFile`); the archive descriptors stay in ``handles``. With ``verify_crc`` a
+    stored member's CRC-32 is checked first (once per process, see :mod:`guideloom.zipcrc`);
+    a deflated member is inflated whole, which always checks its CRC.
 
     Raises:
-        CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
+        CorruptDataError: The member or file is damaged or not HDF5 (or its CRC-32 differs);
+            names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
-    fid, _, fileobj = _open(loc, handles)
+    fid, _, fileobj = _open(loc, handles, verify_crc)
     return h5py.File(fid) if fileobj is None else MemberFile(fid, fileobj)
 
 
@@ -297,7 +310,7 @@ _BASE_ACCESS = _file_access()
 
 
 def open_location_raw(
-    loc: Location, handles: ArchiveHandles | None = None
+    loc: Location, handles: ArchiveHandles | None = None, *, verify_crc: bool = False
 ) -> tuple[h5py.h5f.FileID, RawSource | None]:
     """Open the HDF5 file at ``loc`` at the library level and say where its bytes are.
 
@@ -305,17 +318,17 @@ def open_location_raw(
     id with ``h5py.File(fid)`` when needed; close it with ``fid.close()``). The
     :class:`~guideloom.fastread.RawSource` is the loose file's own descriptor, or the archive's
     descriptor with the member's data offset; ``None`` for a deflated member (read from
-    memory). It is valid while the file is open.
+    memory). It is valid while the file is open. ``verify_crc`` as for :func:`open_location`.
 
     Raises:
         CorruptDataError: The member or file is damaged or not HDF5; names the id and file.
         ExperimentReadError: The file vanished or cannot be read.
     """
-    fid, raw, _ = _open(loc, handles)
+    fid, raw, _ = _open(loc, handles, verify_crc)
     return fid, raw
 
 
-def _open(loc: Location, handles: ArchiveHandles | None
+def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = False
           ) -> tuple[h5py.h5f.FileID, RawSource | None, io.IOBase | None]:
     handles = handles or _PROCESS_HANDLES
     flags = h5py.h5f.ACC_RDONLY
@@ -326,10 +339,14 @@ def _open(loc: Location, handles: ArchiveHandles | None
         fd = handles.fd(loc.path)
         if loc.stored:
             start = member_data_offset(fd, loc)
+            if verify_crc and loc.crc is not None:
+                verify_member(fd, start, loc.size, loc.crc, archive=loc.path,
+                              member=loc.member, sim_id=loc.sim_id)
             fileobj: io.IOBase = io.BufferedReader(
                 ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
-        else:  # a deflated member cannot be read in place: inflate it once
+        else:  # a deflated member cannot be read in place: inflate it whole (zipfile checks
+            # its CRC-32 when the read reaches the member's end, as this one does)
             with zipfile.ZipFile(loc.path) as zf:
                 fileobj, raw = io.BytesIO(zf.read(loc.member)), None
         fapl = _BASE_ACCESS.copy()

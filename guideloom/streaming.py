@@ -37,6 +37,7 @@ def iter_view(
     source: str | Path | None = None,
     sim_ids: Iterable[Any] | None = None,
     where: RowFilter | None = None,
+    verify_crc: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Yield one record per experiment of ``view``.
 
@@ -54,6 +55,9 @@ def iter_view(
         source: The manifest path when ``dataset`` is not given.
         sim_ids: Allowlist of experiment ids; records come in this order.
         where: Row filter on the typed index row, e.g. ``lambda row: row["split"] == "train"``.
+        verify_crc: Check the CRC-32 of each stored zip member before its data is used (a
+            whole pass over the member, once per process). By default a member read in part is
+            trusted; see "Input integrity" in the README.
 
     Example:
         >>> for rec in guideloom.streaming.iter_view("force-curve", data_dir="./data",
@@ -63,16 +67,18 @@ def iter_view(
     Raises:
         ValueError: Unknown view, or ``sim_ids`` not in the index.
         guideloom.errors.ExperimentReadError: A file is damaged or lacks a field (raised when
-            that record is reached).
+            that record is reached): a :class:`~guideloom.errors.CorruptDataError` for damaged
+            data or metadata (or a CRC-32 mismatch), a
+            :class:`~guideloom.errors.MissingFieldError` for an absent field.
     """
     ds, root = resolve_dataset(data_dir, dataset, source)
     resolved = ds.view(view) if isinstance(view, str) else view
     selection = select(ds, root, sim_ids=sim_ids, where=where)
-    return _records(resolved, selection)
+    return _records(resolved, selection, verify_crc)
 
 
-def _records(view: View, selection) -> Iterator[dict[str, Any]]:
-    reader = RecordReader(view)
+def _records(view: View, selection, verify_crc: bool = False) -> Iterator[dict[str, Any]]:
+    reader = RecordReader(view, verify_crc=verify_crc)
     for loc, row in zip(selection.locations, selection.rows, strict=True):
         yield reader.read(loc, row)
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -192,13 +193,25 @@ def second_python() -> Path | None:
     return next((p for p in SECOND_PYTHONS if p.is_file()), None)
 
 
-@pytest.mark.skipif(second_python() is None,
-                    reason=f"no second Python: none of {[str(p) for p in SECOND_PYTHONS]} exists")
-def test_core_tests_on_a_second_python_against_the_wheel(wheel, tmp_path):
-    python = make_venv(tmp_path / "venv", second_python())
+NO_SECOND_PYTHON = f"no second Python: none of {[str(p) for p in SECOND_PYTHONS]} exists"
+
+
+@pytest.fixture(scope="module")
+def second_venv(wheel, tmp_path_factory) -> Path:
+    """A venv of the second Python with the wheel, the test tools and this environment's numpy
+    version (job identities count installed packages by version); returns its python."""
+    import numpy
+
+    python = make_venv(tmp_path_factory.mktemp("venv2") / "venv", second_python())
+    run([python, "-m", "pip", "install", "-q", wheel, f"numpy=={numpy.__version__}",
+         "pytest>=8", "hypothesis>=6.100", "ipython>=8"], env=user_env(python))
+    return python
+
+
+@pytest.mark.skipif(second_python() is None, reason=NO_SECOND_PYTHON)
+def test_core_tests_on_a_second_python_against_the_wheel(second_venv, tmp_path):
+    python = second_venv
     env = user_env(python)
-    run([python, "-m", "pip", "install", "-q", wheel, "pytest>=8", "hypothesis>=6.100",
-         "ipython>=8"], env=env)
     work = tmp_path / "run"
     shutil.copytree(ROOT / "tests", work / "tests", ignore=COPY_IGNORE)
     shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")  # the pytest settings
@@ -235,3 +248,72 @@ def test_core_tests_on_a_second_python_against_the_wheel(wheel, tmp_path):
     skipped = re.search(r"(\d+) skipped", summary)
     assert (int(skipped.group(1)) if skipped else 0) == allowed, tail
     assert f"{len(NEEDS_TORCH)} deselected" in summary, summary
+
+
+# --- d. one job identity on both Pythons ---------------------------------------------------
+USER_MODULE = '''
+import numpy as np
+
+SCALE = 0.5
+LABELS = {"concave": 0, "convex": 1}
+
+
+def _peak(force):
+    return np.float32(np.asarray(force)[:, 7].max() * SCALE)
+
+
+def transform(rec):
+    rows = [r for r in np.asarray(rec["force"])[:3]]  # a comprehension: nested code
+    return {"peak": _peak(rec["force"]), "head": np.stack(rows).astype(np.float32),
+            "label": np.int8(LABELS[rec["geometry"]])}
+'''
+
+EXPORT_SCRIPT = '''
+import json
+import sys
+
+import numpy
+
+import guideloom
+import usercode
+from guideloom.streaming import export_to_numpy
+
+ds = guideloom.load(data_dir="demo-data")
+guideloom.add_view(ds, "peaks", fields={"force": "force_data",
+                                        "geometry": "process-parameters/geometry"})
+export_to_numpy("peaks", sys.argv[1], dataset=ds, record_transform=usercode.transform,
+                client="sync", partition_size=3)
+with open(f"{sys.argv[1]}/export.json") as fh:
+    identity = json.load(fh)["identity"]
+print(json.dumps({"identity": identity, "python": sys.version.split()[0],
+                  "numpy": numpy.__version__, "guideloom": guideloom.__version__}))
+'''
+
+
+def _job_ids(python: Path, env: dict[str, str], folder: Path, name: str) -> tuple[str, dict]:
+    """The dry-run job id of the shipped force_signals workflow and the API export's result."""
+    env = {**env, "PYTHONHASHSEED": "random"}
+    dry = run([python, "-m", "guideloom", "run", "force_signals", "--dry-run"], cwd=folder,
+              env=env)
+    job = re.search(r"^partitions: .*\(job (\w+),", dry.stdout, re.M)
+    assert job, dry.stdout
+    out = run([python, "export.py", f"exports/{name}"], cwd=folder, env=env)
+    return job.group(1), json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(second_python() is None, reason=NO_SECOND_PYTHON)
+def test_job_identities_are_the_same_on_python_3_11_and_the_second_python(second_venv,
+                                                                          tmp_path):
+    from guideloom.demo import make_demo_data
+
+    make_demo_data(tmp_path / "demo-data", n=8)
+    (tmp_path / "usercode.py").write_text(USER_MODULE)
+    (tmp_path / "export.py").write_text(EXPORT_SCRIPT)
+    here_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    here = _job_ids(Path(sys.executable), here_env, tmp_path, "here")
+    there = _job_ids(second_venv, user_env(second_venv), tmp_path, "there")
+    # the identity counts installed packages by version: the transforms touch numpy only
+    assert here[1]["numpy"] == there[1]["numpy"] and here[1]["guideloom"] == there[1]["guideloom"]
+    assert here[1]["python"].split(".")[:2] != there[1]["python"].split(".")[:2], (here, there)
+    assert here[0] == there[0], (here, there)  # the shipped workflow
+    assert here[1]["identity"] == there[1]["identity"], (here, there)  # helper and constant

@@ -17,3 +17,23 @@ def corrupt_member(archive: Path, member: str, offset_in_member: int = 0,
         extra_len = int.from_bytes(fh.read(2), "little")
         fh.seek(info.header_offset + 30 + name_len + extra_len + offset_in_member)
         fh.write(data)
+
+
+def rebuild_archive(archive: Path, replace: dict[str, bytes] | None = None,
+                    compression: int = zipfile.ZIP_STORED) -> None:
+    """Rewrite ``archive`` with every member (``replace`` swapping some members' bytes) and
+    consistent CRCs, stored or deflated."""
+    with zipfile.ZipFile(archive) as zf:
+        payload = {m: zf.read(m) for m in zf.namelist()}
+    payload.update(replace or {})
+    partial = archive.with_name(archive.name + ".partial")
+    with zipfile.ZipFile(partial, "w", compression=compression) as zf:
+        for member, data in payload.items():
+            zf.writestr(member, data)
+    partial.replace(archive)
+
+
+def member_bytes(archive: Path, member: str) -> bytes:
+    """A member's bytes (zipfile checks its CRC-32 on this whole read)."""
+    with zipfile.ZipFile(archive) as zf:
+        return zf.read(member)

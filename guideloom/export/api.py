@@ -38,6 +38,7 @@ def build_spec(
     on_error: OnError = "raise",
     overwrite: bool = False,
     options: Mapping[str, Any] | None = None,
+    verify_crc: bool = False,
 ) -> ExportSpec:
     """Build the job description shared by every export function, the CLI and workflows."""
     ds, root = resolve_dataset(data_dir, dataset, source)
@@ -57,6 +58,7 @@ def build_spec(
         on_error=on_error,
         overwrite=overwrite,
         options=dict(options or {}),
+        verify_crc=verify_crc,
     )
 
 
@@ -81,6 +83,10 @@ class ExportOptions(TypedDict, total=False):
         on_error: ``"raise"`` (default) fails on the first bad experiment, publishing nothing;
             ``"skip"`` leaves bad experiments out and lists them in ``export.json``.
         overwrite: Replace an existing complete export.
+        verify_crc: Check the CRC-32 of each stored zip member before its data is used (one
+            pass over each member; by default a member read in part is trusted; see "Input
+            integrity" in the README). A damaged member is a ``CorruptDataError`` (skipped with
+            ``on_error="skip"``). It does not change the job's identity.
     """
 
     data_dir: str | Path | None
@@ -95,6 +101,7 @@ class ExportOptions(TypedDict, total=False):
     partition_size: int | None
     on_error: OnError
     overwrite: bool
+    verify_crc: bool
 
 
 _RUN_OPTIONS = ("show_progress", "client")
@@ -103,7 +110,8 @@ _OPTIONS_DOC = """
         view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
         **options: See :class:`~guideloom.export.api.ExportOptions`: ``data_dir``, ``dataset``,
             ``source``, ``sim_ids``, ``where``, ``transforms``, ``record_transform``,
-            ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``.
+            ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
+            ``verify_crc``.
 """
 
 

@@ -301,7 +301,7 @@ def probe_schema(
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
     otherwise the first record is read and transformed.
     """
-    reader = RecordReader(spec.view)
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
     if not spec.transforms and spec.record_transform is None and locations:
         try:
             described = reader.shapes(locations[0], rows[0])
@@ -341,7 +341,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
     """
     t0 = time.time()
-    reader = RecordReader(spec.view)
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -393,6 +393,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "write_s": write_s,
         "dtypes": dtypes,
         "host": platform.node(),
+        "verify_crc": spec.verify_crc,
     }
     writer.stage.write_marker(part.index, summary)
     return summary
@@ -464,6 +465,8 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         },
         **spec.transform_names(),
         "on_error": spec.on_error,
+        # every row was read with its zip member's CRC-32 checked (resumed partitions included)
+        "verify_crc": all(s.get("verify_crc", False) for s in summaries),
         "skipped": skipped,
         "missing": [str(i) for i in plan.selection.missing],
         "partition_size": plan.partition_size,

@@ -84,6 +84,8 @@ class ExportSpec:
         overwrite: Replace an existing complete export.
         options: Writer options (``compressed`` for npz, ``compressor`` for zarr, the storage
             object for storage outputs).
+        verify_crc: Check each stored zip member's CRC-32 before its data is used. It changes
+            what is checked, never what is written, so it is not part of :meth:`identity`.
     """
 
     view: View
@@ -100,6 +102,7 @@ class ExportSpec:
     on_error: OnError = "raise"
     overwrite: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    verify_crc: bool = False
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "skip"):
@@ -138,7 +141,8 @@ class ExportSpec:
         It covers the view, the selected ids and their order, the output kind and options (a
         storage's class and format included), the partitioning, the transforms' code with what
         it uses from the user's modules, and ``data``, the input's identity
-        (:func:`~guideloom.export.fingerprint.data_fingerprint`).
+        (:func:`~guideloom.export.fingerprint.data_fingerprint`). Checks that change no output
+        byte (``verify_crc``) are left out, so a rerun with them resumes the same job.
         """
         doc = {
             "output": self.output,

@@ -44,6 +44,7 @@ class Workflow:
         compression: The compression name from the file (or the kind's default).
         partition_size: Experiments per Dask task, or ``None`` for the default.
         on_error: ``"raise"`` or ``"skip"``.
+        verify_crc: ``[run] verify_crc``: check stored zip members' CRC-32 before use.
         scheduler: ``[run] scheduler``, or ``None``.
         dashboard: ``[run] dashboard``, or ``None``.
         cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
@@ -65,6 +66,7 @@ class Workflow:
     compression: str = "none"
     partition_size: int | None = None
     on_error: str = "raise"
+    verify_crc: bool = False
     scheduler: str | None = None
     dashboard: str | None = None
     cluster: dict[str, Any] | None = None
@@ -99,7 +101,7 @@ class Workflow:
             where_description=self.where.describe() if self.where else None,
             transforms=self.transforms, record_transform=self.record_transform,
             partition_size=self.partition_size, on_error=self.on_error,  # type: ignore[arg-type]
-            overwrite=overwrite, options=self.options(),
+            overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
         )
 
 
@@ -218,6 +220,7 @@ def load_workflow(
         transforms=transforms, record_transform=record_transform,
         compression=out.get("compression", DEFAULT_COMPRESSION[kind]),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
+        verify_crc=run.get("verify_crc", False),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
         document=doc,
         storage=storage,
