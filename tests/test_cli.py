@@ -83,3 +83,21 @@ def test_make_demo_data_refuses_a_foreign_directory_and_regenerates_its_own(tmp_
     assert not list((own / "h5").glob("*.h5"))  # the old loose files are gone, not mixed in
     ids = [r["_sim_id"] for r in guideloom.streaming.iter_view("force-curve", data_dir=own)]
     assert ids == [0, 1, 2, 3]
+
+
+def test_cached_demo_data_is_made_once_and_remade_for_another_format(tmp_path):
+    import json
+
+    from guideloom.demo import DEMO_FORMAT, cached_demo_data
+
+    first = cached_demo_data(tmp_path, 3, (20, 30), "zip")
+    stamp = first / ".complete"
+    made = stamp.stat().st_mtime_ns
+    assert cached_demo_data(tmp_path, 3, (20, 30), "zip") == first
+    assert stamp.stat().st_mtime_ns == made  # not written again
+    old = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({**old, "format": DEMO_FORMAT - 1}))
+    (first / "left-over.txt").write_text("from the older format")
+    assert cached_demo_data(tmp_path, 3, (20, 30), "zip") == first
+    assert json.loads(stamp.read_text())["format"] == DEMO_FORMAT
+    assert not (first / "left-over.txt").exists()
