@@ -484,18 +484,24 @@ def child_pc_floor(a: dict) -> dict:
             del mm
         wbest = min(wbest, time.perf_counter() - t)
     written = sum(x.nbytes for arrays in rows.values() for x in arrays)
-    # the disk: the same bytes written sequentially and fsynced, after a sync of everything else
+    # the disk: the same bytes written sequentially, each row's writeback started at once (as
+    # the npy sink does; measured here 1-4x faster than one fsync of everything at the end),
+    # and fsynced, after a sync of everything else
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     _sync()
     t = time.perf_counter()
     fd = os.open(out / "disk.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
+        offset = 0
         for arrays in rows.values():
             for x in arrays:
                 view = memoryview(np.ascontiguousarray(x)).cast("B")
+                start = offset
                 while view:
-                    view = view[os.write(fd, view):]
+                    n = os.write(fd, view)
+                    view, offset = view[n:], offset + n
+                os.posix_fadvise(fd, start, offset - start, os.POSIX_FADV_DONTNEED)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -845,7 +851,7 @@ def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
     rows += [(f"floor: inflate only ({fl['backend']}, 1 core / {cores})", [floor_s]),
              (f"floor: pread+inflate+unshuffle (fastread, 1 core / {cores})", [full_s]),
              (f"floor: npy memmap writes (page cache, 1 core / {cores})", [memmap_s]),
-             ("floor: disk (the same bytes written and fsynced)", [fl["disk_s"]])]
+             ("floor: disk (the same bytes written, written back, fsynced)", [fl["disk_s"]])]
     for label, vals in rows:
         print(f"  {label:58s} {stats(vals):>22s} {statistics.median(vals) / n * 1e3:14.1f}")
     print(f"  (1st local:2 export, starting the cluster: "
