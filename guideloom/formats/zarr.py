@@ -159,7 +159,11 @@ class ZarrFormat(ExportFormat):
         arr = zarr.open_group(zarr_store(root), mode="r")[group]
         step = max(1, arr.chunks[0])
         for start in range(0, arr.shape[0], step):
-            block = arr[start:start + step]
+            try:
+                block = arr[start:start + step]
+            except Exception as exc:  # noqa: BLE001 - a damaged chunk fails in the codec
+                fail(root, group, f"rows {start}-{min(start + step, arr.shape[0]) - 1}: the "
+                                  f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
             for i in range(len(block)):
                 yield group, digest(block[i]), block[i].nbytes
 
