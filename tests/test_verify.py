@@ -89,11 +89,16 @@ def damage_row(kind: str, root: Path, row: int) -> str:
     return shard_name(shard)
 
 
+def shard_rows(root: Path) -> list[int]:
+    """Rows of each shard, as the recorded checksums hold them."""
+    group = json.loads((root / CHECKSUMS_FILE).read_text())["groups"]["shard-*.gls"]
+    return group.get("rows") or [1] * (len(group["digests"]) // 16)
+
+
 def shard_of(root: Path, row: int) -> tuple[int, int]:
-    """``(shard, its first row)`` of published row ``row``, from the recorded checksums."""
-    groups = json.loads((root / CHECKSUMS_FILE).read_text())["groups"]
+    """``(shard, its first row)`` of published row ``row``."""
     first = 0
-    for shard, n in enumerate(groups["shard-*.gls"]["rows"]):
+    for shard, n in enumerate(shard_rows(root)):
         if row < first + n:
             return shard, first
         first += n
@@ -104,7 +109,7 @@ def where_pattern(kind: str, root: Path, row: int, sim_id: int) -> str:
     """How verify names a damaged row: the row, or for storage the rows of its shard."""
     if kind == "storage":
         shard, first = shard_of(root, row)
-        n = json.loads((root / CHECKSUMS_FILE).read_text())["groups"]["shard-*.gls"]["rows"][shard]
+        n = shard_rows(root)[shard]
         if n > 1:
             return rf"rows {first}-{first + n - 1} \(sim ids [\d, ]*\b{sim_id}\b"
     return rf"row {row} \(sim id {sim_id}\)"
@@ -181,7 +186,8 @@ def test_a_damaged_record_offsets_file_is_named(copy_of):
 def test_edited_checksums_are_refused(copy_of):
     root = copy_of("npy")
     doc = json.loads((root / CHECKSUMS_FILE).read_text())
-    doc["groups"]["force.npy"]["digests"][2] = "0" * 16
+    digests = doc["groups"]["force.npy"]["digests"]  # 16 hex digits per row, concatenated
+    doc["groups"]["force.npy"]["digests"] = digests[:32] + "0" * 16 + digests[48:]
     (root / CHECKSUMS_FILE).write_text(json.dumps(doc))
     with pytest.raises(CorruptExportError, match="checksums.json: does not match the sha256"):
         guideloom.load_export(root).verify()

@@ -44,6 +44,7 @@ CHECKSUMS_FILE = "checksums.json"
 SUMMARY_KEY = "checksums"  # where a partition summary carries its digests
 SWITCH_ENV = "GUIDELOOM_CHECKSUMS"  # "0": no write-time checksums (for cost measurements only)
 READ_BLOCK = 16 << 20  # bytes read at once when verifying (bounded memory)
+DIGEST_CHARS = 16  # hex digits of one checksum; a group's checksums are stored concatenated
 
 
 def enabled() -> bool:
@@ -60,8 +61,8 @@ def as_bytes(data: Any) -> Any:
 
 
 def digest(data: Any) -> str:
-    """The checksum of ``data``'s bytes as 16 hex digits."""
-    return f"{xxhash.xxh3_64_intdigest(as_bytes(data)):016x}"
+    """The checksum of ``data``'s bytes as :data:`DIGEST_CHARS` hex digits."""
+    return xxhash.xxh3_64_hexdigest(as_bytes(data))
 
 
 def file_digest(path: str, opener: Any = open) -> tuple[str, int]:
@@ -72,7 +73,7 @@ def file_digest(path: str, opener: Any = open) -> tuple[str, int]:
         while block := fh.read(READ_BLOCK):
             hasher.update(block)
             size += len(block)
-    return f"{hasher.intdigest():016x}", size
+    return hasher.hexdigest(), size
 
 
 class RowDigests:
@@ -90,7 +91,8 @@ class RowDigests:
     def add(self, group: str, order: int, data: Any, rows: int = 1) -> None:
         """Record the checksum of ``data`` (the bytes just written) for one unit."""
         if self.on:
-            self._units.setdefault(group, {})[int(order)] = (digest(data), rows)
+            self._units.setdefault(group, {})[order] = (xxhash.xxh3_64_hexdigest(
+                data if isinstance(data, bytes | memoryview) else as_bytes(data)), rows)
 
     def add_file(self, group: str, order: int, path: str, rows: int = 1) -> None:
         """Record the checksum of the whole file at ``path`` (just written: in the page cache)."""
@@ -98,11 +100,23 @@ class RowDigests:
             self._units.setdefault(group, {})[int(order)] = (file_digest(path)[0], rows)
 
     def summary(self) -> dict[str, Any]:
-        """``{"checksums": {group: [[order, digest, rows], ...]}}``, or ``{}`` when off."""
+        """``{"checksums": {group: {"order": [...], "digests": "<hex><hex>...",
+        "rows": [...]}}}`` (``rows`` only when not all 1), or ``{}`` when off.
+
+        The digests are one string, so that a partition's marker stays small and fast to write.
+        """
         if not self.on:
             return {}
-        return {SUMMARY_KEY: {g: [[o, d, r] for o, (d, r) in sorted(units.items())]
-                              for g, units in self._units.items()}}
+        out: dict[str, Any] = {}
+        for group, units in self._units.items():
+            orders = sorted(units)
+            entry: dict[str, Any] = {"order": [int(o) for o in orders],
+                                     "digests": "".join(units[o][0] for o in orders)}
+            rows = [units[o][1] for o in orders]
+            if any(r != 1 for r in rows):
+                entry["rows"] = rows
+            out[group] = entry
+        return {SUMMARY_KEY: out}
 
 
 def combine(summaries: Sequence[Mapping[str, Any]], count: int,
@@ -119,29 +133,33 @@ def combine(summaries: Sequence[Mapping[str, Any]], count: int,
         an older guideloom wrote it) or the digests do not cover every row: nothing is recorded
         rather than a partial set.
     """
-    groups: dict[str, list[list[Any]]] = {}
+    groups: dict[str, list[tuple[int, str, int]]] = {}
     for s in summaries:
         found = s.get(SUMMARY_KEY)
         if found is None:
             if s["written"]:
                 return None
             continue
-        for group, units in found.items():
-            groups.setdefault(group, []).extend(units)
+        for group, e in found.items():
+            rows = e.get("rows") or [1] * len(e["order"])
+            text = e["digests"]
+            groups.setdefault(group, []).extend(
+                (o, text[k * DIGEST_CHARS:(k + 1) * DIGEST_CHARS], rows[k])
+                for k, o in enumerate(e["order"]))
     doc: dict[str, Any] = {}
     for group, units in sorted(groups.items()):
         units.sort(key=lambda u: u[0])
         rows = [int(u[2]) for u in units]
         if sum(rows) != count:
             return None
-        entry: dict[str, Any] = {"digests": [u[1] for u in units]}
+        entry: dict[str, Any] = {"digests": "".join(u[1] for u in units)}
         if any(r != 1 for r in rows):
             entry["rows"] = rows
         doc[group] = entry
     if not doc:
         return None
     for name, value in (files or {}).items():
-        doc[name] = {"digests": [value], "rows": [0]}
+        doc[name] = {"digests": value, "rows": [0]}
     return {"algorithm": ALGORITHM, "groups": doc}
 
 
@@ -155,7 +173,7 @@ def manifest_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
     """What ``export.json`` records about the checksums (small: no digests)."""
     return {"algorithm": doc["algorithm"], "file": CHECKSUMS_FILE,
             "sha256": groups_sha256(doc["groups"]),
-            "groups": {g: len(e["digests"]) for g, e in doc["groups"].items()}}
+            "groups": {g: len(e["digests"]) // DIGEST_CHARS for g, e in doc["groups"].items()}}
 
 
 # --- verifying ------------------------------------------------------------------------------
@@ -178,7 +196,7 @@ def row_digests(path: str, offset: int, row_bytes: int, n_rows: int) -> Iterator
                     row = view[i * row_bytes:(i + 1) * row_bytes]
                     if (i + 1) * row_bytes > got:  # truncated: hash what is there
                         row = view[i * row_bytes:max(got, i * row_bytes)]
-                    yield f"{xxhash.xxh3_64_intdigest(row):016x}", len(row)
+                    yield xxhash.xxh3_64_hexdigest(row), len(row)
             return
         buf = bytearray(READ_BLOCK)
         view = memoryview(buf)
@@ -191,7 +209,7 @@ def row_digests(path: str, offset: int, row_bytes: int, n_rows: int) -> Iterator
                 if got < min(left, READ_BLOCK):
                     break
                 left -= got
-            yield f"{hasher.intdigest():016x}", row_bytes - left
+            yield hasher.hexdigest(), row_bytes - left
 
 
 def readinto_full(fh: Any, view: memoryview) -> int:
@@ -290,7 +308,8 @@ def verify_export(root: str, manifest: Mapping[str, Any], fmt: Any,
     n_bytes = 0
     files: set[str] = set()
     for group, entry in sorted(doc["groups"].items()):
-        digests = entry["digests"]
+        text = entry["digests"]
+        digests = [text[i:i + DIGEST_CHARS] for i in range(0, len(text), DIGEST_CHARS)]
         rows = entry.get("rows") or [1] * len(digests)
         first_row = 0
         k = -1
