@@ -16,10 +16,13 @@ it was killed. At finalize, :func:`combine` puts them in published row order (ro
 experiments never have one), the driver writes them to ``checksums.json`` beside the data and
 ``export.json`` records the algorithm, the groups and a sha256 of the digests.
 
-The hash is xxh3_64 (the ``xxhash`` package): on the development machine it hashes 40-100 GB/s
-per core, 6x crc32 and 20x sha256 (``benchmarks/checksum_cost.py`` prints the table and the
-write-time cost). It detects accidental damage (bit flips, truncation, torn or foreign writes, a
-file copied over another); it is not a defence against someone who also edits the checksums.
+The hash is xxh3_64 (the ``xxhash`` package): on the 2-core development machine it hashes
+16-110 GB/s on one core (by buffer size and load), 3-10x zlib's crc32 and 10-30x sha256;
+xxh3_128 is as fast on large rows but slower on small ones and doubles the stored digests, and 64
+bits already make an accidental change that keeps a row's checksum a 2**-64 event
+(``benchmarks/checksum_cost.py`` prints the table and the write-time cost). It detects
+accidental damage (bit flips, truncation, torn or partial copies, a file copied over another); it
+is not a defence against someone who also rewrites ``checksums.json`` and ``export.json``.
 """
 
 from __future__ import annotations
