@@ -77,6 +77,8 @@ _LAZY: dict[str, str] = {
     "RecordValueError": "guideloom.errors",
     "LocalClusterError": "guideloom.errors",
     "IncompleteExportError": "guideloom.errors",
+    "CorruptExportError": "guideloom.errors",
+    "UnverifiableExportError": "guideloom.errors",
     "WorkflowError": "guideloom.errors",
     "InflateError": "guideloom.errors",
     "FastReadError": "guideloom.errors",

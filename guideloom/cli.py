@@ -1,7 +1,8 @@
 """The ``guideloom`` command line (also ``python -m guideloom``).
 
 Subcommands: ``run`` (a workflow file, or a shipped workflow by name), ``workflows`` (list the
-shipped ones), ``inspect`` (an export), ``status`` (a running or interrupted job), ``demo``,
+shipped ones), ``inspect`` (an export), ``verify`` (an export's data against the checksums
+recorded when it was written), ``status`` (a running or interrupted job), ``demo``,
 ``extract`` (zipped to loose layout), ``make-demo-data`` and ``views``.
 
 Errors print one line and exit with code 2 (bad usage or input) or 1 (a job failed); Ctrl-C
@@ -336,6 +337,23 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 with one line when intact; 1 naming the file and row when damaged (or when no
+    checksums were recorded: nothing proves it intact); 2 when the path is not an export."""
+    from guideloom.errors import CorruptExportError, IncompleteExportError, UnverifiableExportError
+    from guideloom.reader import load_export
+
+    try:
+        report = load_export(args.export).verify()
+    except (CorruptExportError, UnverifiableExportError) as exc:
+        print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except IncompleteExportError as exc:  # unfinished, foreign: not an export to verify
+        raise UsageError(str(exc)) from None
+    print(report.line())
+    return 0
+
+
 def _options_text(options: Mapping[str, Any]) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
     return f" ({shown})" if shown else ""
@@ -498,6 +516,11 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="describe an export (npy, npz, zarr, storage)")
     inspect.add_argument("export", help="export directory, zarr store path or URL")
     inspect.set_defaults(func=_cmd_inspect)
+
+    verify = sub.add_parser("verify", help="read a whole export and check it against the "
+                                           "checksums recorded when it was written")
+    verify.add_argument("export", help="export directory, zarr store path or URL")
+    verify.set_defaults(func=_cmd_verify)
 
     status = sub.add_parser("status", help="progress of a running or interrupted export")
     status.add_argument("path", help="the export's target or its .NAME.guideloom-staging dir")

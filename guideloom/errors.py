@@ -184,3 +184,8 @@ class TargetBusyError(GuideloomError):
 class CorruptExportError(IncompleteExportError):
     """A published export does not match its ``export.json`` (a file missing, truncated, of
     another dtype or shape, ids that do not match their checksum, or replaced since opened)."""
+
+
+class UnverifiableExportError(GuideloomError):
+    """``Export.verify`` was asked for, but the export records no full-data checksums (written
+    before guideloom took them, or with them turned off): only the open-time checks ran."""

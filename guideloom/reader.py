@@ -25,6 +25,7 @@ import numpy as np
 
 from guideloom.errors import CorruptExportError, IncompleteExportError
 from guideloom.formats import ExportFormat, FormatReader, get_format
+from guideloom.formats.checksums import VerifyReport, verify_export
 from guideloom.formats.layout import read_export_manifest
 
 
@@ -134,6 +135,31 @@ class Export:
             if i is None:
                 raise KeyError(f"experiment {sim_id!r} is not in export {self.root}")
         return (self._backend or self._open()).row(i, self._fields)
+
+    def verify(self) -> VerifyReport:
+        """Read the whole export and compare it with the checksums recorded at write time.
+
+        Runs the open-time checks again, then recomputes the xxh3_64 checksum of every row
+        (npy, zarr: over the decoded row), experiment file (npz) or shard (storage), streaming
+        with bounded memory. Costs one full read of the export.
+
+        Returns:
+            What was checked: rows, files, bytes and seconds (``report.line()`` says it).
+
+        Raises:
+            CorruptExportError: Naming the file, the first row that differs (with its sim id)
+                and both checksums; or the directory was replaced since this Export was opened.
+            UnverifiableExportError: The export records no checksums (written by an earlier
+                guideloom, or with them turned off): nothing beyond the open-time checks can
+                be verified; export it again to make it verifiable.
+        """
+        root, now = read_export_manifest(self.root)
+        if now.get("export_id") != self.manifest.get("export_id"):
+            raise CorruptExportError(f"{self.root} was replaced by another export since this "
+                                     "Export was opened; open it again with load_export")
+        fmt = kind_of(root, now)
+        fmt.check_published(root, now)
+        return verify_export(root, now, fmt, fmt.open_reader(root, now).sim_ids())
 
     def __repr__(self) -> str:
         shapes = ", ".join(

@@ -56,3 +56,22 @@ def decode_threads_row(rec):
 
     return {"threads": np.int64(fastread.decode_threads()),
             "force": np.asarray(rec["force_data"])[:4]}
+
+
+def blocking_total_force_stream(rec):
+    """``total_force_stream``, blocking forever on ids >= GUIDELOOM_TEST_BLOCK_FROM when set."""
+    from guideloom.workflows.demo_transforms import total_force_stream
+
+    gate = os.environ.get("GUIDELOOM_TEST_BLOCK_FROM")
+    if gate is not None and rec["_sim_id"] >= int(gate):
+        threading.Event().wait()
+    return total_force_stream(rec)
+
+
+def stream_failing_on_multiples_of_7(rec):
+    """``total_force_stream`` that raises for ids divisible by 7 (except 0)."""
+    from guideloom.workflows.demo_transforms import total_force_stream
+
+    if rec["_sim_id"] and rec["_sim_id"] % 7 == 0:
+        raise RuntimeError(f"cannot handle {rec['_sim_id']}")
+    return total_force_stream(rec)

@@ -20,12 +20,13 @@ from guideloom.faults import FAULT_ENV
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("npy", "npz", "zarr", "storage")
 COMMON_POINTS = ("partitions-done", "finalize-started", "rows-finalized", "sim-ids-written",
-                 "description-written", "manifest-written", "publishing",
+                 "checksums-written", "description-written", "manifest-written", "publishing",
                  "target-moved-aside", "data-moved")
 KIND_POINTS = {"npy": ("allocated", "finalize-alias"), "zarr": ("allocated",),
                "npz": (), "storage": ()}
 VOLATILE = {"export.json", "croissant.json"}  # timings and dates differ between runs
-STABLE_MANIFEST_KEYS = ("kind", "count", "fields", "sim_ids_sha256", "identity", "skipped")
+STABLE_MANIFEST_KEYS = ("kind", "count", "fields", "sim_ids_sha256", "identity", "skipped",
+                        "checksums")
 
 RUN = """
 import sys
@@ -110,6 +111,7 @@ def test_a_run_killed_at_any_step_is_completed_exactly_by_the_next(kind, point, 
     assert not list(tmp_path.glob(".out.guideloom-*"))  # staging and lock are gone
     first = guideloom.load_export(target)[0]
     assert all(np.asarray(v).size for v in first.values())
+    assert guideloom.load_export(target).verify().rows == len(IDS.split(","))
 
 
 def test_temporary_npz_files_of_an_interrupted_write_are_never_published(data, tmp_path):

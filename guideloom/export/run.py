@@ -51,6 +51,7 @@ from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
+from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
@@ -430,6 +431,8 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
+    checksums = record_checksums(staging, writer, summaries, len(sim_ids))
+    fault_point("checksums-written")
     if schema is None:
         dtypes: dict[str, str] = {}
         for s in summaries:
@@ -474,6 +477,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "identity": plan.identity,
         "options": {k: v for k, v in spec.options.items() if isinstance(v, str | int | bool)},
         **writer.manifest_extra(),
+        **({"checksums": checksums} if checksums else {}),
         "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
@@ -489,6 +493,20 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     fault_point("manifest-written")
     staging.publish(spec.overwrite)
     return manifest
+
+
+def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[dict[str, Any]],
+                     count: int) -> dict[str, Any] | None:
+    """Write ``checksums.json`` (the workers' per-row digests in published order, plus the
+    format's whole small files) and return the entry ``export.json`` keeps, or ``None`` when
+    the partitions were written without checksums."""
+    files = {name: file_digest(staging.path("data", name))[0]
+             for name in writer.checksummed_files()}
+    doc = combine(summaries, count, files)
+    if doc is None:
+        return None
+    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc)
+    return manifest_entry(doc)
 
 
 def describe_published(spec: ExportSpec, writer: ExportFormat, staging: Staging,

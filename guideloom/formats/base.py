@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.formats.layout import SIM_IDS_FILE
+from guideloom.formats.checksums import file_digest
+from guideloom.formats.layout import SIM_IDS_FILE, fail  # noqa: F401 - formats import it here
 
 
 class Stage(Protocol):
@@ -79,11 +80,6 @@ def check_sim_ids(root: str, manifest: Mapping[str, Any], sim_ids: np.ndarray) -
     if manifest.get("sim_ids_sha256") not in (None, digest):
         raise CorruptExportError(f"{root}: sim_ids do not match the checksum in export.json "
                                  "(reordered or edited)")
-
-
-def fail(root: str, name: str, what: str) -> None:
-    """Raise :class:`CorruptExportError` for file ``name`` of the export at ``root``."""
-    raise CorruptExportError(f"{root}/{name}: {what}; the export is damaged: export it again")
 
 
 class FormatReader:
@@ -159,6 +155,11 @@ class ExportFormat(abc.ABC):
         """Format-specific entries of ``export.json``."""
         return {}
 
+    def checksummed_files(self) -> list[str]:
+        """Small files in ``data/`` (beyond the rows the sinks hash) that the driver checksums
+        whole at finalize (e.g. ``record_offsets.npy``)."""
+        return []
+
     def user_objects(self) -> list[Any]:
         """Objects of the user's code this format carries to the workers (e.g. a storage
         format class), so that their modules travel by value like transforms do."""
@@ -179,6 +180,23 @@ class ExportFormat(abc.ABC):
             CorruptExportError: Naming the file and what differs.
         """
         check_sim_ids(root, manifest, cls.open_reader(root, manifest).sim_ids())
+
+    @classmethod
+    def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
+                     n_units: int) -> Iterator[tuple[str, str, int]]:
+        """Recompute the checksums of one group recorded at write time (see
+        :mod:`guideloom.formats.checksums`), streaming: ``(file, checksum, bytes)`` per unit,
+        in order. The default handles a whole file named ``group`` (one unit); formats
+        override it for the groups their sinks record.
+        """
+        import fsspec
+
+        name = group
+        try:
+            value, size = file_digest(f"{root}/{name}", fsspec.open)
+        except FileNotFoundError:
+            fail(root, name, "missing")
+        yield name, value, size
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:

@@ -26,6 +26,11 @@ SIM_IDS_FILE = "sim_ids.npy"
 SIM_IDS_ARRAY = "sim_ids"
 
 
+def fail(root: str, name: str, what: str) -> None:
+    """Raise :class:`CorruptExportError` for file ``name`` of the export at ``root``."""
+    raise CorruptExportError(f"{root}/{name}: {what}; the export is damaged: export it again")
+
+
 def array_file(alias: str) -> str:
     """The file of one alias in an npy export: ``{alias}.npy``."""
     return f"{alias}.npy"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
+from guideloom.formats.checksums import RowDigests, row_digests
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 
 COPY_BLOCK_BYTES = 64 << 20  # rows copied per step when compacting (bounded memory)
@@ -88,6 +89,22 @@ class NpyFormat(ExportFormat):
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
         return {**{a: array_file(a) for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
+    @classmethod
+    def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
+                     n_units: int) -> Iterator[tuple[str, str, int]]:
+        """Group ``{alias}.npy``: one checksum per row, over the row's bytes in the file."""
+        alias = group.removesuffix(".npy")
+        if group == alias or alias not in manifest["fields"]:
+            yield from super().unit_digests(root, manifest, group, n_units)
+            return
+        path = os.path.join(root, group)
+        schema = manifest["fields"][alias]
+        row_bytes = (int(np.prod(schema["shape"], dtype=np.int64))
+                     * np.dtype(schema["dtype"]).itemsize)
+        for value, size in row_digests(path, npy_data_offset(path), row_bytes,
+                                       int(manifest["count"])):
+            yield group, value, size
+
 
 def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None) -> None:
     """The ``.npy`` header holds ``shape`` and ``dtype`` and the file has exactly that size."""
@@ -149,6 +166,7 @@ class NpySink(PartitionSink):
             for a, fs in schema.items()
         }
         self._bytes = 0
+        self._sums = RowDigests()
 
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
         for alias, arr in arrays.items():
@@ -159,6 +177,7 @@ class NpySink(PartitionSink):
             while written < len(buf):
                 written += os.pwrite(self._fds[alias], buf[written:], offset + written)
             self._bytes += written
+            self._sums.add(array_file(alias), row, buf)
             if written >= WRITEBACK_BYTES:
                 # start writing this record to disk now, overlapped with reading the next one,
                 # so the fsync at the end of the partition has little left to wait for
@@ -170,6 +189,10 @@ class NpySink(PartitionSink):
             os.close(fd)
         self._fds = {}
         return self._bytes
+
+    def extra_summary(self) -> dict[str, Any]:
+        """The checksum of every row written (see :mod:`guideloom.formats.checksums`)."""
+        return self._sums.summary()
 
 
 def compact(src: str, dst: str, keep: np.ndarray) -> None:

@@ -7,7 +7,7 @@ numpy string arrays and read back with ``allow_pickle=False``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,9 +20,11 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
+from guideloom.formats.checksums import RowDigests, file_digest
 from guideloom.formats.layout import SIM_IDS_FILE
 
 TMP_MARK = ".tmp-"
+CHECKSUM_GROUP = "*.npz"  # one checksum per experiment file, over the whole file
 
 
 def npz_file(sim_id: Any) -> str:
@@ -64,12 +66,28 @@ class NpzFormat(ExportFormat):
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
         return {**{a: "*.npz" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
+    @classmethod
+    def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
+                     n_units: int) -> Iterator[tuple[str, str, int]]:
+        """Group ``*.npz``: one checksum per experiment file, in row order."""
+        if group != CHECKSUM_GROUP:
+            yield from super().unit_digests(root, manifest, group, n_units)
+            return
+        for sim_id in cls.open_reader(root, manifest).sim_ids():
+            name = npz_file(sim_id)
+            try:
+                value, size = file_digest(os.path.join(root, name))
+            except FileNotFoundError:
+                fail(root, name, "missing")
+            yield name, value, size
+
 
 class NpzSink(PartitionSink):
     """Writes one ``.npz`` per record (temporary name, fsync, rename)."""
 
     def __init__(self, folder: str, compressed: bool):
         self._folder, self._compressed, self._bytes = folder, compressed, 0
+        self._sums = RowDigests()
 
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
         final = os.path.join(self._folder, npz_file(sim_id))
@@ -87,9 +105,14 @@ class NpzSink(PartitionSink):
             raise OSError(exc.errno, f"experiment {sim_id}: cannot write {final} "
                                      f"({exc.strerror or exc})") from exc
         self._bytes += os.path.getsize(final)
+        self._sums.add_file(CHECKSUM_GROUP, row, final)  # just written: read from the cache
 
     def close(self) -> int:
         return self._bytes
+
+    def extra_summary(self) -> dict[str, Any]:
+        """The checksum of every file written (see :mod:`guideloom.formats.checksums`)."""
+        return self._sums.summary()
 
 
 class NpzReader(FormatReader):

@@ -10,7 +10,7 @@ stream elements ``[off[i], off[i+1])``).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,10 +24,12 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
+from guideloom.formats.checksums import RowDigests, file_digest
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.npz import stack_rows
 
 RECORD_OFFSETS = "record_offsets.npy"
+CHECKSUM_GROUP = "shard-*.gls"  # one checksum per shard file (a unit holding the shard's rows)
 
 
 def describe_storage(storage: Any) -> dict[str, Any]:
@@ -89,6 +91,9 @@ class StorageFormat(ExportFormat):
     def manifest_extra(self) -> dict[str, Any]:
         return {"storage": describe_storage(self.storage)}
 
+    def checksummed_files(self) -> list[str]:
+        return [RECORD_OFFSETS]
+
     def user_objects(self) -> list[Any]:
         return [self.storage.format]
 
@@ -121,15 +126,34 @@ class StorageFormat(ExportFormat):
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
         return {**{a: "shard-*" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
+    @classmethod
+    def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
+                     n_units: int) -> Iterator[tuple[str, str, int]]:
+        """Group ``shard-*.gls``: one checksum per shard file, shard 0 first."""
+        from guideloom.storage.shards import shard_name
+
+        if group != CHECKSUM_GROUP:
+            yield from super().unit_digests(root, manifest, group, n_units)
+            return
+        for shard in range(n_units):
+            name = shard_name(shard)
+            try:
+                value, size = file_digest(os.path.join(root, name))
+            except FileNotFoundError:
+                fail(root, name, "missing")
+            yield name, value, size
+
 
 class ShardSink(PartitionSink):
     """Appends each record to the partition's shard."""
 
     def __init__(self, storage: Any, shard: int):
+        self._storage = storage
         self._writer = storage.sync_writer()
         self._writer.create(shard)  # an empty partition still commits its shard: no gaps
         self._shard = shard
         self._lengths: list[int] = []
+        self._sums = RowDigests()
 
     def write(self, row: int, sim_id: Any, record: Any) -> None:
         before = self._writer.elements(self._shard)
@@ -143,14 +167,18 @@ class ShardSink(PartitionSink):
         self._lengths.append(self._writer.elements(self._shard) - before)
 
     def close(self) -> int:
+        from guideloom.storage.shards import shard_name
+
         self._writer.close()
+        path = os.path.join(self._storage.directory, shard_name(self._shard))
+        self._sums.add_file(CHECKSUM_GROUP, self._shard, path, rows=len(self._lengths))
         return 0
 
     def abort(self) -> None:
         self._writer.abort()
 
     def extra_summary(self) -> dict[str, Any]:
-        return {"record_lengths": self._lengths}
+        return {"record_lengths": self._lengths, **self._sums.summary()}
 
 
 class StorageReader(FormatReader):
