@@ -851,7 +851,7 @@ def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
     rows += [(f"floor: inflate only ({fl['backend']}, 1 core / {cores})", [floor_s]),
              (f"floor: pread+inflate+unshuffle (fastread, 1 core / {cores})", [full_s]),
              (f"floor: npy memmap writes (page cache, 1 core / {cores})", [memmap_s]),
-             ("floor: disk (the same bytes written, written back, fsynced)", [fl["disk_s"]])]
+             ("disk: the same bytes, one writer, written back, fsynced", [fl["disk_s"]])]
     for label, vals in rows:
         print(f"  {label:58s} {stats(vals):>22s} {statistics.median(vals) / n * 1e3:14.1f}")
     print(f"  (1st local:2 export, starting the cluster: "
@@ -887,19 +887,20 @@ def run_pointcloud(child: Child, args: argparse.Namespace, reps: int, big: Path,
     else:
         goals.append((f"{label}: vs rddac", ">= 5x / 3x", "rddac not run", None))
     best = [min(r["export_s"], r["default_s"]) for r, _ in warm]
-    for name, ours, goal in (("warm local:2", warm_s, 0.8), ("best warm", best, None)):
-        for floor_name, floor in (("decode floor", floor_s),
-                                  ("binding floor", max(full_s, memmap_s, fl["disk_s"]))):
-            if goal is None and floor_name == "decode floor":
-                continue
-            share = [floor / w for w in ours]
-            med = statistics.median(share)
-            ok = None if goal is None or floor_name != "decode floor" else med >= goal
-            print(f"  {name} export at {stats([x * 100 for x in share], fmt='{:.0f}')} % of "
-                  f"the {floor_name}'s speed" + ("" if ok is None else
-                                                 f" (goal >= 80%: {verdict(ok)})"))
-            goals.append((f"{label}: {name} vs {floor_name}", ">= 80%" if ok is not None else "-",
-                          f"{med * 100:.0f}% [{min(share) * 100:.0f}-{max(share) * 100:.0f}]", ok))
+    # the issue's floor (inflate only), and the whole decode the data needs (with unshuffle),
+    # which no export of these files can beat; the disk figure is one sequential writer, which
+    # the export (several writers at once) has beaten here, so it is not a floor of the export
+    for name, ours, floor_name, floor, goal in (
+            ("warm local:2", warm_s, "decode floor", floor_s, 0.8),
+            ("warm local:2", warm_s, "whole-decode floor", full_s, None),
+            ("best warm", best, "whole-decode floor", full_s, None)):
+        share = [floor / w for w in ours]
+        med = statistics.median(share)
+        ok = None if goal is None else med >= goal
+        print(f"  {name} export at {stats([x * 100 for x in share], fmt='{:.0f}')} % of the "
+              f"{floor_name}'s speed" + ("" if ok is None else f" (goal >= 80%: {verdict(ok)})"))
+        goals.append((f"{label}: {name} vs {floor_name}", "-" if goal is None else ">= 80%",
+                      f"{med * 100:.0f}% [{min(share) * 100:.0f}-{max(share) * 100:.0f}]", ok))
     goals.append((f"{label}: read / write per row (task)", "-",
                   f"{ours_read:.1f} / {ours_write:.1f} ms", None))
     return goals
