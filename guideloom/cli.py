@@ -212,10 +212,11 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
 
 def _print_plan(wf, spec, scheduler: str | None) -> None:
     from guideloom.cluster.embedded import default_worker_count
-    from guideloom.cluster.runtime import default_partition_size, preview_placement
+    from guideloom.cluster.runtime import preview_placement
     from guideloom.export.run import (
         PROBE_ATTEMPTS,
         estimate_seconds,
+        partition_size_for,
         plan_export,
         probe_schema,
         select_experiments,
@@ -226,10 +227,10 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
 
     selection = select_experiments(spec)
     n = len(selection.locations)
-    n_tasks = math.ceil(n / (spec.partition_size
-                             or default_partition_size(n, default_worker_count())))
-    workers, where = preview_placement(scheduler, estimate_seconds(spec, selection), n_tasks)
-    plan = plan_export(spec, workers, selection)
+    estimate = estimate_seconds(spec, selection)
+    n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
+    workers, where = preview_placement(scheduler, estimate, n_tasks)
+    plan = plan_export(spec, workers, selection, estimate)
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
     n = len(plan.selection.locations)

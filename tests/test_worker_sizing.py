@@ -90,3 +90,37 @@ def test_workers_of_a_running_cluster_share_their_host(demo_zip, tmp_path, dask_
                               record_transform=decode_threads_row, partition_size=3)
     seen = {int(x) for x in np.load(tmp_path / "out" / "threads.npy")}
     assert seen == {max(1, usable_cpus() // 2)}
+
+
+def test_tiny_records_are_not_split_finer_than_pays():
+    from guideloom.cluster.runtime import MAX_PARTITION, MIN_TASK_S, default_partition_size
+
+    # without an estimate: about four tasks per worker
+    assert default_partition_size(24, 2) == 3
+    # 24 records of 1 ms: one task per worker (0.1 s of work is not worth more tasks)
+    assert default_partition_size(24, 2, 1e-3) == 12
+    # large records keep four tasks per worker
+    assert default_partition_size(24, 2, 0.13) == 3
+    # many small records: tasks of MIN_TASK_S, within the partition cap
+    assert default_partition_size(2_000, 2, 1e-3) == min(MAX_PARTITION, round(MIN_TASK_S / 1e-3))
+
+
+def test_a_tiny_export_on_two_workers_runs_one_task_each(demo_zip, tmp_path):
+    """export.json records the partitioning the estimate chose, and a dry run of the same job
+    would choose the same (the job identity includes it)."""
+    import json
+
+    import guideloom
+    from guideloom.export.api import build_spec
+    from guideloom.export.run import estimate_seconds, partition_size_for, select_experiments
+
+    ds = guideloom.load(data_dir=demo_zip)
+    where = lambda row: bool(row["has_pointcloud"])  # noqa: E731
+    guideloom.export_to_numpy("pointcloud-op10", tmp_path / "out", dataset=ds, where=where,
+                              client="local:2")
+    manifest = json.loads((tmp_path / "out" / "export.json").read_text())
+    n = manifest["count"]
+    assert manifest["partition_size"] == -(-n // 2)
+    spec = build_spec("pointcloud-op10", "npy", tmp_path / "other", dataset=ds, where=where)
+    selection = select_experiments(spec)
+    assert partition_size_for(spec, n, 2, estimate_seconds(spec, selection)) == -(-n // 2)

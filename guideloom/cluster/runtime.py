@@ -37,6 +37,7 @@ CLIENT_PATTERN = re.compile(
 BATCH_KINDS = ("slurm", "pbs")
 
 MAX_PARTITION = 64
+MIN_TASK_S = 0.1  # estimated work below which records are not split into more tasks
 # With one worker there is nothing to balance: partitions only bound the work a crash can lose
 # and how often the progress bar moves, and each costs a few fsyncs; so they are larger.
 MAX_SERIAL_PARTITION = 256
@@ -105,11 +106,20 @@ def worker_count(client: Any) -> int:
     return max(1, len(workers))
 
 
-def default_partition_size(n: int, workers: int) -> int:
+def default_partition_size(n: int, workers: int, seconds_per_item: float | None = None) -> int:
     """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`
-    (:data:`MAX_SERIAL_PARTITION` with one worker)."""
+    (:data:`MAX_SERIAL_PARTITION` with one worker).
+
+    With ``seconds_per_item`` (the estimate), a task holds at least :data:`MIN_TASK_S` of work
+    while every worker still gets one: each task pays a dispatch and the fsync of its files,
+    which would outweigh the work of a few small records.
+    """
     cap = MAX_SERIAL_PARTITION if workers <= 1 else MAX_PARTITION
-    return max(1, min(cap, math.ceil(n / max(1, 4 * workers))))
+    size = math.ceil(n / max(1, 4 * workers))
+    if seconds_per_item and seconds_per_item > 0:
+        size = max(size, min(math.ceil(MIN_TASK_S / seconds_per_item),
+                             math.ceil(n / max(1, workers))))
+    return max(1, min(cap, size))
 
 
 def _local_workers(text: str) -> int | None:

@@ -121,12 +121,23 @@ def select_experiments(spec: ExportSpec) -> Selection:
     return selection
 
 
-def plan_export(spec: ExportSpec, workers: int = 1,
-                selection: Selection | None = None) -> ExportPlan:
-    """Select the experiments (unless given) and split them into partitions (no data is read)."""
+def partition_size_for(spec: ExportSpec, n: int, workers: int, estimate_s: float | None) -> int:
+    """The job's partition size: the user's, else one sized for ``workers`` and the estimated
+    in-process seconds of all ``n`` records."""
+    per_item = estimate_s / n if estimate_s is not None and n else None
+    return spec.partition_size or default_partition_size(n, workers, per_item)
+
+
+def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
+                estimate_s: float | None = None) -> ExportPlan:
+    """Select the experiments (unless given) and split them into partitions (no data is read).
+
+    ``estimate_s`` (from :func:`estimate_seconds`) keeps tasks of tiny records from being split
+    finer than pays.
+    """
     if selection is None:
         selection = select_experiments(spec)
-    size = spec.partition_size or default_partition_size(len(selection.locations), workers)
+    size = partition_size_for(spec, len(selection.locations), workers, estimate_s)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
@@ -192,8 +203,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
-    n_tasks = math.ceil(n / (spec.partition_size
-                             or default_partition_size(n, default_worker_count())))
+    n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
     where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
                           batch_options=batch_options)
@@ -211,7 +221,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                 where: Placement, estimate: float, show_progress: bool,
                 started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, where.workers, selection)
+    plan = plan_export(spec, where.workers, selection, estimate)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
