@@ -124,3 +124,9 @@ def test_a_tiny_export_on_two_workers_runs_one_task_each(demo_zip, tmp_path):
     spec = build_spec("pointcloud-op10", "npy", tmp_path / "other", dataset=ds, where=where)
     selection = select_experiments(spec)
     assert partition_size_for(spec, n, 2, estimate_seconds(spec, selection)) == -(-n // 2)
+
+
+def test_in_process_partitions_stay_small_for_resume():
+    from guideloom.cluster.runtime import default_partition_size
+
+    assert default_partition_size(24, 1, 1e-3) == default_partition_size(24, 1) == 6

@@ -110,13 +110,14 @@ def default_partition_size(n: int, workers: int, seconds_per_item: float | None 
     """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`
     (:data:`MAX_SERIAL_PARTITION` with one worker).
 
-    With ``seconds_per_item`` (the estimate), a task holds at least :data:`MIN_TASK_S` of work
-    while every worker still gets one: each task pays a dispatch and the fsync of its files,
-    which would outweigh the work of a few small records.
+    With ``seconds_per_item`` (the estimate) and several workers, a task holds at least
+    :data:`MIN_TASK_S` of work while every worker still gets one: each task pays a round trip to
+    a worker and the fsync of its files, which would outweigh the work of a few small records.
+    In-process partitions pay no round trip and stay small (finer resume after a crash).
     """
     cap = MAX_SERIAL_PARTITION if workers <= 1 else MAX_PARTITION
     size = math.ceil(n / max(1, 4 * workers))
-    if seconds_per_item and seconds_per_item > 0:
+    if seconds_per_item and seconds_per_item > 0 and workers > 1:
         size = max(size, min(math.ceil(MIN_TASK_S / seconds_per_item),
                              math.ceil(n / max(1, workers))))
     return max(1, min(cap, size))
