@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.buffers import aligned_empty
 from guideloom.errors import RecordValueError, TransformError
 from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
@@ -104,8 +105,8 @@ def reuse_buffers(
             or not sink_copies:
         return None
     h5_aliases = {vf.alias for vf in spec.view.fields if vf.is_h5}
-    return {a: np.empty(fs.shape, np.dtype(fs.dtype)) for a, fs in schema.items()
-            if a in h5_aliases}
+    # page-aligned, so that a sink may hand them to direct I/O
+    return {a: aligned_empty(fs.shape, fs.dtype) for a, fs in schema.items() if a in h5_aliases}
 
 
 def schema_of(arrays: Mapping[str, np.ndarray]) -> dict[str, FieldSchema]:
