@@ -79,6 +79,18 @@ def file_digest(path: str, opener: Any = open) -> tuple[str, int]:
     return hasher.hexdigest(), size
 
 
+def files_digests(root: str, names: Iterator[str] | Sequence[str]
+                  ) -> Iterator[tuple[str, str, int]]:
+    """``(name, checksum, size)`` of each whole file ``names`` under ``root``, in order; a missing
+    one is a :class:`~guideloom.errors.CorruptExportError` naming it."""
+    for name in names:
+        try:
+            value, size = file_digest(os.path.join(root, name))
+        except FileNotFoundError:
+            fail(root, name, "missing")
+        yield name, value, size
+
+
 class RowDigests:
     """The digests a partition's sink takes, to return with its summary.
 

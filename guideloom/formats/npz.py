@@ -20,7 +20,7 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
-from guideloom.formats.checksums import RowDigests, file_digest
+from guideloom.formats.checksums import RowDigests, files_digests
 from guideloom.formats.layout import SIM_IDS_FILE
 
 TMP_MARK = ".tmp-"
@@ -73,13 +73,8 @@ class NpzFormat(ExportFormat):
         if group != CHECKSUM_GROUP:
             yield from super().unit_digests(root, manifest, group, n_units)
             return
-        for sim_id in cls.open_reader(root, manifest).sim_ids():
-            name = npz_file(sim_id)
-            try:
-                value, size = file_digest(os.path.join(root, name))
-            except FileNotFoundError:
-                fail(root, name, "missing")
-            yield name, value, size
+        ids = cls.open_reader(root, manifest).sim_ids()
+        yield from files_digests(root, (npz_file(sim_id) for sim_id in ids))
 
 
 class NpzSink(PartitionSink):

@@ -24,7 +24,7 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
-from guideloom.formats.checksums import RowDigests, file_digest
+from guideloom.formats.checksums import RowDigests, files_digests
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.npz import stack_rows
 
@@ -135,13 +135,7 @@ class StorageFormat(ExportFormat):
         if group != CHECKSUM_GROUP:
             yield from super().unit_digests(root, manifest, group, n_units)
             return
-        for shard in range(n_units):
-            name = shard_name(shard)
-            try:
-                value, size = file_digest(os.path.join(root, name))
-            except FileNotFoundError:
-                fail(root, name, "missing")
-            yield name, value, size
+        yield from files_digests(root, (shard_name(shard) for shard in range(n_units)))
 
 
 class ShardSink(PartitionSink):
