@@ -301,7 +301,13 @@ class _ShuffleBatch:
         assert self.scratch is not None
         n = self.nbytes // self.size
         end = self.first + self.count * self.nbytes
-        _unshuffle_tree(self.scratch, self.flat[self.first:end], self.size, n, self.count)
+        if self.count * n >= _TREE_MIN_ELEMENTS:
+            _unshuffle_tree(self.scratch, self.flat[self.first:end], self.size, n, self.count)
+        else:
+            for k in range(self.count):
+                at = self.first + k * self.nbytes
+                _unshuffle_strided(self.scratch[k * self.nbytes:(k + 1) * self.nbytes],
+                                   self.flat[at:at + self.nbytes], self.size, n)
         self.count = 0
 
 
@@ -371,16 +377,23 @@ def _unshuffle(src: np.ndarray, dst: np.ndarray, size: int) -> None:
         dst[:] = src
         return
     n = len(dst) // size
-    if size in _TREE_SIZES and _LITTLE_ENDIAN and n:
+    if size in _TREE_SIZES and _LITTLE_ENDIAN and n >= _TREE_MIN_ELEMENTS:
         _unshuffle_tree(src, dst, size, n)
     else:
-        body = dst[:n * size].reshape(n, size)
-        for k in range(size):  # one strided copy per plane
-            body[:, k] = src[k * n:(k + 1) * n]
+        _unshuffle_strided(src, dst, size, n)
     dst[n * size:] = src[n * size:len(dst)]  # a tail shorter than one element stays in place
 
 
+def _unshuffle_strided(src: np.ndarray, dst: np.ndarray, size: int, n: int) -> None:
+    body = dst[:n * size].reshape(n, size)
+    for k in range(size):  # one strided copy per plane
+        body[:, k] = src[k * n:(k + 1) * n]
+
+
 _TREE_SIZES = (2, 4, 8)
+# below this many elements the interleave's dozen numpy calls cost more than strided copies
+# (4-byte elements here: 2,236 -> 3.9 vs 11.0 us; 32,768 -> 32.6 vs 24.2 us)
+_TREE_MIN_ELEMENTS = 1 << 14
 _LITTLE_ENDIAN = sys.byteorder == "little"
 _SCRATCH = 3  # the _Buffers slot the tree unshuffle works in
 
