@@ -133,6 +133,12 @@ def test_export_completes_identically_when_a_worker_job_is_cancelled(
             cancelled = slurm.command("scancel", victim)
             assert cancelled.returncode == 0, cancelled.stderr
             job.result(timeout=300)
+        # scancel is asynchronous: the export may finish on the other worker while SLURM is
+        # still completing the cancelled job; wait (bounded) for SLURM to drop it
+        deadline = time.monotonic() + 60
+        while any(line.split()[0] == victim for line in slurm.queue()):
+            assert time.monotonic() < deadline, f"cancelled job still listed: {slurm.queue()}"
+            time.sleep(0.1)
         left = {line.split()[0] for line in slurm.queue()}
         assert victim not in left and left <= jobs
     assert slurm.queue() == []
