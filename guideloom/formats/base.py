@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.formats.checksums import file_digest
+from guideloom.formats.checksums import files_digests
 from guideloom.formats.layout import SIM_IDS_FILE, fail  # noqa: F401 - formats import it here
 
 
@@ -191,12 +191,7 @@ class ExportFormat(abc.ABC):
         """
         import fsspec
 
-        name = group
-        try:
-            value, size = file_digest(f"{root}/{name}", fsspec.open)
-        except FileNotFoundError:
-            fail(root, name, "missing")
-        yield name, value, size
+        yield from files_digests(root, [group], fsspec.open)
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:

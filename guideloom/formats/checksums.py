@@ -79,13 +79,14 @@ def file_digest(path: str, opener: Any = open) -> tuple[str, int]:
     return hasher.hexdigest(), size
 
 
-def files_digests(root: str, names: Iterator[str] | Sequence[str]
+def files_digests(root: str, names: Iterator[str] | Sequence[str], opener: Any = open
                   ) -> Iterator[tuple[str, str, int]]:
-    """``(name, checksum, size)`` of each whole file ``names`` under ``root``, in order; a missing
-    one is a :class:`~guideloom.errors.CorruptExportError` naming it."""
+    """``(name, checksum, size)`` of each whole file ``names`` under ``root`` (a path, or a URL
+    with ``opener=fsspec.open``), in order; a missing one is a
+    :class:`~guideloom.errors.CorruptExportError` naming it."""
     for name in names:
         try:
-            value, size = file_digest(os.path.join(root, name))
+            value, size = file_digest(f"{root.rstrip('/')}/{name}", opener)
         except FileNotFoundError:
             fail(root, name, "missing")
         yield name, value, size
