@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -116,6 +116,7 @@ class ExportFormat(abc.ABC):
         copies_records: The sink's ``write`` has copied the arrays when it returns (so the
             executor may decode the next record into the same buffers).
         local_only: The format writes local (or shared) paths only, not fsspec URLs.
+        file_group: The checksum group whose units are whole files (see :meth:`group_files`).
     """
 
     kind: ClassVar[str]
@@ -124,6 +125,7 @@ class ExportFormat(abc.ABC):
     raw_records: ClassVar[bool] = False
     copies_records: ClassVar[bool] = False
     local_only: ClassVar[bool] = True
+    file_group: ClassVar[str | None] = None
 
     def __init__(self, stage: Stage, options: Mapping[str, Any]):
         self.stage = stage
@@ -186,12 +188,21 @@ class ExportFormat(abc.ABC):
                      n_units: int) -> Iterator[tuple[str, str, int]]:
         """Recompute the checksums of one group recorded at write time (see
         :mod:`guideloom.formats.checksums`), streaming: ``(file, checksum, bytes)`` per unit,
-        in order. The default handles a whole file named ``group`` (one unit); formats
-        override it for the groups their sinks record.
+        in order. The default handles :attr:`file_group` (one unit per file of
+        :meth:`group_files`) and a whole file named ``group`` (one unit); formats override it for
+        the other groups their sinks record.
         """
         import fsspec
 
+        if cls.file_group is not None and group == cls.file_group:
+            yield from files_digests(root, cls.group_files(root, manifest, n_units))
+            return
         yield from files_digests(root, [group], fsspec.open)
+
+    @classmethod
+    def group_files(cls, root: str, manifest: Mapping[str, Any], n_units: int) -> Iterable[str]:
+        """The files of :attr:`file_group`, in the order their checksums were recorded."""
+        raise NotImplementedError
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:

@@ -7,7 +7,7 @@ numpy string arrays and read back with ``allow_pickle=False``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
-from guideloom.formats.checksums import RowDigests, files_digests
+from guideloom.formats.checksums import RowDigests
 from guideloom.formats.layout import SIM_IDS_FILE
 
 TMP_MARK = ".tmp-"
@@ -39,6 +39,7 @@ class NpzFormat(ExportFormat):
     needs_schema = False
     allow_text = True
     copies_records = True  # the file is written when write returns
+    file_group = CHECKSUM_GROUP
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         return NpzSink(self.stage.path("data"), bool(self.options.get("compressed", False)))
@@ -67,14 +68,9 @@ class NpzFormat(ExportFormat):
         return {**{a: "*.npz" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
     @classmethod
-    def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
-                     n_units: int) -> Iterator[tuple[str, str, int]]:
+    def group_files(cls, root: str, manifest: Mapping[str, Any], n_units: int) -> Iterable[str]:
         """Group ``*.npz``: one checksum per experiment file, in row order."""
-        if group != CHECKSUM_GROUP:
-            yield from super().unit_digests(root, manifest, group, n_units)
-            return
-        ids = cls.open_reader(root, manifest).sim_ids()
-        yield from files_digests(root, (npz_file(sim_id) for sim_id in ids))
+        return (npz_file(sim_id) for sim_id in cls.open_reader(root, manifest).sim_ids())
 
 
 class NpzSink(PartitionSink):

@@ -10,7 +10,7 @@ stream elements ``[off[i], off[i+1])``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
-from guideloom.formats.checksums import RowDigests, files_digests
+from guideloom.formats.checksums import RowDigests
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.npz import stack_rows
 
@@ -72,6 +72,7 @@ class StorageFormat(ExportFormat):
     kind = "storage"
     needs_schema = False
     raw_records = True
+    file_group = CHECKSUM_GROUP
 
     def __init__(self, stage: Any, options: Mapping[str, Any]):
         super().__init__(stage, options)
@@ -127,15 +128,11 @@ class StorageFormat(ExportFormat):
         return {**{a: "shard-*" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
     @classmethod
-    def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
-                     n_units: int) -> Iterator[tuple[str, str, int]]:
+    def group_files(cls, root: str, manifest: Mapping[str, Any], n_units: int) -> Iterable[str]:
         """Group ``shard-*.gls``: one checksum per shard file, shard 0 first."""
         from guideloom.storage.shards import shard_name
 
-        if group != CHECKSUM_GROUP:
-            yield from super().unit_digests(root, manifest, group, n_units)
-            return
-        yield from files_digests(root, (shard_name(shard) for shard in range(n_units)))
+        return (shard_name(shard) for shard in range(n_units))
 
 
 class ShardSink(PartitionSink):
