@@ -98,8 +98,9 @@ class RecordReader:
     ) -> np.ndarray:
         path = vf.h5_path
         assert path is not None
+        obj: h5py.h5d.DatasetID | h5py.Dataset
         try:  # the low-level open is much cheaper than f[path]; f[path] words the errors
-            obj = h5py.Dataset(h5py.h5d.open(fid, path.encode()))
+            obj = h5py.h5d.open(fid, path.encode())
         except (KeyError, ValueError, TypeError, OSError, RuntimeError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
         shape = tuple(obj.shape)
@@ -195,8 +196,8 @@ def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
 
 
 def _select(
-    obj: h5py.Dataset, timesteps: None | int | tuple[int, ...], raw: RawSource | None = None,
-    out: np.ndarray | None = None,
+    obj: h5py.Dataset | h5py.h5d.DatasetID, timesteps: None | int | tuple[int, ...],
+    raw: RawSource | None = None, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Read ``obj`` with ``timesteps`` applied; through the fast chunk path when it can."""
     if timesteps is None:

@@ -162,6 +162,40 @@ def test_other_layouts_fall_back_to_h5py(tmp_path):
             assert got.dtype == want.dtype and (got == want).all()
 
 
+def test_low_level_dataset_ids_read_like_h5py_for_every_kind_of_type(tmp_path):
+    """The record path hands ``read_dataset`` a bare ``DatasetID``; plain numbers are read by
+    one low-level call, everything else still by h5py, and both give what ``dset[()]`` gives."""
+    path = tmp_path / "kinds.h5"
+    enum = h5py.enum_dtype({"RED": 0, "GREEN": 1}, basetype="i1")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("f8", data=np.arange(12.0).reshape(3, 4))
+        f.create_dataset("big_endian", data=np.arange(10, dtype=">i4"))
+        f.create_dataset("bool", data=np.array([True, False, True]))
+        f.create_dataset("bytes", data=np.array([b"ab", b"c", b"def"]))
+        f.create_dataset("enum", data=np.array([0, 1, 1], "i1"), dtype=enum)
+        f.create_dataset("compound", data=np.array([(1, 2.5), (3, 4.5)],
+                                                   dtype=[("a", "<i4"), ("b", "<f8")]))
+        f.create_dataset("scalar", data=np.float32(3.5))
+        f.create_dataset("empty", shape=(0, 3), dtype="<f4")
+        f.create_dataset("vlen", data=["a", "bc"], dtype=h5py.string_dtype())
+        f.create_dataset("chunked", data=_values((5_000,), "<f4"), chunks=(1_000,),
+                         compression="gzip", shuffle=True)
+    with h5py.File(path, "r") as f:
+        raw = fastread.RawSource(f.id.get_vfd_handle())
+        for name in f:
+            want = f[name][()]
+            dsid = h5py.h5d.open(f.id, name.encode())
+            got = fastread.read_dataset(dsid, raw)
+            assert type(got) is type(want), name
+            assert np.asarray(got).dtype == np.asarray(want).dtype, name
+            assert np.array_equal(np.asarray(got), np.asarray(want)), name
+            if name == "big_endian":
+                assert got.dtype == np.dtype(">i4")
+        buf = np.full((3, 4), -1.0)
+        assert fastread.read_dataset(h5py.h5d.open(f.id, b"f8"), None, out=buf) is buf
+        assert np.array_equal(buf, f["f8"][()])
+
+
 def _corrupt_chunk(path: Path, name: str, index: int = 1) -> None:
     with h5py.File(path, "r") as f:
         info = f[name].id.get_chunk_info(index)

@@ -42,10 +42,14 @@ FAST_MIN_BYTES = 1 << 17  # stored bytes from which the fast path beats h5py (se
 
 
 def read_dataset(
-    dset: h5py.Dataset, source: RawSource | None, rows: Sequence[int] | np.ndarray | None = None,
+    dset: h5py.Dataset | h5py.h5d.DatasetID, source: RawSource | None,
+    rows: Sequence[int] | np.ndarray | None = None,
     *, min_bytes: int = FAST_MIN_BYTES, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Read ``dset`` (or rows ``rows``, increasing and unique, of its first axis).
+
+    ``dset`` is an :class:`h5py.Dataset` or its low-level ``DatasetID`` (the record path opens
+    datasets with :func:`h5py.h5d.open`, which costs a fraction of ``group[path]``).
 
     With ``out`` (a C-contiguous array of the whole dataset's shape and dtype; only without
     ``rows``) the data is decoded into it and ``out`` is returned.
@@ -57,19 +61,32 @@ def read_dataset(
     Raises:
         OSError: h5py cannot read the dataset (damaged file).
     """
-    if out is not None and (rows is not None or out.shape != dset.shape
-                            or out.dtype != dset.dtype or not out.flags.c_contiguous):
+    dsid = dset.id if isinstance(dset, h5py.Dataset) else dset
+    shape, dtype = dsid.shape, dsid.dtype
+    if out is not None and (rows is not None or out.shape != shape
+                            or out.dtype != dtype or not out.flags.c_contiguous):
         out = None  # not a buffer for this read: allocate as usual
-    if source is not None and dset.id.get_storage_size() >= min_bytes:
-        p = plan(dset)
+    if source is not None and dsid.get_storage_size() >= min_bytes:
+        p = plan(dsid)
         if p is not None:
             try:
                 return read(p, source, rows, out)
             except (FastReadError, OSError):
                 pass  # h5py is the judge of damaged or unreadable data
+    if rows is None and shape and 0 not in shape and _plain(dtype):
+        # a whole dataset of plain numbers: HDF5's read straight into the array, without
+        # the high-level selection machinery (the same call h5py makes for dset[()])
+        if out is None:
+            out = np.empty(shape, dtype)
+        dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+        return out
+    hl = dset if isinstance(dset, h5py.Dataset) else h5py.Dataset(dsid)
     if rows is None:
-        if out is not None and out.size:
-            dset.read_direct(out)
-            return out
-        return dset[()]
-    return dset[[int(r) for r in rows]]
+        return hl[()]
+    return hl[[int(r) for r in rows]]
+
+
+def _plain(dtype: np.dtype) -> bool:
+    """Numbers or fixed-size bytes with no special h5py mapping (enum, references, vlen)."""
+    return (dtype.kind in "biufcS" and not dtype.hasobject and dtype.metadata is None
+            and dtype.fields is None)

@@ -106,13 +106,14 @@ class Plan:
 _NATIVE: dict[np.dtype, h5py.h5t.TypeID] = {}  # numpy dtype -> the HDF5 type h5py reads into
 
 
-def plan(dset: h5py.Dataset) -> Plan | None:
-    """Return the decoding plan of ``dset``, or ``None`` when h5py must read it.
+def plan(dset: h5py.Dataset | h5py.h5d.DatasetID) -> Plan | None:
+    """Return the decoding plan of ``dset`` (a Dataset or its ``DatasetID``), or ``None`` when
+    h5py must read it.
 
     Handled: chunked layout, filters among deflate, shuffle and fletcher32, a fixed-size dtype
     stored exactly as numpy holds it (so HDF5 would not convert it) and a defined fill value.
     """
-    dsid = dset.id
+    dsid = dset.id if isinstance(dset, h5py.Dataset) else dset
     dcpl = dsid.get_create_plist()
     if dcpl.get_layout() != h5py.h5d.CHUNKED:
         return None
@@ -128,8 +129,8 @@ def plan(dset: h5py.Dataset) -> Plan | None:
     fill = np.zeros((), dtype)
     if defined == h5py.h5d.FILL_VALUE_USER_DEFINED:
         dcpl.get_fill_value(fill)
-    shape = dset.shape
-    if 0 in shape:
+    shape = dsid.shape
+    if shape is None or 0 in shape:
         return None
     chunk_shape = tuple(int(c) for c in dcpl.get_chunk())
     layout = Layout(dtype, chunk_shape, filters, fill, math.prod(chunk_shape) * dtype.itemsize)
