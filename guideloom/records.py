@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -103,13 +104,14 @@ class RecordReader:
             obj = h5py.h5d.open(fid, path.encode())
         except (KeyError, ValueError, TypeError, OSError, RuntimeError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
-        shape = tuple(obj.shape)
+        stored = tuple(obj.shape)
+        shape = stored
         if vf.timesteps is not None and shape:
             steps = 1 if isinstance(vf.timesteps, int) else len(vf.timesteps)
             shape = (steps, *shape[1:])
         check_declared_size(shape, obj.dtype, loc, path)
         try:
-            return _select(obj, vf.timesteps, raw, out)
+            return _select(obj, vf.timesteps, raw, out, stored)
         except MemoryError as exc:
             raise CorruptDataError(
                 f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} of shape "
@@ -182,7 +184,7 @@ def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
                         path: str | None) -> None:
     """Raise :class:`CorruptDataError` when one record's field declares more bytes than this
     machine has memory (a damaged file, or a field that is not per experiment)."""
-    nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize  # exact Python ints: no overflow
     if nbytes < LARGE_FIELD_BYTES:
         return  # the common case: no system call
     available = psutil.virtual_memory().available
@@ -198,11 +200,15 @@ def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
 def _select(
     obj: h5py.Dataset | h5py.h5d.DatasetID, timesteps: None | int | tuple[int, ...],
     raw: RawSource | None = None, out: np.ndarray | None = None,
+    shape: tuple[int, ...] | None = None,
 ) -> np.ndarray:
-    """Read ``obj`` with ``timesteps`` applied; through the fast chunk path when it can."""
+    """Read ``obj`` (of shape ``shape``, when known) with ``timesteps`` applied; through the
+    fast chunk path when it can."""
     if timesteps is None:
-        return read_dataset(obj, raw, out=out)
-    n = obj.shape[0] if obj.shape else 0
+        return read_dataset(obj, raw, out=out, shape=shape)
+    if shape is None:
+        shape = tuple(obj.shape)
+    n = shape[0] if shape else 0
     if isinstance(timesteps, int):
         if not -n <= timesteps < n:
             raise IndexError(f"step {timesteps} with {n} steps")

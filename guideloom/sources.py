@@ -309,6 +309,21 @@ _SEC2_ACCESS = _file_access("sec2")  # sec2: the file's VFD handle is its descri
 _BASE_ACCESS = _file_access()
 
 
+class _MemberAccess(threading.local):
+    """One file-access list per thread, pointed at each member's file object in turn: HDF5
+    copies the list when it opens a file, and copying our own costs more than re-pointing it."""
+
+    def __init__(self) -> None:
+        self.fapl = _BASE_ACCESS.copy()
+
+    def pointed_at(self, fileobj: io.IOBase) -> h5py.h5p.PropFAID:
+        self.fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
+        return self.fapl
+
+
+_MEMBER_ACCESS = _MemberAccess()
+
+
 def open_location_raw(
     loc: Location, handles: ArchiveHandles | None = None, *, verify_crc: bool = False
 ) -> tuple[h5py.h5f.FileID, RawSource | None]:
@@ -349,10 +364,8 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             # its CRC-32 when the read reaches the member's end, as this one does)
             with zipfile.ZipFile(loc.path) as zf:
                 fileobj, raw = io.BytesIO(zf.read(loc.member)), None
-        fapl = _BASE_ACCESS.copy()
-        fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
         name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
-        return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
+        return h5py.h5f.open(name, flags, fapl=_MEMBER_ACCESS.pointed_at(fileobj)), raw, fileobj
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:

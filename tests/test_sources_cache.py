@@ -33,3 +33,43 @@ def test_listing_follows_a_rewritten_archive(demo_copy):
     for record in guideloom.streaming.iter_view("force-curve", data_dir=demo_copy,
                                                 sim_ids=still):
         assert record["force_data"].tobytes() == before[record["_sim_id"]].tobytes()
+
+
+def test_members_opened_from_many_threads_at_once_read_their_own_bytes(demo_copy):
+    """Each thread re-points its own file-access list at each member it opens: files opened
+    at the same time, in one thread and across threads, must never read another's bytes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import h5py
+
+    ds = guideloom.load(data_dir=demo_copy)
+    locations = sources.scan_locations(ds, demo_copy)
+    zipped = sorted(i for i, loc in locations.items() if loc.member is not None)
+    assert len(zipped) >= 4
+    loose = {}
+    for sim_id in zipped:
+        with sources.open_location(locations[sim_id]) as f:
+            loose[sim_id] = f["force/data"][()].tobytes()
+
+    def read_all_open_together(ids):
+        files = [sources.open_location(locations[i]) for i in ids]  # all open at once
+        try:
+            return {i: f["force/data"][()].tobytes() for i, f in zip(ids, files, strict=True)}
+        finally:
+            for f in files:
+                f.close()
+
+    def read_raw(sim_id):
+        fid, _ = sources.open_location_raw(locations[sim_id])
+        try:
+            return sim_id, h5py.File(fid)["force/data"][()].tobytes()
+        finally:
+            fid.close()
+
+    assert read_all_open_together(zipped) == loose
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(5):
+            assert dict(pool.map(read_raw, zipped * 3)) == loose
+            groups = [zipped[k::3] for k in range(3)]
+            for got in pool.map(read_all_open_together, groups):
+                assert got == {i: loose[i] for i in got}
