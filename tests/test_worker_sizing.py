@@ -105,6 +105,38 @@ def test_tiny_records_are_not_split_finer_than_pays():
     assert default_partition_size(2_000, 2, 1e-3) == min(MAX_PARTITION, round(MIN_TASK_S / 1e-3))
 
 
+def test_task_sizes_even_out_the_last_round():
+    """21 real-size op10 records on 2 workers in tasks of 3 left one worker idle for the whole
+    last task (12 records against 9); tasks of 2 give 11 against 10."""
+    import math
+
+    from guideloom.cluster.runtime import default_partition_size
+
+    assert math.ceil(21 / (4 * 2)) == 3  # the size before balancing
+    assert default_partition_size(21, 2, 0.08) == 2
+    assert default_partition_size(21, 2) == 2
+    assert default_partition_size(24, 2, 0.08) == 3  # 8 tasks of 3: already even
+
+    def busiest(n: int, size: int, workers: int) -> int:
+        """Records on the busiest worker when equal tasks are handed out in order to whichever
+        worker is free first (simulated task by task)."""
+        load = [0] * workers
+        for start in range(0, n, size):
+            k = min(range(workers), key=lambda w: (load[w], w))
+            load[k] += min(size, n - start)
+        return max(load)
+
+    for workers in (2, 3, 4, 8):
+        for n in range(2, 400, 7):
+            for per_item in (None, 0.003, 0.05, 0.4):
+                chosen = default_partition_size(n, workers, per_item)
+                plain = min(64, max(math.ceil(n / (4 * workers)), 1 if per_item is None else
+                                    min(math.ceil(0.1 / per_item), math.ceil(n / workers))))
+                assert math.ceil(plain / 2) <= chosen <= plain, (n, workers, per_item)
+                assert busiest(n, chosen, workers) <= busiest(n, plain, workers), \
+                    (n, workers, per_item, chosen, plain)
+
+
 def test_a_tiny_export_on_two_workers_runs_one_task_each(demo_zip, tmp_path):
     """export.json records the partitioning the estimate chose, and a dry run of the same job
     would choose the same (the job identity includes it)."""
