@@ -98,3 +98,75 @@ def test_export_to_tmpfs_is_exact(tmp_path):
     make_demo_data(tmp_path / "data", n=6, scan_shape=(128, 256), seed=4)
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         _export_and_compare(tmp_path / "data", Path(shm) / "out")
+
+
+def _write_rows(path: str) -> NpySink:
+    create_npy(path, (3, 2048), np.dtype("<f4"))
+    sink = NpySink({"x": path}, {"x": Schema((2048,), "<f4")})
+    for k in range(3):
+        row = aligned_empty((2048,), "<f4")
+        row[:] = np.arange(2048) * (k + 1)
+        sink.write(k, 10 + k, {"x": row})
+    return sink
+
+
+def _assert_rows(path: str) -> None:
+    rows = np.load(path)
+    for k in range(3):
+        assert (rows[k] == np.arange(2048) * (k + 1)).all()
+
+
+def test_a_file_system_that_refuses_direct_io_at_open_gets_buffered_rows(tmp_path, monkeypatch):
+    """Where ``open(O_DIRECT)`` fails (older tmpfs, some network file systems), every row takes
+    the buffered path. This kernel's file systems all accept the flag, so the refusal is the
+    real ``open`` given a flag it rejects (``O_DIRECT | O_DIRECTORY`` on a file: ENOTDIR)."""
+    from guideloom.formats import npy
+
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        pytest.skip("no O_DIRECT on this platform")
+    monkeypatch.setattr(npy.os, "O_DIRECT", flag | os.O_DIRECTORY)
+    path = str(tmp_path / "rows.npy")
+    sink = _write_rows(path)
+    assert sink.direct_bytes == 0 and sink._direct["x"] is None
+    assert sink.close() == 3 * 8192
+    _assert_rows(path)
+
+
+def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monkeypatch):
+    """Where the file system opens with O_DIRECT but refuses the write (EINVAL: alignment it
+    wants bigger than a page), the row is written buffered, the direct descriptor is closed and
+    no later row tries it again."""
+    import errno
+
+    from guideloom.formats import npy
+
+    if not _direct_io_works(tmp_path):
+        pytest.skip("no direct I/O on this file system")
+    real_pwrite = os.pwrite
+    direct_fds: set[int] = set()
+    refused = []
+    real_open_direct = npy._open_direct
+
+    def open_direct(path: str) -> int | None:
+        fd = real_open_direct(path)
+        if fd is not None:
+            direct_fds.add(fd)
+        return fd
+
+    def pwrite(fd: int, data, offset: int) -> int:  # noqa: ANN001
+        if fd in direct_fds:
+            refused.append(fd)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(npy, "_open_direct", open_direct)
+    monkeypatch.setattr(npy.os, "pwrite", pwrite)
+    path = str(tmp_path / "rows.npy")
+    sink = _write_rows(path)
+    assert len(refused) == 1  # tried once, on the first row only
+    assert sink.direct_bytes == 0 and sink._direct["x"] is None
+    with pytest.raises(OSError):
+        os.fstat(refused[0])  # the refused descriptor was closed
+    assert sink.close() == 3 * 8192
+    _assert_rows(path)
