@@ -365,7 +365,12 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             with zipfile.ZipFile(loc.path) as zf:
                 fileobj, raw = io.BytesIO(zf.read(loc.member)), None
         name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
-        return h5py.h5f.open(name, flags, fapl=_MEMBER_ACCESS.pointed_at(fileobj)), raw, fileobj
+        if not loc.stored:  # a private list: the thread's own would keep the inflated copy alive
+            fapl = _BASE_ACCESS.copy()
+            fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
+        else:
+            fapl = _MEMBER_ACCESS.pointed_at(fileobj)
+        return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:

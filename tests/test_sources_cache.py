@@ -73,3 +73,32 @@ def test_members_opened_from_many_threads_at_once_read_their_own_bytes(demo_copy
             groups = [zipped[k::3] for k in range(3)]
             for got in pool.map(read_all_open_together, groups):
                 assert got == {i: loose[i] for i in got}
+
+
+def test_a_deflated_member_is_not_kept_in_memory_after_its_file_closes(tmp_path):
+    """A deflated member is inflated whole into memory; once its file is closed nothing of
+    guideloom's may hold that copy (a thread's reused file-access list would)."""
+    import gc
+    import weakref
+    import zipfile
+
+    import h5py
+    import numpy as np
+
+    h5 = tmp_path / "0000.h5"
+    with h5py.File(h5, "w") as f:
+        f["x"] = np.arange(1000.0)
+    archive = tmp_path / "a.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.write(h5, "0000.h5")
+    info = zipfile.ZipFile(archive).getinfo("0000.h5")
+    loc = sources.Location(sim_id=0, path=str(archive), member="0000.h5",
+                           header_offset=info.header_offset, size=info.file_size,
+                           stored=False, crc=info.CRC)
+    f = sources.open_location(loc)
+    assert (f["x"][()] == np.arange(1000.0)).all()
+    copy = weakref.ref(f.fileobj)
+    f.close()
+    del f
+    gc.collect()
+    assert copy() is None

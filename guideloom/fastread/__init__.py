@@ -86,6 +86,9 @@ def read_dataset(
         return out
     hl = dset if isinstance(dset, h5py.Dataset) else h5py.Dataset(dsid)
     if rows is None:
+        if out is not None and out.size:
+            hl.read_direct(out)
+            return out
         return hl[()]
     return hl[[int(r) for r in rows]]
 
