@@ -431,6 +431,23 @@ def child_rddac_pc(a: dict) -> dict:
             "durable_s": time.perf_counter() - t0, "version": rddac.__version__}
 
 
+def _best_on_threads(part: Any, threads: int) -> float:
+    """Best seconds, over FLOOR_REPEATS runs after a warm-up, of ``part(k)`` for k in
+    ``range(threads)``, each on its own thread, all at once."""
+    import threading
+
+    best = float("inf")
+    for _ in range(FLOOR_REPEATS + 1):
+        workers = [threading.Thread(target=part, args=(k,)) for k in range(threads)]
+        t = time.perf_counter()
+        for th in workers:
+            th.start()
+        for th in workers:
+            th.join()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
 def child_pc_floor(a: dict) -> dict:
     """One-core inflate of the same chunks (raw_chunks of benchmarks/iter_view.py), npy writes."""
     import h5py
@@ -454,21 +471,11 @@ def child_pc_floor(a: dict) -> dict:
     cores = os.cpu_count() or 1
     # the same inflates on every core at once (one thread per core, chunks dealt out in turn):
     # what the cores deliver together, next to one core's speed times the cores
-    import threading
-
     def inflate_part(k: int) -> None:
         for (stored, size, _), dst in list(zip(chunks, outs, strict=True))[k::cores]:
             inflate.inflate_into(stored, size, dst)
 
-    par_best = float("inf")
-    for _ in range(FLOOR_REPEATS + 1):
-        threads = [threading.Thread(target=inflate_part, args=(k,)) for k in range(cores)]
-        t = time.perf_counter()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        par_best = min(par_best, time.perf_counter() - t)
+    par_best = _best_on_threads(inflate_part, cores)
     # the whole decode as the export runs it (pread, inflate, unshuffle) on one thread, into
     # buffers reused across experiments
     from guideloom import fastread
@@ -492,15 +499,7 @@ def child_pc_floor(a: dict) -> dict:
         for j, (plan, source) in list(enumerate(plans))[k::cores]:
             fastread.read(plan, source, out=mine[PC_PATHS[j % len(PC_PATHS)]])
 
-    full_par_best = float("inf")
-    for _ in range(FLOOR_REPEATS + 1):
-        threads = [threading.Thread(target=decode_part, args=(k,)) for k in range(cores)]
-        t = time.perf_counter()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        full_par_best = min(full_par_best, time.perf_counter() - t)
+    full_par_best = _best_on_threads(decode_part, cores)
     for f in handles:
         f.close()
     # write cost: the decoded rows (as h5py gives them) into npy memmaps, as the export writes
