@@ -43,6 +43,16 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, not {text!r}")
+    return value
+
+
 def _scheduler(text: str) -> str:
     from guideloom.cluster.runtime import check_client_text
 
@@ -369,12 +379,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from guideloom.workflow import load_workflow
 
     workflow = _workflow_path(args.workflow or DEMO_WORKFLOW)
-    demo = make_demo_data(args.data_dir, n=args.n)
+    data_dir = Path(args.data_dir).absolute()
+    demo = make_demo_data(data_dir, n=args.n)
     print(f"demo data: {len(demo.ids)} experiments ({demo.layout} layout) in {demo.data_dir}")
-    output = args.output or Path(args.data_dir) / "exports" / "force-signals"
-    wf = load_workflow(workflow, data_dir=args.data_dir, output=output)
+    output = args.output or data_dir / "exports" / "force-signals"
+    wf = load_workflow(workflow, data_dir=data_dir, output=output)
     spec = wf.to_spec(overwrite=True)
     scheduler, batch = _client_choice(args)
+    if scheduler is None and not args.cluster:  # the demo shows the cluster and its dashboard
+        scheduler = "local"
     result, seconds, _ = _execute(spec, scheduler, args.dashboard, args.verbose, batch)
     _print_summary(result, seconds, 0)
 
@@ -395,7 +408,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"check    : sum of max_total_force = {total:.1f} kN; "
           f"rows follow sim_ids {export.sim_ids[:5].tolist()}…; "
           f"force {export[0]['force'].shape} {np.dtype(export[0]['force'].dtype).name}")
+    if args.keep_dashboard:
+        _keep_dashboard_open(args.keep_dashboard)
     return 0
+
+
+def _keep_dashboard_open(seconds: float) -> None:
+    """Keep the embedded cluster, and so its dashboard, open for ``seconds`` (inf: until Ctrl-C)."""
+    import threading
+
+    from guideloom.cluster.embedded import running_cluster
+
+    cluster = running_cluster()
+    if cluster is None or not cluster.dashboard_link:
+        print("no dashboard to keep open: the export did not run on the embedded cluster "
+              "(use --scheduler local)")
+        return
+    until = ("until Ctrl-C" if math.isinf(seconds)
+             else f"for {seconds:g} s (Ctrl-C closes it sooner)")
+    print(f"dashboard: {cluster.dashboard_link} stays open {until}", flush=True)
+    try:
+        threading.Event().wait(None if math.isinf(seconds) else seconds)
+    except KeyboardInterrupt:
+        pass
+    print("dashboard closed", flush=True)
 
 
 # --- extract ------------------------------------------------------------------------------
@@ -527,8 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", help="the export's target or its .NAME.guideloom-staging dir")
     status.set_defaults(func=_cmd_status)
 
-    demo_cmd = sub.add_parser("demo", help="make demo data, export it (in-process, or on a local "
-                                           "cluster with --scheduler local), read it back and "
+    demo_cmd = sub.add_parser("demo", help="make demo data, export it on the embedded local "
+                                           "cluster (dashboard URL printed), read it back and "
                                            "compare timings")
     demo_cmd.add_argument("--data-dir", type=Path, default=Path("demo-data"),
                           help="where the demo data goes (default ./demo-data)")
@@ -537,6 +573,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="export target (default DATA_DIR/exports/force-signals)")
     demo_cmd.add_argument("--workflow", type=Path, default=None,
                           help=f"workflow to run (default the shipped {DEMO_WORKFLOW})")
+    demo_cmd.add_argument("--keep-dashboard", type=_seconds, nargs="?", const=math.inf,
+                          default=0.0, metavar="SECONDS",
+                          help="after the export, keep the cluster and its dashboard open for "
+                               "SECONDS (no value: until Ctrl-C)")
     _add_cluster_options(demo_cmd)
     demo_cmd.set_defaults(func=_cmd_demo)
 
