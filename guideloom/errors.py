@@ -79,6 +79,11 @@ class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 
 
+class SchedulerUnreachableError(UsageError, OSError):
+    """No Dask scheduler answered at a ``tcp://`` address in time (an ``OSError``, as
+    ``distributed`` raises)."""
+
+
 class JobFailedError(GuideloomError):
     """The job started and failed: exit code 1."""
 
