@@ -3,6 +3,8 @@ the ``guideloom`` command in a subprocess from a temporary directory, and the Py
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -54,3 +56,68 @@ def test_an_unreachable_scheduler_from_python_is_an_oserror_within_5_s(demo_zip,
     assert "client='local'" in str(caught.value)
     assert wall < 5, f"gave up after {wall:.1f} s"
     assert not (tmp_path / "out").exists()
+
+
+SLURM_SETTINGS = """\
+jobqueue:
+  slurm:
+    cores: 1
+    processes: 1
+    memory: 1GiB
+    walltime: "00:05:00"
+"""
+# a slurm.conf whose controller does not listen (port 1): sbatch cannot reach it
+UNREACHABLE_CONTROLLER = """\
+ClusterName=nowhere
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=1
+MessageTimeout=2
+NodeName=localhost CPUs=1
+PartitionName=debug Nodes=localhost Default=YES
+"""
+needs_sbatch = pytest.mark.skipif(
+    shutil.which("sbatch") is None,
+    reason="sbatch not installed (apt-get install -y slurm-client)")
+
+
+def slurm_run(project: Path, slurm_conf: Path) -> tuple[subprocess.CompletedProcess, float]:
+    pytest.importorskip("dask_jobqueue")
+    settings = project / "jobqueue.yaml"
+    settings.write_text(SLURM_SETTINGS)
+    t0 = time.monotonic()
+    out = guideloom("run", "force_signals", "--cluster", "slurm", "--output", "out",
+                    cwd=project, timeout=120, SLURM_CONF=str(slurm_conf),
+                    GUIDELOOM_JOBQUEUE_CONFIG=str(settings))
+    return out, time.monotonic() - t0
+
+
+def error_line(out: subprocess.CompletedProcess) -> str:
+    errors = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, out.stderr
+    return errors[0]
+
+
+@needs_sbatch
+def test_slurm_conf_naming_no_file_is_said_at_once(project):
+    missing = project / "no-such-slurm.conf"
+    out, wall = slurm_run(project, missing)
+    assert out.returncode == 1, out.stderr
+    line = error_line(out)
+    assert f"SLURM_CONF={missing} names no file" in line
+    assert "partition/queue" not in line
+    assert wall < 20, f"{wall:.1f} s (sbatch itself retries a missing SLURM_CONF for 60 s)"
+
+
+@needs_sbatch
+@pytest.mark.parametrize("conf_text", ["", UNREACHABLE_CONTROLLER],
+                         ids=["empty-slurm-conf", "controller-down"])
+def test_sbatch_without_a_reachable_slurm_blames_the_configuration(project, conf_text):
+    conf = project / "slurm.conf"
+    conf.write_text(conf_text)
+    out, _ = slurm_run(project, conf)
+    assert out.returncode == 1, out.stderr
+    line = error_line(out)
+    assert line.startswith("guideloom: error: job failed: sbatch failed: sbatch:")
+    assert "SLURM is not configured or its controller is not reachable" in line
+    assert f"SLURM_CONF={conf}" in line and "slurm.conf" in line
+    assert "partition/queue" not in line
