@@ -3,6 +3,8 @@ the ``guideloom`` command in a subprocess from a temporary directory, and the Py
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -121,3 +123,17 @@ def test_sbatch_without_a_reachable_slurm_blames_the_configuration(project, conf
     assert "SLURM is not configured or its controller is not reachable" in line
     assert f"SLURM_CONF={conf}" in line and "slurm.conf" in line
     assert "partition/queue" not in line
+
+
+def test_a_shipped_workflow_without_its_data_says_how_to_make_it_or_point_elsewhere(tmp_path):
+    out = guideloom("run", "force_signals", "--dry-run", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    [line] = out.stderr.strip().splitlines()
+    assert f"data directory not found: {tmp_path / 'demo-data'}" in line
+    assert "`guideloom make-demo-data demo-data`" in line and "--data-dir" in line
+    suggested = re.search(r"`guideloom (make-demo-data [^`]+)`", line)
+    assert suggested is not None
+    made = guideloom(*shlex.split(suggested.group(1)), "--n", "4", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    again = guideloom("run", "force_signals", "--dry-run", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
