@@ -52,6 +52,14 @@ class MissingFieldError(ExperimentReadError, KeyError):
         return str(self.args[0])
 
 
+class UnknownColumnError(GuideloomError, KeyError):
+    """A ``where=`` row filter looked up a column the index table does not have (a
+    ``KeyError``, as a dict lookup raises)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
 class CorruptDataError(ExperimentReadError):
     """An archive member or HDF5 file is damaged and cannot be read."""
 

@@ -137,3 +137,45 @@ def test_a_shipped_workflow_without_its_data_says_how_to_make_it_or_point_elsewh
     assert made.returncode == 0, made.stderr
     again = guideloom("run", "force_signals", "--dry-run", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+def typo(row):
+    return row["spilt"] == "train"
+
+
+@pytest.mark.parametrize("call", ["iter_view", "export_to_numpy"])
+def test_a_typo_in_a_where_lambda_names_the_column_and_lists_the_columns(demo_zip, tmp_path,
+                                                                        call):
+    import guideloom
+    from guideloom.errors import UnknownColumnError
+
+    with pytest.raises(KeyError) as caught:  # old code catching KeyError still catches it
+        if call == "iter_view":
+            list(guideloom.iter_view("force-curve", data_dir=demo_zip, where=typo))
+        else:
+            guideloom.export_to_numpy("force-curve", tmp_path / "out", data_dir=demo_zip,
+                                      where=typo)
+    assert isinstance(caught.value, UnknownColumnError)
+    message = str(caught.value)
+    assert message.startswith("where= looked up 'spilt', which is not a column of "
+                              "process_parameters.csv; columns: ")
+    assert "split" in message.split("columns: ", 1)[1] and "has_oil" in message
+    assert "\n" not in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_key_error_of_the_users_own_inside_where_is_not_blamed_on_the_row(demo_zip):
+    import guideloom
+    from guideloom.errors import UnknownColumnError
+
+    weights = {"spilt": 1.0}  # the user's own dict: its missing key is the user's business
+    with pytest.raises(KeyError) as caught:
+        list(guideloom.iter_view("force-curve", data_dir=demo_zip,
+                                 where=lambda row: weights[row["split"]] > 0))
+    assert not isinstance(caught.value, UnknownColumnError)
+    assert caught.value.args[0] in ("train", "val", "test")  # the missing key of weights
+    # row.get and `in` keep working on a column the table lacks
+    kept = list(guideloom.iter_view("force-curve", data_dir=demo_zip,
+                                    where=lambda row: "spilt" not in row
+                                    and row.get("spilt") is None and row["split"] == "train"))
+    assert kept and all(r["_sim_id"] is not None for r in kept)
