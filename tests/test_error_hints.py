@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from guideloom.demo import make_demo_data
@@ -179,3 +180,37 @@ def test_a_key_error_of_the_users_own_inside_where_is_not_blamed_on_the_row(demo
                                     where=lambda row: "spilt" not in row
                                     and row.get("spilt") is None and row["split"] == "train"))
     assert kept and all(r["_sim_id"] is not None for r in kept)
+
+
+def records(data_dir: Path) -> dict:
+    import guideloom
+
+    return {r["_sim_id"]: r for r in guideloom.iter_view("force-curve", data_dir=data_dir)}
+
+
+@pytest.mark.parametrize("remove_zip", [(), ("--remove-zip",)], ids=["zips-kept", "remove-zip"])
+def test_regenerating_extracted_demo_data_serves_the_new_experiments(tmp_path, remove_zip):
+    small = ("--n", "6", "--scan-shape", "8", "10")
+    assert guideloom("make-demo-data", "demo-data", *small, cwd=tmp_path).returncode == 0
+    extracted = guideloom("extract", "demo-data", "--scheduler", "sync", *remove_zip,
+                          cwd=tmp_path)
+    assert extracted.returncode == 0, extracted.stderr
+    h5 = tmp_path / "demo-data" / "h5"
+    assert len(list(h5.glob("*.h5"))) == 6
+    assert (tmp_path / "demo-data" / "concave.zip").exists() == (not remove_zip)
+    (h5 / "notes.txt").write_text("mine")  # the user's own files there are never removed
+    edited = h5 / "0002.h5"
+    edited.write_bytes(edited.read_bytes() + b"\0")  # no longer extract's copy: the user's
+    again = guideloom("make-demo-data", "demo-data", *small, "--seed", "1", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in h5.iterdir()) == ["0002.h5", "notes.txt"]
+
+    fresh = make_demo_data(tmp_path / "fresh", n=6, scan_shape=(8, 10), seed=1).data_dir
+    got, want = records(tmp_path / "demo-data"), records(fresh)
+    assert sorted(got) == sorted(want) == list(range(6))
+    seed0 = records(make_demo_data(tmp_path / "seed0", n=6, scan_shape=(8, 10)).data_dir)
+    for sim_id in (0, 1, 3, 4, 5):
+        assert got[sim_id].keys() == want[sim_id].keys()
+        for key, value in want[sim_id].items():
+            np.testing.assert_array_equal(got[sim_id][key], value)
+        assert not np.array_equal(got[sim_id]["force_data"], seed0[sim_id]["force_data"])
