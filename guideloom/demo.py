@@ -24,6 +24,7 @@ import h5py
 import numpy as np
 
 from guideloom.croissant import CROISSANT_CONTEXT
+from guideloom.errors import NotDemoDataError
 
 REAL_SCAN_SHAPE = (2000, 3200)
 DEMO_MARKER = ".guideloom-demo"  # lists the files make_demo_data wrote into a directory
@@ -110,7 +111,8 @@ def make_demo_data(
     (``guideloom extract``), so old and new never mix; files of other origin are kept.
 
     Raises:
-        FileExistsError: ``data_dir`` is not empty, was not made here, and ``force`` is false.
+        NotDemoDataError: ``data_dir`` is not empty, was not made here, and ``force`` is false
+            (a ``FileExistsError``).
 
     Returns:
         A :class:`DemoDataset` describing the result.
@@ -170,9 +172,9 @@ def _prepare(root: Path, force: bool) -> None:
         marker.unlink()
         return
     if any(root.iterdir()) and not force:
-        raise FileExistsError(
+        raise NotDemoDataError(
             f"{root} is not empty and was not made by make_demo_data; choose an empty "
-            "directory, or pass force=True (--force) to write the demo files into it")
+            "directory, or pass force=True to write the demo files into it", path=str(root))
 
 
 def _zip_members(root: Path, files: Sequence[str]) -> dict[str, list[int]]:

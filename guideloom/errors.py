@@ -87,6 +87,25 @@ class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 
 
+class NotDemoDataError(GuideloomError, FileExistsError):
+    """``make_demo_data`` was pointed at a non-empty directory it did not make.
+
+    Attributes:
+        path: The directory.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self):
+        return (_rebuild_not_demo_data, (self.args[0], self.path))
+
+
+def _rebuild_not_demo_data(message: str, path: str) -> NotDemoDataError:
+    return NotDemoDataError(message, path=path)
+
+
 class SchedulerUnreachableError(UsageError, OSError):
     """No Dask scheduler answered at a ``tcp://`` address in time (an ``OSError``, as
     ``distributed`` raises)."""

@@ -214,3 +214,61 @@ def test_regenerating_extracted_demo_data_serves_the_new_experiments(tmp_path, r
         for key, value in want[sim_id].items():
             np.testing.assert_array_equal(got[sim_id][key], value)
         assert not np.array_equal(got[sim_id]["force_data"], seed0[sim_id]["force_data"])
+
+
+def test_make_demo_data_tells_a_cli_user_about_force_and_a_python_user_about_force_true(
+        tmp_path):
+    from guideloom.errors import NotDemoDataError
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    out = guideloom("make-demo-data", "mine", "--n", "2", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr == ("guideloom: error: mine is not empty and was not made by "
+                          "make-demo-data; choose an empty directory, or pass --force to write "
+                          "the demo files into it\n")
+    with pytest.raises(FileExistsError) as caught:
+        make_demo_data(tmp_path / "mine", n=2)
+    assert isinstance(caught.value, NotDemoDataError)
+    assert "pass force=True to write" in str(caught.value) and "--force" not in str(caught.value)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+
+
+def option_help(help_text: str) -> dict[str, str]:
+    """``{argument: its help text}`` from argparse's ``--help`` output (wrapped lines joined;
+    a word broken at a hyphen reads ``in- process``, so tests run it at a fixed width)."""
+    found: dict[str, str] = {}
+    name = None
+    for line in help_text.splitlines():
+        m = re.match(r"^  (\S+(?: \S+)*?)(?:  +(\S.*))?$", line)
+        if m and not line.startswith("   "):
+            name = m.group(1).split()[0].rstrip(",")
+            found[name] = m.group(2) or ""
+        elif name is not None and line.startswith("   ") and line.strip():
+            found[name] = (found[name] + " " + line.strip()).strip()
+        elif not line.strip():
+            name = None
+    return found
+
+
+def test_make_demo_data_help_describes_every_argument(tmp_path):
+    out = guideloom("make-demo-data", "--help", cwd=tmp_path, COLUMNS="100")
+    assert out.returncode == 0, out.stderr
+    helps = option_help(out.stdout)
+    for argument in ("data_dir", "--n", "--scan-shape", "--layout", "--seed", "--force"):
+        assert helps.get(argument), f"{argument} has no help text in:\n{out.stdout}"
+    assert "regenerated" in helps["data_dir"]
+    assert "zip" in helps["--layout"] and "loose" in helps["--layout"]
+    assert "default 0" in helps["--seed"]
+
+
+def test_extract_help_speaks_of_extraction_not_a_workflow(tmp_path):
+    out = guideloom("extract", "--help", cwd=tmp_path, COLUMNS="100")
+    assert out.returncode == 0, out.stderr
+    helps = option_help(out.stdout)
+    assert "[run]" not in out.stdout and "workflow" not in out.stdout
+    assert "h5/" in helps["data_dir"]
+    assert helps["--scheduler"].endswith("(default: in-process for small jobs and a local "
+                                         "cluster when it pays)")
+    run_help = option_help(guideloom("run", "--help", cwd=tmp_path, COLUMNS="100").stdout)
+    assert "the workflow's [run] scheduler" in run_help["--scheduler"]
