@@ -111,6 +111,11 @@ class SchedulerUnreachableError(UsageError, OSError):
     ``distributed`` raises)."""
 
 
+class NoWorkersError(UsageError, TimeoutError):
+    """The Dask scheduler at a ``tcp://`` address had no worker within Dask's connect
+    timeout."""
+
+
 class JobFailedError(GuideloomError):
     """The job started and failed: exit code 1."""
 

@@ -3,10 +3,12 @@ the ``guideloom`` command in a subprocess from a temporary directory, and the Py
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +46,35 @@ def test_an_unreachable_scheduler_fails_fast_and_says_how_to_start_one(project, 
     assert_unreachable_hint(lines[0])
     assert wall < 10, f"the command took {wall:.1f} s to give up (Dask's default wait is 30 s)"
     assert not (project / "demo-data" / "exports").exists()
+
+
+def test_a_scheduler_without_workers_says_how_to_start_them(project, tmp_path):
+    scheduler_file = tmp_path / "scheduler.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--dashboard-address", "127.0.0.1:0",
+         "--scheduler-file", str(scheduler_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        address = None
+        while address is None:  # the scheduler writes its file once it listens
+            assert proc.poll() is None, "dask scheduler exited"
+            assert time.monotonic() < deadline, "dask scheduler did not start"
+            try:
+                address = json.loads(scheduler_file.read_text())["address"]
+            except (FileNotFoundError, ValueError, KeyError):
+                time.sleep(0.05)
+        out = guideloom("run", "force_signals", "--scheduler", address, cwd=project,
+                        timeout=60, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert out.returncode == 2, out.stderr
+    errors = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert errors == [f"guideloom: error: the Dask scheduler at {address} has no workers "
+                      f"(waited 2 s): start them with `dask worker {address}`, or use the "
+                      "local cluster instead (--scheduler local, client='local')"], out.stderr
 
 
 def test_an_unreachable_scheduler_from_python_is_an_oserror_within_5_s(demo_zip, tmp_path):

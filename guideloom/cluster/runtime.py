@@ -28,7 +28,7 @@ from typing import Any
 
 from guideloom import fastread
 from guideloom.cluster import embedded
-from guideloom.errors import SchedulerUnreachableError
+from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
 SYNC = "sync"
 LOCAL = "local"
@@ -107,6 +107,26 @@ def connect_scheduler(address: str) -> Any:
             f"no Dask scheduler answered at {address} within {SCHEDULER_CONNECT_S:.0f} s: "
             f"start one there with `dask scheduler --port {port}` (and workers with "
             f"`dask worker {address}`), or use the local cluster instead "
+            "(--scheduler local, client='local')") from exc
+
+
+def _first_worker(remote: Any, address: str) -> None:
+    """Wait for a worker of the scheduler at ``address`` as long as Dask would have waited
+    for one (``distributed.comm.timeouts.connect``, 30 s by default).
+
+    Raises:
+        NoWorkersError: None came; the message says how to start workers.
+    """
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    try:
+        remote.wait_for_workers(1, timeout=wait)
+    except TimeoutError as exc:
+        raise NoWorkersError(
+            f"the Dask scheduler at {address} has no workers (waited {wait:g} s): start them "
+            f"with `dask worker {address}`, or use the local cluster instead "
             "(--scheduler local, client='local')") from exc
 
 
@@ -280,6 +300,7 @@ def placement(
             return
         with connect_scheduler(client) as remote:
             _announce(remote.dashboard_link, quiet)
+            _first_worker(remote, client)
             yield _say(Placement(remote, "scheduler", worker_count(remote),
                                  f"scheduler {client}"), quiet)
         return
