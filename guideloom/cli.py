@@ -476,11 +476,17 @@ def _cmd_workflows(args: argparse.Namespace) -> int:
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
+    from guideloom.errors import NotDemoDataError
 
-    demo = make_demo_data(
-        args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
-        seed=args.seed, force=args.force,
-    )
+    try:
+        demo = make_demo_data(
+            args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
+            seed=args.seed, force=args.force,
+        )
+    except NotDemoDataError as exc:
+        raise UsageError(f"{exc.path} is not empty and was not made by make-demo-data; choose "
+                         "an empty directory, or pass --force to write the demo files into it"
+                         ) from None
     print(f"wrote {len(demo.ids)} experiments ({demo.layout} layout, scans "
           f"{demo.scan_shape[0]}x{demo.scan_shape[1]}) to {demo.data_dir}")
     return 0
@@ -502,11 +508,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True) -> None:
+    default = "the workflow's [run] scheduler, else " if workflow else ""
     p.add_argument("--scheduler", type=_scheduler, default=None,
                    help="local (one worker per core), local:N, sync (in-process) or "
-                        "tcp://HOST:PORT (default: the workflow's [run] scheduler, else "
-                        "in-process for small jobs and a local cluster when it pays)")
+                        f"tcp://HOST:PORT (default: {default}in-process for small jobs and a "
+                        "local cluster when it pays)")
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
                         "(default 127.0.0.1:8787, or a free port when it is busy)")
@@ -582,23 +589,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")
-    extract.add_argument("data_dir", type=Path)
+    extract.add_argument("data_dir", type=Path,
+                         help="the dataset directory: its zip archives are extracted to "
+                              "DATA_DIR/h5/")
     extract.add_argument("--manifest", type=Path, default=None,
                          help="manifest path (default DATA_DIR/metadata.json)")
     extract.add_argument("--remove-zip", action="store_true",
                          help="delete each archive once all its members are loose and verified")
     extract.add_argument("--overwrite", action="store_true",
                          help="extract members even when a loose file already exists")
-    _add_cluster_options(extract)
+    _add_cluster_options(extract, workflow=False)
     extract.set_defaults(func=_cmd_extract)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
-    demo.add_argument("data_dir", type=Path)
+    demo.add_argument("data_dir", type=Path,
+                      help="directory to write (created; one make-demo-data made before is "
+                           "regenerated)")
     demo.add_argument("--n", type=int, default=36, help="number of experiments (default 36)")
     demo.add_argument("--scan-shape", type=int, nargs=2, default=(100, 160), metavar=("Y", "X"),
                       help="scan grid; the real one is 2000 3200 (default 100 160)")
-    demo.add_argument("--layout", choices=("zip", "loose"), default="zip")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--layout", choices=("zip", "loose"), default="zip",
+                      help="zip: concave.zip and convex.zip holding 0042.h5 members, as "
+                           "published (default); loose: h5/0042.h5 files")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="seed of every random draw; the same arguments give the same data "
+                           "(default 0)")
     demo.add_argument("--force", action="store_true",
                       help="write into a non-empty directory that make-demo-data did not make")
     demo.set_defaults(func=_cmd_make_demo_data)

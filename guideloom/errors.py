@@ -52,6 +52,14 @@ class MissingFieldError(ExperimentReadError, KeyError):
         return str(self.args[0])
 
 
+class UnknownColumnError(GuideloomError, KeyError):
+    """A ``where=`` row filter looked up a column the index table does not have (a
+    ``KeyError``, as a dict lookup raises)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
 class CorruptDataError(ExperimentReadError):
     """An archive member or HDF5 file is damaged and cannot be read."""
 
@@ -77,6 +85,35 @@ class FormatContractError(GuideloomError, ValueError):
 
 class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
+
+
+class NotDemoDataError(GuideloomError, FileExistsError):
+    """``make_demo_data`` was pointed at a non-empty directory it did not make.
+
+    Attributes:
+        path: The directory.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self):
+        return (_rebuild_not_demo_data, (self.args[0], self.path))
+
+
+def _rebuild_not_demo_data(message: str, path: str) -> NotDemoDataError:
+    return NotDemoDataError(message, path=path)
+
+
+class SchedulerUnreachableError(UsageError, OSError):
+    """No Dask scheduler answered at a ``tcp://`` address in time (an ``OSError``, as
+    ``distributed`` raises)."""
+
+
+class NoWorkersError(UsageError, TimeoutError):
+    """The Dask scheduler at a ``tcp://`` address had no worker within Dask's connect
+    timeout."""
 
 
 class JobFailedError(GuideloomError):

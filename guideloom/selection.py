@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from guideloom.croissant import Dataset, load
-from guideloom.errors import MissingDataWarning, summarize_ids
+from guideloom.errors import MissingDataWarning, UnknownColumnError, summarize_ids
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -75,7 +74,7 @@ def select(
             raise ValueError("sim_ids lists an experiment more than once")
     rows = [index.row(i) for i in chosen]
     if where is not None:
-        rows = [r for r in rows if where(MappingProxyType(r))]
+        rows = [r for r in rows if where(FilterRow(r, index.path.name))]
     available = scan_locations(ds, root)
     kept, missing = [], []
     for row in rows:
@@ -96,6 +95,38 @@ def select(
         rows=tuple(row for _, row in kept),
         missing=tuple(missing),
     )
+
+
+class FilterRow(Mapping[str, Any]):
+    """The read-only index row a ``where=`` filter sees; looking up a column the table does
+    not have raises :class:`~guideloom.errors.UnknownColumnError` listing the columns (a
+    ``KeyError`` raised for another reason inside the filter passes unchanged)."""
+
+    __slots__ = ("_row", "_table")
+
+    def __init__(self, row: Mapping[str, Any], table: str):
+        self._row = row
+        self._table = table
+
+    def __getitem__(self, column: str) -> Any:
+        try:
+            return self._row[column]
+        except KeyError:
+            raise UnknownColumnError(
+                f"where= looked up {column!r}, which is not a column of {self._table}; "
+                f"columns: {', '.join(self._row)} (fix the name in the filter)") from None
+
+    def __contains__(self, column: object) -> bool:
+        return column in self._row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._row)
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __repr__(self) -> str:
+        return repr(self._row)
 
 
 def _as_index_id(value: Any, index) -> Any:
