@@ -123,3 +123,11 @@ def test_workflow_paths_are_absolute_from_a_relative_file(demo_copy, tmp_path, m
     assert spec.data_dir == tmp_path / "data"
     assert spec.dataset.manifest_path == tmp_path / "data" / "metadata.json"
     assert spec.target == str(tmp_path / "exports" / "out")
+
+
+def test_iter_view_reads_lazily_after_the_working_directory_changes(demo_copy, tmp_path,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    records = guideloom.iter_view("force-curve", data_dir="data", sim_ids=[0, 1])
+    monkeypatch.chdir(tmp_path.parent)  # records are read later, from elsewhere
+    assert [r["_sim_id"] for r in records] == [0, 1]
