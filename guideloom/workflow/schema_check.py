@@ -17,7 +17,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "$defs", "then", "else"})
+# keywords that check nothing on their own ("then"/"else" are applied by "if")
+PASSIVE = frozenset({"$schema", "$id", "title", "description", "$defs", "then", "else"})
+Schema = Mapping[str, Any]
+JsonPath = tuple[str | int, ...]
 SUBSCHEMA_KEYWORDS = frozenset({"properties", "additionalProperties", "items", "propertyNames",
                                 "anyOf", "allOf", "if", "then", "else", "$defs"})
 
@@ -45,6 +48,9 @@ class SchemaViolation:
     context: list[SchemaViolation] = field(default_factory=list)
 
 
+Found = Iterator["SchemaViolation | tuple[str]"]  # a subschema's violation, or (message,)
+
+
 class SubsetValidator:
     """Check documents against ``schema`` (a dict using only the keywords handled here)."""
 
@@ -61,10 +67,10 @@ class SubsetValidator:
         return next(self._errors(instance, self.schema if schema is None else schema, ()),
                     None) is None
 
-    def _errors(self, instance: Any, schema: Mapping[str, Any],
-                path: tuple[str | int, ...]) -> Iterator[SchemaViolation]:
+    def _errors(self, instance: Any, schema: Schema,
+                path: JsonPath) -> Iterator[SchemaViolation]:
         for keyword, value in schema.items():
-            if keyword in ANNOTATIONS:
+            if keyword in PASSIVE:
                 continue
             check = getattr(self, "_" + keyword.lstrip("$"))
             for found in check(value, instance, schema, path):
@@ -74,13 +80,14 @@ class SubsetValidator:
                     yield SchemaViolation(keyword, value, instance, schema, path, found[0])
 
     # --- applicators: the failures of subschemas pass through ---------------------------------
-    def _properties(self, value, instance, schema, path):
+    def _properties(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, dict):
             for name, sub in value.items():
                 if name in instance:
                     yield from self._errors(instance[name], sub, (*path, name))
 
-    def _additionalProperties(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _additionalProperties(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if not isinstance(instance, dict):
             return
         extra = [k for k in instance if k not in schema.get("properties", {})]
@@ -91,21 +98,24 @@ class SubsetValidator:
             for name in extra:
                 yield from self._errors(instance[name], value, (*path, name))
 
-    def _items(self, value, instance, schema, path):
+    def _items(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, list):
             for i, item in enumerate(instance):
                 yield from self._errors(item, value, (*path, i))
 
-    def _propertyNames(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _propertyNames(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, dict):
             for name in instance:
                 yield from self._errors(name, value, path)
 
-    def _allOf(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _allOf(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         for sub in value:
             yield from self._errors(instance, sub, path)
 
-    def _anyOf(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _anyOf(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         failures: list[SchemaViolation] = []
         for sub in value:
             errors = list(self._errors(instance, sub, path))
@@ -116,62 +126,66 @@ class SubsetValidator:
                               f"{instance!r} is not valid under any of the given schemas",
                               failures)
 
-    def _if(self, value, instance, schema, path):
+    def _if(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         branch = "then" if self.is_valid(instance, value) else "else"
         if branch in schema:
             yield from self._errors(instance, schema[branch], path)
 
-    def _ref(self, value, instance, schema, path):
+    def _ref(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         yield from self._errors(instance, resolve_ref(self.schema, value), path)
 
     # --- assertions ----------------------------------------------------------------------------
-    def _type(self, value, instance, schema, path):
+    def _type(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         names = [value] if isinstance(value, str) else value
         if not any(is_type(instance, name) for name in names):
             yield (f"{instance!r} is not of type {', '.join(map(repr, names))}",)
 
-    def _enum(self, value, instance, schema, path):
+    def _enum(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if not any(equal(instance, option) for option in value):
             yield (f"{instance!r} is not one of {value!r}",)
 
-    def _const(self, value, instance, schema, path):
+    def _const(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if not equal(instance, value):
             yield (f"{value!r} was expected",)
 
-    def _required(self, value, instance, schema, path):
+    def _required(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, dict):
             for name in value:
                 if name not in instance:
                     yield (f"{name!r} is a required property",)
 
-    def _pattern(self, value, instance, schema, path):
+    def _pattern(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, str) and re.search(value, instance) is None:
             yield (f"{instance!r} does not match {value!r}",)
 
-    def _minLength(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _minLength(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, str) and len(instance) < value:
             yield (f"{instance!r} is too short",)
 
-    def _minItems(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _minItems(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, list) and len(instance) < value:
             yield (f"{instance!r} should be non-empty" if value == 1 else
                    f"{instance!r} is too short",)
 
-    def _minProperties(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _minProperties(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, dict) and len(instance) < value:
             yield (f"{instance!r} should be non-empty" if value == 1 else
                    f"{instance!r} does not have enough properties",)
 
-    def _minimum(self, value, instance, schema, path):
+    def _minimum(self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if is_type(instance, "number") and instance < value:
             yield (f"{instance!r} is less than the minimum of {value!r}",)
 
-    def _exclusiveMinimum(self, value, instance, schema, path):  # noqa: N802 - keyword
+    def _exclusiveMinimum(  # noqa: N802 - the keyword's name
+            self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if is_type(instance, "number") and instance <= value:
             yield (f"{instance!r} is less than or equal to the minimum of {value!r}",)
 
 
-KEYWORDS = ANNOTATIONS | {name[1:] if name != "_ref" else "$ref"
+KEYWORDS = PASSIVE | {name[1:] if name != "_ref" else "$ref"
                           for name in vars(SubsetValidator) if name.startswith("_")
                           and not name.startswith("__") and name != "_errors"}
 
