@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,20 @@ class Selection:
 def resolve_dataset(
     data_dir: str | Path | None, dataset: Dataset | None, source: str | Path | None
 ) -> tuple[Dataset, Path]:
-    """Return the dataset and the directory its files are read from."""
+    """Return the dataset and the directory its files are read from, both with absolute paths.
+
+    Relative paths are made absolute against the current directory here, on the driver: the
+    job's file locations are shipped to Dask workers, which may run in another directory.
+    """
     if dataset is None:
         dataset = load(data_dir if data_dir is not None else "./data", source)
-    root = Path(data_dir) if data_dir is not None else Path(dataset.data_dir)
+    elif not Path(dataset.data_dir).is_absolute() or not (
+            dataset.manifest_path is None or dataset.manifest_path.is_absolute()):
+        dataset = replace(  # a Dataset built by hand with relative paths
+            dataset, data_dir=Path(os.path.abspath(dataset.data_dir)),
+            manifest_path=None if dataset.manifest_path is None
+            else Path(os.path.abspath(dataset.manifest_path)))
+    root = Path(os.path.abspath(data_dir if data_dir is not None else dataset.data_dir))
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
     return dataset, root
