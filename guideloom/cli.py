@@ -508,12 +508,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True) -> None:
-    default = "the workflow's [run] scheduler, else " if workflow else ""
+def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True,
+                         default: str | None = None) -> None:
+    if default is None:
+        default = (("the workflow's [run] scheduler, else " if workflow else "")
+                   + "in-process for small jobs and a local cluster when it pays")
     p.add_argument("--scheduler", type=_scheduler, default=None,
                    help="local (one worker per core), local:N, sync (in-process) or "
-                        f"tcp://HOST:PORT (default: {default}in-process for small jobs and a "
-                        "local cluster when it pays)")
+                        f"tcp://HOST:PORT (default: {default})")
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
                         "(default 127.0.0.1:8787, or a free port when it is busy)")
@@ -584,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
                           default=0.0, metavar="SECONDS",
                           help="after the export, keep the cluster and its dashboard open for "
                                "SECONDS (no value: until Ctrl-C)")
-    _add_cluster_options(demo_cmd)
+    _add_cluster_options(demo_cmd, default="local, the embedded cluster with its dashboard")
     demo_cmd.set_defaults(func=_cmd_demo)
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
