@@ -1,10 +1,15 @@
-"""Every exception and warning class of guideloom, in one place."""
+"""Every exception and warning class of guideloom, in one place, and :func:`warn`."""
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
+
+_PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 
 
 class GuideloomError(Exception):
@@ -62,6 +67,30 @@ class UnknownColumnError(GuideloomError, KeyError):
 
 class CorruptDataError(ExperimentReadError):
     """An archive member or HDF5 file is damaged and cannot be read."""
+
+
+def _import_machinery(filename: str) -> bool:
+    """Frames that ``warnings.warn`` skips without counting them (``importlib._bootstrap``)."""
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Issue a warning attributed to the first caller outside the guideloom package.
+
+    The stack level is counted at each call, so the warning names the user's line however
+    deep inside guideloom it is raised (``warnings.warn``'s ``skip_file_prefixes`` does this
+    from Python 3.12 on; guideloom supports 3.11).
+    """
+    level = 1  # this function's frame
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _import_machinery(filename):
+            level += 1
+            if not filename.startswith(_PACKAGE_DIR):
+                break
+        frame = frame.f_back
+    warnings.warn(message, category, stacklevel=level)
 
 
 def summarize_ids(ids: Sequence[object], first: int = 10) -> str:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from guideloom.croissant import Dataset, load
-from guideloom.errors import MissingDataWarning, UnknownColumnError, summarize_ids
+from guideloom.errors import MissingDataWarning, UnknownColumnError, summarize_ids, warn
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -95,11 +94,10 @@ def select(
         else:
             kept.append((loc, row))
     if missing and warn_missing:
-        warnings.warn(
+        warn(
             f"skipping {summarize_ids(missing)} listed in {index.path.name} with no HDF5 file "
             f"under {root}",
             MissingDataWarning,
-            stacklevel=3,
         )
     return Selection(
         locations=tuple(loc for loc, _ in kept),

@@ -126,3 +126,15 @@ def test_an_epoch_without_batches_warns_once_with_the_numbers(export_dir: Path) 
             sims += batches[0]["sim"].tolist()
     assert sorted(sims) == list(range(N))
     assert not [w for w in caught if "yields no batch" in str(w.message)]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works with CUDA")
+def test_the_pin_memory_warning_of_from_export_names_the_users_line(export_dir: Path) -> None:
+    import sys
+
+    with pytest.warns(UserWarning, match="pin_memory=True but no CUDA device") as caught:
+        line = sys._getframe().f_lineno + 1
+        loader = StatefulDataLoader.from_export(export_dir, device="cpu", local_batch_size=4,
+                                                pin_memory=True)
+    loader.close()
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]

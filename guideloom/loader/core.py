@@ -6,7 +6,6 @@ import collections
 import concurrent.futures as cf
 import multiprocessing
 import os
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.errors import warn
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
 from guideloom.loader.torch_adapter import default_collate, move_to_device, pin, require_torch
 from guideloom.shuffle import FeistelShuffler
@@ -94,7 +94,7 @@ class StatefulDataLoader:
                 f"parallel_method must be 'thread' or 'process', got {parallel_method!r}"
             )
         if pin_memory and not torch.cuda.is_available():
-            warnings.warn("pin_memory=True but no CUDA device: not pinning", stacklevel=2)
+            warn("pin_memory=True but no CUDA device: not pinning")
             pin_memory = False
         self.source = source
         self.collate_fn = default_collate if collate_fn is None else collate_fn
@@ -230,19 +230,17 @@ class StatefulDataLoader:
                 f"{self._num_samples} samples"
             )
         if bool(state["shuffle"]) != self.shuffle or bool(state["drop_last"]) != self.drop_last:
-            warnings.warn(
+            warn(
                 f"state has shuffle={state['shuffle']}, drop_last={state['drop_last']} but the "
                 f"loader uses shuffle={self.shuffle}, drop_last={self.drop_last}: the remaining "
                 "order differs from the checkpointed run",
-                stacklevel=2,
             )
         seed = state["shuffle_seed"]
         if self.shuffle and seed is not None and seed != self.shuffle_seed:
             if self._seed_given:
-                warnings.warn(
+                warn(
                     f"state has shuffle_seed={seed} but the loader uses {self.shuffle_seed}: "
                     "the remaining order differs from the checkpointed run",
-                    stacklevel=2,
                 )
             else:  # no explicit seed: continue the checkpointed order
                 self.shuffle_seed = int(seed)
@@ -277,8 +275,7 @@ class StatefulDataLoader:
                    f"global batch of {g} (local_batch_size={self.local_batch_size} x "
                    f"world_size={self.world_size}) and drop_last=True drops them; lower the "
                    "batch size or pass drop_last=False")
-        warnings.warn(f"every epoch of this loader yields no batch: {why}", UserWarning,
-                      stacklevel=3)
+        warn(f"every epoch of this loader yields no batch: {why}", UserWarning)
 
     def _load(self, indices: np.ndarray) -> Any:
         """Fetch and collate one batch (runs in a worker thread or the consumer)."""
