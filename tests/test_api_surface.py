@@ -64,3 +64,18 @@ def test_the_callable_package_shows_the_function_signature():
     assert callable(guideloom.export)
     assert inspect.signature(guideloom.export) == inspect.signature(guideloom.export.export)
     assert guideloom.export.export.__module__ == "guideloom.export.api"
+
+
+def test_the_callable_package_pickles_by_name_as_modules_do():
+    import pickle
+
+    import cloudpickle
+
+    import guideloom.export as gx
+
+    def uses_the_package(record):  # shipped by value to Dask workers, with its globals
+        return gx.ExportSpec
+
+    assert pickle.loads(pickle.dumps(gx)) is gx
+    assert pickle.loads(cloudpickle.dumps(gx)) is gx
+    assert pickle.loads(cloudpickle.dumps(uses_the_package))({}) is gx.ExportSpec

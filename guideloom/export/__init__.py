@@ -6,6 +6,7 @@ The package itself is callable as that function: ``guideloom.export(view, target
 is ``guideloom.export.export(view, target, kind=...)``.
 """
 
+import importlib
 import inspect
 import sys
 import types
@@ -46,6 +47,10 @@ class _CallableModule(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> ExportResult:
         """Run :func:`guideloom.export.export` (same arguments, same result)."""
         return export(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        """Pickle by name, as plain modules are (cloudpickle ships functions that use it)."""
+        return importlib.import_module, (self.__name__,)
 
 
 sys.modules[__name__].__class__ = _CallableModule
