@@ -23,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DECLARED = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 # the third-party packages ``import guideloom.storage`` loads (checked below: nothing else)
 NEEDED = ("numpy", "typing_extensions")
-PYTHONS = {
-    "3.11": Path(sys.executable),
-    "3.12": Path("/root/.pyenv/versions/3.12.1/bin/python3"),
-    "3.13": Path("/root/.pyenv/versions/3.13.0/bin/python3"),
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
+PYTHONS = {  # the running Python for its own version, pyenv's for the others
+    version: Path(sys.executable) if version == RUNNING else Path(path)
+    for version, path in {"3.11": "/root/.pyenv/versions/3.11.7/bin/python3",
+                          "3.12": "/root/.pyenv/versions/3.12.1/bin/python3",
+                          "3.13": "/root/.pyenv/versions/3.13.0/bin/python3"}.items()
 }
-assert sys.version_info[:2] == (3, 11), "this module's 3.11 is the running Python"
 
 CHECK = textwrap.dedent("""
     import json
