@@ -7,6 +7,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
@@ -82,7 +83,7 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     from Python 3.12 on; guideloom supports 3.11).
     """
     level = 1  # this function's frame
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not _import_machinery(filename):
