@@ -1,7 +1,8 @@
 """Where each experiment's HDF5 file lives, and opening it from either layout.
 
 Two layouts are found: loose files (``data_dir/h5/0042.h5`` or ``data_dir/0042.h5``) and members
-of zip archives (``concave.zip::0042.h5``). Loose files win over members for the same id.
+of zip archives (``concave.zip::0042.h5``, ``h5/sample.zip::0042.h5``, ``h5/258864.zip``; see
+:func:`archive_paths`). Loose files win over members for the same id.
 
 Zip archives are read through their central directory only. A member stored uncompressed (as the
 published archives store them: HDF5 compresses inside) is one contiguous byte range of the archive,
@@ -160,11 +161,34 @@ def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
 
 
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
-    named = [root / name for name in ds.archives]
-    present = [p for p in named if p.is_file()]
-    if ds.archives:
-        return present
-    return sorted(root.glob("*.zip"))
+    """The zip archives holding experiments, in the order their members are claimed.
+
+    First the archives the manifest names, each at ``root/<name>`` or else ``root/h5/<name>``
+    (where ``rddac download`` writes them, e.g. ``h5/sample.zip``); then any other ``*.zip`` in
+    ``root/h5`` and ``root`` that holds at least one experiment member (the DDACS-style
+    ``h5/<id>.zip``). rddac and ddacs look in the same two folders.
+    """
+    found: list[Path] = []
+    for name in ds.archives:
+        for folder in (root, root / LOOSE_SUBDIR):
+            if (folder / name).is_file():
+                found.append(folder / name)
+                break
+    taken = {p.resolve() for p in found}
+    pattern = re.compile(ds.spec.member_pattern)
+    for folder in (root / LOOSE_SUBDIR, root):
+        for path in sorted(folder.glob("*.zip")) if folder.is_dir() else ():
+            if path.resolve() in taken or not path.is_file():
+                continue
+            if ds.archives and not _holds_experiments(path, pattern):
+                continue  # an unrelated zip next to the dataset's own archives
+            taken.add(path.resolve())
+            found.append(path)
+    return found
+
+
+def _holds_experiments(archive: Path, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.match(i.filename.rsplit("/", 1)[-1]) for i in archive_members(archive))
 
 
 class ByteRangeFile(io.RawIOBase):
