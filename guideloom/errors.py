@@ -52,6 +52,14 @@ class MissingFieldError(ExperimentReadError, KeyError):
         return str(self.args[0])
 
 
+class ExperimentNotFoundError(GuideloomError, KeyError, FileNotFoundError):
+    """No local file holds the requested experiment (a ``KeyError`` and, as in rddac, a
+    ``FileNotFoundError``)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
 class CorruptDataError(ExperimentReadError):
     """An archive member or HDF5 file is damaged and cannot be read."""
 

@@ -34,12 +34,18 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
-from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
+from guideloom.errors import (
+    CorruptDataError,
+    ExperimentNotFoundError,
+    ExperimentReadError,
+    GuideloomError,
+    ManifestError,
+)
 from guideloom.fastread.chunks import RawSource
 from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
-    from guideloom.croissant import Dataset
+    from guideloom.croissant import Dataset, DatasetSpec
 
 LOOSE_SUBDIR = "h5"
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (skipped), name length, extra length
@@ -428,14 +434,16 @@ def member_data_offset(fd: int, loc: Location) -> int:
 def open_h5(
     sim_id: Any,
     data_dir: str | Path | None = None,
-    *,
-    dataset: Dataset | None = None,
     source: str | Path | None = None,
+    dataset: Dataset | None = None,
+    *,
+    spec: DatasetSpec | None = None,
 ) -> h5py.File:
     """Open one experiment's HDF5 file, from a loose file or a zip member, read-only.
 
     Returns an ``h5py.File``: use it in a ``with`` block, or call ``close()`` when done. Either
-    closes everything this call opened, the zip member's file object included.
+    closes everything this call opened, the zip member's file object included. rddac's argument
+    order ``open_h5(id, source, data_dir)`` works too (a ``.json`` path second is the manifest).
 
     Example:
         >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP
@@ -444,14 +452,20 @@ def open_h5(
         >>> f.attrs["index"], f.close()                           # doctest: +SKIP
 
     Raises:
-        KeyError: No local file holds this experiment.
+        ExperimentNotFoundError: No local file holds this experiment (a ``KeyError`` and a
+            ``FileNotFoundError``).
         CorruptDataError: The file or member is damaged or not HDF5.
     """
-    from guideloom.croissant import load
+    from guideloom.croissant import is_manifest, load
 
-    ds = dataset if dataset is not None else load(data_dir or "./data", source)
+    if is_manifest(data_dir) and not is_manifest(source):
+        data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
+    ds = dataset if dataset is not None else load(data_dir, source, spec=spec)
     root = Path(data_dir) if data_dir is not None else ds.data_dir
     loc = scan_locations(ds, root).get(sim_id)
     if loc is None:
-        raise KeyError(f"experiment {sim_id!r} has no HDF5 file under {root}")
+        raise ExperimentNotFoundError(
+            f"experiment {sim_id!r} has no HDF5 file under {root} (looked for loose "
+            f"{root}/h5/<id>.h5 files and members of {', '.join(ds.archives) or '*.zip'} in "
+            f"{root} and {root}/h5); download it or check the id")
     return open_location(loc)
