@@ -108,6 +108,11 @@ class ExtractError(GuideloomError):
         self.report = report
 
 
+class UnverifiedExportWarning(UserWarning):
+    """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
+    files are read as they are, with nothing recorded to check them against."""
+
+
 class SkippedDataWarning(UserWarning):
     """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
 
@@ -187,6 +192,14 @@ class UnsafeTargetError(GuideloomError, ValueError):
 
 class TargetBusyError(GuideloomError):
     """Another run holds the lock of an export target (the message names its pid and host)."""
+
+
+class NotAnExportError(IncompleteExportError, FileNotFoundError):
+    """The directory holds no export at all (neither ``export.json`` nor an rddac export's
+    ``sim_ids.npy``); a ``FileNotFoundError`` too, as rddac raises."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class CorruptExportError(IncompleteExportError):
