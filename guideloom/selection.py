@@ -103,8 +103,8 @@ def select(
         if unknown:
             if warn_missing:
                 warnings.warn(
-                    f"skipping {summarize_ids(unknown)} of sim_ids: not in {index.path}; "
-                    "check the ids",
+                    f"skipping {summarize_ids(unknown)} of sim_ids: not present in "
+                    f"{index.path.name} (in {index.path.parent}); check the ids",
                     MissingDataWarning,
                     stacklevel=3,
                 )

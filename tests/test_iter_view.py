@@ -104,7 +104,7 @@ def test_unknown_view_fails_and_unknown_ids_warn_at_call_time(demo_zip):
     with pytest.raises(ValueError, match="unknown view 'force'.*force-curve"):
         guideloom.streaming.iter_view("force", data_dir=demo_zip)
     # ids not in the index table are skipped with a warning naming them and the file (rddac)
-    with pytest.warns(MissingDataWarning, match="999.*not in .*process_parameters.csv"):
+    with pytest.warns(MissingDataWarning, match="999.*not present in process_parameters.csv"):
         records = guideloom.streaming.iter_view("force-curve", data_dir=demo_zip,
                                                 sim_ids=[1, 999])
     assert [r["_sim_id"] for r in records] == [1]
