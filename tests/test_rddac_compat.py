@@ -206,6 +206,8 @@ EXPOSED = {
                             "dataset_name", "resolve_source", "FieldSpec", "TimestepSpec",
                             "DEFAULT_DATA_DIR", "DatasetSpec", "RDDAC_SPEC"],
     "guideloom.h5_tools": ["open_h5", "inspect_h5", "DEFAULT_DATA_DIR"],
+    "guideloom.spec": ["DatasetSpec", "RDDAC_SPEC", "DDACS_SPEC"],
+    "guideloom.pytorch": ["RDDACDataset", "DDACSDataset", "DEFAULT_DATA_DIR"],
     "guideloom.visualization": ["plot_scan", "plot_point_cloud", "plot_force", "plot_traverse",
                                 "scan_to_pointcloud", "FORCE_COLUMNS", "SCAN_X_SHAPE",
                                 "SCAN_Y_SHAPE"],
@@ -214,10 +216,13 @@ EXPOSED = {
 
 @pytest.mark.parametrize("module", sorted(EXPOSED))
 def test_rddac_names_are_importable(module):
+    if module == "guideloom.pytorch":
+        pytest.importorskip("torch")
     mod = importlib.import_module(module)
     missing = [n for n in EXPOSED[module] if not hasattr(mod, n)]
     assert missing == []
     assert guideloom.streaming.MissingDataWarning is guideloom.MissingDataWarning
+    assert importlib.import_module("guideloom.spec").DatasetSpec is DatasetSpec
 
 
 def test_star_import_works_without_touching_torch(tmp_path):
