@@ -401,7 +401,8 @@ def is_manifest(value: object) -> bool:
     """True for what can only be a manifest: a dict, or a path naming a ``.json`` file."""
     if isinstance(value, Mapping):
         return True
-    return isinstance(value, str | os.PathLike) and os.fspath(value).lower().endswith(".json")
+    return (isinstance(value, str | os.PathLike) and os.fspath(value).lower().endswith(".json")
+            and not os.path.isdir(value))
 
 
 def _parse(

@@ -31,13 +31,16 @@ needs_reference = pytest.mark.skipif(not REFERENCE_MANIFEST.is_file(),
 
 # --- item 2: load's argument orders and the mlcroissant face --------------------------------
 
-def test_load_takes_rddacs_positional_order(demo_zip):
+def test_load_takes_rddacs_positional_order(demo_zip, tmp_path):
     manifest = demo_zip / "metadata.json"
     for ds in (guideloom.load(str(manifest)), guideloom.load(manifest),
                guideloom.load(manifest, demo_zip), guideloom.load(demo_zip, manifest),
                guideloom.load(source=manifest, data_dir=demo_zip), guideloom.load(demo_zip)):
         assert ds.data_dir == demo_zip and ds.manifest_path == manifest
         assert "force-curve" in ds.views
+    odd = tmp_path / "data.json"  # a data directory whose name ends in .json stays one
+    shutil.copytree(demo_zip, odd)
+    assert guideloom.load(odd).data_dir == odd
     from_dict = guideloom.load(json.loads(manifest.read_text()), demo_zip)
     assert from_dict.manifest_path is None and from_dict.data_dir == demo_zip
     rec = next(guideloom.streaming.iter_view("force-curve", dataset=guideloom.load(str(manifest))))
