@@ -62,6 +62,14 @@ class UnknownColumnError(GuideloomError, KeyError):
     """A ``where=`` row filter looked up a column the index table does not have (a
     ``KeyError``, as a dict lookup raises)."""
 
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ExperimentNotFoundError(GuideloomError, KeyError, FileNotFoundError):
+    """No local file holds the requested experiment (a ``KeyError`` and, as in rddac, a
+    ``FileNotFoundError``)."""
+
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return str(self.args[0])
 
@@ -167,6 +175,11 @@ class ExtractError(GuideloomError):
         self.report = report
 
 
+class UnverifiedExportWarning(UserWarning):
+    """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
+    files are read as they are, with nothing recorded to check them against."""
+
+
 class SkippedDataWarning(UserWarning):
     """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
 
@@ -246,6 +259,14 @@ class UnsafeTargetError(GuideloomError, ValueError):
 
 class TargetBusyError(GuideloomError):
     """Another run holds the lock of an export target (the message names its pid and host)."""
+
+
+class NotAnExportError(IncompleteExportError, FileNotFoundError):
+    """The directory holds no export at all (neither ``export.json`` nor an rddac export's
+    ``sim_ids.npy``); a ``FileNotFoundError`` too, as rddac raises."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class CorruptExportError(IncompleteExportError):

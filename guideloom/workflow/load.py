@@ -103,6 +103,7 @@ class Workflow:
             transforms=self.transforms, record_transform=self.record_transform,
             partition_size=self.partition_size, on_error=self.on_error,  # type: ignore[arg-type]
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
+            sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
         )
 
 
