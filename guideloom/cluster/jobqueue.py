@@ -43,6 +43,11 @@ KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+LOOPBACK = "127.0.0.1"
+LOOPBACK_HINT = (
+    "; the scheduler listens on 127.0.0.1 only because the jobqueue config names no "
+    "'interface': set interface (e.g. ib0) for workers on other nodes"
+)
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,10 @@ def cluster_kwargs(
 
     The site settings (:func:`find_jobqueue_config`), then ``job_options``; the worker runs
     ``sys.executable`` unless the settings name a ``python``, and the job script ends with
-    :func:`worker_environment_lines`. Building a cluster from these submits nothing until it
+    :func:`worker_environment_lines`. When neither the settings nor ``scheduler_host`` name
+    an interface or host, the scheduler binds to 127.0.0.1 and the workers get ``--host
+    127.0.0.1 --dashboard-address 127.0.0.1:0``: nothing listens on 0.0.0.0 or ``[::]``.
+    Building a cluster from these submits nothing until it
     is scaled, so ``cluster_class(kind)(**kwargs).job_script()`` shows the job script.
 
     Returns:
@@ -237,8 +245,25 @@ def cluster_kwargs(
     )
     if scheduler_host:
         options["host"] = scheduler_host
+    interface = kwargs.get("interface") or _dask_config(kind, "interface")
+    if not interface and not options.get("host") and not options.get("interface"):
+        # nothing names a network: listen on this machine's loopback only, never 0.0.0.0/[::]
+        options["host"] = LOOPBACK
+        extra = list(kwargs.get("worker_extra_args") or _dask_config(kind, "worker-extra-args")
+                     or [])
+        if "--host" not in extra and "--interface" not in extra:
+            extra += ["--host", LOOPBACK]
+        if not any(arg.startswith("--dashboard-address") for arg in extra):
+            extra += ["--dashboard-address", f"{LOOPBACK}:0"]  # a worker's own dashboard
+        kwargs["worker_extra_args"] = extra
     kwargs["scheduler_options"] = options
     return kwargs, source
+
+
+def loopback_only(kwargs: Mapping[str, Any]) -> bool:
+    """Whether :func:`cluster_kwargs` bound the scheduler to loopback for want of an interface."""
+    options = kwargs.get("scheduler_options") or {}
+    return options.get("host") == LOOPBACK and not kwargs.get("interface")
 
 
 def worker_environment_lines(pythonpath: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
@@ -448,6 +473,7 @@ def _wait_for_workers(
     failures: list[str],
     log_hint: str,
     poll: float = 1.0,
+    network_hint: str = "",
 ) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -465,12 +491,12 @@ def _wait_for_workers(
         if submitted and not states and len(submitted) >= n:
             raise JobqueueError(
                 f"all {len(submitted)} {kind.upper()} jobs ended before {n} worker(s) connected"
-                f" ({', '.join(submitted)}): see the job logs{log_hint}"
+                f" ({', '.join(submitted)}): see the job logs{log_hint}{network_hint}"
             )
         if time.monotonic() >= deadline:
             raise WorkerTimeoutError(
                 f"no {kind.upper()} worker connected within {timeout:g} s: "
-                f"{_describe(kind, submitted, states)}"
+                f"{_describe(kind, submitted, states)}{network_hint}"
             )
 
 
@@ -511,7 +537,8 @@ def jobqueue_client(
         dashboard_address: Where the dashboard listens; default: the config's
             ``scheduler-options.dashboard_address``, else ``127.0.0.1:0`` (any free port).
         scheduler_host: Address the scheduler binds to (e.g. ``127.0.0.1`` when the jobs run
-            on this machine); default: the config's ``interface`` / scheduler options.
+            on this machine); default: the config's ``interface`` / scheduler options, and
+            127.0.0.1 (workers too) when neither names a network.
         pythonpath: Extra directories for the workers' ``PYTHONPATH``.
         cancel_timeout: Seconds to wait, on exit, for cancelled jobs to leave the queue.
         quiet: Print nothing (the dashboard line and job ids go to stderr otherwise).
@@ -561,7 +588,7 @@ def jobqueue_client(
             if min_workers:
                 _wait_for_workers(
                     client, kind, min(min_workers, jobs), wait_timeout, submitted, failures,
-                    log_hint,
+                    log_hint, network_hint=LOOPBACK_HINT if loopback_only(kwargs) else "",
                 )
                 connected = len(client.scheduler_info(n_workers=-1)["workers"])
                 say(
