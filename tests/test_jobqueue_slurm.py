@@ -339,7 +339,29 @@ def test_shipped_config_listens_on_loopback_only(slurm, tmp_path):
         workers = {addr: (_listening(pid), _listening(nanny_pids[addr]))
                    for addr, pid in worker_pids.items()}
     assert ours == {"127.0.0.1"}, ours  # scheduler and dashboard
-    assert address.startswith("tcp://127.0.0.1:"), address
+    assert address.split("://")[1].startswith("127.0.0.1:"), address
     loopback = ({"127.0.0.1"}, {"127.0.0.1"})  # the worker's sockets, the nanny's sockets
     assert workers and all(found == loopback for found in workers.values()), workers
-    assert all(addr.startswith("tcp://127.0.0.1:") for addr in workers)
+    assert all(addr.split("://")[1].startswith("127.0.0.1:") for addr in workers)
+
+
+def test_another_process_cannot_run_code_through_a_slurm_run(slurm, tmp_path, monkeypatch):
+    """client="slurm:N" talks TLS with throwaway credentials: a plain Client (or one with
+    credentials of its own) on the scheduler's or the worker's port runs nothing."""
+    from tests.attack_helpers import all_refused, attack
+
+    monkeypatch.chdir(tmp_path)  # the private credentials folder is made here and removed
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    with jobqueue_client("slurm", 1, min_workers=1, wait_timeout=120, quiet=True) as client:
+        address = client.scheduler.address
+        info = client.scheduler_info(n_workers=-1)
+        servers = [*info["workers"], *(w["nanny"] for w in info["workers"].values())]
+        results = attack(markers, address, servers, tmp_path)
+        assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6  # our own client works
+        modes = [d.stat().st_mode & 0o777 for d in tmp_path.glob(".guideloom-tls-*")]
+    assert sorted(markers.iterdir()) == [], results  # no attacker code ran anywhere
+    assert len(servers) == 2 and all_refused(results), results
+    assert address.startswith("tls://127.0.0.1:"), address
+    assert modes == [0o700]  # the workers' copy of the credentials: private
+    assert not list(tmp_path.glob(".guideloom-tls-*"))  # removed with the cluster

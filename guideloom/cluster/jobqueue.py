@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -515,6 +516,7 @@ def jobqueue_client(
     cancel_timeout: float = 60.0,
     quiet: bool = False,
     log: Callable[[str], None] | None = None,
+    tls: bool = True,
 ) -> Iterator[Any]:
     """Run a Dask cluster of ``jobs`` SLURM or PBS worker jobs for the length of the block.
 
@@ -543,6 +545,10 @@ def jobqueue_client(
         cancel_timeout: Seconds to wait, on exit, for cancelled jobs to leave the queue.
         quiet: Print nothing (the dashboard line and job ids go to stderr otherwise).
         log: Where status lines go (default: stderr).
+        tls: Scheduler, workers and the client talk TLS with throwaway credentials made for
+            this run (:func:`tls_settings`), so nobody else who reaches the scheduler's port
+            can connect. ``False`` for a scheduler that other processes connect to by address
+            (``cluster/slurm.py``).
 
     Yields:
         A ``distributed.Client`` connected to the scheduler; ``client.cluster`` is the
@@ -574,6 +580,7 @@ def jobqueue_client(
     kwargs["job_cls"] = _job_class(cluster_cls.job_cls, submitted, failures)
     log_dir = kwargs.get("log_directory") or _dask_config(kind, "log-directory")
     log_hint = f" in {log_dir}" if log_dir else " (the submit directory by default)"
+    tls_dir = tls_settings(kind, kwargs) if tls else None
 
     in_main = threading.current_thread() is threading.main_thread()
     cluster = client = None
@@ -599,14 +606,40 @@ def jobqueue_client(
             yield client
         except BaseException:
             with _deferred_signals(in_main):
-                _shutdown(kind, cluster, client, submitted, cancel_timeout, say)
+                _shutdown(kind, cluster, client, submitted, cancel_timeout, say, tls_dir)
             raise
         with _deferred_signals(in_main) as came:
-            _shutdown(kind, cluster, client, submitted, cancel_timeout, say)
+            _shutdown(kind, cluster, client, submitted, cancel_timeout, say, tls_dir)
     if signal.SIGTERM in came:
         raise JobqueueTerminated()
     if came:
         raise KeyboardInterrupt
+
+
+def tls_settings(kind: str, kwargs: dict[str, Any]) -> str | None:
+    """Give the cluster keyword arguments fresh TLS credentials; return a directory to remove.
+
+    distributed's :meth:`~distributed.security.Security.temporary` makes a self-signed key and
+    certificate; dask-jobqueue writes the worker's copy to ``shared_temp_directory`` (private
+    ``0600`` files the job script names) and starts each worker with ``--tls-*`` options. When
+    the settings name no such directory, a private ``.guideloom-tls-*`` folder is made in the
+    working directory (which the jobs share: they ``cd`` there) and returned for removal.
+    """
+    from distributed.security import Security
+
+    kwargs["security"] = Security.temporary()
+    if kwargs.get("shared_temp_directory") or _dask_config(kind, "shared-temp-directory"):
+        return None
+    try:
+        folder = tempfile.mkdtemp(prefix=".guideloom-tls-", dir=os.getcwd())
+    except OSError as exc:
+        raise JobqueueConfigError(
+            f"cannot make a private folder for the workers' TLS credentials in {os.getcwd()} "
+            f"({exc.strerror}): set shared-temp-directory (a folder the jobs can read) in the "
+            "jobqueue config"
+        ) from exc
+    kwargs["shared_temp_directory"] = folder
+    return folder
 
 
 def _silent(line: str) -> None:
@@ -620,6 +653,7 @@ def _shutdown(
     submitted: list[str],
     cancel_timeout: float,
     say: Callable[[str], None],
+    tls_dir: str | None = None,
 ) -> None:
     """Close the client and cluster, then make sure no submitted job is left in the queue."""
     if client is not None:
@@ -628,6 +662,13 @@ def _shutdown(
     if cluster is not None:
         with contextlib.suppress(Exception):
             cluster.close()  # dask-jobqueue cancels the jobs it still knows about
+    if tls_dir is not None:
+        # dask-jobqueue keeps the credential files open as cluster._job_<key> temporary files
+        for name, value in vars(cluster or object()).items():
+            if name.startswith("_job_") and hasattr(value, "close"):
+                with contextlib.suppress(OSError):
+                    value.close()  # deletes the file
+        shutil.rmtree(tls_dir, ignore_errors=True)
     try:
         left = cancel_jobs(kind, list(submitted), timeout=cancel_timeout)
     except (JobqueueError, OSError, subprocess.SubprocessError) as exc:
