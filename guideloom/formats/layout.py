@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from typing import Any
+from typing import Any, NoReturn
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -26,7 +26,7 @@ SIM_IDS_FILE = "sim_ids.npy"
 SIM_IDS_ARRAY = "sim_ids"
 
 
-def fail(root: str, name: str, what: str) -> None:
+def fail(root: str, name: str, what: str) -> NoReturn:
     """Raise :class:`CorruptExportError` for file ``name`` of the export at ``root``."""
     raise CorruptExportError(f"{root}/{name}: {what}; the export is damaged: export it again")
 

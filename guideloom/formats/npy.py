@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -117,8 +118,8 @@ def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None) -
             offset = fh.tell()
     except FileNotFoundError:
         fail(root, name, "missing")
-    except ValueError as exc:
-        fail(root, name, f"not a valid .npy file ({exc})")
+    except (ValueError, SyntaxError, TokenError, EOFError) as exc:  # header text unparsable
+        fail(root, name, f"not a valid .npy file ({type(exc).__name__}: {exc})")
     got_shape, fortran, got_dtype = header
     if tuple(got_shape) != tuple(shape):
         fail(root, name, f"shape {tuple(got_shape)} but export.json records {tuple(shape)}")
