@@ -229,7 +229,8 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     n = len(selection.locations)
     estimate = estimate_seconds(spec, selection)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
-    workers, where = preview_placement(scheduler, estimate, n_tasks)
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
+    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process)
     plan = plan_export(spec, workers, selection, estimate)
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]

@@ -204,9 +204,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
     where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
-                          batch_options=batch_options)
+                          batch_options=batch_options, in_process_tasks=in_process)
     with where_ctx as where:
         try:
             return _run_placed(spec, staging, writer, selection, where, estimate,
