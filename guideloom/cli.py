@@ -326,7 +326,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("fields:")
     for alias, fs in sorted(m["fields"].items()):
         shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
-        print(f"  {alias:28s} {shape:22s} dtype {_dtype_name(fs['dtype'])}")
+        dtype = _dtype_name(fs["dtype"])
+        if fs.get("dtypes"):  # records of different dtypes (npz)
+            dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
+        print(f"  {alias:28s} {shape:22s} dtype {dtype}")
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "

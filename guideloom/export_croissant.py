@@ -38,7 +38,10 @@ _ENCODINGS = {".npy": "application/x-npy", ".npz": "application/x-npz",
               ".json": "application/json", ".gls": "application/octet-stream"}
 
 
-def _data_type(dtype: str) -> str:
+def _data_type(dtype: str, dtypes: list[str] | None = None) -> str:
+    if dtypes:  # records of different dtypes: one type when they are all of one kind
+        types = {_data_type(d) for d in dtypes}
+        return types.pop() if len(types) == 1 else "sc:Text"
     kind = np.dtype(dtype).kind
     if kind == "b":
         return "sc:Boolean"
@@ -213,8 +216,9 @@ def describe_export(
             "description": (
                 f"{_provenance(by_alias.get(alias), manifest, alias)}; per record: shape "
                 f"{tuple(shape) if shape is not None else 'variable'}, dtype {schema['dtype']}"
+                + (f" ({', '.join(schema['dtypes'])})" if schema.get("dtypes") else "")
             ),
-            "dataType": _data_type(schema["dtype"]),
+            "dataType": _data_type(schema["dtype"], schema.get("dtypes")),
             "source": {kind: {"@id": ref}, "extract": {"fileProperty": "content"}},
         }
         if shape is None or len(shape):

@@ -361,7 +361,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
-    dtypes: dict[str, str] = {}
+    dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
     try:
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
@@ -386,7 +386,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             written.append(loc.sim_id)
             if isinstance(arrays, Mapping):
                 for alias, arr in arrays.items():
-                    dtypes.setdefault(alias, getattr(getattr(arr, "dtype", None), "str", "object"))
+                    seen = dtypes.setdefault(alias, [])
+                    dt = getattr(getattr(arr, "dtype", None), "str", "object")
+                    if dt not in seen:
+                        seen.append(dt)
     except BaseException:
         (sink if overlapped is None else overlapped).abort()
         raise
@@ -424,6 +427,28 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
     )
 
 
+VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
+
+
+def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``fields`` of an export without a schema (npz): every alias's dtype, or
+    ``"varies"`` with the sorted ``"dtypes"`` when its records differ."""
+    dtypes: dict[str, list[str]] = {}
+    for summary in summaries:
+        for alias, found in summary["dtypes"].items():
+            seen = dtypes.setdefault(alias, [])
+            for dt in [found] if isinstance(found, str) else found:  # str: an older marker
+                if dt not in seen:
+                    seen.append(dt)
+    fields: dict[str, dict[str, Any]] = {}
+    for alias, seen in sorted(dtypes.items()):
+        if len(seen) == 1:
+            fields[alias] = {"shape": None, "dtype": seen[0]}
+        else:
+            fields[alias] = {"shape": None, "dtype": VARIES, "dtypes": sorted(seen)}
+    return fields
+
+
 def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
               summaries: list[dict[str, Any]], placed: dict[str, Any],
               timings: dict[str, float]) -> dict[str, Any]:
@@ -445,11 +470,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
     if schema is None:
-        dtypes: dict[str, str] = {}
-        for s in summaries:
-            for alias, dt in s["dtypes"].items():
-                dtypes.setdefault(alias, dt)
-        fields = {a: {"shape": None, "dtype": dt} for a, dt in sorted(dtypes.items())}
+        fields = variable_fields(summaries)
     else:
         fields = {a: s.to_json() for a, s in schema.items()}
     fields = writer.fields(fields)
