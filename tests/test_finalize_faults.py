@@ -124,3 +124,29 @@ def test_temporary_npz_files_of_an_interrupted_write_are_never_published(data, t
     assert done.returncode == 0, done.stderr
     assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
     assert len(guideloom.load_export(target)) == 7
+
+
+@pytest.mark.parametrize("name", ["croissant.json", "checksums.json", "export.json"])
+def test_a_json_write_killed_before_its_rename_publishes_no_temporary(name, data, tmp_path):
+    """SIGKILL between writing a JSON file's temporary copy and renaming it: the rerun's
+    published export holds no ``*.tmp-PID`` file (it was written inside ``data/``)."""
+    target = tmp_path / "out"
+    killed = run("npy", data, target, IDS, fault=f"json-written:{name}")
+    assert killed.returncode == -9, f"the write of {name} was not reached: {killed.stderr}"
+    done = run("npy", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert guideloom.load_export(target).verify().rows == 7
+
+
+def test_temporary_json_files_left_in_the_data_folder_are_never_published(data, tmp_path):
+    target = tmp_path / "out"
+    killed = run("npy", data, target, IDS, fault="partitions-done")
+    assert killed.returncode == -9
+    staged = tmp_path / ".out.guideloom-staging" / "data"
+    (staged / "croissant.json.tmp-12345").write_text('{"half')  # as an older run leaves them
+    (staged / "export.json.tmp-12346").write_text("{")
+    done = run("npy", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert len(guideloom.load_export(target)) == 7
