@@ -32,6 +32,7 @@ from guideloom.cluster.shipping import pack, ship_by_value, unpack
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
+    IncompleteExportError,
     NothingToExportError,
     SkippedDataWarning,
     summarize_ids,
@@ -52,7 +53,12 @@ from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
-from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
+from guideloom.formats.layout import (
+    EXPORT_MANIFEST,
+    FORMAT_VERSION,
+    MANIFEST_FORMAT,
+    read_export_manifest,
+)
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
 
@@ -191,9 +197,37 @@ def run_export(
         recovered = staging.recover()
         if recovered and not quiet:
             print(f"guideloom: {recovered}", file=sys.stderr)
+        finished = published_by_interrupted_run(spec, staging) if recovered else None
+        if finished is not None:
+            if not quiet:
+                print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
+                      "written everything, and its publish is now done", file=sys.stderr)
+            return finished
         check_target(staging, spec.data_dir, spec.overwrite)
         return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started)
+
+
+def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportResult | None:
+    """The export at the target, when it is this very job's (same identity: same view, ids,
+    transforms, options and data) and :meth:`Staging.recover` just finished its publish; else
+    ``None`` (then the target is treated like any existing export)."""
+    try:
+        _, manifest = read_export_manifest(staging.url)
+    except (FileNotFoundError, IncompleteExportError):
+        return None
+    selection = select_experiments(spec)
+    size = manifest.get("partition_size")
+    if not isinstance(size, int):
+        return None
+    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
+                            selection.locations)
+    if manifest.get("identity") != spec.identity(selection.ids, size, data):
+        return None
+    experiments = int(manifest["count"]) + len(manifest.get("skipped", []))
+    return ExportResult(staging.url, manifest,
+                        resumed_partitions=int(manifest.get("n_partitions", 0)),
+                        resumed_experiments=experiments)
 
 
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: bool,
