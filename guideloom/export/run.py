@@ -52,7 +52,14 @@ from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
-from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
+from guideloom.formats.checksums import (
+    CHECKSUMS_FILE,
+    DESCRIPTION_KEY,
+    combine,
+    description_entry,
+    file_digest,
+    manifest_entry,
+)
 from guideloom.formats.layout import (
     EXPORT_MANIFEST,
     FORMAT_VERSION,
@@ -552,8 +559,9 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
-        staging.write_json(staging.path("data", CROISSANT_NAME),
-                           describe_published(spec, writer, staging, manifest))
+        described = staging.path("data", CROISSANT_NAME)
+        staging.write_json(described, describe_published(spec, writer, staging, manifest))
+        manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")

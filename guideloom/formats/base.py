@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.formats.checksums import files_digests
+from guideloom.formats.checksums import check_description, files_digests
 from guideloom.formats.layout import SIM_IDS_FILE, fail  # noqa: F401 - formats import it here
 
 
@@ -192,6 +192,7 @@ class ExportFormat(abc.ABC):
             CorruptExportError: Naming the file and what differs.
         """
         check_sim_ids(root, manifest, cls.open_reader(root, manifest).sim_ids())
+        check_description(root, manifest)
 
     @classmethod
     def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
