@@ -14,6 +14,7 @@ The final step renames ``data`` to ``out``. Local paths use ``os.replace`` (atom
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import posixpath
@@ -211,10 +212,18 @@ class Staging:
         if self.is_local:
             name = posixpath.basename(path)
             tmp = self.path(f".{name}{TMP_MARK}{os.getpid()}")
-            with open(tmp, "wb") as fh:
-                fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(blob)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                hint = ("; free space there or write the export elsewhere"
+                        if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
+                raise type(exc)(exc.errno, f"cannot write {path}: "
+                                           f"{exc.strerror or exc}{hint}") from exc
             fault_point(f"json-written:{name}")
             os.replace(tmp, path)
         else:
