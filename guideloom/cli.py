@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from guideloom import __version__
-from guideloom.errors import GuideloomError, JobFailedError, UsageError
+from guideloom.errors import GuideloomError, JobFailedError, UsageError, permission_denied
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -623,6 +623,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     except JobFailedError as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except PermissionError as exc:  # a file we may not read or write: named, never "damaged"
+        named = permission_denied(exc)
+        text = " ".join((named.strerror or str(named)).split())
+        print(f"guideloom: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     except (UsageError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.errors import permission_denied
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -156,6 +157,8 @@ class ZarrFormat(ExportFormat):
         for start in range(0, arr.shape[0], step):
             try:
                 block = arr[start:start + step]
+            except PermissionError as exc:  # unreadable is not damaged
+                raise permission_denied(exc) from exc
             except Exception as exc:  # noqa: BLE001 - a damaged chunk fails in the codec
                 fail(root, group, f"rows {start}-{min(start + step, arr.shape[0]) - 1}: the "
                                   f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
