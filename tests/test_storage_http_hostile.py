@@ -49,6 +49,10 @@ class HostileHandler(RangeHandler):
             self.release.wait()  # until the test ends: the client must give up first
             return
         suffix = header.startswith("bytes=-")
+        if self.mode == "shifted" and header and not suffix:  # the right length, other bytes
+            self.headers.replace_header("Range", _shifted(header))
+            super().do_GET()
+            return
         target = "tail" if suffix else "range" if header else ""
         if not self.mode.startswith(f"huge-{target}-") or not target:
             super().do_GET()
@@ -67,6 +71,12 @@ class HostileHandler(RangeHandler):
                 self.wfile.write(chunk)
         except OSError:  # the reader hung up, as it should
             pass
+
+
+def _shifted(header: str) -> str:
+    """``bytes=a-b`` moved 8 bytes back: what a server with an off-by-some bug sends."""
+    first, last = (int(x) for x in header.removeprefix("bytes=").split("-"))
+    return f"bytes={first - 8}-{last - 8}"
 
 
 @pytest.fixture
@@ -152,3 +162,16 @@ def test_a_server_that_never_answers_times_out(hostile):
     with pytest.raises(TimeoutError, match=rf"{url}/shard-000000\.gls.*within 1 s"):
         storage.sync_reader()
     assert time.monotonic() - start < 15  # the 1 s timeout, not aiohttp's 300 s
+
+
+def test_a_range_answer_for_other_bytes_is_refused(hostile):
+    """206 with the right length but a Content-Range that starts elsewhere: not served."""
+    base, handler = hostile
+    handler.mode = "shifted"
+    url = f"{base}/tokens"
+    storage = StreamStorage(url, StreamNumpyFormat(DTYPE),
+                            read_interface=HTTPIO(num_shards=1, readahead=0))
+    reader = storage.sync_reader()
+    with pytest.raises(OSError, match=rf"{url}/shard-000000\.gls: asked for bytes \d+-\d+ and "
+                                      r"the server answered bytes \d+-\d+; refused unread"):
+        reader.read(150_000, 1000)

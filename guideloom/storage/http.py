@@ -103,23 +103,32 @@ async def _read_at_most(response: Any, limit: int, url: str, asked: str) -> byte
 
 
 async def _get(fs: Any, url: str, limit: int, asked: str,
-               headers: dict[str, str] | None = None) -> tuple[int, Any, bytes]:
-    """GET ``url`` reading at most ``limit`` body bytes; return ``(status, headers, body)``."""
+               span: tuple[int, int] | None = None) -> bytes:
+    """GET ``url`` (bytes ``span = (first, last)`` when given) reading at most ``limit`` body
+    bytes; a ranged answer must be exactly that span."""
     session = await fs.set_session()
     kwargs = dict(getattr(fs, "kwargs", {}))
-    merged = {**kwargs.pop("headers", {}), **(headers or {})}
-    async with session.get(url, headers=merged, **kwargs) as response:
+    headers = dict(kwargs.pop("headers", {}))
+    if span is not None:
+        headers["Range"] = f"bytes={span[0]}-{span[1]}"
+    async with session.get(url, headers=headers, **kwargs) as response:
         if response.status == 404:
             raise FileNotFoundError(url)
         response.raise_for_status()
-        if headers and "Range" in headers and response.status != 206:
-            if response.status != 200 or response.content_length is None:
+        if span is not None:
+            match = _CONTENT_RANGE.match(response.headers.get("Content-Range", "").strip())
+            whole = response.status == 200 and span[0] == 0  # the file is exactly the span
+            if response.status == 206 and match is not None:
+                got = (int(match.group(1)), int(match.group(2)))
+                if got != span:
+                    raise OSError(f"{url}: asked for {asked} and the server answered bytes "
+                                  f"{got[0]}-{got[1]}; refused unread")
+            elif not whole:
                 raise OSError(
                     f"{url}: the server answered a Range request with HTTP {response.status} "
                     "and no Content-Range; it must honour HTTP Range requests"
                 )
-        data = await _read_at_most(response, limit, url, asked)
-        return response.status, response.headers, data
+        return await _read_at_most(response, limit, url, asked)
 
 
 async def _fetch_tail(fs: Any, url: str, tail: int) -> tuple[int, int, bytes]:
@@ -154,14 +163,12 @@ async def _fetch_tail(fs: Any, url: str, tail: int) -> tuple[int, int, bytes]:
 async def _fetch_range(fs: Any, url: str, offset: int, nbytes: int) -> bytes:
     """GET bytes ``[offset, offset + nbytes)`` reading at most ``nbytes`` body bytes."""
     last = offset + nbytes - 1
-    _, _, data = await _get(fs, url, nbytes, f"bytes {offset}-{last}",
-                            {"Range": f"bytes={offset}-{last}"})
-    return data
+    return await _get(fs, url, nbytes, f"bytes {offset}-{last}", (offset, last))
 
 
 async def _fetch_index(fs: Any, url: str) -> list[str]:
     """The link targets of the index page at ``url`` (read up to :data:`INDEX_LIMIT`)."""
-    _, _, data = await _get(fs, url, INDEX_LIMIT, "the directory's index page")
+    data = await _get(fs, url, INDEX_LIMIT, "the directory's index page")
     return _HREF.findall(data.decode("utf-8", errors="replace"))
 
 
