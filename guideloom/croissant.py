@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import numbers
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -265,7 +266,8 @@ def load(
     """Read a dataset's Croissant manifest.
 
     Args:
-        data_dir: Directory with the index table and the HDF5 files (zipped or loose).
+        data_dir: Directory with the index table and the HDF5 files (zipped or loose);
+            a relative path is made absolute against the current directory.
         source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
             ``data_dir/metadata.json``.
         spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
@@ -277,7 +279,7 @@ def load(
         FileNotFoundError: The data directory or the manifest does not exist.
         ManifestError: The manifest is not valid JSON or lacks what guideloom needs.
     """
-    data_dir = Path(data_dir)
+    data_dir = Path(os.path.abspath(data_dir))  # absolute here: Dask workers run elsewhere
     spec = spec or DatasetSpec()
     manifest_path: Path | None
     if isinstance(source, Mapping):
@@ -285,7 +287,8 @@ def load(
     else:
         if source is None and not data_dir.is_dir():
             raise FileNotFoundError(f"data directory not found: {data_dir}")
-        manifest_path = Path(source) if source is not None else data_dir / MANIFEST_NAME
+        manifest_path = (Path(os.path.abspath(source)) if source is not None
+                         else data_dir / MANIFEST_NAME)
         if not manifest_path.is_file():
             raise FileNotFoundError(f"Croissant manifest not found: {manifest_path}")
         try:

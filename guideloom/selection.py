@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from guideloom.croissant import Dataset, load
-from guideloom.errors import MissingDataWarning, summarize_ids
+from guideloom.errors import MissingDataWarning, UnknownColumnError, summarize_ids, warn
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -39,10 +38,20 @@ class Selection:
 def resolve_dataset(
     data_dir: str | Path | None, dataset: Dataset | None, source: str | Path | None
 ) -> tuple[Dataset, Path]:
-    """Return the dataset and the directory its files are read from."""
+    """Return the dataset and the directory its files are read from, both with absolute paths.
+
+    Relative paths are made absolute against the current directory here, on the driver: the
+    job's file locations are shipped to Dask workers, which may run in another directory.
+    """
     if dataset is None:
         dataset = load(data_dir if data_dir is not None else "./data", source)
-    root = Path(data_dir) if data_dir is not None else Path(dataset.data_dir)
+    elif not Path(dataset.data_dir).is_absolute() or not (
+            dataset.manifest_path is None or dataset.manifest_path.is_absolute()):
+        dataset = replace(  # a Dataset built by hand with relative paths
+            dataset, data_dir=Path(os.path.abspath(dataset.data_dir)),
+            manifest_path=None if dataset.manifest_path is None
+            else Path(os.path.abspath(dataset.manifest_path)))
+    root = Path(os.path.abspath(data_dir if data_dir is not None else dataset.data_dir))
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
     return dataset, root
@@ -75,7 +84,7 @@ def select(
             raise ValueError("sim_ids lists an experiment more than once")
     rows = [index.row(i) for i in chosen]
     if where is not None:
-        rows = [r for r in rows if where(MappingProxyType(r))]
+        rows = [r for r in rows if where(FilterRow(r, index.path.name))]
     available = scan_locations(ds, root)
     kept, missing = [], []
     for row in rows:
@@ -85,17 +94,48 @@ def select(
         else:
             kept.append((loc, row))
     if missing and warn_missing:
-        warnings.warn(
+        warn(
             f"skipping {summarize_ids(missing)} listed in {index.path.name} with no HDF5 file "
             f"under {root}",
             MissingDataWarning,
-            stacklevel=3,
         )
     return Selection(
         locations=tuple(loc for loc, _ in kept),
         rows=tuple(row for _, row in kept),
         missing=tuple(missing),
     )
+
+
+class FilterRow(Mapping[str, Any]):
+    """The read-only index row a ``where=`` filter sees; looking up a column the table does
+    not have raises :class:`~guideloom.errors.UnknownColumnError` listing the columns (a
+    ``KeyError`` raised for another reason inside the filter passes unchanged)."""
+
+    __slots__ = ("_row", "_table")
+
+    def __init__(self, row: Mapping[str, Any], table: str):
+        self._row = row
+        self._table = table
+
+    def __getitem__(self, column: str) -> Any:
+        try:
+            return self._row[column]
+        except KeyError:
+            raise UnknownColumnError(
+                f"where= looked up {column!r}, which is not a column of {self._table}; "
+                f"columns: {', '.join(self._row)} (fix the name in the filter)") from None
+
+    def __contains__(self, column: object) -> bool:
+        return column in self._row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._row)
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __repr__(self) -> str:
+        return repr(self._row)
 
 
 def _as_index_id(value: Any, index) -> Any:

@@ -35,6 +35,7 @@ import h5py
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
 from guideloom.fastread.chunks import RawSource
+from guideloom.index_table import short_type
 from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
@@ -74,8 +75,7 @@ class Location:
 
 def id_parser(ds: Dataset) -> Callable[[str], Any]:
     """Return the function turning a file-name id into an index id."""
-    data_type = (ds.id_column_type or "").replace("https://schema.org/", "sc:")
-    return int if data_type == "sc:Integer" else str
+    return int if short_type(ds.id_column_type) == "sc:Integer" else str
 
 
 def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any, Location]:

@@ -62,6 +62,7 @@ def assert_export_equals(export_dir, arrays, ids):
 
 
 def test_seed_sections_3_to_6(demo_zip, tmp_path, dask_client, capsys):
+    pytest.importorskip("torch", reason="torch is an optional dependency (section 4 uses it)")
     DATA_DIR = demo_zip  # noqa: N806
     EXPORT_DIR = tmp_path / "tutorial_export"  # noqa: N806
     SAMPLE_IDS = [0, 5, 9, 13, 18, 22, 27, 31, 35]  # noqa: N806

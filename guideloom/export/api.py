@@ -40,15 +40,21 @@ def build_spec(
     options: Mapping[str, Any] | None = None,
     verify_crc: bool = False,
 ) -> ExportSpec:
-    """Build the job description shared by every export function, the CLI and workflows."""
+    """Build the job description shared by every export function, the CLI and workflows.
+
+    Local paths (``data_dir``, ``source``, ``target``) are made absolute here, on the driver,
+    so workers started in another directory read and write the same files; fsspec URLs
+    (``s3://``, ``memory://`` …) are kept as given.
+    """
     ds, root = resolve_dataset(data_dir, dataset, source)
+    target_text = os.fspath(target)
     resolved = ds.view(view) if isinstance(view, str) else view
     return ExportSpec(
         view=resolved,
         dataset=ds,
         data_dir=root,
         output=output,  # type: ignore[arg-type]
-        target=os.fspath(target),
+        target=target_text if "://" in target_text else os.path.abspath(target_text),
         sim_ids=None if sim_ids is None else tuple(sim_ids),
         where=where,
         where_description=where_description or (callable_name(where) if where else None),
