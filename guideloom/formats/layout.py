@@ -84,8 +84,9 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
         raise IncompleteExportError(
             f"{text} has no {EXPORT_MANIFEST}: not a complete guideloom export"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc})") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # written last: torn, or edited
+        raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc}); the export is "
+                                 "damaged: export it again") from exc
     if manifest.get("format") != MANIFEST_FORMAT:
         raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is not a guideloom export manifest")
     version = manifest.get("format_version")
