@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from guideloom import __version__
-from guideloom.errors import GuideloomError, JobFailedError, UsageError
+from guideloom.errors import GuideloomError, JobFailedError, UsageError, permission_denied
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -239,7 +239,8 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     n = len(selection.locations)
     estimate = estimate_seconds(spec, selection)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
-    workers, where = preview_placement(scheduler, estimate, n_tasks)
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
+    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process)
     plan = plan_export(spec, workers, selection, estimate)
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
@@ -335,7 +336,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("fields:")
     for alias, fs in sorted(m["fields"].items()):
         shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
-        print(f"  {alias:28s} {shape:22s} dtype {_dtype_name(fs['dtype'])}")
+        dtype = _dtype_name(fs["dtype"])
+        if fs.get("dtypes"):  # records of different dtypes (npz)
+            dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
+        print(f"  {alias:28s} {shape:22s} dtype {dtype}")
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
@@ -676,6 +680,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     except JobFailedError as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except PermissionError as exc:  # a file we may not read or write: named, never "damaged"
+        named = permission_denied(exc)
+        text = " ".join((named.strerror or str(named)).split())
+        print(f"guideloom: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     except (UsageError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)

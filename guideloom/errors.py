@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import sys
 import warnings
 from collections.abc import Sequence
@@ -277,3 +279,21 @@ class CorruptExportError(IncompleteExportError):
 class UnverifiableExportError(GuideloomError):
     """``Export.verify`` was asked for, but the export records no full-data checksums (written
     before guideloom took them, or with them turned off): only the open-time checks ran."""
+
+
+def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionError:
+    """A :class:`PermissionError` whose message names the file, its owner and mode, and who we
+    are: a file we may not read is not a damaged one."""
+    path = exc.filename
+    if path is None:
+        return exc
+    detail = ""
+    try:
+        st = os.stat(path)
+        detail = (f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}; this process "
+                  f"runs as uid {os.geteuid()})")
+    except OSError:
+        pass
+    return PermissionError(exc.errno or errno.EACCES,
+                           f"cannot {doing} {path}: permission denied{detail}; ask its owner "
+                           "for access")

@@ -195,33 +195,43 @@ def _local_workers(text: str) -> int | None:
     return int(text.split(":", 1)[1]) if ":" in text else None
 
 
-def choose_automatically(estimate_s: float, n_tasks: int) -> tuple[str, str]:
+def _tasks_text(n: int) -> str:
+    return f"{n} task{'s' * (n != 1)}"
+
+
+def choose_automatically(estimate_s: float, n_tasks: int,
+                         in_process_tasks: int | None = None) -> tuple[str, str]:
     """``(mode, reason)`` for ``client=None`` with no active Client.
 
-    The work runs in-process unless spreading it over the cores saves more than the cluster
-    costs: its start-up when none runs yet, a dispatch when one does.
+    The work runs in-process unless spreading it over the cores (in ``n_tasks`` tasks) saves
+    more than the cluster costs: its start-up when none runs yet, a dispatch when one does.
+    ``in_process_tasks`` is how many tasks the job has when it runs in-process (partitions are
+    sized for the workers that run them), which the in-process reasons state.
     """
     cores = embedded.default_worker_count()
-    work = f"about {estimate_s:.2f} s of work in {n_tasks} task{'s' * (n_tasks != 1)}"
+    here = n_tasks if in_process_tasks is None else in_process_tasks
+    work = f"about {estimate_s:.2f} s of work in {_tasks_text(here)}"
     if cores < 2 or n_tasks < 2:
         return "in-process", f"{work}; one core or one task: no cluster"
     saving = estimate_s * (1 - 1 / min(cores, n_tasks))
+    spread = f"about {estimate_s:.2f} s of work in {_tasks_text(n_tasks)}"
     if embedded.running_cluster() is not None:
         if saving > WARM_DISPATCH_S:
-            return "local-cluster", f"{work}; reusing the running local cluster"
+            return "local-cluster", f"{spread}; reusing the running local cluster"
         return "in-process", f"{work}; too little to send to the running cluster"
     if saving > CLUSTER_START_S:
-        return "local-cluster", f"{work}; starting a local cluster of {cores} workers pays"
+        return "local-cluster", f"{spread}; starting a local cluster of {cores} workers pays"
     return "in-process", (f"{work}; starting a cluster (~{CLUSTER_START_S:.0f} s) would not pay "
                           "(client='local' or --scheduler local forces one)")
 
 
-def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int) -> tuple[int, str]:
+def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int,
+                      in_process_tasks: int | None = None) -> tuple[int, str]:
     """``(workers, description)`` of where :func:`placement` would run a job; starts nothing
     (a ``tcp://`` scheduler is asked for its worker count)."""
     cores = embedded.default_worker_count()
     if client is None:
-        mode, reason = choose_automatically(estimate_s, n_tasks)
+        mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks)
         return (1 if mode == "in-process" else cores), f"{mode}: {reason}"
     check_client_text(client)
     if client == SYNC:
@@ -247,13 +257,16 @@ def placement(
     quiet: bool = False,
     verbose: bool = False,
     batch_options: Mapping[str, Any] | None = None,
+    in_process_tasks: int | None = None,
 ) -> Iterator[Placement]:
     """Decide where a job runs and yield the :class:`Placement` (connected while inside).
 
     Args:
         client: See the module docstring.
         estimate_s: The job's estimated in-process seconds (used for ``client=None``).
-        n_tasks: The number of tasks the job splits into.
+        n_tasks: The number of tasks the job splits into on one worker per core.
+        in_process_tasks: The number it splits into in-process (default ``n_tasks``): the
+            placement line states this one when the job stays in-process.
         dashboard_address: Where the embedded cluster's dashboard listens (127.0.0.1 by
             default; a busy port is replaced by a free one); ``None`` disables it.
         quiet: Print neither the placement line nor the dashboard URL.
@@ -271,7 +284,7 @@ def placement(
             yield _say(Placement(active, "client", worker_count(active), "the active Client"),
                        quiet)
             return
-        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks)
+        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks, in_process_tasks)
         if mode == "in-process":
             yield _say(Placement(None, mode, 1, reason), quiet)
             return

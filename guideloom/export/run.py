@@ -31,6 +31,7 @@ from guideloom.cluster.shipping import pack, ship_by_value, unpack
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
+    IncompleteExportError,
     NothingToExportError,
     SkippedDataWarning,
     summarize_ids,
@@ -51,8 +52,20 @@ from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
-from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
-from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
+from guideloom.formats.checksums import (
+    CHECKSUMS_FILE,
+    DESCRIPTION_KEY,
+    combine,
+    description_entry,
+    file_digest,
+    manifest_entry,
+)
+from guideloom.formats.layout import (
+    EXPORT_MANIFEST,
+    FORMAT_VERSION,
+    MANIFEST_FORMAT,
+    read_export_manifest,
+)
 from guideloom.records import RecordReader
 from guideloom.selection import Selection, select
 
@@ -191,9 +204,37 @@ def run_export(
         recovered = staging.recover()
         if recovered and not quiet:
             print(f"guideloom: {recovered}", file=sys.stderr)
+        finished = published_by_interrupted_run(spec, staging) if recovered else None
+        if finished is not None:
+            if not quiet:
+                print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
+                      "written everything, and its publish is now done", file=sys.stderr)
+            return finished
         check_target(staging, spec.data_dir, spec.overwrite)
         return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started)
+
+
+def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportResult | None:
+    """The export at the target, when it is this very job's (same identity: same view, ids,
+    transforms, options and data) and :meth:`Staging.recover` just finished its publish; else
+    ``None`` (then the target is treated like any existing export)."""
+    try:
+        _, manifest = read_export_manifest(staging.url)
+    except (FileNotFoundError, IncompleteExportError):
+        return None
+    selection = select_experiments(spec)
+    size = manifest.get("partition_size")
+    if not isinstance(size, int):
+        return None
+    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
+                            selection.locations)
+    if manifest.get("identity") != spec.identity(selection.ids, size, data):
+        return None
+    experiments = int(manifest["count"]) + len(manifest.get("skipped", []))
+    return ExportResult(staging.url, manifest,
+                        resumed_partitions=int(manifest.get("n_partitions", 0)),
+                        resumed_experiments=experiments)
 
 
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: bool,
@@ -204,9 +245,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
     where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
-                          batch_options=batch_options)
+                          batch_options=batch_options, in_process_tasks=in_process)
     with where_ctx as where:
         try:
             return _run_placed(spec, staging, writer, selection, where, estimate,
@@ -360,7 +402,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
-    dtypes: dict[str, str] = {}
+    dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
     try:
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
@@ -385,7 +427,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             written.append(loc.sim_id)
             if isinstance(arrays, Mapping):
                 for alias, arr in arrays.items():
-                    dtypes.setdefault(alias, getattr(getattr(arr, "dtype", None), "str", "object"))
+                    seen = dtypes.setdefault(alias, [])
+                    dt = getattr(getattr(arr, "dtype", None), "str", "object")
+                    if dt not in seen:
+                        seen.append(dt)
     except BaseException:
         (sink if overlapped is None else overlapped).abort()
         raise
@@ -423,6 +468,28 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
     )
 
 
+VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
+
+
+def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``fields`` of an export without a schema (npz): every alias's dtype, or
+    ``"varies"`` with the sorted ``"dtypes"`` when its records differ."""
+    dtypes: dict[str, list[str]] = {}
+    for summary in summaries:
+        for alias, found in summary["dtypes"].items():
+            seen = dtypes.setdefault(alias, [])
+            for dt in [found] if isinstance(found, str) else found:  # str: an older marker
+                if dt not in seen:
+                    seen.append(dt)
+    fields: dict[str, dict[str, Any]] = {}
+    for alias, seen in sorted(dtypes.items()):
+        if len(seen) == 1:
+            fields[alias] = {"shape": None, "dtype": seen[0]}
+        else:
+            fields[alias] = {"shape": None, "dtype": VARIES, "dtypes": sorted(seen)}
+    return fields
+
+
 def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
               summaries: list[dict[str, Any]], placed: dict[str, Any],
               timings: dict[str, float]) -> dict[str, Any]:
@@ -444,11 +511,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
     if schema is None:
-        dtypes: dict[str, str] = {}
-        for s in summaries:
-            for alias, dt in s["dtypes"].items():
-                dtypes.setdefault(alias, dt)
-        fields = {a: {"shape": None, "dtype": dt} for a, dt in sorted(dtypes.items())}
+        fields = variable_fields(summaries)
     else:
         fields = {a: s.to_json() for a, s in schema.items()}
     fields = writer.fields(fields)
@@ -496,8 +559,9 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
-        staging.write_json(staging.path("data", CROISSANT_NAME),
-                           describe_published(spec, writer, staging, manifest))
+        described = staging.path("data", CROISSANT_NAME)
+        staging.write_json(described, describe_published(spec, writer, staging, manifest))
+        manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
