@@ -20,7 +20,7 @@ from guideloom.formats.base import (
     fail,
 )
 from guideloom.formats.checksums import RowDigests, digest
-from guideloom.formats.layout import SIM_IDS_ARRAY
+from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
 DEFAULT_COMPRESSOR = "lz4"
@@ -77,6 +77,7 @@ class ZarrFormat(ExportFormat):
         group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
         compressor = zarr_compressor(self.options.get("compressor", DEFAULT_COMPRESSOR))
         for alias, fs in schema.items():
+            check_output_name(alias, "zarr export")
             if alias in group:
                 continue  # resumed job
             row_bytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize
