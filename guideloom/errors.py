@@ -122,6 +122,11 @@ class UnsafeNameError(GuideloomError, ValueError):
     ``on_error="skip"``: it is a mistake in the transform or view, not in one experiment."""
 
 
+class UnsafeFileError(GuideloomError, ValueError):
+    """A file or folder guideloom creates in a shared place is not ours: a symlink, a hard link,
+    another user's, or writable by others (see :mod:`guideloom.private_files`)."""
+
+
 class LocalClusterError(RuntimeError):
     """A local scheduler or worker process failed to start, or a state file is in the way."""
 

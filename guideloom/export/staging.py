@@ -24,6 +24,8 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from guideloom.errors import UnsafeTargetError
+from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 
@@ -151,6 +153,9 @@ class Staging:
                 self.fs.rmdir(self.target)
             elif not overwrite:
                 raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
+            elif (reason := why_not_replaceable(self.fs, self.target, self.url)) is not None:
+                raise UnsafeTargetError(f"refusing to replace {self.url}: {reason}; remove it "
+                                        "yourself or choose another output path")
             else:
                 self.move(self.target, old)
                 fault_point("target-moved-aside")

@@ -25,6 +25,7 @@ FORMAT_VERSION = 1
 STAGING_SUFFIX = ".guideloom-staging"
 SIM_IDS_FILE = "sim_ids.npy"
 SIM_IDS_ARRAY = "sim_ids"
+CROISSANT_FILE = "croissant.json"
 # the export's own files and arrays (an output name may equal none of them, nor their stems)
 RESERVED_NAMES = frozenset({
     EXPORT_MANIFEST, SIM_IDS_FILE, SIM_IDS_ARRAY, "checksums.json", "croissant.json",

@@ -6,6 +6,8 @@ chunk's rows and writes it whole. The store is a local path or any fsspec URL th
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -60,6 +62,10 @@ def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
         if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES:
             best = d
     return best
+
+
+ZARR_GROUP_FILE = "zarr.json"
+_ARRAY_ENTRY = re.compile(r"^(zarr\.json|c(/\d+)+)$")
 
 
 class ZarrFormat(ExportFormat):
@@ -147,6 +153,25 @@ class ZarrFormat(ExportFormat):
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
         return {**{a: a for a in manifest["fields"]}, "sim_ids": SIM_IDS_ARRAY}
+
+    @classmethod
+    def foreign_entries(cls, fs: Any, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Anything but ``zarr.json``, the shared files and, inside each array's folder,
+        ``zarr.json`` and numbered chunk files under ``c/``."""
+        arrays = set(cls.described_files(manifest).values())
+        foreign = []
+        for name in super().foreign_entries(fs, root, manifest):
+            if name == ZARR_GROUP_FILE:
+                continue
+            if name.rstrip("/") not in arrays or not name.endswith("/"):
+                foreign.append(name)
+                continue
+            folder = posixpath.join(root, name)
+            for path in fs.find(folder, withdirs=False):
+                rel = posixpath.relpath(str(path), folder.rstrip("/"))
+                if not _ARRAY_ENTRY.match(rel):
+                    foreign.append(f"{name}{rel}")
+        return sorted(foreign)
 
     @classmethod
     def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
