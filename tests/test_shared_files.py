@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,47 @@ def test_our_lock_file_is_private_and_the_export_works_in_a_shared_folder(shared
     assert seen == {"mode": 0o600, "uid": os.geteuid()}
     assert len(guideloom.load_export(shared / "out")) == 4
     assert not (shared / ".out.guideloom-lock").exists()
+
+
+CLUSTER_SCRIPT = """
+import os, stat, sys
+from guideloom.cluster import embedded
+cluster, _ = embedded.embedded_cluster(1, dashboard_address=None)
+root = cluster.scratch.parent
+info = os.lstat(root)
+print("root", root, info.st_uid, oct(stat.S_IMODE(info.st_mode)), stat.S_ISLNK(info.st_mode))
+print("workers", len(cluster.client.scheduler_info()["workers"]))
+embedded.close_cluster()
+"""
+
+
+@pytest.mark.parametrize("planted", ["their folder", "a symlink to their folder",
+                                     "our folder, writable by all"])
+def test_the_cluster_scratch_folder_is_never_another_users(mallory, shared, tmp_path, planted):
+    me = os.geteuid()
+    theirs = shared / f"guideloom-{me}"
+    if planted == "their folder":
+        mallory.run("mkdir", "-m", "777", str(theirs))
+    elif planted == "a symlink to their folder":
+        mallory.run("mkdir", "-m", "777", str(shared / "mallory"))
+        mallory.run("ln", "-s", str(shared / "mallory"), str(theirs))
+    else:
+        theirs.mkdir()
+        theirs.chmod(0o777)
+    seen_before = sorted(p.name for p in theirs.iterdir())
+    script = tmp_path / "cluster.py"
+    script.write_text(CLUSTER_SCRIPT)
+    root_dir = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TMPDIR": str(shared), "PYTHONPATH": str(root_dir)}
+    done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("root "))
+    _, used, uid, mode, is_link = line.split()
+    assert Path(used) != theirs and Path(used).parent == shared
+    assert Path(used).name.startswith(f"guideloom-{me}-")
+    assert (int(uid), mode, is_link) == (me, "0o700", "False")
+    assert "workers 1" in done.stdout
+    assert f"not using {theirs}" in done.stderr
+    assert sorted(p.name for p in theirs.iterdir()) == seen_before  # nothing written there
+    assert not Path(used).exists()  # the fresh folder is removed at exit
