@@ -160,7 +160,8 @@ def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
 
 
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
-    named = [root / name for name in ds.archives]
+    named = [ds.file_in_data_dir(root, name, "a zip FileObject's 'name'")
+             for name in ds.archives]
     present = [p for p in named if p.is_file()]
     if ds.archives:
         return present

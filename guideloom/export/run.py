@@ -12,7 +12,6 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -143,8 +142,9 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
         stop = start + size
         parts.append(Partition(index, start, selection.locations[start:stop],
                                selection.rows[start:stop]))
-    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
-                            selection.locations)
+    index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
+                                               "the index table")
+    data = data_fingerprint(index_file, selection.locations)
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data))
 
 
