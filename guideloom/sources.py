@@ -15,7 +15,11 @@ asks for a check of every member before its data is used (:mod:`guideloom.zipcrc
 member is inflated whole, and zipfile checks its CRC-32 then.
 
 Zip member names are never used as paths: only their base name is matched against the member
-pattern to learn the experiment id.
+pattern to learn the experiment id. Two members naming one id (``3.h5`` and ``0003.h5``) are
+refused, as two loose files are. A member whose local header names another member (a central
+directory entry pointing at someone else's bytes) or whose byte range overlaps another member's
+is refused with :class:`~guideloom.errors.CorruptDataError` naming ``archive::member`` when it
+is opened (``on_error="skip"`` skips it).
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ if TYPE_CHECKING:
     from guideloom.croissant import Dataset
 
 LOOSE_SUBDIR = "h5"
-_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (skipped), name length, extra length
+# signature, (version), flags, (method … sizes), name length, extra length
+_LOCAL_HEADER = struct.Struct("<4s2xH18xHH")
+_UTF8_NAME = 0x800  # general purpose flag bit 11: the name is UTF-8 (else cp437)
+_NAME_READ = 256  # name bytes read with the local header at once (a longer one costs a read more)
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 
 
@@ -57,6 +64,9 @@ class Location:
         size: The member's stored (compressed) size in bytes.
         stored: True when the member is stored uncompressed.
         crc: The member's CRC-32 from the central directory (``None`` for loose files).
+        defect: Why the central directory entry cannot be trusted (its byte range overlaps
+            another member's, or another member names the same id), found when the archive
+            was listed; opening the location raises it as :class:`CorruptDataError`.
     """
 
     sim_id: Any
@@ -66,6 +76,7 @@ class Location:
     size: int = 0
     stored: bool = True
     crc: int | None = None
+    defect: str | None = None
 
     def describe(self) -> str:
         """``path`` or ``archive::member``, for messages."""
@@ -91,24 +102,28 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
     for archive in archive_paths(ds, root):
-        for info in archive_members(archive):
+        infos = archive_members(archive)
+        defects = overlapping_members(infos)
+        for info in infos:
             if info.is_dir():
                 continue
             m = pattern.match(info.filename.rsplit("/", 1)[-1])
             if m is None:
                 continue
             sim_id = to_id(m.group("id"))
-            found.setdefault(
-                sim_id,
-                Location(
-                    sim_id=sim_id,
-                    path=str(archive),
-                    member=info.filename,
-                    header_offset=info.header_offset,
-                    size=info.compress_size,
-                    stored=info.compress_type == zipfile.ZIP_STORED,
-                    crc=info.CRC,
-                ),
+            if sim_id in found:
+                raise ManifestError(
+                    f"two zip members hold experiment {sim_id!r}: {found[sim_id].describe()} "
+                    f"and {archive}::{info.filename}; keep one of them")
+            found[sim_id] = Location(
+                sim_id=sim_id,
+                path=str(archive),
+                member=info.filename,
+                header_offset=info.header_offset,
+                size=info.compress_size,
+                stored=info.compress_type == zipfile.ZIP_STORED,
+                crc=info.CRC,
+                defect=defects.get(info.filename),
             )
     for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
         if not folder.is_dir():  # (the canonical loose folder) over the dataset's root
@@ -157,6 +172,30 @@ def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
         return infos
     except (zipfile.BadZipFile, OSError) as exc:
         raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
+
+
+def overlapping_members(infos: list[zipfile.ZipInfo]) -> dict[str, str]:
+    """Members whose byte ranges (local header, name, data) overlap another member's, as
+    ``{member: what}``; members of one local header are left to the name check of
+    :func:`member_data_offset`, which tells which entry lies."""
+    spans = []
+    for info in infos:
+        encoding = "utf-8" if info.flag_bits & _UTF8_NAME else "cp437"
+        name_len = len(info.orig_filename.encode(encoding, "replace"))
+        start = info.header_offset
+        spans.append((start, start + _LOCAL_HEADER.size + name_len + info.compress_size,
+                      info.filename))
+    spans.sort()
+    defects: dict[str, str] = {}
+    reach, owner, owner_start = -1, "", -1
+    for start, end, name in spans:
+        if start < reach and start != owner_start:
+            defects[name] = f"its bytes overlap those of member {owner!r} of the same archive"
+            defects.setdefault(owner, f"its bytes overlap those of member {name!r} of the same "
+                                      "archive")
+        if end > reach:
+            reach, owner, owner_start = end, name, start
+    return defects
 
 
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
@@ -352,6 +391,8 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
         if loc.member is None:
             fid = h5py.h5f.open(os.fsencode(loc.path), flags, fapl=_SEC2_ACCESS)
             return fid, RawSource.checked(fid.get_vfd_handle()), None
+        if loc.defect is not None:
+            _corrupt(loc, loc.defect)
         fd = handles.fd(loc.path)
         if loc.stored:
             start = member_data_offset(fd, loc)
@@ -387,19 +428,37 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
 
 
 def member_data_offset(fd: int, loc: Location) -> int:
-    header = os.pread(fd, _LOCAL_HEADER.size, loc.header_offset)
-    if len(header) < _LOCAL_HEADER.size:
-        raise CorruptDataError(
-            f"experiment {loc.sim_id}: {loc.describe()}: truncated zip local header",
-            sim_id=loc.sim_id, file=loc.describe(),
-        )
-    signature, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+    """Where the data of the stored member ``loc`` starts, from its local header.
+
+    Raises:
+        CorruptDataError: The local header is truncated, has a bad signature, or names another
+            member than the central directory entry that points at it (naming archive::member).
+    """
+    if loc.defect is not None:
+        _corrupt(loc, loc.defect)
+    blob = os.pread(fd, _LOCAL_HEADER.size + _NAME_READ, loc.header_offset)
+    if len(blob) < _LOCAL_HEADER.size:
+        _corrupt(loc, "truncated zip local header")
+    signature, flags, name_len, extra_len = _LOCAL_HEADER.unpack_from(blob)
     if signature != _LOCAL_SIGNATURE:
-        raise CorruptDataError(
-            f"experiment {loc.sim_id}: {loc.describe()}: bad zip local header signature",
-            sim_id=loc.sim_id, file=loc.describe(),
-        )
-    return loc.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        _corrupt(loc, "bad zip local header signature")
+    start = loc.header_offset + _LOCAL_HEADER.size
+    raw = blob[_LOCAL_HEADER.size:_LOCAL_HEADER.size + name_len]
+    if len(raw) < name_len:
+        raw = os.pread(fd, name_len, start)
+    name = raw.decode("utf-8" if flags & _UTF8_NAME else "cp437", "replace")
+    if name != loc.member:
+        _corrupt(loc, f"the central directory points at the local header of {name!r}, not of "
+                      f"{loc.member!r} (a tampered or damaged archive)")
+    return start + name_len + extra_len
+
+
+def _corrupt(loc: Location, what: str) -> None:
+    raise CorruptDataError(
+        f"experiment {loc.sim_id}: {loc.describe()}: {what}; the archive is damaged: get a "
+        "fresh copy, or leave the experiment out",
+        sim_id=loc.sim_id, file=loc.describe(),
+    )
 
 
 def open_h5(
