@@ -36,6 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import h5py
+import psutil
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
 from guideloom.fastread.chunks import RawSource
@@ -49,6 +55,10 @@ LOOSE_SUBDIR = "h5"
 _LOCAL_HEADER = struct.Struct("<4s2xH18xHH")
 _UTF8_NAME = 0x800  # general purpose flag bit 11: the name is UTF-8 (else cp437)
 _NAME_READ = 256  # name bytes read with the local header at once (a longer one costs a read more)
+DEFLATE_MAX_RATIO = 1032  # deflate's largest expansion (258-byte matches from 2-bit codes)
+DEFLATE_SLACK = 1 << 16  # … plus a margin for tiny members
+INFLATE_MEMORY_SHARE = 0.5  # of the memory available, for one deflated member in memory
+INFLATE_BLOCK = 16 << 20  # bytes inflated per read
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 
 
@@ -402,10 +412,8 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             fileobj: io.IOBase = io.BufferedReader(
                 ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
-        else:  # a deflated member cannot be read in place: inflate it whole (zipfile checks
-            # its CRC-32 when the read reaches the member's end, as this one does)
-            with zipfile.ZipFile(loc.path) as zf:
-                fileobj, raw = io.BytesIO(zf.read(loc.member)), None
+        else:  # a deflated member cannot be read in place: inflate it whole, bounded
+            fileobj, raw = inflate_member(loc), None
         name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
         if not loc.stored:  # a private list: the thread's own would keep the inflated copy alive
             fapl = _BASE_ACCESS.copy()
@@ -420,11 +428,101 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             f"experiment {loc.sim_id}: file {loc.describe()} disappeared ({exc})",
             sim_id=loc.sim_id, file=loc.describe(),
         ) from exc
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise CorruptDataError(
             f"experiment {loc.sim_id}: {loc.describe()} is damaged or not an HDF5 file ({exc})",
             sim_id=loc.sim_id, file=loc.describe(),
         ) from exc
+
+
+def inflate_budget() -> int:
+    """Bytes one deflated member may inflate to in memory: half the memory available, and
+    half of this process's data or address-space limit (``ulimit -d``/``-v``) if one is set."""
+    budget = int(psutil.virtual_memory().available * INFLATE_MEMORY_SHARE)
+    for which in ("RLIMIT_DATA", "RLIMIT_AS"):
+        if resource is not None and hasattr(resource, which):
+            soft = resource.getrlimit(getattr(resource, which))[0]
+            if soft != resource.RLIM_INFINITY:
+                budget = min(budget, int(soft * INFLATE_MEMORY_SHARE))
+    return budget
+
+
+def inflate_member(loc: Location) -> io.RawIOBase:
+    """The deflated member ``loc`` inflated into memory, as a file object.
+
+    The declared size is checked first (against what deflate can produce from the member's
+    compressed bytes and against :func:`inflate_budget`), then the member is inflated into a
+    buffer of exactly that size: a header that lies is caught by a short stream or by zipfile's
+    CRC-32 check when the declared end is reached, never by running out of memory.
+
+    Raises:
+        CorruptDataError: The member is a zip bomb, lies about its size, or is damaged
+            (naming the experiment and ``archive::member``).
+    """
+    with zipfile.ZipFile(loc.path) as zf:
+        try:
+            info = zf.getinfo(loc.member)
+        except KeyError:
+            _corrupt(loc, "the member is no longer in the archive (it was rewritten)")
+        declared = info.file_size
+        if declared > info.compress_size * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
+            _corrupt(loc, f"the member declares {declared} bytes from {info.compress_size} "
+                          "compressed ones, more than deflate can produce (a zip bomb or a "
+                          "damaged header)")
+        budget = inflate_budget()
+        if declared > budget:
+            _corrupt(loc, f"the deflated member inflates to {declared / 2**30:.2f} GiB, more "
+                          f"than the {budget / 2**30:.2f} GiB guideloom inflates in memory "
+                          "(half the memory available); store it uncompressed or extract it to "
+                          "a loose file (guideloom extract)")
+        try:
+            buf = bytearray(declared)
+        except MemoryError:
+            _corrupt(loc, f"the deflated member's {declared} bytes do not fit in memory")
+        view = memoryview(buf)
+        got = 0
+        with zf.open(info) as member:
+            while got < declared:
+                n = member.readinto(view[got:got + INFLATE_BLOCK])
+                if not n:
+                    break
+                got += n
+            extra = member.read(1)  # zipfile stops at the declared size (and checks the CRC)
+    if got != declared or extra:
+        _corrupt(loc, f"the member inflates to {'more' if extra else got} bytes, not the "
+                      f"{declared} its header declares")
+    return _MemoryFile(view)
+
+
+class _MemoryFile(io.RawIOBase):
+    """A read-only, seekable file object over a buffer (no copy, unlike ``io.BytesIO``)."""
+
+    def __init__(self, view: memoryview):
+        super().__init__()
+        self._view, self._pos = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence == io.SEEK_END:
+            offset += len(self._view)
+        self._pos = max(offset, 0)
+        return self._pos
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+        n = max(0, min(len(buffer), len(self._view) - self._pos))
+        memoryview(buffer).cast("B")[:n] = self._view[self._pos:self._pos + n]
+        self._pos += n
+        return n
 
 
 def member_data_offset(fd: int, loc: Location) -> int:

@@ -93,3 +93,79 @@ def test_two_members_for_one_id_are_refused(data, tmp_path, where):
     with pytest.raises(ManifestError, match="two zip members hold experiment 3"):
         extract_zips(data, client="sync")  # extracting picks neither
     assert not (data / "h5").exists()
+
+
+# --- zip bombs ------------------------------------------------------------------------------
+BOMB_BYTES = 3 << 29  # 1.5 GiB of zeros, about 7 MB deflated
+LIMITED_RUN = """
+import resource, sys
+import guideloom
+from tests import export_helpers
+resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))  # this process: 1 GiB of data
+try:
+    guideloom.export_to_numpy("force-curve", sys.argv[1], data_dir=sys.argv[2], client="sync",
+                              record_transform=export_helpers.first_rows, on_error=sys.argv[3])
+except Exception as exc:
+    print("error", type(exc).__name__, getattr(exc, "sim_id", None), getattr(exc, "file", None))
+    print("message", exc)
+    sys.exit(3)
+print("ids", guideloom.load_export(sys.argv[1]).sim_ids.tolist())
+"""
+
+
+def _bomb_archive(archive: Path, member: str) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        keep = {n: zf.read(n) for n in zf.namelist() if n != member}
+    partial = archive.with_name(archive.name + ".partial")
+    with zipfile.ZipFile(partial, "w") as zf:
+        for name, blob in keep.items():
+            zf.writestr(name, blob)
+        info = zipfile.ZipInfo(member)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        block = bytes(16 << 20)
+        with zf.open(info, "w", force_zip64=True) as out:
+            for _ in range(BOMB_BYTES // len(block)):
+                out.write(block)
+    partial.replace(archive)
+
+
+def _limited_run(tmp_path: Path, data: Path, on_error: str) -> tuple[int, str]:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", LIMITED_RUN, str(tmp_path / on_error),
+                           str(data), on_error], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(root)})
+    return done.returncode, done.stdout + done.stderr[-2000:]
+
+
+def test_a_zip_bomb_is_refused_naming_the_member_and_skipped_on_request(data, tmp_path):
+    archive = data / "concave.zip"
+    _bomb_archive(archive, "0003.h5")
+    code, out = _limited_run(tmp_path, data, "raise")
+    assert code == 3, out
+    assert f"error CorruptDataError 3 {archive}::0003.h5" in out
+    assert "inflates to 1.50 GiB, more than the" in out and "MemoryError" not in out
+    code, out = _limited_run(tmp_path, data, "skip")
+    assert code == 0, out
+    assert "ids [0, 1, 2, 4, 5]" in out
+
+
+@pytest.mark.parametrize("declared", ["smaller", "larger", "impossible"])
+def test_a_deflated_member_that_lies_about_its_size_is_refused(data, tmp_path, declared):
+    archive = data / "concave.zip"
+    rebuild_archive(archive, compression=zipfile.ZIP_DEFLATED)
+    real = _infos(archive)["0003.h5"]
+    size = {"smaller": real.file_size // 2, "larger": real.file_size + 4096,
+            "impossible": real.compress_size * 2000}[declared]
+    patch_central_entry(archive, "0003.h5", file_size=size)
+    with pytest.raises(CorruptDataError) as info:
+        _export(data, tmp_path / "o", sim_ids=[3])
+    assert info.value.sim_id == 3 and info.value.file == f"{archive}::0003.h5"
+    if declared == "impossible":
+        assert "more than deflate can produce" in str(info.value)
+    with pytest.warns(guideloom.SkippedDataWarning):
+        _export(data, tmp_path / "skip", sim_ids=[2, 3, 4], on_error="skip")
+    assert guideloom.load_export(tmp_path / "skip").sim_ids.tolist() == [2, 4]
