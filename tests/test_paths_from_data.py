@@ -206,3 +206,22 @@ def test_a_symlink_out_of_the_data_directory_is_refused(demo_copy, tmp_path):
     guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
                               record_transform=_rows, client="sync")
     assert len(guideloom.load_export(tmp_path / "o")) == 36
+
+
+@pytest.mark.parametrize("kind", ["npy", "zarr"])
+def test_an_export_json_naming_a_field_outside_the_export_is_refused(demo_zip, tmp_path, kind):
+    import json
+    import shutil
+
+    from guideloom.errors import CorruptExportError
+
+    out = tmp_path / "shared" / "export"
+    EXPORTERS[kind]("force-curve", out, data_dir=demo_zip, sim_ids=[0, 1, 2],
+                    record_transform=_rows, client="sync")
+    stored = "force.npy" if kind == "npy" else "force"
+    shutil.move(out / stored, tmp_path / "shared" / stored.replace("force", "victim"))
+    manifest = json.loads((out / "export.json").read_text())
+    manifest["fields"] = {"../victim": manifest["fields"]["force"]}
+    (out / "export.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorruptExportError, match=r"names the field '\.\./victim'"):
+        guideloom.load_export(out)

@@ -28,6 +28,7 @@ from guideloom.errors import UnsafeTargetError
 from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
+from guideloom.private_files import check_private_dir
 
 PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
 PHASE_PUBLISHING = "publishing"  # data/ is complete; it is being renamed to the target
@@ -105,6 +106,8 @@ class Staging:
             self.fs.rm(self.root, recursive=True)
         for sub in ("parts", "rows", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
+        if self.is_local:  # not one that another user planted after the lock's check
+            check_private_dir(self.root, "the staging directory", shared_write=True)
         self.write_json(self.path("job.json"), job)
         return False
 

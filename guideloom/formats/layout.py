@@ -141,4 +141,10 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
     missing = [k for k in ("kind", "count", "fields") if k not in manifest]
     if missing:
         raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} lacks {', '.join(missing)}")
+    fields = manifest["fields"]
+    for name in fields if isinstance(fields, dict) else ():  # readers make paths of them
+        reason = unsafe_name_reason(name)
+        if reason is not None:
+            raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} names the field {name!r}, "
+                                     f"which cannot be a file of the export ({reason})")
     return (path if isinstance(fs, LocalFileSystem) else text), manifest
