@@ -53,6 +53,23 @@ def test_a_planted_lock_symlink_is_refused_and_its_victim_untouched(mallory, sha
     assert not (shared / "out").exists() and not (shared / ".out.guideloom-staging").exists()
 
 
+def test_the_command_line_refuses_a_planted_lock_symlink_in_one_line(mallory, shared, data,
+                                                                    tmp_path):
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine")
+    lock = shared / ".out.guideloom-lock"
+    mallory.run("ln", "-s", str(victim), str(lock))
+    done = subprocess.run([sys.executable, "-m", "guideloom", "run", "force_signals",
+                           "--data-dir", str(data), "--output", str(shared / "out"),
+                           "--scheduler", "sync"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (f"guideloom: error: the lock file {lock} is a symbolic link "
+                                   "(planted by someone?); guideloom does not follow it: remove "
+                                   "it and rerun")
+    assert victim.read_text() == "mine" and not (shared / "out").exists()
+
+
 def test_another_users_lock_file_or_a_hard_link_is_never_written(mallory, shared, data,
                                                                  tmp_path):
     planted = shared / ".a.guideloom-lock"
