@@ -6,8 +6,9 @@ Reads every record of the ``force-curve`` view (one field) and of ``pointcloud-o
 (two fields) from the loose and the zipped demo layout with
 :class:`guideloom.records.RecordReader`, warm page cache; prints the microseconds per record
 of the fastest of ``--repeats`` passes (the fastest, so that other processes' load on a shared
-machine weighs least) and the cost of one self-containment check of a chunked field. Run it on two checkouts to compare a change of the record
-path (e.g. the self-containment check of each HDF5 dataset, issue 22 B13).
+machine weighs least) and the cost of one self-containment check of a chunked field. Run it
+on two checkouts to compare a change of the record path (e.g. the self-containment check of
+each HDF5 dataset, issue 22 B13).
 """
 
 from __future__ import annotations
