@@ -106,6 +106,7 @@ def test_an_export_holding_files_it_did_not_write_is_never_replaced(data, tmp_pa
     assert _tree(target) == before
     top = target / intruder.split("/")[0]
     shutil.rmtree(top) if top.is_dir() else top.unlink()  # its own files only: replaced
+    (target / "export.json.tmp-4242").write_text("{")  # ours, left by an interrupted write
     guideloom.export.export("force-curve", target, kind=kind, data_dir=data, overwrite=True,
                             sim_ids=[2], record_transform=helpers.first_rows, client="sync")
     assert guideloom.load_export(target).sim_ids.tolist() == [2]

@@ -12,6 +12,7 @@ import abc
 import fnmatch
 import hashlib
 import posixpath
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -25,6 +26,8 @@ from guideloom.formats.layout import (  # noqa: F401 - formats import fail from 
     SIM_IDS_FILE,
     fail,
 )
+
+_TMP_SUFFIX = re.compile(r"\.tmp-\d+$")  # Staging.write_json's temporary names
 
 
 class Stage(Protocol):
@@ -235,8 +238,9 @@ class ExportFormat(abc.ABC):
         foreign = []
         for info in fs.ls(root, detail=True):
             name = posixpath.basename(str(info["name"]).rstrip("/"))
+            own = _TMP_SUFFIX.sub("", name)  # a temporary file of ours an interrupted write left
             if info.get("type") == "directory":
                 foreign.append(f"{name}/")
-            elif name not in exact and not any(fnmatch.fnmatchcase(name, p) for p in wild):
+            elif own not in exact and not any(fnmatch.fnmatchcase(own, p) for p in wild):
                 foreign.append(name)
         return sorted(foreign)
