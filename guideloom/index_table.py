@@ -39,12 +39,27 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 
+_SCHEMA_ORG = ("https://schema.org/", "http://schema.org/")
+
+
+def short_type(data_type: str | None) -> str:
+    """Return a Croissant ``dataType`` in its ``sc:`` form (``sc:Text`` when absent).
+
+    ``sc:Integer``, ``https://schema.org/Integer`` and ``http://schema.org/Integer`` all give
+    ``sc:Integer`` (manifests spell schema.org both ways); other types are returned unchanged.
+    """
+    if data_type is None:
+        return "sc:Text"
+    data_type = data_type.strip()
+    for prefix in _SCHEMA_ORG:
+        if data_type.startswith(prefix):
+            return "sc:" + data_type[len(prefix):]
+    return data_type
+
+
 def parser_for(data_type: str | None) -> Callable[[str], Any]:
     """Return the text-to-value parser for a Croissant ``dataType`` (``str`` if unknown)."""
-    if data_type is None:
-        return str
-    short = data_type.replace("https://schema.org/", "sc:").replace("http://schema.org/", "sc:")
-    return _PARSERS.get(short, str)
+    return _PARSERS.get(short_type(data_type), str)
 
 
 @dataclass

@@ -43,6 +43,13 @@ KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+# What sbatch prints when this machine has no SLURM configuration or cannot reach the
+# controller (a wrong partition or account reads otherwise).
+SLURM_NOT_REACHABLE = (
+    "Could not establish a configuration source",  # no slurm.conf and no configless DNS record
+    "Unable to process configuration file",  # SLURM_CONF or slurm.conf missing or unusable
+    "Unable to contact slurm controller",  # slurm.conf names a controller that does not answer
+)
 
 
 @dataclass(frozen=True)
@@ -439,6 +446,29 @@ def _deferred_signals(active: bool) -> Iterator[list[int]]:
             signal.signal(signum, handler)
 
 
+def _slurm_conf() -> str:
+    conf = os.environ.get("SLURM_CONF")
+    return f"SLURM_CONF={conf}" if conf else "SLURM_CONF unset: the default slurm.conf"
+
+
+def check_slurm_conf() -> None:
+    """Raise one line when ``SLURM_CONF`` names no file (``sbatch`` would retry for 60 s)."""
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        raise JobqueueConfigError(
+            f"SLURM is not configured here: SLURM_CONF={conf} names no file; point SLURM_CONF "
+            "at the cluster's slurm.conf (or unset it), or run on a SLURM login node")
+
+
+def _submit_hint(kind: str, failure: str) -> str:
+    """What to check after the first submission failed with ``failure`` (appended to it)."""
+    if kind == "slurm" and any(text in failure for text in SLURM_NOT_REACHABLE):
+        return (f"; SLURM is not configured or its controller is not reachable from here "
+                f"({_slurm_conf()}): run on a SLURM login node, or point SLURM_CONF at the "
+                "cluster's slurm.conf")
+    return " (check the partition/queue and account in the jobqueue config)"
+
+
 def _wait_for_workers(
     client: Any,
     kind: str,
@@ -457,10 +487,8 @@ def _wait_for_workers(
         except TimeoutError:
             pass
         if failures and not submitted:
-            raise JobqueueError(
-                f"{COMMANDS[kind].submit} failed: {failures[0]}"
-                " (check the partition/queue and account in the jobqueue config)"
-            )
+            raise JobqueueError(f"{COMMANDS[kind].submit} failed: {failures[0]}"
+                                f"{_submit_hint(kind, failures[0])}")
         states = job_states(kind, submitted)
         if submitted and not states and len(submitted) >= n:
             raise JobqueueError(
@@ -523,13 +551,15 @@ def jobqueue_client(
 
     Raises:
         JobqueueUnavailableError: ``sbatch``/``qsub`` (or the cancel/status tool) is missing.
-        JobqueueConfigError: No settings for ``kind``.
+        JobqueueConfigError: No settings for ``kind``, or ``SLURM_CONF`` names no file.
         WorkerTimeoutError: No worker connected within ``wait_timeout``.
         JobqueueError: Submission failed or all jobs ended before a worker connected.
     """
     if jobs < 1 or isinstance(jobs, bool):
         raise ValueError(f"jobs must be >= 1, not {jobs!r}")
     check_commands(kind)
+    if kind == "slurm":
+        check_slurm_conf()
     kwargs, source = cluster_kwargs(
         kind, config_file=config_file, job_options=job_options,
         dashboard_address=dashboard_address, scheduler_host=scheduler_host,

@@ -28,6 +28,7 @@ from typing import Any
 
 from guideloom import fastread
 from guideloom.cluster import embedded
+from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
 SYNC = "sync"
 LOCAL = "local"
@@ -47,6 +48,9 @@ MAX_SERIAL_PARTITION = 256
 # cluster takes 23-61 ms longer than in-process. The middle of that range:
 CLUSTER_START_S = 2.0
 WARM_DISPATCH_S = 0.05
+# A reachable scheduler answers in milliseconds; Dask's default wait is 30 s (and it retries a
+# refused port until then), which reads as a hang when no scheduler runs.
+SCHEDULER_CONNECT_S = 3.0
 
 ClientLike = Any  # distributed.Client | str | None
 _printed: set[str] = set()
@@ -84,6 +88,46 @@ def check_client_text(text: str) -> str:
         raise ValueError(f"expected local, local:N, sync, tcp://HOST:PORT, slurm:N or pbs:N, "
                          f"got {text!r}")
     return text
+
+
+def connect_scheduler(address: str) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address`` (``tcp://HOST:PORT``).
+
+    Raises:
+        SchedulerUnreachableError: No scheduler answered within :data:`SCHEDULER_CONNECT_S`;
+            the message says how to start one or to use the local cluster instead.
+    """
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=SCHEDULER_CONNECT_S, set_as_default=False)
+    except OSError as exc:  # distributed raises OSError (TimeoutError) when nobody answers
+        port = address.rsplit(":", 1)[-1]
+        raise SchedulerUnreachableError(
+            f"no Dask scheduler answered at {address} within {SCHEDULER_CONNECT_S:.0f} s: "
+            f"start one there with `dask scheduler --port {port}` (and workers with "
+            f"`dask worker {address}`), or use the local cluster instead "
+            "(--scheduler local, client='local')") from exc
+
+
+def _first_worker(remote: Any, address: str) -> None:
+    """Wait for a worker of the scheduler at ``address`` as long as Dask would have waited
+    for one (``distributed.comm.timeouts.connect``, 30 s by default).
+
+    Raises:
+        NoWorkersError: None came; the message says how to start workers.
+    """
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    try:
+        remote.wait_for_workers(1, timeout=wait)
+    except TimeoutError as exc:
+        raise NoWorkersError(
+            f"the Dask scheduler at {address} has no workers (waited {wait:g} s): start them "
+            f"with `dask worker {address}`, or use the local cluster instead "
+            "(--scheduler local, client='local')") from exc
 
 
 def active_client() -> Any:
@@ -188,9 +232,7 @@ def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int) -> tu
     kind, _, jobs = client.partition(":")
     if kind in BATCH_KINDS:
         return int(jobs), f"{jobs} {kind.upper()} worker jobs (submitted when the job runs)"
-    from distributed import Client
-
-    with Client(client, timeout=10, set_as_default=False) as remote:
+    with connect_scheduler(client) as remote:
         workers = worker_count(remote)
     return workers, f"scheduler {client} ({workers} workers)"
 
@@ -256,10 +298,9 @@ def placement(
                 yield _say(Placement(batch, kind, int(jobs),
                                      f"{jobs} {kind.upper()} worker jobs"), quiet)
             return
-        from distributed import Client
-
-        with Client(client, set_as_default=False) as remote:
+        with connect_scheduler(client) as remote:
             _announce(remote.dashboard_link, quiet)
+            _first_worker(remote, client)
             yield _say(Placement(remote, "scheduler", worker_count(remote),
                                  f"scheduler {client}"), quiet)
         return

@@ -2,13 +2,15 @@
 
 ``overwrite=True`` replaces a target only when this module says so: the directory's
 ``export.json`` is a valid guideloom manifest, and every entry in it is one of the files its
-format writes (see :meth:`~guideloom.formats.base.ExportFormat.own_entries`). Anything else
+format writes (see :meth:`~guideloom.formats.base.ExportFormat.own_entries`), or it is an
+export rddac/ddacs wrote (``sim_ids.npy`` and other ``.npy`` files, nothing else). Anything else
 (another tool's ``export.json``, a photo copied into an export) makes guideloom refuse.
 """
 
 from __future__ import annotations
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from guideloom.errors import IncompleteExportError
 from guideloom.formats.layout import read_export_manifest
@@ -19,7 +21,10 @@ SHOWN = 5  # foreign entries named in a message
 def why_not_replaceable(fs: fsspec.AbstractFileSystem, path: str, url: str) -> str | None:
     """Why the directory at ``path`` may not be replaced by an export, or ``None`` if it may."""
     from guideloom.formats import get_format
+    from guideloom.formats.rddac_layout import is_rddac_export
 
+    if isinstance(fs, LocalFileSystem) and is_rddac_export(path, only_npy=True):
+        return None  # rddac's own layout: .npy files only, sim_ids.npy among them
     try:
         _, manifest = read_export_manifest(url)
     except (IncompleteExportError, FileNotFoundError) as exc:

@@ -9,7 +9,6 @@ import platform
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from guideloom.errors import (
     NothingToExportError,
     SkippedDataWarning,
     summarize_ids,
+    warn,
 )
 from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
@@ -453,11 +453,11 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         fields = {a: s.to_json() for a, s in schema.items()}
     fields = writer.fields(fields)
     if skipped:
-        warnings.warn(
+        warn(
             f"export of view {spec.view.name!r} skipped "
             f"{summarize_ids([x['sim_id'] for x in skipped])}; first error: "
             f"{skipped[0]['error']} (all errors are listed in {EXPORT_MANIFEST})",
-            SkippedDataWarning, stacklevel=4,
+            SkippedDataWarning,
         )
     manifest = {
         "format": MANIFEST_FORMAT,

@@ -27,6 +27,7 @@ from guideloom.errors import TargetBusyError, UnsafeTargetError
 from guideloom.export.ownership import why_not_replaceable
 from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
+from guideloom.formats.rddac_layout import is_rddac_export
 from guideloom.private_files import check_private_dir, open_private_file
 
 LOCK_SUFFIX = ".guideloom-lock"
@@ -52,7 +53,8 @@ def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
         return
     if staging.fs.isdir(staging.target) and not staging.fs.ls(staging.target, detail=False):
         return  # an empty directory: nothing to lose
-    if not staging.target_complete():
+    rddac = staging.is_local and is_rddac_export(staging.target, only_npy=True)
+    if not staging.target_complete() and not rddac:
         raise UnsafeTargetError(
             f"{staging.url} exists and is not a guideloom export (no {EXPORT_MANIFEST}); "
             "guideloom replaces only exports it wrote: remove it yourself or choose another "
@@ -63,6 +65,10 @@ def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
             f"refusing to replace {staging.url}: {reason}; guideloom replaces only a guideloom "
             "export holding nothing but its own files: remove it yourself or choose another "
             "output path")
+    if not overwrite and rddac:  # rddac wrote over it silently; guideloom asks first
+        raise FileExistsError(
+            f"{staging.url} already holds an export written by rddac/ddacs (sim_ids.npy and "
+            f"its .npy fields, no {EXPORT_MANIFEST}); pass overwrite=True to replace it")
     if not overwrite:
         raise FileExistsError(
             f"{staging.url} already holds a complete export; pass overwrite=True to replace it")

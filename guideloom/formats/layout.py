@@ -17,7 +17,12 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from guideloom.errors import CorruptExportError, IncompleteExportError, UnsafeNameError
+from guideloom.errors import (
+    CorruptExportError,
+    IncompleteExportError,
+    NotAnExportError,
+    UnsafeNameError,
+)
 
 EXPORT_MANIFEST = "export.json"
 MANIFEST_FORMAT = "guideloom-export"
@@ -127,7 +132,7 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
         with fs.open(f"{path}/{EXPORT_MANIFEST}", "rb") as fh:
             manifest = json.loads(fh.read())
     except FileNotFoundError:
-        raise IncompleteExportError(
+        raise NotAnExportError(
             f"{text} has no {EXPORT_MANIFEST}: not a complete guideloom export"
         ) from None
     except json.JSONDecodeError as exc:
