@@ -165,6 +165,7 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         ManifestError,
         NoJobError,
         NothingToExportError,
+        UnsafeFileError,
         UnsafeTargetError,
     )
     from guideloom.export import run_export
@@ -179,7 +180,7 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         except FileExistsError:
             raise UsageError(f"{spec.target} already holds a complete export; pass --overwrite "
                              "to replace it") from None
-        except (UnsafeTargetError, NothingToExportError, ManifestError) as exc:
+        except (UnsafeTargetError, UnsafeFileError, NothingToExportError, ManifestError) as exc:
             raise UsageError(str(exc)) from None  # the input, not the job: exit 2, no resume
         except (KeyboardInterrupt, UsageError):
             raise

@@ -269,12 +269,27 @@ class Dataset:
         return found
 
     def index(self):
-        """The typed index table (read once, then cached)."""
+        """The typed index table (read once, then cached).
+
+        Raises:
+            ManifestError: The manifest names an index table outside the data directory.
+        """
         if self._index_cache is None:
             types = {c.column: c.data_type for c in self.columns.values()}
-            self._index_cache = read_index(Path(self.data_dir) / self.index_file,
-                                           self.id_column, types)
+            path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
+                                         "CSV FileObject's 'name')")
+            self._index_cache = read_index(path, self.id_column, types)
         return self._index_cache
+
+    def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path:
+        """``root / name`` for a file the manifest names, confined to ``root``.
+
+        Raises:
+            ManifestError: ``name`` is absolute, climbs out with ``..``, or resolves (through
+                a symlink) outside ``root``; the message names the manifest entry and the path,
+                never the file's contents.
+        """
+        return confined(root, name, f"{self.manifest_path or 'the manifest'}: {what}")
 
     @property
     def id_column_type(self) -> str | None:
@@ -346,6 +361,25 @@ class Dataset:
         state["_index_cache"] = None  # workers re-read the small index when they need it
         state["_mlc"] = None  # rebuilt on demand; mlcroissant objects need not travel
         return state
+
+
+def confined(root: str | Path, name: str, where: str) -> Path:
+    """``root / name``, refused unless it stays inside ``root`` once symlinks are resolved.
+
+    Raises:
+        ManifestError: Naming ``where`` (the manifest entry), ``name`` and where it leads.
+    """
+    base = Path(root).resolve()
+    if not isinstance(name, str) or not name:
+        raise ManifestError(f"{where} is {name!r}, not a file name: fix the manifest")
+    path = Path(root) / name
+    resolved = path.resolve()
+    if Path(name).is_absolute() or not resolved.is_relative_to(base) or resolved == base:
+        raise ManifestError(
+            f"{where} names {name!r}, which is not a file inside the data directory {base} "
+            f"(it leads to {resolved}); a manifest may name only files in its own data "
+            "directory: fix the manifest or move the file there")
+    return path
 
 
 def load(

@@ -198,6 +198,17 @@ class RecordValueError(ExperimentReadError, ValueError):
     """A record's output does not fit the export: shape, dtype, alias set or value type."""
 
 
+class UnsafeNameError(GuideloomError, ValueError):
+    """An output name (alias or record key) is not a plain file name: it holds ``/``, ``\\``,
+    ``..`` or NUL, starts with ``.``, or is one of an export's own files. Never skipped by
+    ``on_error="skip"``: it is a mistake in the transform or view, not in one experiment."""
+
+
+class UnsafeFileError(GuideloomError, ValueError):
+    """A file or folder guideloom creates in a shared place is not ours: a symlink, a hard link,
+    another user's, or writable by others (see :mod:`guideloom.private_files`)."""
+
+
 class LocalClusterError(RuntimeError):
     """A local scheduler or worker process failed to start, or a state file is in the way."""
 

@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from guideloom.croissant import CROISSANT_CONTEXT, timesteps_to_json_path
+from guideloom.formats.layout import CROISSANT_FILE
 
 __all__ = ["CROISSANT_NAME", "describe_export"]
 
 #: Suggested file name of the description inside the export directory.
-CROISSANT_NAME = "croissant.json"
+CROISSANT_NAME = CROISSANT_FILE
 #: Files and file sets get ``@id`` ``files/<name>``, apart from the record sets' ids.
 FILE_ID_PREFIX = "files/"
 

@@ -54,10 +54,12 @@ class RecordReader:
         record: dict[str, Any] = {}
         fid, raw = open_location_raw(loc, self.handles, verify_crc=self.verify_crc)
         try:
+            fileno = fid.fileno
             for vf in self.view.fields:
                 if vf.is_h5:
                     record[vf.alias] = self._read_field(
-                        fid, raw, vf, loc, row, None if into is None else into.get(vf.alias))
+                        fid, fileno, raw, vf, loc, row,
+                        None if into is None else into.get(vf.alias))
         finally:
             fid.close()
         for vf in self.view.fields:
@@ -84,6 +86,7 @@ class RecordReader:
                     continue
                 assert vf.h5_path is not None
                 obj = self._lookup(f, vf.h5_path, vf, loc, row)
+                check_self_contained(obj.id, f.id.fileno, loc, vf.h5_path)
                 shape = tuple(obj.shape)
                 if isinstance(vf.timesteps, int):
                     shape = shape[1:]
@@ -94,8 +97,8 @@ class RecordReader:
         return {a: out[a] for a in self.view.aliases}
 
     def _read_field(
-        self, fid: h5py.h5f.FileID, raw: RawSource | None, vf: ViewField, loc: Location,
-        row: Mapping[str, Any], out: np.ndarray | None = None,
+        self, fid: h5py.h5f.FileID, fileno: Any, raw: RawSource | None, vf: ViewField,
+        loc: Location, row: Mapping[str, Any], out: np.ndarray | None = None,
     ) -> np.ndarray:
         path = vf.h5_path
         assert path is not None
@@ -104,6 +107,8 @@ class RecordReader:
             obj = h5py.h5d.open(fid, path.encode())
         except (KeyError, ValueError, TypeError, OSError, RuntimeError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
+        dcpl = check_self_contained(obj if isinstance(obj, h5py.h5d.DatasetID) else obj.id,
+                                    fileno, loc, path)
         stored = tuple(obj.shape)
         shape = stored
         if vf.timesteps is not None and shape:
@@ -111,7 +116,7 @@ class RecordReader:
             shape = (steps, *shape[1:])
         check_declared_size(shape, obj.dtype, loc, path)
         try:
-            return _select(obj, vf.timesteps, raw, out, stored)
+            return _select(obj, vf.timesteps, raw, out, stored, dcpl)
         except MemoryError as exc:
             raise CorruptDataError(
                 f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} of shape "
@@ -141,6 +146,14 @@ class RecordReader:
             obj = f[path]
         except (KeyError, RuntimeError, ValueError, OSError) as exc:
             why = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            link = _external_link_on(f, path)
+            if link is not None:
+                raise CorruptDataError(
+                    f"experiment {loc.sim_id}: {loc.describe()}: HDF5 path {path!r} goes "
+                    f"through {link!r}, an external link to another file; guideloom reads only "
+                    "data stored inside the experiment's own file",
+                    sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+                ) from None
             if isinstance(exc, KeyError) and _ABSENT.search(str(why)) and _absent(f, path):
                 raise MissingFieldError(
                     f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
@@ -158,6 +171,27 @@ class RecordReader:
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
             )
         return obj
+
+
+def _external_link_on(f: h5py.File, path: str) -> str | None:
+    """The first component of ``path`` that is an external link, or ``None`` (read without
+    following any link; only on the error path)."""
+    group: h5py.Group = f
+    parts = [p for p in path.split("/") if p]
+    try:
+        for i, part in enumerate(parts):
+            link = group.get(part, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                return "/".join(parts[:i + 1])
+            if link is None or i == len(parts) - 1:
+                return None
+            child = group[part]
+            if not isinstance(child, h5py.Group):
+                return None
+            group = child
+    except (KeyError, RuntimeError, ValueError, OSError):
+        return None
+    return None
 
 
 def _absent(f: h5py.File, path: str) -> bool:
@@ -180,6 +214,39 @@ def _absent(f: h5py.File, path: str) -> bool:
     return False
 
 
+def check_self_contained(dsid: h5py.h5d.DatasetID, fileno: Any, loc: Location,
+                         path: str) -> h5py.h5p.PropDCID | None:
+    """Raise unless the dataset's data is inside its own file; return its creation property
+    list when it was needed (the fast path reuses it), else ``None``.
+
+    Refused, as :class:`CorruptDataError`: a dataset reached through an external link (it lives
+    in another file, ``fileno`` is the experiment's), a virtual dataset (its data is read from
+    other files, or is the fill value when they cannot be opened) and a dataset with external
+    raw storage (its bytes are any file the HDF5 file names, ``/etc/passwd`` included). A
+    contiguous dataset with an address in the file is neither (one cheap call); others need the
+    property list (a few microseconds, shared with the fast path).
+    """
+    why = None
+    dcpl = None
+    if dsid.fileno != fileno:
+        why = "is an external link to another file"
+    elif dsid.get_offset() is None:  # not contiguous in this file: chunked, compact, or not ours
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        if layout == h5py.h5d.VIRTUAL:
+            why = "is a virtual dataset (its data comes from other files)"
+        elif layout == h5py.h5d.CONTIGUOUS and dcpl.get_external_count():
+            why = "stores its data in external files"
+    if why is not None:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} {why}; guideloom "
+            "reads only data stored inside the experiment's own file: store the data in the "
+            "file (e.g. h5repack or h5py copy) or leave the experiment out",
+            sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+        )
+    return dcpl
+
+
 def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
                         path: str | None) -> None:
     """Raise :class:`CorruptDataError` when one record's field declares more bytes than this
@@ -200,24 +267,24 @@ def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
 def _select(
     obj: h5py.Dataset | h5py.h5d.DatasetID, timesteps: None | int | tuple[int, ...],
     raw: RawSource | None = None, out: np.ndarray | None = None,
-    shape: tuple[int, ...] | None = None,
+    shape: tuple[int, ...] | None = None, dcpl: h5py.h5p.PropDCID | None = None,
 ) -> np.ndarray:
-    """Read ``obj`` (of shape ``shape``, when known) with ``timesteps`` applied; through the
-    fast chunk path when it can."""
+    """Read ``obj`` (of shape ``shape`` and creation property list ``dcpl``, when known) with
+    ``timesteps`` applied; through the fast chunk path when it can."""
     if timesteps is None:
-        return read_dataset(obj, raw, out=out, shape=shape)
+        return read_dataset(obj, raw, out=out, shape=shape, dcpl=dcpl)
     if shape is None:
         shape = tuple(obj.shape)
     n = shape[0] if shape else 0
     if isinstance(timesteps, int):
         if not -n <= timesteps < n:
             raise IndexError(f"step {timesteps} with {n} steps")
-        return read_dataset(obj, raw, [timesteps % n])[0]
+        return read_dataset(obj, raw, [timesteps % n], dcpl=dcpl)[0]
     steps = np.asarray(timesteps) % max(n, 1)
     if any(not -n <= s < n for s in timesteps):
         raise IndexError(f"steps {list(timesteps)} with {n} steps")
     unique, inverse = np.unique(steps, return_inverse=True)
-    return read_dataset(obj, raw, unique)[inverse]  # increasing rows, as h5py wants
+    return read_dataset(obj, raw, unique, dcpl=dcpl)[inverse]  # increasing rows, as h5py wants
 
 
 def _filter_hint(row: Mapping[str, Any]) -> str:

@@ -23,12 +23,12 @@ BOTH_FORMS = textwrap.dedent("""
     import guideloom
 
     called = guideloom.export("force-curve", "by-call", kind="npz", data_dir="data",
-                              sim_ids=[4, 1, 3], client="sync")
+                              sim_ids=[4, 1, 3], sim_ids_order="sim_ids", client="sync")
     import guideloom.export
     from guideloom.export import ExportResult, ExportSpec
 
     named = guideloom.export.export("force-curve", "by-name", kind="npz", data_dir="data",
-                                    sim_ids=[4, 1, 3], client="sync")
+                                    sim_ids=[4, 1, 3], sim_ids_order="sim_ids", client="sync")
     assert isinstance(called, ExportResult) and isinstance(named, ExportResult)
     assert ExportSpec.__module__ == "guideloom.export.spec"
     print(json.dumps({"called": called.manifest, "named": named.manifest,

@@ -117,7 +117,9 @@ def test_workflow_paths_are_absolute_from_a_relative_file(demo_copy, tmp_path, m
     """))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    wf = load_workflow("jobs/job.toml", import_user_code=False)
+    load_workflow("jobs/job.toml", import_user_code=False)
+    assert str(jobs / "lib") not in sys.path  # a dry run's load puts nothing there (B12)
+    wf = load_workflow("jobs/job.toml")
     assert sys.path[0] == str(jobs / "lib")
     spec = wf.to_spec()
     assert spec.data_dir == tmp_path / "data"

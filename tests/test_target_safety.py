@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,6 +68,60 @@ def test_an_empty_directory_or_an_export_may_be_replaced(data, tmp_path):
     export(data, tmp_path / "out", overwrite=True, sim_ids=[1, 2])
     assert guideloom.load_export(tmp_path / "out").sim_ids.tolist() == [1, 2]
     assert not list(tmp_path.glob(".out.guideloom-lock"))  # released and removed
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_another_tools_export_json_is_never_replaced(data, tmp_path):
+    other = tmp_path / "album"
+    other.mkdir()
+    (other / "export.json").write_text('{"tool": "photo-exporter", "count": 2}')
+    (other / "IMG_0001.jpg").write_bytes(b"\xff\xd8 a photo")
+    (other / "notes.txt").write_text("precious")
+    before = _tree(other)
+    for overwrite in (True, False):
+        with pytest.raises(UnsafeTargetError, match="not a guideloom export manifest"):
+            export(data, other, overwrite=overwrite)
+    assert _tree(other) == before
+    assert not list(tmp_path.glob(".album.guideloom-*"))  # refused before any work
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz", "zarr"])
+@pytest.mark.parametrize("intruder", ["photo.jpg", "notes/thesis.tex", "7.npz", ".hidden"])
+def test_an_export_holding_files_it_did_not_write_is_never_replaced(data, tmp_path, kind,
+                                                                     intruder):
+    target = tmp_path / "out"
+    guideloom.export.export("force-curve", target, kind=kind, data_dir=data, sim_ids=[0, 1],
+                            record_transform=helpers.first_rows, client="sync")
+    (target / intruder).parent.mkdir(exist_ok=True)
+    (target / intruder).write_bytes(b"not guideloom's")
+    before = _tree(target)
+    with pytest.raises(UnsafeTargetError, match=f"refusing to replace {target}: .*"
+                       f"{intruder.split('/')[0]}"):
+        guideloom.export.export("force-curve", target, kind=kind, data_dir=data, overwrite=True,
+                                record_transform=helpers.first_rows, client="sync")
+    assert _tree(target) == before
+    top = target / intruder.split("/")[0]
+    shutil.rmtree(top) if top.is_dir() else top.unlink()  # its own files only: replaced
+    (target / "export.json.tmp-4242").write_text("{")  # ours, left by an interrupted write
+    guideloom.export.export("force-curve", target, kind=kind, data_dir=data, overwrite=True,
+                            sim_ids=[2], record_transform=helpers.first_rows, client="sync")
+    assert guideloom.load_export(target).sim_ids.tolist() == [2]
+
+
+def test_a_file_inside_a_zarr_array_is_foreign_too(data, tmp_path):
+    target = tmp_path / "out.zarr"
+    guideloom.export.export("force-curve", target, kind="zarr", data_dir=data, sim_ids=[0, 1],
+                            record_transform=helpers.first_rows, client="sync")
+    (target / "force" / "c" / "notes.txt").write_text("mine")
+    with pytest.raises(UnsafeTargetError, match="force/c/notes.txt"):
+        guideloom.export.export("force-curve", target, kind="zarr", data_dir=data,
+                                overwrite=True, record_transform=helpers.first_rows,
+                                client="sync")
+    assert (target / "force" / "c" / "notes.txt").read_text() == "mine"
 
 
 BLOCKED_RUN = """

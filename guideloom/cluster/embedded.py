@@ -51,8 +51,9 @@ import psutil
 
 from guideloom.cluster.security import PROTOCOL, cluster_credentials
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
-from guideloom.errors import ClusterStartError
+from guideloom.errors import ClusterStartError, UnsafeFileError
 from guideloom.fastread import pool as decode_pool
+from guideloom.private_files import private_dir
 
 HOST = "127.0.0.1"
 DEFAULT_DASHBOARD = f"{HOST}:8787"
@@ -108,11 +109,29 @@ def free_dashboard_address(wanted: str | None) -> str | None:
 
 
 def scratch_root() -> Path:
-    """The per-user folder holding each embedded cluster's private scratch directory."""
+    """The per-user folder holding each embedded cluster's private scratch directory.
+
+    ``$TMPDIR/guideloom-<uid>``, created with mode 0o700. If something else is there (another
+    user's folder, a symlink, a folder others can write to), a fresh private folder is made
+    instead (``mkdtemp``) and stderr says so: nobody else's folder is ever used.
+    """
     user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
     root = Path(tempfile.gettempdir()) / f"guideloom-{user}"
-    root.mkdir(mode=0o700, exist_ok=True)
-    return root
+    try:
+        return private_dir(root, "the cluster scratch folder")
+    except UnsafeFileError as exc:
+        fresh = Path(tempfile.mkdtemp(prefix=f"guideloom-{user}-"))
+        print(f"guideloom: not using {root}: {exc}. This run uses the new private folder "
+              f"{fresh} instead.", file=sys.stderr)
+        atexit.register(_remove_if_empty, fresh)
+        return fresh
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 QUIET_LOGGERS = ("distributed", "tornado", "tornado.application", "asyncio", "bokeh")

@@ -11,6 +11,7 @@ from guideloom.buffers import aligned_empty
 from guideloom.errors import RecordValueError, TransformError
 from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
+from guideloom.formats.layout import check_output_name
 from guideloom.records import SIM_ID_KEY, RecordReader
 from guideloom.sources import Location
 
@@ -33,6 +34,7 @@ def produce(
         ExperimentReadError: Reading failed (names id, file, HDF5 path).
         TransformError: A transform raised (names id, file, transform).
         RecordValueError: The output is not a mapping of numeric array-likes.
+        UnsafeNameError: A key is not a plain file name (never skipped).
     """
     record = reader.read(loc, row, into)
     for alias, fn in spec.transforms.items():
@@ -50,6 +52,8 @@ def produce(
             )
         record = dict(out)
     record.pop(SIM_ID_KEY, None)
+    for alias in record:  # before any format turns a name into a path (cached: cheap)
+        check_output_name(alias, f"experiment {loc.sim_id} ({loc.describe()})")
     if raw:
         return record
     if not record:

@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -156,9 +155,15 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
         stop = start + size
         parts.append(Partition(index, start, selection.locations[start:stop],
                                selection.rows[start:stop]))
-    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
-                            selection.locations)
-    return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data))
+    return ExportPlan(selection, tuple(parts), size,
+                      spec.identity(selection.ids, size, _data_fingerprint(spec, selection)))
+
+
+def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
+    """The fingerprint of the index table and the selected files, for the job identity."""
+    index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
+                                               "the index table")
+    return data_fingerprint(index_file, selection.locations)
 
 
 TASK_STAGE = "read-transform-write"
@@ -227,9 +232,8 @@ def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportRe
     size = manifest.get("partition_size")
     if not isinstance(size, int):
         return None
-    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
-                            selection.locations)
-    if manifest.get("identity") != spec.identity(selection.ids, size, data):
+    if manifest.get("identity") != spec.identity(selection.ids, size,
+                                                 _data_fingerprint(spec, selection)):
         return None
     experiments = int(manifest["count"]) + len(manifest.get("skipped", []))
     return ExportResult(staging.url, manifest,

@@ -26,8 +26,11 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from guideloom.errors import UnsafeTargetError
+from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
+from guideloom.private_files import check_private_dir
 
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
 _TEMPORARY = re.compile(r"\.tmp-\d+$")
@@ -107,6 +110,8 @@ class Staging:
             self.fs.rm(self.root, recursive=True)
         for sub in ("parts", "rows", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
+        if self.is_local:  # not one that another user planted after the lock's check
+            check_private_dir(self.root, "the staging directory", shared_write=True)
         self.write_json(self.path("job.json"), job)
         return False
 
@@ -156,6 +161,9 @@ class Staging:
                 self.fs.rmdir(self.target)
             elif not overwrite:
                 raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
+            elif (reason := why_not_replaceable(self.fs, self.target, self.url)) is not None:
+                raise UnsafeTargetError(f"refusing to replace {self.url}: {reason}; remove it "
+                                        "yourself or choose another output path")
             else:
                 self.move(self.target, old)
                 fault_point("target-moved-aside")

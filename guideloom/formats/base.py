@@ -9,7 +9,10 @@ calls :meth:`ExportFormat.open_reader`. Neither names a format: both look it up 
 from __future__ import annotations
 
 import abc
+import fnmatch
 import hashlib
+import posixpath
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from tokenize import TokenError
 from typing import Any, ClassVar, Protocol
@@ -17,8 +20,15 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.formats.checksums import check_description, files_digests
-from guideloom.formats.layout import SIM_IDS_FILE, fail  # noqa: F401 - formats import it here
+from guideloom.formats.checksums import CHECKSUMS_FILE, check_description, files_digests
+from guideloom.formats.layout import (  # noqa: F401 - formats import fail from here
+    CROISSANT_FILE,
+    EXPORT_MANIFEST,
+    SIM_IDS_FILE,
+    fail,
+)
+
+_TMP_SUFFIX = re.compile(r"\.tmp-\d+$")  # Staging.write_json's temporary names
 
 
 class Stage(Protocol):
@@ -220,3 +230,28 @@ class ExportFormat(abc.ABC):
         """Export key (alias or ``"sim_ids"``) → its file, folder or ``*`` pattern, relative to
         the export directory, for the export's Croissant description."""
         return {"sim_ids": SIM_IDS_FILE}
+
+    # --- ownership (what ``overwrite=True`` may replace) -----------------------------------
+    @classmethod
+    def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Names (``fnmatch`` patterns) of the top-level files a published export holds."""
+        return [EXPORT_MANIFEST, CHECKSUMS_FILE, CROISSANT_FILE,
+                *cls.described_files(manifest).values()]
+
+    @classmethod
+    def foreign_entries(cls, fs: Any, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Entries of the export at ``root`` on ``fs`` that this format did not write (a
+        directory ends in ``/``); default: any directory and any file not in
+        :meth:`own_entries`."""
+        patterns = cls.own_entries(root, manifest)
+        exact = {p for p in patterns if not any(c in p for c in "*?[")}
+        wild = [p for p in patterns if p not in exact]
+        foreign = []
+        for info in fs.ls(root, detail=True):
+            name = posixpath.basename(str(info["name"]).rstrip("/"))
+            own = _TMP_SUFFIX.sub("", name)  # a temporary file of ours an interrupted write left
+            if info.get("type") == "directory":
+                foreign.append(f"{name}/")
+            elif own not in exact and not any(fnmatch.fnmatchcase(own, p) for p in wild):
+                foreign.append(name)
+        return sorted(foreign)

@@ -8,6 +8,7 @@ and reads ``export.json``; it imports neither the executor nor Dask.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import posixpath
@@ -16,7 +17,12 @@ from typing import Any, NoReturn
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from guideloom.errors import CorruptExportError, IncompleteExportError, NotAnExportError
+from guideloom.errors import (
+    CorruptExportError,
+    IncompleteExportError,
+    NotAnExportError,
+    UnsafeNameError,
+)
 
 EXPORT_MANIFEST = "export.json"
 MANIFEST_FORMAT = "guideloom-export"
@@ -24,6 +30,12 @@ FORMAT_VERSION = 1
 STAGING_SUFFIX = ".guideloom-staging"
 SIM_IDS_FILE = "sim_ids.npy"
 SIM_IDS_ARRAY = "sim_ids"
+CROISSANT_FILE = "croissant.json"
+# the export's own files and arrays (an output name may equal none of them, nor their stems)
+RESERVED_NAMES = frozenset({
+    EXPORT_MANIFEST, SIM_IDS_FILE, SIM_IDS_ARRAY, "checksums.json", "croissant.json",
+    "zarr.json", "record_offsets.npy", "record_offsets",
+})
 
 
 def fail(root: str, name: str, what: str) -> NoReturn:
@@ -31,9 +43,48 @@ def fail(root: str, name: str, what: str) -> NoReturn:
     raise CorruptExportError(f"{root}/{name}: {what}; the export is damaged: export it again")
 
 
+def unsafe_name_reason(name: object) -> str | None:
+    """Why ``name`` cannot name an output file or array, or ``None`` when it can.
+
+    A safe name is a non-empty string that is one plain path component: no ``/``, ``\\`` or
+    NUL, not ``.``/``..`` and not starting with ``.`` (hidden and staging names), and none of
+    :data:`RESERVED_NAMES`.
+    """
+    if not isinstance(name, str):
+        return f"it is a {type(name).__name__}, not a string"
+    if not name:
+        return "it is empty"
+    if "/" in name or "\\" in name or "\0" in name:
+        return "it holds a path separator or NUL"
+    if name.startswith("."):
+        return "it starts with '.' (hidden names and '..' are not allowed)"
+    if name in RESERVED_NAMES or name.lower() in RESERVED_NAMES:
+        return "it is the name of one of the export's own files"
+    return None
+
+
+def check_output_name(name: object, where: str) -> str:
+    """Return ``name`` if it is a safe output name (see :func:`unsafe_name_reason`).
+
+    Raises:
+        UnsafeNameError: Naming ``where`` (e.g. the experiment id) and the bad name.
+    """
+    reason = _reason_cached(name) if isinstance(name, str) else unsafe_name_reason(name)
+    if reason is not None:
+        raise UnsafeNameError(
+            f"{where}: output name {name!r} cannot name a file or array of the export: "
+            f"{reason}; rename it (a plain name such as 'force') in the view or transform")
+    return name  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=4096)
+def _reason_cached(name: str) -> str | None:
+    return unsafe_name_reason(name)
+
+
 def array_file(alias: str) -> str:
     """The file of one alias in an npy export: ``{alias}.npy``."""
-    return f"{alias}.npy"
+    return f"{check_output_name(alias, 'npy export')}.npy"
 
 
 def resolve_target(target: str | os.PathLike[str]) -> tuple[fsspec.AbstractFileSystem, str, str]:
@@ -96,4 +147,10 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
     missing = [k for k in ("kind", "count", "fields") if k not in manifest]
     if missing:
         raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} lacks {', '.join(missing)}")
+    fields = manifest["fields"]
+    for name in fields if isinstance(fields, dict) else ():  # readers make paths of them
+        reason = unsafe_name_reason(name)
+        if reason is not None:
+            raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} names the field {name!r}, "
+                                     f"which cannot be a file of the export ({reason})")
     return (path if isinstance(fs, LocalFileSystem) else text), manifest

@@ -68,6 +68,12 @@ class NpzFormat(ExportFormat):
         return {**{a: "*.npz" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
     @classmethod
+    def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """One ``<id>.npz`` per published id (not any ``*.npz``) and the shared files."""
+        shared = [p for p in super().own_entries(root, manifest) if p != "*.npz"]
+        return [*shared, *(npz_file(i) for i in cls.open_reader(root, manifest).sim_ids())]
+
+    @classmethod
     def group_files(cls, root: str, manifest: Mapping[str, Any], n_units: int) -> Iterable[str]:
         """Group ``*.npz``: one checksum per experiment file, in row order."""
         return (npz_file(sim_id) for sim_id in cls.open_reader(root, manifest).sim_ids())

@@ -128,6 +128,12 @@ class StorageFormat(ExportFormat):
         return {**{a: "shard-*" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
 
     @classmethod
+    def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Shards, ``record_offsets.npy`` and the shared files."""
+        shared = [p for p in super().own_entries(root, manifest) if p != "shard-*"]
+        return [*shared, CHECKSUM_GROUP, RECORD_OFFSETS]
+
+    @classmethod
     def group_files(cls, root: str, manifest: Mapping[str, Any], n_units: int) -> Iterable[str]:
         """Group ``shard-*.gls``: one checksum per shard file, shard 0 first."""
         from guideloom.storage.shards import shard_name

@@ -6,6 +6,8 @@ chunk's rows and writes it whole. The store is a local path or any fsspec URL th
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +23,7 @@ from guideloom.formats.base import (
     fail,
 )
 from guideloom.formats.checksums import RowDigests, digest
-from guideloom.formats.layout import SIM_IDS_ARRAY
+from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
 DEFAULT_COMPRESSOR = "lz4"
@@ -63,6 +65,10 @@ def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
     return best
 
 
+ZARR_GROUP_FILE = "zarr.json"
+_ARRAY_ENTRY = re.compile(r"^(zarr\.json|c(/\d+)+)$")
+
+
 class ZarrFormat(ExportFormat):
     """A zarr v3 group: one array per alias plus ``sim_ids``."""
 
@@ -78,6 +84,7 @@ class ZarrFormat(ExportFormat):
         group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
         compressor = zarr_compressor(self.options.get("compressor", DEFAULT_COMPRESSOR))
         for alias, fs in schema.items():
+            check_output_name(alias, "zarr export")
             if alias in group:
                 continue  # resumed job
             row_bytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize
@@ -142,6 +149,25 @@ class ZarrFormat(ExportFormat):
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
         return {**{a: a for a in manifest["fields"]}, "sim_ids": SIM_IDS_ARRAY}
+
+    @classmethod
+    def foreign_entries(cls, fs: Any, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Anything but ``zarr.json``, the shared files and, inside each array's folder,
+        ``zarr.json`` and numbered chunk files under ``c/``."""
+        arrays = set(cls.described_files(manifest).values())
+        foreign = []
+        for name in super().foreign_entries(fs, root, manifest):
+            if name == ZARR_GROUP_FILE:
+                continue
+            if name.rstrip("/") not in arrays or not name.endswith("/"):
+                foreign.append(name)
+                continue
+            folder = posixpath.join(root, name)
+            for path in fs.find(folder, withdirs=False):
+                rel = posixpath.relpath(str(path), folder.rstrip("/"))
+                if not _ARRAY_ENTRY.match(rel):
+                    foreign.append(f"{name}{rel}")
+        return sorted(foreign)
 
     @classmethod
     def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,

@@ -139,8 +139,9 @@ def load_workflow(
         data_dir: Replaces ``dataset.data_dir`` (relative to the current directory).
         output: Replaces ``output.path`` (relative to the current directory, or a URL).
         import_user_code: Import the modules the file references (``False`` for a dry run:
-            references outside guideloom become :class:`DeferredReference` and no format
-            factory is called).
+            references outside guideloom become :class:`DeferredReference`, no format
+            factory is called and ``python_path`` is not added to ``sys.path``, so that no
+            module there can stand in for one that guideloom or Dask imports later).
 
     Raises:
         WorkflowError: The file is invalid; the message names the file, the key and what was
@@ -154,7 +155,7 @@ def load_workflow(
     file_dir = file.resolve().parent
     base = Path.cwd() if doc.get("paths_relative_to") == "cwd" else file_dir
 
-    for entry in doc.get("python_path", []):
+    for entry in doc.get("python_path", []) if import_user_code else ():
         folder = str(_relative_to(file_dir, entry))
         if folder not in sys.path:
             sys.path.insert(0, folder)
