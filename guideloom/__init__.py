@@ -79,6 +79,7 @@ _LAZY: dict[str, str] = {
     "IncompleteExportError": "guideloom.errors",
     "CorruptExportError": "guideloom.errors",
     "UnverifiableExportError": "guideloom.errors",
+    "UntrustedExportError": "guideloom.errors",
     "WorkflowError": "guideloom.errors",
     "InflateError": "guideloom.errors",
     "FastReadError": "guideloom.errors",

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import CorruptExportError, IncompleteExportError
+from guideloom.errors import CorruptExportError, IncompleteExportError, UntrustedExportError
 from guideloom.formats import ExportFormat, FormatReader, get_format
 from guideloom.formats.checksums import VerifyReport, verify_export
 from guideloom.formats.layout import read_export_manifest
+from guideloom.formats.storage import needs_trust, untrusted_message
 
 
 class Export:
@@ -38,8 +39,10 @@ class Export:
         kind: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
     """
 
-    def __init__(self, root: str, manifest: dict[str, Any], fields: Sequence[str] | None = None):
+    def __init__(self, root: str, manifest: dict[str, Any], fields: Sequence[str] | None = None,
+                 trust: bool = False):
         self.root = root
+        self._trust = trust
         self.manifest = manifest
         self.kind: str = manifest["kind"]
         available = tuple(sorted(manifest["fields"]))
@@ -186,25 +189,40 @@ class Export:
                         f"{self.root} was replaced by another export since this Export was "
                         "opened; open it again with load_export")
                 self._reopened = False
-            self._backend = kind_of(self.root, self.manifest).open_reader(self.root,
-                                                                          self.manifest)
+            self._backend = kind_of(self.root, self.manifest).open_reader(
+                self.root, self.manifest, trust=self._trust)
         return self._backend
 
 
-def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None = None) -> Export:
+def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None = None, *,
+                trust: bool = False) -> Export:
     """Open a finished export (npy, npz, zarr or storage) for reading.
 
     Args:
         directory: The export directory, zarr store path, or fsspec URL.
         fields: Subset of fields to read (default: all).
+        trust: Needed for an export whose rows are pickled (a storage export with
+            ``DocumentPickleFormat``): unpickling runs code chosen by the export's author, so
+            pass it only for exports you or someone you trust wrote.
 
     Raises:
         IncompleteExportError: Unfinished, damaged or foreign directory.
+        UntrustedExportError: The rows are pickled and ``trust`` is false.
         ValueError: Unknown field names (the message lists the fields).
     """
     root, manifest = read_export_manifest(directory)
+    if needs_trust(manifest) and not trust:
+        raise UntrustedExportError(untrusted_message(root))
     kind_of(root, manifest).check_published(root, manifest)
-    return Export(root, manifest, fields)
+    return Export(root, manifest, fields, trust=trust)
+
+
+def open_sealed(directory: str | os.PathLike[str]) -> Export:
+    """Open an export for checking only (``guideloom verify``): it is never unpickled, so an
+    export of any format can be verified without trusting its author."""
+    root, manifest = read_export_manifest(directory)
+    kind_of(root, manifest).check_published(root, manifest)
+    return Export(root, manifest)
 
 
 def kind_of(root: str, manifest: dict[str, Any]) -> type[ExportFormat]:

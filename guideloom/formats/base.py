@@ -170,8 +170,16 @@ class ExportFormat(abc.ABC):
     # --- reading -------------------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
-    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
-        """A reader of the published export at ``root``."""
+    def open_reader(cls, root: str, manifest: Mapping[str, Any],
+                    trust: bool = False) -> FormatReader:
+        """A reader of the published export at ``root``.
+
+        Args:
+            root: The export directory or URL.
+            manifest: Its ``export.json``.
+            trust: The caller opted in to formats whose reading runs code the export's author
+                chose (pickle); without it such a reader refuses to decode rows.
+        """
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
