@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from guideloom.croissant import Dataset, load
-from guideloom.errors import MissingDataWarning, summarize_ids
+from guideloom.errors import ManifestError, MissingDataWarning, summarize_ids
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -96,6 +96,25 @@ def select(
         rows=tuple(row for _, row in kept),
         missing=tuple(missing),
     )
+
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def check_storable_ids(ids: Sequence[Any], index_name: str) -> None:
+    """Refuse integer ids outside int64: exports store ids in a plain numpy array
+    (``sim_ids.npy`` or a zarr array), and a larger id would need pickle to store.
+
+    Raises:
+        ManifestError: Naming the ids and the index file.
+    """
+    too_big = [i for i in ids if isinstance(i, int) and not INT64_MIN <= i <= INT64_MAX]
+    if too_big:
+        raise ManifestError(
+            f"{index_name}: experiment id(s) outside the 64-bit integer range, which exports "
+            f"cannot store without pickle: {summarize_ids(too_big)}; leave them out with "
+            "sim_ids= or where=, or renumber them in the index table"
+        )
 
 
 def _as_index_id(value: Any, index) -> Any:

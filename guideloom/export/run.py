@@ -54,7 +54,7 @@ from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
 from guideloom.records import RecordReader
-from guideloom.selection import Selection, select
+from guideloom.selection import Selection, check_storable_ids, select
 
 PROBE_ATTEMPTS = 20
 DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
@@ -137,6 +137,7 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     """
     if selection is None:
         selection = select_experiments(spec)
+    check_storable_ids(selection.ids, spec.dataset.index_file)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
