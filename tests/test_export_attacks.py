@@ -45,3 +45,30 @@ def test_an_id_above_int64_is_refused_at_plan_time(tmp_path, kind):
     out = export("force-curve", target, data_dir=data, client="sync",
                  record_transform=fixed_force, sim_ids=[0, 1, 2, 3])
     assert guideloom.load_export(out_path(out, target)).sim_ids.tolist() == [0, 1, 2, 3]
+
+
+def keys_differ_on_2(rec):
+    """Experiment 2's record names another field than the others'."""
+    name = "torque" if rec["_sim_id"] == 2 else "force"
+    return {name: np.asarray(rec["force_data"])[: 10 + rec["_sim_id"]]}
+
+
+@pytest.mark.parametrize("client", ["sync", "dask"])
+def test_npz_records_with_other_keys_are_refused(demo_zip, tmp_path, client, dask_client):
+    target = tmp_path / "per-sim"
+    run = {"sync": "sync", "dask": dask_client}[client]
+    with pytest.raises(guideloom.errors.RecordValueError,
+                       match=r"experiment 2 .*new \['torque'\], missing \['force'\]") as info:
+        guideloom.export_to_numpy_per_sim("force-curve", target, data_dir=demo_zip, client=run,
+                                          record_transform=keys_differ_on_2, partition_size=2,
+                                          sim_ids=[0, 1, 2, 3, 4])
+    assert info.value.sim_id == 2
+    assert not target.exists()
+    with pytest.warns(guideloom.errors.SkippedDataWarning, match="1 experiment"):
+        out = guideloom.export_to_numpy_per_sim("force-curve", target, data_dir=demo_zip,
+                                                client=run, record_transform=keys_differ_on_2,
+                                                partition_size=2, sim_ids=[0, 1, 2, 3, 4],
+                                                on_error="skip")
+    export = guideloom.load_export(out)
+    assert export.sim_ids.tolist() == [0, 1, 3, 4]
+    assert [len(row["force"]) for row in export] == [10, 11, 13, 14]

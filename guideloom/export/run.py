@@ -40,6 +40,7 @@ from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
+    check_keys,
     check_schema,
     produce,
     reuse_buffers,
@@ -240,7 +241,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
     schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
-    if schema is not None and not finalizing:  # rows moved on already are never re-made
+    # rows moved on already are never re-made
+    if writer.needs_schema and schema is not None and not finalizing:
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
         fault_point("allocated")
     done = staging.markers() if resumed else {}
@@ -287,7 +289,7 @@ def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
 
 def _schema(spec, staging, writer, plan, dask, shipped,
             estimate: float) -> dict[str, FieldSchema] | None:
-    if not writer.needs_schema:
+    if not writer.needs_schema and not writer.fixed_keys:
         return None
     stored = (staging.read_job() or {}).get("schema")
     if stored is not None:
@@ -296,7 +298,7 @@ def _schema(spec, staging, writer, plan, dask, shipped,
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
     per_record_s = estimate / max(1, len(plan.selection.locations))
     if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
-        schema = probe_schema(spec, probe_locs, probe_rows)
+        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
         future = dask.submit(_probe_task, shipped, probe_locs, probe_rows, key=key, pure=False)
@@ -306,12 +308,14 @@ def _schema(spec, staging, writer, plan, dask, shipped,
 
 
 def probe_schema(
-    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]]
+    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    allow_text: bool = False,
 ) -> dict[str, FieldSchema]:
     """Shapes and dtypes from the first record that reads (runs on a worker).
 
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
-    otherwise the first record is read and transformed.
+    otherwise the first record is read and transformed (``allow_text``: as the format takes
+    it, for formats that fix only the keys).
     """
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
     if not spec.transforms and spec.record_transform is None and locations:
@@ -324,7 +328,7 @@ def probe_schema(
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
-            return schema_of(produce(spec, reader, loc, row))
+            return schema_of(produce(spec, reader, loc, row, allow_text=allow_text))
         except ExperimentReadError as exc:
             if spec.on_error == "raise":
                 raise
@@ -337,7 +341,8 @@ def probe_schema(
 
 def _probe_task(job: Any, locations: Sequence[Any],
                 rows: Sequence[Mapping[str, Any]]) -> dict[str, FieldSchema]:
-    return probe_schema(_job(job)[0], locations, rows)
+    spec, writer = _job(job)
+    return probe_schema(spec, locations, rows, writer.allow_text)
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
@@ -353,6 +358,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
     """
     t0 = time.time()
+    keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
+    schema = None if keys is not None else schema
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
@@ -372,6 +379,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                                  into=first if overlapped is None else overlapped.buffers())
                 if schema is not None:
                     check_schema(arrays, schema, loc)
+                elif keys is not None:
+                    check_keys(arrays, keys, loc)
                 t_write = time.perf_counter()
                 (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
                                                                    arrays)
@@ -444,7 +453,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     fault_point("sim-ids-written")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
-    if schema is None:
+    if not writer.needs_schema:
         dtypes: dict[str, str] = {}
         for s in summaries:
             for alias, dt in s["dtypes"].items():

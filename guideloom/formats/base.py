@@ -111,6 +111,8 @@ class ExportFormat(abc.ABC):
     Attributes:
         kind: The name in ``export.json`` and the registry (``"npy"``…).
         needs_schema: Rows have one shape per alias, probed from the first record.
+        fixed_keys: Every record has the aliases of the first record (probed like the schema,
+            shapes and dtypes may vary); a record with other keys is refused naming them.
         allow_text: Text fields may be written (as numpy string arrays).
         raw_records: The record goes to the format as the transform returned it.
         copies_records: The sink's ``write`` has copied the arrays when it returns (so the
@@ -121,6 +123,7 @@ class ExportFormat(abc.ABC):
 
     kind: ClassVar[str]
     needs_schema: ClassVar[bool] = True
+    fixed_keys: ClassVar[bool] = False
     allow_text: ClassVar[bool] = False
     raw_records: ClassVar[bool] = False
     copies_records: ClassVar[bool] = False

@@ -37,6 +37,7 @@ class NpzFormat(ExportFormat):
 
     kind = "npz"
     needs_schema = False
+    fixed_keys = True  # a reader reads every field of every row
     allow_text = True
     copies_records = True  # the file is written when write returns
     file_group = CHECKSUM_GROUP
