@@ -72,3 +72,30 @@ def test_npz_records_with_other_keys_are_refused(demo_zip, tmp_path, client, das
     export = guideloom.load_export(out)
     assert export.sim_ids.tolist() == [0, 1, 3, 4]
     assert [len(row["force"]) for row in export] == [10, 11, 13, 14]
+
+
+_SHARED = np.zeros(20, dtype=np.float64)
+
+
+def one_reused_buffer(rec):
+    """Returns the same array object for every record, refilled with this record's values."""
+    _SHARED[:] = np.asarray(rec["force_data"])[:20, 0]
+    return {"force": _SHARED}
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz", "zarr"])
+def test_a_transform_reusing_one_buffer_gives_every_row(demo_zip, tmp_path, kind):
+    target = tmp_path / f"out.{kind}"
+    export = {"npy": guideloom.export_to_numpy, "npz": guideloom.export_to_numpy_per_sim,
+              "zarr": guideloom.export_to_zarr}[kind]
+    ids = list(range(12))
+    out = export("force-curve", target, data_dir=demo_zip, client="sync", sim_ids=ids,
+                 record_transform=one_reused_buffer, partition_size=12)
+    loaded = guideloom.load_export(out_path(out, target))
+    expected = {r["_sim_id"]: np.asarray(r["force_data"])[:20, 0]
+                for r in guideloom.streaming.iter_view("force-curve", data_dir=demo_zip,
+                                                       sim_ids=ids)}
+    right = [i for i, sim in enumerate(loaded.sim_ids.tolist())
+             if np.array_equal(loaded[i]["force"], expected[sim])]
+    assert right == list(range(12))
+    assert loaded.verify().line()

@@ -170,7 +170,9 @@ class ZarrFormat(ExportFormat):
 
 
 class ZarrSink(PartitionSink):
-    """Buffers one chunk of rows, then writes it whole."""
+    """Copies each record into its chunk's buffer, then writes a chunk whole once all its rows
+    are there. The copy is taken in :meth:`write`, so a transform may return (and reuse) one
+    buffer for every record."""
 
     def __init__(self, url: str, part: Part, schema: Mapping[str, Schema]):
         import zarr
@@ -178,54 +180,45 @@ class ZarrSink(PartitionSink):
         group = zarr.open_group(zarr_store(url), mode="r+")
         self._arrays = {a: group[a] for a in schema}
         self._part = part
-        self._pending: dict[int, Mapping[str, np.ndarray]] = {}
+        self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
+        self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
         self._bytes = 0
         self._sums = RowDigests()
 
+    def _chunk(self, row: int) -> tuple[int, int]:
+        """``(start, stop)`` of the chunk holding ``row`` (all aliases chunk rows alike)."""
+        rpc = next(iter(self._arrays.values())).chunks[0]
+        start = (row // rpc) * rpc
+        return start, min(start + rpc, self._part.stop)
+
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
-        self._pending[row] = arrays
-        self._flush_full_chunks()
+        start, stop = self._chunk(row)
+        block = self._blocks.get(start)
+        if block is None:
+            block = self._blocks[start] = {
+                a: np.zeros((stop - start, *arr.shape[1:]), dtype=arr.dtype)
+                for a, arr in self._arrays.items()}
+            self._present[start] = set()
+        for alias, values in arrays.items():
+            block[alias][row - start] = values  # the copy: the caller may reuse its buffer
+        self._present[start].add(row)
+        rows = range(max(start, self._part.start), stop)
+        if len(self._present[start]) == len(rows):
+            self._flush(start)
 
-    def _flush_full_chunks(self, final: bool = False) -> None:
-        last_alias = list(self._arrays)[-1]
+    def _flush(self, start: int) -> None:
+        """Write the chunk at ``start`` (rows never written, i.e. skipped, stay zero)."""
+        block, present = self._blocks.pop(start), self._present.pop(start)
         for alias, arr in self._arrays.items():
-            rpc = arr.chunks[0]
-            first = min(self._pending, default=None)
-            while first is not None:
-                chunk_start = (first // rpc) * rpc
-                chunk_stop = min(chunk_start + rpc, self._part.stop)
-                rows = range(max(chunk_start, self._part.start), chunk_stop)
-                if not final and any(r not in self._pending for r in rows):
-                    break
-                block = self._block(alias, arr, chunk_start, chunk_stop, rows)
-                for r in rows:
-                    if r in self._pending:
-                        self._sums.add(alias, r, block[r - chunk_start])  # the decoded row
-                arr[chunk_start:chunk_stop] = block
-                self._bytes += block.nbytes
-                if alias == last_alias:
-                    for r in rows:
-                        self._pending.pop(r, None)
-                first = next((r for r in sorted(self._pending) if r >= chunk_stop), None)
-
-    def _block(self, alias: str, arr: Any, chunk_start: int, chunk_stop: int,
-               rows: range) -> np.ndarray:
-        """The rows of one chunk: the record's own array when the chunk holds one row, one
-        stacking copy when every row is here, else zeros where rows are missing (skipped)."""
-        present = [self._pending[r][alias] for r in rows if r in self._pending]
-        if len(present) == chunk_stop - chunk_start:
-            if len(present) == 1:
-                return np.asarray(present[0], dtype=arr.dtype)[np.newaxis]
-            return np.stack(present).astype(arr.dtype, copy=False)
-        block = np.zeros((chunk_stop - chunk_start, *arr.shape[1:]), dtype=arr.dtype)
-        for r in rows:
-            if r in self._pending:
-                block[r - chunk_start] = self._pending[r][alias]
-        return block
+            rows = block[alias]
+            for r in sorted(present):
+                self._sums.add(alias, r, rows[r - start])  # the row as stored
+            arr[start:start + len(rows)] = rows
+            self._bytes += rows.nbytes
 
     def close(self) -> int:
-        self._flush_full_chunks(final=True)
-        self._pending.clear()
+        for start in sorted(self._blocks):
+            self._flush(start)
         return self._bytes
 
     def extra_summary(self) -> dict[str, Any]:
