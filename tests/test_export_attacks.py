@@ -99,3 +99,36 @@ def test_a_transform_reusing_one_buffer_gives_every_row(demo_zip, tmp_path, kind
              if np.array_equal(loaded[i]["force"], expected[sim])]
     assert right == list(range(12))
     assert loaded.verify().line()
+
+
+EXPORTERS = {"npy": guideloom.export_to_numpy, "npz": guideloom.export_to_numpy_per_sim,
+             "zarr": guideloom.export_to_zarr}
+
+
+@pytest.mark.parametrize("read_first", [False, True], ids=["unread", "read"])
+@pytest.mark.parametrize("kind", ["npy", "npz", "zarr"])
+def test_an_export_opened_before_an_overwrite_serves_no_other_data(demo_zip, tmp_path, kind,
+                                                                   read_first):
+    target = tmp_path / f"out.{kind}"
+    export = EXPORTERS[kind]
+    export("force-curve", target, data_dir=demo_zip, client="sync", sim_ids=[0, 1, 2],
+           record_transform=fixed_force)
+    old = guideloom.load_export(target)
+    if read_first:
+        assert old[1]["force"].shape == (50, 8)
+    export("force-curve", target, data_dir=demo_zip, client="sync", sim_ids=[20, 21, 22],
+           record_transform=fixed_force, overwrite=True)
+    assert guideloom.load_export(target).sim_ids.tolist() == [20, 21, 22]
+    first = next(iter(guideloom.streaming.iter_view("force-curve", data_dir=demo_zip,
+                                                    sim_ids=[0])))
+    if kind == "npy":  # mapped at open: the old files stay readable, and they are the old data
+        assert old.sim_ids.tolist() == [0, 1, 2]
+        np.testing.assert_array_equal(old[0]["force"], np.asarray(first["force_data"])[:50])
+        np.testing.assert_array_equal(old.batch([0])["force"][0], old[0]["force"])
+    else:  # files opened per read: the replacement is detected
+        with pytest.raises(guideloom.errors.CorruptExportError, match="replaced"):
+            old[0]
+        with pytest.raises(guideloom.errors.CorruptExportError, match="replaced"):
+            old.batch([0, 1])
+        with pytest.raises(guideloom.errors.CorruptExportError, match="replaced"):
+            old.by_sim_id(0)

@@ -83,7 +83,15 @@ def check_sim_ids(root: str, manifest: Mapping[str, Any], sim_ids: np.ndarray) -
 
 
 class FormatReader:
-    """Reads rows of one published export of a format (see :class:`guideloom.Export`)."""
+    """Reads rows of one published export of a format (see :class:`guideloom.Export`).
+
+    Attributes:
+        reads_lazily: Files are opened per read (npz, zarr chunks), not when the reader is
+            made; :class:`guideloom.Export` then checks after each read that the directory was
+            not replaced.
+    """
+
+    reads_lazily: ClassVar[bool] = False
 
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         self.root, self.manifest = root, manifest

@@ -281,6 +281,8 @@ class NpyReader(FormatReader):
         super().__init__(root, manifest)
         self._arrays: dict[str, np.ndarray] = {}
         self._pairs: dict[tuple[str, ...], tuple[tuple[str, np.ndarray], ...]] = {}
+        for field in manifest["fields"]:  # mapped now: a later overwrite cannot swap them
+            self._array(field)
 
     def _array(self, field: str) -> np.ndarray:
         arr = self._arrays.get(field)

@@ -111,6 +111,8 @@ class NpzSink(PartitionSink):
 class NpzReader(FormatReader):
     """Rows loaded from each experiment's file."""
 
+    reads_lazily = True
+
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         super().__init__(root, manifest)
         self._ids: np.ndarray | None = None

@@ -229,6 +229,8 @@ class ZarrSink(PartitionSink):
 class ZarrReader(FormatReader):
     """Rows read from the group's arrays."""
 
+    reads_lazily = True
+
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         super().__init__(root, manifest)
         import zarr
