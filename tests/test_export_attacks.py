@@ -132,3 +132,71 @@ def test_an_export_opened_before_an_overwrite_serves_no_other_data(demo_zip, tmp
             old.batch([0, 1])
         with pytest.raises(guideloom.errors.CorruptExportError, match="replaced"):
             old.by_sim_id(0)
+
+
+def _cli(*args: str, cwd: Path):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "guideloom", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_zarr_export_missing_a_chunk_file_is_damaged(demo_zip, tmp_path):
+    store = tmp_path / "out.zarr"
+    guideloom.export_to_zarr("force-curve", store, data_dir=demo_zip, client="sync",
+                             sim_ids=list(range(8)), record_transform=fixed_force,
+                             partition_size=2)
+    opened = guideloom.load_export(store)
+    chunks = sorted(p for p in (store / "force" / "c").rglob("*") if p.is_file())
+    assert len(chunks) == 4  # one chunk per partition of 2 rows
+    chunks[1].unlink()  # rows 2-3
+    with pytest.raises(guideloom.errors.CorruptExportError, match="chunk file is missing"):
+        opened[2]  # opened before: a read of the lost chunk is an error, not zeros
+    with pytest.raises(guideloom.errors.CorruptExportError, match="chunk file is missing"):
+        opened.batch([0, 3])
+    with pytest.raises(guideloom.errors.CorruptExportError, match="force/c/1/0/0"):
+        guideloom.load_export(store)
+    for command in ("inspect", "verify"):
+        done = _cli(command, str(store), cwd=tmp_path)
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        assert "chunk file is missing" in done.stdout + done.stderr
+
+
+def test_an_all_zero_zarr_chunk_is_stored_and_reads_back(demo_zip, tmp_path):
+    store = tmp_path / "zeros.zarr"
+    guideloom.export_to_zarr("force-curve", store, data_dir=demo_zip, client="sync",
+                             sim_ids=[0, 1], record_transform=zero_force, partition_size=1)
+    export = guideloom.load_export(store)
+    assert export[1]["force"].sum() == 0
+    assert export.verify().line()
+
+
+def zero_force(rec):
+    """All zeros: zarr would skip writing such a chunk unless told to write every chunk."""
+    return {"force": np.zeros(5, dtype=np.float32)}
+
+
+def test_an_extra_storage_shard_is_damage(demo_zip, tmp_path):
+    from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage
+    from tests import storage_helpers as helpers
+
+    fmt = StreamNumpyFormat(np.dtype([("force", "<f4"), ("document_ids", "<u4")]))
+    storage = StreamStorage(tmp_path / "stream", fmt)
+    out = guideloom.export_to_storage("force-curve", storage, data_dir=demo_zip, client="sync",
+                                      record_transform=helpers.total_force_tokens,
+                                      partition_size=4, sim_ids=list(range(8)))
+    with storage.sync_reader() as reader:
+        elements = len(reader)
+    shutil.copy(out / "shard-000001.gls", out / "shard-000002.gls")  # a third shard, unlisted
+    with pytest.raises(guideloom.errors.CorruptExportError, match="shard-000002.gls.*not list"):
+        guideloom.load_export(out)
+    done = _cli("verify", str(out), cwd=tmp_path)
+    assert done.returncode == 1 and "shard-000002.gls" in done.stderr, done
+    with pytest.raises(guideloom.errors.StorageError, match="shard-000002.gls"):
+        StreamStorage(out, fmt).sync_reader()
+    with pytest.raises(guideloom.errors.StorageError, match="shard-000002.gls"):
+        StreamDataset(StreamStorage(out, fmt), sequence_length=16).sync_reader()
+    (out / "shard-000002.gls").unlink()
+    with StreamStorage(out, fmt).sync_reader() as reader:
+        assert len(reader) == elements

@@ -152,6 +152,16 @@ class StorageFormat(ExportFormat):
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        from guideloom.storage.shards import shard_name
+
+        if isinstance(manifest.get("n_partitions"), int):  # one shard per partition
+            listed = {shard_name(i) for i in range(manifest["n_partitions"])}
+            present = {n for n in os.listdir(root) if n.startswith("shard-")}
+            for name in sorted(present - listed):
+                fail(root, name, f"a shard export.json does not list (it lists "
+                                 f"{len(listed)}); something added it")
+            for name in sorted(listed - present):
+                fail(root, name, "missing")
         super().check_published(root, manifest)  # opens the storage: its shards are checked
         if manifest["storage"]["class"] != "DocumentStorage":
             try:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.errors import CorruptExportError
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -41,13 +42,83 @@ def zarr_compressor(name: str | None):
     raise ValueError(f"unknown zarr compressor {name!r}; use 'lz4', 'zstd', 'gzip' or None")
 
 
-def zarr_store(url: str):
-    """A zarr store for a local path or an fsspec URL."""
+WRITE_EVERY_CHUNK = {"write_empty_chunks": True}  # a missing chunk file is then damage
+ALL_CHUNKS_KEY = "zarr_all_chunks"  # export.json: every chunk has its file (B7)
+
+
+def zarr_store(url: str, strict: bool = False):
+    """A zarr store for a local path or an fsspec URL.
+
+    ``strict`` (reading a published export): a chunk whose file is missing raises
+    :class:`~guideloom.errors.CorruptExportError` instead of reading as the fill value.
+    """
     import zarr.storage
 
+    if strict:
+        return _strict_store(url)
     if "://" not in url:
         return zarr.storage.LocalStore(url)
     return zarr.storage.FsspecStore.from_url(url)
+
+
+def is_chunk_key(key: str) -> bool:
+    """Whether a store key names a chunk (``alias/c/0/0``), not metadata (``zarr.json``)."""
+    parts = key.split("/")
+    return parts[-1] != "zarr.json" and "c" in parts[:-1]
+
+
+def _strict_store(url: str):
+    """A store of the published export at ``url`` whose missing chunks are errors."""
+    import zarr.storage
+
+    base = zarr.storage.LocalStore if "://" not in url else zarr.storage.FsspecStore
+
+    class StrictStore(base):  # type: ignore[misc, valid-type]
+        async def get(self, key, prototype=None, byte_range=None):
+            value = await super().get(key, prototype, byte_range)
+            if value is None and is_chunk_key(key):
+                fail(url, key, "the chunk file is missing")
+            return value
+
+    if base is zarr.storage.LocalStore:
+        return StrictStore(url)
+    fs, path = _fs_of(url)
+    return StrictStore(fs=_async_fs(fs), path=path)
+
+
+def _fs_of(url: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def _async_fs(fs):
+    """An async view of ``fs`` (what FsspecStore needs)."""
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+    return fs if getattr(fs, "async_impl", False) else AsyncFileSystemWrapper(fs)
+
+
+def expected_chunk_keys(arr: Any) -> set[str]:
+    """The key (relative to the array) of every chunk of ``arr``."""
+    import itertools
+    import math
+
+    grid = [math.ceil(s / c) if s else 0 for s, c in zip(arr.shape, arr.chunks, strict=True)]
+    return {arr.metadata.encode_chunk_key(coords)
+            for coords in itertools.product(*(range(g) for g in grid))}
+
+
+def check_chunk_files(root: str, name: str, arr: Any) -> None:
+    """Raise :class:`CorruptExportError` unless every chunk of array ``name`` has its file
+    (one listing of the array's folder)."""
+    fs, path = _fs_of(root)
+    folder = f"{path.rstrip('/')}/{name}"
+    present = {f[len(folder) + 1:] for f in fs.find(folder)}
+    missing = sorted(expected_chunk_keys(arr) - present)
+    if missing:
+        fail(root, f"{name}/{missing[0]}", f"the chunk file is missing ({len(missing)} of "
+                                           f"{arr.nchunks} chunks of {name!r} are)")
 
 
 def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
@@ -84,6 +155,7 @@ class ZarrFormat(ExportFormat):
             group.create_array(
                 alias, shape=(n_rows, *fs.shape), chunks=(rpc, *fs.shape),
                 dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
+                config=WRITE_EVERY_CHUNK,
             )
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
@@ -104,7 +176,8 @@ class ZarrFormat(ExportFormat):
                 continue
             kept = np.flatnonzero(keep)
             dst = data.create_array(alias, shape=(len(kept), *src.shape[1:]), chunks=src.chunks,
-                                    dtype=src.dtype, compressors=src.compressors, fill_value=0)
+                                    dtype=src.dtype, compressors=src.compressors, fill_value=0,
+                                    config=WRITE_EVERY_CHUNK)
             step = src.chunks[0]
             for start in range(0, len(kept), step):
                 sel = kept[start:start + step]
@@ -117,7 +190,11 @@ class ZarrFormat(ExportFormat):
         group = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
         if SIM_IDS_ARRAY in group:
             del group[SIM_IDS_ARRAY]
-        group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),))
+        group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),),
+                           config=WRITE_EVERY_CHUNK)
+
+    def manifest_extra(self) -> dict[str, Any]:
+        return {ALL_CHUNKS_KEY: True}
 
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any],
@@ -128,7 +205,7 @@ class ZarrFormat(ExportFormat):
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
         import zarr
 
-        group = zarr.open_group(zarr_store(root), mode="r")
+        group = zarr.open_group(zarr_store(root, strict=True), mode="r")
         count = int(manifest["count"])
         for alias, schema in manifest["fields"].items():
             if alias not in group:
@@ -142,6 +219,9 @@ class ZarrFormat(ExportFormat):
                                   f"{schema['dtype']}")
         if SIM_IDS_ARRAY not in group:
             fail(root, SIM_IDS_ARRAY, "missing")
+        if manifest.get(ALL_CHUNKS_KEY):  # written with every chunk stored: list them
+            for name in (*manifest["fields"], SIM_IDS_ARRAY):
+                check_chunk_files(root, name, group[name])
         super().check_published(root, manifest)
 
     @classmethod
@@ -157,11 +237,13 @@ class ZarrFormat(ExportFormat):
         if group not in manifest["fields"]:
             yield from super().unit_digests(root, manifest, group, n_units)
             return
-        arr = zarr.open_group(zarr_store(root), mode="r")[group]
+        arr = zarr.open_group(zarr_store(root, strict=True), mode="r")[group]
         step = max(1, arr.chunks[0])
         for start in range(0, arr.shape[0], step):
             try:
                 block = arr[start:start + step]
+            except CorruptExportError:
+                raise
             except Exception as exc:  # noqa: BLE001 - a damaged chunk fails in the codec
                 fail(root, group, f"rows {start}-{min(start + step, arr.shape[0]) - 1}: the "
                                   f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
@@ -178,7 +260,7 @@ class ZarrSink(PartitionSink):
         import zarr
 
         group = zarr.open_group(zarr_store(url), mode="r+")
-        self._arrays = {a: group[a] for a in schema}
+        self._arrays = {a: group[a].with_config(WRITE_EVERY_CHUNK) for a in schema}
         self._part = part
         self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
         self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
@@ -235,7 +317,7 @@ class ZarrReader(FormatReader):
         super().__init__(root, manifest)
         import zarr
 
-        self._group = zarr.open_group(zarr_store(root), mode="r")
+        self._group = zarr.open_group(zarr_store(root, strict=True), mode="r")
 
     def sim_ids(self) -> np.ndarray:
         return self._group[SIM_IDS_ARRAY][...]
