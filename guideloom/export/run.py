@@ -417,6 +417,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "verify_crc": spec.verify_crc,
     }
     writer.stage.write_marker(part.index, summary)
+    fault_point("partition-marked")
     return summary
 
 

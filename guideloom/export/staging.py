@@ -14,6 +14,7 @@ The final step renames ``data`` to ``out``. Local paths use ``os.replace`` (atom
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import posixpath
@@ -25,6 +26,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from guideloom.faults import fault_point
+from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 
 PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
@@ -190,12 +192,15 @@ class Staging:
         """Write ``doc`` to ``path`` atomically (temp name, then rename, on local disks)."""
         blob = json.dumps(doc, indent=1, sort_keys=True, default=_json_default).encode()
         if self.is_local:
+            for stale in glob.glob(f"{glob.escape(path)}.tmp-*"):  # of a run killed while
+                os.unlink(stale)  # writing it: never left to be published
             tmp = f"{path}.tmp-{os.getpid()}"
             with open(tmp, "wb") as fh:
                 fh.write(blob)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
+            fsync_path(os.path.dirname(path))  # the rename too survives a power loss
         else:
             self.fs.pipe_file(path, blob)
 

@@ -6,6 +6,8 @@ chunk's rows and writes it whole. The store is a local path or any fsspec URL th
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +23,7 @@ from guideloom.formats.base import (
     fail,
 )
 from guideloom.formats.checksums import RowDigests, digest
+from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
@@ -145,7 +148,17 @@ class ZarrFormat(ExportFormat):
     def allocate(self, n_rows: int, schema: Mapping[str, Schema], partition_size: int) -> None:
         import zarr
 
-        group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
+        try:
+            group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
+            for alias in schema:
+                if alias in group:
+                    group[alias]  # resumed job: its metadata must read
+        except ValueError:  # metadata a power loss cut short: no marker can need these rows
+            if not self.stage.is_local:
+                raise
+            shutil.rmtree(self.stage.path("rows"))
+            os.makedirs(self.stage.path("rows"))
+            group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
         compressor = zarr_compressor(self.options.get("compressor", DEFAULT_COMPRESSOR))
         for alias, fs in schema.items():
             if alias in group:
@@ -157,10 +170,13 @@ class ZarrFormat(ExportFormat):
                 dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
                 config=WRITE_EVERY_CHUNK,
             )
+        if self.stage.is_local:  # the metadata outlives a power loss before the first marker
+            fsync_tree(self.stage.path("rows"))
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         assert schema is not None
-        return ZarrSink(self._rows_url(), part, schema)
+        return ZarrSink(self._rows_url(), part, schema,
+                        self.stage.path("rows") if self.stage.is_local else None)
 
     def finalize(self, keep: np.ndarray | None) -> None:
         import zarr
@@ -192,6 +208,8 @@ class ZarrFormat(ExportFormat):
             del group[SIM_IDS_ARRAY]
         group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),),
                            config=WRITE_EVERY_CHUNK)
+        if self.stage.is_local:  # compacted rows, moved arrays and ids: durable before
+            fsync_tree(self.stage.path("data"))  # export.json is written
 
     def manifest_extra(self) -> dict[str, Any]:
         return {ALL_CHUNKS_KEY: True}
@@ -256,12 +274,15 @@ class ZarrSink(PartitionSink):
     are there. The copy is taken in :meth:`write`, so a transform may return (and reuse) one
     buffer for every record."""
 
-    def __init__(self, url: str, part: Part, schema: Mapping[str, Schema]):
+    def __init__(self, url: str, part: Part, schema: Mapping[str, Schema],
+                 local_dir: str | None = None):
         import zarr
 
         group = zarr.open_group(zarr_store(url), mode="r+")
         self._arrays = {a: group[a].with_config(WRITE_EVERY_CHUNK) for a in schema}
         self._part = part
+        self._local_dir = local_dir  # the group's folder on a local disk: chunks are fsynced
+        self._written: list[str] = []
         self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
         self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
         self._bytes = 0
@@ -297,10 +318,18 @@ class ZarrSink(PartitionSink):
                 self._sums.add(alias, r, rows[r - start])  # the row as stored
             arr[start:start + len(rows)] = rows
             self._bytes += rows.nbytes
+            if self._local_dir is not None:
+                coords = (start // arr.chunks[0],) + (0,) * (arr.ndim - 1)
+                self._written.append(os.path.join(self._local_dir, alias,
+                                                  arr.metadata.encode_chunk_key(coords)))
 
     def close(self) -> int:
+        """Write the chunks left and make them durable (files, then their folders)."""
         for start in sorted(self._blocks):
             self._flush(start)
+        if self._local_dir is not None:
+            fsync_files(self._written, self._local_dir)
+            self._written = []
         return self._bytes
 
     def extra_summary(self) -> dict[str, Any]:
