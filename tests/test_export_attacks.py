@@ -200,3 +200,64 @@ def test_an_extra_storage_shard_is_damage(demo_zip, tmp_path):
     (out / "shard-000002.gls").unlink()
     with StreamStorage(out, fmt).sync_reader() as reader:
         assert len(reader) == elements
+
+
+LE_F4_DATATYPE = bytes([0x11, 0x20, 0x1F, 0x00, 0x04, 0, 0, 0])  # HDF5 datatype message, <f4
+
+
+def _flip_force_byte_order(data_dir: Path, sim_id: int) -> None:
+    """Flip the byte-order bit of ``force/data``'s datatype in the stored zip member of
+    ``sim_id`` (the member's CRC then no longer matches; nothing else changes)."""
+    import io
+    import re
+    import struct
+    import zipfile
+
+    import h5py
+
+    name = f"{sim_id:04d}.h5"
+    archive = next(z for z in sorted(data_dir.glob("*.zip"))
+                   if name in zipfile.ZipFile(z).namelist())
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo(name)
+        member = zf.read(name)
+    assert info.compress_type == zipfile.ZIP_STORED
+    for match in re.finditer(re.escape(LE_F4_DATATYPE), member):
+        damaged = bytearray(member)
+        damaged[match.start() + 1] ^= 1
+        with h5py.File(io.BytesIO(bytes(damaged))) as f:
+            if f["force/data"].dtype.str == ">f4":
+                break
+    else:
+        raise AssertionError("no datatype message of force/data found")
+    with open(archive, "r+b") as fh:
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        fh.seek(info.header_offset + 30 + name_len + extra_len + match.start() + 1)
+        fh.write(bytes([damaged[match.start() + 1]]))
+
+
+def as_float64(rec):
+    """A transform that casts: the schema check alone no longer sees the stored byte order."""
+    return {"force": np.asarray(rec["force_data"], dtype=np.float64)[:50]}
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz"])
+def test_a_flipped_byte_order_bit_in_hdf5_metadata_is_damage(demo_copy, tmp_path, kind):
+    _flip_force_byte_order(demo_copy, 2)
+    target = tmp_path / f"out.{kind}"
+    transform = as_float64 if kind == "npy" else None
+    with pytest.raises(guideloom.errors.CorruptDataError,
+                       match=r"experiment 2: .*0002\.h5.*'force/data'.*>f4.*<f4") as info:
+        EXPORTERS[kind]("force-curve", target, data_dir=demo_copy, client="sync",
+                        sim_ids=[0, 1, 2, 3], record_transform=transform)
+    assert info.value.sim_id == 2 and not target.exists()
+    with pytest.warns(guideloom.errors.SkippedDataWarning, match="1 experiment"):
+        out = EXPORTERS[kind]("force-curve", target, data_dir=demo_copy, client="sync",
+                              sim_ids=[2, 0, 1, 3], record_transform=transform,
+                              on_error="skip")
+    export = guideloom.load_export(out_path(out, target))
+    assert export.sim_ids.tolist() == [0, 1, 3]
+    field = "force" if kind == "npy" else "force_data"
+    assert all(float(np.abs(row[field]).max()) < 1e6 for row in export)

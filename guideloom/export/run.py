@@ -54,7 +54,7 @@ from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
 from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
-from guideloom.records import RecordReader
+from guideloom.records import RecordReader, reference_dtypes
 from guideloom.selection import Selection, check_storable_ids, select
 
 PROBE_ATTEMPTS = 20
@@ -240,7 +240,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
               file=sys.stderr)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
-    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
+    dtypes = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
+    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, dtypes)
     # rows moved on already are never re-made
     if writer.needs_schema and schema is not None and not finalizing:
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
@@ -249,7 +250,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     todo = [p for p in plan.partitions if p.index not in done]
     t0 = time.time()
     fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-                     already=_experiments(done.values()))
+                     already=_experiments(done.values()), dtypes=dtypes)
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
@@ -287,8 +288,8 @@ def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
     return unpack(job) if isinstance(job, bytes) else job
 
 
-def _schema(spec, staging, writer, plan, dask, shipped,
-            estimate: float) -> dict[str, FieldSchema] | None:
+def _schema(spec, staging, writer, plan, dask, shipped, estimate: float,
+            dtypes: Mapping[str, str] | None = None) -> dict[str, FieldSchema] | None:
     if not writer.needs_schema and not writer.fixed_keys:
         return None
     stored = (staging.read_job() or {}).get("schema")
@@ -298,10 +299,11 @@ def _schema(spec, staging, writer, plan, dask, shipped,
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
     per_record_s = estimate / max(1, len(plan.selection.locations))
     if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
-        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text)
+        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, dtypes)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
-        future = dask.submit(_probe_task, shipped, probe_locs, probe_rows, key=key, pure=False)
+        future = dask.submit(_probe_task, shipped, dtypes, probe_locs, probe_rows, key=key,
+                             pure=False)
         schema = future.result()
     staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
     return schema
@@ -309,15 +311,15 @@ def _schema(spec, staging, writer, plan, dask, shipped,
 
 def probe_schema(
     spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]],
-    allow_text: bool = False,
+    allow_text: bool = False, dtypes: Mapping[str, str] | None = None,
 ) -> dict[str, FieldSchema]:
     """Shapes and dtypes from the first record that reads (runs on a worker).
 
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
     otherwise the first record is read and transformed (``allow_text``: as the format takes
-    it, for formats that fix only the keys).
+    it, for formats that fix only the keys). ``dtypes``: see :func:`reference_dtypes`.
     """
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=dtypes)
     if not spec.transforms and spec.record_transform is None and locations:
         try:
             described = reader.shapes(locations[0], rows[0])
@@ -339,28 +341,31 @@ def probe_schema(
     )
 
 
-def _probe_task(job: Any, locations: Sequence[Any],
+def _probe_task(job: Any, dtypes: Mapping[str, str] | None, locations: Sequence[Any],
                 rows: Sequence[Mapping[str, Any]]) -> dict[str, FieldSchema]:
     spec, writer = _job(job)
-    return probe_schema(spec, locations, rows, writer.allow_text)
+    return probe_schema(spec, locations, rows, writer.allow_text, dtypes)
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
-                    part: Partition) -> dict[str, Any]:
+                    dtypes: Mapping[str, str] | None, part: Partition) -> dict[str, Any]:
     spec, writer = _job(job)
-    return run_partition(spec, writer, schema, part)
+    return run_partition(spec, writer, schema, part, dtypes)
 
 
 def run_partition(spec: ExportSpec, writer: ExportFormat,
-                  schema: Mapping[str, FieldSchema] | None, part: Partition) -> dict[str, Any]:
+                  schema: Mapping[str, FieldSchema] | None, part: Partition,
+                  dtypes: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
+    ``dtypes`` (see :func:`reference_dtypes`) holds every record's HDF5 datatypes to the
+    job's.
     """
     t0 = time.time()
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=dtypes)
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -422,13 +427,13 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
 
 
 def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-             already) -> list[dict]:
+             already, dtypes: Mapping[str, str] | None = None) -> list[dict]:
     progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
                             unit="exp", desc=f"export {spec.view.name}")
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
-        dask, _partition_task, todo, args=(job, schema),
+        dask, _partition_task, todo, args=(job, schema, dtypes),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
     )
