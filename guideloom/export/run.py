@@ -274,14 +274,26 @@ def _experiments(summaries: Any) -> int:
 
 
 def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any) -> Any:
-    """The job (spec and writer) as cloudpickle bytes, scattered once to the workers.
+    """The job (spec and writer) as cloudpickle bytes, in a future the tasks depend on.
 
-    User code from ``__main__`` and local modules travels by value (see
-    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
+    The bytes are the argument of a task (not scattered data), so the scheduler holds them:
+    when the worker that has the result dies, the scheduler computes it again elsewhere and
+    the partition tasks are retried, instead of failing with lost dependencies. User code from
+    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`), so
+    workers need only ``guideloom`` installed.
     """
     ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                    *writer.user_objects()])
-    return dask.scatter(pack((spec, writer)), broadcast=False, hash=False)
+    shipped = dask.submit(_payload, pack((spec, writer)), pure=False)
+    # in memory before the partitions are submitted: they are then scheduled in their order
+    # as for any data at hand (released all at once by a finishing task, they would not be)
+    shipped.result()
+    return shipped
+
+
+def _payload(blob: bytes) -> bytes:
+    """The job's bytes, as the result of a task that can be recomputed."""
+    return blob
 
 
 def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
