@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from guideloom import __version__
-from guideloom.errors import GuideloomError, JobFailedError, UsageError
+from guideloom.errors import GuideloomError, JobFailedError, UsageError, permission_denied
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -41,6 +41,16 @@ DEFAULT_DASHBOARD = "127.0.0.1:8787"
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, not {text!r}")
+    return value
 
 
 def _scheduler(text: str) -> str:
@@ -229,7 +239,8 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     n = len(selection.locations)
     estimate = estimate_seconds(spec, selection)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
-    workers, where = preview_placement(scheduler, estimate, n_tasks)
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
+    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process)
     plan = plan_export(spec, workers, selection, estimate)
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
@@ -325,7 +336,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("fields:")
     for alias, fs in sorted(m["fields"].items()):
         shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
-        print(f"  {alias:28s} {shape:22s} dtype {_dtype_name(fs['dtype'])}")
+        dtype = _dtype_name(fs["dtype"])
+        if fs.get("dtypes"):  # records of different dtypes (npz)
+            dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
+        print(f"  {alias:28s} {shape:22s} dtype {dtype}")
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
@@ -369,12 +383,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from guideloom.workflow import load_workflow
 
     workflow = _workflow_path(args.workflow or DEMO_WORKFLOW)
-    demo = make_demo_data(args.data_dir, n=args.n)
+    data_dir = Path(args.data_dir).absolute()
+    demo = make_demo_data(data_dir, n=args.n)
     print(f"demo data: {len(demo.ids)} experiments ({demo.layout} layout) in {demo.data_dir}")
-    output = args.output or Path(args.data_dir) / "exports" / "force-signals"
-    wf = load_workflow(workflow, data_dir=args.data_dir, output=output)
+    output = args.output or data_dir / "exports" / "force-signals"
+    wf = load_workflow(workflow, data_dir=data_dir, output=output)
     spec = wf.to_spec(overwrite=True)
     scheduler, batch = _client_choice(args)
+    if scheduler is None and not args.cluster:  # the demo shows the cluster and its dashboard
+        scheduler = "local"
     result, seconds, _ = _execute(spec, scheduler, args.dashboard, args.verbose, batch)
     _print_summary(result, seconds, 0)
 
@@ -395,7 +412,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(f"check    : sum of max_total_force = {total:.1f} kN; "
           f"rows follow sim_ids {export.sim_ids[:5].tolist()}…; "
           f"force {export[0]['force'].shape} {np.dtype(export[0]['force'].dtype).name}")
+    if args.keep_dashboard:
+        _keep_dashboard_open(args.keep_dashboard)
     return 0
+
+
+def _keep_dashboard_open(seconds: float) -> None:
+    """Keep the embedded cluster, and so its dashboard, open for ``seconds`` (inf: until Ctrl-C)."""
+    import threading
+
+    from guideloom.cluster.embedded import running_cluster
+
+    cluster = running_cluster()
+    if cluster is None or not cluster.dashboard_link:
+        print("no dashboard to keep open: the export did not run on the embedded cluster "
+              "(use --scheduler local)")
+        return
+    until = ("until Ctrl-C" if math.isinf(seconds)
+             else f"for {seconds:g} s (Ctrl-C closes it sooner)")
+    print(f"dashboard: {cluster.dashboard_link} stays open {until}", flush=True)
+    try:
+        threading.Event().wait(None if math.isinf(seconds) else seconds)
+    except KeyboardInterrupt:
+        pass
+    print("dashboard closed", flush=True)
 
 
 # --- extract ------------------------------------------------------------------------------
@@ -440,11 +480,17 @@ def _cmd_workflows(args: argparse.Namespace) -> int:
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
+    from guideloom.errors import NotDemoDataError
 
-    demo = make_demo_data(
-        args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
-        seed=args.seed, force=args.force,
-    )
+    try:
+        demo = make_demo_data(
+            args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
+            seed=args.seed, force=args.force,
+        )
+    except NotDemoDataError as exc:
+        raise UsageError(f"{exc.path} is not empty and was not made by make-demo-data; choose "
+                         "an empty directory, or pass --force to write the demo files into it"
+                         ) from None
     print(f"wrote {len(demo.ids)} experiments ({demo.layout} layout, scans "
           f"{demo.scan_shape[0]}x{demo.scan_shape[1]}) to {demo.data_dir}")
     return 0
@@ -466,11 +512,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True,
+                         default: str | None = None) -> None:
+    if default is None:
+        default = (("the workflow's [run] scheduler, else " if workflow else "")
+                   + "in-process for small jobs and a local cluster when it pays")
     p.add_argument("--scheduler", type=_scheduler, default=None,
                    help="local (one worker per core), local:N, sync (in-process) or "
-                        "tcp://HOST:PORT (default: the workflow's [run] scheduler, else "
-                        "in-process for small jobs and a local cluster when it pays)")
+                        f"tcp://HOST:PORT (default: {default})")
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
                         "(default 127.0.0.1:8787, or a free port when it is busy)")
@@ -527,8 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", help="the export's target or its .NAME.guideloom-staging dir")
     status.set_defaults(func=_cmd_status)
 
-    demo_cmd = sub.add_parser("demo", help="make demo data, export it (in-process, or on a local "
-                                           "cluster with --scheduler local), read it back and "
+    demo_cmd = sub.add_parser("demo", help="make demo data, export it on the embedded local "
+                                           "cluster (dashboard URL printed), read it back and "
                                            "compare timings")
     demo_cmd.add_argument("--data-dir", type=Path, default=Path("demo-data"),
                           help="where the demo data goes (default ./demo-data)")
@@ -537,28 +586,40 @@ def build_parser() -> argparse.ArgumentParser:
                           help="export target (default DATA_DIR/exports/force-signals)")
     demo_cmd.add_argument("--workflow", type=Path, default=None,
                           help=f"workflow to run (default the shipped {DEMO_WORKFLOW})")
-    _add_cluster_options(demo_cmd)
+    demo_cmd.add_argument("--keep-dashboard", type=_seconds, nargs="?", const=math.inf,
+                          default=0.0, metavar="SECONDS",
+                          help="after the export, keep the cluster and its dashboard open for "
+                               "SECONDS (no value: until Ctrl-C)")
+    _add_cluster_options(demo_cmd, default="local, the embedded cluster with its dashboard")
     demo_cmd.set_defaults(func=_cmd_demo)
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")
-    extract.add_argument("data_dir", type=Path)
+    extract.add_argument("data_dir", type=Path,
+                         help="the dataset directory: its zip archives are extracted to "
+                              "DATA_DIR/h5/")
     extract.add_argument("--manifest", type=Path, default=None,
                          help="manifest path (default DATA_DIR/metadata.json)")
     extract.add_argument("--remove-zip", action="store_true",
                          help="delete each archive once all its members are loose and verified")
     extract.add_argument("--overwrite", action="store_true",
                          help="extract members even when a loose file already exists")
-    _add_cluster_options(extract)
+    _add_cluster_options(extract, workflow=False)
     extract.set_defaults(func=_cmd_extract)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
-    demo.add_argument("data_dir", type=Path)
+    demo.add_argument("data_dir", type=Path,
+                      help="directory to write (created; one make-demo-data made before is "
+                           "regenerated)")
     demo.add_argument("--n", type=int, default=36, help="number of experiments (default 36)")
     demo.add_argument("--scan-shape", type=int, nargs=2, default=(100, 160), metavar=("Y", "X"),
                       help="scan grid; the real one is 2000 3200 (default 100 160)")
-    demo.add_argument("--layout", choices=("zip", "loose"), default="zip")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--layout", choices=("zip", "loose"), default="zip",
+                      help="zip: concave.zip and convex.zip holding 0042.h5 members, as "
+                           "published (default); loose: h5/0042.h5 files")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="seed of every random draw; the same arguments give the same data "
+                           "(default 0)")
     demo.add_argument("--force", action="store_true",
                       help="write into a non-empty directory that make-demo-data did not make")
     demo.set_defaults(func=_cmd_make_demo_data)
@@ -619,6 +680,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     except JobFailedError as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except PermissionError as exc:  # a file we may not read or write: named, never "damaged"
+        named = permission_denied(exc)
+        text = " ".join((named.strerror or str(named)).split())
+        print(f"guideloom: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     except (UsageError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)

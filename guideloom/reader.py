@@ -19,14 +19,23 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from guideloom.errors import CorruptExportError, IncompleteExportError, UntrustedExportError
+from guideloom.errors import (
+    CorruptExportError,
+    IncompleteExportError,
+    UntrustedExportError,
+    UnverifiableExportError,
+    UnverifiedExportWarning,
+    warn,
+)
 from guideloom.formats import ExportFormat, FormatReader, get_format
 from guideloom.formats.checksums import VerifyReport, verify_export
 from guideloom.formats.layout import directory_identity, read_export_manifest, resolve_target
+from guideloom.formats.rddac_layout import describe_rddac_export, is_rddac_export
 from guideloom.formats.storage import needs_trust, untrusted_message
 
 
@@ -69,6 +78,11 @@ class Export:
     def fields(self) -> tuple[str, ...]:
         """The fields each row has, sorted."""
         return self._fields
+
+    @property
+    def directory(self) -> Path | str:
+        """Where the export lives, as a ``Path`` when local (rddac's name for :attr:`root`)."""
+        return self.root if "://" in self.root else Path(self.root)
 
     @property
     def sim_ids(self) -> np.ndarray:
@@ -161,6 +175,10 @@ class Export:
                 guideloom, or with them turned off): nothing beyond the open-time checks can
                 be verified; export it again to make it verifiable.
         """
+        if self.manifest.get("unverified"):
+            raise UnverifiableExportError(
+                f"{self.root} has no export.json (written by rddac/ddacs): no checksums to "
+                "verify against; export it again with guideloom to make it verifiable")
         root, now = read_export_manifest(self.root)
         if now.get("export_id") != self.manifest.get("export_id"):
             raise _replaced(self.root)
@@ -191,6 +209,8 @@ class Export:
         them all), so the rows it serves belong to the manifest this Export holds.
         """
         if self._backend is None:
+            if self._reopened and self.manifest.get("unverified"):  # an rddac export
+                self._reopened = False
             if self._reopened:  # unpickled elsewhere: the directory must still be this export
                 identity = directory_identity(self.root)
                 _, now = read_export_manifest(self.root)
@@ -234,6 +254,11 @@ def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None 
                 trust: bool = False) -> Export:
     """Open a finished export (npy, npz, zarr or storage) for reading.
 
+    A directory that rddac 2.0 / ddacs 3.2 ``export_to_numpy`` wrote (``sim_ids.npy`` and one
+    ``.npy`` per field, no ``export.json``) opens too, read-only and with an
+    :class:`~guideloom.errors.UnverifiedExportWarning`: its shapes and row counts are checked,
+    but it records no checksums (:meth:`Export.verify` raises ``UnverifiableExportError``).
+
     Args:
         directory: The export directory, zarr store path, or fsspec URL.
         fields: Subset of fields to read (default: all).
@@ -259,6 +284,12 @@ def _opened(directory: str | os.PathLike[str], fields: Sequence[str] | None, tru
             sealed: bool) -> Export:
     """Checked and opened: the format reader is made now (npy maps its files), so the Export
     keeps reading these files or, if the directory is replaced before it could, says so."""
+    if is_rddac_export(directory):  # rddac 2.0 / ddacs 3.2 wrote it: no export.json
+        root, manifest = os.fspath(directory), describe_rddac_export(directory)
+        kind_of(root, manifest).check_published(root, manifest)  # shapes, sizes, row counts
+        warn(f"{root} has no export.json (an rddac/ddacs export): reading it unverified, as "
+             "it is", UnverifiedExportWarning)
+        return Export(root, manifest, fields)
     root = resolve_target(directory)[2]
     try:
         identity = directory_identity(root)  # taken before the manifest: a swap between shows

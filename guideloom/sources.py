@@ -1,7 +1,8 @@
 """Where each experiment's HDF5 file lives, and opening it from either layout.
 
 Two layouts are found: loose files (``data_dir/h5/0042.h5`` or ``data_dir/0042.h5``) and members
-of zip archives (``concave.zip::0042.h5``). Loose files win over members for the same id.
+of zip archives (``concave.zip::0042.h5``, ``h5/sample.zip::0042.h5``, ``h5/258864.zip``; see
+:func:`archive_paths`). Loose files win over members for the same id.
 
 Zip archives are read through their central directory only. A member stored uncompressed (as the
 published archives store them: HDF5 compresses inside) is one contiguous byte range of the archive,
@@ -33,12 +34,19 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
-from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
+from guideloom.errors import (
+    CorruptDataError,
+    ExperimentNotFoundError,
+    ExperimentReadError,
+    GuideloomError,
+    ManifestError,
+)
 from guideloom.fastread.chunks import RawSource
+from guideloom.index_table import short_type
 from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
-    from guideloom.croissant import Dataset
+    from guideloom.croissant import Dataset, DatasetSpec
 
 LOOSE_SUBDIR = "h5"
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (skipped), name length, extra length
@@ -74,8 +82,7 @@ class Location:
 
 def id_parser(ds: Dataset) -> Callable[[str], Any]:
     """Return the function turning a file-name id into an index id."""
-    data_type = (ds.id_column_type or "").replace("https://schema.org/", "sc:")
-    return int if data_type == "sc:Integer" else str
+    return int if short_type(ds.id_column_type) == "sc:Integer" else str
 
 
 def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any, Location]:
@@ -160,11 +167,34 @@ def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
 
 
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
-    named = [root / name for name in ds.archives]
-    present = [p for p in named if p.is_file()]
-    if ds.archives:
-        return present
-    return sorted(root.glob("*.zip"))
+    """The zip archives holding experiments, in the order their members are claimed.
+
+    First the archives the manifest names, each at ``root/<name>`` or else ``root/h5/<name>``
+    (where ``rddac download`` writes them, e.g. ``h5/sample.zip``); then any other ``*.zip`` in
+    ``root/h5`` and ``root`` that holds at least one experiment member (the DDACS-style
+    ``h5/<id>.zip``). rddac and ddacs look in the same two folders.
+    """
+    found: list[Path] = []
+    for name in ds.archives:
+        for folder in (root, root / LOOSE_SUBDIR):
+            if (folder / name).is_file():
+                found.append(folder / name)
+                break
+    taken = {p.resolve() for p in found}
+    pattern = re.compile(ds.spec.member_pattern)
+    for folder in (root / LOOSE_SUBDIR, root):
+        for path in sorted(folder.glob("*.zip")) if folder.is_dir() else ():
+            if path.resolve() in taken or not path.is_file():
+                continue
+            if ds.archives and not _holds_experiments(path, pattern):
+                continue  # an unrelated zip next to the dataset's own archives
+            taken.add(path.resolve())
+            found.append(path)
+    return found
+
+
+def _holds_experiments(archive: Path, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.match(i.filename.rsplit("/", 1)[-1]) for i in archive_members(archive))
 
 
 class ByteRangeFile(io.RawIOBase):
@@ -404,14 +434,16 @@ def member_data_offset(fd: int, loc: Location) -> int:
 def open_h5(
     sim_id: Any,
     data_dir: str | Path | None = None,
-    *,
-    dataset: Dataset | None = None,
     source: str | Path | None = None,
+    dataset: Dataset | None = None,
+    *,
+    spec: DatasetSpec | None = None,
 ) -> h5py.File:
     """Open one experiment's HDF5 file, from a loose file or a zip member, read-only.
 
     Returns an ``h5py.File``: use it in a ``with`` block, or call ``close()`` when done. Either
-    closes everything this call opened, the zip member's file object included.
+    closes everything this call opened, the zip member's file object included. rddac's argument
+    order ``open_h5(id, source, data_dir)`` works too (a ``.json`` path second is the manifest).
 
     Example:
         >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP
@@ -420,14 +452,20 @@ def open_h5(
         >>> f.attrs["index"], f.close()                           # doctest: +SKIP
 
     Raises:
-        KeyError: No local file holds this experiment.
+        ExperimentNotFoundError: No local file holds this experiment (a ``KeyError`` and a
+            ``FileNotFoundError``).
         CorruptDataError: The file or member is damaged or not HDF5.
     """
-    from guideloom.croissant import load
+    from guideloom.croissant import is_manifest, load
 
-    ds = dataset if dataset is not None else load(data_dir or "./data", source)
+    if is_manifest(data_dir) and not is_manifest(source):
+        data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
+    ds = dataset if dataset is not None else load(data_dir, source, spec=spec)
     root = Path(data_dir) if data_dir is not None else ds.data_dir
     loc = scan_locations(ds, root).get(sim_id)
     if loc is None:
-        raise KeyError(f"experiment {sim_id!r} has no HDF5 file under {root}")
+        raise ExperimentNotFoundError(
+            f"experiment {sim_id!r} has no HDF5 file under {root} (looked for loose "
+            f"{root}/h5/<id>.h5 files and members of {', '.join(ds.archives) or '*.zip'} in "
+            f"{root} and {root}/h5); download it or check the id")
     return open_location(loc)

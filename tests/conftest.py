@@ -12,6 +12,19 @@ from guideloom.demo import make_demo_data
 REFERENCE_MANIFEST = Path(__file__).resolve().parents[2] / "shared/reference/rddac-metadata.json"
 
 
+@pytest.fixture(autouse=True)
+def _empty_working_directory(tmp_path_factory, monkeypatch) -> Path:
+    """Every test starts in an empty directory of its own.
+
+    Nothing in the suite may depend on what the directory pytest was started from holds: the
+    README's main command writes ``./demo-data`` there, and a relative path in a test would
+    otherwise find it (or write beside the sources).
+    """
+    cwd = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(cwd)
+    return cwd
+
+
 @pytest.fixture(scope="session")
 def demo_zip(tmp_path_factory) -> Path:
     """36 experiments, zipped layout, small scans (read-only: copy before changing it)."""

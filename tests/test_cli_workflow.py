@@ -346,6 +346,47 @@ def test_demo_end_to_end(tmp_path):
     assert "Dask dashboard: http://127.0.0.1:" in done.stderr
 
 
+def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path):
+    """The README's main command: the embedded cluster by default, and --keep-dashboard keeps
+    the dashboard answering after the export until Ctrl-C, which then exits 0."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guideloom", "demo", "--n", "12", "--dashboard", "127.0.0.1:0",
+         "--keep-dashboard"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    try:
+        out = []
+        for line in proc.stdout:  # blocks until the demo prints; ends if the process dies
+            out.append(line)
+            if line.startswith("dashboard: "):
+                break
+        assert out and out[-1].startswith("dashboard: "), "".join(out) + proc.stderr.read()
+        link = out[-1].split()[1]
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/status", link), out[-1]
+        assert "stays open until Ctrl-C" in out[-1]
+        assert any("local-cluster" in line for line in out)
+        assert (tmp_path / "demo-data" / "exports" / "force-signals" / "export.json").is_file()
+        with urllib.request.urlopen(link, timeout=30) as page:  # the export has finished
+            assert page.status == 200
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert rest.strip().splitlines()[-1] == "dashboard closed"
+    assert "local cluster of" in err and f"Dask dashboard: {link}" in err
+
+
+def test_demo_help_says_it_runs_on_the_embedded_cluster():
+    done = cli("demo", "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "export it on the embedded local cluster" not in text  # that is the command list's
+    assert "(default: local, the embedded cluster with its dashboard)" in text
+    assert "--keep-dashboard [SECONDS]" in text and "until Ctrl-C" in text
+
+
 def test_extract_then_run_gives_the_same_export(tmp_path):
     import zipfile
 

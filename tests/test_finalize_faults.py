@@ -216,3 +216,58 @@ def test_a_power_loss_at_any_step_is_completed_exactly_by_the_next_run(kind, poi
     assert rerun.returncode == 0, rerun.stderr
     assert files_of(target) == files_of(references[kind])
     assert guideloom.load_export(target).verify().rows == len(IDS.split(","))
+
+
+@pytest.mark.parametrize("name", ["croissant.json", "checksums.json", "export.json"])
+def test_a_json_write_killed_before_its_rename_publishes_no_temporary(name, data, tmp_path):
+    """SIGKILL between writing a JSON file's temporary copy and renaming it: the rerun's
+    published export holds no ``*.tmp-PID`` file (it was written inside ``data/``)."""
+    target = tmp_path / "out"
+    killed = run("npy", data, target, IDS, fault=f"json-written:{name}")
+    assert killed.returncode == -9, f"the write of {name} was not reached: {killed.stderr}"
+    done = run("npy", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert guideloom.load_export(target).verify().rows == 7
+
+
+def test_temporary_json_files_left_in_the_data_folder_are_never_published(data, tmp_path):
+    target = tmp_path / "out"
+    killed = run("npy", data, target, IDS, fault="partitions-done")
+    assert killed.returncode == -9
+    staged = tmp_path / ".out.guideloom-staging" / "data"
+    (staged / "croissant.json.tmp-12345").write_text('{"half')  # as an older run leaves them
+    (staged / "export.json.tmp-12346").write_text("{")
+    done = run("npy", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert len(guideloom.load_export(target)) == 7
+
+
+@pytest.mark.parametrize("point", ["publishing", "target-moved-aside", "data-moved"])
+def test_cli_rerun_after_a_kill_during_publish_completes_it_with_exit_0(point, tmp_path):
+    """``guideloom run`` killed while publishing, then run again as typed: the rerun finishes
+    the publish and exits 0 saying so (it used to exit 2: "already holds a complete export")."""
+    make_demo_data(tmp_path / "demo-data", n=8)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", FAULT_ENV)}
+    command = [sys.executable, "-m", "guideloom", "run", "force_signals", "--scheduler", "sync"]
+    reference = subprocess.run([*command, "--output", "reference"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert reference.returncode == 0, reference.stderr
+    killed = subprocess.run(command, cwd=tmp_path, env={**env, FAULT_ENV: point},
+                            capture_output=True, text=True, timeout=300)
+    if point == "target-moved-aside":  # reached only when an export is replaced
+        assert killed.returncode == 0, killed.stderr
+        killed = subprocess.run([*command, "--overwrite"], cwd=tmp_path,
+                                env={**env, FAULT_ENV: point}, capture_output=True, text=True,
+                                timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "already holds a complete export" not in rerun.stderr
+    assert "its publish is now done" in rerun.stderr, rerun.stderr
+    target = tmp_path / "exports" / "force-signals"
+    assert files_of(target) == files_of(tmp_path / "reference")
+    assert not list((tmp_path / "exports").glob(".force-signals.guideloom-*"))
+    assert guideloom.load_export(target).verify().rows == 8

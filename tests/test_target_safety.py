@@ -103,3 +103,63 @@ def test_a_second_run_on_a_busy_target_fails_at_once_naming_the_holder(data, tmp
                                      record_transform=helpers.blocking_first_rows, client="sync")
     assert result.resumed_partitions >= 1
     assert len(guideloom.load_export(target)) == 6
+
+
+HOLDING_TRANSFORMS = """
+import os
+import threading
+from pathlib import Path
+
+
+def hold(rec):
+    Path(os.environ["STARTED_MARKER"]).touch()
+    threading.Event().wait()  # the first run holds the target until it is killed
+    return {"head": rec["force_data"][:4]}
+"""
+
+HOLDING_WORKFLOW = """
+name = "hold"
+python_path = ["."]
+[dataset]
+data_dir = "data"
+[view]
+name = "force-curve"
+[transforms]
+record = "holding:hold"
+[output]
+kind = "npy"
+path = "exports/held"
+"""
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "local:2"])
+def test_a_second_cli_run_on_a_locked_target_exits_within_1_s(data, tmp_path, scheduler):
+    """Process start to exit, with a real first ``guideloom run`` holding the lock: the lock
+    is taken before any cluster starts, and nothing slow (no format checkers) is imported."""
+    (tmp_path / "holding.py").write_text(HOLDING_TRANSFORMS)
+    (tmp_path / "job.toml").write_text(HOLDING_WORKFLOW)
+    marker = tmp_path / "started"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, "-m", "guideloom", "run", "job.toml"]
+    first = subprocess.Popen([*command, "--scheduler", "sync"], cwd=tmp_path,
+                             env={**env, "STARTED_MARKER": str(marker)}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():  # the first run holds the lock and works
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        seconds = []
+        for _ in range(3):  # best of three: one scheduler hiccup of a shared machine is noise
+            t0 = time.monotonic()
+            second = subprocess.run([*command, "--scheduler", scheduler], cwd=tmp_path,
+                                    env=env, capture_output=True, text=True, timeout=60)
+            seconds.append(time.monotonic() - t0)
+            assert second.returncode != 0
+            assert f"another run is writing {tmp_path / 'exports' / 'held'}: pid {first.pid} on " \
+                in second.stderr, second.stderr
+        assert min(seconds) < 1.0, f"a second run took {seconds} s to fail"
+        assert first.poll() is None  # the holder was not disturbed
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()

@@ -76,7 +76,7 @@ def test_workflow_spec_equals_api_spec(demo_zip, tmp_path):
         "blankholder_force": "process-parameters/blankholder_force",
         "split": "process-parameters/split"})
     api = build_spec("force-signals", "npy", tmp_path / "o", dataset=ds, data_dir=demo_zip,
-                     sim_ids=[5, 0, 12],
+                     sim_ids=[5, 0, 12], sim_ids_order="sim_ids",
                      where=lambda r: r["split"] != "test" and r["has_oil"],
                      record_transform=demo_transforms.resample_and_emit, partition_size=4)
     ids = plan_export(spec).selection.ids

@@ -14,10 +14,11 @@ The final step renames ``data`` to ``out``. Local paths use ``os.replace`` (atom
 
 from __future__ import annotations
 
-import glob
+import errno
 import json
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from guideloom.faults import fault_point
 from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 
+TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
+_TEMPORARY = re.compile(r"\.tmp-\d+$")
 PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
 PHASE_PUBLISHING = "publishing"  # data/ is complete; it is being renamed to the target
 
@@ -145,6 +148,7 @@ class Staging:
         """
         data = self.path("data")
         old = self.path("replaced")
+        self.remove_temporaries(data)
         self.update_job(phase=PHASE_PUBLISHING)
         fault_point("publishing")
         if self.fs.exists(self.target):
@@ -175,6 +179,17 @@ class Staging:
         self.discard()
         return f"removed the staging area that a published run left beside {self.url}"
 
+    def remove_temporaries(self, folder: str) -> list[str]:
+        """Remove the temporary files (``*.tmp-PID``) interrupted writes left in ``folder``
+        (top level); return their names. They are never published."""
+        removed = []
+        for entry in self.fs.ls(folder, detail=False) if self.fs.exists(folder) else []:
+            name = posixpath.basename(str(entry).rstrip("/"))
+            if _TEMPORARY.search(name) and self.fs.isfile(entry):
+                self.fs.rm(entry)
+                removed.append(name)
+        return removed
+
     def move(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` (atomic on a local disk)."""
         if self.is_local:
@@ -189,16 +204,28 @@ class Staging:
 
     # --- small JSON files -------------------------------------------------------------
     def write_json(self, path: str, doc: Mapping[str, Any]) -> None:
-        """Write ``doc`` to ``path`` atomically (temp name, then rename, on local disks)."""
+        """Write ``doc`` to ``path`` atomically (temp name, then rename, on local disks).
+
+        The temporary file lives in the staging directory itself, never in ``data/``: a run
+        killed between the write and the rename leaves nothing that could be published.
+        """
         blob = json.dumps(doc, indent=1, sort_keys=True, default=_json_default).encode()
         if self.is_local:
-            for stale in glob.glob(f"{glob.escape(path)}.tmp-*"):  # of a run killed while
-                os.unlink(stale)  # writing it: never left to be published
-            tmp = f"{path}.tmp-{os.getpid()}"
-            with open(tmp, "wb") as fh:
-                fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
+            name = posixpath.basename(path)
+            tmp = self.path(f".{name}{TMP_MARK}{os.getpid()}")
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(blob)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                hint = ("; free space there or write the export elsewhere"
+                        if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
+                raise type(exc)(exc.errno, f"cannot write {path}: "
+                                           f"{exc.strerror or exc}{hint}") from exc
+            fault_point(f"json-written:{name}")
             os.replace(tmp, path)
             fsync_path(os.path.dirname(path))  # the rename too survives a power loss
         else:

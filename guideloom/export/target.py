@@ -23,6 +23,7 @@ from types import TracebackType
 from guideloom.errors import TargetBusyError, UnsafeTargetError
 from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
+from guideloom.formats.rddac_layout import is_rddac_export
 
 LOCK_SUFFIX = ".guideloom-lock"
 
@@ -52,6 +53,12 @@ def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
         return
     if staging.fs.isdir(staging.target) and not staging.fs.ls(staging.target, detail=False):
         return  # an empty directory: nothing to lose
+    if staging.is_local and is_rddac_export(staging.target, only_npy=True):
+        if not overwrite:  # rddac wrote over it silently; guideloom asks first
+            raise FileExistsError(
+                f"{staging.url} already holds an export written by rddac/ddacs (sim_ids.npy and "
+                f"its .npy fields, no {EXPORT_MANIFEST}); pass overwrite=True to replace it")
+        return
     raise UnsafeTargetError(
         f"{staging.url} exists and is not a guideloom export (no {EXPORT_MANIFEST}); guideloom "
         "replaces only exports it wrote: remove it yourself or choose another output path")

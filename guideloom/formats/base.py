@@ -11,12 +11,13 @@ from __future__ import annotations
 import abc
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from tokenize import TokenError
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.formats.checksums import files_digests
+from guideloom.formats.checksums import check_description, files_digests
 from guideloom.formats.layout import SIM_IDS_FILE, fail  # noqa: F401 - formats import it here
 
 
@@ -97,8 +98,17 @@ class FormatReader:
         self.root, self.manifest = root, manifest
 
     def sim_ids(self) -> np.ndarray:
-        """Experiment id of each row."""
-        return np.load(f"{self.root}/{SIM_IDS_FILE}")
+        """Experiment id of each row.
+
+        Raises:
+            CorruptExportError: ``sim_ids.npy`` is missing or not a valid ``.npy`` file.
+        """
+        try:
+            return np.load(f"{self.root}/{SIM_IDS_FILE}", allow_pickle=False)
+        except FileNotFoundError:
+            fail(self.root, SIM_IDS_FILE, "missing")
+        except (ValueError, SyntaxError, TokenError, EOFError) as exc:
+            fail(self.root, SIM_IDS_FILE, f"not a valid .npy file ({type(exc).__name__}: {exc})")
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
         """Row ``i`` as ``{field: array}``."""
@@ -201,6 +211,7 @@ class ExportFormat(abc.ABC):
             CorruptExportError: Naming the file and what differs.
         """
         check_sim_ids(root, manifest, cls.open_reader(root, manifest).sim_ids())
+        check_description(root, manifest)
 
     @classmethod
     def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,

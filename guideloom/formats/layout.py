@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from typing import Any
+from typing import Any, NoReturn
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from guideloom.errors import CorruptExportError, IncompleteExportError
+from guideloom.errors import CorruptExportError, IncompleteExportError, NotAnExportError
 
 EXPORT_MANIFEST = "export.json"
 MANIFEST_FORMAT = "guideloom-export"
@@ -26,7 +26,7 @@ SIM_IDS_FILE = "sim_ids.npy"
 SIM_IDS_ARRAY = "sim_ids"
 
 
-def fail(root: str, name: str, what: str) -> None:
+def fail(root: str, name: str, what: str) -> NoReturn:
     """Raise :class:`CorruptExportError` for file ``name`` of the export at ``root``."""
     raise CorruptExportError(f"{root}/{name}: {what}; the export is damaged: export it again")
 
@@ -95,11 +95,12 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
         with fs.open(f"{path}/{EXPORT_MANIFEST}", "rb") as fh:
             manifest = json.loads(fh.read())
     except FileNotFoundError:
-        raise IncompleteExportError(
+        raise NotAnExportError(
             f"{text} has no {EXPORT_MANIFEST}: not a complete guideloom export"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc})") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # written last: torn, or edited
+        raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} is damaged ({exc}); the export is "
+                                 "damaged: export it again") from exc
     if manifest.get("format") != MANIFEST_FORMAT:
         raise IncompleteExportError(f"{text}/{EXPORT_MANIFEST} is not a guideloom export manifest")
     version = manifest.get("format_version")

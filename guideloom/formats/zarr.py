@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import CorruptExportError
+from guideloom.errors import CorruptExportError, permission_denied
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -221,22 +221,17 @@ class ZarrFormat(ExportFormat):
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
-        import zarr
-
-        group = zarr.open_group(zarr_store(root, strict=True), mode="r")
+        group = open_group_checked(root)
         count = int(manifest["count"])
         for alias, schema in manifest["fields"].items():
-            if alias not in group:
-                fail(root, alias, "missing")
-            arr = group[alias]
+            arr = array_checked(root, group, alias)
             if tuple(arr.shape) != (count, *schema["shape"]):
                 fail(root, alias, f"shape {tuple(arr.shape)} but export.json records "
                                   f"{(count, *schema['shape'])}")
             if arr.dtype != np.dtype(schema["dtype"]):
                 fail(root, alias, f"dtype {arr.dtype.str} but export.json records "
                                   f"{schema['dtype']}")
-        if SIM_IDS_ARRAY not in group:
-            fail(root, SIM_IDS_ARRAY, "missing")
+        array_checked(root, group, SIM_IDS_ARRAY)
         if manifest.get(ALL_CHUNKS_KEY):  # written with every chunk stored: list them
             for name in (*manifest["fields"], SIM_IDS_ARRAY):
                 check_chunk_files(root, name, group[name])
@@ -262,6 +257,8 @@ class ZarrFormat(ExportFormat):
                 block = arr[start:start + step]
             except CorruptExportError:
                 raise
+            except PermissionError as exc:  # unreadable is not damaged
+                raise permission_denied(exc) from exc
             except Exception as exc:  # noqa: BLE001 - a damaged chunk fails in the codec
                 fail(root, group, f"rows {start}-{min(start + step, arr.shape[0]) - 1}: the "
                                   f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
@@ -337,6 +334,32 @@ class ZarrSink(PartitionSink):
         return self._sums.summary()
 
 
+_UNREADABLE_METADATA = (ValueError, TypeError)  # JSONDecodeError is a ValueError
+
+
+def open_group_checked(root: str) -> Any:
+    """The zarr group at ``root``, or :class:`CorruptExportError` naming its ``zarr.json``."""
+    import zarr
+
+    try:
+        return zarr.open_group(zarr_store(root, strict=True), mode="r")
+    except FileNotFoundError:
+        fail(root, "zarr.json", "missing")
+    except _UNREADABLE_METADATA as exc:
+        fail(root, "zarr.json", f"unreadable zarr metadata ({type(exc).__name__}: {exc})")
+
+
+def array_checked(root: str, group: Any, name: str) -> Any:
+    """``group[name]``, or :class:`CorruptExportError` naming ``name`` (missing) or
+    ``name/zarr.json`` (unreadable)."""
+    try:
+        return group[name]
+    except KeyError:
+        fail(root, name, "missing")
+    except _UNREADABLE_METADATA as exc:
+        fail(root, f"{name}/zarr.json", f"unreadable zarr metadata ({type(exc).__name__}: {exc})")
+
+
 class ZarrReader(FormatReader):
     """Rows read from the group's arrays."""
 
@@ -344,12 +367,11 @@ class ZarrReader(FormatReader):
 
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         super().__init__(root, manifest)
-        import zarr
 
-        self._group = zarr.open_group(zarr_store(root, strict=True), mode="r")
+        self._group = open_group_checked(root)
 
     def sim_ids(self) -> np.ndarray:
-        return self._group[SIM_IDS_ARRAY][...]
+        return array_checked(self.root, self._group, SIM_IDS_ARRAY)[...]
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
         return {f: np.asarray(self._group[f][i]) for f in fields}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import multiprocessing
+import operator
 import os
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.errors import warn
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
 from guideloom.loader.torch_adapter import default_collate, move_to_device, pin, require_torch
 from guideloom.shuffle import FeistelShuffler
@@ -48,6 +49,9 @@ class StatefulDataLoader:
             defaults to :func:`~guideloom.loader.default_collate`.
         device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...).
         local_batch_size: Samples per batch on this rank.
+        batch_size: The same setting under ``torch.utils.data.DataLoader``'s name: samples per
+            batch on this rank (per process), not the global batch. Pass one of the two (both
+            only if equal).
         rank: This process's rank in ``range(world_size)``.
         world_size: Number of ranks; a global batch holds ``local_batch_size * world_size``.
         shuffle: Use a seeded :class:`~guideloom.shuffle.FeistelShuffler` order per epoch.
@@ -69,7 +73,8 @@ class StatefulDataLoader:
         collate_fn: Callable[[Any], Any] | None = None,
         *,
         device: Any,
-        local_batch_size: int,
+        local_batch_size: int | None = None,
+        batch_size: int | None = None,
         rank: int = 0,
         world_size: int = 1,
         shuffle: bool = False,
@@ -81,6 +86,7 @@ class StatefulDataLoader:
         pin_memory: bool = False,
     ) -> None:
         torch = require_torch()
+        local_batch_size = _per_rank_batch_size(local_batch_size, batch_size)
         if local_batch_size < 1:
             raise ValueError(f"local_batch_size must be >= 1, got {local_batch_size}")
         if world_size < 1 or not 0 <= rank < world_size:
@@ -94,7 +100,7 @@ class StatefulDataLoader:
                 f"parallel_method must be 'thread' or 'process', got {parallel_method!r}"
             )
         if pin_memory and not torch.cuda.is_available():
-            warnings.warn("pin_memory=True but no CUDA device: not pinning", stacklevel=2)
+            warn("pin_memory=True but no CUDA device: not pinning")
             pin_memory = False
         self.source = source
         self.collate_fn = default_collate if collate_fn is None else collate_fn
@@ -176,6 +182,11 @@ class StatefulDataLoader:
         return self._epoch
 
     @property
+    def batch_size(self) -> int:
+        """``local_batch_size`` (``DataLoader``'s name): samples per batch on this rank."""
+        return self.local_batch_size
+
+    @property
     def global_batch_size(self) -> int:
         """``local_batch_size * world_size``."""
         return self.local_batch_size * self.world_size
@@ -197,6 +208,27 @@ class StatefulDataLoader:
         if not self.shuffle:
             return lambda positions: np.asarray(positions, dtype=np.int64)
         return FeistelShuffler.for_epoch(self._num_samples, self.shuffle_seed, epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration deliver epoch ``epoch``, as ``DistributedSampler.set_epoch``.
+
+        The epoch keys the shuffle, so every rank with the same ``shuffle_seed`` and ``epoch``
+        reads its share of the same global order. A new epoch starts at its first batch; the
+        current epoch (``epoch == loader.epoch``) keeps its position, so a loop calling
+        ``set_epoch(epoch)`` after ``load_state_dict`` resumes mid-epoch. Calling it is optional:
+        iterating to the end of an epoch already advances to the next.
+
+        Raises:
+            RuntimeError: An iterator of this loader is active.
+            ValueError: ``epoch`` is negative.
+        """
+        epoch = operator.index(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        if self._active_iterator() is not None:
+            raise RuntimeError("cannot set the epoch while an iterator of this loader is active")
+        if epoch != self._epoch:
+            self._epoch, self._offset = epoch, 0
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -232,19 +264,17 @@ class StatefulDataLoader:
                 f"{self._num_samples} samples"
             )
         if bool(state["shuffle"]) != self.shuffle or bool(state["drop_last"]) != self.drop_last:
-            warnings.warn(
+            warn(
                 f"state has shuffle={state['shuffle']}, drop_last={state['drop_last']} but the "
                 f"loader uses shuffle={self.shuffle}, drop_last={self.drop_last}: the remaining "
                 "order differs from the checkpointed run",
-                stacklevel=2,
             )
         seed = state["shuffle_seed"]
         if self.shuffle and seed is not None and seed != self.shuffle_seed:
             if self._seed_given:
-                warnings.warn(
+                warn(
                     f"state has shuffle_seed={seed} but the loader uses {self.shuffle_seed}: "
                     "the remaining order differs from the checkpointed run",
-                    stacklevel=2,
                 )
             else:  # no explicit seed: continue the checkpointed order
                 self.shuffle_seed = int(seed)
@@ -279,8 +309,7 @@ class StatefulDataLoader:
                    f"global batch of {g} (local_batch_size={self.local_batch_size} x "
                    f"world_size={self.world_size}) and drop_last=True drops them; lower the "
                    "batch size or pass drop_last=False")
-        warnings.warn(f"every epoch of this loader yields no batch: {why}", UserWarning,
-                      stacklevel=3)
+        warn(f"every epoch of this loader yields no batch: {why}", UserWarning)
 
     def _load(self, indices: np.ndarray) -> Any:
         """Fetch and collate one batch (runs in a worker thread or the consumer)."""
@@ -428,6 +457,19 @@ def _process_init(source: Any) -> None:
 
 def _process_fetch(indices: np.ndarray) -> Any:
     return _WORKER_SOURCE.fetch(indices) if len(indices) else []
+
+
+def _per_rank_batch_size(local_batch_size: int | None, batch_size: int | None) -> int:
+    """The per-rank batch size from ``local_batch_size`` or its alias ``batch_size``."""
+    if local_batch_size is None:
+        if batch_size is None:
+            raise TypeError("StatefulDataLoader needs local_batch_size= (or its alias "
+                            "batch_size=): the samples per batch on this rank")
+        return batch_size
+    if batch_size is not None and int(batch_size) != int(local_batch_size):
+        raise ValueError(f"batch_size={batch_size} and local_batch_size={local_batch_size} "
+                         "disagree: both name the samples per batch on this rank; pass one")
+    return local_batch_size
 
 
 def _dataset_for(storage: Any, sequence_length: int | None) -> Any:

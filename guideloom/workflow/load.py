@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -102,6 +103,7 @@ class Workflow:
             transforms=self.transforms, record_transform=self.record_transform,
             partition_size=self.partition_size, on_error=self.on_error,  # type: ignore[arg-type]
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
+            sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
         )
 
 
@@ -162,7 +164,8 @@ def load_workflow(
         base, ds_doc["data_dir"])
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
     if not root.is_dir():
-        raise WorkflowError(where, data_key, f"data directory not found: {root}")
+        raise WorkflowError(where, data_key, f"data directory not found: {root}; "
+                                             f"{_missing_data_hint(root)}")
     manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
     if manifest is not None and not manifest.is_file():
         raise WorkflowError(where, "dataset.manifest", f"manifest not found: {manifest}")
@@ -225,6 +228,16 @@ def load_workflow(
         document=doc,
         storage=storage,
     )
+
+
+def _missing_data_hint(root: Path) -> str:
+    """How to get data where a workflow looked for it: demo data, or the user's own."""
+    try:
+        shown = root.relative_to(Path.cwd())
+    except ValueError:
+        shown = root
+    return (f"write demo data there with `guideloom make-demo-data {shlex.quote(str(shown))}`, "
+            "or point at your data with --data-dir DIR")
 
 
 def _relative_to(base: Path, text: str) -> Path:
