@@ -61,6 +61,7 @@ from guideloom.formats.checksums import (
     file_digest,
     manifest_entry,
 )
+from guideloom.formats.durable import fsync_tree
 from guideloom.formats.layout import (
     EXPORT_MANIFEST,
     FORMAT_VERSION,
@@ -591,6 +592,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         staging.write_json(described, describe_published(spec, writer, staging, manifest))
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
+        fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
     staging.publish(spec.overwrite)

@@ -208,8 +208,6 @@ class ZarrFormat(ExportFormat):
             del group[SIM_IDS_ARRAY]
         group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),),
                            config=WRITE_EVERY_CHUNK)
-        if self.stage.is_local:  # compacted rows, moved arrays and ids: durable before
-            fsync_tree(self.stage.path("data"))  # export.json is written
 
     def manifest_extra(self) -> dict[str, Any]:
         return {ALL_CHUNKS_KEY: True}
