@@ -98,6 +98,7 @@ _LAZY: dict[str, str] = {
     "CorruptExportError": "guideloom.errors",
     "NotAnExportError": "guideloom.errors",
     "UnverifiableExportError": "guideloom.errors",
+    "UntrustedExportError": "guideloom.errors",
     "WorkflowError": "guideloom.errors",
     "InflateError": "guideloom.errors",
     "FastReadError": "guideloom.errors",

@@ -156,19 +156,21 @@ class StatefulDataLoader:
         collate_fn: Callable[[Any], Any] | None = None,
         *,
         fields: list[str] | None = None,
+        trust: bool = False,
         **kwargs: Any,
     ) -> StatefulDataLoader:
         """Load from an export (a ``load_export`` reader, or its directory).
 
         Each batch is one vectorised ``export.batch(indices)`` read; the default collate turns
-        its dict of arrays into a dict of tensors.
+        its dict of arrays into a dict of tensors. ``trust`` is passed to ``load_export`` for a
+        path: needed for pickled exports, whose reading runs code chosen by their author.
         """
         require_torch()
         export = export_or_path
         if isinstance(export_or_path, (str, os.PathLike)):
             from guideloom.streaming import load_export
 
-            export = load_export(Path(export_or_path), fields=fields)
+            export = load_export(Path(export_or_path), fields=fields, trust=trust)
         elif fields is not None:
             raise ValueError("fields= applies only when a path is given")
         return cls(ExportSource(export), collate_fn, **kwargs)
