@@ -58,6 +58,9 @@ _LAZY: dict[str, str] = {
     "StreamWithMetaStorage": "guideloom.storage",
     # training loader
     "StatefulDataLoader": "guideloom.loader",
+    # GuideLoom 1.1's subpackages named in its __all__ (guideloom.types, guideloom.io)
+    "io": "guideloom.io",
+    "types": "guideloom.types",
     # errors and warnings (all defined in guideloom.errors)
     "GuideloomError": "guideloom.errors",
     "ManifestError": "guideloom.errors",

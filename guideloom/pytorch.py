@@ -20,9 +20,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without torch
     raise ImportError(INSTALL_HINT) from exc
 
+from guideloom.loader.core import StatefulDataLoader  # GuideLoom 1.1's import path
 from guideloom.shuffle import FeistelShuffler
 
-__all__ = ["ViewDataset"]
+__all__ = ["StatefulDataLoader", "ViewDataset"]
 
 
 class ViewDataset(IterableDataset):

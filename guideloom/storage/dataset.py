@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,8 +33,15 @@ def _as_indices(indices: Any) -> list[int]:
     return array.tolist()
 
 
-class _SequenceReader:
-    """``len``, ``[i]`` (negative counts back), ``[a:b]``, ``[int array]`` and ``get_many``."""
+class _SequenceReader(Sequence):  # type: ignore[type-arg]
+    """``len``, ``[i]`` (negative counts back), ``[a:b]``, ``[int array]`` and ``get_many``.
+
+    A :class:`~collections.abc.Sequence` (``in``, ``index``, ``count``, ``reversed``), as
+    GuideLoom 1.1's dataset readers are.
+    """
+
+    def open(self) -> None:
+        """Nothing to do: the reader opened its storage when it was created (1.1 calls this)."""
 
     def __len__(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -112,6 +119,9 @@ class _AsyncSequenceReader:
         length = len(self)
         checked = [self._check(i, length) for i in _as_indices(indices)]
         return list(await asyncio.gather(*map(self._get, checked)))
+
+    async def open(self) -> None:
+        """Nothing to do: the reader opened its storage when it was created."""
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         for i in range(len(self)):
