@@ -7,8 +7,11 @@ API; the tests themselves are written for guideloom.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
+import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -28,6 +31,7 @@ from guideloom import (
     StreamStorage,
     StreamWithMetaStorage,
 )
+from guideloom.errors import StorageError
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = Path("/work/shared/seeds/000_0b9d2ec8cfce518e.txt")
@@ -292,3 +296,402 @@ with TemporaryDirectory() as directory:
         assert len(reader) == 2
         assert reader[1]["tokens"].tolist() == [13, 14, 15]
 """
+
+
+# ------------------------------------------------------------------------- item 7: reader/writer
+TOKENS = np.dtype([("tokens", "<i4")])
+
+
+def _tokens(values):
+    return {"tokens": np.asarray(values, dtype="<i4")}
+
+
+class _Concepts:
+    """A stream-with-metadata format: one payload per record (its id as text)."""
+
+    stream_dtype = np.dtype("<i4")
+
+    def size(self, data):
+        return len(data[1])
+
+    def pack(self, data):
+        ident, values = data
+        for _ in values:
+            yield ident, str(ident).encode()
+        return np.asarray(values, dtype="<i4")
+
+    def unpack(self, stream_data, document_shard, document_index, document_data):
+        return stream_data.tolist(), [bytes(document_data[i]).decode() for i in document_index]
+
+
+def _three_kinds(tmp_path):
+    stream = StreamStorage(tmp_path / "stream", StreamNumpyFormat(TOKENS))
+    docs = DocumentStorage(tmp_path / "docs", DocumentPickleFormat())
+    meta = StreamWithMetaStorage(tmp_path / "meta", _Concepts())
+    return stream, docs, meta
+
+
+def test_writer_length_counts_this_session_and_raises_keyerror_otherwise(tmp_path):
+    stream, docs, meta = _three_kinds(tmp_path)
+    with stream.sync_writer() as writer:
+        writer.append(2, _tokens([1, 2, 3]))
+        writer.append(2, _tokens([4]))
+        writer.append(0, _tokens([]))
+        assert writer.length(2) == 4 and writer.length(0) == 0
+        with pytest.raises(KeyError):
+            writer.length(1)
+    with docs.sync_writer() as writer:
+        writer.append(0, "a")
+        writer.append(0, "b")
+        assert writer.length(0) == 2
+        with pytest.raises(KeyError):
+            writer.length(5)
+    with meta.sync_writer() as writer:
+        writer.append(1, (7, [1, 2, 3]))
+        assert writer.length(1) == 3
+        with pytest.raises(KeyError):
+            writer.length(0)
+    # a new session counts from zero (1.1: "since open()")
+    with stream.sync_writer() as writer:
+        writer.append(2, _tokens([9]))
+        assert writer.length(2) == 1
+
+
+def test_explicit_open_and_close_as_guideloom11_code_calls_them(tmp_path):
+    stream, docs, _ = _three_kinds(tmp_path)
+    writer = stream.sync_writer()
+    writer.open()
+    assert stream.storage_dir.is_dir()
+    writer.append(0, _tokens([1, 2]))
+    writer.close()
+    reader = stream.sync_reader()
+    reader.open()
+    assert reader.total_length == 2 and reader.num_shards == 1
+    reader.close()
+
+    async def main():
+        async_reader = stream.async_reader()
+        await async_reader.open()
+        try:
+            return (await async_reader.read(0, 2))["tokens"].tolist()
+        finally:
+            await async_reader.close()
+
+    assert asyncio.run(main()) == [1, 2]
+
+
+def test_reader_length_of_each_shard_sync_async_and_meta(tmp_path):
+    stream, docs, meta = _three_kinds(tmp_path)
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens([1, 2, 3]))
+        writer.append(1, _tokens([4]))
+    with docs.sync_writer() as writer:
+        for shard, count in ((0, 2), (1, 3)):
+            for i in range(count):
+                writer.append(shard, i)
+    with meta.sync_writer() as writer:
+        writer.append(0, (1, [1, 2]))
+        writer.append(1, (2, [3, 4, 5]))
+    with stream.sync_reader() as r:
+        assert [r.length(0), r.length(1)] == [3, 1]
+        with pytest.raises(IndexError, match="out of range"):
+            r.length(2)
+    with meta.sync_reader() as r:
+        assert [r.length(0), r.length(1)] == [2, 3]
+        with pytest.raises(IndexError, match="out of range"):
+            r.length(-1)
+    with docs.sync_reader() as r:
+        assert [r.length(0), r.length(1)] == [2, 3]
+
+    async def main():
+        async with stream.async_reader() as r:
+            s = [r.length(0), r.length(1)]
+        async with meta.async_reader() as r:
+            m = [r.length(0), r.length(1)]
+            with pytest.raises(IndexError):
+                r.length(2)
+        async with docs.async_reader() as r:
+            d = [r.length(0), r.length(1)]
+        return s, m, d
+
+    assert asyncio.run(main()) == ([3, 1], [2, 3], [2, 3])
+
+
+def test_read_takes_global_index_and_global_length_keywords(tmp_path):
+    stream, docs, meta = _three_kinds(tmp_path)
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens(range(10)))
+    with meta.sync_writer() as writer:
+        writer.append(0, (5, [1, 2, 3]))
+    with docs.sync_writer() as writer:
+        writer.append(0, "doc")
+    with stream.sync_reader() as r:
+        assert r.read(global_index=3, global_length=2)["tokens"].tolist() == [3, 4]
+    with meta.sync_reader() as r:
+        assert r.read(global_index=1, global_length=2) == ([2, 3], ["5", "5"])
+    with docs.sync_reader() as r:
+        assert r.read(global_index=0) == "doc"
+
+    async def main():
+        async with stream.async_reader() as r:
+            a = (await r.read(global_index=8, global_length=2))["tokens"].tolist()
+        async with docs.async_reader() as r:
+            b = await r.read(global_index=0)
+            c = await r.read_many(global_indexes=np.array([0, 0]))
+        return a, b, c
+
+    assert asyncio.run(main()) == ([8, 9], "doc", ["doc", "doc"])
+
+
+def test_sync_read_many_in_request_order_and_checked_first(tmp_path):
+    docs = DocumentStorage(tmp_path, DocumentPickleFormat())
+    with docs.sync_writer() as writer:
+        for i in range(5):
+            writer.append(i % 2, f"d{i}")  # shard 0: d0 d2 d4, shard 1: d1 d3
+    with docs.sync_reader() as r:
+        assert r.read_many(np.array([4, 0, 3, 3], dtype=np.int64)) == ["d3", "d0", "d1", "d1"]
+        assert r.read_many(np.arange(0, dtype=np.int64)) == []
+        with pytest.raises(IndexError, match="outside of size"):
+            r.read_many(np.array([0, 5]))
+
+
+@pytest.mark.parametrize("backend", ["SeekIO", "MmapIO", "PosixPreadIO"])
+def test_reads_past_the_end_continue_at_element_zero(tmp_path, backend):
+    from guideloom import io
+
+    stream = StreamStorage(tmp_path, StreamNumpyFormat(TOKENS), getattr(io, backend)())
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens([0, 1, 2]))
+        writer.append(1, _tokens([3, 4]))
+    with stream.sync_reader() as r:
+        assert r.read(3, 4)["tokens"].tolist() == [3, 4, 0, 1]
+        # longer than the stream: wraps more than once
+        assert r.read(4, 12)["tokens"].tolist() == [4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0]
+        with pytest.raises(IndexError, match="outside of size"):
+            r.read(5, 1)
+        with pytest.raises(IndexError):
+            r.read(0, -1)
+
+    seen = {}
+
+    class Segments:
+        stream_dtype = np.dtype("<i4")
+
+        def pack(self, data):
+            return np.asarray(data, dtype="<i4")
+
+        def unpack(self, stream, shard_lengths, shards):
+            seen["segments"] = list(zip(shards.tolist(), shard_lengths.tolist(), strict=True))
+            return stream.tolist()
+
+    plain = StreamStorage(tmp_path / "plain", Segments())
+    with plain.sync_writer() as writer:
+        writer.append(0, [0, 1, 2])
+        writer.append(1, [3, 4])
+    with plain.sync_reader() as r:
+        assert r.read(4, 5) == [4, 0, 1, 2, 3]
+    assert seen["segments"] == [(1, 1), (0, 3), (1, 1)]
+
+
+def test_meta_reads_past_the_end_carry_their_payloads(tmp_path):
+    meta = StreamWithMetaStorage(tmp_path, _Concepts())
+    with meta.sync_writer() as writer:
+        writer.append(0, (1, [10, 11]))
+        writer.append(1, (2, [12]))
+    with meta.sync_reader() as r:
+        assert r.read(2, 3) == ([12, 10, 11], ["2", "1", "1"])
+
+    async def main():
+        async with meta.async_reader() as r:
+            return await r.read(1, 4)
+
+    assert asyncio.run(main()) == ([11, 12, 10, 11], ["1", "2", "1", "1"])
+
+
+def test_zero_length_reads_as_guideloom11(tmp_path):
+    stream, _, meta = _three_kinds(tmp_path)
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens([5, 6]))
+    with meta.sync_writer() as writer:
+        writer.append(0, (3, [7]))
+    with stream.sync_reader() as r:
+        assert r.read(1, 0)["tokens"].tolist() == []  # inside the stream: an empty window
+        with pytest.raises(IndexError, match="outside of size"):
+            r.read(2, 0)  # at the end: outside, as in 1.1
+        assert r.read_span(2, 0)["tokens"].tolist() == []  # guideloom's exact span allows it
+    with meta.sync_reader() as r:
+        assert r.read(0, 0) == ([], [])
+        with pytest.raises(IndexError):
+            r.read(1, 0)
+    only_empty = StreamStorage(tmp_path / "zero", StreamNumpyFormat(TOKENS))
+    with only_empty.sync_writer() as writer:
+        writer.append(0, _tokens([]))
+    with only_empty.sync_reader() as r:
+        assert r.total_length == 0 and r.num_shards == 1
+        with pytest.raises(IndexError, match="outside of size"):
+            r.read(0, 0)
+
+
+def test_an_empty_writer_session_leaves_a_readable_empty_storage(tmp_path):
+    stream, docs, meta = _three_kinds(tmp_path)
+    for storage in (stream, docs, meta):
+        with storage.sync_writer():
+            pass
+        with storage.sync_reader() as r:
+            assert r.num_shards == 0 and r.total_length == 0
+            with pytest.raises(IndexError, match="out of range"):
+                r.length(0)
+    with docs.sync_reader() as r:
+        assert r.read_many(np.arange(0, dtype=np.int64)) == []
+        with pytest.raises(IndexError):
+            r.read(0)
+    with stream.sync_reader() as r:
+        with pytest.raises(IndexError):
+            r.read(0, 0)
+    with StreamDataset(stream, sequence_length=4).sync_reader() as r:
+        assert len(r) == 0 and list(r) == []
+
+    async def main():
+        async with stream.async_reader() as r:
+            return r.num_shards, r.total_length
+
+    assert asyncio.run(main()) == (0, 0)
+    # the empty storage is still typed: opening it as another kind is refused
+    with pytest.raises(StorageError, match="empty 'stream' storage"):
+        DocumentStorage(stream.storage_dir, DocumentPickleFormat()).sync_reader()
+    # an empty directory nobody wrote is still an error (a wrong path, most likely)
+    (tmp_path / "nothing").mkdir()
+    with pytest.raises(StorageError, match="no shards"):
+        StreamStorage(tmp_path / "nothing", StreamNumpyFormat(TOKENS)).sync_reader()
+    # appending later makes a normal storage
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens([1]))
+    with stream.sync_reader() as r:
+        assert r.total_length == 1
+
+
+def test_a_failed_session_commits_nothing_not_even_the_empty_marker(tmp_path):
+    stream = StreamStorage(tmp_path / "s", StreamNumpyFormat(TOKENS))
+    with pytest.raises(RuntimeError), stream.sync_writer():
+        raise RuntimeError("boom")
+    with pytest.raises((FileNotFoundError, StorageError)):
+        stream.sync_reader()  # no storage was committed, not even an empty one
+
+
+# ------------------------------------------------------------------------- item 8: I/O backends
+@pytest.mark.parametrize("backend", ["SeekIO", "MmapIO", "PosixPreadIO"])
+def test_backends_have_sync_and_async_reader_factories(tmp_path, backend):
+    from guideloom import io, types
+
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes(range(100)))
+    interface = getattr(io, backend)()
+    assert type(interface).is_supported() is True
+    assert isinstance(interface, types.IOReaderAbstract)
+    make = interface.sync_reader()
+    reader = make(path)
+    assert isinstance(reader, types.IOSyncReaderAbstract)
+    reader.open()
+    try:
+        assert reader.filesize() == 100
+        data = reader.read(10, 5)
+        assert isinstance(data, bytearray | memoryview) and bytes(data) == bytes(range(10, 15))
+        with pytest.raises(IndexError):
+            reader.read(-1, 2)
+        with pytest.raises(IndexError):
+            reader.read(98, 5)  # a short read
+    finally:
+        reader.close()
+    with pytest.raises(FileNotFoundError):
+        make(tmp_path / "missing.bin").open()
+
+    async def main():
+        areader = interface.async_reader()(path)
+        assert isinstance(areader, types.IOAsyncReaderAbstract)
+        await areader.open()
+        try:
+            size = await areader.filesize()
+            chunk = bytes(await areader.read(95, 5))
+            with pytest.raises(IndexError):
+                await areader.read(99, 2)
+        finally:
+            await areader.close()
+        return size, chunk
+
+    assert asyncio.run(main()) == (100, bytes(range(95, 100)))
+
+
+def test_posix_pread_io_advice(tmp_path):
+    from guideloom.io import PosixPreadIO
+
+    if not PosixPreadIO.is_supported(advice=True):
+        pytest.skip("no posix_fadvise here")
+    interface = PosixPreadIO(advice=True)
+    assert interface.advice is True and PosixPreadIO().advice is False
+    assert repr(interface) == "PosixPreadIO(advice=True)"
+    stream = StreamStorage(tmp_path, StreamNumpyFormat(TOKENS), read_interface=interface)
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens(range(1000)))
+    with stream.sync_reader() as r:
+        assert r.read(990, 20)["tokens"].tolist() == list(range(990, 1000)) + list(range(10))
+    with pytest.raises(TypeError):
+        PosixPreadIO(True)  # advice is keyword-only, as in 1.1
+    import pickle
+
+    assert pickle.loads(pickle.dumps(interface)).advice is True
+
+
+def test_a_backend_written_for_guideloom11_reads_our_storages(tmp_path):
+    """A user's IOReaderAbstract subclass (1.1's extension point) passed as read_interface."""
+    from guideloom.types import IOAsyncReaderAbstract, IOReaderAbstract, IOSyncReaderAbstract
+
+    opened = []
+
+    class CountingSync(IOSyncReaderAbstract):
+        def __init__(self, path):
+            self.path = path
+            self.handle = None
+
+        def open(self):
+            if not os.path.exists(self.path):
+                raise FileNotFoundError(self.path)
+            self.handle = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+            opened.append(pathlib.Path(self.path).name)
+
+        def close(self):
+            if self.handle is not None:
+                self.handle.close()
+                self.handle = None
+
+        def filesize(self):
+            return os.fstat(self.handle.fileno()).st_size
+
+        def read(self, offset, size):
+            if offset < 0:
+                raise IndexError(offset)
+            self.handle.seek(offset)
+            data = bytearray(self.handle.read(size))
+            if len(data) < size:
+                raise IndexError("short read")
+            return data
+
+    class Counting(IOReaderAbstract[pathlib.Path]):
+        @staticmethod
+        def is_supported():
+            return True
+
+        def sync_reader(self):
+            return CountingSync
+
+        def async_reader(self):  # not used by guideloom, required by the interface
+            return IOAsyncReaderAbstract
+
+    stream = StreamStorage(tmp_path, StreamNumpyFormat(TOKENS))
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens([1, 2, 3]))
+        writer.append(1, _tokens([4, 5]))
+    custom = StreamStorage(tmp_path, StreamNumpyFormat(TOKENS), read_interface=Counting())
+    with custom.sync_reader() as r:
+        assert r.read(2, 2)["tokens"].tolist() == [3, 4]
+        assert r.read(4, 2)["tokens"].tolist() == [5, 1]
+    assert sorted(opened) == ["shard-000000.gls", "shard-000001.gls"]

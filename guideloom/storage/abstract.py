@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - typing_extensions ships with zarr and 
 
 __all__ = [
     "AsyncContextManager",
+    "Closed",
     "DatasetAbstract",
     "DatasetAsyncReaderAbstract",
     "DatasetSyncReaderAbstract",
@@ -54,6 +55,19 @@ UserBufferTypes = Union[bytearray, bytes, memoryview]  # noqa: UP007 - a runtime
 StorageBufferTypes = Union[bytearray, memoryview]  # noqa: UP007 - a runtime alias
 #: A one-dimensional NumPy array (``Vector[np.int64]``).
 Vector = np.ndarray
+
+
+class Closed:
+    """What the asyncio readers' ``close()`` returns: it has already closed, awaiting is optional.
+
+    guideloom's own code calls ``reader.close()``; GuideLoom 1.1 code awaits it.
+    """
+
+    __slots__ = ()
+
+    def __await__(self) -> Any:
+        return
+        yield  # pragma: no cover - makes this a generator
 
 
 class SyncContextManager(ABC):

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.storage.abstract import Closed
 from guideloom.storage.document import AsyncDocumentReader, DocumentReader, DocumentStorage
 
 __all__ = [
@@ -127,9 +128,10 @@ class _AsyncSequenceReader:
         for i in range(len(self)):
             yield await self._get(i)
 
-    def close(self) -> None:
-        """Close the underlying storage reader."""
+    def close(self) -> Closed:
+        """Close the storage reader (awaiting the result, as 1.1 code does, is optional)."""
         self.storage_reader.close()  # type: ignore[attr-defined]
+        return Closed()
 
     async def aclose(self) -> None:
         """Close the underlying storage reader."""

@@ -12,6 +12,7 @@ from typing import Any, Generic
 import numpy as np
 
 from guideloom.errors import FormatContractError
+from guideloom.storage.abstract import Closed
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -241,9 +242,10 @@ class AsyncDocumentReader(Generic[OutDataT]):
             self._reader.locate(index)
         return list(await asyncio.gather(*(self.read(i) for i in wanted)))
 
-    def close(self) -> None:
-        """Close the shard files."""
+    def close(self) -> Closed:
+        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
         self._reader.close()
+        return Closed()
 
     async def aclose(self) -> None:
         """Close the shard files."""

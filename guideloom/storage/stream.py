@@ -12,6 +12,7 @@ from typing import Any, Generic
 import numpy as np
 
 from guideloom.errors import FormatContractError, StorageError
+from guideloom.storage.abstract import Closed
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -387,9 +388,10 @@ class AsyncStreamReader(Generic[OutDataT]):
         """Close the shard files."""
         close_shards(self._index.shards)
 
-    def close(self) -> None:
-        """Close the shard files."""
+    def close(self) -> Closed:
+        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
         close_shards(self._index.shards)
+        return Closed()
 
     async def __aenter__(self) -> AsyncStreamReader[OutDataT]:
         return self

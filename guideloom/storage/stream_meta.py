@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple
 import numpy as np
 
 from guideloom.errors import FormatContractError, StorageError
+from guideloom.storage.abstract import Closed
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -368,9 +369,10 @@ class AsyncStreamWithMetaReader(Generic[OutDataT]):
     async def open(self) -> None:
         """Nothing to do: the shards are opened when the reader is created."""
 
-    def close(self) -> None:
-        """Close the shard files."""
+    def close(self) -> Closed:
+        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
         self._reader.close()
+        return Closed()
 
     async def aclose(self) -> None:
         """Close the shard files."""
