@@ -336,7 +336,7 @@ def test_shuffler_guideloom_names(length):
 
 def test_shuffler_from_seed():
     a = FeistelShuffler.from_seed(500, 3)
-    b = FeistelShuffler.from_seed(500, seed=3, rounds=6)
+    b = FeistelShuffler.from_seed(500, seed=3, rounds=5)  # GuideLoom 1.1's default rounds
     c = FeistelShuffler.from_seed(500, 4)
     order = [a.shuffle(i) for i in range(500)]
     assert order == [b.shuffle(i) for i in range(500)]
