@@ -8,6 +8,7 @@ API; the tests themselves are written for guideloom.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import os
@@ -695,3 +696,178 @@ def test_a_backend_written_for_guideloom11_reads_our_storages(tmp_path):
         assert r.read(2, 2)["tokens"].tolist() == [3, 4]
         assert r.read(4, 2)["tokens"].tolist() == [5, 1]
     assert sorted(opened) == ["shard-000000.gls", "shard-000001.gls"]
+
+
+# ------------------------------------------------------------------------- item 9: the loader
+def _documents(tmp_path, n):
+    docs = DocumentStorage(tmp_path / f"docs{n}", DocumentPickleFormat())
+    with docs.sync_writer() as writer:
+        for i in range(n):
+            writer.append(0, i)
+    return DocumentDataset(docs)
+
+
+def _ids(batch):
+    return list(batch)
+
+
+# GuideLoom 1.1's StatefulDataLoader order for 12 samples, shuffle_seed=7, epochs 0 and 1
+# (produced by GuideLoom 1.1.0: see tests/test_shuffle_guideloom11.py)
+ORDER_SEED7_N12 = [[2, 6, 1, 7, 9, 10, 11, 4, 5, 3, 8, 0], [6, 4, 0, 8, 7, 2, 10, 3, 11, 1, 9, 5]]
+
+
+def test_loader_constructor_as_guideloom11_spells_it(tmp_path):
+    torch = pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    dataset = _documents(tmp_path, 12)
+    loader = StatefulDataLoader(dataset, _ids)
+    assert loader.local_batch_size == 1 and loader.prefetch == 0
+    assert loader.device == StatefulDataLoader.get_default_device()
+    expected = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+        else torch.device("cpu")
+    assert StatefulDataLoader.get_default_device() == expected
+    loader.open()
+    assert len(loader) == 12 and loader.dataset_size == 12 and loader.dataset is dataset
+    assert [b for b in loader] == [[i] for i in range(12)]
+    loader.close()
+    loader.open()  # 1.1 code may open a closed loader again
+    assert next(iter(loader)) == [0]
+    loader.close()
+    by_keyword = StatefulDataLoader(dataset=dataset, collate_fn=_ids, local_batch_size=5,
+                                    drop_last=False, num_workers=2)
+    with by_keyword:
+        assert [len(b) for b in by_keyword] == [5, 5, 2]
+
+
+def test_loader_is_a_dataclass_usable_with_replace(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    dataset = _documents(tmp_path, 12)
+    loader = StatefulDataLoader(dataset, _ids, local_batch_size=2, shuffle=True, shuffle_seed=7)
+    names = [f.name for f in dataclasses.fields(loader)]
+    assert names[:2] == ["dataset", "collate_fn"] and "prefetch" in names and "device" in names
+    bigger = dataclasses.replace(loader, local_batch_size=4)
+    assert bigger is not loader and bigger.local_batch_size == 4 and bigger.shuffle_seed == 7
+    with loader, bigger:
+        assert [x for b in loader for x in b] == [x for b in bigger for x in b]
+        assert len(bigger) == 3
+
+
+def test_loader_shuffles_in_guideloom11s_order_and_resumes(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    dataset = _documents(tmp_path, 12)
+    with StatefulDataLoader(dataset, _ids, local_batch_size=3, shuffle=True,
+                            shuffle_seed=7) as loader:
+        epochs = [[x for b in loader for x in b] for _ in range(2)]
+    assert epochs == ORDER_SEED7_N12
+    # a checkpoint written mid-epoch (as GuideLoom 1.1's state_dict looks) resumes exactly
+    with StatefulDataLoader(dataset, _ids, local_batch_size=3, shuffle=True,
+                            shuffle_seed=7) as loader:
+        loader.load_state_dict(state_dict={"epoch": 1, "observation_offset": 6, "shuffle": True,
+                                           "shuffle_seed": 7, "drop_last": True})
+        rest = [x for b in loader for x in b]
+    assert rest == ORDER_SEED7_N12[1][6:]
+
+
+def test_loader_iterators_are_context_managers(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    with StatefulDataLoader(_documents(tmp_path, 6), _ids, local_batch_size=2,
+                            num_workers=2, prefetch=2) as loader:
+        with iter(loader) as it:
+            it.open()
+            assert next(it) == [0, 1]
+        with pytest.raises(StopIteration):
+            next(it)  # closed when the block ended
+        assert loader.state_dict()["observation_offset"] == 2
+        assert [b for b in loader] == [[2, 3], [4, 5]]
+
+
+def test_loader_takes_any_dataset_whose_reader_is_a_sequence(tmp_path):
+    """A dataset written against GuideLoom 1.1's abstract classes, opened the 1.1 way."""
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+    from guideloom.types import DatasetAbstract, DatasetSyncReaderAbstract
+
+    events = []
+
+    class Squares(DatasetSyncReaderAbstract):
+        def __init__(self):
+            self.is_open = False
+
+        def open(self):
+            self.is_open = True
+            events.append("open")
+
+        def close(self):
+            self.is_open = False
+            events.append("close")
+
+        def __len__(self):
+            if not self.is_open:
+                raise RuntimeError("open() was not called")
+            return 7
+
+        def __getitem__(self, index):
+            if not 0 <= index < 7:
+                raise IndexError(index)
+            return index * index
+
+    class SquaresDataset(DatasetAbstract):
+        def sync_reader(self):
+            return Squares()
+
+        def async_reader(self):  # pragma: no cover - not used by the loader
+            raise NotImplementedError
+
+    loader = StatefulDataLoader(SquaresDataset(), _ids, local_batch_size=3, drop_last=False)
+    with loader:
+        assert [b for b in loader] == [[0, 1, 4], [9, 16, 25], [36]]
+    assert events.count("open") >= 1 and events.count("open") == events.count("close")
+    # a plain list as the reader works too
+    class Listed:
+        def sync_reader(self):
+            return ["a", "b", "c"]
+
+    with StatefulDataLoader(Listed(), _ids, local_batch_size=2) as loader:
+        assert [b for b in loader] == [["a", "b"]]
+
+
+def test_loader_still_takes_guideloom_sources(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    class Range:
+        def __len__(self):
+            return 5
+
+        def fetch(self, indices):
+            return [int(i) * 10 for i in indices]
+
+    with StatefulDataLoader(Range(), _ids, device="cpu", local_batch_size=2) as loader:
+        assert [b for b in loader] == [[0, 10], [20, 30]]
+    with StatefulDataLoader(source=Range(), collate_fn=_ids, local_batch_size=5) as loader:
+        assert [b for b in loader] == [[0, 10, 20, 30, 40]]
+    with pytest.raises(TypeError, match="sync_reader"):
+        StatefulDataLoader(object(), _ids)
+    storage = StreamStorage(tmp_path / "s", StreamNumpyFormat(TOKENS))
+    with storage.sync_writer() as writer:
+        writer.append(0, _tokens(range(8)))
+    with StatefulDataLoader.from_storage(storage, _ids, sequence_length=4) as loader:
+        assert [[w["tokens"].tolist() for w in b] for b in loader] == [[[0, 1, 2, 3]],
+                                                                       [[4, 5, 6, 7]]]
+
+
+def test_loader_open_refuses_a_dataset_smaller_than_one_global_batch(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    loader = StatefulDataLoader(_documents(tmp_path, 3), _ids, local_batch_size=2, world_size=2)
+    with pytest.raises(ValueError, match="fewer than one global batch"):
+        loader.open()
+    loader.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import dataclasses
 import multiprocessing
 import os
 import warnings
@@ -35,19 +36,26 @@ def global_positions(
     return positions[positions < end]
 
 
+@dataclasses.dataclass(init=False, eq=False, repr=False)
 class StatefulDataLoader:
     """Batches from a sample source in a seeded global order, resumable from ``state_dict()``.
 
     Use :meth:`from_storage` or :meth:`from_export`; the constructor takes any
-    :class:`~guideloom.loader.sample_sources.SampleSource`. The loader is a context manager:
-    leaving it stops the workers and closes the source's readers.
+    :class:`~guideloom.loader.sample_sources.SampleSource`, or (as GuideLoom 1.1's does) any
+    dataset whose ``sync_reader()`` is a sequence of samples, such as a
+    :class:`~guideloom.StreamDataset`. The loader is a context manager: leaving it stops the
+    workers and closes the source's readers. It is a dataclass of its constructor arguments, so
+    ``dataclasses.replace(loader, local_batch_size=8)`` makes a changed copy.
 
     Args:
-        source: ``len(source)`` samples, read with ``source.fetch(indices)``.
+        dataset: ``len(dataset)`` samples read with ``dataset.fetch(indices)`` (a sample
+            source), or a dataset with ``sync_reader()``. ``source=`` is another name for it.
         collate_fn: Turns a fetched batch (or ``[]`` for an empty batch) into the batch object;
             defaults to :func:`~guideloom.loader.default_collate`.
-        device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...).
-        local_batch_size: Samples per batch on this rank.
+        device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...); by
+            default the current CUDA device when there is one, else the CPU
+            (:meth:`get_default_device`).
+        local_batch_size: Samples per batch on this rank (default 1).
         rank: This process's rank in ``range(world_size)``.
         world_size: Number of ranks; a global batch holds ``local_batch_size * world_size``.
         shuffle: Use a seeded :class:`~guideloom.shuffle.FeistelShuffler` order per epoch.
@@ -59,17 +67,33 @@ class StatefulDataLoader:
         parallel_method: ``"thread"`` or ``"process"``. Processes are spawned: the source must
             be picklable and the calling script needs an ``if __name__ == "__main__":`` guard;
             they only read, collation then runs in the consumer's process.
-        prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``).
+        prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``);
+            ``0`` (the default, as in GuideLoom 1.1) keeps one batch per worker in flight.
         pin_memory: Pin batches in the workers before the device move (accelerators only).
     """
 
+    # the constructor's arguments, for dataclasses.fields() and dataclasses.replace()
+    dataset: Any
+    collate_fn: Callable[[Any], Any]
+    device: Any
+    local_batch_size: int
+    rank: int
+    world_size: int
+    num_workers: int
+    parallel_method: str
+    shuffle: bool
+    shuffle_seed: int | None
+    pin_memory: bool
+    drop_last: bool
+    prefetch: int
+
     def __init__(
         self,
-        source: SampleSource,
+        dataset: Any = None,
         collate_fn: Callable[[Any], Any] | None = None,
         *,
-        device: Any,
-        local_batch_size: int,
+        device: Any = None,
+        local_batch_size: int = 1,
         rank: int = 0,
         world_size: int = 1,
         shuffle: bool = False,
@@ -77,17 +101,22 @@ class StatefulDataLoader:
         drop_last: bool = True,
         num_workers: int = 0,
         parallel_method: str = "thread",
-        prefetch: int = 2,
+        prefetch: int = 0,
         pin_memory: bool = False,
+        source: SampleSource | None = None,
     ) -> None:
         torch = require_torch()
+        if (dataset is None) == (source is None):
+            raise TypeError("StatefulDataLoader() takes one dataset (or source=)")
+        given = dataset if source is None else source
+        source = _as_source(given)
         if local_batch_size < 1:
             raise ValueError(f"local_batch_size must be >= 1, got {local_batch_size}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, {world_size=}")
-        if num_workers < 0 or prefetch < 1:
+        if num_workers < 0 or prefetch < 0:
             raise ValueError(
-                f"need num_workers >= 0 and prefetch >= 1, got {num_workers}, {prefetch}"
+                f"need num_workers >= 0 and prefetch >= 0, got {num_workers}, {prefetch}"
             )
         if parallel_method not in ("thread", "process"):
             raise ValueError(
@@ -96,9 +125,10 @@ class StatefulDataLoader:
         if pin_memory and not torch.cuda.is_available():
             warnings.warn("pin_memory=True but no CUDA device: not pinning", stacklevel=2)
             pin_memory = False
+        self.dataset = given
         self.source = source
         self.collate_fn = default_collate if collate_fn is None else collate_fn
-        self.device = torch.device(device)
+        self.device = self.get_default_device() if device is None else torch.device(device)
         self.local_batch_size = int(local_batch_size)
         self.rank = int(rank)
         self.world_size = int(world_size)
@@ -121,6 +151,37 @@ class StatefulDataLoader:
         self._process_pool: cf.ProcessPoolExecutor | None = None
         self._closed = False
         self._warned_empty = False
+
+    @staticmethod
+    def get_default_device() -> Any:
+        """Return the current CUDA device when CUDA is available, else the CPU."""
+        torch = require_torch()
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    @property
+    def dataset_size(self) -> int:
+        """Number of samples (GuideLoom 1.1's name)."""
+        return self._num_samples
+
+    def open(self) -> None:
+        """Make a closed loader usable again (GuideLoom 1.1 calls this before iterating).
+
+        Raises:
+            ValueError: The dataset has fewer samples than one global batch (as in 1.1).
+        """
+        self._closed = False
+        if self._num_samples < self.global_batch_size:
+            raise ValueError(
+                f"the dataset has {self._num_samples} samples, fewer than one global batch of "
+                f"{self.global_batch_size} (local_batch_size={self.local_batch_size} x "
+                f"world_size={self.world_size}); lower the batch size"
+            )
+
+    def _depth(self) -> int:
+        """Batches in flight with workers: ``prefetch``, or one per worker when it is 0."""
+        return self.prefetch or max(self.num_workers, 1)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -211,13 +272,14 @@ class StatefulDataLoader:
             "drop_last": self.drop_last,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume at ``state``: the next batch is the one an uninterrupted run delivers next.
 
         Raises:
             RuntimeError: An iterator of this loader is active.
             ValueError: The state is malformed or lies beyond this dataset.
         """
+        state = state_dict
         if self._active_iterator() is not None:
             raise RuntimeError("cannot load state while an iterator of this loader is active")
         missing = [key for key in _STATE_KEYS if key not in state]
@@ -349,7 +411,7 @@ class _LoaderIterator:
 
     def _fill(self) -> None:
         loader = self._loader
-        depth = loader.prefetch if self._pool is not None else 1
+        depth = loader._depth() if self._pool is not None else 1
         while len(self._pending) < depth and self._next_base < self._end:
             base = self._next_base
             self._next_base += loader.global_batch_size
@@ -364,6 +426,15 @@ class _LoaderIterator:
 
     def __iter__(self) -> _LoaderIterator:
         return self
+
+    def open(self) -> None:
+        """Nothing to do (GuideLoom 1.1's iterators have it); the iterator is ready."""
+
+    def __enter__(self) -> _LoaderIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __next__(self) -> Any:
         if self.finished:
@@ -426,6 +497,18 @@ def _process_init(source: Any) -> None:
 
 def _process_fetch(indices: np.ndarray) -> Any:
     return _WORKER_SOURCE.fetch(indices) if len(indices) else []
+
+
+def _as_source(dataset: Any) -> SampleSource:
+    """A sample source as is; a dataset with ``sync_reader()`` served by a ReaderSource."""
+    if isinstance(dataset, SampleSource):
+        return dataset
+    if hasattr(dataset, "sync_reader"):
+        return ReaderSource(dataset)
+    raise TypeError(
+        f"cannot load from {type(dataset).__name__}: expected a dataset with sync_reader() (for "
+        "example guideloom.StreamDataset) or a sample source with __len__ and fetch(indices)"
+    )
 
 
 def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
