@@ -45,9 +45,13 @@ GUIDELOOM11_MODULES = {
         "StreamWithMetaStorage", "io", "types",
     ],
     "guideloom.dataset": ["StreamDataset", "DocumentDataset"],
-    "guideloom.dataset.document_dataset": ["DocumentDataset"],
-    "guideloom.dataset.stream_dataset": ["StreamDataset"],
+    "guideloom.dataset.document_dataset": [
+        "DocumentDataset", "DocumentSyncReaderDataset", "DocumentAsyncReaderDataset"],
+    "guideloom.dataset.stream_dataset": [
+        "StreamDataset", "StreamSyncReaderDataset", "StreamAsyncReaderDataset"],
     "guideloom.filesystem": ["FileSystemDocument", "FileSystemStream"],
+    "guideloom.filesystem.document": ["FileSystemDocument"],
+    "guideloom.filesystem.stream": ["FileSystemStream"],
     "guideloom.io": ["MmapIO", "PosixPreadIO", "SeekIO"],
     "guideloom.io.mmap": ["MmapIO"],
     "guideloom.io.posix_pread": ["PosixPreadIO"],
@@ -871,3 +875,78 @@ def test_loader_open_refuses_a_dataset_smaller_than_one_global_batch(tmp_path):
     with pytest.raises(ValueError, match="fewer than one global batch"):
         loader.open()
     loader.close()
+
+
+# ------------------------------------------------------------------------- item 11: renames
+# GuideLoom 1.1 name (module, name) -> the guideloom class now behind it
+RENAMED = {
+    ("guideloom.dataset.stream_dataset", "StreamSyncReaderDataset"): "StreamDatasetReader",
+    ("guideloom.dataset.stream_dataset", "StreamAsyncReaderDataset"): "AsyncStreamDatasetReader",
+    ("guideloom.dataset.document_dataset", "DocumentSyncReaderDataset"): "DocumentDatasetReader",
+    ("guideloom.dataset.document_dataset", "DocumentAsyncReaderDataset"):
+        "AsyncDocumentDatasetReader",
+}
+
+
+@pytest.mark.parametrize(("where", "ours"), sorted(RENAMED.items()))
+def test_names_guideloom_renamed_keep_their_guideloom11_path(where, ours):
+    from guideloom import storage
+
+    module, name = where
+    assert getattr(importlib.import_module(module), name) is getattr(storage, ours)
+
+
+def test_renamed_reader_classes_are_what_the_datasets_return(tmp_path):
+    from guideloom.dataset.document_dataset import DocumentSyncReaderDataset
+    from guideloom.dataset.stream_dataset import StreamAsyncReaderDataset, StreamSyncReaderDataset
+
+    stream = StreamStorage(tmp_path / "s", StreamNumpyFormat(TOKENS))
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens(range(4)))
+    with StreamDataset(stream, 2).sync_reader() as reader:
+        assert isinstance(reader, StreamSyncReaderDataset)
+    assert isinstance(StreamDataset(stream, 2).async_reader(), StreamAsyncReaderDataset)
+    with DocumentDataset(_documents(tmp_path, 2).storage).sync_reader() as reader:
+        assert isinstance(reader, DocumentSyncReaderDataset)
+
+
+# ------------------------------------------------------------------------- guideloom.filesystem
+def test_filesystem_stream_and_document_at_shard_level(tmp_path):
+    from guideloom.filesystem import FileSystemDocument, FileSystemStream
+
+    dtype = np.dtype("<i8")
+    fs = FileSystemStream(tmp_path / "fs")
+    with fs.sync_writer(dtype) as writer:
+        writer.append(0, np.arange(5, dtype="<i8"))
+        writer.append(1, np.arange(10, 13, dtype=">i8"))  # big-endian is stored little-endian
+        writer.append(0, np.arange(5, 7, dtype="<i8"))
+        assert writer.length(0) == 7 and writer.length(1) == 3 and writer.length(4) == 0
+    with fs.sync_reader(dtype) as reader:
+        assert reader.num_shards() == 2 and [reader.length(0), reader.length(1)] == [7, 3]
+        assert reader.read(0, 4, 3).tolist() == [4, 5, 6]
+        assert reader.read(1, 0, 3).tolist() == [10, 11, 12]
+        with pytest.raises(IndexError):
+            reader.read(1, 2, 5)
+    # the same files open as a StreamStorage (guideloom's shard layout)
+    with StreamStorage(tmp_path / "fs", StreamNumpyFormat("<i8")).sync_reader() as reader:
+        assert reader.read(5, 4).tolist() == [5, 6, 10, 11]
+
+    docs = FileSystemDocument(tmp_path / "docs")
+    with docs.sync_writer() as writer:
+        writer.append(0, b"alpha")
+        writer.append(0, memoryview(b"beta"))
+        writer.append(1, b"")
+        assert writer.length(0) == 2
+    with docs.sync_reader() as reader:
+        assert reader.num_shards() == 2 and reader.length(1) == 1
+        assert bytes(reader.get(0, 1)) == b"beta" and bytes(reader.get(1, 0)) == b""
+        requests = np.array([(1, 0), (0, 0)], dtype=[("shard", "<i8"), ("shard_index", "<i4")])
+        assert [bytes(b) for b in reader.get_many(requests)] == [b"", b"alpha"]
+        with pytest.raises(IndexError):
+            reader.get(0, 2)
+
+    async def main():
+        async with fs.async_reader(dtype) as reader:
+            return (await reader.read(0, 0, 2)).tolist(), await reader.num_shards()
+
+    assert asyncio.run(main()) == ([0, 1], 2)
