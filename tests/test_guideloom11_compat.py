@@ -950,3 +950,13 @@ def test_filesystem_stream_and_document_at_shard_level(tmp_path):
             return (await reader.read(0, 0, 2)).tolist(), await reader.num_shards()
 
     assert asyncio.run(main()) == ([0, 1], 2)
+
+
+def test_storages_and_datasets_subscript_with_guideloom11s_parameters():
+    stream = StreamStorage[dict, dict, np.void]
+    meta = StreamWithMetaStorage[dict, dict, np.int64]
+    docs = DocumentStorage[str, str]
+    assert stream.__origin__ is StreamStorage and meta.__args__[2] is np.int64
+    assert docs.__args__ == (str, str)
+    assert StreamDataset[dict].__origin__ is StreamDataset
+    assert DocumentDataset[str].__origin__ is DocumentDataset

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import operator
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic
 
 import numpy as np
 
 from guideloom.storage.abstract import Closed
 from guideloom.storage.document import AsyncDocumentReader, DocumentReader, DocumentStorage
+from guideloom.storage.types import OutDataT
 
 __all__ = [
     "AsyncDocumentDatasetReader",
@@ -171,7 +172,7 @@ class StreamDatasetReader(_SequenceReader):
         self.storage_reader.close()
 
 
-class StreamDataset:
+class StreamDataset(Generic[OutDataT]):
     """Windows of ``sequence_length`` elements over a stream storage.
 
     Works on :class:`StreamStorage` and :class:`StreamWithMetaStorage`. A trailing partial window
@@ -242,7 +243,7 @@ class DocumentDatasetReader(_SequenceReader):
         self.storage_reader.close()
 
 
-class DocumentDataset:
+class DocumentDataset(Generic[OutDataT]):
     """One sample per document of a :class:`DocumentStorage`.
 
     Args:

@@ -24,7 +24,7 @@ from guideloom.storage.shards import (
     dtype_to_json,
     open_shards,
 )
-from guideloom.storage.types import InDataT, OutDataT, StreamStorageFormat
+from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamStorageFormat
 
 __all__ = ["AsyncStreamReader", "StreamReader", "StreamStorage", "StreamWriter"]
 
@@ -400,7 +400,7 @@ class AsyncStreamReader(Generic[OutDataT]):
         self.close()
 
 
-class StreamStorage(BaseStorage, Generic[InDataT, OutDataT]):
+class StreamStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
     """Records of fixed-size elements, concatenated into one logical stream over shards.
 
     Args:

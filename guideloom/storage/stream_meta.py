@@ -21,7 +21,7 @@ from guideloom.storage.shards import (
     dtype_to_json,
 )
 from guideloom.storage.stream import check_stream, open_stream_index
-from guideloom.storage.types import InDataT, OutDataT, StreamWithMetaStorageFormat
+from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamWithMetaStorageFormat
 
 __all__ = [
     "AsyncStreamWithMetaReader",
@@ -385,7 +385,7 @@ class AsyncStreamWithMetaReader(Generic[OutDataT]):
         self.close()
 
 
-class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT]):
+class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
     """A stream of fixed-size elements whose runs carry variable-size payloads.
 
     Use it for annotations on token spans (for example concept lists): each element points at the
