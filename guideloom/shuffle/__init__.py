@@ -171,6 +171,9 @@ class FeistelShuffler:
         if pos.size and (pos.min() < 0 or pos.max() >= self.n):
             raise IndexError(f"positions must lie in range({self.n})")
         if self._speck is not None:
+            if scalar:
+                one = self._speck.forward_int if step == self._encrypt else self._speck.inverse_int
+                return one(int(pos))
             walk = self._speck.forward if step == self._encrypt else self._speck.inverse
             result = walk(pos.astype(np.uint64).reshape(-1)).astype(np.int64).reshape(pos.shape)
             return int(result) if scalar else result

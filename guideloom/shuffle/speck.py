@@ -20,6 +20,7 @@ import numpy as np
 __all__ = ["SpeckNetwork"]
 
 _M32 = 0xFFFFFFFF
+_M64 = 0xFFFFFFFFFFFFFFFF
 _STEPS = 27  # Speck64/128 rounds per block encryption
 
 
@@ -69,9 +70,52 @@ class SpeckNetwork:
 
     def __init__(self, n: int, seed: int, rounds: int) -> None:
         self.n = n
-        self._side = np.uint64(math.isqrt(n - 1) + 1 if n else 0)
+        self._a = math.isqrt(n - 1) + 1 if n else 0
+        self._side = np.uint64(self._a)
         self._keys = round_keys(int(seed), rounds)
+        self._key_lists = [[int(k) for k in keys] for keys in self._keys]
         self._odd = rounds % 2 == 1
+
+    # ---- one index at a time, in Python integers (much faster than size-1 arrays)
+    @staticmethod
+    def _speck_int(block: int, keys: list[int]) -> int:
+        lo, hi = block & _M32, block >> 32
+        for key in keys:
+            hi = ((((hi >> 8) | (hi << 24)) + lo) & _M32) ^ key
+            lo = (((lo << 3) | (lo >> 29)) & _M32) ^ hi
+        return (hi << 32) | lo
+
+    def _forward_int_once(self, x: int) -> int:
+        a = self._a
+        left, right = x % a, x // a
+        for keys in self._key_lists:
+            left, right = right, ((left + self._speck_int(right, keys)) & _M64) % a
+        return a * left + right if self._odd else a * right + left
+
+    def _inverse_int_once(self, y: int) -> int:
+        a = self._a
+        if self._odd:
+            right, left = y % a, y // a
+        else:
+            left, right = y % a, y // a
+        for keys in reversed(self._key_lists):
+            step = self._speck_int(left, keys) % a
+            left, right = (right + a - step) % a, left
+        return a * right + left
+
+    def forward_int(self, x: int) -> int:
+        """:meth:`forward` of one index (``0 <= x < n``)."""
+        x = self._forward_int_once(x)
+        while x >= self.n:
+            x = self._forward_int_once(x)
+        return x
+
+    def inverse_int(self, y: int) -> int:
+        """:meth:`inverse` of one index."""
+        y = self._inverse_int_once(y)
+        while y >= self.n:
+            y = self._inverse_int_once(y)
+        return y
 
     def _forward_once(self, x: np.ndarray) -> np.ndarray:
         a = self._side

@@ -56,6 +56,14 @@ class StreamStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
 
     stream_dtype: np.dtype
 
+    def __init__(self, stream_dtype: Any = None) -> None:
+        """Set :attr:`stream_dtype` (1.1's subclasses call ``super().__init__(dtype)``).
+
+        Without an argument a class attribute ``stream_dtype`` is kept.
+        """
+        if stream_dtype is not None:
+            self.stream_dtype = np.dtype(stream_dtype)
+
     def pack(self, data: InDataT) -> np.ndarray:
         """Return ``data`` as a 1-D array of ``stream_dtype``."""
         ...
@@ -104,6 +112,14 @@ class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
     """
 
     stream_dtype: np.dtype
+
+    def __init__(self, stream_dtype: Any = None) -> None:
+        """Set :attr:`stream_dtype` (1.1's subclasses call ``super().__init__(dtype)``).
+
+        Without an argument a class attribute ``stream_dtype`` is kept.
+        """
+        if stream_dtype is not None:
+            self.stream_dtype = np.dtype(stream_dtype)
 
     def size(self, data: InDataT) -> int:
         """Return the number of stream elements ``data`` packs to."""
