@@ -960,3 +960,34 @@ def test_storages_and_datasets_subscript_with_guideloom11s_parameters():
     assert docs.__args__ == (str, str)
     assert StreamDataset[dict].__origin__ is StreamDataset
     assert DocumentDataset[str].__origin__ is DocumentDataset
+
+
+def test_read_many_refuses_negative_indexes_as_guideloom11(tmp_path):
+    docs = DocumentStorage(tmp_path, DocumentPickleFormat())
+    with docs.sync_writer() as writer:
+        writer.append(0, "a")
+        writer.append(0, "b")
+    with docs.sync_reader() as reader:
+        assert reader.read(-1) == "b"  # a single read still counts back (guideloom's own)
+        with pytest.raises(IndexError, match="outside of size"):
+            reader.read_many(np.array([-1]))
+
+    async def main():
+        async with docs.async_reader() as reader:
+            with pytest.raises(IndexError, match="outside of size"):
+                await reader.read_many(np.array([0, -1]))
+            return await reader.read_many([1, 0])
+
+    assert asyncio.run(main()) == ["b", "a"]
+
+
+def test_one_file_readers_name_short_and_negative_reads_as_guideloom11(tmp_path):
+    from guideloom.io import SeekIO
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"abc")
+    with SeekIO().sync_reader()(path) as reader:
+        with pytest.raises(IndexError, match="shorter than requested size"):
+            reader.read(2, 2)
+        with pytest.raises(IndexError, match="cannot have negative offset"):
+            reader.read(-1, 1)

@@ -29,12 +29,14 @@ class _RawStream:
 
     def pack(self, data: Any) -> np.ndarray:
         array = np.asarray(data)
-        if array.ndim != 1:
-            raise ValueError("a record must be a 1-D array; use a structured dtype for columns")
         if array.dtype != self.stream_dtype:
             if array.dtype.newbyteorder("<") != self.stream_dtype:
-                raise ValueError(f"expected dtype {self.stream_dtype}, got {array.dtype}")
+                raise ValueError(
+                    f"unexpected dtype {array.dtype}: this stream stores {self.stream_dtype}"
+                )
             array = array.astype(self.stream_dtype)
+        if array.ndim != 1:
+            raise ValueError("a record must be 1-D; use a structured dtype for several columns")
         return array
 
     def unpack(self, stream: np.ndarray, shard_lengths: np.ndarray, shards: np.ndarray) -> Any:
@@ -137,8 +139,13 @@ class _Reader:
 
 class _StreamReader(_Reader):
     def read(self, shard: int, index_in_shard: int, length: int) -> np.ndarray:
+        if index_in_shard < 0:
+            raise IndexError(f"Cannot read negative index {index_in_shard} of shard {shard}")
         if index_in_shard + length > self.length(shard):
-            raise IndexError(f"shard {shard} has fewer than {index_in_shard + length} elements")
+            raise IndexError(
+                f"the read is shorter than requested size: shard {shard} has "
+                f"{self.length(shard)} elements, {index_in_shard + length} were asked for"
+            )
         return self._opened().read_span(self._global(shard, index_in_shard), length)
 
 

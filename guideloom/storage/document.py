@@ -65,6 +65,18 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
         state.file.commit({"kind": KIND, "elements": state.records, "records": state.records})
 
 
+def _checked_indexes(global_indexes: Any, total: int) -> list[int]:
+    """``global_indexes`` as ints, each in ``range(total)`` (negatives refused, as in 1.1)."""
+    wanted = [operator.index(i) for i in np.asarray(global_indexes).reshape(-1).tolist()]
+    for index in wanted:
+        if not 0 <= index < total:
+            raise IndexError(
+                f"document index {index} is out of range (outside of size {total}, the number "
+                "of documents); read_many takes no negative indexes"
+            )
+    return wanted
+
+
 class DocumentReader(Generic[OutDataT]):
     """Reads documents by global index (shard 0's documents first). Thread-safe.
 
@@ -168,9 +180,7 @@ class DocumentReader(Generic[OutDataT]):
         Raises:
             IndexError: An index is out of range (nothing is read).
         """
-        wanted = [operator.index(i) for i in np.asarray(global_indexes).reshape(-1).tolist()]
-        for index in wanted:
-            self.locate(index)
+        wanted = _checked_indexes(global_indexes, self._total)
         return [self.read(i) for i in wanted]
 
     def open(self) -> None:
@@ -237,9 +247,7 @@ class AsyncDocumentReader(Generic[OutDataT]):
         Raises:
             IndexError: An index is out of range (nothing is read).
         """
-        wanted = [operator.index(i) for i in np.asarray(global_indexes).reshape(-1).tolist()]
-        for index in wanted:
-            self._reader.locate(index)
+        wanted = _checked_indexes(global_indexes, self._reader.total_length)
         return list(await asyncio.gather(*(self.read(i) for i in wanted)))
 
     def close(self) -> Closed:

@@ -17,7 +17,7 @@ __all__ = ["AsyncFile", "SyncFile"]
 
 def _check_offset(offset: int) -> None:
     if offset < 0:
-        raise IndexError(f"offset must be >= 0, got {offset}")
+        raise IndexError(f"cannot have negative offset: got {offset}")
 
 
 class SyncFile(IOSyncReaderAbstract):
@@ -54,7 +54,7 @@ class SyncFile(IOSyncReaderAbstract):
             try:
                 self._opened().readinto(offset, buffer)
             except EOFError as error:
-                raise IndexError(str(error)) from None
+                raise IndexError(f"the read is shorter than requested size ({error})") from None
         return buffer
 
     def close(self) -> None:
@@ -93,7 +93,7 @@ class AsyncFile(IOAsyncReaderAbstract):
             try:
                 await self._sync._opened().areadinto(offset, buffer)
             except EOFError as error:
-                raise IndexError(str(error)) from None
+                raise IndexError(f"the read is shorter than requested size ({error})") from None
         return buffer
 
     async def close(self) -> None:
