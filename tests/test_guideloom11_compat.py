@@ -991,3 +991,26 @@ def test_one_file_readers_name_short_and_negative_reads_as_guideloom11(tmp_path)
             reader.read(2, 2)
         with pytest.raises(IndexError, match="cannot have negative offset"):
             reader.read(-1, 1)
+
+
+def test_loader_epoch_ends_when_the_iterator_is_exhausted_as_guideloom11(tmp_path):
+    """A checkpoint after the last batch, before StopIteration, resumes with nothing left."""
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    dataset = _documents(tmp_path, 12)
+    options = {"local_batch_size": 3, "shuffle": True, "shuffle_seed": 7}
+    with StatefulDataLoader(dataset, _ids, **options) as loader:
+        it = iter(loader)
+        got = [x for _ in range(4) for x in next(it)]  # every batch of epoch 0, not exhausted
+        assert got == ORDER_SEED7_N12[0]
+        state = loader.state_dict()
+        assert (state["epoch"], state["observation_offset"]) == (0, 12)
+        with pytest.raises(StopIteration):
+            next(it)
+        assert loader.state_dict()["epoch"] == 1 and loader.epoch == 1
+    resumed = StatefulDataLoader(dataset, _ids, **options)
+    resumed.load_state_dict(state)
+    with resumed:
+        assert list(resumed) == []  # the rest of epoch 0
+        assert [x for b in resumed for x in b] == ORDER_SEED7_N12[1]

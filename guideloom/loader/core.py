@@ -11,7 +11,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -36,8 +36,12 @@ def global_positions(
     return positions[positions < end]
 
 
+SourceT = TypeVar("SourceT")
+BatchT = TypeVar("BatchT")
+
+
 @dataclasses.dataclass(init=False, eq=False, repr=False)
-class StatefulDataLoader:
+class StatefulDataLoader(Generic[SourceT, BatchT]):
     """Batches from a sample source in a seeded global order, resumable from ``state_dict()``.
 
     Use :meth:`from_storage` or :meth:`from_export`; the constructor takes any
@@ -461,12 +465,9 @@ class _LoaderIterator:
         except BaseException:
             self.close()
             raise
-        delivered = min(base + loader.global_batch_size, loader._num_samples)
-        if base + loader.global_batch_size >= self._end:  # last batch of the epoch
-            loader._epoch, loader._offset = self._epoch + 1, 0
-            self._advanced = True
-        else:
-            loader._offset = delivered
+        # the epoch ends when the iterator is exhausted (as in GuideLoom 1.1): a checkpoint
+        # taken after the last batch but before that resumes with an empty rest of the epoch
+        loader._offset = min(base + loader.global_batch_size, loader._num_samples)
         return batch
 
     def close(self) -> None:
