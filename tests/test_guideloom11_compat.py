@@ -1014,3 +1014,25 @@ def test_loader_epoch_ends_when_the_iterator_is_exhausted_as_guideloom11(tmp_pat
     with resumed:
         assert list(resumed) == []  # the rest of epoch 0
         assert [x for b in resumed for x in b] == ORDER_SEED7_N12[1]
+
+
+def test_loader_checks_and_warnings_as_guideloom11_words_them(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    dataset = _documents(tmp_path, 10)
+    with pytest.raises(ValueError, match="less than 1"):
+        StatefulDataLoader(dataset, _ids, world_size=0)
+    with pytest.raises(ValueError, match="less than 0"):
+        StatefulDataLoader(dataset, _ids, rank=-1)
+    with pytest.raises(ValueError, match="world_size"):
+        StatefulDataLoader(dataset, _ids, rank=2, world_size=2)
+    with pytest.warns(UserWarning, match="not all workers will be utilized"):
+        StatefulDataLoader(dataset, _ids, num_workers=8, prefetch=2).close()
+    with pytest.raises(TypeError, match="unsupported storage type"):
+        StatefulDataLoader.from_storage(object(), _ids)
+    stream = StreamStorage(tmp_path / "s", StreamNumpyFormat(TOKENS))
+    with stream.sync_writer() as writer:
+        writer.append(0, _tokens(range(8)))
+    with StatefulDataLoader.from_storage(stream, _ids, sequence_length=4) as loader:
+        assert isinstance(loader.dataset, StreamDataset)  # 1.1 code reads loader.dataset

@@ -116,11 +116,22 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         source = _as_source(given)
         if local_batch_size < 1:
             raise ValueError(f"local_batch_size must be >= 1, got {local_batch_size}")
-        if world_size < 1 or not 0 <= rank < world_size:
+        if world_size < 1:
+            raise ValueError(f"world_size ({world_size}) cannot be less than 1")
+        if rank < 0:
+            raise ValueError(f"rank ({rank}) cannot be less than 0")
+        if rank >= world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, {world_size=}")
         if num_workers < 0 or prefetch < 0:
             raise ValueError(
                 f"need num_workers >= 0 and prefetch >= 0, got {num_workers}, {prefetch}"
+            )
+        if 0 < prefetch < num_workers:
+            warnings.warn(
+                f"prefetch={prefetch} batches in flight for num_workers={num_workers}: not all "
+                "workers will be utilized; raise prefetch (or pass 0: one batch per worker)",
+                UserWarning,
+                stacklevel=2,
             )
         if parallel_method not in ("thread", "process"):
             raise ValueError(
@@ -206,7 +217,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         """
         require_torch()
         dataset = _dataset_for(storage, sequence_length)
-        return cls(ReaderSource(dataset), collate_fn, **kwargs)
+        return cls(dataset, collate_fn, **kwargs)  # loader.dataset is the dataset, as in 1.1
 
     @classmethod
     def from_export(
@@ -536,4 +547,6 @@ def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
         if sequence_length is not None:
             raise ValueError("sequence_length applies to storages, not to an opened dataset")
         return storage
-    raise TypeError(f"cannot load from {type(storage).__name__}: expected a GuideLoom storage")
+    raise TypeError(
+        f"unsupported storage type {type(storage).__name__}: expected a GuideLoom storage"
+    )
