@@ -1036,3 +1036,14 @@ def test_loader_checks_and_warnings_as_guideloom11_words_them(tmp_path):
         writer.append(0, _tokens(range(8)))
     with StatefulDataLoader.from_storage(stream, _ids, sequence_length=4) as loader:
         assert isinstance(loader.dataset, StreamDataset)  # 1.1 code reads loader.dataset
+
+
+def test_cluster_children_get_the_folder_holding_the_package_not_the_package():
+    """guideloom.types and guideloom.io would shadow the standard library's types and io if
+    the package folder itself were put on a child's PYTHONPATH."""
+    from guideloom.cluster import local_procs
+
+    entries = local_procs._package_pythonpath()
+    for entry in entries:
+        assert (Path(entry) / "guideloom" / "__init__.py").is_file()
+        assert not (Path(entry) / "types" / "__init__.py").is_file()
