@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with jobqueue.jobqueue_client(
             args.system, args.jobs, config_file=args.config, min_workers=args.wait,
-            wait_timeout=args.timeout,
+            wait_timeout=args.timeout, tls=False,  # other commands connect by address
         ) as client:
             address = client.cluster.scheduler_address
             print(f"scheduler: {address}")

@@ -29,9 +29,21 @@ _LAZY: dict[str, str] = {
     "add_view": "guideloom.croissant",
     "Dataset": "guideloom.croissant",
     "DatasetSpec": "guideloom.croissant",
+    "RDDAC_SPEC": "guideloom.croissant",
+    "DDACS_SPEC": "guideloom.croissant",
+    "croissant": "guideloom.croissant",
+    "h5_tools": "guideloom.h5_tools",
+    "inspect_h5": "guideloom.h5_tools",
     "View": "guideloom.croissant",
     "open_h5": "guideloom.sources",
     "make_demo_data": "guideloom.demo",
+    # plots (rddac 2.0's names; matplotlib is the optional extra guideloom[plot])
+    "visualization": "guideloom.visualization",
+    "plot_scan": "guideloom.visualization",
+    "scan_to_pointcloud": "guideloom.visualization",
+    "plot_point_cloud": "guideloom.visualization",
+    "plot_force": "guideloom.visualization",
+    "plot_traverse": "guideloom.visualization",
     "streaming": "guideloom.streaming",
     "iter_view": "guideloom.streaming",
     "extract_zips": "guideloom.extract",
@@ -61,6 +73,10 @@ _LAZY: dict[str, str] = {
     # GuideLoom 1.1's subpackages named in its __all__ (guideloom.types, guideloom.io)
     "io": "guideloom.io",
     "types": "guideloom.types",
+    # PyTorch datasets with rddac's / ddacs' names (need torch; not in __all__)
+    "pytorch": "guideloom.pytorch",
+    "RDDACDataset": "guideloom.pytorch",
+    "DDACSDataset": "guideloom.pytorch",
     # errors and warnings (all defined in guideloom.errors)
     "GuideloomError": "guideloom.errors",
     "ManifestError": "guideloom.errors",
@@ -75,13 +91,17 @@ _LAZY: dict[str, str] = {
     "JobFailedError": "guideloom.errors",
     "ExtractError": "guideloom.errors",
     "SkippedDataWarning": "guideloom.errors",
+    "UnverifiedExportWarning": "guideloom.errors",
+    "ExperimentNotFoundError": "guideloom.errors",
     "NothingToExportError": "guideloom.errors",
     "TransformError": "guideloom.errors",
     "RecordValueError": "guideloom.errors",
     "LocalClusterError": "guideloom.errors",
     "IncompleteExportError": "guideloom.errors",
     "CorruptExportError": "guideloom.errors",
+    "NotAnExportError": "guideloom.errors",
     "UnverifiableExportError": "guideloom.errors",
+    "UntrustedExportError": "guideloom.errors",
     "WorkflowError": "guideloom.errors",
     "InflateError": "guideloom.errors",
     "FastReadError": "guideloom.errors",
@@ -94,7 +114,9 @@ _LAZY: dict[str, str] = {
     "NoJobError": "guideloom.errors",
 }
 
-__all__ = ["__version__", *sorted(_LAZY)]
+_NEEDS_TORCH = frozenset({"pytorch", "RDDACDataset", "DDACSDataset"})
+
+__all__ = ["__version__", *sorted(set(_LAZY) - _NEEDS_TORCH)]
 
 
 def __getattr__(name: str) -> Any:

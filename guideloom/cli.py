@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from guideloom import __version__
-from guideloom.errors import GuideloomError, JobFailedError, UsageError
+from guideloom.errors import GuideloomError, JobFailedError, UsageError, permission_denied
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -165,6 +165,7 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         ManifestError,
         NoJobError,
         NothingToExportError,
+        UnsafeFileError,
         UnsafeTargetError,
     )
     from guideloom.export import run_export
@@ -179,7 +180,7 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         except FileExistsError:
             raise UsageError(f"{spec.target} already holds a complete export; pass --overwrite "
                              "to replace it") from None
-        except (UnsafeTargetError, NothingToExportError, ManifestError) as exc:
+        except (UnsafeTargetError, UnsafeFileError, NothingToExportError, ManifestError) as exc:
             raise UsageError(str(exc)) from None  # the input, not the job: exit 2, no resume
         except (KeyboardInterrupt, UsageError):
             raise
@@ -239,7 +240,8 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     n = len(selection.locations)
     estimate = estimate_seconds(spec, selection)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
-    workers, where = preview_placement(scheduler, estimate, n_tasks)
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
+    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process)
     plan = plan_export(spec, workers, selection, estimate)
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
@@ -335,7 +337,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("fields:")
     for alias, fs in sorted(m["fields"].items()):
         shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
-        print(f"  {alias:28s} {shape:22s} dtype {_dtype_name(fs['dtype'])}")
+        dtype = _dtype_name(fs["dtype"])
+        if fs.get("dtypes"):  # records of different dtypes (npz)
+            dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
+        print(f"  {alias:28s} {shape:22s} dtype {dtype}")
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
@@ -352,10 +357,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 with one line when intact; 1 naming the file and row when damaged (or when no
     checksums were recorded: nothing proves it intact); 2 when the path is not an export."""
     from guideloom.errors import CorruptExportError, IncompleteExportError, UnverifiableExportError
-    from guideloom.reader import load_export
+    from guideloom.reader import open_sealed
 
     try:
-        report = load_export(args.export).verify()
+        report = open_sealed(args.export).verify()  # never unpickles: verifying trusts nothing
     except (CorruptExportError, UnverifiableExportError) as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
@@ -476,11 +481,17 @@ def _cmd_workflows(args: argparse.Namespace) -> int:
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
+    from guideloom.errors import NotDemoDataError
 
-    demo = make_demo_data(
-        args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
-        seed=args.seed, force=args.force,
-    )
+    try:
+        demo = make_demo_data(
+            args.data_dir, n=args.n, scan_shape=tuple(args.scan_shape), layout=args.layout,
+            seed=args.seed, force=args.force,
+        )
+    except NotDemoDataError as exc:
+        raise UsageError(f"{exc.path} is not empty and was not made by make-demo-data; choose "
+                         "an empty directory, or pass --force to write the demo files into it"
+                         ) from None
     print(f"wrote {len(demo.ids)} experiments ({demo.layout} layout, scans "
           f"{demo.scan_shape[0]}x{demo.scan_shape[1]}) to {demo.data_dir}")
     return 0
@@ -502,11 +513,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True,
+                         default: str | None = None) -> None:
+    if default is None:
+        default = (("the workflow's [run] scheduler, else " if workflow else "")
+                   + "in-process for small jobs and a local cluster when it pays")
     p.add_argument("--scheduler", type=_scheduler, default=None,
                    help="local (one worker per core), local:N, sync (in-process) or "
-                        "tcp://HOST:PORT (default: the workflow's [run] scheduler, else "
-                        "in-process for small jobs and a local cluster when it pays)")
+                        f"tcp://HOST:PORT (default: {default})")
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
                         "(default 127.0.0.1:8787, or a free port when it is busy)")
@@ -577,28 +591,36 @@ def build_parser() -> argparse.ArgumentParser:
                           default=0.0, metavar="SECONDS",
                           help="after the export, keep the cluster and its dashboard open for "
                                "SECONDS (no value: until Ctrl-C)")
-    _add_cluster_options(demo_cmd)
+    _add_cluster_options(demo_cmd, default="local, the embedded cluster with its dashboard")
     demo_cmd.set_defaults(func=_cmd_demo)
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")
-    extract.add_argument("data_dir", type=Path)
+    extract.add_argument("data_dir", type=Path,
+                         help="the dataset directory: its zip archives are extracted to "
+                              "DATA_DIR/h5/")
     extract.add_argument("--manifest", type=Path, default=None,
                          help="manifest path (default DATA_DIR/metadata.json)")
     extract.add_argument("--remove-zip", action="store_true",
                          help="delete each archive once all its members are loose and verified")
     extract.add_argument("--overwrite", action="store_true",
                          help="extract members even when a loose file already exists")
-    _add_cluster_options(extract)
+    _add_cluster_options(extract, workflow=False)
     extract.set_defaults(func=_cmd_extract)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
-    demo.add_argument("data_dir", type=Path)
+    demo.add_argument("data_dir", type=Path,
+                      help="directory to write (created; one make-demo-data made before is "
+                           "regenerated)")
     demo.add_argument("--n", type=int, default=36, help="number of experiments (default 36)")
     demo.add_argument("--scan-shape", type=int, nargs=2, default=(100, 160), metavar=("Y", "X"),
                       help="scan grid; the real one is 2000 3200 (default 100 160)")
-    demo.add_argument("--layout", choices=("zip", "loose"), default="zip")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--layout", choices=("zip", "loose"), default="zip",
+                      help="zip: concave.zip and convex.zip holding 0042.h5 members, as "
+                           "published (default); loose: h5/0042.h5 files")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="seed of every random draw; the same arguments give the same data "
+                           "(default 0)")
     demo.add_argument("--force", action="store_true",
                       help="write into a non-empty directory that make-demo-data did not make")
     demo.set_defaults(func=_cmd_make_demo_data)
@@ -659,6 +681,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return 0
     except JobFailedError as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except PermissionError as exc:  # a file we may not read or write: named, never "damaged"
+        named = permission_denied(exc)
+        text = " ".join((named.strerror or str(named)).split())
+        print(f"guideloom: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     except (UsageError, FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)

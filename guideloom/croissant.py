@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import numbers
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,20 +84,75 @@ _VIEW_TERMS = {
 class DatasetSpec:
     """How to find the pieces of a dataset where the manifest leaves a choice.
 
+    The first fields are rddac 2.0's / ddacs 3.2's ``DatasetSpec`` fields, in their order; all
+    have defaults here. guideloom reads the manifest first: ``process_parameters_file`` and
+    ``field_map_record_set`` are preferred when the manifest offers several candidates,
+    ``metadata_file`` names the manifest in ``data_dir`` and ``default_data_dir`` is the default
+    data directory; the identity fields (``name``, ``prog``, ``dataset_doi``,
+    ``default_version``, ``darus_base_url``, ``small_test_files``, ``id_format``,
+    ``default_field_data_type``) are kept for code that reads them.
+
     Args:
-        index_file: File name of the index table; default: the CSV ``FileObject`` that the
-            index record set reads.
+        name: Display name (``"RDDAC"``).
+        prog: Command-line program name (``"rddac"``).
+        dataset_doi: DaRUS persistent identifier.
+        default_version: Dataset version its downloader fetches by default.
+        darus_base_url: DaRUS instance.
+        process_parameters_file: Preferred index table file name.
+        metadata_file: The manifest's file name inside ``data_dir``.
         id_column: Index column holding the experiment id; default: the index record set's key.
-        field_map: ``@id`` of the record set that maps field names to HDF5 paths; default: the
-            record set whose fields read a ``FileSet`` through a ``regex`` transform.
+        id_format: How rddac formats an id as a member name (``"{:04d}"`` -> ``0042.h5``).
+        small_test_files: Files of the small download.
+        default_data_dir: The data directory when none is given.
+        field_map_record_set: Preferred ``@id`` of the field-map record set.
+        default_field_data_type: ``dataType`` rddac gives a view field whose source has none.
+        index_file: File name of the index table, strictly; default: the CSV ``FileObject``
+            that the index record set reads.
+        field_map: ``@id`` of the record set that maps field names to HDF5 paths, strictly;
+            default: the record set whose fields read a ``FileSet`` through a ``regex``
+            transform.
         member_pattern: Regular expression for HDF5 file names (loose or zip members); its group
             ``id`` is the experiment id, so ``0042.h5`` and ``42.h5`` both name id 42.
     """
 
-    index_file: str | None = None
+    name: str = ""
+    prog: str = ""
+    dataset_doi: str = ""
+    default_version: str = ""
+    darus_base_url: str = "https://darus.uni-stuttgart.de"
+    process_parameters_file: str = "process_parameters.csv"
+    metadata_file: str = MANIFEST_NAME
     id_column: str | None = None
+    id_format: str = "{}"
+    small_test_files: tuple[str, ...] = ()
+    default_data_dir: str = "./data"
+    field_map_record_set: str = "field-map"
+    default_field_data_type: str = "sc:Float"
+    index_file: str | None = None
     field_map: str | None = None
     member_pattern: str = r"^(?P<id>\d+)\.h5$"
+
+
+#: rddac 2.0's dataset identity (what ``rddac.RDDAC_SPEC`` holds).
+RDDAC_SPEC = DatasetSpec(
+    name="RDDAC",
+    prog="rddac",
+    dataset_doi="doi:10.18419/DARUS-5589",
+    default_version="2.0",
+    id_column="index",
+    id_format="{:04d}",
+    small_test_files=("process_parameters.csv", "metadata.json", "sample.zip"),
+)
+
+#: ddacs 3.2's dataset identity (what ``ddacs.DDACS_SPEC`` holds).
+DDACS_SPEC = DatasetSpec(
+    name="DDACS",
+    prog="ddacs",
+    dataset_doi="doi:10.18419/DARUS-4801",
+    default_version="3.0",
+    id_column="index",
+    small_test_files=("process_parameters.csv", "metadata.json", "258864.zip"),
+)
 
 
 @dataclass(frozen=True)
@@ -190,6 +246,7 @@ class Dataset:
     views: dict[str, View]
     archives: tuple[str, ...]
     _index_cache: Any = field(default=None, repr=False, compare=False)
+    _mlc: Any = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return (f"Dataset({self.name!r}, data_dir={str(self.data_dir)!r}, "
@@ -212,12 +269,27 @@ class Dataset:
         return found
 
     def index(self):
-        """The typed index table (read once, then cached)."""
+        """The typed index table (read once, then cached).
+
+        Raises:
+            ManifestError: The manifest names an index table outside the data directory.
+        """
         if self._index_cache is None:
             types = {c.column: c.data_type for c in self.columns.values()}
-            self._index_cache = read_index(Path(self.data_dir) / self.index_file,
-                                           self.id_column, types)
+            path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
+                                         "CSV FileObject's 'name')")
+            self._index_cache = read_index(path, self.id_column, types)
         return self._index_cache
+
+    def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path:
+        """``root / name`` for a file the manifest names, confined to ``root``.
+
+        Raises:
+            ManifestError: ``name`` is absolute, climbs out with ``..``, or resolves (through
+                a symlink) outside ``root``; the message names the manifest entry and the path,
+                never the file's contents.
+        """
+        return confined(root, name, f"{self.manifest_path or 'the manifest'}: {what}")
 
     @property
     def id_column_type(self) -> str | None:
@@ -250,22 +322,82 @@ class Dataset:
         view = self.views.get(record_set.get("name", ""))
         return bool(view and view.added)
 
+    # --- what code written for mlcroissant.Dataset (rddac 2.0's load) uses -------------------
+    @property
+    def jsonld(self) -> dict[str, Any]:
+        """The manifest as a Croissant dict, added views included (see :meth:`to_jsonld`)."""
+        return self.to_jsonld()
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """``FileObject`` ``@id`` -> local file, for the manifest's files found under data_dir."""
+        from guideloom.mlc_compat import local_mapping
+
+        return local_mapping(self)
+
+    def mlcroissant(self) -> Any:
+        """The ``mlcroissant.Dataset`` of this manifest (built on first use; needs mlcroissant).
+
+        guideloom itself never needs it; it answers :attr:`metadata` and :meth:`records`.
+        """
+        if self._mlc is None:
+            from guideloom.mlc_compat import mlcroissant_dataset
+
+            self._mlc = mlcroissant_dataset(self)
+        return self._mlc
+
+    @property
+    def metadata(self) -> Any:
+        """mlcroissant's ``Metadata`` (``.record_sets``, ``.distribution``, ``.name``...)."""
+        return self.mlcroissant().metadata
+
+    def records(self, record_set: str, **kwargs: Any) -> Any:
+        """mlcroissant's records of ``record_set``; for HDF5 views prefer
+        :func:`guideloom.streaming.iter_view`, which reads only what the view needs."""
+        return self.mlcroissant().records(record_set, **kwargs)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_index_cache"] = None  # workers re-read the small index when they need it
+        state["_mlc"] = None  # rebuilt on demand; mlcroissant objects need not travel
         return state
 
 
+def confined(root: str | Path, name: str, where: str) -> Path:
+    """``root / name``, refused unless it stays inside ``root`` once symlinks are resolved.
+
+    Raises:
+        ManifestError: Naming ``where`` (the manifest entry), ``name`` and where it leads.
+    """
+    base = Path(root).resolve()
+    if not isinstance(name, str) or not name:
+        raise ManifestError(f"{where} is {name!r}, not a file name: fix the manifest")
+    path = Path(root) / name
+    resolved = path.resolve()
+    if Path(name).is_absolute() or not resolved.is_relative_to(base) or resolved == base:
+        raise ManifestError(
+            f"{where} names {name!r}, which is not a file inside the data directory {base} "
+            f"(it leads to {resolved}); a manifest may name only files in its own data "
+            "directory: fix the manifest or move the file there")
+    return path
+
+
 def load(
-    data_dir: str | Path = "./data",
+    data_dir: str | Path | Mapping[str, Any] | None = None,
     source: str | Path | Mapping[str, Any] | None = None,
     *,
     spec: DatasetSpec | None = None,
 ) -> Dataset:
     """Read a dataset's Croissant manifest.
 
+    Both argument orders work: guideloom's ``load(data_dir, source)`` and rddac's
+    ``load(source, data_dir)``. A first positional argument that is a manifest (a parsed dict,
+    or a path ending in ``.json``) is taken as ``source``, and the second then as ``data_dir``.
+
     Args:
-        data_dir: Directory with the index table and the HDF5 files (zipped or loose).
+        data_dir: Directory with the index table and the HDF5 files (zipped or loose);
+            a relative path is made absolute against the current directory. Default: the
+            manifest's folder when ``source`` is a path, else ``./data``.
         source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
             ``data_dir/metadata.json``.
         spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
@@ -277,15 +409,21 @@ def load(
         FileNotFoundError: The data directory or the manifest does not exist.
         ManifestError: The manifest is not valid JSON or lacks what guideloom needs.
     """
-    data_dir = Path(data_dir)
+    if is_manifest(data_dir) and not is_manifest(source):
+        data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
     spec = spec or DatasetSpec()
+    if data_dir is None:  # beside the manifest file, else the spec's default (./data)
+        data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
+                    else spec.default_data_dir)
+    data_dir = Path(os.path.abspath(data_dir))  # absolute here: Dask workers run elsewhere
     manifest_path: Path | None
     if isinstance(source, Mapping):
         manifest, manifest_path = copy.deepcopy(dict(source)), None
     else:
         if source is None and not data_dir.is_dir():
             raise FileNotFoundError(f"data directory not found: {data_dir}")
-        manifest_path = Path(source) if source is not None else data_dir / MANIFEST_NAME
+        manifest_path = (Path(os.path.abspath(source)) if source is not None
+                         else data_dir / spec.metadata_file)
         if not manifest_path.is_file():
             raise FileNotFoundError(f"Croissant manifest not found: {manifest_path}")
         try:
@@ -293,6 +431,14 @@ def load(
         except json.JSONDecodeError as exc:
             raise ManifestError(f"{manifest_path}: not valid JSON ({exc})") from exc
     return _parse(manifest, manifest_path, data_dir, spec)
+
+
+def is_manifest(value: object) -> bool:
+    """True for what can only be a manifest: a dict, or a path naming a ``.json`` file."""
+    if isinstance(value, Mapping):
+        return True
+    return (isinstance(value, str | os.PathLike) and os.fspath(value).lower().endswith(".json")
+            and not os.path.isdir(value))
 
 
 def _parse(
@@ -321,7 +467,7 @@ def _parse(
             "name the id column with DatasetSpec(id_column=...)"
         )
     field_map_rs = _find_field_map(record_sets, spec, where)
-    field_map = {
+    entries = {
         f["name"]: FieldMapEntry(
             id=f["@id"],
             name=f["name"],
@@ -341,7 +487,7 @@ def _parse(
         id_column=id_column,
         index_record_set=index_rs["@id"],
         field_map_id=field_map_rs["@id"],
-        field_map=field_map,
+        field_map=entries,
         columns=columns,
         views={},
         archives=tuple(
@@ -365,6 +511,7 @@ def _find_index_record_set(
     spec: DatasetSpec,
     where: str,
 ) -> tuple[dict[str, Any], str]:
+    found: list[tuple[dict[str, Any], str]] = []
     for rs in record_sets:
         for f in rs.get("field", []):
             file_id = (f.get("source", {}).get("fileObject") or {}).get("@id")
@@ -374,7 +521,12 @@ def _find_index_record_set(
             name = obj.get("name", "")
             is_csv = obj.get("encodingFormat") == "text/csv" or name.endswith(".csv")
             if is_csv and (spec.index_file is None or spec.index_file == name):
-                return rs, spec.index_file or name
+                found.append((rs, spec.index_file or name))
+    for rs, name in found:  # rddac's file name first, when several CSVs are read
+        if name == spec.process_parameters_file:
+            return rs, name
+    if found:
+        return found[0]
     wanted = f"the CSV {spec.index_file!r}" if spec.index_file else "a CSV FileObject"
     raise ManifestError(f"{where}: no record set reads {wanted} (the index table)")
 
@@ -402,12 +554,16 @@ def _find_field_map(
             if spec.field_map in (rs.get("@id"), rs.get("name")):
                 return rs
         raise ManifestError(f"{where}: field-map record set {spec.field_map!r} not found")
-    for rs in record_sets:
-        fields = rs.get("field", [])
-        if fields and all(
-            "fileSet" in f.get("source", {}) and _regex_of(f) is not None for f in fields
-        ):
+    found = [
+        rs for rs in record_sets
+        if rs.get("field") and all(
+            "fileSet" in f.get("source", {}) and _regex_of(f) is not None for f in rs["field"])
+    ]
+    for rs in found:  # rddac's record set name first, when several qualify
+        if spec.field_map_record_set in (rs.get("@id"), rs.get("name")):
             return rs
+    if found:
+        return found[0]
     raise ManifestError(
         f"{where}: no field-map record set (fields reading a FileSet through a regex transform)"
     )
@@ -582,6 +738,13 @@ def _check_timesteps(value: object, view: str, alias: str) -> Timesteps:
 
 FieldRef = str | tuple[str, None | int | Sequence[int]]
 
+#: rddac 2.0's names for a field reference and a timestep selection in :func:`add_view`.
+FieldSpec = FieldRef
+TimestepSpec = None | int | list
+
+#: The data directory rddac and ddacs default to.
+DEFAULT_DATA_DIR = "./data"
+
 
 def add_view(ds: Dataset, name: str, fields: Mapping[str, FieldRef]) -> Dataset:
     """Add a view to ``ds`` in memory (the manifest on disk is never changed).
@@ -620,6 +783,7 @@ def add_view(ds: Dataset, name: str, fields: Mapping[str, FieldRef]) -> Dataset:
             raise ValueError(f"view {name!r} field {alias!r}: reference must be a str, not {ref!r}")
         resolved.append(_resolve(ds, name, alias, ref, timesteps, "the dataset"))
     ds.views[name] = View(name=name, id=name, fields=tuple(resolved), added=True)
+    ds._mlc = None  # the mlcroissant face, if built, is rebuilt with the new view
     return ds
 
 
@@ -650,3 +814,58 @@ def _view_to_record_set(view: View, index_key: str | None) -> dict[str, Any]:
         entry["source"] = source
         fields.append(entry)
     return {"@type": "cr:RecordSet", "@id": view.id, "name": view.name, "field": fields}
+
+
+
+# --- rddac 2.0 / ddacs 3.2 helpers over a loaded dataset (theirs take an mlcroissant.Dataset;
+# these take a guideloom Dataset, or an mlcroissant one) ------------------------------------
+
+
+def field_map(ds: Any) -> dict[str, Any]:
+    """Map each field-map field name to its mlcroissant ``Field`` (needs mlcroissant).
+
+    ``field_map(ds)["force_data"].source.transforms[0].regex`` is the HDF5 path, as in rddac.
+    guideloom's own parse of the same entries is ``ds.field_map`` (no mlcroissant needed).
+    """
+    rs_id = ds.field_map_id if isinstance(ds, Dataset) else "field-map"
+    rs = next((r for r in ds.metadata.record_sets if r.id == rs_id), None)
+    return {} if rs is None else {f.name: f for f in rs.fields}
+
+
+def process_parameters_descriptions(ds: Any) -> dict[str, str]:
+    """Map each index-table column to its description in the manifest (``""`` when none)."""
+    if isinstance(ds, Dataset):
+        for rs in ds.manifest.get("recordSet", []):
+            if rs.get("@id") == ds.index_record_set:
+                return {str(f["name"]): str(f.get("description") or "")
+                        for f in rs.get("field", [])}
+        return {}
+    rs = next((r for r in ds.metadata.record_sets if r.id == "process-parameters"), None)
+    return {} if rs is None else {f.name: (f.description or "") for f in rs.fields}
+
+
+def dataset_name(ds: Any) -> str:
+    """The manifest's ``name`` (``""`` when it has none)."""
+    if isinstance(ds, Dataset):
+        return str(ds.manifest.get("name") or "")
+    return ds.metadata.name or ""
+
+
+def resolve_source(source: str | Path | None = None, data_dir: str | Path | None = None,
+                   spec: DatasetSpec | None = None) -> str:
+    """The manifest :func:`load` reads: ``source`` if given, else ``data_dir/metadata.json``.
+
+    guideloom never downloads: where rddac falls back to the DaRUS URL, this raises.
+
+    Raises:
+        FileNotFoundError: Neither is given or the manifest is not in ``data_dir``.
+    """
+    if source is not None:
+        return str(source)
+    spec = spec or DatasetSpec()
+    local = Path(data_dir if data_dir is not None else spec.default_data_dir) / spec.metadata_file
+    if local.is_file():
+        return str(local)
+    raise FileNotFoundError(
+        f"Croissant manifest not found: {local}; download the dataset first (guideloom reads "
+        "local files only)")

@@ -24,6 +24,7 @@ import h5py
 import numpy as np
 
 from guideloom.croissant import CROISSANT_CONTEXT
+from guideloom.errors import NotDemoDataError
 
 REAL_SCAN_SHAPE = (2000, 3200)
 DEMO_MARKER = ".guideloom-demo"  # lists the files make_demo_data wrote into a directory
@@ -106,10 +107,12 @@ def make_demo_data(
             the same names are replaced; nothing else is removed).
 
     A directory made by make_demo_data before (it holds ``.guideloom-demo``) is regenerated:
-    the files of the earlier call are removed first, so old and new never mix.
+    the files of the earlier call are removed first, with the loose copies of its zip members
+    (``guideloom extract``), so old and new never mix; files of other origin are kept.
 
     Raises:
-        FileExistsError: ``data_dir`` is not empty, was not made here, and ``force`` is false.
+        NotDemoDataError: ``data_dir`` is not empty, was not made here, and ``force`` is false
+            (a ``FileExistsError``).
 
     Returns:
         A :class:`DemoDataset` describing the result.
@@ -150,7 +153,8 @@ def make_demo_data(
     written = [*checksums, "metadata.json"]
     if layout == "loose":
         written += [f"{LOOSE_FOLDER}/{member_name(r['index'])}" for r in rows]
-    (root / DEMO_MARKER).write_text(json.dumps({"files": written}) + "\n")
+    record = {"files": written, "members": _zip_members(root, written)}
+    (root / DEMO_MARKER).write_text(json.dumps(record) + "\n")
     return DemoDataset(root, tuple(range(n)), layout, (y, x))
 
 
@@ -159,16 +163,45 @@ def _prepare(root: Path, force: bool) -> None:
     root.mkdir(parents=True, exist_ok=True)
     marker = root / DEMO_MARKER
     if marker.is_file():
-        for name in json.loads(marker.read_text()).get("files", []):
+        record = json.loads(marker.read_text())
+        _remove_extracted(root, record)
+        for name in record.get("files", []):
             path = (root / name).resolve()
             if path.is_relative_to(root.resolve()) and path.is_file():
                 path.unlink()
         marker.unlink()
         return
     if any(root.iterdir()) and not force:
-        raise FileExistsError(
+        raise NotDemoDataError(
             f"{root} is not empty and was not made by make_demo_data; choose an empty "
-            "directory, or pass force=True (--force) to write the demo files into it")
+            "directory, or pass force=True to write the demo files into it", path=str(root))
+
+
+def _zip_members(root: Path, files: Sequence[str]) -> dict[str, list[int]]:
+    """``{member: [size, CRC-32]}`` of the archives among ``files`` that are still there."""
+    members: dict[str, list[int]] = {}
+    for name in files:
+        if name.endswith(".zip") and (root / name).is_file():
+            with zipfile.ZipFile(root / name) as zf:
+                members.update({i.filename: [i.file_size, i.CRC] for i in zf.infolist()})
+    return members
+
+
+def _remove_extracted(root: Path, record: dict[str, Any]) -> None:
+    """Remove the loose copies of the earlier call's zip members (``guideloom extract`` or an
+    unzip made them): files under ``h5/`` named as a member, with its size and CRC-32. Loose
+    files win over archives, so they would serve the old data; any other file is kept."""
+    from guideloom.extract import file_crc32
+
+    members = record.get("members") or _zip_members(root, record.get("files", []))
+    folder = root / LOOSE_FOLDER
+    for name, (size, crc) in members.items():
+        path = folder / name
+        if (Path(name).name == name and path.is_file() and not path.is_symlink()
+                and path.stat().st_size == size and file_crc32(str(path)) == crc):
+            path.unlink()
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def _md5(path: Path) -> tuple[str, int]:

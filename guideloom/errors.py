@@ -1,10 +1,18 @@
-"""Every exception and warning class of guideloom, in one place."""
+"""Every exception and warning class of guideloom, in one place, and :func:`warn`."""
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
+import stat
+import sys
+import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
+
+_PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 
 
 class GuideloomError(Exception):
@@ -52,8 +60,48 @@ class MissingFieldError(ExperimentReadError, KeyError):
         return str(self.args[0])
 
 
+class UnknownColumnError(GuideloomError, KeyError):
+    """A ``where=`` row filter looked up a column the index table does not have (a
+    ``KeyError``, as a dict lookup raises)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ExperimentNotFoundError(GuideloomError, KeyError, FileNotFoundError):
+    """No local file holds the requested experiment (a ``KeyError`` and, as in rddac, a
+    ``FileNotFoundError``)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
 class CorruptDataError(ExperimentReadError):
     """An archive member or HDF5 file is damaged and cannot be read."""
+
+
+def _import_machinery(filename: str) -> bool:
+    """Frames that ``warnings.warn`` skips without counting them (``importlib._bootstrap``)."""
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Issue a warning attributed to the first caller outside the guideloom package.
+
+    The stack level is counted at each call, so the warning names the user's line however
+    deep inside guideloom it is raised (``warnings.warn``'s ``skip_file_prefixes`` does this
+    from Python 3.12 on; guideloom supports 3.11).
+    """
+    level = 1  # this function's frame
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _import_machinery(filename):
+            level += 1
+            if not filename.startswith(_PACKAGE_DIR):
+                break
+        frame = frame.f_back
+    warnings.warn(message, category, stacklevel=level)
 
 
 def summarize_ids(ids: Sequence[object], first: int = 10) -> str:
@@ -79,6 +127,35 @@ class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 
 
+class NotDemoDataError(GuideloomError, FileExistsError):
+    """``make_demo_data`` was pointed at a non-empty directory it did not make.
+
+    Attributes:
+        path: The directory.
+    """
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self):
+        return (_rebuild_not_demo_data, (self.args[0], self.path))
+
+
+def _rebuild_not_demo_data(message: str, path: str) -> NotDemoDataError:
+    return NotDemoDataError(message, path=path)
+
+
+class SchedulerUnreachableError(UsageError, OSError):
+    """No Dask scheduler answered at a ``tcp://`` address in time (an ``OSError``, as
+    ``distributed`` raises)."""
+
+
+class NoWorkersError(UsageError, TimeoutError):
+    """The Dask scheduler at a ``tcp://`` address had no worker within Dask's connect
+    timeout."""
+
+
 class JobFailedError(GuideloomError):
     """The job started and failed: exit code 1."""
 
@@ -100,6 +177,11 @@ class ExtractError(GuideloomError):
         self.report = report
 
 
+class UnverifiedExportWarning(UserWarning):
+    """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
+    files are read as they are, with nothing recorded to check them against."""
+
+
 class SkippedDataWarning(UserWarning):
     """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
 
@@ -114,6 +196,17 @@ class TransformError(ExperimentReadError):
 
 class RecordValueError(ExperimentReadError, ValueError):
     """A record's output does not fit the export: shape, dtype, alias set or value type."""
+
+
+class UnsafeNameError(GuideloomError, ValueError):
+    """An output name (alias or record key) is not a plain file name: it holds ``/``, ``\\``,
+    ``..`` or NUL, starts with ``.``, or is one of an export's own files. Never skipped by
+    ``on_error="skip"``: it is a mistake in the transform or view, not in one experiment."""
+
+
+class UnsafeFileError(GuideloomError, ValueError):
+    """A file or folder guideloom creates in a shared place is not ours: a symlink, a hard link,
+    another user's, or writable by others (see :mod:`guideloom.private_files`)."""
 
 
 class LocalClusterError(RuntimeError):
@@ -181,11 +274,42 @@ class TargetBusyError(GuideloomError):
     """Another run holds the lock of an export target (the message names its pid and host)."""
 
 
+class NotAnExportError(IncompleteExportError, FileNotFoundError):
+    """The directory holds no export at all (neither ``export.json`` nor an rddac export's
+    ``sim_ids.npy``); a ``FileNotFoundError`` too, as rddac raises."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class CorruptExportError(IncompleteExportError):
     """A published export does not match its ``export.json`` (a file missing, truncated, of
     another dtype or shape, ids that do not match their checksum, or replaced since opened)."""
 
 
+class UntrustedExportError(GuideloomError, ValueError):
+    """An export stores its rows in a form whose reading runs code chosen by its author
+    (pickle) and the caller did not opt in with ``trust=True``."""
+
+
 class UnverifiableExportError(GuideloomError):
     """``Export.verify`` was asked for, but the export records no full-data checksums (written
     before guideloom took them, or with them turned off): only the open-time checks ran."""
+
+
+def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionError:
+    """A :class:`PermissionError` whose message names the file, its owner and mode, and who we
+    are: a file we may not read is not a damaged one."""
+    path = exc.filename
+    if path is None:
+        return exc
+    detail = ""
+    try:
+        st = os.stat(path)
+        detail = (f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}; this process "
+                  f"runs as uid {os.geteuid()})")
+    except OSError:
+        pass
+    return PermissionError(exc.errno or errno.EACCES,
+                           f"cannot {doing} {path}: permission denied{detail}; ask its owner "
+                           "for access")

@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from guideloom.croissant import CROISSANT_CONTEXT, timesteps_to_json_path
+from guideloom.formats.layout import CROISSANT_FILE
 
 __all__ = ["CROISSANT_NAME", "describe_export"]
 
 #: Suggested file name of the description inside the export directory.
-CROISSANT_NAME = "croissant.json"
+CROISSANT_NAME = CROISSANT_FILE
 #: Files and file sets get ``@id`` ``files/<name>``, apart from the record sets' ids.
 FILE_ID_PREFIX = "files/"
 
@@ -38,7 +39,10 @@ _ENCODINGS = {".npy": "application/x-npy", ".npz": "application/x-npz",
               ".json": "application/json", ".gls": "application/octet-stream"}
 
 
-def _data_type(dtype: str) -> str:
+def _data_type(dtype: str, dtypes: list[str] | None = None) -> str:
+    if dtypes:  # records of different dtypes: one type when they are all of one kind
+        types = {_data_type(d) for d in dtypes}
+        return types.pop() if len(types) == 1 else "sc:Text"
     kind = np.dtype(dtype).kind
     if kind == "b":
         return "sc:Boolean"
@@ -165,12 +169,14 @@ def describe_export(
     root = Path(root)
     distribution: list[dict[str, Any]] = []
     file_ids: dict[str, tuple[str, str]] = {}
-    for key, pattern in patterns.items():
+    # every list below is in sorted order, whatever order the fields came in (a resumed job
+    # reads its schema back from job.json, sorted; a fresh one has the transform's order)
+    for key, pattern in sorted(patterns.items()):
         entry = _pattern_set(key, pattern)
         if entry["@id"] not in {d["@id"] for d in distribution}:
             distribution.append(entry)
         file_ids[key] = ("fileSet", entry["@id"])
-    for key, path in paths.items():
+    for key, path in sorted(paths.items()):
         if path.is_dir():
             entry = _file_set(key, path, root)
             file_ids[key] = ("fileSet", entry["@id"])
@@ -203,7 +209,7 @@ def describe_export(
                 "source": {kind: {"@id": ref}, "extract": {"fileProperty": "content"}},
             }],
         })
-    for alias, schema in manifest["fields"].items():
+    for alias, schema in sorted(manifest["fields"].items()):
         kind, ref = file_ids[alias]
         shape = schema.get("shape")
         value: dict[str, Any] = {
@@ -213,8 +219,9 @@ def describe_export(
             "description": (
                 f"{_provenance(by_alias.get(alias), manifest, alias)}; per record: shape "
                 f"{tuple(shape) if shape is not None else 'variable'}, dtype {schema['dtype']}"
+                + (f" ({', '.join(schema['dtypes'])})" if schema.get("dtypes") else "")
             ),
-            "dataType": _data_type(schema["dtype"]),
+            "dataType": _data_type(schema["dtype"], schema.get("dtypes")),
             "source": {kind: {"@id": ref}, "extract": {"fileProperty": "content"}},
         }
         if shape is None or len(shape):
@@ -249,7 +256,7 @@ def describe_export(
             f"guideloom export of view {view!r} of {origin_name}: {manifest.get('count')} records "
             f"written as {manifest.get('kind')} files. Fields: "
             + "; ".join(f"{a} {tuple(s['shape']) if s.get('shape') is not None else 'variable'}"
-                        f" {s['dtype']}" for a, s in manifest["fields"].items())
+                        f" {s['dtype']}" for a, s in sorted(manifest["fields"].items()))
         ),
         "url": str(origin.get("url") or Path(root).resolve().as_uri()),
         "datePublished": str(manifest.get("created", "")),

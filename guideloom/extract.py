@@ -214,7 +214,7 @@ def extract_zips(
 def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> ExtractPlan:
     """Decide what to extract from the archives' central directories (no member data is read).
 
-    The first member naming an id wins, as in :func:`~guideloom.sources.scan_locations`.
+    Two members naming one id are refused by :func:`~guideloom.sources.scan_locations`.
     """
     root = Path(root)
     pattern = re.compile(ds.spec.member_pattern)

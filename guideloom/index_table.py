@@ -39,12 +39,27 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 
+_SCHEMA_ORG = ("https://schema.org/", "http://schema.org/")
+
+
+def short_type(data_type: str | None) -> str:
+    """Return a Croissant ``dataType`` in its ``sc:`` form (``sc:Text`` when absent).
+
+    ``sc:Integer``, ``https://schema.org/Integer`` and ``http://schema.org/Integer`` all give
+    ``sc:Integer`` (manifests spell schema.org both ways); other types are returned unchanged.
+    """
+    if data_type is None:
+        return "sc:Text"
+    data_type = data_type.strip()
+    for prefix in _SCHEMA_ORG:
+        if data_type.startswith(prefix):
+            return "sc:" + data_type[len(prefix):]
+    return data_type
+
+
 def parser_for(data_type: str | None) -> Callable[[str], Any]:
     """Return the text-to-value parser for a Croissant ``dataType`` (``str`` if unknown)."""
-    if data_type is None:
-        return str
-    short = data_type.replace("https://schema.org/", "sc:").replace("http://schema.org/", "sc:")
-    return _PARSERS.get(short, str)
+    return _PARSERS.get(short_type(data_type), str)
 
 
 @dataclass
@@ -101,11 +116,31 @@ def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> Ind
 
     Raises:
         FileNotFoundError: The CSV is missing.
-        ManifestError: The id column is missing or a cell does not match its dataType.
+        ManifestError: The id column is missing, a cell does not match its dataType, or the
+            file is not UTF-8 (the message names the line); a byte-order mark is allowed.
     """
     if not path.is_file():
         raise FileNotFoundError(f"index table not found: {path} (named by the manifest)")
-    with path.open(newline="", encoding="utf-8") as fh:
+    try:
+        return _read_rows(path, id_column, data_types)
+    except UnicodeDecodeError as exc:
+        raise ManifestError(_not_utf8(path, exc)) from None
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    """Where the first byte that is not UTF-8 is: ``path:line: ...`` and what to do."""
+    for line_no, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line.decode("utf-8-sig" if line_no == 1 else "utf-8")
+        except UnicodeDecodeError as bad:
+            return (f"{path}:{line_no}: not UTF-8 text (byte 0x{line[bad.start]:02x} at column "
+                    f"{bad.start + 1}; {exc.reason}): save the index table as UTF-8")
+    return f"{path}: not UTF-8 text ({exc.reason}): save the index table as UTF-8"
+
+
+def _read_rows(path: Path, id_column: str, data_types: Mapping[str, str]) -> IndexTable:
+    # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column name
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
         if id_column not in header:

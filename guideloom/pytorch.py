@@ -23,7 +23,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 from guideloom.loader.core import StatefulDataLoader  # GuideLoom 1.1's import path
 from guideloom.shuffle import FeistelShuffler
 
-__all__ = ["StatefulDataLoader", "ViewDataset"]
+__all__ = ["DEFAULT_DATA_DIR", "DDACSDataset", "RDDACDataset", "StatefulDataLoader", "ViewDataset"]
+
+#: The data directory rddac and ddacs default to.
+DEFAULT_DATA_DIR = "./data"
 
 
 class ViewDataset(IterableDataset):
@@ -40,7 +43,8 @@ class ViewDataset(IterableDataset):
         data_dir: Directory with the files (default: the dataset's).
         dataset: A loaded dataset (needed for views added in memory).
         source: The manifest path when ``dataset`` is not given.
-        sim_ids: Allowlist of experiment ids, in reading order.
+        sim_ids: Allowlist of experiment ids, read in the index table's order (or the
+            allowlist's own with ``sim_ids_order="sim_ids"``).
         where: Row filter on the typed index row.
         rank: This process's rank; default from ``torch.distributed`` when it is initialised,
             else 0.
@@ -50,6 +54,8 @@ class ViewDataset(IterableDataset):
         transform: Applied to each record before it is yielded.
         verify_crc: Check each stored zip member's CRC-32 before its data is used (once per
             member in each worker process; see docs/input-integrity.md).
+        spec: A ``DatasetSpec`` for loading the manifest (ignored with ``dataset``).
+        sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
     """
 
     def __init__(
@@ -67,17 +73,20 @@ class ViewDataset(IterableDataset):
         seed: int = 0,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         verify_crc: bool = False,
+        spec: Any = None,
+        sim_ids_order: str = "index",
     ) -> None:
         super().__init__()
         from guideloom.selection import resolve_dataset, select
 
-        ds, root = resolve_dataset(data_dir, dataset, source)
+        ds, root = resolve_dataset(data_dir, dataset, source, spec)
         if isinstance(view, str):
             ds.view(view)  # an unknown view fails here, not in the workers
         self.view = view
         self.dataset = ds
         self.data_dir = root
-        self.sim_ids: list[Any] = select(ds, root, sim_ids=sim_ids, where=where).ids
+        self.sim_ids: list[Any] = select(ds, root, sim_ids=sim_ids, where=where,
+                                         order=sim_ids_order).ids  # type: ignore[arg-type]
         if (rank is None) != (world_size is None):
             raise ValueError("give both rank and world_size, or neither")
         if world_size is not None and not 0 <= rank < world_size:
@@ -120,6 +129,61 @@ class ViewDataset(IterableDataset):
             return
         for record in iter_view(
             self.view, data_dir=self.data_dir, dataset=self.dataset, sim_ids=ids,
+            sim_ids_order="sim_ids",  # this worker's share, in its (shuffled) order
             verify_crc=self.verify_crc,
         ):
             yield self.transform(record) if self.transform is not None else record
+
+
+class _WithoutSimId:
+    """Drop the ``_sim_id`` key (rddac's datasets yield the view's fields only), then apply the
+    user's transform; a class, not a closure, so DataLoader workers can receive it."""
+
+    def __init__(self, transform: Callable[[dict[str, Any]], Any] | None) -> None:
+        self.transform = transform
+
+    def __call__(self, record: dict[str, Any]) -> Any:
+        record.pop("_sim_id", None)
+        return record if self.transform is None else self.transform(record)
+
+
+class RDDACDataset(ViewDataset):
+    """rddac 2.0's ``RDDACDataset``: a :class:`ViewDataset` taking rddac's arguments in their
+    order, whose records hold the view's fields only (no ``_sim_id``).
+
+    Args:
+        view: The view name.
+        source: The manifest path when ``dataset`` is not given.
+        data_dir: Directory with the files (default ``./data``, or the dataset's).
+        dataset: A loaded dataset (needed for views added in memory).
+        sim_ids: Allowlist of experiment ids, read in the index table's order.
+        where: Row filter on the index row.
+        shuffle: Read in a seeded order that changes with :meth:`set_epoch`.
+        seed: Seed of that order.
+        **options: Any other :class:`ViewDataset` keyword (``spec``, ``transform``,
+            ``rank``, ``world_size``, ``verify_crc``, ``sim_ids_order``).
+    """
+
+    def __init__(
+        self,
+        view: Any,
+        source: str | Path | None = None,
+        data_dir: str | Path | None = None,
+        dataset: Any = None,
+        sim_ids: Iterable[Any] | None = None,
+        where: Callable[[Any], bool] | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        **options: Any,
+    ) -> None:
+        transform = _WithoutSimId(options.pop("transform", None))
+        if dataset is None and data_dir is None and source is None:
+            data_dir = DEFAULT_DATA_DIR
+        super().__init__(view, data_dir=data_dir, dataset=dataset, source=source,
+                         sim_ids=sim_ids, where=where, shuffle=shuffle, seed=seed,
+                         transform=transform, **options)
+
+
+class DDACSDataset(RDDACDataset):
+    """ddacs 3.2's ``DDACSDataset``: the same as :class:`RDDACDataset` (``spec=`` names the
+    dataset's layout, as in ddacs)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import h5py
@@ -33,10 +34,26 @@ class RecordReader:
     """
 
     def __init__(self, view: View, handles: ArchiveHandles | None = None, *,
-                 verify_crc: bool = False):
+                 verify_crc: bool = False, dtypes: Mapping[str, str] | None = None):
         self.view = view
         self.handles = handles
         self.verify_crc = verify_crc
+        self._byte_orders = {a: np.dtype(d) for a, d in (dtypes or {}).items()}
+
+    def _check_byte_order(self, dtype: np.dtype, vf: ViewField, loc: Location) -> None:
+        """Refuse a dataset whose datatype differs from the job's reference only in its byte
+        order: one flipped bit in the HDF5 datatype message, which would otherwise read as
+        byte-swapped numbers (0.83 as -2.9e20) without any error."""
+        want = self._byte_orders.get(vf.alias)
+        if (want is not None and dtype != want and dtype.kind == want.kind
+                and dtype.itemsize == want.itemsize and dtype.newbyteorder() == want):
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {vf.h5_path!r} "
+                f"declares {dtype.str} but the job's other experiments store this field as "
+                f"{want.str}: its datatype metadata is damaged (a flipped byte-order bit); "
+                "restore the file, or export with verify_crc=True to check zip members",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=vf.h5_path,
+            )
 
     def read(self, loc: Location, row: Mapping[str, Any],
              into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
@@ -54,10 +71,12 @@ class RecordReader:
         record: dict[str, Any] = {}
         fid, raw = open_location_raw(loc, self.handles, verify_crc=self.verify_crc)
         try:
+            fileno = fid.fileno
             for vf in self.view.fields:
                 if vf.is_h5:
                     record[vf.alias] = self._read_field(
-                        fid, raw, vf, loc, row, None if into is None else into.get(vf.alias))
+                        fid, fileno, raw, vf, loc, row,
+                        None if into is None else into.get(vf.alias))
         finally:
             fid.close()
         for vf in self.view.fields:
@@ -84,18 +103,20 @@ class RecordReader:
                     continue
                 assert vf.h5_path is not None
                 obj = self._lookup(f, vf.h5_path, vf, loc, row)
+                check_self_contained(obj.id, f.id.fileno, loc, vf.h5_path)
                 shape = tuple(obj.shape)
                 if isinstance(vf.timesteps, int):
                     shape = shape[1:]
                 elif vf.timesteps is not None:
                     shape = (len(vf.timesteps), *shape[1:])
                 check_declared_size(shape, obj.dtype, loc, vf.h5_path)
+                self._check_byte_order(obj.dtype, vf, loc)
                 out[vf.alias] = (shape, obj.dtype)
         return {a: out[a] for a in self.view.aliases}
 
     def _read_field(
-        self, fid: h5py.h5f.FileID, raw: RawSource | None, vf: ViewField, loc: Location,
-        row: Mapping[str, Any], out: np.ndarray | None = None,
+        self, fid: h5py.h5f.FileID, fileno: Any, raw: RawSource | None, vf: ViewField,
+        loc: Location, row: Mapping[str, Any], out: np.ndarray | None = None,
     ) -> np.ndarray:
         path = vf.h5_path
         assert path is not None
@@ -104,14 +125,18 @@ class RecordReader:
             obj = h5py.h5d.open(fid, path.encode())
         except (KeyError, ValueError, TypeError, OSError, RuntimeError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
+        dcpl = check_self_contained(obj if isinstance(obj, h5py.h5d.DatasetID) else obj.id,
+                                    fileno, loc, path)
         stored = tuple(obj.shape)
         shape = stored
         if vf.timesteps is not None and shape:
             steps = 1 if isinstance(vf.timesteps, int) else len(vf.timesteps)
             shape = (steps, *shape[1:])
         check_declared_size(shape, obj.dtype, loc, path)
+        if self._byte_orders:
+            self._check_byte_order(obj.dtype, vf, loc)
         try:
-            return _select(obj, vf.timesteps, raw, out, stored)
+            return _select(obj, vf.timesteps, raw, out, stored, dcpl)
         except MemoryError as exc:
             raise CorruptDataError(
                 f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} of shape "
@@ -141,6 +166,14 @@ class RecordReader:
             obj = f[path]
         except (KeyError, RuntimeError, ValueError, OSError) as exc:
             why = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            link = _external_link_on(f, path)
+            if link is not None:
+                raise CorruptDataError(
+                    f"experiment {loc.sim_id}: {loc.describe()}: HDF5 path {path!r} goes "
+                    f"through {link!r}, an external link to another file; guideloom reads only "
+                    "data stored inside the experiment's own file",
+                    sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+                ) from None
             if isinstance(exc, KeyError) and _ABSENT.search(str(why)) and _absent(f, path):
                 raise MissingFieldError(
                     f"experiment {loc.sim_id}: {loc.describe()} has no HDF5 dataset {path!r} "
@@ -158,6 +191,50 @@ class RecordReader:
                 sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
             )
         return obj
+
+
+def _external_link_on(f: h5py.File, path: str) -> str | None:
+    """The first component of ``path`` that is an external link, or ``None`` (read without
+    following any link; only on the error path)."""
+    group: h5py.Group = f
+    parts = [p for p in path.split("/") if p]
+    try:
+        for i, part in enumerate(parts):
+            link = group.get(part, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                return "/".join(parts[:i + 1])
+            if link is None or i == len(parts) - 1:
+                return None
+            child = group[part]
+            if not isinstance(child, h5py.Group):
+                return None
+            group = child
+    except (KeyError, RuntimeError, ValueError, OSError):
+        return None
+    return None
+
+
+REFERENCE_RECORDS = 3  # experiments whose datatypes set a job's reference (majority)
+
+
+def reference_dtypes(view: View, locations: Sequence[Location],
+                     rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The datatype of each HDF5 field that most of the job's first experiments declare
+    (metadata only), for :class:`RecordReader` to hold every record to; ``{}`` if none reads.
+
+    Taken from a few experiments, so that a damaged first one does not set the reference.
+    """
+    reader = RecordReader(view)
+    seen: dict[str, Counter[str]] = {}
+    for loc, row in list(zip(locations, rows, strict=True))[:REFERENCE_RECORDS]:
+        try:
+            described = reader.shapes(loc, row)
+        except (ExperimentReadError, OSError):
+            continue
+        for vf in view.fields:
+            if vf.is_h5:
+                seen.setdefault(vf.alias, Counter())[described[vf.alias][1].str] += 1
+    return {alias: counts.most_common(1)[0][0] for alias, counts in seen.items()}
 
 
 def _absent(f: h5py.File, path: str) -> bool:
@@ -180,6 +257,39 @@ def _absent(f: h5py.File, path: str) -> bool:
     return False
 
 
+def check_self_contained(dsid: h5py.h5d.DatasetID, fileno: Any, loc: Location,
+                         path: str) -> h5py.h5p.PropDCID | None:
+    """Raise unless the dataset's data is inside its own file; return its creation property
+    list when it was needed (the fast path reuses it), else ``None``.
+
+    Refused, as :class:`CorruptDataError`: a dataset reached through an external link (it lives
+    in another file, ``fileno`` is the experiment's), a virtual dataset (its data is read from
+    other files, or is the fill value when they cannot be opened) and a dataset with external
+    raw storage (its bytes are any file the HDF5 file names, ``/etc/passwd`` included). A
+    contiguous dataset with an address in the file is neither (one cheap call); others need the
+    property list (a few microseconds, shared with the fast path).
+    """
+    why = None
+    dcpl = None
+    if dsid.fileno != fileno:
+        why = "is an external link to another file"
+    elif dsid.get_offset() is None:  # not contiguous in this file: chunked, compact, or not ours
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        if layout == h5py.h5d.VIRTUAL:
+            why = "is a virtual dataset (its data comes from other files)"
+        elif layout == h5py.h5d.CONTIGUOUS and dcpl.get_external_count():
+            why = "stores its data in external files"
+    if why is not None:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {path!r} {why}; guideloom "
+            "reads only data stored inside the experiment's own file: store the data in the "
+            "file (e.g. h5repack or h5py copy) or leave the experiment out",
+            sim_id=loc.sim_id, file=loc.describe(), h5_path=path,
+        )
+    return dcpl
+
+
 def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
                         path: str | None) -> None:
     """Raise :class:`CorruptDataError` when one record's field declares more bytes than this
@@ -200,24 +310,24 @@ def check_declared_size(shape: tuple[int, ...], dtype: np.dtype, loc: Location,
 def _select(
     obj: h5py.Dataset | h5py.h5d.DatasetID, timesteps: None | int | tuple[int, ...],
     raw: RawSource | None = None, out: np.ndarray | None = None,
-    shape: tuple[int, ...] | None = None,
+    shape: tuple[int, ...] | None = None, dcpl: h5py.h5p.PropDCID | None = None,
 ) -> np.ndarray:
-    """Read ``obj`` (of shape ``shape``, when known) with ``timesteps`` applied; through the
-    fast chunk path when it can."""
+    """Read ``obj`` (of shape ``shape`` and creation property list ``dcpl``, when known) with
+    ``timesteps`` applied; through the fast chunk path when it can."""
     if timesteps is None:
-        return read_dataset(obj, raw, out=out, shape=shape)
+        return read_dataset(obj, raw, out=out, shape=shape, dcpl=dcpl)
     if shape is None:
         shape = tuple(obj.shape)
     n = shape[0] if shape else 0
     if isinstance(timesteps, int):
         if not -n <= timesteps < n:
             raise IndexError(f"step {timesteps} with {n} steps")
-        return read_dataset(obj, raw, [timesteps % n])[0]
+        return read_dataset(obj, raw, [timesteps % n], dcpl=dcpl)[0]
     steps = np.asarray(timesteps) % max(n, 1)
     if any(not -n <= s < n for s in timesteps):
         raise IndexError(f"steps {list(timesteps)} with {n} steps")
     unique, inverse = np.unique(steps, return_inverse=True)
-    return read_dataset(obj, raw, unique)[inverse]  # increasing rows, as h5py wants
+    return read_dataset(obj, raw, unique, dcpl=dcpl)[inverse]  # increasing rows, as h5py wants
 
 
 def _filter_hint(row: Mapping[str, Any]) -> str:

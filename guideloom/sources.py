@@ -1,7 +1,8 @@
 """Where each experiment's HDF5 file lives, and opening it from either layout.
 
 Two layouts are found: loose files (``data_dir/h5/0042.h5`` or ``data_dir/0042.h5``) and members
-of zip archives (``concave.zip::0042.h5``). Loose files win over members for the same id.
+of zip archives (``concave.zip::0042.h5``, ``h5/sample.zip::0042.h5``, ``h5/258864.zip``; see
+:func:`archive_paths`). Loose files win over members for the same id.
 
 Zip archives are read through their central directory only. A member stored uncompressed (as the
 published archives store them: HDF5 compresses inside) is one contiguous byte range of the archive,
@@ -15,7 +16,11 @@ asks for a check of every member before its data is used (:mod:`guideloom.zipcrc
 member is inflated whole, and zipfile checks its CRC-32 then.
 
 Zip member names are never used as paths: only their base name is matched against the member
-pattern to learn the experiment id.
+pattern to learn the experiment id. Two members naming one id (``3.h5`` and ``0003.h5``) are
+refused, as two loose files are. A member whose local header names another member (a central
+directory entry pointing at someone else's bytes) or whose byte range overlaps another member's
+is refused with :class:`~guideloom.errors.CorruptDataError` naming ``archive::member`` when it
+is opened (``on_error="skip"`` skips it).
 """
 
 from __future__ import annotations
@@ -32,16 +37,36 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import h5py
+import psutil
 
-from guideloom.errors import CorruptDataError, ExperimentReadError, GuideloomError, ManifestError
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
+from guideloom.errors import (
+    CorruptDataError,
+    ExperimentNotFoundError,
+    ExperimentReadError,
+    GuideloomError,
+    ManifestError,
+)
 from guideloom.fastread.chunks import RawSource
+from guideloom.index_table import short_type
 from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
-    from guideloom.croissant import Dataset
+    from guideloom.croissant import Dataset, DatasetSpec
 
 LOOSE_SUBDIR = "h5"
-_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, (skipped), name length, extra length
+# signature, (version), flags, (method … sizes), name length, extra length
+_LOCAL_HEADER = struct.Struct("<4s2xH18xHH")
+_UTF8_NAME = 0x800  # general purpose flag bit 11: the name is UTF-8 (else cp437)
+_NAME_READ = 256  # name bytes read with the local header at once (a longer one costs a read more)
+DEFLATE_MAX_RATIO = 1032  # deflate's largest expansion (258-byte matches from 2-bit codes)
+DEFLATE_SLACK = 1 << 16  # … plus a margin for tiny members
+INFLATE_MEMORY_SHARE = 0.5  # of the memory available, for one deflated member in memory
+INFLATE_BLOCK = 16 << 20  # bytes inflated per read
 _LOCAL_SIGNATURE = b"PK\x03\x04"
 
 
@@ -57,6 +82,9 @@ class Location:
         size: The member's stored (compressed) size in bytes.
         stored: True when the member is stored uncompressed.
         crc: The member's CRC-32 from the central directory (``None`` for loose files).
+        defect: Why the central directory entry cannot be trusted (its byte range overlaps
+            another member's, or another member names the same id), found when the archive
+            was listed; opening the location raises it as :class:`CorruptDataError`.
     """
 
     sim_id: Any
@@ -66,6 +94,7 @@ class Location:
     size: int = 0
     stored: bool = True
     crc: int | None = None
+    defect: str | None = None
 
     def describe(self) -> str:
         """``path`` or ``archive::member``, for messages."""
@@ -74,8 +103,7 @@ class Location:
 
 def id_parser(ds: Dataset) -> Callable[[str], Any]:
     """Return the function turning a file-name id into an index id."""
-    data_type = (ds.id_column_type or "").replace("https://schema.org/", "sc:")
-    return int if data_type == "sc:Integer" else str
+    return int if short_type(ds.id_column_type) == "sc:Integer" else str
 
 
 def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any, Location]:
@@ -91,24 +119,28 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
     for archive in archive_paths(ds, root):
-        for info in archive_members(archive):
+        infos = archive_members(archive)
+        defects = overlapping_members(infos)
+        for info in infos:
             if info.is_dir():
                 continue
             m = pattern.match(info.filename.rsplit("/", 1)[-1])
             if m is None:
                 continue
             sim_id = to_id(m.group("id"))
-            found.setdefault(
-                sim_id,
-                Location(
-                    sim_id=sim_id,
-                    path=str(archive),
-                    member=info.filename,
-                    header_offset=info.header_offset,
-                    size=info.compress_size,
-                    stored=info.compress_type == zipfile.ZIP_STORED,
-                    crc=info.CRC,
-                ),
+            if sim_id in found:
+                raise ManifestError(
+                    f"two zip members hold experiment {sim_id!r}: {found[sim_id].describe()} "
+                    f"and {archive}::{info.filename}; keep one of them")
+            found[sim_id] = Location(
+                sim_id=sim_id,
+                path=str(archive),
+                member=info.filename,
+                header_offset=info.header_offset,
+                size=info.compress_size,
+                stored=info.compress_type == zipfile.ZIP_STORED,
+                crc=info.CRC,
+                defect=defects.get(info.filename),
             )
     for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
         if not folder.is_dir():  # (the canonical loose folder) over the dataset's root
@@ -159,12 +191,63 @@ def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
         raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
 
 
+def overlapping_members(infos: list[zipfile.ZipInfo]) -> dict[str, str]:
+    """Members whose byte ranges (local header, name, data) overlap another member's, as
+    ``{member: what}``; members of one local header are left to the name check of
+    :func:`member_data_offset`, which tells which entry lies."""
+    spans = []
+    for info in infos:
+        encoding = "utf-8" if info.flag_bits & _UTF8_NAME else "cp437"
+        name_len = len(info.orig_filename.encode(encoding, "replace"))
+        start = info.header_offset
+        spans.append((start, start + _LOCAL_HEADER.size + name_len + info.compress_size,
+                      info.filename))
+    spans.sort()
+    defects: dict[str, str] = {}
+    reach, owner, owner_start = -1, "", -1
+    for start, end, name in spans:
+        if start < reach and start != owner_start:
+            defects[name] = f"its bytes overlap those of member {owner!r} of the same archive"
+            defects.setdefault(owner, f"its bytes overlap those of member {name!r} of the same "
+                                      "archive")
+        if end > reach:
+            reach, owner, owner_start = end, name, start
+    return defects
+
+
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
-    named = [root / name for name in ds.archives]
-    present = [p for p in named if p.is_file()]
-    if ds.archives:
-        return present
-    return sorted(root.glob("*.zip"))
+    """The zip archives holding experiments, in the order their members are claimed.
+
+    First the archives the manifest names, each at ``root/<name>`` or else ``root/h5/<name>``
+    (where ``rddac download`` writes them, e.g. ``h5/sample.zip``); then any other ``*.zip`` in
+    ``root/h5`` and ``root`` that holds at least one experiment member (the DDACS-style
+    ``h5/<id>.zip``). rddac and ddacs look in the same two folders.
+    """
+    found: list[Path] = []
+    for name in ds.archives:  # each must stay inside the data directory (symlinks resolved)
+        for folder in ("", LOOSE_SUBDIR):
+            path = ds.file_in_data_dir(root, f"{folder}/{name}" if folder else name,
+                                       "a zip FileObject's 'name'")
+            if path.is_file():
+                found.append(path)
+                break
+    taken = {p.resolve() for p in found}
+    pattern = re.compile(ds.spec.member_pattern)
+    for folder in (root / LOOSE_SUBDIR, root):
+        for path in sorted(folder.glob("*.zip")) if folder.is_dir() else ():
+            if path.resolve() in taken or not path.is_file():
+                continue
+            if ds.archives and not _holds_experiments(path, pattern):
+                continue  # an unrelated zip next to the dataset's own archives
+            ds.file_in_data_dir(root, str(path.relative_to(root)),
+                                "the zip archive found in the data directory")
+            taken.add(path.resolve())
+            found.append(path)
+    return found
+
+
+def _holds_experiments(archive: Path, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.match(i.filename.rsplit("/", 1)[-1]) for i in archive_members(archive))
 
 
 class ByteRangeFile(io.RawIOBase):
@@ -351,6 +434,8 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
         if loc.member is None:
             fid = h5py.h5f.open(os.fsencode(loc.path), flags, fapl=_SEC2_ACCESS)
             return fid, RawSource.checked(fid.get_vfd_handle()), None
+        if loc.defect is not None:
+            _corrupt(loc, loc.defect)
         fd = handles.fd(loc.path)
         if loc.stored:
             start = member_data_offset(fd, loc)
@@ -360,10 +445,8 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             fileobj: io.IOBase = io.BufferedReader(
                 ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
-        else:  # a deflated member cannot be read in place: inflate it whole (zipfile checks
-            # its CRC-32 when the read reaches the member's end, as this one does)
-            with zipfile.ZipFile(loc.path) as zf:
-                fileobj, raw = io.BytesIO(zf.read(loc.member)), None
+        else:  # a deflated member cannot be read in place: inflate it whole, bounded
+            fileobj, raw = inflate_member(loc), None
         name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
         if not loc.stored:  # a private list: the thread's own would keep the inflated copy alive
             fapl = _BASE_ACCESS.copy()
@@ -378,40 +461,150 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             f"experiment {loc.sim_id}: file {loc.describe()} disappeared ({exc})",
             sim_id=loc.sim_id, file=loc.describe(),
         ) from exc
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise CorruptDataError(
             f"experiment {loc.sim_id}: {loc.describe()} is damaged or not an HDF5 file ({exc})",
             sim_id=loc.sim_id, file=loc.describe(),
         ) from exc
 
 
+def inflate_budget() -> int:
+    """Bytes one deflated member may inflate to in memory: half the memory available, and
+    half of this process's data or address-space limit (``ulimit -d``/``-v``) if one is set."""
+    budget = int(psutil.virtual_memory().available * INFLATE_MEMORY_SHARE)
+    for which in ("RLIMIT_DATA", "RLIMIT_AS"):
+        if resource is not None and hasattr(resource, which):
+            soft = resource.getrlimit(getattr(resource, which))[0]
+            if soft != resource.RLIM_INFINITY:
+                budget = min(budget, int(soft * INFLATE_MEMORY_SHARE))
+    return budget
+
+
+def inflate_member(loc: Location) -> io.RawIOBase:
+    """The deflated member ``loc`` inflated into memory, as a file object.
+
+    The declared size is checked first (against what deflate can produce from the member's
+    compressed bytes and against :func:`inflate_budget`), then the member is inflated into a
+    buffer of exactly that size: a header that lies is caught by a short stream or by zipfile's
+    CRC-32 check when the declared end is reached, never by running out of memory.
+
+    Raises:
+        CorruptDataError: The member is a zip bomb, lies about its size, or is damaged
+            (naming the experiment and ``archive::member``).
+    """
+    with zipfile.ZipFile(loc.path) as zf:
+        try:
+            info = zf.getinfo(loc.member)
+        except KeyError:
+            _corrupt(loc, "the member is no longer in the archive (it was rewritten)")
+        declared = info.file_size
+        if declared > info.compress_size * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
+            _corrupt(loc, f"the member declares {declared} bytes from {info.compress_size} "
+                          "compressed ones, more than deflate can produce (a zip bomb or a "
+                          "damaged header)")
+        budget = inflate_budget()
+        if declared > budget:
+            _corrupt(loc, f"the deflated member inflates to {declared / 2**30:.2f} GiB, more "
+                          f"than the {budget / 2**30:.2f} GiB guideloom inflates in memory "
+                          "(half the memory available); store it uncompressed or extract it to "
+                          "a loose file (guideloom extract)")
+        try:
+            buf = bytearray(declared)
+        except MemoryError:
+            _corrupt(loc, f"the deflated member's {declared} bytes do not fit in memory")
+        view = memoryview(buf)
+        got = 0
+        with zf.open(info) as member:
+            while got < declared:
+                n = member.readinto(view[got:got + INFLATE_BLOCK])
+                if not n:
+                    break
+                got += n
+            extra = member.read(1)  # zipfile stops at the declared size (and checks the CRC)
+    if got != declared or extra:
+        _corrupt(loc, f"the member inflates to {'more' if extra else got} bytes, not the "
+                      f"{declared} its header declares")
+    return _MemoryFile(view)
+
+
+class _MemoryFile(io.RawIOBase):
+    """A read-only, seekable file object over a buffer (no copy, unlike ``io.BytesIO``)."""
+
+    def __init__(self, view: memoryview):
+        super().__init__()
+        self._view, self._pos = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence == io.SEEK_END:
+            offset += len(self._view)
+        self._pos = max(offset, 0)
+        return self._pos
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+        n = max(0, min(len(buffer), len(self._view) - self._pos))
+        memoryview(buffer).cast("B")[:n] = self._view[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+
 def member_data_offset(fd: int, loc: Location) -> int:
-    header = os.pread(fd, _LOCAL_HEADER.size, loc.header_offset)
-    if len(header) < _LOCAL_HEADER.size:
-        raise CorruptDataError(
-            f"experiment {loc.sim_id}: {loc.describe()}: truncated zip local header",
-            sim_id=loc.sim_id, file=loc.describe(),
-        )
-    signature, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+    """Where the data of the stored member ``loc`` starts, from its local header.
+
+    Raises:
+        CorruptDataError: The local header is truncated, has a bad signature, or names another
+            member than the central directory entry that points at it (naming archive::member).
+    """
+    if loc.defect is not None:
+        _corrupt(loc, loc.defect)
+    blob = os.pread(fd, _LOCAL_HEADER.size + _NAME_READ, loc.header_offset)
+    if len(blob) < _LOCAL_HEADER.size:
+        _corrupt(loc, "truncated zip local header")
+    signature, flags, name_len, extra_len = _LOCAL_HEADER.unpack_from(blob)
     if signature != _LOCAL_SIGNATURE:
-        raise CorruptDataError(
-            f"experiment {loc.sim_id}: {loc.describe()}: bad zip local header signature",
-            sim_id=loc.sim_id, file=loc.describe(),
-        )
-    return loc.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        _corrupt(loc, "bad zip local header signature")
+    start = loc.header_offset + _LOCAL_HEADER.size
+    raw = blob[_LOCAL_HEADER.size:_LOCAL_HEADER.size + name_len]
+    if len(raw) < name_len:
+        raw = os.pread(fd, name_len, start)
+    name = raw.decode("utf-8" if flags & _UTF8_NAME else "cp437", "replace")
+    if name != loc.member:
+        _corrupt(loc, f"the central directory points at the local header of {name!r}, not of "
+                      f"{loc.member!r} (a tampered or damaged archive)")
+    return start + name_len + extra_len
+
+
+def _corrupt(loc: Location, what: str) -> None:
+    raise CorruptDataError(
+        f"experiment {loc.sim_id}: {loc.describe()}: {what}; the archive is damaged: get a "
+        "fresh copy, or leave the experiment out",
+        sim_id=loc.sim_id, file=loc.describe(),
+    )
 
 
 def open_h5(
     sim_id: Any,
     data_dir: str | Path | None = None,
-    *,
-    dataset: Dataset | None = None,
     source: str | Path | None = None,
+    dataset: Dataset | None = None,
+    *,
+    spec: DatasetSpec | None = None,
 ) -> h5py.File:
     """Open one experiment's HDF5 file, from a loose file or a zip member, read-only.
 
     Returns an ``h5py.File``: use it in a ``with`` block, or call ``close()`` when done. Either
-    closes everything this call opened, the zip member's file object included.
+    closes everything this call opened, the zip member's file object included. rddac's argument
+    order ``open_h5(id, source, data_dir)`` works too (a ``.json`` path second is the manifest).
 
     Example:
         >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP
@@ -420,14 +613,20 @@ def open_h5(
         >>> f.attrs["index"], f.close()                           # doctest: +SKIP
 
     Raises:
-        KeyError: No local file holds this experiment.
+        ExperimentNotFoundError: No local file holds this experiment (a ``KeyError`` and a
+            ``FileNotFoundError``).
         CorruptDataError: The file or member is damaged or not HDF5.
     """
-    from guideloom.croissant import load
+    from guideloom.croissant import is_manifest, load
 
-    ds = dataset if dataset is not None else load(data_dir or "./data", source)
+    if is_manifest(data_dir) and not is_manifest(source):
+        data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
+    ds = dataset if dataset is not None else load(data_dir, source, spec=spec)
     root = Path(data_dir) if data_dir is not None else ds.data_dir
     loc = scan_locations(ds, root).get(sim_id)
     if loc is None:
-        raise KeyError(f"experiment {sim_id!r} has no HDF5 file under {root}")
+        raise ExperimentNotFoundError(
+            f"experiment {sim_id!r} has no HDF5 file under {root} (looked for loose "
+            f"{root}/h5/<id>.h5 files and members of {', '.join(ds.archives) or '*.zip'} in "
+            f"{root} and {root}/h5); download it or check the id")
     return open_location(loc)

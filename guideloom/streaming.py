@@ -6,7 +6,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from guideloom.croissant import Dataset, View
+from guideloom.croissant import Dataset, DatasetSpec, View
+from guideloom.errors import MissingDataWarning
 from guideloom.export.api import (
     export_to_numpy,
     export_to_numpy_per_sim,
@@ -15,10 +16,15 @@ from guideloom.export.api import (
 )
 from guideloom.reader import Export, load_export
 from guideloom.records import SIM_ID_KEY, RecordReader
-from guideloom.selection import RowFilter, resolve_dataset, select
+from guideloom.selection import RowFilter, SimIdsOrder, resolve_dataset, select
+
+#: The data directory rddac and ddacs default to.
+DEFAULT_DATA_DIR = "./data"
 
 __all__ = [
+    "DEFAULT_DATA_DIR",
     "SIM_ID_KEY",
+    "MissingDataWarning",
     "Export",
     "export_to_numpy",
     "export_to_numpy_per_sim",
@@ -38,6 +44,8 @@ def iter_view(
     sim_ids: Iterable[Any] | None = None,
     where: RowFilter | None = None,
     verify_crc: bool = False,
+    spec: DatasetSpec | None = None,
+    sim_ids_order: SimIdsOrder = "index",
 ) -> Iterator[dict[str, Any]]:
     """Yield one record per experiment of ``view``.
 
@@ -45,19 +53,23 @@ def iter_view(
     applied, index columns as typed scalars) plus ``"_sim_id"``, the experiment id.
 
     The view, the filters and the local files are checked when this is called; records are
-    read lazily, one experiment at a time. Ids without local data are skipped with one
-    :class:`~guideloom.errors.MissingDataWarning`.
+    read lazily, one experiment at a time. Ids without local data, and ids of ``sim_ids`` that
+    are not in the index table, are skipped with a :class:`~guideloom.errors.MissingDataWarning`.
 
     Args:
         view: A view name (published or added with :func:`guideloom.add_view`) or a View.
         data_dir: Directory with the files (default: the dataset's, else ``./data``).
         dataset: A loaded dataset (for views added in memory).
         source: The manifest path when ``dataset`` is not given.
-        sim_ids: Allowlist of experiment ids; records come in this order.
+        sim_ids: Allowlist of experiment ids; records come in the index table's order (as in
+            rddac), or in the allowlist's own order with ``sim_ids_order="sim_ids"``.
         where: Row filter on the typed index row, e.g. ``lambda row: row["split"] == "train"``.
         verify_crc: Check the CRC-32 of each stored zip member before its data is used (a
             whole pass over the member, once per process). By default a member read in part is
             trusted; see "Input integrity" in the README.
+        spec: A :class:`~guideloom.croissant.DatasetSpec` for loading the manifest (ignored
+            with ``dataset``).
+        sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
 
     Example:
         >>> for rec in guideloom.streaming.iter_view("force-curve", data_dir="./data",
@@ -65,15 +77,15 @@ def iter_view(
         ...     print(rec["force_data"].shape, rec["_sim_id"])
 
     Raises:
-        ValueError: Unknown view, or ``sim_ids`` not in the index.
+        ValueError: Unknown view, or an id listed twice in ``sim_ids``.
         guideloom.errors.ExperimentReadError: A file is damaged or lacks a field (raised when
             that record is reached): a :class:`~guideloom.errors.CorruptDataError` for damaged
             data or metadata (or a CRC-32 mismatch), a
             :class:`~guideloom.errors.MissingFieldError` for an absent field.
     """
-    ds, root = resolve_dataset(data_dir, dataset, source)
+    ds, root = resolve_dataset(data_dir, dataset, source, spec)
     resolved = ds.view(view) if isinstance(view, str) else view
-    selection = select(ds, root, sim_ids=sim_ids, where=where)
+    selection = select(ds, root, sim_ids=sim_ids, where=where, order=sim_ids_order)
     return _records(resolved, selection, verify_crc)
 
 

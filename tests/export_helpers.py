@@ -75,3 +75,8 @@ def stream_failing_on_multiples_of_7(rec):
     if rec["_sim_id"] and rec["_sim_id"] % 7 == 0:
         raise RuntimeError(f"cannot handle {rec['_sim_id']}")
     return total_force_stream(rec)
+
+
+def unsorted_fields(rec):
+    """Like first_rows, with the keys out of alphabetical order (``sim`` before ``force``)."""
+    return {"sim": np.int64(rec["_sim_id"]), "force": np.asarray(rec["force_data"])[:100]}

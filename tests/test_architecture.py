@@ -179,7 +179,8 @@ def test_a_registered_third_party_format_is_written_and_read(demo_zip, tmp_path)
     register_format(CopiedNpz)
     assert "npz-copy" in format_kinds() and get_format("npz-copy") is CopiedNpz
     result = guideloom.export.export("force-curve", tmp_path / "out", kind="npz-copy",
-                                     data_dir=demo_zip, sim_ids=[3, 1], client="sync")
+                                     data_dir=demo_zip, sim_ids=[3, 1], sim_ids_order="sim_ids",
+                                     client="sync")
     assert result.manifest["kind"] == "npz-copy"
     export = guideloom.load_export(tmp_path / "out")
     ds = guideloom.load(demo_zip)

@@ -73,7 +73,7 @@ def test_make_demo_data_refuses_a_foreign_directory_and_regenerates_its_own(tmp_
     foreign.mkdir()
     (foreign / "metadata.json").write_text("{}")  # somebody else's dataset
     done = run_cli("make-demo-data", str(foreign), "--n", "3")
-    assert done.returncode == 2 and "was not made by make_demo_data" in done.stderr
+    assert done.returncode == 2 and "was not made by make-demo-data" in done.stderr
     assert (foreign / "metadata.json").read_text() == "{}"
     assert run_cli("make-demo-data", str(foreign), "--n", "3", "--force").returncode == 0
 

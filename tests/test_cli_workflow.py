@@ -378,6 +378,15 @@ def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path
     assert "local cluster of" in err and f"Dask dashboard: {link}" in err
 
 
+def test_demo_help_says_it_runs_on_the_embedded_cluster():
+    done = cli("demo", "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "export it on the embedded local cluster" not in text  # that is the command list's
+    assert "(default: local, the embedded cluster with its dashboard)" in text
+    assert "--keep-dashboard [SECONDS]" in text and "until Ctrl-C" in text
+
+
 def test_extract_then_run_gives_the_same_export(tmp_path):
     import zipfile
 

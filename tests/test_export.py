@@ -62,6 +62,7 @@ def assert_export_equals(export_dir, arrays, ids):
 
 
 def test_seed_sections_3_to_6(demo_zip, tmp_path, dask_client, capsys):
+    pytest.importorskip("torch", reason="torch is an optional dependency (section 4 uses it)")
     DATA_DIR = demo_zip  # noqa: N806
     EXPORT_DIR = tmp_path / "tutorial_export"  # noqa: N806
     SAMPLE_IDS = [0, 5, 9, 13, 18, 22, 27, 31, 35]  # noqa: N806
@@ -160,9 +161,11 @@ def test_parallel_npy_equals_serial_reference(demo_zip, tmp_path, dask_client):
 def test_sync_client_and_sim_ids_order(demo_loose, tmp_path):
     wanted = [30, 2, 17, 5, 11]
     guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_loose,
-                              sim_ids=wanted, record_transform=helpers.first_rows,
+                              sim_ids=wanted, sim_ids_order="sim_ids",
+                              record_transform=helpers.first_rows,
                               client="sync", partition_size=2)
-    arrays, ids = serial_reference("force-curve", demo_loose, helpers.first_rows, sim_ids=wanted)
+    arrays, ids = serial_reference("force-curve", demo_loose, helpers.first_rows, sim_ids=wanted,
+                                   sim_ids_order="sim_ids")
     assert ids.tolist() == wanted
     assert_export_equals(tmp_path / "o", arrays, ids)
     assert np.load(tmp_path / "o" / "sim.npy").tolist() == wanted

@@ -138,6 +138,7 @@ def test_export_pickles_without_its_data(three_exports):
 
 
 def test_torch_dataloader_with_worker_processes(three_exports):
+    pytest.importorskip("torch", reason="torch is an optional dependency")
     from torch.utils.data import DataLoader
 
     export = guideloom.load_export(three_exports["npy"])

@@ -124,3 +124,150 @@ def test_temporary_npz_files_of_an_interrupted_write_are_never_published(data, t
     assert done.returncode == 0, done.stderr
     assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
     assert len(guideloom.load_export(target)) == 7
+
+
+# --- power loss: the same matrix on an ext4 disk shut down without flushing -----------------
+EXT4_IOC_SHUTDOWN = (2 << 30) | (4 << 16) | (ord("X") << 8) | 125  # _IOR('X', 125, __u32)
+EXT4_GOING_FLAGS_NOLOGFLUSH = 2  # drop what is not on disk yet, like pulling the plug
+POWER_POINTS = ("partition-marked", "partitions-done", "sim-ids-written", "manifest-written",
+                "data-moved")
+POWER_CASES = [(kind, point) for kind in KINDS
+               for point in (*KIND_POINTS[kind][:1], *POWER_POINTS)]
+
+
+class Disk:
+    """A fresh ext4 file system on a loop device of this test, mounted at ``path``."""
+
+    def __init__(self, image: Path, path: Path):
+        self.image, self.path = image, path
+        subprocess.run(["truncate", "-s", "256M", str(image)], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+        self.device = subprocess.run(["losetup", "-f", "--show", str(image)], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+        path.mkdir()
+        self._mount()
+
+    def _mount(self) -> None:
+        subprocess.run(["mount", self.device, str(self.path)], check=True, capture_output=True)
+
+    def power_loss(self) -> None:
+        """Stop the file system as a power cut would (unwritten data is lost), then mount it
+        again (the journal is replayed)."""
+        import fcntl
+        import struct
+
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_NOLOGFLUSH))
+        finally:
+            os.close(fd)
+        subprocess.run(["umount", str(self.path)], check=True, capture_output=True)
+        self._mount()
+
+    def close(self) -> None:
+        """Unmount (lazily if a failed test still holds a file open) and free the device."""
+        if subprocess.run(["umount", str(self.path)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+        subprocess.run(["losetup", "-d", self.device], capture_output=True)
+
+
+def _no_disk_reason() -> str | None:
+    import shutil
+
+    if os.geteuid() != 0:
+        return "emulating a power loss needs root (loop device, mount)"
+    missing = [t for t in ("mkfs.ext4", "losetup", "mount", "umount") if shutil.which(t) is None]
+    if missing:
+        return f"emulating a power loss needs {', '.join(missing)}"
+    return None
+
+
+@pytest.fixture
+def disk(tmp_path):
+    reason = _no_disk_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        disk = Disk(tmp_path / "disk.img", tmp_path / "disk")
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"no loop-mounted ext4 here: {exc.stderr or exc}")
+    yield disk
+    disk.close()
+
+
+@pytest.mark.parametrize(("kind", "point"), POWER_CASES, ids=[f"{k}-{p}" for k, p in POWER_CASES])
+def test_a_power_loss_at_any_step_is_completed_exactly_by_the_next_run(kind, point, data,
+                                                                       references, disk):
+    target = disk.path / "out"
+    old = run(kind, data, target, OLD_IDS)  # something to replace, on disk for long
+    assert old.returncode == 0, old.stderr
+    os.sync()
+    killed = run(kind, data, target, IDS, fault=point)
+    assert killed.returncode == -9, f"the fault point {point!r} was not reached: {killed.stderr}"
+    disk.power_loss()
+    try:  # complete or absent, and what is there reads back intact
+        export = guideloom.load_export(target)
+    except IncompleteExportError:
+        assert not (target / "export.json").exists(), "a published export came back damaged"
+    else:
+        assert export.sim_ids.tolist() in ([1, 2], [int(i) for i in IDS.split(",")])
+        assert export.verify().rows == len(export)
+    rerun = run(kind, data, target, IDS)
+    assert rerun.returncode == 0, rerun.stderr
+    assert files_of(target) == files_of(references[kind])
+    assert guideloom.load_export(target).verify().rows == len(IDS.split(","))
+
+
+@pytest.mark.parametrize("name", ["croissant.json", "checksums.json", "export.json"])
+def test_a_json_write_killed_before_its_rename_publishes_no_temporary(name, data, tmp_path):
+    """SIGKILL between writing a JSON file's temporary copy and renaming it: the rerun's
+    published export holds no ``*.tmp-PID`` file (it was written inside ``data/``)."""
+    target = tmp_path / "out"
+    killed = run("npy", data, target, IDS, fault=f"json-written:{name}")
+    assert killed.returncode == -9, f"the write of {name} was not reached: {killed.stderr}"
+    done = run("npy", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert guideloom.load_export(target).verify().rows == 7
+
+
+def test_temporary_json_files_left_in_the_data_folder_are_never_published(data, tmp_path):
+    target = tmp_path / "out"
+    killed = run("npy", data, target, IDS, fault="partitions-done")
+    assert killed.returncode == -9
+    staged = tmp_path / ".out.guideloom-staging" / "data"
+    (staged / "croissant.json.tmp-12345").write_text('{"half')  # as an older run leaves them
+    (staged / "export.json.tmp-12346").write_text("{")
+    done = run("npy", data, target, IDS)
+    assert done.returncode == 0, done.stderr
+    assert not [p.name for p in target.iterdir() if ".tmp-" in p.name]
+    assert len(guideloom.load_export(target)) == 7
+
+
+@pytest.mark.parametrize("point", ["publishing", "target-moved-aside", "data-moved"])
+def test_cli_rerun_after_a_kill_during_publish_completes_it_with_exit_0(point, tmp_path):
+    """``guideloom run`` killed while publishing, then run again as typed: the rerun finishes
+    the publish and exits 0 saying so (it used to exit 2: "already holds a complete export")."""
+    make_demo_data(tmp_path / "demo-data", n=8)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", FAULT_ENV)}
+    command = [sys.executable, "-m", "guideloom", "run", "force_signals", "--scheduler", "sync"]
+    reference = subprocess.run([*command, "--output", "reference"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert reference.returncode == 0, reference.stderr
+    killed = subprocess.run(command, cwd=tmp_path, env={**env, FAULT_ENV: point},
+                            capture_output=True, text=True, timeout=300)
+    if point == "target-moved-aside":  # reached only when an export is replaced
+        assert killed.returncode == 0, killed.stderr
+        killed = subprocess.run([*command, "--overwrite"], cwd=tmp_path,
+                                env={**env, FAULT_ENV: point}, capture_output=True, text=True,
+                                timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "already holds a complete export" not in rerun.stderr
+    assert "its publish is now done" in rerun.stderr, rerun.stderr
+    target = tmp_path / "exports" / "force-signals"
+    assert files_of(target) == files_of(tmp_path / "reference")
+    assert not list((tmp_path / "exports").glob(".force-signals.guideloom-*"))
+    assert guideloom.load_export(target).verify().rows == 8

@@ -116,6 +116,7 @@ def test_verify_crc_with_on_error_skip_leaves_the_member_out_and_reports_it(flip
 
 
 def test_view_dataset_passes_verify_crc_to_its_reads(flipped):
+    pytest.importorskip("torch", reason="torch is an optional dependency")
     from guideloom.pytorch import ViewDataset
 
     data, _, damaged = flipped

@@ -78,10 +78,10 @@ def test_filters_combine_and_sim_ids_keep_their_order(demo_zip):
     assert got == train
     wanted = [30, 2, 17, 5]
     got = [r["_sim_id"] for r in guideloom.streaming.iter_view(
-        "force-curve", data_dir=demo_zip, sim_ids=wanted)]
+        "force-curve", data_dir=demo_zip, sim_ids=wanted, sim_ids_order="sim_ids")]
     assert got == wanted
     both = [r["_sim_id"] for r in guideloom.streaming.iter_view(
-        "force-curve", data_dir=demo_zip, sim_ids=wanted,
+        "force-curve", data_dir=demo_zip, sim_ids=wanted, sim_ids_order="sim_ids",
         where=lambda row: row["split"] == "train")]
     assert both == [i for i in wanted if i in train]
     assert [r["_sim_id"] for r in guideloom.streaming.iter_view(
@@ -100,11 +100,14 @@ def test_index_columns_are_typed_scalars(demo_zip):
     np.testing.assert_array_equal(rec["f"], full[[2, 0]])
 
 
-def test_unknown_view_and_unknown_ids_fail_at_call_time(demo_zip):
+def test_unknown_view_fails_and_unknown_ids_warn_at_call_time(demo_zip):
     with pytest.raises(ValueError, match="unknown view 'force'.*force-curve"):
         guideloom.streaming.iter_view("force", data_dir=demo_zip)
-    with pytest.raises(ValueError, match="not in process_parameters.csv.*999"):
-        guideloom.streaming.iter_view("force-curve", data_dir=demo_zip, sim_ids=[1, 999])
+    # ids not in the index table are skipped with a warning naming them and the file (rddac)
+    with pytest.warns(MissingDataWarning, match="999.*not present in process_parameters.csv"):
+        records = guideloom.streaming.iter_view("force-curve", data_dir=demo_zip,
+                                                sim_ids=[1, 999])
+    assert [r["_sim_id"] for r in records] == [1]
 
 
 def test_missing_files_are_skipped_with_one_warning(demo_copy):

@@ -193,3 +193,19 @@ def test_dashboard_line_names_the_ssh_tunnel():
     assert line.endswith("then open http://127.0.0.1:8787/status")
     line = jobqueue._ssh_hint("http://10.1.2.3:8787/status", ":8787")
     assert "ssh -L 8787:10.1.2.3:8787 " in line
+
+
+def test_no_interface_means_loopback_for_scheduler_and_workers(tmp_path, monkeypatch):
+    """The shipped config names no interface: nothing listens on 0.0.0.0; a named one wins."""
+    monkeypatch.delenv(jobqueue.CONFIG_ENV, raising=False)
+    kwargs, _ = jobqueue.cluster_kwargs("slurm", dashboard_address="127.0.0.1:0")
+    assert kwargs["scheduler_options"]["host"] == "127.0.0.1"
+    with jobqueue.cluster_class("slurm")(**kwargs) as cluster:
+        script = cluster.job_script()
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+    assert "--host 127.0.0.1" in script and "--dashboard-address 127.0.0.1:0" in script
+
+    kwargs, _ = jobqueue.cluster_kwargs("slurm", job_options={"interface": "lo"},
+                                        dashboard_address="127.0.0.1:0")
+    assert "host" not in kwargs["scheduler_options"]  # the site's interface decides
+    assert "--host" not in (kwargs.get("worker_extra_args") or [])

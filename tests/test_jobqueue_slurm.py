@@ -309,3 +309,59 @@ def test_run_cluster_table_and_api_client_string(slurm, tmp_path):
     _export(tmp_path / "data", tmp_path / "api-sync", force_summary, "sync")
     _assert_same_export(tmp_path / "api", tmp_path / "api-sync")
     assert slurm.queue() == []
+
+
+# --- what a run listens on ------------------------------------------------------------------
+def _listening(pid: int) -> set[str]:
+    """The TCP addresses process ``pid`` listens on, as ``host`` strings."""
+    import psutil
+
+    return {
+        conn.laddr.ip for conn in psutil.net_connections(kind="tcp")
+        if conn.pid == pid and conn.status == psutil.CONN_LISTEN
+    }
+
+
+def test_shipped_config_listens_on_loopback_only(slurm, tmp_path):
+    """The shipped cluster/jobqueue.yaml names no interface: the scheduler in this process and
+    the worker and its nanny in the job listen on 127.0.0.1, never on 0.0.0.0 or [::]."""
+    from guideloom.cluster.jobqueue import REPO_CONFIG
+
+    assert "interface: null" in REPO_CONFIG.read_text()
+    before = _listening(os.getpid())
+    logs = {"log_directory": str(tmp_path), "local_directory": str(tmp_path)}
+    with jobqueue_client("slurm", 1, config_file=REPO_CONFIG, job_options=logs,
+                         min_workers=1, wait_timeout=120, quiet=True) as client:
+        address = client.scheduler.address
+        ours = _listening(os.getpid()) - before
+        worker_pids = client.run(os.getpid)
+        nanny_pids = client.run(os.getppid)
+        workers = {addr: (_listening(pid), _listening(nanny_pids[addr]))
+                   for addr, pid in worker_pids.items()}
+    assert ours == {"127.0.0.1"}, ours  # scheduler and dashboard
+    assert address.split("://")[1].startswith("127.0.0.1:"), address
+    loopback = ({"127.0.0.1"}, {"127.0.0.1"})  # the worker's sockets, the nanny's sockets
+    assert workers and all(found == loopback for found in workers.values()), workers
+    assert all(addr.split("://")[1].startswith("127.0.0.1:") for addr in workers)
+
+
+def test_another_process_cannot_run_code_through_a_slurm_run(slurm, tmp_path, monkeypatch):
+    """client="slurm:N" talks TLS with throwaway credentials: a plain Client (or one with
+    credentials of its own) on the scheduler's or the worker's port runs nothing."""
+    from tests.attack_helpers import all_refused, attack
+
+    monkeypatch.chdir(tmp_path)  # the private credentials folder is made here and removed
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    with jobqueue_client("slurm", 1, min_workers=1, wait_timeout=120, quiet=True) as client:
+        address = client.scheduler.address
+        info = client.scheduler_info(n_workers=-1)
+        servers = [*info["workers"], *(w["nanny"] for w in info["workers"].values())]
+        results = attack(markers, address, servers, tmp_path)
+        assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6  # our own client works
+        modes = [d.stat().st_mode & 0o777 for d in tmp_path.glob(".guideloom-tls-*")]
+    assert sorted(markers.iterdir()) == [], results  # no attacker code ran anywhere
+    assert len(servers) == 2 and all_refused(results), results
+    assert address.startswith("tls://127.0.0.1:"), address
+    assert modes == [0o700]  # the workers' copy of the credentials: private
+    assert not list(tmp_path.glob(".guideloom-tls-*"))  # removed with the cluster

@@ -411,3 +411,96 @@ def test_resume_anywhere_with_any_layout_keeps_the_global_order(
     assert global_stream(head) == order[:offset]
     assert global_stream(rest) == order[offset:end]
     assert all(loader.state_dict()["epoch"] == 1 for loader in new)
+
+
+# --- PyTorch's names: batch_size and set_epoch ------------------------------------------------
+
+
+def test_batch_size_is_dataloaders_per_rank_name_for_local_batch_size() -> None:
+    def loader(rank: int, **size: int) -> StatefulDataLoader:
+        return StatefulDataLoader(RangeSource(23), ids, device="cpu", rank=rank, world_size=2,
+                                  shuffle=True, shuffle_seed=7, **size)
+
+    for rank in range(2):
+        by_alias = loader(rank, batch_size=4)
+        assert (by_alias.batch_size, by_alias.local_batch_size) == (4, 4)
+        assert by_alias.global_batch_size == 8 and len(by_alias) == 2  # 23 // (4 x 2 ranks)
+        batches = list(by_alias)
+        assert [len(b) for b in batches] == [4, 4]  # per rank, as DataLoader's batch_size
+        assert batches == list(loader(rank, local_batch_size=4))
+        assert batches == list(loader(rank, local_batch_size=4, batch_size=4))  # agreeing: fine
+    with pytest.raises(ValueError, match="batch_size=16 and local_batch_size=8 disagree"):
+        loader(0, local_batch_size=8, batch_size=16)
+    # neither given: GuideLoom 1.1's default of 1 sample per batch (issue 20, item 9)
+    assert loader(0).local_batch_size == 1
+
+
+def test_set_epoch_gives_that_epochs_order_on_every_rank() -> None:
+    n, world = 23, 3  # global batch 2 x 3 = 6: 3 full steps
+    order = FeistelShuffler.for_epoch(n, seed=7, epoch=5)(np.arange(n)).tolist()
+    per_rank = []
+    for rank in range(world):
+        loader = make(n, local_batch_size=2, rank=rank, world_size=world)
+        loader.set_epoch(np.int64(5))  # any integer, as DistributedSampler takes
+        assert loader.epoch == 5 and loader.state_dict()["observation_offset"] == 0
+        per_rank.append(list(loader))
+        assert loader.epoch == 6
+    assert global_stream(per_rank) == order[:18]
+    again = make(n, local_batch_size=2, rank=1, world_size=world)
+    again.set_epoch(5)
+    assert list(again) == per_rank[1]  # same seed and epoch: same batches
+    again.set_epoch(5)  # replays epoch 5 after it ended
+    assert list(again) == per_rank[1]
+    other_seed = make(n, local_batch_size=2, rank=1, world_size=world, shuffle_seed=8)
+    other_seed.set_epoch(5)
+    assert list(other_seed) != per_rank[1]
+
+
+def test_a_set_epoch_loop_delivers_what_the_automatic_advance_does() -> None:
+    automatic = make(23)
+    expected = [list(automatic) for _ in range(3)]
+    looped = make(23)
+    got = []
+    for epoch in range(3):
+        looped.set_epoch(epoch)
+        got.append(list(looped))
+    assert got == expected and len({str(e) for e in expected}) == 3
+
+
+def test_set_epoch_after_load_state_dict_resumes_mid_epoch_or_starts_another() -> None:
+    reference = make(23)
+    epochs = [list(reference) for _ in range(3)]  # 7 batches each
+    loader = make(23)
+    list(loader)
+    it = iter(loader)
+    done = [next(it), next(it)]  # two batches into epoch 1
+    it.close()
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert (state["epoch"], state["observation_offset"]) == (1, 6)
+
+    resumed = make(23)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(1)  # the usual `for epoch in ...: loader.set_epoch(epoch)` loop
+    assert done + list(resumed) == epochs[1]
+    assert resumed.epoch == 2
+
+    skipped = make(23)
+    skipped.load_state_dict(state)
+    skipped.set_epoch(2)  # another epoch: from its first batch
+    assert skipped.state_dict() == {**state, "epoch": 2, "observation_offset": 0}
+    assert list(skipped) == epochs[2]
+
+
+def test_set_epoch_refuses_negative_epochs_and_active_iterators() -> None:
+    loader = make(12)
+    with pytest.raises(ValueError, match="epoch must be >= 0"):
+        loader.set_epoch(-1)
+    with pytest.raises(TypeError):
+        loader.set_epoch(1.5)  # type: ignore[arg-type]
+    it = iter(loader)
+    first = next(it)
+    with pytest.raises(RuntimeError, match="cannot set the epoch while an iterator"):
+        loader.set_epoch(3)
+    assert [first, *it] == list(make(12))  # the running epoch went on undisturbed
+    loader.set_epoch(3)
+    assert loader.epoch == 3

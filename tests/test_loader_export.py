@@ -126,3 +126,37 @@ def test_an_epoch_without_batches_warns_once_with_the_numbers(export_dir: Path) 
             sims += batches[0]["sim"].tolist()
     assert sorted(sims) == list(range(N))
     assert not [w for w in caught if "yields no batch" in str(w.message)]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works with CUDA")
+def test_the_pin_memory_warning_of_from_export_names_the_users_line(export_dir: Path) -> None:
+    import sys
+
+    with pytest.warns(UserWarning, match="pin_memory=True but no CUDA device") as caught:
+        line = sys._getframe().f_lineno + 1
+        loader = StatefulDataLoader.from_export(export_dir, device="cpu", local_batch_size=4,
+                                                pin_memory=True)
+    loader.close()
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]
+
+
+def test_from_export_takes_dataloaders_batch_size_and_set_epoch(export_dir: Path) -> None:
+    options = {"device": "cpu", "shuffle": True, "shuffle_seed": 4, "drop_last": False}
+    per_rank = []
+    for rank in range(2):
+        with StatefulDataLoader.from_export(export_dir, batch_size=4, rank=rank, world_size=2,
+                                            **options) as loader:
+            assert loader.batch_size == 4 and loader.global_batch_size == 8
+            loader.set_epoch(3)
+            per_rank.append([b["sim"].tolist() for b in loader])
+            assert loader.epoch == 4
+    assert [len(b) for b in per_rank[0]] == [4, 3] and [len(b) for b in per_rank[1]] == [4, 3]
+    sim_ids = np.asarray(streaming.load_export(export_dir).sim_ids)
+    order = sim_ids[FeistelShuffler.for_epoch(N, seed=4, epoch=3)(np.arange(N))].tolist()
+    assert per_rank[0][0] == order[0:8:2] and per_rank[1][0] == order[1:8:2]
+    with StatefulDataLoader.from_export(export_dir, local_batch_size=4, rank=1, world_size=2,
+                                        **options) as loader:
+        loader.set_epoch(3)
+        assert [b["sim"].tolist() for b in loader] == per_rank[1]
+    with pytest.raises(ValueError, match="disagree"):
+        StatefulDataLoader.from_export(export_dir, batch_size=16, local_batch_size=4, **options)

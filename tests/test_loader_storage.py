@@ -133,3 +133,18 @@ def test_documents_with_padding_collate_and_two_ranks(tmp_path: Path) -> None:
                     ]
                 seen.extend(batch["id"].tolist())
     assert sorted(seen) == list(range(11))
+
+
+def test_from_storage_takes_dataloaders_batch_size(tmp_path: Path) -> None:
+    storage = token_storage(tmp_path, n_tokens=32)  # 8 windows of 4 tokens
+    options = {"sequence_length": 4, "device": "cpu", "shuffle": True, "shuffle_seed": 2}
+    stack = lambda windows: torch.from_numpy(np.stack(windows))  # noqa: E731
+    with StatefulDataLoader.from_storage(storage, stack, batch_size=3, **options) as loader:
+        assert loader.batch_size == loader.local_batch_size == 3
+        loader.set_epoch(1)
+        by_alias = [b[:, 0].tolist() for b in loader]
+    with StatefulDataLoader.from_storage(storage, stack, local_batch_size=3, **options) as loader:
+        loader.set_epoch(1)
+        assert [b[:, 0].tolist() for b in loader] == by_alias
+    order = FeistelShuffler.for_epoch(8, seed=2, epoch=1)(np.arange(8)) * 4
+    assert by_alias == [order[0:3].tolist(), order[3:6].tolist()]  # drop_last: 2 of 8 dropped

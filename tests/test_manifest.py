@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ import guideloom
 from guideloom.croissant import DatasetSpec
 from guideloom.demo import VIEWS
 from guideloom.errors import ManifestError
+from guideloom.index_table import short_type
+from guideloom.workflow.filters import check_value
 from tests.conftest import REFERENCE_MANIFEST
 
 
@@ -151,3 +154,42 @@ def test_bad_manifest_errors(tmp_path):
     with pytest.raises(ManifestError, match="no recordSet"):
         guideloom.load(data_dir=tmp_path)
 
+
+
+SCHEMA_ORG_SPELLINGS = ["sc:", "https://schema.org/", "http://schema.org/"]
+
+
+@pytest.mark.parametrize("prefix", SCHEMA_ORG_SPELLINGS)
+def test_every_schema_org_spelling_types_ids_and_columns(demo_copy, prefix):
+    manifest = demo_copy / "metadata.json"
+    text = manifest.read_text()
+    spelled = re.sub(r'"sc:(Integer|Float|Boolean|Text)"', rf'"{prefix}\1"', text)
+    assert spelled.count(f'"{prefix}Integer"') == text.count('"sc:Integer"') > 0
+    manifest.write_text(spelled)
+    ds = guideloom.load(data_dir=demo_copy)
+    assert ds.id_column_type == f"{prefix}Integer"
+    guideloom.add_view(ds, "params", fields={
+        "force": "force_data",
+        "bhf": "process-parameters/blankholder_force",
+        "oil": "process-parameters/has_oil",
+        "temp": "process-parameters/mean_punch_temp",
+    })
+    records = list(guideloom.iter_view("params", dataset=ds, data_dir=demo_copy,
+                                       where=lambda row: row["blankholder_force"] >= 300))
+    csv_rows = (demo_copy / "process_parameters.csv").read_text().splitlines()
+    header = csv_rows[0].split(",")
+    wanted = [int(r.split(",")[header.index("index")]) for r in csv_rows[1:]
+              if int(r.split(",")[header.index("blankholder_force")]) >= 300]
+    assert [r["_sim_id"] for r in records] == wanted and len(wanted) == 24
+    assert all(type(r["_sim_id"]) is int and type(r["bhf"]) is int for r in records)
+    assert all(type(r["oil"]) is bool and type(r["temp"]) is float for r in records)
+
+
+@pytest.mark.parametrize("prefix", SCHEMA_ORG_SPELLINGS)
+def test_one_helper_shortens_schema_org_types(prefix):
+    assert short_type(f"{prefix}Integer") == "sc:Integer"
+    assert short_type(f" {prefix}Boolean ") == "sc:Boolean"
+    assert short_type(None) == "sc:Text"
+    assert short_type("cr:Float") == "cr:Float"  # not schema.org: left as it is
+    assert check_value(3, f"{prefix}Integer") is None
+    assert check_value("3", f"{prefix}Integer") == "an integer"

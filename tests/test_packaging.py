@@ -4,7 +4,8 @@
   environment (no system site-packages; the dependencies come from the package index this
   machine's pip is configured with). From an empty directory, the commands a new user types work.
 * The wheel holds every module of the source tree, the workflow schema and the shipped workflows,
-  and ``pyproject.toml`` lists every package.
+  the ``py.typed`` marker and the LICENSE, and ``pyproject.toml`` lists every package; a type
+  checker reads the installed package's hints.
 * The core tests run against the installed wheel on a second Python version (pyenv's 3.13 or
   3.12; skipped with a reason where neither is present).
 """
@@ -186,6 +187,54 @@ def test_wheel_holds_every_module_schema_and_workflow(wheel):
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as zf:
         assert "guideloom = guideloom.cli:main" in zf.read(entry).decode()
+
+
+def test_wheel_holds_the_type_marker_and_the_license(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = zf.read(f"{info}/METADATA").decode()
+        license_text = zf.read(f"{info}/licenses/LICENSE").decode()
+    assert "guideloom/py.typed" in names  # PEP 561
+    assert license_text == (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in license_text
+    assert re.search(r"^License-Expression: Apache-2.0$", metadata, re.M), metadata[:2000]
+    assert re.search(r"^License-File: LICENSE$", metadata, re.M), metadata[:2000]
+
+
+TYPED_USER_CODE = """
+    from guideloom import DocumentStorage
+    from guideloom.storage.types import DocumentStorageFormat
+
+
+    class MyDoc:
+        pass
+
+
+    class MyDocs(DocumentStorageFormat[MyDoc]):
+        def pack(self, data: MyDoc) -> bytes:
+            return b""
+
+        def unpack(self, encoded: bytes, shard: int) -> MyDoc:
+            return MyDoc()
+
+
+    reveal_type(DocumentStorage("d", MyDocs()).sync_reader().read(0))
+"""
+
+
+def test_a_type_checker_reads_the_hints_of_the_installed_wheel(installed, tmp_path):
+    pytest.importorskip("mypy", reason="mypy (test extra) is not installed")
+    (tmp_path / "user.py").write_text(textwrap.dedent(TYPED_USER_CODE))
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "MYPYPATH"}}
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "user.py", "--python-executable", str(installed),
+         "--no-incremental", "--cache-dir", str(tmp_path / "cache"), "--follow-imports=silent",
+         "--no-error-summary"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert "missing library stubs or py.typed marker" not in out.stdout, out.stdout
+    revealed = [line for line in out.stdout.splitlines() if "Revealed type" in line]
+    assert len(revealed) == 1 and '"user.MyDoc"' in revealed[0], out.stdout + out.stderr
 
 
 # --- c. the core tests on a second Python -------------------------------------------------

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from guideloom.demo import make_demo_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +24,7 @@ def run_block(folder: Path, name: str, code: str) -> subprocess.CompletedProcess
 
 
 def test_readme_python_examples_run_each_on_its_own(tmp_path):
+    pytest.importorskip("torch", reason="the README's examples use torch (optional)")
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert len(blocks) >= 4
     make_demo_data(tmp_path / "demo-data", n=36)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,60 @@ def test_an_empty_directory_or_an_export_may_be_replaced(data, tmp_path):
     assert not list(tmp_path.glob(".out.guideloom-lock"))  # released and removed
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_another_tools_export_json_is_never_replaced(data, tmp_path):
+    other = tmp_path / "album"
+    other.mkdir()
+    (other / "export.json").write_text('{"tool": "photo-exporter", "count": 2}')
+    (other / "IMG_0001.jpg").write_bytes(b"\xff\xd8 a photo")
+    (other / "notes.txt").write_text("precious")
+    before = _tree(other)
+    for overwrite in (True, False):
+        with pytest.raises(UnsafeTargetError, match="not a guideloom export manifest"):
+            export(data, other, overwrite=overwrite)
+    assert _tree(other) == before
+    assert not list(tmp_path.glob(".album.guideloom-*"))  # refused before any work
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz", "zarr"])
+@pytest.mark.parametrize("intruder", ["photo.jpg", "notes/thesis.tex", "7.npz", ".hidden"])
+def test_an_export_holding_files_it_did_not_write_is_never_replaced(data, tmp_path, kind,
+                                                                     intruder):
+    target = tmp_path / "out"
+    guideloom.export.export("force-curve", target, kind=kind, data_dir=data, sim_ids=[0, 1],
+                            record_transform=helpers.first_rows, client="sync")
+    (target / intruder).parent.mkdir(exist_ok=True)
+    (target / intruder).write_bytes(b"not guideloom's")
+    before = _tree(target)
+    with pytest.raises(UnsafeTargetError, match=f"refusing to replace {target}: .*"
+                       f"{intruder.split('/')[0]}"):
+        guideloom.export.export("force-curve", target, kind=kind, data_dir=data, overwrite=True,
+                                record_transform=helpers.first_rows, client="sync")
+    assert _tree(target) == before
+    top = target / intruder.split("/")[0]
+    shutil.rmtree(top) if top.is_dir() else top.unlink()  # its own files only: replaced
+    (target / "export.json.tmp-4242").write_text("{")  # ours, left by an interrupted write
+    guideloom.export.export("force-curve", target, kind=kind, data_dir=data, overwrite=True,
+                            sim_ids=[2], record_transform=helpers.first_rows, client="sync")
+    assert guideloom.load_export(target).sim_ids.tolist() == [2]
+
+
+def test_a_file_inside_a_zarr_array_is_foreign_too(data, tmp_path):
+    target = tmp_path / "out.zarr"
+    guideloom.export.export("force-curve", target, kind="zarr", data_dir=data, sim_ids=[0, 1],
+                            record_transform=helpers.first_rows, client="sync")
+    (target / "force" / "c" / "notes.txt").write_text("mine")
+    with pytest.raises(UnsafeTargetError, match="force/c/notes.txt"):
+        guideloom.export.export("force-curve", target, kind="zarr", data_dir=data,
+                                overwrite=True, record_transform=helpers.first_rows,
+                                client="sync")
+    assert (target / "force" / "c" / "notes.txt").read_text() == "mine"
+
+
 BLOCKED_RUN = """
 import sys
 from tests import export_helpers
@@ -103,3 +158,63 @@ def test_a_second_run_on_a_busy_target_fails_at_once_naming_the_holder(data, tmp
                                      record_transform=helpers.blocking_first_rows, client="sync")
     assert result.resumed_partitions >= 1
     assert len(guideloom.load_export(target)) == 6
+
+
+HOLDING_TRANSFORMS = """
+import os
+import threading
+from pathlib import Path
+
+
+def hold(rec):
+    Path(os.environ["STARTED_MARKER"]).touch()
+    threading.Event().wait()  # the first run holds the target until it is killed
+    return {"head": rec["force_data"][:4]}
+"""
+
+HOLDING_WORKFLOW = """
+name = "hold"
+python_path = ["."]
+[dataset]
+data_dir = "data"
+[view]
+name = "force-curve"
+[transforms]
+record = "holding:hold"
+[output]
+kind = "npy"
+path = "exports/held"
+"""
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "local:2"])
+def test_a_second_cli_run_on_a_locked_target_exits_within_1_s(data, tmp_path, scheduler):
+    """Process start to exit, with a real first ``guideloom run`` holding the lock: the lock
+    is taken before any cluster starts, and nothing slow (no format checkers) is imported."""
+    (tmp_path / "holding.py").write_text(HOLDING_TRANSFORMS)
+    (tmp_path / "job.toml").write_text(HOLDING_WORKFLOW)
+    marker = tmp_path / "started"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, "-m", "guideloom", "run", "job.toml"]
+    first = subprocess.Popen([*command, "--scheduler", "sync"], cwd=tmp_path,
+                             env={**env, "STARTED_MARKER": str(marker)}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():  # the first run holds the lock and works
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        seconds = []
+        for _ in range(3):  # best of three: one scheduler hiccup of a shared machine is noise
+            t0 = time.monotonic()
+            second = subprocess.run([*command, "--scheduler", scheduler], cwd=tmp_path,
+                                    env=env, capture_output=True, text=True, timeout=60)
+            seconds.append(time.monotonic() - t0)
+            assert second.returncode != 0
+            assert f"another run is writing {tmp_path / 'exports' / 'held'}: pid {first.pid} on " \
+                in second.stderr, second.stderr
+        assert min(seconds) < 1.0, f"a second run took {seconds} s to fail"
+        assert first.poll() is None  # the holder was not disturbed
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()

@@ -76,7 +76,7 @@ def test_workflow_spec_equals_api_spec(demo_zip, tmp_path):
         "blankholder_force": "process-parameters/blankholder_force",
         "split": "process-parameters/split"})
     api = build_spec("force-signals", "npy", tmp_path / "o", dataset=ds, data_dir=demo_zip,
-                     sim_ids=[5, 0, 12],
+                     sim_ids=[5, 0, 12], sim_ids_order="sim_ids",
                      where=lambda r: r["split"] != "test" and r["has_oil"],
                      record_transform=demo_transforms.resample_and_emit, partition_size=4)
     ids = plan_export(spec).selection.ids
@@ -264,4 +264,50 @@ def test_dry_run_imports_no_user_module_and_calls_no_factory(demo_zip, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "sideeffects:transform, which a dry run neither imports nor runs" in done.stdout
     assert not (tmp_path / "IMPORTED").exists() and not (tmp_path / "FACTORY_CALLED").exists()
+    assert not (tmp_path / "out").exists()
+
+
+# modules Dask's client imports when it first connects: a python_path folder holding one of them
+# would run it in a dry run that asks a tcp:// scheduler for its workers
+SHADOWED = ("zict", "tblib", "sortedcontainers", "msgpack", "tornado", "cloudpickle", "toolz",
+            "tlz", "locket", "click", "jinja2", "yaml", "distributed", "dask")
+
+
+def test_dry_run_on_a_tcp_scheduler_imports_nothing_from_python_path(demo_zip, tmp_path):
+    from guideloom.cluster.local_procs import start_local_cluster
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in (*SHADOWED, "sideeffects"):
+        (lib / f"{name}.py").write_text(
+            f"from pathlib import Path\nPath(__file__).with_name('IMPORTED-{name}').touch()\n"
+            "raise ImportError('a planted module ran')\n")
+    procs = start_local_cluster(1, pythonpath=[Path(__file__).resolve().parents[1]],
+                                state_dir=tmp_path / "cluster")
+    try:
+        job = tmp_path / "job.toml"
+        job.write_text(textwrap.dedent(f'''
+            python_path = ["lib"]
+            [dataset]
+            data_dir = "{demo_zip}"
+            [view]
+            name = "force-curve"
+            [transforms]
+            record = "sideeffects:transform"
+            [run]
+            scheduler = "{procs.address}"
+            [output]
+            kind = "npy"
+            path = "out"
+            '''))
+        run_dir = tmp_path / "elsewhere"
+        run_dir.mkdir()
+        done = subprocess.run([sys.executable, "-m", "guideloom", "run", str(job), "--dry-run"],
+                              capture_output=True, text=True, timeout=120, cwd=run_dir)
+    finally:
+        procs.stop()
+    assert sorted(p.name for p in lib.glob("IMPORTED-*")) == []
+    assert done.returncode == 0, done.stderr
+    assert f"runs: scheduler {procs.address} (1 workers)" in done.stdout
+    assert "sideeffects:transform, which a dry run neither imports nor runs" in done.stdout
     assert not (tmp_path / "out").exists()

@@ -37,3 +37,29 @@ def member_bytes(archive: Path, member: str) -> bytes:
     """A member's bytes (zipfile checks its CRC-32 on this whole read)."""
     with zipfile.ZipFile(archive) as zf:
         return zf.read(member)
+
+
+def patch_central_entry(archive: Path, member: str, *, header_offset: int | None = None,
+                        compress_size: int | None = None, file_size: int | None = None) -> None:
+    """Rewrite fields of ``member``'s central directory entry in place (nothing else changes:
+    the local headers and data stay as they are)."""
+    import struct
+
+    with zipfile.ZipFile(archive) as zf:
+        start = zf.start_dir
+        count = len(zf.infolist())
+    with open(archive, "r+b") as fh:
+        pos = start
+        for _ in range(count):
+            fh.seek(pos)
+            head = fh.read(46)
+            assert head[:4] == b"PK\x01\x02"
+            n, m, k = struct.unpack("<HHH", head[28:34])
+            if fh.read(n).decode("utf-8", "replace") == member:
+                for field, where in ((compress_size, 20), (file_size, 24), (header_offset, 42)):
+                    if field is not None:
+                        fh.seek(pos + where)
+                        fh.write(struct.pack("<I", field))
+                return
+            pos += 46 + n + m + k
+    raise KeyError(member)

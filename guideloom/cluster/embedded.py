@@ -16,7 +16,11 @@ Each worker:
   even after SIGKILL;
 * writes its log and Dask's spill and scratch files to a private directory of this cluster
   (removed when it closes), never to a shared ``/tmp/dask-scratch-space``;
-* starts in the driver's working directory with the driver's script directory on ``PYTHONPATH``.
+* starts in the driver's working directory with the driver's script directory on ``PYTHONPATH``;
+* talks to the scheduler, the client and the other workers over TLS with this cluster's
+  throwaway credentials (:mod:`guideloom.cluster.security`): another local user who finds the
+  ports on 127.0.0.1 cannot connect, so cannot run code in any of these processes. The
+  dashboard stays plain HTTP on 127.0.0.1.
 
 Dask's own log lines (a worker's "Compute Failed", connection errors while the cluster closes) go
 to the workers' log files; in the driver, the ``distributed`` logger is raised to CRITICAL once an
@@ -45,9 +49,11 @@ from typing import Any
 
 import psutil
 
+from guideloom.cluster.security import PROTOCOL, cluster_credentials
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
-from guideloom.errors import ClusterStartError
+from guideloom.errors import ClusterStartError, UnsafeFileError
 from guideloom.fastread import pool as decode_pool
+from guideloom.private_files import private_dir
 
 HOST = "127.0.0.1"
 DEFAULT_DASHBOARD = f"{HOST}:8787"
@@ -103,11 +109,29 @@ def free_dashboard_address(wanted: str | None) -> str | None:
 
 
 def scratch_root() -> Path:
-    """The per-user folder holding each embedded cluster's private scratch directory."""
+    """The per-user folder holding each embedded cluster's private scratch directory.
+
+    ``$TMPDIR/guideloom-<uid>``, created with mode 0o700. If something else is there (another
+    user's folder, a symlink, a folder others can write to), a fresh private folder is made
+    instead (``mkdtemp``) and stderr says so: nobody else's folder is ever used.
+    """
     user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
     root = Path(tempfile.gettempdir()) / f"guideloom-{user}"
-    root.mkdir(mode=0o700, exist_ok=True)
-    return root
+    try:
+        return private_dir(root, "the cluster scratch folder")
+    except UnsafeFileError as exc:
+        fresh = Path(tempfile.mkdtemp(prefix=f"guideloom-{user}-"))
+        print(f"guideloom: not using {root}: {exc}. This run uses the new private folder "
+              f"{fresh} instead.", file=sys.stderr)
+        atexit.register(_remove_if_empty, fresh)
+        return fresh
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 QUIET_LOGGERS = ("distributed", "tornado", "tornado.application", "asyncio", "bokeh")
@@ -200,13 +224,14 @@ def start_cluster(
 
     workers = n_workers or default_worker_count()
     scratch = Path(tempfile.mkdtemp(prefix=f"cluster-{os.getpid()}-", dir=scratch_root()))
-    env = _worker_env()
+    security, credentials = cluster_credentials()
+    env = {**_worker_env(), **credentials}
     # each single-threaded worker decodes with its share of the CPUs (known before any worker
     # connects, unlike the share run_partitions computes from the connected workers)
     env.setdefault(decode_pool.ENV_THREADS, str(max(1, decode_pool.usable_cpus() // workers)))
     memory_limit = int(psutil.virtual_memory().total / workers)
     worker_kwargs = {
-        "host": HOST, "nthreads": 1, "memory_limit": memory_limit,
+        "host": HOST, "protocol": PROTOCOL, "nthreads": 1, "memory_limit": memory_limit,
         "local_directory": str(scratch), "dashboard": False,
         "preload": [WATCHDOG_MODULE], "preload_nanny": [WATCHDOG_MODULE],
     }
@@ -219,12 +244,13 @@ def start_cluster(
     }
     dashboard = free_dashboard_address(dashboard_address)
     scheduler = {"cls": Scheduler, "options": {
-        "host": HOST, "port": 0, "dashboard": dashboard is not None,
+        "host": HOST, "port": 0, "protocol": PROTOCOL, "security": security,
+        "dashboard": dashboard is not None,
         "dashboard_address": dashboard or ":0", "local_directory": str(scratch)}}
     if not verbose:
         quiet_dask_logs()
     cluster = SpecCluster(workers=specs, scheduler=scheduler, name="guideloom-embedded",
-                          silence_logs=False)
+                          silence_logs=False, security=security)
     client = Client(cluster, set_as_default=False)
     pids = [w.process.pid for w in cluster.workers.values() if getattr(w, "process", None)]
     link = client.dashboard_link if dashboard is not None else None

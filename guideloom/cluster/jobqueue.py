@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +44,18 @@ KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+LOOPBACK = "127.0.0.1"
+LOOPBACK_HINT = (
+    "; the scheduler listens on 127.0.0.1 only because the jobqueue config names no "
+    "'interface': set interface (e.g. ib0) for workers on other nodes"
+)
+# What sbatch prints when this machine has no SLURM configuration or cannot reach the
+# controller (a wrong partition or account reads otherwise).
+SLURM_NOT_REACHABLE = (
+    "Could not establish a configuration source",  # no slurm.conf and no configless DNS record
+    "Unable to process configuration file",  # SLURM_CONF or slurm.conf missing or unusable
+    "Unable to contact slurm controller",  # slurm.conf names a controller that does not answer
+)
 
 
 @dataclass(frozen=True)
@@ -215,7 +228,10 @@ def cluster_kwargs(
 
     The site settings (:func:`find_jobqueue_config`), then ``job_options``; the worker runs
     ``sys.executable`` unless the settings name a ``python``, and the job script ends with
-    :func:`worker_environment_lines`. Building a cluster from these submits nothing until it
+    :func:`worker_environment_lines`. When neither the settings nor ``scheduler_host`` name
+    an interface or host, the scheduler binds to 127.0.0.1 and the workers get ``--host
+    127.0.0.1 --dashboard-address 127.0.0.1:0``: nothing listens on 0.0.0.0 or ``[::]``.
+    Building a cluster from these submits nothing until it
     is scaled, so ``cluster_class(kind)(**kwargs).job_script()`` shows the job script.
 
     Returns:
@@ -237,8 +253,25 @@ def cluster_kwargs(
     )
     if scheduler_host:
         options["host"] = scheduler_host
+    interface = kwargs.get("interface") or _dask_config(kind, "interface")
+    if not interface and not options.get("host") and not options.get("interface"):
+        # nothing names a network: listen on this machine's loopback only, never 0.0.0.0/[::]
+        options["host"] = LOOPBACK
+        extra = list(kwargs.get("worker_extra_args") or _dask_config(kind, "worker-extra-args")
+                     or [])
+        if "--host" not in extra and "--interface" not in extra:
+            extra += ["--host", LOOPBACK]
+        if not any(arg.startswith("--dashboard-address") for arg in extra):
+            extra += ["--dashboard-address", f"{LOOPBACK}:0"]  # a worker's own dashboard
+        kwargs["worker_extra_args"] = extra
     kwargs["scheduler_options"] = options
     return kwargs, source
+
+
+def loopback_only(kwargs: Mapping[str, Any]) -> bool:
+    """Whether :func:`cluster_kwargs` bound the scheduler to loopback for want of an interface."""
+    options = kwargs.get("scheduler_options") or {}
+    return options.get("host") == LOOPBACK and not kwargs.get("interface")
 
 
 def worker_environment_lines(pythonpath: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
@@ -439,6 +472,29 @@ def _deferred_signals(active: bool) -> Iterator[list[int]]:
             signal.signal(signum, handler)
 
 
+def _slurm_conf() -> str:
+    conf = os.environ.get("SLURM_CONF")
+    return f"SLURM_CONF={conf}" if conf else "SLURM_CONF unset: the default slurm.conf"
+
+
+def check_slurm_conf() -> None:
+    """Raise one line when ``SLURM_CONF`` names no file (``sbatch`` would retry for 60 s)."""
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        raise JobqueueConfigError(
+            f"SLURM is not configured here: SLURM_CONF={conf} names no file; point SLURM_CONF "
+            "at the cluster's slurm.conf (or unset it), or run on a SLURM login node")
+
+
+def _submit_hint(kind: str, failure: str) -> str:
+    """What to check after the first submission failed with ``failure`` (appended to it)."""
+    if kind == "slurm" and any(text in failure for text in SLURM_NOT_REACHABLE):
+        return (f"; SLURM is not configured or its controller is not reachable from here "
+                f"({_slurm_conf()}): run on a SLURM login node, or point SLURM_CONF at the "
+                "cluster's slurm.conf")
+    return " (check the partition/queue and account in the jobqueue config)"
+
+
 def _wait_for_workers(
     client: Any,
     kind: str,
@@ -448,6 +504,7 @@ def _wait_for_workers(
     failures: list[str],
     log_hint: str,
     poll: float = 1.0,
+    network_hint: str = "",
 ) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -457,20 +514,18 @@ def _wait_for_workers(
         except TimeoutError:
             pass
         if failures and not submitted:
-            raise JobqueueError(
-                f"{COMMANDS[kind].submit} failed: {failures[0]}"
-                " (check the partition/queue and account in the jobqueue config)"
-            )
+            raise JobqueueError(f"{COMMANDS[kind].submit} failed: {failures[0]}"
+                                f"{_submit_hint(kind, failures[0])}")
         states = job_states(kind, submitted)
         if submitted and not states and len(submitted) >= n:
             raise JobqueueError(
                 f"all {len(submitted)} {kind.upper()} jobs ended before {n} worker(s) connected"
-                f" ({', '.join(submitted)}): see the job logs{log_hint}"
+                f" ({', '.join(submitted)}): see the job logs{log_hint}{network_hint}"
             )
         if time.monotonic() >= deadline:
             raise WorkerTimeoutError(
                 f"no {kind.upper()} worker connected within {timeout:g} s: "
-                f"{_describe(kind, submitted, states)}"
+                f"{_describe(kind, submitted, states)}{network_hint}"
             )
 
 
@@ -489,6 +544,7 @@ def jobqueue_client(
     cancel_timeout: float = 60.0,
     quiet: bool = False,
     log: Callable[[str], None] | None = None,
+    tls: bool = True,
 ) -> Iterator[Any]:
     """Run a Dask cluster of ``jobs`` SLURM or PBS worker jobs for the length of the block.
 
@@ -511,11 +567,16 @@ def jobqueue_client(
         dashboard_address: Where the dashboard listens; default: the config's
             ``scheduler-options.dashboard_address``, else ``127.0.0.1:0`` (any free port).
         scheduler_host: Address the scheduler binds to (e.g. ``127.0.0.1`` when the jobs run
-            on this machine); default: the config's ``interface`` / scheduler options.
+            on this machine); default: the config's ``interface`` / scheduler options, and
+            127.0.0.1 (workers too) when neither names a network.
         pythonpath: Extra directories for the workers' ``PYTHONPATH``.
         cancel_timeout: Seconds to wait, on exit, for cancelled jobs to leave the queue.
         quiet: Print nothing (the dashboard line and job ids go to stderr otherwise).
         log: Where status lines go (default: stderr).
+        tls: Scheduler, workers and the client talk TLS with throwaway credentials made for
+            this run (:func:`tls_settings`), so nobody else who reaches the scheduler's port
+            can connect. ``False`` for a scheduler that other processes connect to by address
+            (``cluster/slurm.py``).
 
     Yields:
         A ``distributed.Client`` connected to the scheduler; ``client.cluster`` is the
@@ -523,13 +584,15 @@ def jobqueue_client(
 
     Raises:
         JobqueueUnavailableError: ``sbatch``/``qsub`` (or the cancel/status tool) is missing.
-        JobqueueConfigError: No settings for ``kind``.
+        JobqueueConfigError: No settings for ``kind``, or ``SLURM_CONF`` names no file.
         WorkerTimeoutError: No worker connected within ``wait_timeout``.
         JobqueueError: Submission failed or all jobs ended before a worker connected.
     """
     if jobs < 1 or isinstance(jobs, bool):
         raise ValueError(f"jobs must be >= 1, not {jobs!r}")
     check_commands(kind)
+    if kind == "slurm":
+        check_slurm_conf()
     kwargs, source = cluster_kwargs(
         kind, config_file=config_file, job_options=job_options,
         dashboard_address=dashboard_address, scheduler_host=scheduler_host,
@@ -547,6 +610,7 @@ def jobqueue_client(
     kwargs["job_cls"] = _job_class(cluster_cls.job_cls, submitted, failures)
     log_dir = kwargs.get("log_directory") or _dask_config(kind, "log-directory")
     log_hint = f" in {log_dir}" if log_dir else " (the submit directory by default)"
+    tls_dir = tls_settings(kind, kwargs) if tls else None
 
     in_main = threading.current_thread() is threading.main_thread()
     cluster = client = None
@@ -561,7 +625,7 @@ def jobqueue_client(
             if min_workers:
                 _wait_for_workers(
                     client, kind, min(min_workers, jobs), wait_timeout, submitted, failures,
-                    log_hint,
+                    log_hint, network_hint=LOOPBACK_HINT if loopback_only(kwargs) else "",
                 )
                 connected = len(client.scheduler_info(n_workers=-1)["workers"])
                 say(
@@ -572,14 +636,40 @@ def jobqueue_client(
             yield client
         except BaseException:
             with _deferred_signals(in_main):
-                _shutdown(kind, cluster, client, submitted, cancel_timeout, say)
+                _shutdown(kind, cluster, client, submitted, cancel_timeout, say, tls_dir)
             raise
         with _deferred_signals(in_main) as came:
-            _shutdown(kind, cluster, client, submitted, cancel_timeout, say)
+            _shutdown(kind, cluster, client, submitted, cancel_timeout, say, tls_dir)
     if signal.SIGTERM in came:
         raise JobqueueTerminated()
     if came:
         raise KeyboardInterrupt
+
+
+def tls_settings(kind: str, kwargs: dict[str, Any]) -> str | None:
+    """Give the cluster keyword arguments fresh TLS credentials; return a directory to remove.
+
+    distributed's :meth:`~distributed.security.Security.temporary` makes a self-signed key and
+    certificate; dask-jobqueue writes the worker's copy to ``shared_temp_directory`` (private
+    ``0600`` files the job script names) and starts each worker with ``--tls-*`` options. When
+    the settings name no such directory, a private ``.guideloom-tls-*`` folder is made in the
+    working directory (which the jobs share: they ``cd`` there) and returned for removal.
+    """
+    from distributed.security import Security
+
+    kwargs["security"] = Security.temporary()
+    if kwargs.get("shared_temp_directory") or _dask_config(kind, "shared-temp-directory"):
+        return None
+    try:
+        folder = tempfile.mkdtemp(prefix=".guideloom-tls-", dir=os.getcwd())
+    except OSError as exc:
+        raise JobqueueConfigError(
+            f"cannot make a private folder for the workers' TLS credentials in {os.getcwd()} "
+            f"({exc.strerror}): set shared-temp-directory (a folder the jobs can read) in the "
+            "jobqueue config"
+        ) from exc
+    kwargs["shared_temp_directory"] = folder
+    return folder
 
 
 def _silent(line: str) -> None:
@@ -593,6 +683,7 @@ def _shutdown(
     submitted: list[str],
     cancel_timeout: float,
     say: Callable[[str], None],
+    tls_dir: str | None = None,
 ) -> None:
     """Close the client and cluster, then make sure no submitted job is left in the queue."""
     if client is not None:
@@ -601,6 +692,13 @@ def _shutdown(
     if cluster is not None:
         with contextlib.suppress(Exception):
             cluster.close()  # dask-jobqueue cancels the jobs it still knows about
+    if tls_dir is not None:
+        # dask-jobqueue keeps the credential files open as cluster._job_<key> temporary files
+        for name, value in vars(cluster or object()).items():
+            if name.startswith("_job_") and hasattr(value, "close"):
+                with contextlib.suppress(OSError):
+                    value.close()  # deletes the file
+        shutil.rmtree(tls_dir, ignore_errors=True)
     try:
         left = cancel_jobs(kind, list(submitted), timeout=cancel_timeout)
     except (JobqueueError, OSError, subprocess.SubprocessError) as exc:

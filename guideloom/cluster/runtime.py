@@ -28,6 +28,7 @@ from typing import Any
 
 from guideloom import fastread
 from guideloom.cluster import embedded
+from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
 SYNC = "sync"
 LOCAL = "local"
@@ -47,6 +48,9 @@ MAX_SERIAL_PARTITION = 256
 # cluster takes 23-61 ms longer than in-process. The middle of that range:
 CLUSTER_START_S = 2.0
 WARM_DISPATCH_S = 0.05
+# A reachable scheduler answers in milliseconds; Dask's default wait is 30 s (and it retries a
+# refused port until then), which reads as a hang when no scheduler runs.
+SCHEDULER_CONNECT_S = 3.0
 
 ClientLike = Any  # distributed.Client | str | None
 _printed: set[str] = set()
@@ -84,6 +88,46 @@ def check_client_text(text: str) -> str:
         raise ValueError(f"expected local, local:N, sync, tcp://HOST:PORT, slurm:N or pbs:N, "
                          f"got {text!r}")
     return text
+
+
+def connect_scheduler(address: str) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address`` (``tcp://HOST:PORT``).
+
+    Raises:
+        SchedulerUnreachableError: No scheduler answered within :data:`SCHEDULER_CONNECT_S`;
+            the message says how to start one or to use the local cluster instead.
+    """
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=SCHEDULER_CONNECT_S, set_as_default=False)
+    except OSError as exc:  # distributed raises OSError (TimeoutError) when nobody answers
+        port = address.rsplit(":", 1)[-1]
+        raise SchedulerUnreachableError(
+            f"no Dask scheduler answered at {address} within {SCHEDULER_CONNECT_S:.0f} s: "
+            f"start one there with `dask scheduler --port {port}` (and workers with "
+            f"`dask worker {address}`), or use the local cluster instead "
+            "(--scheduler local, client='local')") from exc
+
+
+def _first_worker(remote: Any, address: str) -> None:
+    """Wait for a worker of the scheduler at ``address`` as long as Dask would have waited
+    for one (``distributed.comm.timeouts.connect``, 30 s by default).
+
+    Raises:
+        NoWorkersError: None came; the message says how to start workers.
+    """
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    wait = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    try:
+        remote.wait_for_workers(1, timeout=wait)
+    except TimeoutError as exc:
+        raise NoWorkersError(
+            f"the Dask scheduler at {address} has no workers (waited {wait:g} s): start them "
+            f"with `dask worker {address}`, or use the local cluster instead "
+            "(--scheduler local, client='local')") from exc
 
 
 def active_client() -> Any:
@@ -151,33 +195,43 @@ def _local_workers(text: str) -> int | None:
     return int(text.split(":", 1)[1]) if ":" in text else None
 
 
-def choose_automatically(estimate_s: float, n_tasks: int) -> tuple[str, str]:
+def _tasks_text(n: int) -> str:
+    return f"{n} task{'s' * (n != 1)}"
+
+
+def choose_automatically(estimate_s: float, n_tasks: int,
+                         in_process_tasks: int | None = None) -> tuple[str, str]:
     """``(mode, reason)`` for ``client=None`` with no active Client.
 
-    The work runs in-process unless spreading it over the cores saves more than the cluster
-    costs: its start-up when none runs yet, a dispatch when one does.
+    The work runs in-process unless spreading it over the cores (in ``n_tasks`` tasks) saves
+    more than the cluster costs: its start-up when none runs yet, a dispatch when one does.
+    ``in_process_tasks`` is how many tasks the job has when it runs in-process (partitions are
+    sized for the workers that run them), which the in-process reasons state.
     """
     cores = embedded.default_worker_count()
-    work = f"about {estimate_s:.2f} s of work in {n_tasks} task{'s' * (n_tasks != 1)}"
+    here = n_tasks if in_process_tasks is None else in_process_tasks
+    work = f"about {estimate_s:.2f} s of work in {_tasks_text(here)}"
     if cores < 2 or n_tasks < 2:
         return "in-process", f"{work}; one core or one task: no cluster"
     saving = estimate_s * (1 - 1 / min(cores, n_tasks))
+    spread = f"about {estimate_s:.2f} s of work in {_tasks_text(n_tasks)}"
     if embedded.running_cluster() is not None:
         if saving > WARM_DISPATCH_S:
-            return "local-cluster", f"{work}; reusing the running local cluster"
+            return "local-cluster", f"{spread}; reusing the running local cluster"
         return "in-process", f"{work}; too little to send to the running cluster"
     if saving > CLUSTER_START_S:
-        return "local-cluster", f"{work}; starting a local cluster of {cores} workers pays"
+        return "local-cluster", f"{spread}; starting a local cluster of {cores} workers pays"
     return "in-process", (f"{work}; starting a cluster (~{CLUSTER_START_S:.0f} s) would not pay "
                           "(client='local' or --scheduler local forces one)")
 
 
-def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int) -> tuple[int, str]:
+def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int,
+                      in_process_tasks: int | None = None) -> tuple[int, str]:
     """``(workers, description)`` of where :func:`placement` would run a job; starts nothing
     (a ``tcp://`` scheduler is asked for its worker count)."""
     cores = embedded.default_worker_count()
     if client is None:
-        mode, reason = choose_automatically(estimate_s, n_tasks)
+        mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks)
         return (1 if mode == "in-process" else cores), f"{mode}: {reason}"
     check_client_text(client)
     if client == SYNC:
@@ -188,9 +242,7 @@ def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int) -> tu
     kind, _, jobs = client.partition(":")
     if kind in BATCH_KINDS:
         return int(jobs), f"{jobs} {kind.upper()} worker jobs (submitted when the job runs)"
-    from distributed import Client
-
-    with Client(client, timeout=10, set_as_default=False) as remote:
+    with connect_scheduler(client) as remote:
         workers = worker_count(remote)
     return workers, f"scheduler {client} ({workers} workers)"
 
@@ -205,13 +257,16 @@ def placement(
     quiet: bool = False,
     verbose: bool = False,
     batch_options: Mapping[str, Any] | None = None,
+    in_process_tasks: int | None = None,
 ) -> Iterator[Placement]:
     """Decide where a job runs and yield the :class:`Placement` (connected while inside).
 
     Args:
         client: See the module docstring.
         estimate_s: The job's estimated in-process seconds (used for ``client=None``).
-        n_tasks: The number of tasks the job splits into.
+        n_tasks: The number of tasks the job splits into on one worker per core.
+        in_process_tasks: The number it splits into in-process (default ``n_tasks``): the
+            placement line states this one when the job stays in-process.
         dashboard_address: Where the embedded cluster's dashboard listens (127.0.0.1 by
             default; a busy port is replaced by a free one); ``None`` disables it.
         quiet: Print neither the placement line nor the dashboard URL.
@@ -229,7 +284,7 @@ def placement(
             yield _say(Placement(active, "client", worker_count(active), "the active Client"),
                        quiet)
             return
-        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks)
+        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks, in_process_tasks)
         if mode == "in-process":
             yield _say(Placement(None, mode, 1, reason), quiet)
             return
@@ -256,10 +311,9 @@ def placement(
                 yield _say(Placement(batch, kind, int(jobs),
                                      f"{jobs} {kind.upper()} worker jobs"), quiet)
             return
-        from distributed import Client
-
-        with Client(client, set_as_default=False) as remote:
+        with connect_scheduler(client) as remote:
             _announce(remote.dashboard_link, quiet)
+            _first_worker(remote, client)
             yield _say(Placement(remote, "scheduler", worker_count(remote),
                                  f"scheduler {client}"), quiet)
         return

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from guideloom.croissant import Dataset, View
+from guideloom.croissant import Dataset, DatasetSpec, View
 from guideloom.export.run import ExportResult, run_export
 from guideloom.export.spec import (
     ExportSpec,
@@ -18,7 +18,7 @@ from guideloom.export.spec import (
     callable_name,
 )
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
-from guideloom.selection import RowFilter, resolve_dataset
+from guideloom.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
 
 
 def build_spec(
@@ -39,16 +39,27 @@ def build_spec(
     overwrite: bool = False,
     options: Mapping[str, Any] | None = None,
     verify_crc: bool = False,
+    spec: DatasetSpec | None = None,
+    sim_ids_order: SimIdsOrder = "index",
 ) -> ExportSpec:
-    """Build the job description shared by every export function, the CLI and workflows."""
-    ds, root = resolve_dataset(data_dir, dataset, source)
+    """Build the job description shared by every export function, the CLI and workflows.
+
+    Local paths (``data_dir``, ``source``, ``target``) are made absolute here, on the driver,
+    so workers started in another directory read and write the same files; fsspec URLs
+    (``s3://``, ``memory://`` …) are kept as given. The ``sim_ids`` allowlist is put in its
+    output order here (``sim_ids_order``), so the spec holds the rows' order.
+    """
+    ds, root = resolve_dataset(data_dir, dataset, source, spec)
+    target_text = os.fspath(target)
     resolved = ds.view(view) if isinstance(view, str) else view
+    if sim_ids is not None:
+        sim_ids = order_sim_ids(ds, sim_ids, sim_ids_order)
     return ExportSpec(
         view=resolved,
         dataset=ds,
         data_dir=root,
         output=output,  # type: ignore[arg-type]
-        target=os.fspath(target),
+        target=target_text if "://" in target_text else os.path.abspath(target_text),
         sim_ids=None if sim_ids is None else tuple(sim_ids),
         where=where,
         where_description=where_description or (callable_name(where) if where else None),
@@ -69,7 +80,11 @@ class ExportOptions(TypedDict, total=False):
         data_dir: Directory with the experiment files (default: the dataset's, else ./data).
         dataset: A loaded dataset (needed for views added in memory).
         source: Manifest path when ``dataset`` is not given.
-        sim_ids: Allowlist of experiment ids; output rows follow this order.
+        sim_ids: Allowlist of experiment ids; output rows follow the index table's order (as in
+            rddac), or the allowlist's own order with ``sim_ids_order="sim_ids"``. Ids not in
+            the index table are skipped with a ``MissingDataWarning``.
+        sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
+        spec: A ``DatasetSpec`` for loading the manifest (ignored with ``dataset``).
         where: Row filter on the typed index row.
         transforms: ``{alias: fn}`` applied to single fields first.
         record_transform: ``fn(record) -> dict`` applied after ``transforms``; its keys are the
@@ -93,6 +108,8 @@ class ExportOptions(TypedDict, total=False):
     dataset: Dataset | None
     source: str | Path | None
     sim_ids: Iterable[Any] | None
+    sim_ids_order: SimIdsOrder
+    spec: DatasetSpec | None
     where: RowFilter | None
     transforms: Mapping[str, FieldTransform] | None
     record_transform: RecordTransform | None
@@ -109,7 +126,8 @@ _OPTIONS_DOC = """
     Args:
         view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
         **options: See :class:`~guideloom.export.api.ExportOptions`: ``data_dir``, ``dataset``,
-            ``source``, ``sim_ids``, ``where``, ``transforms``, ``record_transform``,
+            ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``where``, ``transforms``,
+            ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
             ``verify_crc``.
 """

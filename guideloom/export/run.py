@@ -9,10 +9,8 @@ import platform
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,14 +30,17 @@ from guideloom.cluster.shipping import pack, ship_by_value, unpack
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
+    IncompleteExportError,
     NothingToExportError,
     SkippedDataWarning,
     summarize_ids,
+    warn,
 )
 from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
+    check_keys,
     check_schema,
     produce,
     reuse_buffers,
@@ -51,10 +52,23 @@ from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
-from guideloom.formats.checksums import CHECKSUMS_FILE, combine, file_digest, manifest_entry
-from guideloom.formats.layout import EXPORT_MANIFEST, FORMAT_VERSION, MANIFEST_FORMAT
-from guideloom.records import RecordReader
-from guideloom.selection import Selection, select
+from guideloom.formats.checksums import (
+    CHECKSUMS_FILE,
+    DESCRIPTION_KEY,
+    combine,
+    description_entry,
+    file_digest,
+    manifest_entry,
+)
+from guideloom.formats.durable import fsync_tree
+from guideloom.formats.layout import (
+    EXPORT_MANIFEST,
+    FORMAT_VERSION,
+    MANIFEST_FORMAT,
+    read_export_manifest,
+)
+from guideloom.records import RecordReader, reference_dtypes
+from guideloom.selection import Selection, check_storable_ids, select
 
 PROBE_ATTEMPTS = 20
 DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
@@ -137,15 +151,22 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     """
     if selection is None:
         selection = select_experiments(spec)
+    check_storable_ids(selection.ids, spec.dataset.index_file)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
         parts.append(Partition(index, start, selection.locations[start:stop],
                                selection.rows[start:stop]))
-    data = data_fingerprint(Path(spec.dataset.data_dir) / spec.dataset.index_file,
-                            selection.locations)
-    return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data))
+    return ExportPlan(selection, tuple(parts), size,
+                      spec.identity(selection.ids, size, _data_fingerprint(spec, selection)))
+
+
+def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
+    """The fingerprint of the index table and the selected files, for the job identity."""
+    index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
+                                               "the index table")
+    return data_fingerprint(index_file, selection.locations)
 
 
 TASK_STAGE = "read-transform-write"
@@ -191,9 +212,36 @@ def run_export(
         recovered = staging.recover()
         if recovered and not quiet:
             print(f"guideloom: {recovered}", file=sys.stderr)
+        finished = published_by_interrupted_run(spec, staging) if recovered else None
+        if finished is not None:
+            if not quiet:
+                print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
+                      "written everything, and its publish is now done", file=sys.stderr)
+            return finished
         check_target(staging, spec.data_dir, spec.overwrite)
         return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started)
+
+
+def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportResult | None:
+    """The export at the target, when it is this very job's (same identity: same view, ids,
+    transforms, options and data) and :meth:`Staging.recover` just finished its publish; else
+    ``None`` (then the target is treated like any existing export)."""
+    try:
+        _, manifest = read_export_manifest(staging.url)
+    except (FileNotFoundError, IncompleteExportError):
+        return None
+    selection = select_experiments(spec)
+    size = manifest.get("partition_size")
+    if not isinstance(size, int):
+        return None
+    if manifest.get("identity") != spec.identity(selection.ids, size,
+                                                 _data_fingerprint(spec, selection)):
+        return None
+    experiments = int(manifest["count"]) + len(manifest.get("skipped", []))
+    return ExportResult(staging.url, manifest,
+                        resumed_partitions=int(manifest.get("n_partitions", 0)),
+                        resumed_experiments=experiments)
 
 
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: bool,
@@ -204,9 +252,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
+    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
     where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
-                          batch_options=batch_options)
+                          batch_options=batch_options, in_process_tasks=in_process)
     with where_ctx as where:
         try:
             return _run_placed(spec, staging, writer, selection, where, estimate,
@@ -238,15 +287,17 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
               file=sys.stderr)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
-    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
-    if schema is not None and not finalizing:  # rows moved on already are never re-made
+    reference = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
+    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference)
+    # rows moved on already are never re-made
+    if writer.needs_schema and schema is not None and not finalizing:
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
         fault_point("allocated")
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
     t0 = time.time()
     fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-                     already=_experiments(done.values()))
+                     already=_experiments(done.values()), reference=reference)
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
@@ -270,23 +321,35 @@ def _experiments(summaries: Any) -> int:
 
 
 def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any) -> Any:
-    """The job (spec and writer) as cloudpickle bytes, scattered once to the workers.
+    """The job (spec and writer) as cloudpickle bytes, in a future the tasks depend on.
 
-    User code from ``__main__`` and local modules travels by value (see
-    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
+    The bytes are the argument of a task (not scattered data), so the scheduler holds them:
+    when the worker that has the result dies, the scheduler computes it again elsewhere and
+    the partition tasks are retried, instead of failing with lost dependencies. User code from
+    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`), so
+    workers need only ``guideloom`` installed.
     """
     ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                    *writer.user_objects()])
-    return dask.scatter(pack((spec, writer)), broadcast=False, hash=False)
+    shipped = dask.submit(_payload, pack((spec, writer)), pure=False)
+    # in memory before the partitions are submitted: they are then scheduled in their order
+    # as for any data at hand (released all at once by a finishing task, they would not be)
+    shipped.result()
+    return shipped
+
+
+def _payload(blob: bytes) -> bytes:
+    """The job's bytes, as the result of a task that can be recomputed."""
+    return blob
 
 
 def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
     return unpack(job) if isinstance(job, bytes) else job
 
 
-def _schema(spec, staging, writer, plan, dask, shipped,
-            estimate: float) -> dict[str, FieldSchema] | None:
-    if not writer.needs_schema:
+def _schema(spec, staging, writer, plan, dask, shipped, estimate: float,
+            reference: Mapping[str, str] | None = None) -> dict[str, FieldSchema] | None:
+    if not writer.needs_schema and not writer.fixed_keys:
         return None
     stored = (staging.read_job() or {}).get("schema")
     if stored is not None:
@@ -295,24 +358,27 @@ def _schema(spec, staging, writer, plan, dask, shipped,
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
     per_record_s = estimate / max(1, len(plan.selection.locations))
     if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
-        schema = probe_schema(spec, probe_locs, probe_rows)
+        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
-        future = dask.submit(_probe_task, shipped, probe_locs, probe_rows, key=key, pure=False)
+        future = dask.submit(_probe_task, shipped, reference, probe_locs, probe_rows, key=key,
+                             pure=False)
         schema = future.result()
     staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
     return schema
 
 
 def probe_schema(
-    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]]
+    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    allow_text: bool = False, reference: Mapping[str, str] | None = None,
 ) -> dict[str, FieldSchema]:
     """Shapes and dtypes from the first record that reads (runs on a worker).
 
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
-    otherwise the first record is read and transformed.
+    otherwise the first record is read and transformed (``allow_text``: as the format takes
+    it, for formats that fix only the keys). ``reference``: see :func:`reference_dtypes`.
     """
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
     if not spec.transforms and spec.record_transform is None and locations:
         try:
             described = reader.shapes(locations[0], rows[0])
@@ -323,7 +389,7 @@ def probe_schema(
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
-            return schema_of(produce(spec, reader, loc, row))
+            return schema_of(produce(spec, reader, loc, row, allow_text=allow_text))
         except ExperimentReadError as exc:
             if spec.on_error == "raise":
                 raise
@@ -334,25 +400,31 @@ def probe_schema(
     )
 
 
-def _probe_task(job: Any, locations: Sequence[Any],
+def _probe_task(job: Any, reference: Mapping[str, str] | None, locations: Sequence[Any],
                 rows: Sequence[Mapping[str, Any]]) -> dict[str, FieldSchema]:
-    return probe_schema(_job(job)[0], locations, rows)
+    spec, writer = _job(job)
+    return probe_schema(spec, locations, rows, writer.allow_text, reference)
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
-                    part: Partition) -> dict[str, Any]:
+                    reference: Mapping[str, str] | None, part: Partition) -> dict[str, Any]:
     spec, writer = _job(job)
-    return run_partition(spec, writer, schema, part)
+    return run_partition(spec, writer, schema, part, reference)
 
 
 def run_partition(spec: ExportSpec, writer: ExportFormat,
-                  schema: Mapping[str, FieldSchema] | None, part: Partition) -> dict[str, Any]:
+                  schema: Mapping[str, FieldSchema] | None, part: Partition,
+                  reference: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
+    ``reference`` (see :func:`reference_dtypes`) holds every record's HDF5 datatypes to the
+    job's.
     """
     t0 = time.time()
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
+    keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
+    schema = None if keys is not None else schema
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -360,7 +432,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
-    dtypes: dict[str, str] = {}
+    dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
     try:
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
@@ -371,6 +443,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                                  into=first if overlapped is None else overlapped.buffers())
                 if schema is not None:
                     check_schema(arrays, schema, loc)
+                elif keys is not None:
+                    check_keys(arrays, keys, loc)
                 t_write = time.perf_counter()
                 (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
                                                                    arrays)
@@ -385,7 +459,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             written.append(loc.sim_id)
             if isinstance(arrays, Mapping):
                 for alias, arr in arrays.items():
-                    dtypes.setdefault(alias, getattr(getattr(arr, "dtype", None), "str", "object"))
+                    seen = dtypes.setdefault(alias, [])
+                    dt = getattr(getattr(arr, "dtype", None), "str", "object")
+                    if dt not in seen:
+                        seen.append(dt)
     except BaseException:
         (sink if overlapped is None else overlapped).abort()
         raise
@@ -407,20 +484,43 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "verify_crc": spec.verify_crc,
     }
     writer.stage.write_marker(part.index, summary)
+    fault_point("partition-marked")
     return summary
 
 
 def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-             already) -> list[dict]:
+             already, reference: Mapping[str, str] | None = None) -> list[dict]:
     progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
                             unit="exp", desc=f"export {spec.view.name}")
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
-        dask, _partition_task, todo, args=(job, schema),
+        dask, _partition_task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
     )
+
+
+VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
+
+
+def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``fields`` of an export without a schema (npz): every alias's dtype, or
+    ``"varies"`` with the sorted ``"dtypes"`` when its records differ."""
+    dtypes: dict[str, list[str]] = {}
+    for summary in summaries:
+        for alias, found in summary["dtypes"].items():
+            seen = dtypes.setdefault(alias, [])
+            for dt in [found] if isinstance(found, str) else found:  # str: an older marker
+                if dt not in seen:
+                    seen.append(dt)
+    fields: dict[str, dict[str, Any]] = {}
+    for alias, seen in sorted(dtypes.items()):
+        if len(seen) == 1:
+            fields[alias] = {"shape": None, "dtype": seen[0]}
+        else:
+            fields[alias] = {"shape": None, "dtype": VARIES, "dtypes": sorted(seen)}
+    return fields
 
 
 def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
@@ -443,21 +543,17 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     fault_point("sim-ids-written")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
-    if schema is None:
-        dtypes: dict[str, str] = {}
-        for s in summaries:
-            for alias, dt in s["dtypes"].items():
-                dtypes.setdefault(alias, dt)
-        fields = {a: {"shape": None, "dtype": dt} for a, dt in sorted(dtypes.items())}
+    if not writer.needs_schema:  # npz probes a schema for its keys only
+        fields = variable_fields(summaries)
     else:
         fields = {a: s.to_json() for a, s in schema.items()}
     fields = writer.fields(fields)
     if skipped:
-        warnings.warn(
+        warn(
             f"export of view {spec.view.name!r} skipped "
             f"{summarize_ids([x['sim_id'] for x in skipped])}; first error: "
             f"{skipped[0]['error']} (all errors are listed in {EXPORT_MANIFEST})",
-            SkippedDataWarning, stacklevel=4,
+            SkippedDataWarning,
         )
     manifest = {
         "format": MANIFEST_FORMAT,
@@ -496,9 +592,11 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
-        staging.write_json(staging.path("data", CROISSANT_NAME),
-                           describe_published(spec, writer, staging, manifest))
+        described = staging.path("data", CROISSANT_NAME)
+        staging.write_json(described, describe_published(spec, writer, staging, manifest))
+        manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
+        fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
     staging.publish(spec.overwrite)

@@ -13,6 +13,7 @@ import numpy as np
 
 from guideloom.croissant import Dataset, View
 from guideloom.export.fingerprint import callable_fingerprint, callable_name
+from guideloom.formats.layout import check_output_name
 from guideloom.sources import Location
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
@@ -120,6 +121,9 @@ class ExportSpec:
                 raise ValueError(f"transform for {alias!r} is not callable: {fn!r}")
         if self.record_transform is not None and not callable(self.record_transform):
             raise ValueError(f"record_transform is not callable: {self.record_transform!r}")
+        if self.record_transform is None:  # the view's aliases are the output names
+            for alias in self.view.aliases:
+                check_output_name(alias, f"view {self.view.name!r}")
 
     def __repr__(self) -> str:
         ids = "all" if self.sim_ids is None else f"{len(self.sim_ids)} ids"

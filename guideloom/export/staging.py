@@ -14,9 +14,11 @@ The final step renames ``data`` to ``out``. Local paths use ``os.replace`` (atom
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +26,15 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from guideloom.errors import UnsafeTargetError
+from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
+from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
+from guideloom.private_files import check_private_dir
 
+TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
+_TEMPORARY = re.compile(r"\.tmp-\d+$")
 PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
 PHASE_PUBLISHING = "publishing"  # data/ is complete; it is being renamed to the target
 
@@ -103,6 +111,8 @@ class Staging:
             self.fs.rm(self.root, recursive=True)
         for sub in ("parts", "rows", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
+        if self.is_local:  # not one that another user planted after the lock's check
+            check_private_dir(self.root, "the staging directory", shared_write=True)
         self.write_json(self.path("job.json"), job)
         return False
 
@@ -143,6 +153,7 @@ class Staging:
         """
         data = self.path("data")
         old = self.path("replaced")
+        self.remove_temporaries(data)
         self.update_job(phase=PHASE_PUBLISHING)
         fault_point("publishing")
         if self.fs.exists(self.target):
@@ -151,6 +162,9 @@ class Staging:
                 self.fs.rmdir(self.target)
             elif not overwrite:
                 raise FileExistsError(f"{self.url} exists; pass overwrite=True to replace it")
+            elif (reason := why_not_replaceable(self.fs, self.target, self.url)) is not None:
+                raise UnsafeTargetError(f"refusing to replace {self.url}: {reason}; remove it "
+                                        "yourself or choose another output path")
             else:
                 self.move(self.target, old)
                 fault_point("target-moved-aside")
@@ -173,6 +187,17 @@ class Staging:
         self.discard()
         return f"removed the staging area that a published run left beside {self.url}"
 
+    def remove_temporaries(self, folder: str) -> list[str]:
+        """Remove the temporary files (``*.tmp-PID``) interrupted writes left in ``folder``
+        (top level); return their names. They are never published."""
+        removed = []
+        for entry in self.fs.ls(folder, detail=False) if self.fs.exists(folder) else []:
+            name = posixpath.basename(str(entry).rstrip("/"))
+            if _TEMPORARY.search(name) and self.fs.isfile(entry):
+                self.fs.rm(entry)
+                removed.append(name)
+        return removed
+
     def move(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` (atomic on a local disk)."""
         if self.is_local:
@@ -187,15 +212,30 @@ class Staging:
 
     # --- small JSON files -------------------------------------------------------------
     def write_json(self, path: str, doc: Mapping[str, Any]) -> None:
-        """Write ``doc`` to ``path`` atomically (temp name, then rename, on local disks)."""
+        """Write ``doc`` to ``path`` atomically (temp name, then rename, on local disks).
+
+        The temporary file lives in the staging directory itself, never in ``data/``: a run
+        killed between the write and the rename leaves nothing that could be published.
+        """
         blob = json.dumps(doc, indent=1, sort_keys=True, default=_json_default).encode()
         if self.is_local:
-            tmp = f"{path}.tmp-{os.getpid()}"
-            with open(tmp, "wb") as fh:
-                fh.write(blob)
-                fh.flush()
-                os.fsync(fh.fileno())
+            name = posixpath.basename(path)
+            tmp = self.path(f".{name}{TMP_MARK}{os.getpid()}")
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(blob)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                hint = ("; free space there or write the export elsewhere"
+                        if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
+                raise type(exc)(exc.errno, f"cannot write {path}: "
+                                           f"{exc.strerror or exc}{hint}") from exc
+            fault_point(f"json-written:{name}")
             os.replace(tmp, path)
+            fsync_path(os.path.dirname(path))  # the rename too survives a power loss
         else:
             self.fs.pipe_file(path, blob)
 

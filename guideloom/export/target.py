@@ -1,13 +1,16 @@
 """What an export may write: a target that is safe to replace, held by one run at a time.
 
 * :func:`check_target` refuses, before any work, a target that is ``/``, the home directory,
-  the data directory or one of its parents, and a target that exists but is neither a complete
-  guideloom export nor an empty directory (with or without ``overwrite``: guideloom replaces
-  only what it wrote).
+  the data directory or one of its parents, and a target that exists but is neither an empty
+  directory nor a guideloom export (valid manifest) holding only its own files (with or without
+  ``overwrite``: guideloom replaces only what it wrote; see :mod:`guideloom.export.ownership`).
 * :class:`TargetLock` holds an exclusive lock (``flock``) on ``.NAME.guideloom-lock`` beside the
-  target for the whole run; a second run on the same target fails at once, naming the holder
-  (pid, host, start time). The kernel releases the lock when its process dies, so a lock left
-  by a killed run is simply taken over. Local targets only (fsspec URLs are not locked).
+  target for the whole run (created ``O_NOFOLLOW`` with mode 0o600; a symlink, hard link or
+  another user's file there is refused, see :mod:`guideloom.private_files`), and refuses a
+  staging directory that is a symlink or another user's; a second run on the same target fails
+  at once, naming the holder (pid, host, start time). The kernel releases the lock when its
+  process dies, so a lock left by a killed run is simply taken over. Local targets only
+  (fsspec URLs are not locked).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from pathlib import Path
 from types import TracebackType
 
 from guideloom.errors import TargetBusyError, UnsafeTargetError
+from guideloom.export.ownership import why_not_replaceable
 from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
+from guideloom.formats.rddac_layout import is_rddac_export
+from guideloom.private_files import check_private_dir, open_private_file
 
 LOCK_SUFFIX = ".guideloom-lock"
 
@@ -45,16 +51,27 @@ def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
                                     f"{protected[target]}; choose another output path")
     if not staging.fs.exists(staging.target):
         return
-    if staging.target_complete():
-        if not overwrite:
-            raise FileExistsError(
-                f"{staging.url} already holds a complete export; pass overwrite=True to replace it")
-        return
     if staging.fs.isdir(staging.target) and not staging.fs.ls(staging.target, detail=False):
         return  # an empty directory: nothing to lose
-    raise UnsafeTargetError(
-        f"{staging.url} exists and is not a guideloom export (no {EXPORT_MANIFEST}); guideloom "
-        "replaces only exports it wrote: remove it yourself or choose another output path")
+    rddac = staging.is_local and is_rddac_export(staging.target, only_npy=True)
+    if not staging.target_complete() and not rddac:
+        raise UnsafeTargetError(
+            f"{staging.url} exists and is not a guideloom export (no {EXPORT_MANIFEST}); "
+            "guideloom replaces only exports it wrote: remove it yourself or choose another "
+            "output path")
+    reason = why_not_replaceable(staging.fs, staging.target, staging.url)
+    if reason is not None:
+        raise UnsafeTargetError(
+            f"refusing to replace {staging.url}: {reason}; guideloom replaces only a guideloom "
+            "export holding nothing but its own files: remove it yourself or choose another "
+            "output path")
+    if not overwrite and rddac:  # rddac wrote over it silently; guideloom asks first
+        raise FileExistsError(
+            f"{staging.url} already holds an export written by rddac/ddacs (sim_ids.npy and "
+            f"its .npy fields, no {EXPORT_MANIFEST}); pass overwrite=True to replace it")
+    if not overwrite:
+        raise FileExistsError(
+            f"{staging.url} already holds a complete export; pass overwrite=True to replace it")
 
 
 class TargetLock:
@@ -63,6 +80,7 @@ class TargetLock:
     def __init__(self, staging: Staging):
         self.target = staging.url
         self.path: str | None = None
+        self._staging_root = staging.root
         if staging.is_local:
             parent, name = os.path.split(staging.target)
             self.path = os.path.join(parent, f".{name}{LOCK_SUFFIX}")
@@ -73,7 +91,7 @@ class TargetLock:
             return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_private_file(self.path, "the lock file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -82,16 +100,22 @@ class TargetLock:
                 raise TargetBusyError(f"another run is writing {self.target}: {holder}; wait "
                                       "for it to end, or stop it") from None
             try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                same = os.fstat(fd).st_ino == os.lstat(self.path).st_ino
             except FileNotFoundError:
                 same = False
             if same:  # not a file that its last holder unlinked while we waited
                 break
             os.close(fd)
+        self._fd = fd
+        try:
+            if os.path.lexists(self._staging_root):  # never resume or remove another's staging
+                check_private_dir(self._staging_root, "the staging directory", shared_write=True)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S")}).encode(), 0)
-        self._fd = fd
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,

@@ -45,7 +45,7 @@ def read_dataset(
     dset: h5py.Dataset | h5py.h5d.DatasetID, source: RawSource | None,
     rows: Sequence[int] | np.ndarray | None = None,
     *, min_bytes: int = FAST_MIN_BYTES, out: np.ndarray | None = None,
-    shape: tuple[int, ...] | None = None,
+    shape: tuple[int, ...] | None = None, dcpl: h5py.h5p.PropDCID | None = None,
 ) -> np.ndarray:
     """Read ``dset`` (or rows ``rows``, increasing and unique, of its first axis).
 
@@ -58,7 +58,8 @@ def read_dataset(
     Uses the fast path when ``source`` is given and the dataset qualifies and holds at least
     ``min_bytes`` (below that, h5py's own C loop costs less than planning), else h5py. A
     chunk the fast path cannot decode is read again by h5py, whose error reports damaged data.
-    ``shape``, the dataset's shape when the caller already has it, saves asking HDF5 again.
+    ``shape``, the dataset's shape when the caller already has it, saves asking HDF5 again;
+    so does ``dcpl``, its creation property list.
 
     Raises:
         OSError: h5py cannot read the dataset (damaged file).
@@ -71,7 +72,7 @@ def read_dataset(
                             or out.dtype != dtype or not out.flags.c_contiguous):
         out = None  # not a buffer for this read: allocate as usual
     if source is not None and dsid.get_storage_size() >= min_bytes:
-        p = plan(dsid)
+        p = plan(dsid, dcpl)
         if p is not None:
             try:
                 return read(p, source, rows, out)

@@ -106,7 +106,8 @@ class Plan:
 _NATIVE: dict[np.dtype, h5py.h5t.TypeID] = {}  # numpy dtype -> the HDF5 type h5py reads into
 
 
-def plan(dset: h5py.Dataset | h5py.h5d.DatasetID) -> Plan | None:
+def plan(dset: h5py.Dataset | h5py.h5d.DatasetID,
+         dcpl: h5py.h5p.PropDCID | None = None) -> Plan | None:
     """Return the decoding plan of ``dset`` (a Dataset or its ``DatasetID``), or ``None`` when
     h5py must read it.
 
@@ -114,7 +115,8 @@ def plan(dset: h5py.Dataset | h5py.h5d.DatasetID) -> Plan | None:
     stored exactly as numpy holds it (so HDF5 would not convert it) and a defined fill value.
     """
     dsid = dset.id if isinstance(dset, h5py.Dataset) else dset
-    dcpl = dsid.get_create_plist()
+    if dcpl is None:
+        dcpl = dsid.get_create_plist()
     if dcpl.get_layout() != h5py.h5d.CHUNKED:
         return None
     filters = tuple(_filter(dcpl, i) for i in range(dcpl.get_nfilters()))

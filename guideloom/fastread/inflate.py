@@ -23,13 +23,12 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-import warnings
 import zlib
 from collections.abc import Callable
 
 import numpy as np
 
-from guideloom.errors import InflateError
+from guideloom.errors import InflateError, warn
 
 BACKENDS = ("libdeflate", "deflate", "isal", "zlib")
 
@@ -135,8 +134,8 @@ def _from_environment() -> tuple[str, Inflater]:
     try:
         return pick(wanted)
     except (ValueError, ImportError, OSError, AttributeError) as exc:
-        warnings.warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
-                      RuntimeWarning, stacklevel=2)
+        warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
+             RuntimeWarning)
         return pick()
 
 

@@ -9,15 +9,26 @@ calls :meth:`ExportFormat.open_reader`. Neither names a format: both look it up 
 from __future__ import annotations
 
 import abc
+import fnmatch
 import hashlib
+import posixpath
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from tokenize import TokenError
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.formats.checksums import files_digests
-from guideloom.formats.layout import SIM_IDS_FILE, fail  # noqa: F401 - formats import it here
+from guideloom.formats.checksums import CHECKSUMS_FILE, check_description, files_digests
+from guideloom.formats.layout import (  # noqa: F401 - formats import fail from here
+    CROISSANT_FILE,
+    EXPORT_MANIFEST,
+    SIM_IDS_FILE,
+    fail,
+)
+
+_TMP_SUFFIX = re.compile(r"\.tmp-\d+$")  # Staging.write_json's temporary names
 
 
 class Stage(Protocol):
@@ -83,14 +94,31 @@ def check_sim_ids(root: str, manifest: Mapping[str, Any], sim_ids: np.ndarray) -
 
 
 class FormatReader:
-    """Reads rows of one published export of a format (see :class:`guideloom.Export`)."""
+    """Reads rows of one published export of a format (see :class:`guideloom.Export`).
+
+    Attributes:
+        reads_lazily: Files are opened per read (npz, zarr chunks), not when the reader is
+            made; :class:`guideloom.Export` then checks after each read that the directory was
+            not replaced.
+    """
+
+    reads_lazily: ClassVar[bool] = False
 
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         self.root, self.manifest = root, manifest
 
     def sim_ids(self) -> np.ndarray:
-        """Experiment id of each row."""
-        return np.load(f"{self.root}/{SIM_IDS_FILE}")
+        """Experiment id of each row.
+
+        Raises:
+            CorruptExportError: ``sim_ids.npy`` is missing or not a valid ``.npy`` file.
+        """
+        try:
+            return np.load(f"{self.root}/{SIM_IDS_FILE}", allow_pickle=False)
+        except FileNotFoundError:
+            fail(self.root, SIM_IDS_FILE, "missing")
+        except (ValueError, SyntaxError, TokenError, EOFError) as exc:
+            fail(self.root, SIM_IDS_FILE, f"not a valid .npy file ({type(exc).__name__}: {exc})")
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
         """Row ``i`` as ``{field: array}``."""
@@ -111,6 +139,8 @@ class ExportFormat(abc.ABC):
     Attributes:
         kind: The name in ``export.json`` and the registry (``"npy"``…).
         needs_schema: Rows have one shape per alias, probed from the first record.
+        fixed_keys: Every record has the aliases of the first record (probed like the schema,
+            shapes and dtypes may vary); a record with other keys is refused naming them.
         allow_text: Text fields may be written (as numpy string arrays).
         raw_records: The record goes to the format as the transform returned it.
         copies_records: The sink's ``write`` has copied the arrays when it returns (so the
@@ -121,6 +151,7 @@ class ExportFormat(abc.ABC):
 
     kind: ClassVar[str]
     needs_schema: ClassVar[bool] = True
+    fixed_keys: ClassVar[bool] = False
     allow_text: ClassVar[bool] = False
     raw_records: ClassVar[bool] = False
     copies_records: ClassVar[bool] = False
@@ -170,8 +201,16 @@ class ExportFormat(abc.ABC):
     # --- reading -------------------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
-    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
-        """A reader of the published export at ``root``."""
+    def open_reader(cls, root: str, manifest: Mapping[str, Any],
+                    trust: bool = False) -> FormatReader:
+        """A reader of the published export at ``root``.
+
+        Args:
+            root: The export directory or URL.
+            manifest: Its ``export.json``.
+            trust: The caller opted in to formats whose reading runs code the export's author
+                chose (pickle); without it such a reader refuses to decode rows.
+        """
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
@@ -182,6 +221,7 @@ class ExportFormat(abc.ABC):
             CorruptExportError: Naming the file and what differs.
         """
         check_sim_ids(root, manifest, cls.open_reader(root, manifest).sim_ids())
+        check_description(root, manifest)
 
     @classmethod
     def unit_digests(cls, root: str, manifest: Mapping[str, Any], group: str,
@@ -209,3 +249,28 @@ class ExportFormat(abc.ABC):
         """Export key (alias or ``"sim_ids"``) → its file, folder or ``*`` pattern, relative to
         the export directory, for the export's Croissant description."""
         return {"sim_ids": SIM_IDS_FILE}
+
+    # --- ownership (what ``overwrite=True`` may replace) -----------------------------------
+    @classmethod
+    def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Names (``fnmatch`` patterns) of the top-level files a published export holds."""
+        return [EXPORT_MANIFEST, CHECKSUMS_FILE, CROISSANT_FILE,
+                *cls.described_files(manifest).values()]
+
+    @classmethod
+    def foreign_entries(cls, fs: Any, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """Entries of the export at ``root`` on ``fs`` that this format did not write (a
+        directory ends in ``/``); default: any directory and any file not in
+        :meth:`own_entries`."""
+        patterns = cls.own_entries(root, manifest)
+        exact = {p for p in patterns if not any(c in p for c in "*?[")}
+        wild = [p for p in patterns if p not in exact]
+        foreign = []
+        for info in fs.ls(root, detail=True):
+            name = posixpath.basename(str(info["name"]).rstrip("/"))
+            own = _TMP_SUFFIX.sub("", name)  # a temporary file of ours an interrupted write left
+            if info.get("type") == "directory":
+                foreign.append(f"{name}/")
+            elif own not in exact and not any(fnmatch.fnmatchcase(own, p) for p in wild):
+                foreign.append(name)
+        return sorted(foreign)

@@ -40,6 +40,7 @@ import numpy as np
 import xxhash
 
 from guideloom.errors import UnverifiableExportError
+from guideloom.formats.layout import EXPORT_MANIFEST as EXPORT_MANIFEST_NAME
 from guideloom.formats.layout import fail
 
 ALGORITHM = "xxh3_64"
@@ -305,6 +306,40 @@ def read_sidecar(root: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(groups, dict) or groups_sha256(groups) != entry.get("sha256"):
         fail(root, name, "does not match the sha256 recorded in export.json")
     return doc
+
+
+DESCRIPTION_KEY = "description"  # export.json: {"file": "croissant.json", "sha256": ...}
+
+
+def description_entry(path: str) -> dict[str, str]:
+    """The ``export.json`` entry that pins the Croissant description written at ``path``."""
+    with open(path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    return {"file": os.path.basename(path), "sha256": digest}
+
+
+def check_description(root: str, manifest: Mapping[str, Any]) -> None:
+    """The export's ``croissant.json`` is the one written with it (sha256 in ``export.json``).
+
+    Exports written before guideloom recorded it (or to a URL, where none is written) carry no
+    entry and are not checked.
+
+    Raises:
+        CorruptExportError: The file is missing or was changed.
+    """
+    entry = manifest.get(DESCRIPTION_KEY)
+    if not isinstance(entry, Mapping):
+        return
+    name = str(entry.get("file"))
+    if os.path.basename(name) != name or name in ("", ".", ".."):
+        fail(root, EXPORT_MANIFEST_NAME, f"names the description file {name!r}, not a file name")
+    try:
+        with fsspec.open(f"{root}/{name}", "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+    except FileNotFoundError:
+        fail(root, name, "missing")
+    if digest != entry.get("sha256"):
+        fail(root, name, "does not match the sha256 recorded in export.json (edited or replaced)")
 
 
 def verify_export(root: str, manifest: Mapping[str, Any], fmt: Any,

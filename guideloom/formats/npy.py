@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -49,8 +50,13 @@ class NpyFormat(ExportFormat):
             if os.path.exists(path):
                 continue  # resumed job: keep the rows already written
             tmp = f"{path}.alloc"
-            create_npy(tmp, (n_rows, *fs.shape), np.dtype(fs.dtype))
-            reserve_blocks(tmp)
+            try:
+                create_npy(tmp, (n_rows, *fs.shape), np.dtype(fs.dtype))
+                reserve_blocks(tmp)
+            except OSError:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)  # give the space back
+                raise
             os.replace(tmp, path)
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
@@ -73,8 +79,9 @@ class NpyFormat(ExportFormat):
             fault_point("finalize-alias")
 
     @classmethod
-    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
-        return NpyReader(root, manifest)
+    def open_reader(cls, root: str, manifest: Mapping[str, Any],
+                    trust: bool = False) -> FormatReader:
+        return NpyReader(root, manifest)  # nothing in it runs code: trust changes nothing
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
@@ -117,8 +124,8 @@ def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None) -
             offset = fh.tell()
     except FileNotFoundError:
         fail(root, name, "missing")
-    except ValueError as exc:
-        fail(root, name, f"not a valid .npy file ({exc})")
+    except (ValueError, SyntaxError, TokenError, EOFError) as exc:  # header text unparsable
+        fail(root, name, f"not a valid .npy file ({type(exc).__name__}: {exc})")
     got_shape, fortran, got_dtype = header
     if tuple(got_shape) != tuple(shape):
         fail(root, name, f"shape {tuple(got_shape)} but export.json records {tuple(shape)}")
@@ -154,13 +161,23 @@ def reserve_blocks(path: str) -> None:
     """Allocate the file's blocks now: a full disk fails here, not hours into the export, and
     workers then write into allocated blocks (several times faster than filling a hole)."""
     fd = os.open(path, os.O_WRONLY)
+    size = os.fstat(fd).st_size
     try:
-        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+        os.posix_fallocate(fd, 0, size)
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            raise
+            raise file_error(exc, path, f"cannot reserve {size} bytes for") from exc
     finally:
         os.close(fd)
+
+
+def file_error(exc: OSError, path: str, doing: str) -> OSError:
+    """``exc`` again (same type and errno) with a message naming ``path``; a full disk says
+    what to do."""
+    what = exc.strerror or str(exc)
+    hint = ("; free space there or write the export elsewhere"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "")
+    return type(exc)(exc.errno, f"{doing} {path}: {what}{hint}")
 
 
 def npy_data_offset(path: str) -> int:
@@ -185,6 +202,7 @@ class NpySink(PartitionSink):
     """
 
     def __init__(self, paths: Mapping[str, str], schema: Mapping[str, Schema]):
+        self._paths = dict(paths)
         self._fds = {a: os.open(p, os.O_WRONLY) for a, p in paths.items()}
         self._direct = {a: _open_direct(p) for a, p in paths.items()}
         self._offsets = {a: npy_data_offset(p) for a, p in paths.items()}
@@ -203,10 +221,15 @@ class NpySink(PartitionSink):
             offset = self._offsets[alias] + row * self._row_bytes[alias]
             direct = self._direct.get(alias)
             written = start = 0
-            if direct is not None and arr.ndim and is_aligned(arr.ctypes.data, offset, len(buf)):
-                written = start = self._write_direct(alias, direct, buf, offset)
-            while written < len(buf):
-                written += os.pwrite(self._fds[alias], buf[written:], offset + written)
+            try:
+                if direct is not None and arr.ndim and is_aligned(arr.ctypes.data, offset,
+                                                                  len(buf)):
+                    written = start = self._write_direct(alias, direct, buf, offset)
+                while written < len(buf):
+                    written += os.pwrite(self._fds[alias], buf[written:], offset + written)
+            except OSError as exc:
+                raise file_error(exc, self._paths[alias],
+                                 f"experiment {sim_id}: cannot write row {row} of") from exc
             if written - start >= WRITEBACK_BYTES:
                 # start writing this record to disk now, overlapped with reading the next one,
                 # so the fsync at the end of the partition has little left to wait for
@@ -233,9 +256,13 @@ class NpySink(PartitionSink):
             if fd is not None:
                 os.close(fd)
         self._direct = {}
-        for fd in self._fds.values():
-            os.fsync(fd)  # also makes the direct writes' block allocations durable
-            os.close(fd)
+        for alias, fd in self._fds.items():
+            try:
+                os.fsync(fd)  # also makes the direct writes' block allocations durable
+            except OSError as exc:
+                raise file_error(exc, self._paths[alias], "cannot flush") from exc
+            finally:
+                os.close(fd)
         self._fds = {}
         return self._bytes
 
@@ -280,6 +307,8 @@ class NpyReader(FormatReader):
         super().__init__(root, manifest)
         self._arrays: dict[str, np.ndarray] = {}
         self._pairs: dict[tuple[str, ...], tuple[tuple[str, np.ndarray], ...]] = {}
+        for field in manifest["fields"]:  # mapped now: a later overwrite cannot swap them
+            self._array(field)
 
     def _array(self, field: str) -> np.ndarray:
         arr = self._arrays.get(field)

@@ -6,8 +6,8 @@ import collections
 import concurrent.futures as cf
 import dataclasses
 import multiprocessing
+import operator
 import os
-import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from guideloom.errors import warn
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
 from guideloom.loader.torch_adapter import default_collate, move_to_device, pin, require_torch
 from guideloom.shuffle import FeistelShuffler
@@ -59,7 +60,10 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...); by
             default the current CUDA device when there is one, else the CPU
             (:meth:`get_default_device`).
-        local_batch_size: Samples per batch on this rank (default 1).
+        local_batch_size: Samples per batch on this rank (default 1, as in GuideLoom 1.1).
+        batch_size: The same setting under ``torch.utils.data.DataLoader``'s name: samples per
+            batch on this rank (per process), not the global batch. Pass one of the two (both
+            only if equal).
         rank: This process's rank in ``range(world_size)``.
         world_size: Number of ranks; a global batch holds ``local_batch_size * world_size``.
         shuffle: Use a seeded :class:`~guideloom.shuffle.FeistelShuffler` order per epoch.
@@ -97,7 +101,8 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         collate_fn: Callable[[Any], Any] | None = None,
         *,
         device: Any = None,
-        local_batch_size: int = 1,
+        local_batch_size: int | None = None,
+        batch_size: int | None = None,
         rank: int = 0,
         world_size: int = 1,
         shuffle: bool = False,
@@ -114,6 +119,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             raise TypeError("StatefulDataLoader() takes one dataset (or source=)")
         given = dataset if source is None else source
         source = _as_source(given)
+        local_batch_size = _per_rank_batch_size(local_batch_size, batch_size)
         if local_batch_size < 1:
             raise ValueError(f"local_batch_size must be >= 1, got {local_batch_size}")
         if world_size < 1:
@@ -127,18 +133,16 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                 f"need num_workers >= 0 and prefetch >= 0, got {num_workers}, {prefetch}"
             )
         if 0 < prefetch < num_workers:
-            warnings.warn(
+            warn(
                 f"prefetch={prefetch} batches in flight for num_workers={num_workers}: not all "
-                "workers will be utilized; raise prefetch (or pass 0: one batch per worker)",
-                UserWarning,
-                stacklevel=2,
+                "workers will be utilized; raise prefetch (or pass 0: one batch per worker)"
             )
         if parallel_method not in ("thread", "process"):
             raise ValueError(
                 f"parallel_method must be 'thread' or 'process', got {parallel_method!r}"
             )
         if pin_memory and not torch.cuda.is_available():
-            warnings.warn("pin_memory=True but no CUDA device: not pinning", stacklevel=2)
+            warn("pin_memory=True but no CUDA device: not pinning")
             pin_memory = False
         self.dataset = given
         self.source = source
@@ -226,19 +230,21 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         collate_fn: Callable[[Any], Any] | None = None,
         *,
         fields: list[str] | None = None,
+        trust: bool = False,
         **kwargs: Any,
     ) -> StatefulDataLoader:
         """Load from an export (a ``load_export`` reader, or its directory).
 
         Each batch is one vectorised ``export.batch(indices)`` read; the default collate turns
-        its dict of arrays into a dict of tensors.
+        its dict of arrays into a dict of tensors. ``trust`` is passed to ``load_export`` for a
+        path: needed for pickled exports, whose reading runs code chosen by their author.
         """
         require_torch()
         export = export_or_path
         if isinstance(export_or_path, (str, os.PathLike)):
             from guideloom.streaming import load_export
 
-            export = load_export(Path(export_or_path), fields=fields)
+            export = load_export(Path(export_or_path), fields=fields, trust=trust)
         elif fields is not None:
             raise ValueError("fields= applies only when a path is given")
         return cls(ExportSource(export), collate_fn, **kwargs)
@@ -248,6 +254,11 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
     def epoch(self) -> int:
         """The epoch the next batch belongs to."""
         return self._epoch
+
+    @property
+    def batch_size(self) -> int:
+        """``local_batch_size`` (``DataLoader``'s name): samples per batch on this rank."""
+        return self.local_batch_size
 
     @property
     def global_batch_size(self) -> int:
@@ -271,6 +282,27 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         if not self.shuffle:
             return lambda positions: np.asarray(positions, dtype=np.int64)
         return FeistelShuffler.for_epoch(self._num_samples, self.shuffle_seed, epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration deliver epoch ``epoch``, as ``DistributedSampler.set_epoch``.
+
+        The epoch keys the shuffle, so every rank with the same ``shuffle_seed`` and ``epoch``
+        reads its share of the same global order. A new epoch starts at its first batch; the
+        current epoch (``epoch == loader.epoch``) keeps its position, so a loop calling
+        ``set_epoch(epoch)`` after ``load_state_dict`` resumes mid-epoch. Calling it is optional:
+        iterating to the end of an epoch already advances to the next.
+
+        Raises:
+            RuntimeError: An iterator of this loader is active.
+            ValueError: ``epoch`` is negative.
+        """
+        epoch = operator.index(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        if self._active_iterator() is not None:
+            raise RuntimeError("cannot set the epoch while an iterator of this loader is active")
+        if epoch != self._epoch:
+            self._epoch, self._offset = epoch, 0
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -307,19 +339,17 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                 f"{self._num_samples} samples"
             )
         if bool(state["shuffle"]) != self.shuffle or bool(state["drop_last"]) != self.drop_last:
-            warnings.warn(
+            warn(
                 f"state has shuffle={state['shuffle']}, drop_last={state['drop_last']} but the "
                 f"loader uses shuffle={self.shuffle}, drop_last={self.drop_last}: the remaining "
                 "order differs from the checkpointed run",
-                stacklevel=2,
             )
         seed = state["shuffle_seed"]
         if self.shuffle and seed is not None and seed != self.shuffle_seed:
             if self._seed_given:
-                warnings.warn(
+                warn(
                     f"state has shuffle_seed={seed} but the loader uses {self.shuffle_seed}: "
                     "the remaining order differs from the checkpointed run",
-                    stacklevel=2,
                 )
             else:  # no explicit seed: continue the checkpointed order
                 self.shuffle_seed = int(seed)
@@ -354,8 +384,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                    f"global batch of {g} (local_batch_size={self.local_batch_size} x "
                    f"world_size={self.world_size}) and drop_last=True drops them; lower the "
                    "batch size or pass drop_last=False")
-        warnings.warn(f"every epoch of this loader yields no batch: {why}", UserWarning,
-                      stacklevel=3)
+        warn(f"every epoch of this loader yields no batch: {why}", UserWarning)
 
     def _load(self, indices: np.ndarray) -> Any:
         """Fetch and collate one batch (runs in a worker thread or the consumer)."""
@@ -521,6 +550,16 @@ def _as_source(dataset: Any) -> SampleSource:
         f"cannot load from {type(dataset).__name__}: expected a dataset with sync_reader() (for "
         "example guideloom.StreamDataset) or a sample source with __len__ and fetch(indices)"
     )
+
+
+def _per_rank_batch_size(local_batch_size: int | None, batch_size: int | None) -> int:
+    """The per-rank batch size from ``local_batch_size`` or its alias ``batch_size``."""
+    if local_batch_size is None:
+        return 1 if batch_size is None else batch_size  # 1: GuideLoom 1.1's default
+    if batch_size is not None and int(batch_size) != int(local_batch_size):
+        raise ValueError(f"batch_size={batch_size} and local_batch_size={local_batch_size} "
+                         "disagree: both name the samples per batch on this rank; pass one")
+    return local_batch_size
 
 
 def _dataset_for(storage: Any, sequence_length: int | None) -> Any:

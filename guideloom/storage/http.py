@@ -19,6 +19,12 @@ It uses fsspec's HTTP filesystem (``pip install "guideloom[http]"`` for aiohttp)
   ``shard-000001.gls``... are probed until the first missing number. Pass ``num_shards`` to
   require an exact count instead: then a missing shard is an error naming its URL.
 
+* **Bounded answers.** No response body is read past what was asked: a reply that announces
+  (``Content-Length``) or sends more bytes than the range requested is refused after at most
+  one byte too many, naming the URL and both sizes; an index page is read up to 16 MiB.
+* **Finite waits.** Connecting and each read from the socket give up after ``timeout`` seconds
+  (30 by default) with a ``TimeoutError`` naming the URL, instead of aiohttp's 300 s total.
+
 A missing file, a server error or a refused connection raises an ``OSError`` (a
 ``FileNotFoundError`` for 404) whose message names the URL. Remote storages are read-only.
 """
@@ -35,12 +41,22 @@ from guideloom.storage.types import FileReader, ReadInterface
 __all__ = ["HTTPIO"]
 
 _SHARD = re.compile(r"shard-\d+\.gls$")
+_HREF = re.compile(r"""href\s*=\s*["']?([^"'\s>]+)""", re.IGNORECASE)
+DEFAULT_TIMEOUT_S = 30.0
+INDEX_LIMIT = 16 << 20  # bytes of a directory's index page read at most
+_CHUNK = 1 << 20
 
 
-def _remote_error(url: str, error: BaseException) -> OSError:
+def _remote_error(url: str, error: BaseException, timeout: float | None = None) -> OSError:
     """Return an ``OSError`` naming ``url`` for whatever fsspec/aiohttp raised."""
     if isinstance(error, FileNotFoundError):
         return FileNotFoundError(f"{url}: not found on the server (HTTP 404)")
+    if isinstance(error, TimeoutError):
+        within = f" within {timeout:g} s" if timeout else ""
+        return TimeoutError(
+            f"{url}: the server did not answer{within} ({type(error).__name__}); "
+            "raise HTTPIO(timeout=...) for a slow server"
+        )
     status = getattr(error, "status", None)
     what = f"HTTP {status}" if status else f"{type(error).__name__}: {error}"
     return OSError(f"{url}: remote read failed ({what})")
@@ -62,11 +78,67 @@ class _Span:
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
 
 
+async def _read_at_most(response: Any, limit: int, url: str, asked: str) -> bytes:
+    """The body of ``response``, refused once it exceeds ``limit`` bytes (``asked`` says what
+    was requested, for the message); never buffers more than ``limit + 1`` bytes."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        raise OSError(
+            f"{url}: asked for {asked} ({limit} bytes) and the server announced a body of "
+            f"{declared} bytes; refused unread (the server must honour HTTP Range requests)"
+        )
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = await response.content.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise OSError(
+                f"{url}: asked for {asked} ({limit} bytes) and the server sent more; refused "
+                "after one byte too many (the server must honour HTTP Range requests)"
+            )
+        chunks.append(chunk)
+
+
+async def _get(fs: Any, url: str, limit: int, asked: str,
+               span: tuple[int, int] | None = None) -> bytes:
+    """GET ``url`` (bytes ``span = (first, last)`` when given) reading at most ``limit`` body
+    bytes; a ranged answer must be exactly that span."""
+    session = await fs.set_session()
+    kwargs = dict(getattr(fs, "kwargs", {}))
+    headers = dict(kwargs.pop("headers", {}))
+    if span is not None:
+        headers["Range"] = f"bytes={span[0]}-{span[1]}"
+    async with session.get(url, headers=headers, **kwargs) as response:
+        if response.status == 404:
+            raise FileNotFoundError(url)
+        response.raise_for_status()
+        if span is not None:
+            match = _CONTENT_RANGE.match(response.headers.get("Content-Range", "").strip())
+            whole = response.status == 200 and span[0] == 0  # the file is exactly the span
+            if response.status == 206 and match is not None:
+                got = (int(match.group(1)), int(match.group(2)))
+                if got != span:
+                    raise OSError(f"{url}: asked for {asked} and the server answered bytes "
+                                  f"{got[0]}-{got[1]}; refused unread")
+            elif not whole:
+                raise OSError(
+                    f"{url}: the server answered a Range request with HTTP {response.status} "
+                    "and no Content-Range; it must honour HTTP Range requests"
+                )
+        return await _read_at_most(response, limit, url, asked)
+
+
 async def _fetch_tail(fs: Any, url: str, tail: int) -> tuple[int, int, bytes]:
     """GET the last ``tail`` bytes (a suffix range); return ``(size, start, data)``."""
+    want = max(tail, 1)
+    headers = {"Range": f"bytes=-{want}"}
     session = await fs.set_session()
-    headers = {"Range": f"bytes=-{max(tail, 1)}"}
-    async with session.get(url, headers=headers, **getattr(fs, "kwargs", {})) as response:
+    kwargs = dict(getattr(fs, "kwargs", {}))
+    merged = {**kwargs.pop("headers", {}), **headers}
+    async with session.get(url, headers=merged, **kwargs) as response:
         if response.status == 404:
             raise FileNotFoundError(url)
         response.raise_for_status()
@@ -76,21 +148,40 @@ async def _fetch_tail(fs: Any, url: str, tail: int) -> tuple[int, int, bytes]:
                 f"{url}: the server answered a Range request with HTTP {response.status} and no "
                 "Content-Range; it must honour HTTP Range requests"
             )
-        data = await response.read()
-    start, end, size = (int(g) for g in match.groups())
+        start, end, size = (int(g) for g in match.groups())
+        if end - start + 1 > want or end >= size:
+            raise OSError(
+                f"{url}: asked for the last {want} bytes and the server answered the range "
+                f"{start}-{end} of {size}; refused unread"
+            )
+        data = await _read_at_most(response, end - start + 1, url, f"the last {want} bytes")
     if len(data) != end - start + 1:
         raise OSError(f"{url}: got {len(data)} bytes for the range {start}-{end}")
     return size, start, data
 
 
+async def _fetch_range(fs: Any, url: str, offset: int, nbytes: int) -> bytes:
+    """GET bytes ``[offset, offset + nbytes)`` reading at most ``nbytes`` body bytes."""
+    last = offset + nbytes - 1
+    return await _get(fs, url, nbytes, f"bytes {offset}-{last}", (offset, last))
+
+
+async def _fetch_index(fs: Any, url: str) -> list[str]:
+    """The link targets of the index page at ``url`` (read up to :data:`INDEX_LIMIT`)."""
+    data = await _get(fs, url, INDEX_LIMIT, "the directory's index page")
+    return _HREF.findall(data.decode("utf-8", errors="replace"))
+
+
 class _HTTPFile(FileReader):
     """One remote shard: size and tail from one suffix-range request, per-thread read-ahead."""
 
-    def __init__(self, fs: Any, url: str, readahead: int, tail: int) -> None:
+    def __init__(self, fs: Any, url: str, readahead: int, tail: int,
+                 timeout: float | None = None) -> None:
         from fsspec.asyn import sync
 
         self._fs = fs
         self._url = url
+        self._timeout = timeout
         self._readahead = readahead
         self._local = threading.local()
         try:
@@ -98,18 +189,24 @@ class _HTTPFile(FileReader):
         except OSError as error:
             if str(url) in str(error) and not isinstance(error, FileNotFoundError):
                 raise
-            raise _remote_error(url, error) from error
+            raise _remote_error(url, error, timeout) from error
         except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-            raise _remote_error(url, error) from error
+            raise _remote_error(url, error, timeout) from error
         self._tail = _Span(start, data)
 
     def _fetch(self, offset: int, nbytes: int) -> bytes:
         if nbytes == 0:
             return b""
+        from fsspec.asyn import sync
+
         try:
-            data = self._fs.cat_file(self._url, start=offset, end=offset + nbytes)
+            data = sync(self._fs.loop, _fetch_range, self._fs, self._url, offset, nbytes)
+        except OSError as error:
+            if self._url in str(error) and not isinstance(error, FileNotFoundError):
+                raise
+            raise _remote_error(self._url, error, self._timeout) from error
         except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-            raise _remote_error(self._url, error) from error
+            raise _remote_error(self._url, error, self._timeout) from error
         return self._check(offset, nbytes, data)
 
     def _check(self, offset: int, nbytes: int, data: bytes) -> bytes:
@@ -160,12 +257,16 @@ class _HTTPFile(FileReader):
             return
         if nbytes == 0:
             return
-        coroutine = self._fs._cat_file(self._url, start=offset, end=offset + nbytes)
+        coroutine = _fetch_range(self._fs, self._url, offset, nbytes)
         future = asyncio.run_coroutine_threadsafe(coroutine, self._fs.loop)
         try:
             data = await asyncio.wrap_future(future)
+        except OSError as error:
+            if self._url in str(error) and not isinstance(error, FileNotFoundError):
+                raise
+            raise _remote_error(self._url, error, self._timeout) from error
         except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-            raise _remote_error(self._url, error) from error
+            raise _remote_error(self._url, error, self._timeout) from error
         view[:] = self._check(offset, nbytes, data)
 
     def close(self) -> None:
@@ -181,8 +282,10 @@ class HTTPIO(ReadInterface):
         tail: Bytes fetched from the end of each shard when it is opened (footer and indexes).
         num_shards: If given, exactly this many shards must exist (no listing or probing);
             a missing one raises ``FileNotFoundError`` naming its URL.
-        client_kwargs: Passed to ``aiohttp.ClientSession`` (for example ``{"headers": ...}``
-            or ``{"timeout": aiohttp.ClientTimeout(total=60)}``).
+        client_kwargs: Passed to ``aiohttp.ClientSession`` (for example ``{"headers": ...}``);
+            a ``"timeout"`` there (an ``aiohttp.ClientTimeout``) replaces ``timeout``.
+        timeout: Seconds to wait for a connection and for each read from the socket (a
+            server that stops answering raises ``TimeoutError`` naming the URL).
     """
 
     def __init__(
@@ -191,13 +294,17 @@ class HTTPIO(ReadInterface):
         tail: int = 64 << 10,
         num_shards: int | None = None,
         client_kwargs: dict[str, Any] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if readahead < 0 or tail < 0:
             raise ValueError("readahead and tail must be >= 0")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
         self.readahead = int(readahead)
         self.tail = int(tail)
         self.num_shards = num_shards
         self.client_kwargs = dict(client_kwargs or {})
+        self.timeout = float(timeout)
 
     @classmethod
     def is_supported(cls) -> bool:
@@ -211,14 +318,18 @@ class HTTPIO(ReadInterface):
     def _fs(self) -> Any:
         if not self.is_supported():
             raise OSError('HTTPIO needs aiohttp: pip install "guideloom[http]"')
+        import aiohttp
         import fsspec
 
+        kwargs = dict(self.client_kwargs)
+        kwargs.setdefault("timeout", aiohttp.ClientTimeout(
+            total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=self.timeout))
         # fsspec caches instances per arguments: one session (connection pool) per process.
-        return fsspec.filesystem("http", client_kwargs=self.client_kwargs)
+        return fsspec.filesystem("http", client_kwargs=kwargs)
 
     def open(self, path: Any) -> FileReader:
         """Open the shard at URL ``path``."""
-        return _HTTPFile(self._fs(), str(path), self.readahead, self.tail)
+        return _HTTPFile(self._fs(), str(path), self.readahead, self.tail, self.timeout)
 
     def join(self, directory: Any, name: str) -> str:
         """Return ``directory/name`` as a URL."""
@@ -232,12 +343,21 @@ class HTTPIO(ReadInterface):
         """
         if self.num_shards is not None:
             return [f"shard-{n:06d}.gls" for n in range(self.num_shards)]
+        from fsspec.asyn import sync
+
         fs = self._fs()
         base = str(directory).rstrip("/")
         names: list[str] = []
         try:
-            listed = fs.ls(base + "/", detail=False)
-        except Exception:  # noqa: BLE001 - no usable index page: probe instead
+            listed = sync(fs.loop, _fetch_index, fs, base + "/")
+        except OSError as error:
+            if isinstance(error, FileNotFoundError) or "index page" not in str(error):
+                listed = []  # no usable index page: probe instead
+            else:
+                raise  # an index page larger than INDEX_LIMIT
+        except Exception as error:  # noqa: BLE001 - no usable index page: probe instead
+            if isinstance(error, TimeoutError):
+                raise _remote_error(base + "/", error, self.timeout) from error
             listed = []
         for url in listed:
             name = str(url).rstrip("/").rsplit("/", 1)[-1]
@@ -253,7 +373,7 @@ class HTTPIO(ReadInterface):
             except FileNotFoundError:
                 break
             except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-                raise _remote_error(url, error) from error
+                raise _remote_error(url, error, self.timeout) from error
             names.append(f"shard-{number:06d}.gls")
             number += 1
         if not names:
@@ -264,4 +384,5 @@ class HTTPIO(ReadInterface):
         return names
 
     def __repr__(self) -> str:
-        return f"HTTPIO(readahead={self.readahead}, tail={self.tail}, num_shards={self.num_shards})"
+        return (f"HTTPIO(readahead={self.readahead}, tail={self.tail}, "
+                f"num_shards={self.num_shards}, timeout={self.timeout:g})")

@@ -251,6 +251,23 @@ def _check_empty_marker(directory: Any, read_interface: ReadInterface, kind: str
         )
 
 
+EXPORT_MANIFEST = "export.json"  # a guideloom export of a storage (guideloom.formats.layout)
+
+
+def exported_shards(directory: Any, read_interface: ReadInterface) -> int | None:
+    """How many shards the guideloom export at ``directory`` lists, or ``None`` when the
+    directory is not a storage export (a plain storage, or its manifest unreadable)."""
+    try:
+        with read_interface.open(read_interface.join(directory, EXPORT_MANIFEST)) as file:
+            manifest = json.loads(file.read(0, file.size()))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("kind") != "storage":
+        return None
+    count = manifest.get("n_partitions")
+    return count if isinstance(count, int) and count >= 0 else None
+
+
 def open_shards(
     directory: Any,
     kind: str,
@@ -287,6 +304,14 @@ def open_shards(
             _check_empty_marker(directory, read_interface, kind)
             return []
         raise StorageError(f"{directory} holds no shards (shard-000000.gls, ...)")
+    listed = exported_shards(directory, read_interface) if EXPORT_MANIFEST in names else None
+    if listed is not None and set(numbers) - set(range(listed)):
+        extra = sorted(set(numbers) - set(range(listed)))
+        raise StorageError(
+            f"{directory}: {read_interface.join(directory, numbers[extra[0]])} (and "
+            f"{len(extra) - 1} more) is not one of the {listed} shards its export.json lists; "
+            "something added it: remove it, or export again"
+        )
     missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
     if missing:
         shown = ", ".join(str(m) for m in missing[:10]) + (", ..." if len(missing) > 10 else "")

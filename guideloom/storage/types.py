@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Hashable
 from pathlib import Path
@@ -18,10 +19,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-try:  # PEP 696 defaults: ``DocumentStorageFormat[MyDoc]`` means in = out = MyDoc
+# PEP 696 defaults (``DocumentStorageFormat[MyDoc]`` means in = out = MyDoc) are in typing from
+# Python 3.13; before, typing_extensions has them (a dependency there, see pyproject.toml).
+if sys.version_info >= (3, 13):
+    from typing import TypeVar
+else:
     from typing_extensions import TypeVar
-except ImportError:  # pragma: no cover - typing_extensions ships with zarr and numcodecs
-    from typing import TypeVar  # type: ignore[assignment]
 
 __all__ = [
     "DocumentStorageFormat",

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guideloom.index_table import short_type
+
 #: operator name in workflow files -> (symbol in descriptions, function)
 OPERATORS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
     "eq": ("==", operator.eq),
@@ -59,13 +61,6 @@ class WhereFilter:
     def describe(self) -> str:
         """The conditions joined by ``and``."""
         return " and ".join(c.describe() for c in self.conditions)
-
-
-def short_type(data_type: str | None) -> str:
-    """``https://schema.org/Integer`` -> ``sc:Integer``."""
-    if data_type is None:
-        return "sc:Text"
-    return data_type.replace("https://schema.org/", "sc:").replace("http://schema.org/", "sc:")
 
 
 def check_value(value: Any, data_type: str | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -102,6 +103,7 @@ class Workflow:
             transforms=self.transforms, record_transform=self.record_transform,
             partition_size=self.partition_size, on_error=self.on_error,  # type: ignore[arg-type]
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
+            sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
         )
 
 
@@ -137,8 +139,9 @@ def load_workflow(
         data_dir: Replaces ``dataset.data_dir`` (relative to the current directory).
         output: Replaces ``output.path`` (relative to the current directory, or a URL).
         import_user_code: Import the modules the file references (``False`` for a dry run:
-            references outside guideloom become :class:`DeferredReference` and no format
-            factory is called).
+            references outside guideloom become :class:`DeferredReference`, no format
+            factory is called and ``python_path`` is not added to ``sys.path``, so that no
+            module there can stand in for one that guideloom or Dask imports later).
 
     Raises:
         WorkflowError: The file is invalid; the message names the file, the key and what was
@@ -152,7 +155,7 @@ def load_workflow(
     file_dir = file.resolve().parent
     base = Path.cwd() if doc.get("paths_relative_to") == "cwd" else file_dir
 
-    for entry in doc.get("python_path", []):
+    for entry in doc.get("python_path", []) if import_user_code else ():
         folder = str(_relative_to(file_dir, entry))
         if folder not in sys.path:
             sys.path.insert(0, folder)
@@ -162,7 +165,8 @@ def load_workflow(
         base, ds_doc["data_dir"])
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
     if not root.is_dir():
-        raise WorkflowError(where, data_key, f"data directory not found: {root}")
+        raise WorkflowError(where, data_key, f"data directory not found: {root}; "
+                                             f"{_missing_data_hint(root)}")
     manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
     if manifest is not None and not manifest.is_file():
         raise WorkflowError(where, "dataset.manifest", f"manifest not found: {manifest}")
@@ -225,6 +229,16 @@ def load_workflow(
         document=doc,
         storage=storage,
     )
+
+
+def _missing_data_hint(root: Path) -> str:
+    """How to get data where a workflow looked for it: demo data, or the user's own."""
+    try:
+        shown = root.relative_to(Path.cwd())
+    except ValueError:
+        shown = root
+    return (f"write demo data there with `guideloom make-demo-data {shlex.quote(str(shown))}`, "
+            "or point at your data with --data-dir DIR")
 
 
 def _relative_to(base: Path, text: str) -> Path:

@@ -9,6 +9,7 @@ from importlib import resources
 from typing import Any
 
 from guideloom.errors import WorkflowError
+from guideloom.workflow.schema_check import SubsetValidator
 
 _TYPE_WORDS = {
     "object": "a table",
@@ -27,15 +28,19 @@ def workflow_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+@cache
+def _validator() -> SubsetValidator:
+    return SubsetValidator(workflow_schema())
+
+
 def validate_document(doc: Mapping[str, Any], file: str) -> None:
     """Check ``doc`` against the schema; raise a :class:`WorkflowError` for the first problem.
 
-    Problems are reported in document order, so the message is the same on every run.
+    Problems are reported in document order, so the message is the same on every run. The
+    check is :mod:`guideloom.workflow.schema_check`, not ``jsonschema``: importing that builds
+    format checkers (seconds with Jupyter installed) that workflow files never use.
     """
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(workflow_schema())
-    errors = sorted(validator.iter_errors(doc), key=_order)
+    errors = sorted(_validator().iter_errors(doc), key=_order)
     if errors:
         error = errors[0]
         key, message = describe_error(error)
@@ -47,7 +52,8 @@ def _order(error: Any) -> tuple:
 
 
 def describe_error(error: Any) -> tuple[str, str]:
-    """``(dotted key, what was expected)`` for one jsonschema error."""
+    """``(dotted key, what was expected)`` for one violation (a jsonschema error, or a
+    :class:`~guideloom.workflow.schema_check.SchemaViolation`: they have the same attributes)."""
     path = [str(p) for p in error.absolute_path]
     key = ".".join(path)
     kind = error.validator

@@ -1,0 +1,86 @@
+"""Per-record cost of reading small records (where per-field checks weigh most).
+
+Run: ``python3 benchmarks/record_open_cost.py [--n 36] [--repeats 15]``
+
+Reads every record of the ``force-curve`` view (one field) and of ``pointcloud-op10``
+(two fields) from the loose and the zipped demo layout with
+:class:`guideloom.records.RecordReader`, warm page cache; prints the microseconds per record
+of the fastest of ``--repeats`` passes (the fastest, so that other processes' load on a shared
+machine weighs least) and the cost of one self-containment check of a chunked field. Run it
+on two checkouts to compare a change of the record path (e.g. the self-containment check of
+each HDF5 dataset, issue 22 B13).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+
+import guideloom
+from guideloom.demo import make_demo_data
+from guideloom.records import RecordReader
+from guideloom.selection import select
+
+
+def per_record_us(view: str, data_dir: Path, repeats: int) -> float:
+    """Microseconds per record of the fastest of ``repeats`` passes over every record."""
+    ds = guideloom.load(data_dir=data_dir)
+    where = (lambda r: r["has_pointcloud"]) if view.startswith("pointcloud") else None
+    selection = select(ds, data_dir, where=where)
+    plan = list(zip(selection.locations, selection.rows, strict=True))
+    reader = RecordReader(ds.view(view))
+    for loc, row in plan:  # warm: page cache, descriptors
+        reader.read(loc, row)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for loc, row in plan:
+            reader.read(loc, row)
+        times.append((time.perf_counter() - t0) / len(plan) * 1e6)
+    return min(times)
+
+
+def check_us(data_dir: Path, calls: int = 20000) -> float | None:
+    """Microseconds of one self-containment check of an open dataset (None before B13)."""
+    try:
+        from guideloom.records import check_self_contained
+    except ImportError:
+        return None
+    ds = guideloom.load(data_dir=data_dir)
+    loc = select(ds, data_dir).locations[0]
+    fid = h5py.h5f.open(str(loc.path).encode(), h5py.h5f.ACC_RDONLY)
+    dsid = h5py.h5d.open(fid, b"force/data")  # chunked: the check needs its property list
+    fileno = fid.fileno
+    best = math.inf
+    for _ in range(9):  # the fastest batch: the cost without other processes' load
+        t0 = time.perf_counter()
+        for _ in range(calls // 9):
+            check_self_contained(dsid, fileno, loc, "force/data")
+        best = min(best, (time.perf_counter() - t0) / (calls // 9) * 1e6)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=36)
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="record-open-cost-"))
+    for layout in ("loose", "zip"):
+        data = root / layout
+        make_demo_data(data, n=args.n, layout=layout, seed=0)
+        for view in ("force-curve", "pointcloud-op10"):
+            print(f"{layout:5s} {view:16s} {per_record_us(view, data, args.repeats):8.1f} "
+                  "us/record")
+    cost = check_us(root / "loose")
+    if cost is not None:
+        print(f"self-containment check of one field: {cost:.2f} us")
+
+
+if __name__ == "__main__":
+    main()
