@@ -240,7 +240,7 @@ class StorageReader(FormatReader):
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
         if self._is_stream:
             start, stop = int(self._offsets[i]), int(self._offsets[i + 1])
-            value = self._reader.read(start, stop - start)
+            value = self._reader.read_span(start, stop - start)
         else:
             value = self._reader.read(i)
         if not isinstance(value, Mapping):
