@@ -44,6 +44,12 @@ _LAZY: dict[str, str] = {
     "plot_point_cloud": "guideloom.visualization",
     "plot_force": "guideloom.visualization",
     "plot_traverse": "guideloom.visualization",
+    # ddacs 3.2's plots, top level as ddacs has them (defined in guideloom.ddacs_visualization)
+    "ddacs_visualization": "guideloom.ddacs_visualization",
+    "plot_mesh": "guideloom.visualization",
+    "plot_vectors": "guideloom.visualization",
+    "plot_2d_projection": "guideloom.visualization",
+    "COMPONENT_COLORS": "guideloom.visualization",
     "streaming": "guideloom.streaming",
     "iter_view": "guideloom.streaming",
     "extract_zips": "guideloom.extract",

@@ -2,8 +2,11 @@
 
 The functions take numpy arrays (e.g. read with :func:`guideloom.open_h5`) and draw on a
 matplotlib Axes, a new figure unless ``ax`` is given. Names, arguments and return values are
-rddac 2.0's. matplotlib is the optional extra ``guideloom[plot]``; it is imported when a
-function is called, never by ``import guideloom``.
+rddac 2.0's. ddacs 3.2's plots (``plot_mesh``, ``plot_vectors``, ``plot_2d_projection``,
+``COMPONENT_COLORS``, ...) live in :mod:`guideloom.ddacs_visualization` and are importable from
+here too; :func:`plot_point_cloud` accepts both packages' call forms. matplotlib is the
+optional extra ``guideloom[plot]``; it is imported when a function is called, never by
+``import guideloom``.
 
 Example:
     >>> with guideloom.open_h5(4, data_dir="./data") as f:             # doctest: +SKIP
@@ -17,6 +20,11 @@ from typing import Any
 
 import numpy as np
 
+#: ddacs 3.2's names, served from guideloom.ddacs_visualization on first access.
+_DDACS_NAMES = ("COMPONENT_COLORS", "COMPONENT_NAMES", "DEFAULT_AXIS_LIMITS",
+                "DEFAULT_VIEW_AZIMUTH", "DEFAULT_VIEW_ELEVATION", "FALSE_COLOR_CMAP",
+                "plot_2d_projection", "plot_mesh", "plot_vectors")
+
 __all__ = [
     "DEFAULT_DPI",
     "FORCE_COLUMNS",
@@ -27,6 +35,7 @@ __all__ = [
     "plot_scan",
     "plot_traverse",
     "scan_to_pointcloud",
+    *_DDACS_NAMES,
 ]
 
 #: The published scans' grid: ``y_shape`` rows of ``x_shape`` pixels, flattened row by row.
@@ -41,6 +50,18 @@ FORCE_COLUMNS = ("time", "load_cell_1", "load_cell_2", "load_cell_3", "load_cell
 DEFAULT_DPI = 150
 
 _DEFAULT_SIGNALS = ("load_cell_1", "load_cell_2", "load_cell_3", "load_cell_4", "total_force")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DDACS_NAMES:
+        from guideloom import ddacs_visualization
+
+        return getattr(ddacs_visualization, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_DDACS_NAMES))
 
 
 def _pyplot() -> Any:
@@ -153,36 +174,62 @@ def scan_to_pointcloud(
 
 
 def plot_point_cloud(
-    points: np.ndarray,
+    points: np.ndarray | None = None,
     values: np.ndarray | None = None,
     ax: Any = None,
     figsize: tuple[float, float] | None = None,
-    cmap: str = "viridis",
+    cmap: str | None = None,
     vmin: float | None = None,
     vmax: float | None = None,
     point_size: float = 1.0,
     max_points: int | None = 200_000,
     colorbar: bool = True,
     title: str | None = None,
-) -> tuple[Any, Any]:
+    **ddacs_keywords: Any,
+) -> Any:
     """Scatter ``(N, 3)`` points in 3D, coloured by ``values`` (default: z).
+
+    Two call forms share this name. rddac's (the arguments below) returns ``(ax, colorbar)``.
+    ddacs' is chosen by any further keyword (``coords=``, ``colorbar_label=``,
+    ``axis_limits=``, ``mirror=``, or scatter options such as ``s=``, ``c=``, ``alpha=``) and
+    behaves as :func:`guideloom.ddacs_visualization.plot_point_cloud`: solid red without
+    ``values``, ``cmap`` "plasma", all points drawn, the Axes alone returned without
+    ``values``. A bare ``plot_point_cloud(xyz)`` is rddac's form; ddacs code that wants the bare
+    Axes back imports ``plot_point_cloud`` from :mod:`guideloom.ddacs_visualization`.
 
     Args:
         points: The xyz positions, e.g. from :func:`scan_to_pointcloud`.
         values: One number per point for the colour.
         ax: 3D Axes to draw on (default: a new figure).
         figsize: Size of the new figure (default 10 x 8 inches).
-        cmap: Colormap name.
+        cmap: Colormap name (default "viridis").
         vmin: Lower end of the colour range.
         vmax: Upper end of the colour range.
         point_size: Marker size.
-        max_points: Draw at most this many points, a fixed random sample (``None``: all).
+        max_points: Draw at most this many points, a fixed random sample (``None``: all);
+            rddac's form only.
         colorbar: Add a colour bar.
         title: Axes title.
+        **ddacs_keywords: ddacs' keywords; their presence selects ddacs' form.
 
     Returns:
-        ``(ax, colorbar)``; the colour bar is ``None`` without ``colorbar``.
+        ``(ax, colorbar)``; the colour bar is ``None`` without ``colorbar``. ddacs' form:
+        the Axes, or ``(ax, colorbar)`` when ``values`` are given.
     """
+    if ddacs_keywords:
+        from guideloom.ddacs_visualization import plot_point_cloud as ddacs_form
+
+        coords = ddacs_keywords.pop("coords", None)
+        if (coords is None) == (points is None):
+            raise TypeError("plot_point_cloud takes the points once: positionally or as coords=")
+        if point_size != 1.0:
+            ddacs_keywords.setdefault("s", point_size)
+        return ddacs_form(points if coords is None else coords, values, ax, figsize,
+                          cmap or "plasma", vmin, vmax, title=title, colorbar=colorbar,
+                          **ddacs_keywords)
+    if points is None:
+        raise TypeError("plot_point_cloud() needs the (N, 3) points")
+    cmap = cmap or "viridis"
     xyz = np.asarray(points)
     if xyz.ndim != 2 or xyz.shape[1] != 3:
         raise ValueError(f"points must have shape (N, 3), not {xyz.shape}")
