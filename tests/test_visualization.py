@@ -125,3 +125,167 @@ def test_importing_guideloom_does_not_import_matplotlib(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True, env={"MPLBACKEND": "Agg", "PATH": ""}).stdout
     assert out.split() == ["False", "True"]
+
+
+# ddacs 3.2's plots of simulation meshes (guideloom.ddacs_visualization, also importable from
+# guideloom.visualization and guideloom, where ddacs code finds them)
+
+from guideloom import ddacs_visualization as dviz  # noqa: E402
+
+
+@pytest.fixture()
+def quarter_plate():
+    """A 5 x 4 node plate in the positive quadrant, bulging in z, as 24 triangles."""
+    xs, ys = np.meshgrid(np.linspace(0, 100, 5), np.linspace(0, 60, 4))
+    nodes = np.column_stack([xs.ravel(), ys.ravel(), 0.001 * xs.ravel() * ys.ravel()])
+    faces = []
+    for row in range(3):
+        for col in range(4):
+            a = row * 5 + col
+            faces += [[a, a + 1, a + 6], [a, a + 6, a + 5]]
+    return nodes, np.array(faces)
+
+
+def test_ddacs_names_are_importable_where_ddacs_code_looks():
+    from guideloom import COMPONENT_COLORS, plot_2d_projection, plot_mesh  # noqa: F401
+    from guideloom.visualization import COMPONENT_NAMES, FALSE_COLOR_CMAP
+
+    for name in ("plot_mesh", "plot_vectors", "plot_2d_projection", "COMPONENT_COLORS",
+                 "COMPONENT_NAMES", "DEFAULT_AXIS_LIMITS", "DEFAULT_VIEW_ELEVATION",
+                 "DEFAULT_VIEW_AZIMUTH", "FALSE_COLOR_CMAP"):
+        assert getattr(viz, name) is getattr(dviz, name)
+        assert name in viz.__all__ and name in dir(viz)
+    assert guideloom.plot_mesh is dviz.plot_mesh
+    assert guideloom.plot_point_cloud is viz.plot_point_cloud
+    assert {"plot_mesh", "plot_vectors", "plot_2d_projection", "COMPONENT_COLORS"} <= set(
+        guideloom.__all__)
+    assert COMPONENT_COLORS == {"blank": "red", "die": "blue", "punch": "green",
+                                "binder": "orange"}
+    assert set(COMPONENT_NAMES) == set(COMPONENT_COLORS)
+    assert dviz.DEFAULT_AXIS_LIMITS == [0, 110] and dviz.DEFAULT_DPI == 150
+    low, high = FALSE_COLOR_CMAP(0.0), FALSE_COLOR_CMAP(1.0)
+    assert low[0] > 0.5 > low[2] and high[2] > 0.5 > high[0]  # red at the bottom, blue on top
+    with pytest.raises(AttributeError):
+        viz.plot_nothing  # noqa: B018
+
+
+def test_plot_mesh_solid_coloured_and_mirrored(quarter_plate, tmp_path):
+    nodes, faces = quarter_plate
+    ax = dviz.plot_mesh(nodes, faces.astype(np.float64), title="blank")  # float indexes work
+    assert not isinstance(ax, tuple) and ax.name == "3d" and ax.get_title() == "blank"
+    (mesh,) = ax.collections
+    pixels, inked = rendered(ax.figure, tmp_path / "mesh.png")  # faces are projected on drawing
+    assert len(mesh.get_paths()) == len(faces) and ax.get_xlabel() == "$x$ in mm"
+    assert len(ax.figure.axes) == 1
+    assert pixels.shape[:2] == (300, 500)  # 10 x 6 inches at 50 dpi
+    red = np.mean((pixels[..., 0] > 0.6) & (pixels[..., 1] < 0.4) & (pixels[..., 2] < 0.4))
+    assert 0.02 < red and 0.05 < inked < 0.95
+
+    thickness = np.linspace(0.8, 1.2, len(faces))
+    ax, bar = dviz.plot_mesh(nodes, faces, values=thickness, colorbar_label="t in mm",
+                             shade=False, vmin=0.8, vmax=1.2)
+    expected = plt.colormaps["viridis"]((thickness - 0.8) / 0.4)
+    drawn = ax.collections[0].get_facecolor()  # in drawing (depth) order once drawn
+    assert sorted(map(tuple, drawn.round(6))) == sorted(map(tuple, expected.round(6)))
+    assert bar.ax.get_ylabel() == "t in mm" and len(ax.figure.axes) == 2
+    _, inked = rendered(ax.figure, tmp_path / "thickness.png")
+    assert 0.05 < inked < 0.95
+
+    ax, none = dviz.plot_mesh(nodes, faces, values=thickness, colorbar=False, mirror=True)
+    assert none is None and len(ax.figure.axes) == 1
+    rendered(ax.figure, tmp_path / "mirrored.png")
+    assert len(ax.collections[0].get_paths()) == 4 * len(faces)
+    left, right = ax.get_xlim()
+    assert left < -100 and right > 100 and np.isclose(left, -right)
+    ax = dviz.plot_mesh(nodes, faces, axis_limits=[0, 110])
+    assert ax.get_xlim() == (0, 110) and ax.get_zlim() == (0, 110)
+    with pytest.raises(ValueError, match="outside"):
+        dviz.plot_mesh(nodes, faces + 100)
+    with pytest.raises(ValueError, match="values"):
+        dviz.plot_mesh(nodes, faces, values=thickness[:3])
+
+
+def test_plot_vectors_outlined_arrows_subsampled_and_mirrored(quarter_plate, tmp_path):
+    nodes, faces = quarter_plate
+    springback = np.column_stack([np.full(20, 0.5), np.zeros(20), np.linspace(0, 1, 20)])
+    ax = dviz.plot_vectors(nodes, springback, step=3, scale=4.0, title="springback")
+    assert not isinstance(ax, tuple) and ax.get_title() == "springback"
+    outline, arrows = ax.collections  # black outline below, red arrows on top
+    np.testing.assert_allclose(outline.get_color()[0][:3], (0, 0, 0))
+    np.testing.assert_allclose(arrows.get_color()[0][:3], (1, 0, 0))
+    shafts = np.asarray(arrows._segments3d)[:len(range(0, 20, 3))]  # no public 3D getter
+    np.testing.assert_allclose(shafts[:, 1], nodes[::3], atol=1e-9)  # (tip, tail), every third
+    np.testing.assert_allclose(shafts[:, 0] - shafts[:, 1], 4.0 * springback[::3], atol=1e-9)
+    pixels, inked = rendered(ax.figure, tmp_path / "vectors.png")
+    shown = len(range(0, 20, 3))
+    assert len(arrows.get_segments()) == 3 * shown  # shaft and two head strokes per arrow
+    assert pixels.shape[:2] == (300, 500) and 0.005 < inked < 0.95
+
+    magnitude = np.linalg.norm(springback, axis=1)
+    ax, bar = dviz.plot_vectors(nodes, springback, values=magnitude, step=1, mirror=True,
+                                colorbar_label="springback in mm")
+    rendered(ax.figure, tmp_path / "mirrored.png")
+    assert len(ax.collections[1].get_segments()) == 3 * 4 * 20
+    assert bar.ax.get_ylabel() == "springback in mm" and len(ax.figure.axes) == 2
+    assert len({tuple(c) for c in ax.collections[1].get_color()}) > 1  # coloured by magnitude
+
+    base = dviz.plot_mesh(nodes, faces, facecolors="lightgrey", title="part")
+    same = dviz.plot_vectors(nodes, springback, ax=base, outline_kwargs={"linewidth": 0})
+    assert same is base and len(base.collections) == 3 and base.get_title() == "part"
+    _, inked = rendered(base.figure, tmp_path / "overlay.png")
+    assert 0.05 < inked < 0.95
+    with pytest.raises(ValueError, match="match"):
+        dviz.plot_vectors(nodes, springback[:5])
+
+
+def test_plot_2d_projection_planes_and_colour(quarter_plate, tmp_path):
+    nodes, _ = quarter_plate
+    ax = dviz.plot_2d_projection(nodes, projection="xz", title="side")
+    assert not isinstance(ax, tuple) and ax.name == "rectilinear"
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), nodes[:, [0, 2]])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("X [mm]", "Z [mm]")
+    assert ax.get_aspect() == 1.0 and ax.get_title() == "side"
+    pixels, inked = rendered(ax.figure, tmp_path / "side.png")
+    assert pixels.shape[:2] == (300, 500) and 0.001 < inked < 0.95
+
+    ax, bar = dviz.plot_2d_projection(nodes, values=nodes[:, 2], colorbar_label="z in mm", s=40)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), nodes[:, :2])
+    assert ax.collections[0].get_sizes()[0] == 40 and bar.ax.get_ylabel() == "z in mm"
+    assert len(ax.figure.axes) == 2
+    pixels, inked = rendered(ax.figure, tmp_path / "top.png")
+    colourful = np.mean(pixels.max(axis=-1) - pixels.min(axis=-1) > 0.3)  # not black/grey/white
+    assert 0.01 < inked < 0.95 and colourful > 0.005
+    with pytest.raises(ValueError, match="projection"):
+        dviz.plot_2d_projection(nodes, projection="zx")
+
+
+def test_plot_point_cloud_takes_rddac_and_ddacs_call_forms(quarter_plate, tmp_path):
+    nodes, _ = quarter_plate
+    ax, bar = viz.plot_point_cloud(nodes)  # bare call: rddac's form, coloured by z
+    assert bar is not None and ax.get_zlabel() == "z"
+    ax = viz.plot_point_cloud(nodes, s=5)  # a scatter keyword: ddacs' form, solid red
+    assert not isinstance(ax, tuple) and ax.get_zlabel() == "$z$ in mm"
+    np.testing.assert_allclose(ax.collections[0].get_facecolor()[0][:3], (1, 0, 0))
+    assert ax.collections[0].get_sizes()[0] == 5
+    ax, bar = viz.plot_point_cloud(coords=nodes, values=nodes[:, 0], mirror=True,
+                                   colorbar_label="x in mm")
+    assert len(ax.collections[0].get_offsets()) == 4 * len(nodes)
+    assert bar.ax.get_ylabel() == "x in mm"
+    pixels, inked = rendered(ax.figure, tmp_path / "mirrored.png")
+    assert pixels.shape[:2] == (300, 500) and 0.01 < inked < 0.95
+    ax = dviz.plot_point_cloud(nodes)  # ddacs' own function: bare Axes without values
+    assert not isinstance(ax, tuple) and len(ax.collections[0].get_offsets()) == len(nodes)
+    with pytest.raises(TypeError, match="once"):
+        viz.plot_point_cloud(nodes, coords=nodes)
+
+
+def test_ddacs_plots_import_matplotlib_only_when_drawing(tmp_path):
+    code = ("import sys\n"
+            "from guideloom.ddacs_visualization import COMPONENT_COLORS, plot_mesh\n"
+            "from guideloom import plot_vectors\n"
+            "print('matplotlib' in sys.modules)\n"
+            "plot_mesh([[0, 0, 0], [1, 0, 0], [0, 1, 1]], [[0, 1, 2]])\n"
+            "print('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True, env={"MPLBACKEND": "Agg", "PATH": ""}).stdout
+    assert out.split() == ["False", "True"]
