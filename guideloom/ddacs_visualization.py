@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.visualization import DEFAULT_DPI, _pyplot
+from guideloom.plot_backend import DEFAULT_DPI, pyplot
 
 __all__ = [
     "COMPONENT_COLORS",
@@ -60,7 +60,7 @@ _PROJECTIONS = {"xy": (0, 1), "xz": (0, 2), "yz": (1, 2)}
 
 def __getattr__(name: str) -> Any:
     if name == "FALSE_COLOR_CMAP":  # built on first use so importing needs no matplotlib
-        _pyplot()
+        pyplot()
         from matplotlib.colors import LinearSegmentedColormap
 
         cmap = LinearSegmentedColormap.from_list("false_color", list(FALSE_COLOR_STOPS))
@@ -72,7 +72,7 @@ def __getattr__(name: str) -> Any:
 def _axes_3d(ax: Any, figsize: tuple[float, float] | None) -> tuple[Any, bool]:
     if ax is not None:
         return ax, False
-    figure = _pyplot().figure(figsize=figsize or (10, 6), dpi=DEFAULT_DPI)
+    figure = pyplot().figure(figsize=figsize or (10, 6), dpi=DEFAULT_DPI)
     return figure.add_subplot(projection="3d"), True
 
 
@@ -100,7 +100,7 @@ def _mirrored(points: np.ndarray, extra: list[np.ndarray | None],
 def _colours(values: np.ndarray, cmap: str, vmin: float | None,
              vmax: float | None) -> tuple[np.ndarray, Any]:
     """RGBA per value and the ScalarMappable for the colour bar."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.colors import Normalize
 
     norm = Normalize(vmin=float(np.min(values)) if vmin is None else vmin,
@@ -219,7 +219,7 @@ def plot_mesh(
             nodes = np.vstack([nodes, copy])
             if colour is not None:
                 colour = np.concatenate([colour, colour])
-    _pyplot()
+    pyplot()
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
     ax, _ = _axes_3d(ax, figsize)
@@ -414,7 +414,7 @@ def plot_2d_projection(
     colour = _per_row(values, len(points), "points")
     first, second = _PROJECTIONS[projection]
     if ax is None:
-        ax = _pyplot().figure(figsize=figsize or (10, 6), dpi=DEFAULT_DPI).add_subplot()
+        ax = pyplot().figure(figsize=figsize or (10, 6), dpi=DEFAULT_DPI).add_subplot()
     kwargs.setdefault("s", 2.0)
     kwargs.setdefault("alpha", 0.8)
     bar = None

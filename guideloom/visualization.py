@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from guideloom.plot_backend import DEFAULT_DPI, pyplot
+
 #: ddacs 3.2's names, served from guideloom.ddacs_visualization on first access.
 _DDACS_NAMES = ("COMPONENT_COLORS", "COMPONENT_NAMES", "DEFAULT_AXIS_LIMITS",
                 "DEFAULT_VIEW_AZIMUTH", "DEFAULT_VIEW_ELEVATION", "FALSE_COLOR_CMAP",
@@ -46,9 +48,6 @@ SCAN_Y_SHAPE = 2000
 FORCE_COLUMNS = ("time", "load_cell_1", "load_cell_2", "load_cell_3", "load_cell_4",
                  "punch_temp", "punch_pos", "total_force")
 
-#: Resolution of the figures these functions create.
-DEFAULT_DPI = 150
-
 _DEFAULT_SIGNALS = ("load_cell_1", "load_cell_2", "load_cell_3", "load_cell_4", "total_force")
 
 
@@ -64,18 +63,8 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_DDACS_NAMES))
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ImportError(
-            "plotting needs matplotlib: pip install 'guideloom[plot]' (or pip install matplotlib)"
-        ) from exc
-    return plt
-
-
 def _new_axes(figsize: tuple[float, float], projection: str | None = None) -> Any:
-    figure = _pyplot().figure(figsize=figsize, dpi=DEFAULT_DPI)
+    figure = pyplot().figure(figsize=figsize, dpi=DEFAULT_DPI)
     return figure.add_subplot(projection=projection)
 
 
