@@ -177,6 +177,13 @@ class ExtractError(GuideloomError):
         self.report = report
 
 
+class DownloadError(GuideloomError):
+    """A file of the published release could not be fetched or failed its checksum.
+
+    The message names the file and the URL; nothing unverified is left under the file's name.
+    """
+
+
 class UnverifiedExportWarning(UserWarning):
     """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
     files are read as they are, with nothing recorded to check them against."""

@@ -1,0 +1,294 @@
+"""Fetch one file over HTTP into place: resumable, verified, never half-written under its name.
+
+The bytes go to ``NAME.part``; a killed run leaves that file and the next run asks for the rest
+with ``Range: bytes=N-``. The MD5 (and SHA-256 when one is known) is computed while the bytes
+arrive; only a file whose size and checksums match is fsynced and renamed to ``NAME``.
+
+The client is the standard library's ``urllib`` (one blocking connection per thread): it follows
+redirects, keeps ``Range`` across them and drops headers added as "unredirected" (the API
+token), and it needs no optional dependency, so ``guideloom download`` works on a base install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from guideloom.errors import DownloadError
+
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+CHUNK = 1 << 20
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
+USER_AGENT = "guideloom-download"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a file must be: its size in bytes and checksums (lower-case hex), where known."""
+
+    size: int | None = None
+    md5: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to try: ``timeout`` seconds per connect or read, ``retries`` after the first
+    attempt, ``backoff`` seconds before the first retry (doubling, at most ``max_wait``)."""
+
+    timeout: float = 60.0
+    retries: int = 5
+    backoff: float = 0.5
+    max_wait: float = 30.0
+    token: str | None = None
+
+
+class _Retry(Exception):
+    """A transient failure: wait and try again (``wait`` overrides the backoff)."""
+
+    def __init__(self, reason: str, wait: float | None = None):
+        super().__init__(reason)
+        self.wait = wait
+
+
+class _Restart(_Retry):
+    """The partial file cannot be continued: start again from byte 0 without ``Range``."""
+
+
+def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None
+             ) -> urllib.request.Request:
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
+    if settings.token:  # never follows a redirect (DaRUS sends large files to another host)
+        req.add_unredirected_header("X-Dataverse-key", settings.token)
+    return req
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    value = exc.headers.get("Retry-After") if exc.headers else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _http_error(exc: urllib.error.HTTPError, url: str, label: str) -> Exception:
+    if exc.code in RETRY_STATUS:
+        return _Retry(f"HTTP {exc.code} {exc.reason}", _retry_after(exc))
+    hint = ""
+    if exc.code in (401, 403):
+        hint = ("; a draft or restricted file needs an API token (--token, or the "
+                "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
+    elif exc.code == 404:
+        hint = "; check the version (--version) and the file name"
+    return DownloadError(f"{label}: {url} answered HTTP {exc.code} {exc.reason}{hint}")
+
+
+def with_retries(action: Callable[[], Any], url: str, label: str, settings: Settings) -> Any:
+    """Run ``action`` until it succeeds, retrying transient failures with backoff.
+
+    Raises:
+        DownloadError: A permanent failure, or the retries ran out (naming ``url``, ``label``
+            and the last reason).
+    """
+    attempt = 0
+    while True:
+        try:
+            return action()
+        except _Retry as exc:
+            reason, wait = str(exc), exc.wait
+        except urllib.error.HTTPError as exc:
+            err = _http_error(exc, url, label)
+            if isinstance(err, DownloadError):
+                raise err from None
+            reason, wait = str(err), err.wait
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            cause = getattr(exc, "reason", None) or exc
+            reason, wait = f"{type(cause).__name__}: {cause}", None
+        attempt += 1
+        if attempt > settings.retries:
+            raise DownloadError(f"{label}: {url} failed after {attempt} attempts "
+                                f"(last: {reason}); run the command again to resume") from None
+        delay = settings.backoff * 2 ** (attempt - 1) if wait is None else wait
+        time.sleep(min(delay, settings.max_wait))
+
+
+def get_json(url: str, settings: Settings, label: str) -> Any:
+    """GET a JSON document, with the retries of :func:`with_retries`."""
+    import json
+
+    def once() -> Any:
+        with urllib.request.urlopen(_request(url, settings, {"Accept": "application/json"}),
+                                    timeout=settings.timeout) as resp:
+            body = resp.read()
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise DownloadError(f"{label}: {url} did not answer JSON ({exc})") from None
+
+    return with_retries(once, url, label, settings)
+
+
+class _Hashes:
+    def __init__(self, expected: Expected):
+        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.sha256 = hashlib.sha256() if expected.sha256 else None
+
+    def update(self, data: bytes | memoryview) -> None:
+        self.md5.update(data)
+        if self.sha256 is not None:
+            self.sha256.update(data)
+
+
+def _hash_prefix(part: Path, hashes: _Hashes) -> int:
+    done = 0
+    with part.open("rb") as fh:
+        while block := fh.read(CHUNK):
+            hashes.update(block)
+            done += len(block)
+    return done
+
+
+def _check_content_range(value: str | None, start: int, size: int | None) -> None:
+    m = _CONTENT_RANGE.match((value or "").strip())
+    if not m:
+        raise _Restart(f"answered 206 with Content-Range {value!r}")
+    first, last, total = int(m[1]), int(m[2]), m[3]
+    if first != start or (size is not None and (last != size - 1 or total not in ("*", str(size)))):
+        raise _Restart(f"asked for bytes {start}-, got Content-Range {value!r}")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def part_path(target: Path) -> Path:
+    """Where the bytes of ``target`` are written until they are verified."""
+    return target.with_name(target.name + ".part")
+
+
+def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings, label: str,
+               progress: Callable[[int], None] = lambda n: None) -> int:
+    """Download ``url`` to ``target`` (resuming ``target.part``); returns the bytes fetched.
+
+    Args:
+        url: The file's URL (redirects are followed; the token is not sent after one).
+        target: Final path; written only once size and checksums match.
+        expected: Size and checksums to verify against.
+        settings: Timeout, retries and token.
+        label: Names the file in errors (e.g. ``h5/concave.zip``).
+        progress: Called with the bytes added (negative when a partial file is discarded).
+
+    Raises:
+        DownloadError: After the retries, or when the data fails its checksum twice; the
+            partial file is removed in the second case, and ``target`` is never touched.
+    """
+    part = part_path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    state = {"fetched": 0, "use_range": True, "mismatches": 0, "counted": 0}
+
+    def count(n: int) -> None:
+        state["counted"] += n
+        progress(n)
+
+    def discard() -> None:
+        part.unlink(missing_ok=True)
+        count(-state["counted"])
+
+    def once() -> None:
+        have = part.stat().st_size if part.exists() else 0
+        if expected.size is not None and have > expected.size:
+            discard()
+            have = 0
+        if state["counted"] != have:  # what the bar shows follows what is on disk
+            count(have - state["counted"])
+        hashes = _Hashes(expected)
+        if not (expected.size is not None and have == expected.size):
+            _receive(have, hashes)
+        else:
+            _hash_prefix(part, hashes)
+        _verify(hashes)
+
+    def _receive(have: int, hashes: _Hashes) -> None:
+        headers = {"Range": f"bytes={have}-"} if have and state["use_range"] else {}
+        resp = urllib.request.urlopen(_request(url, settings, headers), timeout=settings.timeout)
+        with resp:
+            if resp.status == 206 and headers:
+                _check_content_range(resp.headers.get("Content-Range"), have, expected.size)
+                _hash_prefix(part, hashes)
+                mode = "ab"
+            elif resp.status == 200:
+                if have:  # the server ignored Range: the whole file comes again
+                    count(-have)
+                    have = 0
+                mode = "wb"
+            else:
+                raise DownloadError(f"{label}: {url} answered HTTP {resp.status} "
+                                    f"{resp.reason} to a download request")
+            received = have
+            with part.open(mode) as out:
+                try:
+                    while block := resp.read(CHUNK):
+                        out.write(block)
+                        hashes.update(block)
+                        received += len(block)
+                        state["fetched"] += len(block)
+                        count(len(block))
+                        if expected.size is not None and received > expected.size:
+                            raise _Restart(f"sent more than the {expected.size} bytes listed")
+                except http.client.IncompleteRead as exc:
+                    out.write(exc.partial)
+                    hashes.update(exc.partial)
+                    received += len(exc.partial)
+                    state["fetched"] += len(exc.partial)
+                    count(len(exc.partial))
+                    raise _Retry(f"body ended after {received} bytes (connection closed)"
+                                 ) from None
+                finally:
+                    out.flush()
+                    os.fsync(out.fileno())
+        if expected.size is not None and received != expected.size:
+            raise _Retry(f"body ended after {received} of {expected.size} bytes")
+
+    def _verify(hashes: _Hashes) -> None:
+        problems = []
+        if expected.md5 and hashes.md5.hexdigest() != expected.md5.lower():
+            problems.append(f"MD5 {hashes.md5.hexdigest()}, the repository lists {expected.md5}")
+        if hashes.sha256 is not None and hashes.sha256.hexdigest() != expected.sha256.lower():
+            problems.append(f"SHA-256 {hashes.sha256.hexdigest()}, the manifest lists "
+                            f"{expected.sha256}")
+        if problems:
+            discard()
+            state["mismatches"] += 1
+            if state["mismatches"] >= 2:
+                raise DownloadError(f"{label}: the data from {url} has {'; '.join(problems)}; "
+                                    f"the damaged download was deleted and {target} was not "
+                                    "written (the repository copy may be damaged: tell its "
+                                    "maintainers)")
+            raise _Restart("checksum mismatch; fetching the whole file again", wait=0.0)
+        os.replace(part, target)
+        _fsync_dir(target.parent)
+
+    def attempt() -> None:
+        try:
+            once()
+        except _Restart:
+            part.unlink(missing_ok=True)
+            count(-state["counted"])
+            state["use_range"] = False
+            raise
+
+    with_retries(attempt, url, label, settings)
+    return state["fetched"]
