@@ -517,6 +517,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
         print("download cancelled")
         return 0
     report = run_download(plan, token=args.token, parallel=args.parallel, timeout=args.timeout,
+                          retries=args.retries,
                           show_progress=not quiet, extract=args.extract,
                           remove_zip=args.remove_zip, client=args.scheduler or "sync")
     if not quiet:
@@ -712,6 +713,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="no output and no progress bar; implies --yes (errors still on stderr)")
     dl.add_argument("--parallel", type=int, default=4, metavar="N",
                     help="files fetched at once (default 4)")
+    dl.add_argument("--retries", type=int, default=5, metavar="N",
+                    help="retries per file after a 429/5xx, reset or timeout, with doubling "
+                         "waits from 0.5 s (default 5)")
     dl.add_argument("--scheduler", type=_scheduler, default=None,
                     help="where --extract runs: sync (default), local, local:N or tcp://HOST:PORT")
     _release_options(dl)

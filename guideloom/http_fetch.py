@@ -26,7 +26,7 @@ from typing import Any
 from guideloom.errors import DownloadError
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-CHUNK = 1 << 20
+CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
 USER_AGENT = "guideloom-download"
 
@@ -240,7 +240,7 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
             received = have
             with part.open(mode) as out:
                 try:
-                    while block := resp.read(CHUNK):
+                    while block := resp.read1(CHUNK):
                         out.write(block)
                         hashes.update(block)
                         received += len(block)
