@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guideloom.errors import DownloadError
+from guideloom.errors import DownloadError, RestartDownloadError, TransientDownloadError
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
@@ -50,18 +50,7 @@ class Settings:
     backoff: float = 0.5
     max_wait: float = 30.0
     token: str | None = None
-
-
-class _Retry(Exception):
-    """A transient failure: wait and try again (``wait`` overrides the backoff)."""
-
-    def __init__(self, reason: str, wait: float | None = None):
-        super().__init__(reason)
-        self.wait = wait
-
-
-class _Restart(_Retry):
-    """The partial file cannot be continued: start again from byte 0 without ``Range``."""
+    parallel: int = 4  # files fetched at once (used by guideloom.release)
 
 
 def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None
@@ -82,7 +71,7 @@ def _retry_after(exc: urllib.error.HTTPError) -> float | None:
 
 def _http_error(exc: urllib.error.HTTPError, url: str, label: str) -> Exception:
     if exc.code in RETRY_STATUS:
-        return _Retry(f"HTTP {exc.code} {exc.reason}", _retry_after(exc))
+        return TransientDownloadError(f"HTTP {exc.code} {exc.reason}", _retry_after(exc))
     hint = ""
     if exc.code in (401, 403):
         hint = ("; a draft or restricted file needs an API token (--token, or the "
@@ -103,7 +92,7 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
     while True:
         try:
             return action()
-        except _Retry as exc:
+        except TransientDownloadError as exc:
             reason, wait = str(exc), exc.wait
         except urllib.error.HTTPError as exc:
             err = _http_error(exc, url, label)
@@ -160,10 +149,23 @@ def _hash_prefix(part: Path, hashes: _Hashes) -> int:
 def _check_content_range(value: str | None, start: int, size: int | None) -> None:
     m = _CONTENT_RANGE.match((value or "").strip())
     if not m:
-        raise _Restart(f"answered 206 with Content-Range {value!r}")
+        raise RestartDownloadError(f"answered 206 with Content-Range {value!r}")
     first, last, total = int(m[1]), int(m[2]), m[3]
     if first != start or (size is not None and (last != size - 1 or total not in ("*", str(size)))):
-        raise _Restart(f"asked for bytes {start}-, got Content-Range {value!r}")
+        raise RestartDownloadError(f"asked for bytes {start}-, got Content-Range {value!r}")
+
+
+def _open_part(part: Path, mode: str) -> Any:
+    """The ``.part`` file for writing, at its end (``"ab"``) or emptied (``"wb"``); a planted
+    symlink or another user's file is refused (:func:`~guideloom.private_files.open_private_file`).
+    """
+    from guideloom.private_files import open_private_file
+
+    fd = open_private_file(part, "the partial download")
+    if mode == "wb":
+        os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_END)
+    return os.fdopen(fd, "wb", closefd=True)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -238,7 +240,7 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
                 raise DownloadError(f"{label}: {url} answered HTTP {resp.status} "
                                     f"{resp.reason} to a download request")
             received = have
-            with part.open(mode) as out:
+            with _open_part(part, mode) as out:
                 try:
                     while block := resp.read1(CHUNK):
                         out.write(block)
@@ -247,20 +249,21 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
                         state["fetched"] += len(block)
                         count(len(block))
                         if expected.size is not None and received > expected.size:
-                            raise _Restart(f"sent more than the {expected.size} bytes listed")
+                            raise RestartDownloadError(
+                                f"sent more than the {expected.size} bytes listed")
                 except http.client.IncompleteRead as exc:
                     out.write(exc.partial)
                     hashes.update(exc.partial)
                     received += len(exc.partial)
                     state["fetched"] += len(exc.partial)
                     count(len(exc.partial))
-                    raise _Retry(f"body ended after {received} bytes (connection closed)"
-                                 ) from None
+                    raise TransientDownloadError(
+                        f"body ended after {received} bytes (connection closed)") from None
                 finally:
                     out.flush()
                     os.fsync(out.fileno())
         if expected.size is not None and received != expected.size:
-            raise _Retry(f"body ended after {received} of {expected.size} bytes")
+            raise TransientDownloadError(f"body ended after {received} of {expected.size} bytes")
 
     def _verify(hashes: _Hashes) -> None:
         problems = []
@@ -277,14 +280,14 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
                                     f"the damaged download was deleted and {target} was not "
                                     "written (the repository copy may be damaged: tell its "
                                     "maintainers)")
-            raise _Restart("checksum mismatch; fetching the whole file again", wait=0.0)
+            raise RestartDownloadError("checksum mismatch; fetching the whole file again", wait=0.0)
         os.replace(part, target)
         _fsync_dir(target.parent)
 
     def attempt() -> None:
         try:
             once()
-        except _Restart:
+        except RestartDownloadError:
             part.unlink(missing_ok=True)
             count(-state["counted"])
             state["use_range"] = False

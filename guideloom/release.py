@@ -18,8 +18,9 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -35,6 +36,7 @@ SMALL_FILES = ("process_parameters.csv", "metadata.json", "sample.zip")
 SERVER_ENV = "GUIDELOOM_DATAVERSE_URL"
 TOKEN_ENV = "GUIDELOOM_DATAVERSE_TOKEN"
 RECORD = ".guideloom-download.json"
+LOCK = ".guideloom-download.lock"
 MANIFEST = "metadata.json"
 
 
@@ -288,6 +290,25 @@ def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSI
     return plan
 
 
+@contextmanager
+def _out_lock(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.guideloom-download.lock``: two downloads never write the same files."""
+    import fcntl
+
+    from guideloom.private_files import open_private_file
+
+    fd = open_private_file(out / LOCK, "the download lock")
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DownloadError(f"another guideloom download is writing into {out}; wait for "
+                                "it to finish (or stop it) and run this again") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def _bar(total: int, initial: int, show: bool) -> Any:
     from tqdm.auto import tqdm
 
@@ -303,19 +324,29 @@ def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int 
     if remove_zip and not extract:
         raise UsageError("--remove-zip deletes the zips after --extract; pass both")
     t0 = time.perf_counter()
-    settings = Settings(timeout=timeout, retries=retries, token=_token(token))
+    settings = Settings(timeout=timeout, retries=retries, token=_token(token), parallel=parallel)
     report = DownloadReport(plan.out, present=[f.relpath for f in plan.present])
     plan.out.mkdir(parents=True, exist_ok=True)
+    with _out_lock(plan.out):
+        _fetch_all(plan, report, settings, show_progress)
+    if extract:
+        from guideloom.extract import extract_zips
+
+        report.extract = extract_zips(plan.out, client=client, remove_zip=remove_zip,
+                                      show_progress=show_progress)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _fetch_all(plan: DownloadPlan, report: DownloadReport, settings: Settings,
+               show_progress: bool) -> None:
     record = _Record(plan.out)
     partial = sum(min(part_path(plan.out / f.relpath).stat().st_size, f.size)
                   for f in plan.to_fetch if part_path(plan.out / f.relpath).is_file())
     lock = threading.Lock()
     with _bar(plan.bytes_to_fetch, partial, show_progress and bool(plan.to_fetch)) as bar:
-        shown = {"n": partial}
-
         def progress(n: int) -> None:
             with lock:
-                shown["n"] += n
                 bar.update(n)
 
         def one(f: RemoteFile, sums: dict[str, dict[str, str]]) -> int:
@@ -336,7 +367,9 @@ def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int 
         sums = manifest_checksums(plan.out / MANIFEST)
         rest = [f for f in queue if f.relpath != MANIFEST]
         errors: list[DownloadError] = []
-        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, settings.parallel),
+                                  thread_name_prefix="guideloom-download")
+        try:
             futures = {pool.submit(one, f, sums): f for f in rest}
             for fut, f in futures.items():
                 try:
@@ -344,17 +377,14 @@ def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int 
                     report.downloaded.append(f.relpath)
                 except DownloadError as exc:
                     errors.append(exc)
+        except BaseException:  # Ctrl-C: start nothing more; the .part files stay for a resume
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise DownloadError(f"{errors[0]}{more}; {len(report.downloaded)} file(s) were "
                             "downloaded and verified")
-    if extract:
-        from guideloom.extract import extract_zips
-
-        report.extract = extract_zips(plan.out, client=client, remove_zip=remove_zip,
-                                      show_progress=show_progress)
-    report.seconds = time.perf_counter() - t0
-    return report
 
 
 def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
