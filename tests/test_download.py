@@ -7,6 +7,7 @@ repository shows. Commands run as real subprocesses from a temporary directory.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import guideloom
-from guideloom.errors import DownloadError
+from guideloom.errors import DownloadError, UnsafeFileError
 from tests.dataverse_server import Faults, Release, ServedFile, make_release, serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -239,10 +240,15 @@ def test_extract_and_remove_zip_leave_loose_files(tmp_path, release):
         done = cli(tmp_path, "download", "--small", "--yes", "--extract", "--remove-zip",
                    "--server", server.url)
     assert done.returncode == 0, done.stderr
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(served(release, "sample.zip").data)) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
     h5 = tmp_path / "data" / "h5"
-    assert sorted(p.name for p in h5.iterdir()) == ["0000.h5", "0002.h5"] or \
-        len(list(h5.glob("*.h5"))) == 2
-    assert not (h5 / "sample.zip").exists()
+    assert sorted(p.name for p in h5.iterdir()) == sorted(members)
+    for name, data in members.items():
+        assert (h5 / name).read_bytes() == data
+    assert "extracted 2 experiments" in done.stdout
 
 
 def test_usage_errors(tmp_path, release):
@@ -277,3 +283,64 @@ def test_a_file_name_that_leaves_the_output_directory_is_refused(tmp_path, relea
             guideloom.download(tmp_path / "out", server=server.url, show_progress=False)
         assert server.access_log() == []
     assert not (tmp_path / "outside").exists()
+
+
+def test_a_local_file_changed_after_download_is_fetched_again(tmp_path, release):
+    with serve(release) as server:
+        guideloom.download(tmp_path / "out", small=True, server=server.url,
+                           show_progress=False)
+        sample = tmp_path / "out" / "h5" / "sample.zip"
+        data = bytearray(sample.read_bytes())
+        data[100] ^= 0xFF  # same size, other bytes: the record's mtime no longer matches
+        sample.write_bytes(bytes(data))
+        before = len(server.access_log())
+        report = guideloom.download(tmp_path / "out", small=True, server=server.url,
+                                    show_progress=False)
+        fetched = [e.path for e in server.access_log()[before:]]
+    assert fetched == ["/api/access/datafile/23?format=original"]
+    assert report.downloaded == ["h5/sample.zip"]
+    assert sorted(report.present) == ["metadata.json", "process_parameters.csv"]
+    assert sample.read_bytes() == served(release, "sample.zip").data
+
+
+def test_two_downloads_into_one_directory_do_not_mix(tmp_path, release):
+    part = tmp_path / "data" / "h5" / "concave.zip.part"
+    with serve(release, Faults(throttle=0.01)) as server:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        first = subprocess.Popen(
+            [sys.executable, "-m", "guideloom", "download", "--quiet", "--files",
+             "concave.zip", "--server", server.url],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not (part.exists() and part.stat().st_size > 0):
+                assert first.poll() is None, first.communicate()
+                assert time.monotonic() < deadline, "the .part file did not grow"
+                time.sleep(0.005)
+            second = cli(tmp_path, "download", "--quiet", "--files", "concave.zip",
+                         "--server", server.url)
+            server.faults.throttle = 0.0
+            out, err = first.communicate(timeout=60)
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.communicate()
+    assert second.returncode == 1
+    assert "another guideloom download is writing into data" in second.stderr
+    assert first.returncode == 0, err
+    assert (tmp_path / "data" / "h5" / "concave.zip").read_bytes() == served(
+        release, "concave.zip").data
+
+
+def test_a_planted_symlink_part_file_is_not_followed(tmp_path, release):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep me")
+    h5 = tmp_path / "out" / "h5"
+    h5.mkdir(parents=True)
+    (h5 / "sample.zip.part").symlink_to(victim)
+    with serve(release) as server:
+        with pytest.raises(UnsafeFileError, match="sample.zip.part is a symbolic link"):
+            guideloom.download(tmp_path / "out", files=["sample.zip"], server=server.url,
+                               show_progress=False)
+    assert victim.read_bytes() == b"keep me"
+    assert not (h5 / "sample.zip").exists()
