@@ -66,10 +66,13 @@ def test_small_downloads_the_sample_into_rddacs_layout_and_a_second_run_fetches_
         assert again.returncode == 0, again.stderr
         assert len(server.access_log()) == first  # nothing fetched the second time
         assert "0 of 3 file(s) to fetch" in again.stdout
-    # the layout is one guideloom reads: the sample's experiments are found in h5/sample.zip
-    views = cli(tmp_path, "views", "data")
-    assert views.returncode == 0, views.stderr
-    assert "force-curve" in views.stdout
+    # the tutorial's next step works on it: the sample's two experiments are found in
+    # h5/sample.zip and exported; the ids the sample lacks are named as missing
+    run = cli(tmp_path, "run", "force_signals", "--data-dir", "data", "--output", "fs",
+              "--scheduler", "sync")
+    assert run.returncode == 0, run.stderr
+    assert "wrote 2 records of view 'force-signals'" in run.stdout
+    assert guideloom.load_export(tmp_path / "fs").sim_ids.tolist() == [0, 1]
 
 
 def test_full_download_in_parallel_through_redirects_429_and_503(tmp_path, release):
