@@ -31,13 +31,56 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
 USER_AGENT = "guideloom-download"
 
 
+HASH_NAMES = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-512": "sha512"}
+_LABELS = {v: k for k, v in HASH_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """One checksum a file must have: ``algorithm`` a hashlib name (``md5``, ``sha256``, ...),
+    ``value`` lower-case hex, ``source`` who lists it (for the error message)."""
+
+    algorithm: str
+    value: str
+    source: str = "the repository"
+
+
 @dataclass(frozen=True)
 class Expected:
-    """What a file must be: its size in bytes and checksums (lower-case hex), where known."""
+    """What a file must be: its size in bytes (where known) and its checksums."""
 
     size: int | None = None
-    md5: str | None = None
-    sha256: str | None = None
+    checksums: tuple[Checksum, ...] = ()
+
+
+class Hashes:
+    """The hashes of :class:`Expected`'s algorithms, computed over the bytes given."""
+
+    def __init__(self, expected: Expected):
+        self.expected = expected
+        self.hashers = {c.algorithm: hashlib.new(c.algorithm, usedforsecurity=False)
+                        for c in expected.checksums}
+
+    def update(self, data: bytes | memoryview) -> None:
+        for h in self.hashers.values():
+            h.update(data)
+
+    def problems(self) -> list[str]:
+        """One line per checksum that does not match (empty when all match)."""
+        out = []
+        for c in self.expected.checksums:
+            got = self.hashers[c.algorithm].hexdigest()
+            if got != c.value.lower():
+                out.append(f"{_LABELS.get(c.algorithm, c.algorithm)} {got}, {c.source} lists "
+                           f"{c.value}")
+        return out
+
+    @classmethod
+    def of_file(cls, path: Path, expected: Expected) -> Hashes:
+        """The hashes of a whole file."""
+        hashes = cls(expected)
+        _hash_prefix(path, hashes)
+        return hashes
 
 
 @dataclass(frozen=True)
@@ -126,18 +169,7 @@ def get_json(url: str, settings: Settings, label: str) -> Any:
     return with_retries(once, url, label, settings)
 
 
-class _Hashes:
-    def __init__(self, expected: Expected):
-        self.md5 = hashlib.md5(usedforsecurity=False)
-        self.sha256 = hashlib.sha256() if expected.sha256 else None
-
-    def update(self, data: bytes | memoryview) -> None:
-        self.md5.update(data)
-        if self.sha256 is not None:
-            self.sha256.update(data)
-
-
-def _hash_prefix(part: Path, hashes: _Hashes) -> int:
+def _hash_prefix(part: Path, hashes: Hashes) -> int:
     done = 0
     with part.open("rb") as fh:
         while block := fh.read(CHUNK):
@@ -216,14 +248,14 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
             have = 0
         if state["counted"] != have:  # what the bar shows follows what is on disk
             count(have - state["counted"])
-        hashes = _Hashes(expected)
+        hashes = Hashes(expected)
         if not (expected.size is not None and have == expected.size):
             _receive(have, hashes)
         else:
             _hash_prefix(part, hashes)
         _verify(hashes)
 
-    def _receive(have: int, hashes: _Hashes) -> None:
+    def _receive(have: int, hashes: Hashes) -> None:
         headers = {"Range": f"bytes={have}-"} if have and state["use_range"] else {}
         resp = urllib.request.urlopen(_request(url, settings, headers), timeout=settings.timeout)
         with resp:
@@ -265,13 +297,8 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
         if expected.size is not None and received != expected.size:
             raise TransientDownloadError(f"body ended after {received} of {expected.size} bytes")
 
-    def _verify(hashes: _Hashes) -> None:
-        problems = []
-        if expected.md5 and hashes.md5.hexdigest() != expected.md5.lower():
-            problems.append(f"MD5 {hashes.md5.hexdigest()}, the repository lists {expected.md5}")
-        if hashes.sha256 is not None and hashes.sha256.hexdigest() != expected.sha256.lower():
-            problems.append(f"SHA-256 {hashes.sha256.hexdigest()}, the manifest lists "
-                            f"{expected.sha256}")
+    def _verify(hashes: Hashes) -> None:
+        problems = hashes.problems()
         if problems:
             discard()
             state["mismatches"] += 1

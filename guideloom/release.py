@@ -3,7 +3,8 @@
 ``download`` writes the layout ``rddac download`` writes: each file at
 ``OUT/<directoryLabel>/<name>`` (the zips under ``OUT/h5/``, ``metadata.json`` and
 ``process_parameters.csv`` at the top). Files are fetched in parallel threads with one progress
-bar; each is verified against the repository's MD5 (and the manifest's ``md5``/``sha256`` when
+bar; each is verified against the repository's checksum (MD5 on DaRUS; SHA-1/256/512 are
+understood too) and the manifest's ``md5``/``sha256`` when
 ``metadata.json`` lists the file) before it is renamed into place (see
 :mod:`guideloom.http_fetch`). A file already present and verified is not fetched again; the
 checksums verified are remembered in ``OUT/.guideloom-download.json`` (keyed by size and
@@ -12,7 +13,6 @@ modification time) so a second run reads nothing back either.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -26,7 +26,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from guideloom.errors import DownloadError, UsageError
-from guideloom.http_fetch import Expected, Settings, fetch_file, get_json, part_path
+from guideloom.http_fetch import (
+    HASH_NAMES,
+    Checksum,
+    Expected,
+    Hashes,
+    Settings,
+    fetch_file,
+    get_json,
+    part_path,
+)
 
 DEFAULT_SERVER = "https://darus.uni-stuttgart.de"
 RDDAC_DOI = "doi:10.18419/DARUS-5589"
@@ -48,7 +57,7 @@ class RemoteFile:
     name: str
     directory: str
     size: int
-    md5: str | None
+    checksum: Checksum | None
     description: str = ""
 
     @property
@@ -116,12 +125,18 @@ def _remote_file(entry: dict[str, Any]) -> RemoteFile:
         raise DownloadError(f"the repository's file list has an entry without id or name: "
                             f"{json.dumps(entry)[:200]}")
     size = df.get("originalFileSize", df.get("filesize"))
-    checksum = df.get("checksum") or {}
-    md5 = df.get("md5") or (checksum.get("value") if checksum.get("type") == "MD5" else None)
+    listed = df.get("checksum") or {}
+    algorithm = HASH_NAMES.get(str(listed.get("type", "")).upper())
+    if algorithm and listed.get("value"):
+        checksum = Checksum(algorithm, str(listed["value"]).lower())
+    elif df.get("md5"):
+        checksum = Checksum("md5", str(df["md5"]).lower())
+    else:
+        checksum = None
     return RemoteFile(
         id=int(fid), name=_safe_part(str(name), "name", fid),
         directory=_safe_part(str(entry.get("directoryLabel") or ""), "folder", fid),
-        size=int(size) if size is not None else 0, md5=md5,
+        size=int(size) if size is not None else 0, checksum=checksum,
         description=str(entry.get("description") or df.get("description") or ""))
 
 
@@ -208,13 +223,14 @@ class _Record:
             st = target.stat()
         except OSError:
             return False
-        return bool(entry and entry.get("md5") == f.md5 and entry.get("size") == st.st_size
-                    and entry.get("mtime_ns") == st.st_mtime_ns)
+        return bool(entry and f.checksum and entry.get("checksum") == f.checksum.value
+                    and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns)
 
     def add(self, f: RemoteFile, target: Path) -> None:
         st = target.stat()
         with self.lock:
-            self.data[f.relpath] = {"md5": f.md5, "size": st.st_size,
+            self.data[f.relpath] = {"checksum": f.checksum.value if f.checksum else None,
+                                    "size": st.st_size,
                                     "mtime_ns": st.st_mtime_ns}
             tmp = self.path.with_name(self.path.name + ".tmp")
             tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
@@ -240,26 +256,23 @@ def manifest_checksums(path: Path) -> dict[str, dict[str, str]]:
 
 def _expected(f: RemoteFile, sums: dict[str, dict[str, str]]) -> Expected:
     listed = sums.get(f.name, {}) if f.name != MANIFEST else {}
-    md5 = f.md5
-    if listed.get("md5") and md5 and listed["md5"] != md5.lower():
-        raise DownloadError(f"{f.relpath}: the repository lists MD5 {md5} but {MANIFEST} lists "
-                            f"{listed['md5']}; one of them is out of date (tell the dataset's "
-                            "maintainers)")
-    return Expected(size=f.size, md5=md5 or listed.get("md5"), sha256=listed.get("sha256"))
+    checks = [f.checksum] if f.checksum else []
+    for algorithm, value in listed.items():
+        if f.checksum and f.checksum.algorithm == algorithm:
+            if value != f.checksum.value:
+                raise DownloadError(
+                    f"{f.relpath}: the repository lists {algorithm} {f.checksum.value} "
+                    f"but {MANIFEST} lists {value}; one of them is out of date (tell the "
+                    "dataset's maintainers)")
+            continue
+        checks.append(Checksum(algorithm, value, f"the manifest {MANIFEST}"))
+    return Expected(size=f.size, checksums=tuple(checks))
 
 
 def _file_matches(path: Path, expected: Expected) -> bool:
     if expected.size is not None and path.stat().st_size != expected.size:
         return False
-    md5 = hashlib.md5(usedforsecurity=False)
-    sha = hashlib.sha256() if expected.sha256 else None
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 22):
-            md5.update(block)
-            if sha is not None:
-                sha.update(block)
-    return ((not expected.md5 or md5.hexdigest() == expected.md5.lower())
-            and (sha is None or sha.hexdigest() == expected.sha256))
+    return not Hashes.of_file(path, expected).problems()
 
 
 def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,

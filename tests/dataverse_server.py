@@ -75,6 +75,7 @@ class Release:
     doi: str = DOI
     title: str = "RDDAC test release"
     older_missing: tuple[str, ...] = ("sample.zip",)  # not yet in version 1.0
+    checksum_type: str = "MD5"  # or "SHA-1", as a Dataverse configured for it lists
 
     def by_id(self, fid: int) -> ServedFile | None:
         return next((f for f in self.files if f.id == fid), None)
@@ -135,15 +136,19 @@ class _State:
             return True
 
 
-def _file_json(f: ServedFile) -> dict[str, Any]:
+def _file_json(f: ServedFile, checksum_type: str = "MD5") -> dict[str, Any]:
+    if checksum_type == "MD5":
+        sums = {"md5": f.md5, "checksum": {"type": "MD5", "value": f.md5}}
+    else:
+        sums = {"checksum": {"type": checksum_type, "value": hashlib.new(
+            checksum_type.replace("-", "").lower(), f.data).hexdigest()}}
     return {
         "label": f.name,
         "directoryLabel": f.directory or None,
         "description": f.description,
         "restricted": False,
         "dataFile": {"id": f.id, "filename": f.name, "filesize": len(f.data),
-                     "contentType": "application/octet-stream", "md5": f.md5,
-                     "checksum": {"type": "MD5", "value": f.md5}},
+                     "contentType": "application/octet-stream", **sums},
     }
 
 
@@ -157,7 +162,7 @@ def _version_json(release: Release, number: int, state: str = "RELEASED") -> dic
         "license": {"name": "CC BY 4.0"},
         "metadataBlocks": {"citation": {"fields": [
             {"typeName": "title", "value": release.title}]}},
-        "files": [_file_json(f) for f in files],
+        "files": [_file_json(f, release.checksum_type) for f in files],
     }
 
 

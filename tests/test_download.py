@@ -347,3 +347,19 @@ def test_a_planted_symlink_part_file_is_not_followed(tmp_path, release):
                                show_progress=False)
     assert victim.read_bytes() == b"keep me"
     assert not (h5 / "sample.zip").exists()
+
+
+def test_a_server_listing_sha1_checksums_is_verified_by_sha1(tmp_path, release):
+    sha1 = Release(release.files, checksum_type="SHA-1")
+    with serve(sha1) as server:
+        report = guideloom.download(tmp_path / "ok", small=True, server=server.url,
+                                    show_progress=False)
+        assert len(report.downloaded) == 3
+        server.faults.damaged = {"sample.zip"}
+        with pytest.raises(DownloadError, match=r"h5/sample.zip: .* SHA-1 [0-9a-f]{40}, the "
+                                                r"repository lists"):
+            guideloom.download(tmp_path / "bad", small=True, server=server.url,
+                               show_progress=False)
+    assert_identical(tmp_path / "ok", release, ["sample.zip", "metadata.json",
+                                                "process_parameters.csv"])
+    assert not (tmp_path / "bad" / "h5" / "sample.zip").exists()
