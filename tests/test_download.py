@@ -101,8 +101,12 @@ def test_the_progress_bar_shows_bytes_rate_and_time_left(tmp_path, release):
         done = cli(tmp_path, "download", "--yes", "--files", "concave.zip", "--server",
                    server.url)
     assert done.returncode == 0, done.stderr
+    from tqdm import tqdm
+
+    size = tqdm.format_sizeof(len(served(release, "concave.zip").data), divisor=1024)
     bar = done.stderr.strip().splitlines()[-1]
-    assert "download: 100%" in bar and "M/1.15M" in bar and "B/s" in bar, bar
+    assert "download: 100%" in bar and f"{size}/{size}" in bar and "B/s]" in bar, bar
+    assert "<00:00" in bar  # the time left
     assert (tmp_path / "data" / "h5" / "concave.zip").read_bytes() == served(
         release, "concave.zip").data
 
@@ -135,6 +139,7 @@ def test_a_killed_download_resumes_by_range_and_ends_byte_identical(tmp_path, re
         done = cli(tmp_path, "download", "--quiet", "--files", "concave.zip",
                    "--server", server.url)
         assert done.returncode == 0, done.stderr
+        assert done.stdout == done.stderr == ""  # --quiet
         resumed = server.access_log()[before:]
     assert [e.range for e in resumed] == [f"bytes={had}-"]
     assert [e.status for e in resumed] == [206]
@@ -363,3 +368,18 @@ def test_a_server_listing_sha1_checksums_is_verified_by_sha1(tmp_path, release):
     assert_identical(tmp_path / "ok", release, ["sample.zip", "metadata.json",
                                                 "process_parameters.csv"])
     assert not (tmp_path / "bad" / "h5" / "sample.zip").exists()
+
+
+def test_the_version_is_positional_or_an_option(tmp_path, release):
+    with serve(release) as server:
+        older = cli(tmp_path, "download", "1.0", "--yes", "--files", "process_parameters.csv",
+                    "--out", "v1", "--server", server.url)
+        option = cli(tmp_path, "download", "--version", "1.0", "--small", "--yes",
+                     "--server", server.url)
+        paths = [e.path for e in server.log if "/versions/" in e.path]
+    assert older.returncode == 0, older.stderr
+    assert "(version 1.0)" in older.stdout
+    assert (tmp_path / "v1" / "process_parameters.csv").is_file()
+    assert option.returncode == 2  # version 1.0 has no sample.zip, and the error says so
+    assert "not in this version of the dataset: sample.zip" in option.stderr
+    assert all("/versions/1.0?" in p for p in paths), paths
