@@ -257,7 +257,14 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
 
     def _receive(have: int, hashes: Hashes) -> None:
         headers = {"Range": f"bytes={have}-"} if have and state["use_range"] else {}
-        resp = urllib.request.urlopen(_request(url, settings, headers), timeout=settings.timeout)
+        try:
+            resp = urllib.request.urlopen(_request(url, settings, headers),
+                                          timeout=settings.timeout)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and headers:  # the partial file does not fit the server's file
+                exc.close()
+                raise RestartDownloadError(f"answered 416 to Range bytes={have}-") from None
+            raise
         with resp:
             if resp.status == 206 and headers:
                 _check_content_range(resp.headers.get("Content-Range"), have, expected.size)

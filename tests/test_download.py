@@ -383,3 +383,27 @@ def test_the_version_is_positional_or_an_option(tmp_path, release):
     assert option.returncode == 2  # version 1.0 has no sample.zip, and the error says so
     assert "not in this version of the dataset: sample.zip" in option.stderr
     assert all("/versions/1.0?" in p for p in paths), paths
+
+
+def test_a_complete_part_file_is_verified_and_a_longer_one_is_dropped(tmp_path, release):
+    """A .part as long as the listed file (killed before the rename) is checked, not fetched;
+    one longer than the listed file (the file changed on the server) starts again at 0."""
+    small = served(release, "sample.zip")
+    part = tmp_path / "out" / "h5" / "sample.zip.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(small.data[:1000])
+    grown = ServedFile(small.id, small.name, small.directory, small.data[:1000])
+    changed = Release([*(f for f in release.files if f.name != "sample.zip"), grown])
+    with serve(changed) as server:
+        guideloom.download(tmp_path / "out", files=["sample.zip"], server=server.url,
+                           show_progress=False)
+        assert [(e.range, e.status) for e in server.access_log()] == []  # complete: verified
+    assert (tmp_path / "out" / "h5" / "sample.zip").read_bytes() == small.data[:1000]
+    part.write_bytes(small.data[:5000])
+    (tmp_path / "out" / "h5" / "sample.zip").unlink()
+    with serve(changed) as server:
+        guideloom.download(tmp_path / "out", files=["sample.zip"], server=server.url,
+                           show_progress=False)
+        log = [(e.range, e.status) for e in server.access_log()]
+    assert log == [(None, 200)]  # a .part longer than the file is dropped, not resumed
+    assert (tmp_path / "out" / "h5" / "sample.zip").read_bytes() == small.data[:1000]
