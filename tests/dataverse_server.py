@@ -65,6 +65,7 @@ class Faults:
     damaged: set[str] = field(default_factory=set)  # served with one byte flipped
     redirect_over: int | None = None  # files larger than this are sent to the store
     require_token: str | None = None  # answer 401 without this X-Dataverse-key
+    api_busy: int = 0  # the first N metadata (non-access) requests get 503
 
 
 @dataclass
@@ -212,6 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_file(entry, f) if f else self._reply(entry, 404)
         m = re.fullmatch(r"/api/datasets/:persistentId/versions(?:/([^/]+))?(/files)?", url.path)
         if m:
+            with self.state.lock:
+                busy = faults.api_busy > 0
+                faults.api_busy -= busy
+            if busy:
+                return self._reply(entry, 503, b"busy", {"Retry-After": "0"})
             if query.get("persistentId") != [release.doi]:
                 return self._json(entry, {"status": "ERROR", "message": "no such dataset"}, 404)
             versions = {"2.0": 2, ":latest": 2, ":latest-published": 2, "1.0": 1}

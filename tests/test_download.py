@@ -276,10 +276,13 @@ def test_usage_errors(tmp_path, release):
 def test_a_draft_needs_the_token_and_the_error_says_how_to_pass_it(tmp_path, release):
     with serve(release, Faults(require_token=TOKEN)) as server:
         refused = cli(tmp_path, "info", "--server", server.url)
+        server.faults.api_busy = 2  # and the metadata API is busy twice: retried
         shown = cli(tmp_path, "--token", TOKEN, "info", "--server", server.url)
+        statuses = [e.status for e in server.log]
     assert refused.returncode == 1
     assert "401" in refused.stderr and "--token" in refused.stderr
     assert shown.returncode == 0, shown.stderr
+    assert statuses == [401, 503, 503, 200]
     assert "2.0" in shown.stdout and "+sample.zip" in shown.stdout
     assert TOKEN not in shown.stdout + shown.stderr
 
