@@ -53,6 +53,8 @@ _LAZY: dict[str, str] = {
     "streaming": "guideloom.streaming",
     "iter_view": "guideloom.streaming",
     "extract_zips": "guideloom.extract",
+    # the published release (DaRUS): rddac's `download`, verified and resumable
+    "download": "guideloom.release",
     # exports
     "export_to_numpy": "guideloom.streaming",
     "export_to_numpy_per_sim": "guideloom.streaming",
@@ -96,6 +98,7 @@ _LAZY: dict[str, str] = {
     "UsageError": "guideloom.errors",
     "JobFailedError": "guideloom.errors",
     "ExtractError": "guideloom.errors",
+    "DownloadError": "guideloom.errors",
     "SkippedDataWarning": "guideloom.errors",
     "UnverifiedExportWarning": "guideloom.errors",
     "ExperimentNotFoundError": "guideloom.errors",

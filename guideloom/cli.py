@@ -3,7 +3,8 @@
 Subcommands: ``run`` (a workflow file, or a shipped workflow by name), ``workflows`` (list the
 shipped ones), ``inspect`` (an export), ``verify`` (an export's data against the checksums
 recorded when it was written), ``status`` (a running or interrupted job), ``demo``,
-``extract`` (zipped to loose layout), ``make-demo-data`` and ``views``.
+``extract`` (zipped to loose layout), ``make-demo-data``, ``views``, and ``info`` and
+``download`` (the published release on DaRUS).
 
 Errors print one line and exit with code 2 (bad usage or input) or 1 (a job failed); Ctrl-C
 prints one line and exits with 130. ``--verbose`` lets Dask's log lines and tracebacks through.
@@ -439,6 +440,95 @@ def _keep_dashboard_open(seconds: float) -> None:
     print("dashboard closed", flush=True)
 
 
+# --- the published release: info and download ----------------------------------------------
+def _release_options(p: argparse.ArgumentParser) -> None:
+    from guideloom.release import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
+
+    p.add_argument("--token", default=argparse.SUPPRESS,
+                   help=f"Dataverse API token for drafts or restricted files, sent as the "
+                        f"X-Dataverse-key header (better: the {TOKEN_ENV} environment "
+                        "variable, which other users cannot see in the process list)")
+    p.add_argument("--server", default=None, metavar="URL",
+                   help=f"Dataverse server (default ${SERVER_ENV}, else DaRUS)")
+    p.add_argument("--doi", default=RDDAC_DOI, help=f"dataset persistent id (default {RDDAC_DOI})")
+    p.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="seconds per connect or read before a retry (default 60)")
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from guideloom.release import dataset_versions, title_of
+
+    versions = dataset_versions(server=args.server, doi=args.doi, token=args.token,
+                                timeout=args.timeout)
+    latest = versions[0] if versions else {}
+    print(title_of(latest) or args.doi)
+    print(f"  persistent id: {args.doi}")
+    print(f"  license:       {(latest.get('license') or {}).get('name', 'unknown')}")
+    rows = []
+    for v in versions:
+        number = f"{v.get('versionNumber', '?')}.{v.get('versionMinorNumber', 0)}"
+        names = {(f.get("dataFile") or {}).get("filename") for f in v.get("files", [])}
+        size = sum(int((f.get("dataFile") or {}).get("filesize") or 0) for f in v.get("files", []))
+        date = str(v.get("releaseTime") or v.get("createTime") or "-")[:10]
+        rows.append((number, str(v.get("versionState", "?")), date, names, size))
+    print(f"{'version':9s} {'state':10s} {'released':10s} {'files':>6s} {'size':>10s}  changes")
+    for i, (number, state, date, names, size) in enumerate(rows):
+        if i + 1 < len(rows):
+            older = rows[i + 1][3]
+            changes = [f"+{n}" for n in sorted(names - older)] + \
+                      [f"-{n}" for n in sorted(older - names)]
+            change = " ".join(changes) or "no changes"
+        else:
+            change = "first version"
+        print(f"{number:9s} {state:10s} {date:10s} {len(names):6d} {_human_bytes(size):>10s}  "
+              f"{change}")
+    print("download one with: guideloom download --version VERSION (--small for the sample)")
+    return 0
+
+
+def _confirm(plan: Any) -> bool:
+    try:
+        answer = input(f"download {len(plan.to_fetch)} file(s), "
+                       f"{_human_bytes(plan.bytes_to_fetch)}, to {plan.out}? [y/N] ")
+    except EOFError:
+        print("\nnot confirmed (no input); pass --yes to download without asking")
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _cmd_download(args: argparse.Namespace) -> int:
+    from guideloom.release import plan_download, run_download
+
+    if args.remove_zip and not args.extract:
+        raise UsageError("--remove-zip deletes the zips after --extract; pass both")
+    version = args.version_option or args.version
+    plan = plan_download(args.out, version=version, files=args.files, small=args.small,
+                         token=args.token, server=args.server, doi=args.doi,
+                         timeout=args.timeout)
+    quiet = args.quiet
+    if not quiet:
+        print(f"{plan.title or plan.doi} (version {plan.version}) from {plan.server}")
+        for f in plan.files:
+            state = "present" if f in plan.present else "to fetch"
+            print(f"  {f.relpath:40s} {_human_bytes(f.size):>10s}  {state}")
+        print(f"{len(plan.to_fetch)} of {len(plan.files)} file(s) to fetch, "
+              f"{_human_bytes(plan.bytes_to_fetch)}, into {plan.out.resolve()}")
+    if plan.to_fetch and not (args.yes or quiet) and not _confirm(plan):
+        print("download cancelled")
+        return 0
+    report = run_download(plan, token=args.token, parallel=args.parallel, timeout=args.timeout,
+                          retries=args.retries,
+                          show_progress=not quiet, extract=args.extract,
+                          remove_zip=args.remove_zip, client=args.scheduler or "sync")
+    if not quiet:
+        print(f"downloaded {len(report.downloaded)} file(s) "
+              f"({_human_bytes(report.bytes_fetched)}) in {report.seconds:.1f} s; "
+              f"{len(report.present)} were already present and verified")
+        if report.extract is not None:
+            print(f"extracted {len(report.extract.extracted)} experiments to {plan.out / 'h5'}")
+    return 0
+
+
 # --- extract ------------------------------------------------------------------------------
 def _cmd_extract(args: argparse.Namespace) -> int:
     from guideloom.extract import ExtractError, extract_zips
@@ -541,6 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Croissant/HDF5 experiments to training-ready arrays, on Dask.",
     )
     parser.add_argument("--version", action="version", version=f"guideloom {__version__}")
+    parser.add_argument("--token", default=None, help=argparse.SUPPRESS)  # rddac's place for it
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a workflow file (an export job)")
@@ -593,6 +684,42 @@ def build_parser() -> argparse.ArgumentParser:
                                "SECONDS (no value: until Ctrl-C)")
     _add_cluster_options(demo_cmd, default="local, the embedded cluster with its dashboard")
     demo_cmd.set_defaults(func=_cmd_demo)
+
+    info = sub.add_parser("info", help="the published dataset on DaRUS: versions, files, "
+                                       "changes")
+    _release_options(info)
+    info.set_defaults(func=_cmd_info)
+
+    from guideloom.release import DEFAULT_OUT, DEFAULT_VERSION
+
+    dl = sub.add_parser("download", help="download the published release (or --small, the "
+                                         "sample) into rddac's layout, verified and resumable")
+    dl.add_argument("version", nargs="?", default=DEFAULT_VERSION,
+                    help=f"dataset version (default {DEFAULT_VERSION}; also :latest-published, "
+                         ":draft with a token)")
+    dl.add_argument("--version", dest="version_option", default=None, metavar="VERSION",
+                    help="the same as the positional VERSION")
+    dl.add_argument("--files", nargs="+", metavar="FILE", help="only these file names")
+    dl.add_argument("--small", action="store_true",
+                    help="the sample bundle: process_parameters.csv, metadata.json, sample.zip")
+    dl.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), metavar="PATH",
+                    help=f"output directory (default ./{DEFAULT_OUT})")
+    dl.add_argument("--extract", action="store_true",
+                    help="extract the zips to OUT/h5/ afterwards (as guideloom extract)")
+    dl.add_argument("--remove-zip", action="store_true",
+                    help="delete each zip once extracted and verified (with --extract)")
+    dl.add_argument("-y", "--yes", action="store_true", help="do not ask before downloading")
+    dl.add_argument("-q", "--quiet", action="store_true",
+                    help="no output and no progress bar; implies --yes (errors still on stderr)")
+    dl.add_argument("--parallel", type=int, default=4, metavar="N",
+                    help="files fetched at once (default 4)")
+    dl.add_argument("--retries", type=int, default=5, metavar="N",
+                    help="retries per file after a 429/5xx, reset or timeout, with doubling "
+                         "waits from 0.5 s (default 5)")
+    dl.add_argument("--scheduler", type=_scheduler, default=None,
+                    help="where --extract runs: sync (default), local, local:N or tcp://HOST:PORT")
+    _release_options(dl)
+    dl.set_defaults(func=_cmd_download)
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")

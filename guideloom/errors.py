@@ -177,6 +177,30 @@ class ExtractError(GuideloomError):
         self.report = report
 
 
+class DownloadError(GuideloomError):
+    """A file of the published release could not be fetched or failed its checksum.
+
+    The message names the file and the URL; nothing unverified is left under the file's name.
+    """
+
+
+class TransientDownloadError(GuideloomError):
+    """A fetch failed in a way worth retrying (429/5xx, reset, timeout, short body).
+
+    Used inside :mod:`guideloom.http_fetch`; the user sees a :class:`DownloadError` once the
+    retries run out. ``wait`` overrides the backoff (a ``Retry-After``).
+    """
+
+    def __init__(self, reason: str, wait: float | None = None):
+        super().__init__(reason)
+        self.wait = wait
+
+
+class RestartDownloadError(TransientDownloadError):
+    """The partial file cannot be continued (wrong ``Content-Range``, bad checksum): the next
+    attempt starts again from byte 0 without ``Range``."""
+
+
 class UnverifiedExportWarning(UserWarning):
     """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
     files are read as they are, with nothing recorded to check them against."""

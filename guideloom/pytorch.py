@@ -23,6 +23,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 from guideloom.loader.core import StatefulDataLoader  # GuideLoom 1.1's import path
 from guideloom.shuffle import FeistelShuffler
 
+VIEW_SHUFFLE_NETWORK = "mix"  # see ViewDataset.share
+
 __all__ = ["DEFAULT_DATA_DIR", "DDACSDataset", "RDDACDataset", "StatefulDataLoader", "ViewDataset"]
 
 #: The data directory rddac and ddacs default to.
@@ -116,7 +118,10 @@ class ViewDataset(IterableDataset):
         rank, world = self._ranks()
         order = np.arange(len(self.sim_ids))
         if self.shuffle:
-            order = FeistelShuffler.for_epoch(len(order), self.seed, self.epoch)(order)
+            # guideloom's own network: the order ViewDataset has always read (GuideLoom 1.1's,
+            # the loader's default, is for its StatefulDataLoader checkpoints)
+            order = FeistelShuffler.for_epoch(len(order), self.seed, self.epoch,
+                                              network=VIEW_SHUFFLE_NETWORK)(order)
         slot, stride = rank * num_workers + worker, world * num_workers
         return [self.sim_ids[i] for i in order[slot::stride]]
 

@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -68,6 +69,22 @@ def test_where_and_shuffle(data_dir: Path) -> None:
     assert sorted(dataset.share()) == sorted(train)
     if len(train) > 2:
         assert dataset.share() != first
+
+
+def test_shuffle_keeps_guideloom_s_own_order_across_the_guideloom11_default(data_dir: Path):
+    """The loader's FeistelShuffler now defaults to GuideLoom 1.1's network; ViewDataset keeps
+    the order it read before (guideloom's "mix" network), so a resumed run reads the same."""
+    from guideloom.shuffle import FeistelShuffler
+
+    dataset = ViewDataset("force-curve", data_dir=data_dir, shuffle=True, seed=42)
+    ids = np.arange(N)
+    orders = []
+    for epoch in range(4):
+        dataset.set_epoch(epoch)
+        mix = FeistelShuffler.for_epoch(N, 42, epoch, network="mix")(ids)
+        assert dataset.share() == [dataset.sim_ids[i] for i in mix]
+        orders.append(tuple(dataset.share()))
+    assert len(set(orders)) == 4  # every epoch its own order
 
 
 def test_split_of_workers_covers_everything_once(data_dir: Path) -> None:

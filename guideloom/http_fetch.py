@@ -1,0 +1,331 @@
+"""Fetch one file over HTTP into place: resumable, verified, never half-written under its name.
+
+The bytes go to ``NAME.part``; a killed run leaves that file and the next run asks for the rest
+with ``Range: bytes=N-``. The MD5 (and SHA-256 when one is known) is computed while the bytes
+arrive; only a file whose size and checksums match is fsynced and renamed to ``NAME``.
+
+The client is the standard library's ``urllib`` (one blocking connection per thread): it follows
+redirects, keeps ``Range`` across them and drops headers added as "unredirected" (the API
+token), and it needs no optional dependency, so ``guideloom download`` works on a base install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from guideloom.errors import DownloadError, RestartDownloadError, TransientDownloadError
+
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
+USER_AGENT = "guideloom-download"
+
+
+HASH_NAMES = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-512": "sha512"}
+_LABELS = {v: k for k, v in HASH_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class Checksum:
+    """One checksum a file must have: ``algorithm`` a hashlib name (``md5``, ``sha256``, ...),
+    ``value`` lower-case hex, ``source`` who lists it (for the error message)."""
+
+    algorithm: str
+    value: str
+    source: str = "the repository"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a file must be: its size in bytes (where known) and its checksums."""
+
+    size: int | None = None
+    checksums: tuple[Checksum, ...] = ()
+
+
+class Hashes:
+    """The hashes of :class:`Expected`'s algorithms, computed over the bytes given."""
+
+    def __init__(self, expected: Expected):
+        self.expected = expected
+        self.hashers = {c.algorithm: hashlib.new(c.algorithm, usedforsecurity=False)
+                        for c in expected.checksums}
+
+    def update(self, data: bytes | memoryview) -> None:
+        for h in self.hashers.values():
+            h.update(data)
+
+    def problems(self) -> list[str]:
+        """One line per checksum that does not match (empty when all match)."""
+        out = []
+        for c in self.expected.checksums:
+            got = self.hashers[c.algorithm].hexdigest()
+            if got != c.value.lower():
+                out.append(f"{_LABELS.get(c.algorithm, c.algorithm)} {got}, {c.source} lists "
+                           f"{c.value}")
+        return out
+
+    @classmethod
+    def of_file(cls, path: Path, expected: Expected) -> Hashes:
+        """The hashes of a whole file."""
+        hashes = cls(expected)
+        _hash_prefix(path, hashes)
+        return hashes
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to try: ``timeout`` seconds per connect or read, ``retries`` after the first
+    attempt, ``backoff`` seconds before the first retry (doubling, at most ``max_wait``)."""
+
+    timeout: float = 60.0
+    retries: int = 5
+    backoff: float = 0.5
+    max_wait: float = 30.0
+    token: str | None = None
+    parallel: int = 4  # files fetched at once (used by guideloom.release)
+
+
+def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None
+             ) -> urllib.request.Request:
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
+    if settings.token:  # never follows a redirect (DaRUS sends large files to another host)
+        req.add_unredirected_header("X-Dataverse-key", settings.token)
+    return req
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    value = exc.headers.get("Retry-After") if exc.headers else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _http_error(exc: urllib.error.HTTPError, url: str, label: str) -> Exception:
+    if exc.code in RETRY_STATUS:
+        return TransientDownloadError(f"HTTP {exc.code} {exc.reason}", _retry_after(exc))
+    hint = ""
+    if exc.code in (401, 403):
+        hint = ("; a draft or restricted file needs an API token (--token, or the "
+                "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
+    elif exc.code == 404:
+        hint = "; check the version (--version) and the file name"
+    return DownloadError(f"{label}: {url} answered HTTP {exc.code} {exc.reason}{hint}")
+
+
+def with_retries(action: Callable[[], Any], url: str, label: str, settings: Settings) -> Any:
+    """Run ``action`` until it succeeds, retrying transient failures with backoff.
+
+    Raises:
+        DownloadError: A permanent failure, or the retries ran out (naming ``url``, ``label``
+            and the last reason).
+    """
+    attempt = 0
+    while True:
+        try:
+            return action()
+        except TransientDownloadError as exc:
+            reason, wait = str(exc), exc.wait
+        except urllib.error.HTTPError as exc:
+            err = _http_error(exc, url, label)
+            if isinstance(err, DownloadError):
+                raise err from None
+            reason, wait = str(err), err.wait
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            cause = getattr(exc, "reason", None) or exc
+            reason, wait = f"{type(cause).__name__}: {cause}", None
+        attempt += 1
+        if attempt > settings.retries:
+            raise DownloadError(f"{label}: {url} failed after {attempt} attempts "
+                                f"(last: {reason}); run the command again to resume") from None
+        delay = settings.backoff * 2 ** (attempt - 1) if wait is None else wait
+        time.sleep(min(delay, settings.max_wait))
+
+
+def get_json(url: str, settings: Settings, label: str) -> Any:
+    """GET a JSON document, with the retries of :func:`with_retries`."""
+    import json
+
+    def once() -> Any:
+        with urllib.request.urlopen(_request(url, settings, {"Accept": "application/json"}),
+                                    timeout=settings.timeout) as resp:
+            body = resp.read()
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise DownloadError(f"{label}: {url} did not answer JSON ({exc})") from None
+
+    return with_retries(once, url, label, settings)
+
+
+def _hash_prefix(part: Path, hashes: Hashes) -> int:
+    done = 0
+    with part.open("rb") as fh:
+        while block := fh.read(CHUNK):
+            hashes.update(block)
+            done += len(block)
+    return done
+
+
+def _check_content_range(value: str | None, start: int, size: int | None) -> None:
+    m = _CONTENT_RANGE.match((value or "").strip())
+    if not m:
+        raise RestartDownloadError(f"answered 206 with Content-Range {value!r}")
+    first, last, total = int(m[1]), int(m[2]), m[3]
+    if first != start or (size is not None and (last != size - 1 or total not in ("*", str(size)))):
+        raise RestartDownloadError(f"asked for bytes {start}-, got Content-Range {value!r}")
+
+
+def _open_part(part: Path, mode: str) -> Any:
+    """The ``.part`` file for writing, at its end (``"ab"``) or emptied (``"wb"``); a planted
+    symlink or another user's file is refused (:func:`~guideloom.private_files.open_private_file`).
+    """
+    from guideloom.private_files import open_private_file
+
+    fd = open_private_file(part, "the partial download")
+    if mode == "wb":
+        os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_END)
+    return os.fdopen(fd, "wb", closefd=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def part_path(target: Path) -> Path:
+    """Where the bytes of ``target`` are written until they are verified."""
+    return target.with_name(target.name + ".part")
+
+
+def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings, label: str,
+               progress: Callable[[int], None] = lambda n: None) -> int:
+    """Download ``url`` to ``target`` (resuming ``target.part``); returns the bytes fetched.
+
+    Args:
+        url: The file's URL (redirects are followed; the token is not sent after one).
+        target: Final path; written only once size and checksums match.
+        expected: Size and checksums to verify against.
+        settings: Timeout, retries and token.
+        label: Names the file in errors (e.g. ``h5/concave.zip``).
+        progress: Called with the bytes added (negative when a partial file is discarded).
+
+    Raises:
+        DownloadError: After the retries, or when the data fails its checksum twice; the
+            partial file is removed in the second case, and ``target`` is never touched.
+    """
+    part = part_path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    state = {"fetched": 0, "use_range": True, "mismatches": 0, "counted": 0}
+
+    def count(n: int) -> None:
+        state["counted"] += n
+        progress(n)
+
+    def discard() -> None:
+        part.unlink(missing_ok=True)
+        count(-state["counted"])
+
+    def once() -> None:
+        have = part.stat().st_size if part.exists() else 0
+        if expected.size is not None and have > expected.size:
+            discard()
+            have = 0
+        if state["counted"] != have:  # what the bar shows follows what is on disk
+            count(have - state["counted"])
+        hashes = Hashes(expected)
+        if not (expected.size is not None and have == expected.size):
+            _receive(have, hashes)
+        else:
+            _hash_prefix(part, hashes)
+        _verify(hashes)
+
+    def _receive(have: int, hashes: Hashes) -> None:
+        headers = {"Range": f"bytes={have}-"} if have and state["use_range"] else {}
+        try:
+            resp = urllib.request.urlopen(_request(url, settings, headers),
+                                          timeout=settings.timeout)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and headers:  # the partial file does not fit the server's file
+                exc.close()
+                raise RestartDownloadError(f"answered 416 to Range bytes={have}-") from None
+            raise
+        with resp:
+            if resp.status == 206 and headers:
+                _check_content_range(resp.headers.get("Content-Range"), have, expected.size)
+                _hash_prefix(part, hashes)
+                mode = "ab"
+            elif resp.status == 200:
+                if have:  # the server ignored Range: the whole file comes again
+                    count(-have)
+                    have = 0
+                mode = "wb"
+            else:
+                raise DownloadError(f"{label}: {url} answered HTTP {resp.status} "
+                                    f"{resp.reason} to a download request")
+            received = have
+            with _open_part(part, mode) as out:
+                try:
+                    while block := resp.read1(CHUNK):
+                        out.write(block)
+                        hashes.update(block)
+                        received += len(block)
+                        state["fetched"] += len(block)
+                        count(len(block))
+                        if expected.size is not None and received > expected.size:
+                            raise RestartDownloadError(
+                                f"sent more than the {expected.size} bytes listed")
+                except http.client.IncompleteRead as exc:
+                    out.write(exc.partial)
+                    hashes.update(exc.partial)
+                    received += len(exc.partial)
+                    state["fetched"] += len(exc.partial)
+                    count(len(exc.partial))
+                    raise TransientDownloadError(
+                        f"body ended after {received} bytes (connection closed)") from None
+                finally:
+                    out.flush()
+                    os.fsync(out.fileno())
+        if expected.size is not None and received != expected.size:
+            raise TransientDownloadError(f"body ended after {received} of {expected.size} bytes")
+
+    def _verify(hashes: Hashes) -> None:
+        problems = hashes.problems()
+        if problems:
+            discard()
+            state["mismatches"] += 1
+            if state["mismatches"] >= 2:
+                raise DownloadError(f"{label}: the data from {url} has {'; '.join(problems)}; "
+                                    f"the damaged download was deleted and {target} was not "
+                                    "written (the repository copy may be damaged: tell its "
+                                    "maintainers)")
+            raise RestartDownloadError("checksum mismatch; fetching the whole file again", wait=0.0)
+        os.replace(part, target)
+        _fsync_dir(target.parent)
+
+    def attempt() -> None:
+        try:
+            once()
+        except RestartDownloadError:
+            part.unlink(missing_ok=True)
+            count(-state["counted"])
+            state["use_range"] = False
+            raise
+
+    with_retries(attempt, url, label, settings)
+    return state["fetched"]

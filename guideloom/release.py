@@ -1,0 +1,443 @@
+"""The published release on a Dataverse server (DaRUS): what it holds, and downloading it.
+
+``download`` writes the layout ``rddac download`` writes: each file at
+``OUT/<directoryLabel>/<name>`` (the zips under ``OUT/h5/``, ``metadata.json`` and
+``process_parameters.csv`` at the top). Files are fetched in parallel threads with one progress
+bar; each is verified against the repository's checksum (MD5 on DaRUS; SHA-1/256/512 are
+understood too) and the manifest's ``md5``/``sha256`` when
+``metadata.json`` lists the file) before it is renamed into place (see
+:mod:`guideloom.http_fetch`). A file already present and verified is not fetched again; the
+checksums verified are remembered in ``OUT/.guideloom-download.json`` (keyed by size and
+modification time) so a second run reads nothing back either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from guideloom.errors import DownloadError, UsageError
+from guideloom.http_fetch import (
+    HASH_NAMES,
+    Checksum,
+    Expected,
+    Hashes,
+    Settings,
+    fetch_file,
+    get_json,
+    part_path,
+)
+
+DEFAULT_SERVER = "https://darus.uni-stuttgart.de"
+RDDAC_DOI = "doi:10.18419/DARUS-5589"
+DEFAULT_VERSION = "2.0"  # the release rddac 2.0 downloads
+DEFAULT_OUT = "data"
+SMALL_FILES = ("process_parameters.csv", "metadata.json", "sample.zip")
+SERVER_ENV = "GUIDELOOM_DATAVERSE_URL"
+TOKEN_ENV = "GUIDELOOM_DATAVERSE_TOKEN"
+RECORD = ".guideloom-download.json"
+LOCK = ".guideloom-download.lock"
+MANIFEST = "metadata.json"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a dataset version, as the Dataverse API lists it."""
+
+    id: int
+    name: str
+    directory: str
+    size: int
+    checksum: Checksum | None
+    description: str = ""
+
+    @property
+    def relpath(self) -> str:
+        """Where the file goes below the output directory (``h5/concave.zip``)."""
+        return f"{self.directory}/{self.name}" if self.directory else self.name
+
+
+@dataclass
+class DownloadPlan:
+    """What :func:`download` will do: the files chosen, which are present, which to fetch."""
+
+    server: str
+    doi: str
+    version: str
+    out: Path
+    title: str
+    files: list[RemoteFile]
+    present: list[RemoteFile] = field(default_factory=list)
+    to_fetch: list[RemoteFile] = field(default_factory=list)
+
+    @property
+    def bytes_to_fetch(self) -> int:
+        """Bytes of the files not yet present (a partial file's bytes are fetched only once)."""
+        return sum(f.size for f in self.to_fetch)
+
+
+@dataclass
+class DownloadReport:
+    """What :func:`download` did."""
+
+    out: Path
+    downloaded: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    bytes_fetched: int = 0
+    seconds: float = 0.0
+    extract: Any = None
+
+
+def _server(server: str | None) -> str:
+    url = (server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise UsageError(f"the server {url!r} is not an http(s) URL")
+    return url
+
+
+def _token(token: str | None) -> str | None:
+    return token or os.environ.get(TOKEN_ENV) or None
+
+
+def _safe_part(text: str, what: str, fid: Any) -> str:
+    """A file or directory name from the server, checked to stay below the output directory."""
+    parts = text.split("/")
+    if text and ("\\" in text or "\0" in text or any(p in ("", ".", "..") for p in parts)):
+        raise DownloadError(f"the repository lists file {fid} with the {what} {text!r}, which "
+                            "would be written outside the output directory; not downloading it")
+    return text
+
+
+def _remote_file(entry: dict[str, Any]) -> RemoteFile:
+    df = entry.get("dataFile") or {}
+    fid = df.get("id")
+    name = df.get("originalFileName") or df.get("filename") or entry.get("label")
+    if fid is None or not name:
+        raise DownloadError(f"the repository's file list has an entry without id or name: "
+                            f"{json.dumps(entry)[:200]}")
+    size = df.get("originalFileSize", df.get("filesize"))
+    listed = df.get("checksum") or {}
+    algorithm = HASH_NAMES.get(str(listed.get("type", "")).upper())
+    if algorithm and listed.get("value"):
+        checksum = Checksum(algorithm, str(listed["value"]).lower())
+    elif df.get("md5"):
+        checksum = Checksum("md5", str(df["md5"]).lower())
+    else:
+        checksum = None
+    return RemoteFile(
+        id=int(fid), name=_safe_part(str(name), "name", fid),
+        directory=_safe_part(str(entry.get("directoryLabel") or ""), "folder", fid),
+        size=int(size) if size is not None else 0, checksum=checksum,
+        description=str(entry.get("description") or df.get("description") or ""))
+
+
+def _api(server: str, path: str, doi: str, settings: Settings, what: str) -> Any:
+    url = f"{server}/api/{path}?persistentId={urllib.parse.quote(doi, safe=':/')}"
+    doc = get_json(url, settings, what)
+    if not isinstance(doc, dict) or "data" not in doc:
+        raise DownloadError(f"{what}: {url} answered without a 'data' field: "
+                            f"{str(doc)[:200]}")
+    return doc["data"]
+
+
+def title_of(version: dict[str, Any]) -> str:
+    """The dataset title in a version's citation metadata ('' when absent)."""
+    fields = version.get("metadataBlocks", {}).get("citation", {}).get("fields", [])
+    return next((f.get("value", "") for f in fields if f.get("typeName") == "title"), "")
+
+
+def version_files(version: str, *, server: str | None = None, doi: str = RDDAC_DOI,
+                  token: str | None = None, timeout: float = 60.0
+                  ) -> tuple[dict[str, Any], list[RemoteFile]]:
+    """The metadata of one dataset version and its files.
+
+    Args:
+        version: ``"2.0"``, ``":latest-published"``, ``":draft"`` (needs a token), ...
+        server: Dataverse base URL (default ``$GUIDELOOM_DATAVERSE_URL`` or DaRUS).
+        doi: The dataset's persistent id.
+        token: API token (default ``$GUIDELOOM_DATAVERSE_TOKEN``).
+        timeout: Seconds per connect or read.
+    """
+    settings = Settings(timeout=timeout, token=_token(token))
+    data = _api(_server(server), f"datasets/:persistentId/versions/{version}", doi, settings,
+                f"dataset {doi} version {version}")
+    return data, [_remote_file(e) for e in data.get("files", [])]
+
+
+def dataset_versions(*, server: str | None = None, doi: str = RDDAC_DOI,
+                     token: str | None = None, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Every version of the dataset the server shows (newest first), each with ``files``."""
+    base = _server(server)
+    settings = Settings(timeout=timeout, token=_token(token))
+    versions = _api(base, "datasets/:persistentId/versions", doi, settings,
+                    f"dataset {doi} versions")
+    for v in versions:
+        if "files" not in v:
+            number = f"{v.get('versionNumber')}.{v.get('versionMinorNumber', 0)}"
+            v["files"] = _api(base, f"datasets/:persistentId/versions/{number}/files", doi,
+                              settings, f"dataset {doi} version {number} files")
+    return versions
+
+
+def _select(files: list[RemoteFile], names: Sequence[str] | None, small: bool
+            ) -> list[RemoteFile]:
+    if names:
+        wanted = list(names)
+    elif small:
+        wanted = list(SMALL_FILES)
+    else:
+        return sorted(files, key=lambda f: f.size)
+    chosen = [f for f in files if f.name in wanted or f.relpath in wanted]
+    found = {f.name for f in chosen} | {f.relpath for f in chosen}
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        listed = ", ".join(sorted(f.relpath for f in files)[:20])
+        raise UsageError(f"not in this version of the dataset: {', '.join(missing)} "
+                         f"(it lists: {listed})")
+    return sorted(chosen, key=lambda f: f.size)
+
+
+class _Record:
+    """``OUT/.guideloom-download.json``: checksums verified, by path, size and mtime."""
+
+    def __init__(self, out: Path):
+        self.path = out / RECORD
+        self.lock = threading.Lock()
+        try:
+            self.data: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.data = {}
+
+    def verified(self, f: RemoteFile, target: Path) -> bool:
+        entry = self.data.get(f.relpath)
+        try:
+            st = target.stat()
+        except OSError:
+            return False
+        return bool(entry and f.checksum and entry.get("checksum") == f.checksum.value
+                    and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns)
+
+    def add(self, f: RemoteFile, target: Path) -> None:
+        st = target.stat()
+        with self.lock:
+            self.data[f.relpath] = {"checksum": f.checksum.value if f.checksum else None,
+                                    "size": st.st_size,
+                                    "mtime_ns": st.st_mtime_ns}
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, self.path)
+
+
+def manifest_checksums(path: Path) -> dict[str, dict[str, str]]:
+    """``{file name: {"md5": .., "sha256": ..}}`` of the FileObjects a manifest lists."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    sums: dict[str, dict[str, str]] = {}
+    for entry in doc.get("distribution", []) if isinstance(doc, dict) else []:
+        if not isinstance(entry, dict):
+            continue
+        known = {k: str(entry[k]).lower() for k in ("md5", "sha256") if entry.get(k)}
+        for key in ("contentUrl", "name"):
+            if known and isinstance(entry.get(key), str):
+                sums.setdefault(PurePosixPath(entry[key]).name, known)
+    return sums
+
+
+def _expected(f: RemoteFile, sums: dict[str, dict[str, str]]) -> Expected:
+    listed = sums.get(f.name, {}) if f.name != MANIFEST else {}
+    checks = [f.checksum] if f.checksum else []
+    for algorithm, value in listed.items():
+        if f.checksum and f.checksum.algorithm == algorithm:
+            if value != f.checksum.value:
+                raise DownloadError(
+                    f"{f.relpath}: the repository lists {algorithm} {f.checksum.value} "
+                    f"but {MANIFEST} lists {value}; one of them is out of date (tell the "
+                    "dataset's maintainers)")
+            continue
+        checks.append(Checksum(algorithm, value, f"the manifest {MANIFEST}"))
+    return Expected(size=f.size, checksums=tuple(checks))
+
+
+def _file_matches(path: Path, expected: Expected) -> bool:
+    if expected.size is not None and path.stat().st_size != expected.size:
+        return False
+    return not Hashes.of_file(path, expected).problems()
+
+
+def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
+                  files: Sequence[str] | None = None, small: bool = False,
+                  token: str | None = None, server: str | None = None, doi: str = RDDAC_DOI,
+                  timeout: float = 60.0) -> DownloadPlan:
+    """List the version's files, choose them and see which are already present and verified.
+
+    Arguments as for :func:`download`.
+    """
+    base = _server(server)
+    meta, listed = version_files(version, server=base, doi=doi, token=token, timeout=timeout)
+    chosen = _select(listed, files, small)
+    if not chosen:
+        raise UsageError(f"version {version} of {doi} lists no files")
+    number = f"{meta.get('versionNumber', '?')}.{meta.get('versionMinorNumber', 0)}"
+    plan = DownloadPlan(base, doi, number if meta.get("versionNumber") else version,
+                        Path(out), title_of(meta), chosen)
+    record = _Record(plan.out)
+    sums = manifest_checksums(plan.out / MANIFEST)
+    for f in chosen:
+        target = plan.out / f.relpath
+        ok = target.is_file() and (record.verified(f, target)
+                                   or _file_matches(target, _expected(f, sums)))
+        if ok and not record.verified(f, target):
+            record.add(f, target)
+        (plan.present if ok else plan.to_fetch).append(f)
+    return plan
+
+
+@contextmanager
+def _out_lock(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.guideloom-download.lock``: two downloads never write the same files."""
+    import fcntl
+
+    from guideloom.private_files import open_private_file
+
+    fd = open_private_file(out / LOCK, "the download lock")
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DownloadError(f"another guideloom download is writing into {out}; wait for "
+                                "it to finish (or stop it) and run this again") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _bar(total: int, initial: int, show: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024,
+                desc="download", disable=not show, dynamic_ncols=True)
+
+
+def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int = 4,
+                 timeout: float = 60.0, retries: int = 5, show_progress: bool = True,
+                 extract: bool = False, remove_zip: bool = False, client: Any = "sync"
+                 ) -> DownloadReport:
+    """Fetch ``plan.to_fetch`` (in ``parallel`` threads), then extract the zips if asked."""
+    if remove_zip and not extract:
+        raise UsageError("--remove-zip deletes the zips after --extract; pass both")
+    t0 = time.perf_counter()
+    settings = Settings(timeout=timeout, retries=retries, token=_token(token), parallel=parallel)
+    report = DownloadReport(plan.out, present=[f.relpath for f in plan.present])
+    plan.out.mkdir(parents=True, exist_ok=True)
+    with _out_lock(plan.out):
+        _fetch_all(plan, report, settings, show_progress)
+    if extract:
+        from guideloom.extract import extract_zips
+
+        report.extract = extract_zips(plan.out, client=client, remove_zip=remove_zip,
+                                      show_progress=show_progress)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _fetch_all(plan: DownloadPlan, report: DownloadReport, settings: Settings,
+               show_progress: bool) -> None:
+    record = _Record(plan.out)
+    partial = sum(min(part_path(plan.out / f.relpath).stat().st_size, f.size)
+                  for f in plan.to_fetch if part_path(plan.out / f.relpath).is_file())
+    lock = threading.Lock()
+    with _bar(plan.bytes_to_fetch, partial, show_progress and bool(plan.to_fetch)) as bar:
+        def progress(n: int) -> None:
+            with lock:
+                bar.update(n)
+
+        def one(f: RemoteFile, sums: dict[str, dict[str, str]]) -> int:
+            target = plan.out / f.relpath
+            url = f"{plan.server}/api/access/datafile/{f.id}?format=original"
+            have = part_path(target).stat().st_size if part_path(target).is_file() else 0
+            progress(-min(have, f.size))  # fetch_file counts what it finds on disk
+            got = fetch_file(url, target, _expected(f, sums), settings=settings,
+                             label=f.relpath, progress=progress)
+            record.add(f, target)
+            return got
+
+        queue = list(plan.to_fetch)
+        manifest_first = [f for f in queue if f.relpath == MANIFEST]
+        for f in manifest_first:  # the manifest's checksums then check the other files
+            report.bytes_fetched += one(f, {})
+            report.downloaded.append(f.relpath)
+        sums = manifest_checksums(plan.out / MANIFEST)
+        rest = [f for f in queue if f.relpath != MANIFEST]
+        errors: list[DownloadError] = []
+        pool = ThreadPoolExecutor(max_workers=max(1, settings.parallel),
+                                  thread_name_prefix="guideloom-download")
+        try:
+            futures = {pool.submit(one, f, sums): f for f in rest}
+            for fut, f in futures.items():
+                try:
+                    report.bytes_fetched += fut.result()
+                    report.downloaded.append(f.relpath)
+                except DownloadError as exc:
+                    errors.append(exc)
+        except BaseException:  # Ctrl-C: start nothing more; the .part files stay for a resume
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise DownloadError(f"{errors[0]}{more}; {len(report.downloaded)} file(s) were "
+                            "downloaded and verified")
+
+
+def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
+             files: Sequence[str] | None = None, small: bool = False, extract: bool = False,
+             remove_zip: bool = False, token: str | None = None, server: str | None = None,
+             doi: str = RDDAC_DOI, parallel: int = 4, timeout: float = 60.0, retries: int = 5,
+             show_progress: bool = True, client: Any = "sync",
+             confirm: Callable[[DownloadPlan], bool] | None = None) -> DownloadReport:
+    """Download the published release (or some of its files) into ``out``, verified.
+
+    Args:
+        out: Output directory; files go to ``out/<folder>/<name>`` as rddac writes them.
+        version: Dataset version (``"2.0"``, ``":latest-published"``, ``":draft"``).
+        files: File names (or ``folder/name``) to fetch; default all of them.
+        small: Fetch the sample bundle only (``process_parameters.csv``, ``metadata.json``,
+            ``sample.zip``), as ``rddac download --small``.
+        extract: Extract the zips to ``out/h5/`` afterwards (:func:`guideloom.extract_zips`).
+        remove_zip: Delete each zip once extracted and verified (with ``extract``).
+        token: Dataverse API token, sent as ``X-Dataverse-key`` to the server only (default
+            ``$GUIDELOOM_DATAVERSE_TOKEN``).
+        server: Dataverse base URL (default ``$GUIDELOOM_DATAVERSE_URL``, else DaRUS).
+        doi: The dataset's persistent id (default the RDDAC release).
+        parallel: Files fetched at once.
+        timeout: Seconds per connect or read before a retry.
+        retries: Retries per file after the first attempt (429, 5xx, resets, timeouts).
+        show_progress: One progress bar of bytes, rate and time left.
+        client: Where ``extract`` runs (see :func:`guideloom.extract_zips`).
+        confirm: Called with the plan before anything is fetched; a false answer fetches
+            nothing (the report then lists only what was present).
+
+    Raises:
+        DownloadError: A file could not be fetched or failed its checksum (named, with its
+            URL); the files that succeeded stay, a partial file stays as ``NAME.part`` for a
+            resume, and nothing unverified is under its final name.
+        UsageError: A file asked for is not in the version.
+    """
+    plan = plan_download(out, version=version, files=files, small=small, token=token,
+                         server=server, doi=doi, timeout=timeout)
+    if confirm is not None and plan.to_fetch and not confirm(plan):
+        return DownloadReport(plan.out, present=[f.relpath for f in plan.present])
+    return run_download(plan, token=token, parallel=parallel, timeout=timeout,
+                        retries=retries, show_progress=show_progress, extract=extract,
+                        remove_zip=remove_zip, client=client)

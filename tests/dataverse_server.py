@@ -1,0 +1,362 @@
+"""A Dataverse-API test server on 127.0.0.1, with the faults a real repository shows.
+
+Two HTTP/1.1 servers run in threads: the API server (``/api/datasets/:persistentId/versions``,
+``/api/datasets/:persistentId/versions/{version}[/files]``, ``/api/access/datafile/{id}``) and
+a "store" that files larger than ``Faults.redirect_over`` are redirected to, as DaRUS sends
+large files to its object store. Both honour ``Range: bytes=N-`` (and ``N-M``) and log every
+request (path, Range header, whether an ``X-Dataverse-key`` came, the status answered).
+
+Faults (:class:`Faults`, changeable while the server runs): every Nth access request answered
+503 or 429, a throttle, a connection reset or a truncated body after N bytes (once per file),
+a wrong ``Content-Range``, ``Range`` ignored, a stall before the answer, damaged bytes (the
+list keeps the MD5 of the good bytes) and a required token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import struct
+import threading
+import time
+import urllib.parse
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DOI = "doi:10.18419/DARUS-5589"
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+BLOCK = 16 * 1024
+
+
+@dataclass
+class ServedFile:
+    """One file of the served dataset version."""
+
+    id: int
+    name: str
+    directory: str
+    data: bytes
+    description: str = ""
+
+    @property
+    def md5(self) -> str:
+        return hashlib.md5(self.data, usedforsecurity=False).hexdigest()
+
+
+@dataclass
+class Faults:
+    """What goes wrong; every field may be changed while the server runs."""
+
+    fail_every: int = 0  # every Nth access request (1-based) gets 503, every other one 429
+    throttle: float = 0.0  # seconds of sleep after each 16 KiB block of a body
+    reset_after: dict[str, int] = field(default_factory=dict)  # name -> bytes, then RST (once)
+    truncate_after: dict[str, int] = field(default_factory=dict)  # name -> bytes, then FIN
+    bad_content_range: bool = False  # a 206 whose Content-Range starts one byte late
+    ignore_range: bool = False  # always 200 with the whole file
+    stall: float = 0.0  # seconds to wait before answering an access request
+    stall_requests: int = 0  # how many access requests stall (0: all of them while stall > 0)
+    damaged: set[str] = field(default_factory=set)  # served with one byte flipped
+    redirect_over: int | None = None  # files larger than this are sent to the store
+    require_token: str | None = None  # answer 401 without this X-Dataverse-key
+    api_busy: int = 0  # the first N metadata (non-access) requests get 503
+
+
+@dataclass
+class Release:
+    """The dataset the server serves: files of version 2.0 (and an older 1.0)."""
+
+    files: list[ServedFile]
+    doi: str = DOI
+    title: str = "RDDAC test release"
+    older_missing: tuple[str, ...] = ("sample.zip",)  # not yet in version 1.0
+    checksum_type: str = "MD5"  # or "SHA-1", as a Dataverse configured for it lists
+
+    def by_id(self, fid: int) -> ServedFile | None:
+        return next((f for f in self.files if f.id == fid), None)
+
+
+def make_release(root: Path, n: int = 12) -> Release:
+    """A release made by :func:`guideloom.demo.make_demo_data`, plus ``h5/sample.zip``.
+
+    ``sample.zip`` holds the first two members of ``concave.zip`` (stored, as published).
+    """
+    from guideloom.demo import make_demo_data
+
+    data = root / "release"
+    make_demo_data(data, n=n)
+    sample = root / "sample.zip"
+    with zipfile.ZipFile(data / "concave.zip") as src, \
+            zipfile.ZipFile(sample, "w", compression=zipfile.ZIP_STORED) as dst:
+        for info in src.infolist()[:2]:
+            dst.writestr(info.filename, src.read(info))
+    files = [
+        ServedFile(11, "metadata.json", "", (data / "metadata.json").read_bytes(),
+                   "Croissant manifest"),
+        ServedFile(12, "process_parameters.csv", "",
+                   (data / "process_parameters.csv").read_bytes(), "index table"),
+        ServedFile(21, "concave.zip", "h5", (data / "concave.zip").read_bytes()),
+        ServedFile(22, "convex.zip", "h5", (data / "convex.zip").read_bytes()),
+        ServedFile(23, "sample.zip", "h5", sample.read_bytes(), "sample bundle"),
+    ]
+    return Release(files)
+
+
+@dataclass
+class LogEntry:
+    server: str
+    path: str
+    range: str | None
+    token: bool
+    status: int = 0
+
+
+class _State:
+    def __init__(self, release: Release, faults: Faults):
+        self.release = release
+        self.faults = faults
+        self.lock = threading.Lock()
+        self.log: list[LogEntry] = []
+        self.access_requests = 0
+        self.faulted: set[tuple[str, str]] = set()
+        self.stalled = 0
+        self.store_url = ""
+
+    def once(self, kind: str, name: str) -> bool:
+        """True the first time this fault is due for this file."""
+        with self.lock:
+            if (kind, name) in self.faulted:
+                return False
+            self.faulted.add((kind, name))
+            return True
+
+
+def _file_json(f: ServedFile, checksum_type: str = "MD5") -> dict[str, Any]:
+    if checksum_type == "MD5":
+        sums = {"md5": f.md5, "checksum": {"type": "MD5", "value": f.md5}}
+    else:
+        sums = {"checksum": {"type": checksum_type, "value": hashlib.new(
+            checksum_type.replace("-", "").lower(), f.data).hexdigest()}}
+    return {
+        "label": f.name,
+        "directoryLabel": f.directory or None,
+        "description": f.description,
+        "restricted": False,
+        "dataFile": {"id": f.id, "filename": f.name, "filesize": len(f.data),
+                     "contentType": "application/octet-stream", **sums},
+    }
+
+
+def _version_json(release: Release, number: int, state: str = "RELEASED") -> dict[str, Any]:
+    files = release.files if number == 2 else [
+        f for f in release.files if f.name not in release.older_missing]
+    return {
+        "versionNumber": number, "versionMinorNumber": 0, "versionState": state,
+        "releaseTime": f"202{number + 4}-06-01T00:00:00Z",
+        "lastUpdateTime": f"202{number + 4}-06-01T00:00:00Z",
+        "license": {"name": "CC BY 4.0"},
+        "metadataBlocks": {"citation": {"fields": [
+            {"typeName": "title", "value": release.title}]}},
+        "files": [_file_json(f, release.checksum_type) for f in files],
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: _State
+    role: str
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _log(self) -> LogEntry:
+        entry = LogEntry(self.role, self.path, self.headers.get("Range"),
+                         self.headers.get("X-Dataverse-key") is not None)
+        with self.state.lock:
+            self.state.log.append(entry)
+        return entry
+
+    def _reply(self, entry: LogEntry, status: int, body: bytes = b"",
+               headers: dict[str, str] | None = None) -> None:
+        entry.status = status
+        self.send_response(status)
+        for k, v in {"Content-Length": str(len(body)), **(headers or {})}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, entry: LogEntry, doc: Any, status: int = 200) -> None:
+        self._reply(entry, status, json.dumps(doc).encode(),
+                    {"Content-Type": "application/json"})
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        entry = self._log()
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        faults, release = self.state.faults, self.state.release
+        if faults.require_token and self.headers.get("X-Dataverse-key") != faults.require_token \
+                and self.role == "api":
+            return self._json(entry, {"status": "ERROR", "message": "Bad api key"}, 401)
+        if self.role == "store":
+            m = re.fullmatch(r"/files/(\d+)", url.path)
+            f = release.by_id(int(m[1])) if m else None
+            return self._send_file(entry, f) if f else self._reply(entry, 404)
+        m = re.fullmatch(r"/api/datasets/:persistentId/versions(?:/([^/]+))?(/files)?", url.path)
+        if m:
+            with self.state.lock:
+                busy = faults.api_busy > 0
+                faults.api_busy -= busy
+            if busy:
+                return self._reply(entry, 503, b"busy", {"Retry-After": "0"})
+            if query.get("persistentId") != [release.doi]:
+                return self._json(entry, {"status": "ERROR", "message": "no such dataset"}, 404)
+            versions = {"2.0": 2, ":latest": 2, ":latest-published": 2, "1.0": 1}
+            if m[1] is None:
+                return self._json(entry, {"status": "OK", "data": [
+                    _version_json(release, 2), _version_json(release, 1)]})
+            if m[1] not in versions:
+                return self._json(entry, {"status": "ERROR", "message": "no such version"}, 404)
+            doc = _version_json(release, versions[m[1]])
+            return self._json(entry, {"status": "OK", "data": doc["files"] if m[2] else doc})
+        m = re.fullmatch(r"/api/access/datafile/(\d+)", url.path)
+        f = release.by_id(int(m[1])) if m else None
+        if f is None:
+            return self._json(entry, {"status": "ERROR", "message": "not found"}, 404)
+        with self.state.lock:
+            self.state.access_requests += 1
+            nth = self.state.access_requests
+        if faults.fail_every and nth % faults.fail_every == 0:
+            status = 503 if (nth // faults.fail_every) % 2 else 429
+            return self._reply(entry, status, b"busy", {"Retry-After": "0"})
+        if faults.redirect_over is not None and len(f.data) > faults.redirect_over:
+            return self._reply(entry, 302, b"",
+                               {"Location": f"{self.state.store_url}/files/{f.id}"})
+        return self._send_file(entry, f)
+
+    def _send_file(self, entry: LogEntry, f: ServedFile) -> None:
+        faults = self.state.faults
+        if faults.stall:
+            with self.state.lock:
+                self.state.stalled += 1
+                due = not faults.stall_requests or self.state.stalled <= faults.stall_requests
+            if due:
+                time.sleep(faults.stall)
+        data = bytearray(f.data)
+        if f.name in faults.damaged:
+            data[len(data) // 2] ^= 0xFF
+        start, end = 0, len(data) - 1
+        m = _RANGE.match(self.headers.get("Range") or "")
+        ranged = bool(m) and not faults.ignore_range
+        if ranged:
+            start = int(m[1])
+            end = min(int(m[2]), end) if m[2] else end
+            if start > end:
+                return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
+        shown = start + 1 if ranged and faults.bad_content_range else start
+        body = memoryview(bytes(data))[start:end + 1]
+        entry.status = 206 if ranged else 200
+        self.send_response(entry.status)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Type", "application/octet-stream")
+        if ranged:
+            self.send_header("Content-Range", f"bytes {shown}-{end}/{len(data)}")
+        self.end_headers()
+        cut = None
+        if f.name in faults.reset_after and self.state.once("reset", f.name):
+            cut = ("reset", faults.reset_after[f.name])
+        elif f.name in faults.truncate_after and self.state.once("truncate", f.name):
+            cut = ("truncate", faults.truncate_after[f.name])
+        sent = 0
+        while sent < len(body):
+            n = BLOCK if cut is None else max(0, min(BLOCK, cut[1] - sent))
+            if n == 0:
+                break
+            self.wfile.write(body[sent:sent + n])
+            sent += n
+            if faults.throttle:
+                time.sleep(faults.throttle)
+        if cut is not None:
+            self.close_connection = True
+            if cut[0] == "reset":  # RST instead of FIN: the client sees ECONNRESET
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+            else:  # FIN after a short body: the client sees the body end early
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self.connection.close()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (timed out, killed) is part of the tests, not an error."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class DataverseServer:
+    """The running pair of servers: ``url`` (API), ``store_url``, ``faults``, ``log``."""
+
+    def __init__(self, release: Release, faults: Faults | None = None):
+        self.state = _State(release, faults or Faults())
+        self._servers: list[ThreadingHTTPServer] = []
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def faults(self) -> Faults:
+        return self.state.faults
+
+    @property
+    def log(self) -> list[LogEntry]:
+        with self.state.lock:
+            return list(self.state.log)
+
+    def access_log(self) -> list[LogEntry]:
+        """Requests for file bytes (API access endpoint and store)."""
+        return [e for e in self.log if e.server == "store" or "/api/access/" in e.path]
+
+    def _start(self, role: str) -> str:
+        handler = type(f"_{role.title()}Handler", (_Handler,), {"state": self.state,
+                                                              "role": role})
+        server = _Server(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                  daemon=True)
+        thread.start()
+        self._servers.append(server)
+        self._threads.append(thread)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    def start(self) -> DataverseServer:
+        self.store_url = self.state.store_url = self._start("store")
+        self.url = self._start("api")
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+@contextmanager
+def serve(release: Release, faults: Faults | None = None) -> Iterator[DataverseServer]:
+    """Run a :class:`DataverseServer` for the ``with`` block."""
+    server = DataverseServer(release, faults).start()
+    try:
+        yield server
+    finally:
+        server.stop()
