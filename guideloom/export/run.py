@@ -22,7 +22,6 @@ from guideloom.cluster.runtime import (
     Placement,
     default_partition_size,
     placement,
-    progress_bar,
     run_partitions,
     task_key,
 )
@@ -44,6 +43,14 @@ from guideloom.export.pipeline import (
     produce,
     reuse_buffers,
     schema_of,
+)
+from guideloom.export.progress import (
+    CHECKSUMS,
+    FINALIZE,
+    PLAN,
+    PUBLISH,
+    TASKS,
+    RunMonitor,
 )
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import PHASE_FINALIZING, Staging
@@ -197,13 +204,39 @@ def run_export(
     verbose: bool = False,
     resume_hint: str = "rerun the same export call",
     batch_options: Mapping[str, Any] | None = None,
+    report: str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract.
 
     ``resume_hint`` is stored with the staged job for ``guideloom status`` to show;
-    ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``.
+    ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``;
+    ``report`` is an HTML file written after the run (see :mod:`guideloom.export.report`).
     """
     started = time.time()
+    monitor = RunMonitor(spec.view.name, str(spec.target), spec.output, 0,
+                         show_progress=show_progress, started=started)
+    monitor.phase(PLAN, at=started)
+    try:
+        return _run_monitored(spec, monitor, client, show_progress, dashboard_address, quiet,
+                              verbose, resume_hint, batch_options, started)
+    except KeyboardInterrupt:
+        monitor.finish("interrupted", "Ctrl-C")
+        raise
+    except BaseException as exc:
+        monitor.finish("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        if report is not None:
+            from guideloom.export.report import write_report
+
+            write_report(report, monitor.state)
+            if not quiet:
+                print(f"guideloom: run report written to {report}", file=sys.stderr)
+
+
+def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_progress: bool,
+                   dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
+                   batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     staging = Staging.for_target(spec.target)
     with TargetLock(staging):  # one run per target; checked again inside the lock
         recovered = staging.recover()
@@ -214,10 +247,13 @@ def run_export(
             if not quiet:
                 print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
                       "written everything, and its publish is now done", file=sys.stderr)
+            monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite)
-        return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
-                           verbose, resume_hint, batch_options, started)
+        result = _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
+                             verbose, resume_hint, batch_options, started)
+        monitor.finish("published")
+        return result
 
 
 def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportResult | None:
@@ -241,7 +277,7 @@ def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportRe
                         resumed_experiments=experiments)
 
 
-def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: bool,
+def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
                 batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     writer = open_writer(spec.output, staging, spec.options)
@@ -254,9 +290,11 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
                           batch_options=batch_options, in_process_tasks=in_process)
     with where_ctx as where:
+        monitor.attach(where.client)
+        monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
             return _run_placed(spec, staging, writer, selection, where, estimate,
-                               show_progress, started, resume_hint, quiet)
+                               monitor, started, resume_hint, quiet)
         except KeyboardInterrupt:
             if where.mode == "local-cluster":
                 close_cluster(fast=True)  # Ctrl-C: the workers stop now, not after their tasks
@@ -264,7 +302,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
 
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
-                where: Placement, estimate: float, show_progress: bool,
+                where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
     plan = plan_export(spec, where.workers, selection, estimate)
@@ -283,23 +321,26 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
               "they belong to another job (its inputs, code or options changed)",
               file=sys.stderr)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
-    shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
+    shipped = (None if dask is None or finalizing
+               else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
     schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
     if schema is not None and not finalizing:  # rows moved on already are never re-made
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
         fault_point("allocated")
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
+    n = len(plan.selection.locations)
+    monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+    monitor.totals(n, _experiments(done.values()))
     t0 = time.time()
-    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-                     already=_experiments(done.values()))
+    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor)
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
     placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
-    manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
-                         timings={"total_s": time.time() - started, "compute_s": compute_seconds,
-                                  **task_seconds(summaries)})
+    manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
+                         timings={"compute_s": compute_seconds, **task_seconds(summaries)},
+                         started=started)
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
 
@@ -315,15 +356,25 @@ def _experiments(summaries: Any) -> int:
     return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
 
 
-def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any) -> Any:
-    """The job (spec and writer) as cloudpickle bytes, scattered once to the workers.
+SHIP_INLINE_BYTES = 256 << 10  # a job this small travels inside each task, not scattered
+SHIPPED_STAGE = "export-job"
+
+
+def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
+    """The job (spec and writer) as cloudpickle bytes, for the tasks' first argument.
 
     User code from ``__main__`` and local modules travels by value (see
-    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
+    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed. A small
+    job (the usual few kB) travels inside each task, so the dashboard shows only the export's
+    own task groups; a larger one is scattered once under the key ``export-job``.
     """
     ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                    *writer.user_objects()])
-    return dask.scatter(pack((spec, writer)), broadcast=False, hash=False)
+    data = pack((spec, writer))
+    if len(data) <= SHIP_INLINE_BYTES:
+        return data
+    key = task_key(SHIPPED_STAGE, spec.view.name, token)
+    return dask.scatter({key: data}, broadcast=False, hash=False)[key]
 
 
 def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
@@ -406,6 +457,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
+    decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
     try:
@@ -431,6 +483,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             written.append(loc.sim_id)
             if isinstance(arrays, Mapping):
                 for alias, arr in arrays.items():
+                    decoded += int(getattr(arr, "nbytes", 0) or 0)
                     seen = dtypes.setdefault(alias, [])
                     dt = getattr(getattr(arr, "dtype", None), "str", "object")
                     if dt not in seen:
@@ -448,6 +501,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "written": written,
         "skipped": skipped,
         "bytes": n_bytes,
+        "bytes_decoded": decoded,
+        "started": t0,
         "seconds": time.time() - t0,
         "read_transform_s": produce_s,
         "write_s": write_s,
@@ -459,17 +514,26 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     return summary
 
 
-def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-             already) -> list[dict]:
-    progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
-                            unit="exp", desc=f"export {spec.view.name}")
+def _execute(spec, writer, schema, todo, dask, shipped, plan,
+             monitor: RunMonitor) -> list[dict]:
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
         dask, _partition_task, todo, args=(job, schema),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
-        done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
+        done=lambda s: len(s["written"]) + len(s["skipped"]), progress=_NoBar(),
+        on_result=monitor.task_done,
     )
+
+
+class _NoBar:
+    """The monitor draws the bar (it also shows skips and MB/s)."""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
@@ -495,8 +559,8 @@ def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
 
 
 def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
-              summaries: list[dict[str, Any]], placed: dict[str, Any],
-              timings: dict[str, float]) -> dict[str, Any]:
+              summaries: list[dict[str, Any]], placed: dict[str, Any], monitor: RunMonitor,
+              timings: dict[str, float], started: float) -> dict[str, Any]:
     ids = plan.selection.ids
     written = {i for s in summaries for i in s["written"]}
     skipped = [x for s in summaries for x in s["skipped"]]
@@ -505,6 +569,8 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         raise GuideloomError(
             f"every experiment failed; nothing published. First error: {skipped[0]['error']}"
         )
+    monitor.phase(FINALIZE, detail=(f"closing the gaps of {len(skipped)} skipped experiments"
+                                    if skipped and not keep.all() else ""))
     staging.update_job(phase=PHASE_FINALIZING)
     fault_point("finalize-started")
     writer.finalize(None if keep.all() else keep)
@@ -512,8 +578,10 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
+    monitor.phase(CHECKSUMS)
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
+    monitor.phase(PUBLISH)
     if schema is None:
         fields = variable_fields(summaries)
     else:
@@ -558,7 +626,10 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
-        "timings": timings,
+        # every phase so far; publish_s covers describing the export up to this file (the
+        # final rename after it takes milliseconds; the run report has it)
+        "timings": {"total_s": round(time.time() - started, 4), **monitor.timings(),
+                    **timings},
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
