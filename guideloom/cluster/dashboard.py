@@ -3,7 +3,7 @@
 Two pieces, both in the scheduler's process:
 
 * :class:`GuideloomDashboard`, a ``SchedulerPlugin`` that keeps the state of each export from
-  the events the driver logs (``Client.log_event``, see :mod:`guideloom.export.progress`);
+  the events the driver logs (``Client.log_event``, see :mod:`guideloom.cluster.progress`);
 * a Bokeh page, added to distributed's own table of dashboard pages
   (``distributed.dashboard.scheduler.applications``) before the scheduler starts its dashboard,
   which shows that state and is linked from the dashboard's navigation bar.
@@ -19,7 +19,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from guideloom.export.progress import PROGRESS_TOPIC, TOPIC, apply_event
+from guideloom.cluster.progress import PROGRESS_TOPIC, TOPIC, apply_event
 
 ROUTE = "/guideloom"
 PLUGIN_NAME = "guideloom-dashboard"
@@ -35,7 +35,7 @@ def page_link(dashboard_link: str) -> str:
 
 
 class GuideloomDashboard(SchedulerPlugin):
-    """Keeps every export's state from the events of :mod:`guideloom.export.progress`."""
+    """Keeps every export's state from the events of :mod:`guideloom.cluster.progress`."""
 
     name = PLUGIN_NAME
 
@@ -67,7 +67,7 @@ def guideloom_doc(scheduler: Any, extra: Mapping[str, Any], doc: Any) -> None:
     from bokeh.models import Div
     from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 
-    from guideloom.export.summary_html import STYLE, exports_html
+    from guideloom.cluster.progress_html import STYLE, exports_html
 
     def render() -> str:
         plugin = scheduler.plugins.get(PLUGIN_NAME)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from guideloom.export.progress import PHASES, TASKS, phase_seconds, rates
+from guideloom.cluster.progress import PHASES, TASKS, phase_seconds, rates
 
 STYLE = """
 .gl-export { font-family: sans-serif; font-size: 13px; margin: 0 0 18px 0; }
