@@ -391,7 +391,11 @@ PAGE_TEXT_JS = r"""
   const parts = [];
   const walk = (root) => {
     for (const el of root.querySelectorAll("*")) {
-      if (el.shadowRoot) { parts.push(el.shadowRoot.textContent || ""); walk(el.shadowRoot); }
+      if (!el.shadowRoot) continue;
+      for (const child of el.shadowRoot.children) {
+        if (child.tagName !== "STYLE" && child.tagName !== "LINK") parts.push(child.innerText);
+      }
+      walk(el.shadowRoot);
     }
   };
   parts.push(document.body ? document.body.innerText : "");
@@ -548,7 +552,7 @@ def demo_capture(
 ) -> Capture:
     """Capture the dashboard of a 2-worker LocalCluster in the middle of a run.
 
-    Tasks are keyed ``read-transform-write-<view>-<i>`` like the export's, one colour per view
+    Tasks are keyed ``export-part-<view>-<i>`` like the export's, one colour per view
     in the task stream. Two thirds of each view's tasks run first; the rest are then submitted
     gated on a ``distributed.Event`` that is set only after the capture, so the screenshot is
     taken mid-run by construction.
@@ -591,7 +595,7 @@ def demo_capture(
                 client.submit(
                     gate.wait if gated else time.sleep,
                     timeout if gated else task_seconds * (0.5 + (i * 7 + j * 3) % 11 / 10),
-                    key=f"read-transform-write-{view}-{i}",
+                    key=f"export-part-{view}-{i}",
                     pure=False,
                 )
                 for i in indices

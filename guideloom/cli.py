@@ -319,7 +319,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
             print(f"last partition finished {status.last_partition_age_s:.0f} s ago")
         print(f"job {status.identity}: view {status.job.get('view')!r}, output "
               f"{status.job.get('output')}, staging area {status.staging_dir}")
-        print(f"running, or interrupted: {status.resume_hint} to resume it")
+        if status.running is not None:
+            print(f"running now ({status.running}); wait for it, or stop it")
+        else:
+            print(f"not running (interrupted): {status.resume_hint} to resume it")
     return 0
 
 

@@ -354,11 +354,12 @@ def interrupted() -> None:
 
 # --- task names, fan-out and progress -------------------------------------------------------
 def task_key(stage: str, *parts: Any) -> tuple[Any, ...]:
-    """A Dask key ``(stage, *parts)``, e.g. ``("read-transform-write", view, job, 3)``.
+    """A Dask key ``(stage, *parts)``, e.g. ``("export-part", view, job, 3)``.
 
     Dask groups tasks on the dashboard by the key's first element (``key_split``), so the stage
-    name (ASCII, hyphenated: ``read-transform-write``, ``probe-schema``, ``extract``) reads whole
-    there and in logs; the view or archive, job and partition follow in the key.
+    name (ASCII, hyphenated, at most 15 characters so the progress panel shows it whole:
+    ``export-part``, ``probe-schema``, ``extract``) reads there and in logs; the view or
+    archive, job and partition follow in the key.
     """
     return (stage, *parts)
 

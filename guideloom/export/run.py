@@ -173,7 +173,7 @@ def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     return data_fingerprint(index_file, selection.locations)
 
 
-TASK_STAGE = "read-transform-write"
+TASK_STAGE = "export-part"  # <= 15 characters: the dashboard's progress panel shows it whole
 PROBE_STAGE = "probe-schema"
 JOB_TOKEN_CHARS = 8  # characters of the job identity in task keys
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guideloom.errors import IncompleteExportError, NoJobError
-from guideloom.export.staging import Staging
+from guideloom.export.staging import PHASE_FINALIZING, PHASE_PUBLISHING, Staging
+from guideloom.export.target import running_holder
 from guideloom.formats import get_format
 from guideloom.formats.layout import read_export_manifest, resolve_target, target_of_staging_dir
 
@@ -36,6 +37,8 @@ class JobStatus:
         last_partition_age_s: Seconds since the last partition finished (local, incomplete).
         manifest: ``export.json`` (complete exports).
         problem: Why a published export fails its open-time checks, or ``None``.
+        running: Who runs the job now (``"pid … on …, started …"``; local targets), or
+            ``None`` when no run holds the target's lock (an interrupted job).
     """
 
     target: str
@@ -51,6 +54,18 @@ class JobStatus:
     last_partition_age_s: float | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
     problem: str | None = None
+    running: str | None = None
+
+    @property
+    def phase(self) -> str:
+        """The job's phase: ``read-transform-write`` until every partition is written, then
+        ``finalize`` (rows moved into place) and ``publish``."""
+        stored = self.job.get("phase")
+        if stored == PHASE_FINALIZING:
+            return "finalize"
+        if stored == PHASE_PUBLISHING:
+            return "publish"
+        return "read-transform-write"
 
     @property
     def identity(self) -> str:
@@ -70,8 +85,11 @@ class JobStatus:
             return (f"complete: {self.partitions}/{self.partitions} partitions done "
                     f"({self.experiments}/{self.experiments} experiments; {self.written} "
                     f"written, {self.skipped} skipped)")
-        return (f"incomplete: {self.partitions_done}/{self.partitions} partitions done "
+        done = (f"{self.partitions_done}/{self.partitions} partitions done "
                 f"({self.experiments_done}/{self.experiments} experiments)")
+        if self.running is not None:
+            return f"running: {self.phase}; {done}"
+        return f"incomplete: {done}; interrupted in {self.phase}"
 
 
 def staging_for(path: str | os.PathLike[str]) -> Staging:
@@ -117,4 +135,4 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
         age = time.time() - max(stamps) if stamps else None
     return JobStatus(staging.url, False, len(markers), int(job["n_partitions"]), done,
                      int(job["n_records"]), job=job, staging_dir=staging.root,
-                     last_partition_age_s=age)
+                     last_partition_age_s=age, running=running_holder(staging))
