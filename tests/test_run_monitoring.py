@@ -68,6 +68,44 @@ def test_in_process_report_has_phases_throughput_and_skips(damaged, tmp_path):
     assert not re.search(r"<script[^>]+src=", page) and "cdn.bokeh.org" not in page
 
 
+def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
+    report = tmp_path / "failed.html"
+    with pytest.raises(guideloom.GuideloomError, match="experiment 4"):
+        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                  client="sync", partition_size=6,
+                                  record_transform=helpers.first_rows, report=report)
+    page = report.read_text()
+    assert "): failed</h3>" in page and DAMAGED in page
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch):
+    from distributed import Client
+
+    from guideloom.cluster.local_procs import start_local_cluster
+
+    monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", "guideloom.cluster.dashboard")
+    with start_local_cluster(1, pythonpath=[ROOT], state_dir=tmp_path / "cluster") as procs:
+        with pytest.warns(SkippedDataWarning):
+            guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                      client=procs.address, partition_size=6, on_error="skip",
+                                      record_transform=helpers.first_rows)
+        with Client(procs.address, timeout=30) as client:
+            exports = client.run_on_scheduler(_exports_on_scheduler)
+        page = procs.dashboard_url.replace("/status", "/guideloom")
+        with NO_PROXY.open(page, timeout=30) as answer:
+            assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+    (state,) = exports.values()
+    # the driver's client closed with the run: its last event still arrived
+    assert (state["status"], state["done"], state["total"]) == ("published", 36, 36)
+    assert [s["sim_id"] for s in state["skipped"]] == ["4"]
+    assert [p["name"] for p in state["phases"]] == list(PHASES)
+
+
+def _exports_on_scheduler(dask_scheduler=None) -> dict:
+    return dict(dask_scheduler.plugins["guideloom-dashboard"].exports)
+
+
 CLI_JOB = f"""
 python_path = ["{ROOT}"]
 [dataset]

@@ -105,7 +105,10 @@ class RunMonitor:
             self._bar.update(len(summary.get("written", ())) + len(skipped))
 
     def finish(self, status: str = "published", error: str | None = None) -> None:
-        """The run ended (``published`` or ``failed``)."""
+        """The run ended (``published``, ``failed`` or ``interrupted``; only the first call
+        counts)."""
+        if self.state["status"] != "running":
+            return
         self._close_bar()
         self._emit(TOPIC, "finish", status=status, error=error)
 
@@ -123,6 +126,9 @@ class RunMonitor:
             self._send(topic, msg)
 
     def _send(self, topic: str, msg: dict[str, Any]) -> None:
+        if getattr(self.client, "status", "running") != "running":  # closed after Ctrl-C
+            self.client = None
+            return
         try:
             self.client.log_event(topic, msg)
             if topic == TOPIC:  # the dashboard's Events page plots the "all" topic

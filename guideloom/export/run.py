@@ -250,10 +250,8 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
             monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite)
-        result = _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
-                             verbose, resume_hint, batch_options, started)
-        monitor.finish("published")
-        return result
+        return _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
+                           verbose, resume_hint, batch_options, started)
 
 
 def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportResult | None:
@@ -293,12 +291,18 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         monitor.attach(where.client)
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
-            return _run_placed(spec, staging, writer, selection, where, estimate,
-                               monitor, started, resume_hint, quiet)
+            result = _run_placed(spec, staging, writer, selection, where, estimate,
+                                 monitor, started, resume_hint, quiet)
         except KeyboardInterrupt:
+            monitor.finish("interrupted", "Ctrl-C")  # while the scheduler still hears it
             if where.mode == "local-cluster":
                 close_cluster(fast=True)  # Ctrl-C: the workers stop now, not after their tasks
             raise
+        except BaseException as exc:
+            monitor.finish("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        monitor.finish("published")
+        return result
 
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
