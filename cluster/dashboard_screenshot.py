@@ -3,14 +3,16 @@
 
 Chromium's one-shot ``--screenshot`` flag captures the page before Bokeh has rendered it, so
 this drives headless Chromium over the Chrome DevTools Protocol (CDP) instead: navigate, poll
-the page until the task-stream plot has drawn coloured task rectangles, then capture.
+the page until the task-stream plot has drawn coloured task rectangles, then capture. CDP runs
+over Chromium's ``--remote-debugging-pipe`` (:func:`chromium_page`, standard library only);
+:func:`launch_chromium` and :class:`CDPSession` drive a DevTools port over a websocket instead
+(PyPI ``websocket-client``).
 
 Usage:
     python3 cluster/dashboard_screenshot.py http://127.0.0.1:8787/status out.png
     python3 cluster/dashboard_screenshot.py --demo docs/dashboard.png   # the demo export
 
-Needs the Debian package ``chromium`` (or set ``GUIDELOOM_CHROMIUM`` to a Chrome binary) and the
-PyPI package ``websocket-client``.
+Needs the Debian package ``chromium`` (or set ``GUIDELOOM_CHROMIUM`` to a Chrome binary).
 """
 
 from __future__ import annotations
@@ -505,16 +507,8 @@ def capture_dashboard(
         return max(1.0, deadline - time.monotonic())
 
     out = Path(out_png)
-    with launch_chromium(width, height, timeout=remaining(), binary=chromium) as port:
-        cdp = CDPSession.for_first_page(port, timeout=remaining())
+    with chromium_page(width, height, timeout=remaining(), binary=chromium) as cdp:
         try:
-            cdp.call(
-                "Emulation.setDeviceMetricsOverride",
-                width=width,
-                height=height,
-                deviceScaleFactor=1,
-                mobile=False,
-            )
             start = time.monotonic()
             cdp.call("Page.navigate", url=url)
             if on_navigated is not None:

@@ -22,6 +22,7 @@ from guideloom.cluster.runtime import (
     Placement,
     default_partition_size,
     placement,
+    progress_bar,
     run_partitions,
     task_key,
 )
@@ -525,19 +526,10 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan,
     return run_partitions(
         dask, _partition_task, todo, args=(job, schema),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
-        done=lambda s: len(s["written"]) + len(s["skipped"]), progress=_NoBar(),
+        done=lambda s: len(s["written"]) + len(s["skipped"]),
+        progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
         on_result=monitor.task_done,
     )
-
-
-class _NoBar:
-    """The monitor draws the bar (it also shows skips and MB/s)."""
-
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
