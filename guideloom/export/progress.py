@@ -87,6 +87,9 @@ class RunMonitor:
     def task_done(self, summary: Mapping[str, Any]) -> None:
         """One partition's summary arrived (counts, bytes, skips)."""
         skipped = list(summary.get("skipped", ()))
+        for skip in skipped:  # first: whoever sees the counts move has the skips too
+            self._emit(TOPIC, "skip", sim_id=str(skip.get("sim_id")), file=skip.get("file"),
+                       error=skip.get("error"))
         self._emit(PROGRESS_TOPIC, "tasks", index=summary.get("index"),
                    experiments=len(summary.get("written", ())) + len(skipped),
                    written=len(summary.get("written", ())), skipped=len(skipped),
@@ -94,9 +97,6 @@ class RunMonitor:
                    bytes_written=int(summary.get("bytes", 0) or 0),
                    seconds=float(summary.get("seconds", 0.0)),
                    started=summary.get("started"), worker=summary.get("worker"))
-        for skip in skipped:
-            self._emit(TOPIC, "skip", sim_id=str(skip.get("sim_id")), file=skip.get("file"),
-                       error=skip.get("error"))
         if self._bar is not None:
             r = rates(self.state)
             self._bar.set_postfix_str(
@@ -129,10 +129,10 @@ class RunMonitor:
         if getattr(self.client, "status", "running") != "running":  # closed after Ctrl-C
             self.client = None
             return
-        try:
-            self.client.log_event(topic, msg)
+        try:  # each call returns once the scheduler has the event: they arrive in order
             if topic == TOPIC:  # the dashboard's Events page plots the "all" topic
                 self.client.log_event(ALL_TOPIC, {**msg, "action": f"guideloom-{msg['action']}"})
+            self.client.log_event(topic, msg)
         except Exception:  # noqa: BLE001 - a lost dashboard event must not fail the export
             self.client = None
 
