@@ -321,6 +321,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
               f"{status.job.get('output')}, staging area {status.staging_dir}")
         if status.running is not None:
             print(f"running now ({status.running}); wait for it, or stop it")
+        elif not status.lock_visible:
+            print(f"running, or interrupted: {status.resume_hint} to resume it")
         else:
             print(f"not running (interrupted): {status.resume_hint} to resume it")
     return 0

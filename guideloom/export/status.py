@@ -39,6 +39,7 @@ class JobStatus:
         problem: Why a published export fails its open-time checks, or ``None``.
         running: Who runs the job now (``"pid … on …, started …"``; local targets), or
             ``None`` when no run holds the target's lock (an interrupted job).
+        lock_visible: Whether ``running`` is known (a URL target's lock is not visible).
     """
 
     target: str
@@ -55,6 +56,7 @@ class JobStatus:
     manifest: dict[str, Any] = field(default_factory=dict)
     problem: str | None = None
     running: str | None = None
+    lock_visible: bool = True
 
     @property
     def phase(self) -> str:
@@ -89,6 +91,8 @@ class JobStatus:
                 f"({self.experiments_done}/{self.experiments} experiments)")
         if self.running is not None:
             return f"running: {self.phase}; {done}"
+        if not self.lock_visible:
+            return f"incomplete: {done}; in {self.phase} (running or interrupted)"
         return f"incomplete: {done}; interrupted in {self.phase}"
 
 
@@ -135,4 +139,5 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
         age = time.time() - max(stamps) if stamps else None
     return JobStatus(staging.url, False, len(markers), int(job["n_partitions"]), done,
                      int(job["n_records"]), job=job, staging_dir=staging.root,
-                     last_partition_age_s=age, running=running_holder(staging))
+                     last_partition_age_s=age, running=running_holder(staging),
+                     lock_visible=staging.is_local)
