@@ -624,7 +624,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "placement": placed,
         # every phase so far; publish_s covers describing the export up to this file (the
         # final rename after it takes milliseconds; the run report has it)
-        "timings": {"total_s": round(time.time() - started, 4), **monitor.timings(),
+        "timings": {**monitor.timings(), "total_s": round(time.time() - started, 4),
                     **timings},
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
