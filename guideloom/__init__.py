@@ -70,6 +70,9 @@ _LAZY: dict[str, str] = {
     "StreamWithMetaStorage": "guideloom.storage",
     # training loader
     "StatefulDataLoader": "guideloom.loader",
+    # GuideLoom 1.1's subpackages named in its __all__ (guideloom.types, guideloom.io)
+    "io": "guideloom.io",
+    "types": "guideloom.types",
     # PyTorch datasets with rddac's / ddacs' names (need torch; not in __all__)
     "pytorch": "guideloom.pytorch",
     "RDDACDataset": "guideloom.pytorch",
@@ -98,6 +101,7 @@ _LAZY: dict[str, str] = {
     "CorruptExportError": "guideloom.errors",
     "NotAnExportError": "guideloom.errors",
     "UnverifiableExportError": "guideloom.errors",
+    "UntrustedExportError": "guideloom.errors",
     "WorkflowError": "guideloom.errors",
     "InflateError": "guideloom.errors",
     "FastReadError": "guideloom.errors",

@@ -366,10 +366,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 with one line when intact; 1 naming the file and row when damaged (or when no
     checksums were recorded: nothing proves it intact); 2 when the path is not an export."""
     from guideloom.errors import CorruptExportError, IncompleteExportError, UnverifiableExportError
-    from guideloom.reader import load_export
+    from guideloom.reader import open_sealed
 
     try:
-        report = load_export(args.export).verify()
+        report = open_sealed(args.export).verify()  # never unpickles: verifying trusts nothing
     except (CorruptExportError, UnverifiableExportError) as exc:
         print(f"guideloom: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED

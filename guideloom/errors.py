@@ -287,6 +287,11 @@ class CorruptExportError(IncompleteExportError):
     another dtype or shape, ids that do not match their checksum, or replaced since opened)."""
 
 
+class UntrustedExportError(GuideloomError, ValueError):
+    """An export stores its rows in a form whose reading runs code chosen by its author
+    (pickle) and the caller did not opt in with ``trust=True``."""
+
+
 class UnverifiableExportError(GuideloomError):
     """``Export.verify`` was asked for, but the export records no full-data checksums (written
     before guideloom took them, or with them turned off): only the open-time checks ran."""

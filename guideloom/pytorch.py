@@ -20,9 +20,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without torch
     raise ImportError(INSTALL_HINT) from exc
 
+from guideloom.loader.core import StatefulDataLoader  # GuideLoom 1.1's import path
 from guideloom.shuffle import FeistelShuffler
 
-__all__ = ["DEFAULT_DATA_DIR", "DDACSDataset", "RDDACDataset", "ViewDataset"]
+__all__ = ["DEFAULT_DATA_DIR", "DDACSDataset", "RDDACDataset", "StatefulDataLoader", "ViewDataset"]
 
 #: The data directory rddac and ddacs default to.
 DEFAULT_DATA_DIR = "./data"

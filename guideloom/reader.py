@@ -27,14 +27,16 @@ import numpy as np
 from guideloom.errors import (
     CorruptExportError,
     IncompleteExportError,
+    UntrustedExportError,
     UnverifiableExportError,
     UnverifiedExportWarning,
     warn,
 )
 from guideloom.formats import ExportFormat, FormatReader, get_format
 from guideloom.formats.checksums import VerifyReport, verify_export
-from guideloom.formats.layout import read_export_manifest
+from guideloom.formats.layout import directory_identity, read_export_manifest, resolve_target
 from guideloom.formats.rddac_layout import describe_rddac_export, is_rddac_export
+from guideloom.formats.storage import needs_trust, untrusted_message
 
 
 class Export:
@@ -46,8 +48,10 @@ class Export:
         kind: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
     """
 
-    def __init__(self, root: str, manifest: dict[str, Any], fields: Sequence[str] | None = None):
+    def __init__(self, root: str, manifest: dict[str, Any], fields: Sequence[str] | None = None,
+                 trust: bool = False, identity: tuple[int, int] | None = None):
         self.root = root
+        self._trust = trust
         self.manifest = manifest
         self.kind: str = manifest["kind"]
         available = tuple(sorted(manifest["fields"]))
@@ -63,9 +67,11 @@ class Export:
         self._fields = chosen
         self._n = int(manifest["count"])
         self._backend: FormatReader | None = None
+        self._lazy = False  # the backend opens files per read: check the directory after each
         self._sim_ids: np.ndarray | None = None
         self._row_of: dict[Any, int] | None = None
         self._reopened = False
+        self._identity = identity
 
     # --- protocol -------------------------------------------------------------------
     @property
@@ -82,7 +88,8 @@ class Export:
     def sim_ids(self) -> np.ndarray:
         """Experiment id of each row."""
         if self._sim_ids is None:
-            self._sim_ids = self._open().sim_ids()
+            self._open()
+        assert self._sim_ids is not None
         return self._sim_ids
 
     def __len__(self) -> int:
@@ -97,6 +104,8 @@ class Export:
         if type(index) is int:  # the hot path: a plain int, checked once
             n = self._n
             if 0 <= index < n or -n <= index < 0:
+                if self._lazy:
+                    return self._read("row", index % n, self._fields)
                 return (self._backend or self._open()).row(index % n, self._fields)
             raise IndexError(f"row {index} out of range for an export of {n} rows")
         if isinstance(index, slice):
@@ -107,7 +116,7 @@ class Export:
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"row {index} out of range for an export of {n} rows")
-        return self._open().row(i % n, self._fields)
+        return self._read("row", i % n, self._fields)
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, np.ndarray]]:
         """Rows ``indices`` as a list; torch's DataLoader fetches its batches through this.
@@ -115,7 +124,7 @@ class Export:
         Formats that read batches vectorised (npy) return writable rows of one fresh batch, so
         collating them needs no further copy.
         """
-        return self._open().rows(self._checked(indices), self._fields)
+        return self._read("rows", self._checked(indices), self._fields)
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         for i in range(len(self)):
@@ -123,7 +132,7 @@ class Export:
 
     def batch(self, indices: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
         """Rows ``indices`` stacked per field, read with one vectorised read per field."""
-        return self._open().batch(self._checked(indices), self._fields)
+        return self._read("batch", self._checked(indices), self._fields)
 
     def _checked(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Integer row numbers in range, negatives counted from the end (like a list)."""
@@ -147,7 +156,7 @@ class Export:
             i = row_of.get(key)
             if i is None:
                 raise KeyError(f"experiment {sim_id!r} is not in export {self.root}")
-        return (self._backend or self._open()).row(i, self._fields)
+        return self._read("row", i, self._fields)
 
     def verify(self) -> VerifyReport:
         """Read the whole export and compare it with the checksums recorded at write time.
@@ -172,8 +181,7 @@ class Export:
                 "verify against; export it again with guideloom to make it verifiable")
         root, now = read_export_manifest(self.root)
         if now.get("export_id") != self.manifest.get("export_id"):
-            raise CorruptExportError(f"{self.root} was replaced by another export since this "
-                                     "Export was opened; open it again with load_export")
+            raise _replaced(self.root)
         fmt = kind_of(root, now)
         fmt.check_published(root, now)
         return verify_export(root, now, fmt, fmt.open_reader(root, now).sim_ids())
@@ -195,22 +203,55 @@ class Export:
         return state
 
     def _open(self) -> FormatReader:
+        """The format reader, made on first use; its files are checked to be this export's.
+
+        The directory's identity is compared after the reader opened its files (npy maps
+        them all), so the rows it serves belong to the manifest this Export holds.
+        """
         if self._backend is None:
             if self._reopened and self.manifest.get("unverified"):  # an rddac export
                 self._reopened = False
             if self._reopened:  # unpickled elsewhere: the directory must still be this export
+                identity = directory_identity(self.root)
                 _, now = read_export_manifest(self.root)
                 if now.get("export_id") != self.manifest.get("export_id"):
-                    raise CorruptExportError(
-                        f"{self.root} was replaced by another export since this Export was "
-                        "opened; open it again with load_export")
-                self._reopened = False
-            self._backend = kind_of(self.root, self.manifest).open_reader(self.root,
-                                                                          self.manifest)
+                    raise _replaced(self.root)
+                self._identity, self._reopened = identity, False
+            backend = kind_of(self.root, self.manifest).open_reader(
+                self.root, self.manifest, trust=self._trust)
+            sim_ids = backend.sim_ids() if self._sim_ids is None else self._sim_ids
+            self._check_unchanged()
+            self._backend, self._sim_ids, self._lazy = backend, sim_ids, backend.reads_lazily
         return self._backend
 
+    def _check_unchanged(self) -> None:
+        """Raise :class:`CorruptExportError` if the directory is no longer the one opened."""
+        if self._identity is not None and directory_identity(self.root) != self._identity:
+            self._backend = None
+            raise _replaced(self.root)
 
-def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None = None) -> Export:
+    def _read(self, method: str, *args: Any) -> Any:
+        """Call the backend's ``method``; for a backend that opens files per read, check
+        afterwards (also when it failed) that they were this export's."""
+        backend = self._backend or self._open()
+        if not self._lazy:
+            return getattr(backend, method)(*args)
+        try:
+            value = getattr(backend, method)(*args)
+        except Exception:
+            self._check_unchanged()  # a file of the old export missing: say it was replaced
+            raise
+        self._check_unchanged()
+        return value
+
+
+def _replaced(root: str) -> CorruptExportError:
+    return CorruptExportError(f"{root} was replaced by another export since this Export was "
+                              "opened; open it again with load_export")
+
+
+def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None = None, *,
+                trust: bool = False) -> Export:
     """Open a finished export (npy, npz, zarr or storage) for reading.
 
     A directory that rddac 2.0 / ddacs 3.2 ``export_to_numpy`` wrote (``sim_ids.npy`` and one
@@ -221,20 +262,48 @@ def load_export(directory: str | os.PathLike[str], fields: Sequence[str] | None 
     Args:
         directory: The export directory, zarr store path, or fsspec URL.
         fields: Subset of fields to read (default: all).
+        trust: Needed for an export whose rows are pickled (a storage export with
+            ``DocumentPickleFormat``): unpickling runs code chosen by the export's author, so
+            pass it only for exports you or someone you trust wrote.
 
     Raises:
         IncompleteExportError: Unfinished, damaged or foreign directory.
+        UntrustedExportError: The rows are pickled and ``trust`` is false.
         ValueError: Unknown field names (the message lists the fields).
     """
+    return _opened(directory, fields, trust, sealed=False)
+
+
+def open_sealed(directory: str | os.PathLike[str]) -> Export:
+    """Open an export for checking only (``guideloom verify``): it is never unpickled, so an
+    export of any format can be verified without trusting its author."""
+    return _opened(directory, None, False, sealed=True)
+
+
+def _opened(directory: str | os.PathLike[str], fields: Sequence[str] | None, trust: bool,
+            sealed: bool) -> Export:
+    """Checked and opened: the format reader is made now (npy maps its files), so the Export
+    keeps reading these files or, if the directory is replaced before it could, says so."""
     if is_rddac_export(directory):  # rddac 2.0 / ddacs 3.2 wrote it: no export.json
         root, manifest = os.fspath(directory), describe_rddac_export(directory)
         kind_of(root, manifest).check_published(root, manifest)  # shapes, sizes, row counts
         warn(f"{root} has no export.json (an rddac/ddacs export): reading it unverified, as "
              "it is", UnverifiedExportWarning)
         return Export(root, manifest, fields)
+    root = resolve_target(directory)[2]
+    try:
+        identity = directory_identity(root)  # taken before the manifest: a swap between shows
+    except CorruptExportError:
+        identity = None  # nothing there: read_export_manifest says so
     root, manifest = read_export_manifest(directory)
+    if identity is None:
+        identity = directory_identity(root)
+    if needs_trust(manifest) and not trust and not sealed:
+        raise UntrustedExportError(untrusted_message(root))
     kind_of(root, manifest).check_published(root, manifest)
-    return Export(root, manifest, fields)
+    export = Export(root, manifest, fields, trust=trust, identity=identity)
+    export._open()
+    return export
 
 
 def kind_of(root: str, manifest: dict[str, Any]) -> type[ExportFormat]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import h5py
@@ -33,10 +34,26 @@ class RecordReader:
     """
 
     def __init__(self, view: View, handles: ArchiveHandles | None = None, *,
-                 verify_crc: bool = False):
+                 verify_crc: bool = False, dtypes: Mapping[str, str] | None = None):
         self.view = view
         self.handles = handles
         self.verify_crc = verify_crc
+        self._byte_orders = {a: np.dtype(d) for a, d in (dtypes or {}).items()}
+
+    def _check_byte_order(self, dtype: np.dtype, vf: ViewField, loc: Location) -> None:
+        """Refuse a dataset whose datatype differs from the job's reference only in its byte
+        order: one flipped bit in the HDF5 datatype message, which would otherwise read as
+        byte-swapped numbers (0.83 as -2.9e20) without any error."""
+        want = self._byte_orders.get(vf.alias)
+        if (want is not None and dtype != want and dtype.kind == want.kind
+                and dtype.itemsize == want.itemsize and dtype.newbyteorder() == want):
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: HDF5 dataset {vf.h5_path!r} "
+                f"declares {dtype.str} but the job's other experiments store this field as "
+                f"{want.str}: its datatype metadata is damaged (a flipped byte-order bit); "
+                "restore the file, or export with verify_crc=True to check zip members",
+                sim_id=loc.sim_id, file=loc.describe(), h5_path=vf.h5_path,
+            )
 
     def read(self, loc: Location, row: Mapping[str, Any],
              into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
@@ -93,6 +110,7 @@ class RecordReader:
                 elif vf.timesteps is not None:
                     shape = (len(vf.timesteps), *shape[1:])
                 check_declared_size(shape, obj.dtype, loc, vf.h5_path)
+                self._check_byte_order(obj.dtype, vf, loc)
                 out[vf.alias] = (shape, obj.dtype)
         return {a: out[a] for a in self.view.aliases}
 
@@ -115,6 +133,8 @@ class RecordReader:
             steps = 1 if isinstance(vf.timesteps, int) else len(vf.timesteps)
             shape = (steps, *shape[1:])
         check_declared_size(shape, obj.dtype, loc, path)
+        if self._byte_orders:
+            self._check_byte_order(obj.dtype, vf, loc)
         try:
             return _select(obj, vf.timesteps, raw, out, stored, dcpl)
         except MemoryError as exc:
@@ -192,6 +212,29 @@ def _external_link_on(f: h5py.File, path: str) -> str | None:
     except (KeyError, RuntimeError, ValueError, OSError):
         return None
     return None
+
+
+REFERENCE_RECORDS = 3  # experiments whose datatypes set a job's reference (majority)
+
+
+def reference_dtypes(view: View, locations: Sequence[Location],
+                     rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The datatype of each HDF5 field that most of the job's first experiments declare
+    (metadata only), for :class:`RecordReader` to hold every record to; ``{}`` if none reads.
+
+    Taken from a few experiments, so that a damaged first one does not set the reference.
+    """
+    reader = RecordReader(view)
+    seen: dict[str, Counter[str]] = {}
+    for loc, row in list(zip(locations, rows, strict=True))[:REFERENCE_RECORDS]:
+        try:
+            described = reader.shapes(loc, row)
+        except (ExperimentReadError, OSError):
+            continue
+        for vf in view.fields:
+            if vf.is_h5:
+                seen.setdefault(vf.alias, Counter())[described[vf.alias][1].str] += 1
+    return {alias: counts.most_common(1)[0][0] for alias, counts in seen.items()}
 
 
 def _absent(f: h5py.File, path: str) -> bool:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from guideloom.croissant import Dataset, DatasetSpec, load
-from guideloom.errors import MissingDataWarning, UnknownColumnError, summarize_ids, warn
+from guideloom.errors import (
+    ManifestError,
+    MissingDataWarning,
+    UnknownColumnError,
+    summarize_ids,
+    warn,
+)
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -139,6 +145,23 @@ def select(
     )
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def check_storable_ids(ids: Sequence[Any], index_name: str) -> None:
+    """Refuse integer ids outside int64: exports store ids in a plain numpy array
+    (``sim_ids.npy`` or a zarr array), and a larger id would need pickle to store.
+
+    Raises:
+        ManifestError: Naming the ids and the index file.
+    """
+    too_big = [i for i in ids if isinstance(i, int) and not INT64_MIN <= i <= INT64_MAX]
+    if too_big:
+        raise ManifestError(
+            f"{index_name}: experiment id(s) outside the 64-bit integer range, which exports "
+            f"cannot store without pickle: {summarize_ids(too_big)}; leave them out with "
+            "sim_ids= or where=, or renumber them in the index table"
+        )
 class FilterRow(Mapping[str, Any]):
     """The read-only index row a ``where=`` filter sees; looking up a column the table does
     not have raises :class:`~guideloom.errors.UnknownColumnError` listing the columns (a

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from guideloom.demo import make_demo_data
 
 HELPERS = '''
@@ -114,3 +116,65 @@ def test_changed_inputs_or_storage_format_discard_the_staged_job_with_a_notice(t
     err = capsys.readouterr().err
     assert "discarded the staged partitions of an earlier run" in err
     assert len(guideloom.load_export(tmp_path / "o")) == 6
+
+
+HELPER_MODULE = '''
+import numpy as np
+
+
+def helper(force):
+    return np.asarray(force)[:4, 0] * {scale}
+'''
+
+TRANSFORM_MODULE = '''
+import helpermod
+
+
+def transform(rec):
+    return {"head": helpermod.helper(rec["force_data"])}
+'''
+
+RUN_EXPORT = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+import guideloom
+import usertransform
+guideloom.export_to_numpy("force-curve", sys.argv[2], data_dir=sys.argv[3], client="sync",
+                          record_transform=usertransform.transform, partition_size=2)
+'''
+
+
+def test_editing_a_helper_called_as_module_attribute_restarts_the_job(tmp_path):
+    """The attack: a job stopped after its partitions, the helper edited, the job rerun. The
+    staged rows of the old helper must not be published as the new job's."""
+    from guideloom.faults import FAULT_ENV
+
+    make_demo_data(tmp_path / "d", n=6)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "helpermod.py").write_text(HELPER_MODULE.format(scale=1.0))
+    (code / "usertransform.py").write_text(TRANSFORM_MODULE)
+    target = tmp_path / "out"
+
+    def export(fault: str | None = None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+        if fault:
+            env[FAULT_ENV] = fault
+        return subprocess.run([sys.executable, "-c", RUN_EXPORT, str(code), str(target),
+                               str(tmp_path / "d")], cwd=tmp_path, capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    stopped = export(fault="partitions-done")
+    assert stopped.returncode == -9, stopped.stderr
+    (code / "helpermod.py").write_text(HELPER_MODULE.format(scale=1000.0))
+    done = export()
+    assert done.returncode == 0, done.stderr
+    assert "discarded the staged partitions" in done.stderr
+    import guideloom
+
+    export_ = guideloom.load_export(target)
+    for i, sim in enumerate(export_.sim_ids.tolist()):
+        rec = next(iter(guideloom.streaming.iter_view("force-curve", data_dir=tmp_path / "d",
+                                                      sim_ids=[sim])))
+        want = np.asarray(rec["force_data"])[:4, 0] * 1000.0
+        np.testing.assert_allclose(export_[i]["head"], want)

@@ -256,7 +256,7 @@ def test_stream_with_meta_async_reader_equals_sync(tmp_path, backend):
             assert len(reader) == reader.total_length == 16 and reader.num_shards == 4
             got = await asyncio.gather(*(reader.read(s, n) for s, n in ranges))
             with pytest.raises(IndexError):
-                await reader.read(10, 7)
+                await reader.read(16, 1)  # starts past the end
             return got
 
     for (start, length), want, got in zip(ranges, expected, asyncio.run(main()), strict=True):
@@ -336,7 +336,7 @@ def test_shuffler_guideloom_names(length):
 
 def test_shuffler_from_seed():
     a = FeistelShuffler.from_seed(500, 3)
-    b = FeistelShuffler.from_seed(500, seed=3, rounds=6)
+    b = FeistelShuffler.from_seed(500, seed=3, rounds=5)  # GuideLoom 1.1's default rounds
     c = FeistelShuffler.from_seed(500, 4)
     order = [a.shuffle(i) for i in range(500)]
     assert order == [b.shuffle(i) for i in range(500)]

@@ -312,14 +312,19 @@ def test_run_cluster_table_and_api_client_string(slurm, tmp_path):
 
 
 # --- what a run listens on ------------------------------------------------------------------
-def _listening(pid: int) -> set[str]:
-    """The TCP addresses process ``pid`` listens on, as ``host`` strings."""
+def _listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """The ``(host, port)`` pairs process ``pid`` listens on over TCP."""
     import psutil
 
     return {
-        conn.laddr.ip for conn in psutil.net_connections(kind="tcp")
+        (conn.laddr.ip, conn.laddr.port) for conn in psutil.net_connections(kind="tcp")
         if conn.pid == pid and conn.status == psutil.CONN_LISTEN
     }
+
+
+def _listening(pid: int) -> set[str]:
+    """The TCP addresses process ``pid`` listens on, as ``host`` strings."""
+    return {host for host, _ in _listening_sockets(pid)}
 
 
 def test_shipped_config_listens_on_loopback_only(slurm, tmp_path):
@@ -328,12 +333,12 @@ def test_shipped_config_listens_on_loopback_only(slurm, tmp_path):
     from guideloom.cluster.jobqueue import REPO_CONFIG
 
     assert "interface: null" in REPO_CONFIG.read_text()
-    before = _listening(os.getpid())
+    before = _listening_sockets(os.getpid())  # e.g. an embedded cluster of an earlier test
     logs = {"log_directory": str(tmp_path), "local_directory": str(tmp_path)}
     with jobqueue_client("slurm", 1, config_file=REPO_CONFIG, job_options=logs,
                          min_workers=1, wait_timeout=120, quiet=True) as client:
         address = client.scheduler.address
-        ours = _listening(os.getpid()) - before
+        ours = {host for host, _ in _listening_sockets(os.getpid()) - before}
         worker_pids = client.run(os.getpid)
         nanny_pids = client.run(os.getppid)
         workers = {addr: (_listening(pid), _listening(nanny_pids[addr]))

@@ -431,8 +431,8 @@ def test_batch_size_is_dataloaders_per_rank_name_for_local_batch_size() -> None:
         assert batches == list(loader(rank, local_batch_size=4, batch_size=4))  # agreeing: fine
     with pytest.raises(ValueError, match="batch_size=16 and local_batch_size=8 disagree"):
         loader(0, local_batch_size=8, batch_size=16)
-    with pytest.raises(TypeError, match=r"needs local_batch_size= \(or its alias batch_size=\)"):
-        loader(0)
+    # neither given: GuideLoom 1.1's default of 1 sample per batch (issue 20, item 9)
+    assert loader(0).local_batch_size == 1
 
 
 def test_set_epoch_gives_that_epochs_order_on_every_rank() -> None:

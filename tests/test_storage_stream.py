@@ -120,11 +120,15 @@ def test_windows_cross_record_and_shard_boundaries(tmp_path, backend):
         assert reader.shard_lengths == [7, 1, 0, 12]
         for start in range(21):
             for length in range(21 - start):
-                window = reader.read(start, length)
+                # read() starts inside the stream (GuideLoom 1.1's rule); read_span() may start
+                # at its end with nothing to read
+                window = reader.read(start, length) if start < 20 else reader.read_span(20, 0)
                 for name in DTYPE.names:
                     np.testing.assert_array_equal(
                         window[name], expected[name][start : start + length]
                     )
+        with pytest.raises(IndexError):
+            reader.read(20, 0)
     for length in (1, 3, 7, 20):
         with StreamDataset(storage, sequence_length=length).sync_reader() as reader:
             assert len(reader) == 20 // length
@@ -284,7 +288,11 @@ def test_out_of_range_and_index_types(tmp_path):
     storage = StreamStorage(tmp_path, StreamNumpyFormat(DTYPE))
     with storage.sync_reader() as reader:
         with pytest.raises(IndexError):
-            reader.read(8, 3)
+            reader.read_span(8, 3)  # an exact span must lie in the stream
+        # read() continues at element 0 past the end (GuideLoom 1.1's cyclic read)
+        assert reader.read(8, 3)["tokens"].tolist() == [8, 9, 0]
+        with pytest.raises(IndexError):
+            reader.read(10, 1)
         with pytest.raises(IndexError):
             reader.read(-1, 2)
         assert reader.read(np.int64(2), np.uint16(3))["tokens"].tolist() == [2, 3, 4]
@@ -395,7 +403,9 @@ def test_async_reader(tmp_path, backend):
             assert len(reader) == 30
             windows = await asyncio.gather(*(reader.read(s, 7) for s in range(0, 23, 2)))
             with pytest.raises(IndexError):
-                await reader.read(25, 6)
+                await reader.read(30, 1)  # starts past the end
+            wrapped = await reader.read(25, 6)  # continues at element 0 (GuideLoom 1.1)
+            assert wrapped["tokens"].tolist() == list(range(25, 30)) + [0]
         return windows
 
     for start, window in zip(range(0, 23, 2), asyncio.run(main()), strict=True):
@@ -427,7 +437,7 @@ def test_any_window_equals_slice_of_concatenation(tmp_path_factory, shards, back
         for _ in range(5):
             start = data.draw(st.integers(0, total))
             length = data.draw(st.integers(0, total - start))
-            window = reader.read(start, length)
+            window = reader.read_span(start, length)  # exact spans; read() wraps
             for name in DTYPE.names:
                 np.testing.assert_array_equal(window[name], expected[name][start : start + length])
     if total:

@@ -111,6 +111,8 @@ def test_storage_types_import_with_only_the_declared_packages(version, tmp_path)
     assert ("typing_extensions" in report["installed"]) is needs_backport, report
     assert report["third_party"] == (list(NEEDED) if needs_backport else ["numpy"]), report
     # the same generic types on every version
-    assert report["one_argument"] == ["(<class 'int'>, ~InDataT)"] * 4, report
-    assert report["two_arguments"] == "(<class 'int'>, <class 'str'>)"
+    # streams take GuideLoom 1.1's third parameter (the element type), defaulting to Any
+    assert report["one_argument"] == ["(<class 'int'>, ~InDataT)"] * 2 + [
+        "(<class 'int'>, ~InDataT, typing.Any)"] * 2, report
+    assert report["two_arguments"] == "(<class 'int'>, <class 'str'>, typing.Any)"
     assert report["protocol_match"] is True

@@ -243,7 +243,7 @@ def _stop_records(records: Sequence[ProcessRecord], timeout: float, report: Stop
 
 def _package_pythonpath() -> list[str]:
     """The folder holding the ``guideloom`` package, if it is a source checkout."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # .../<root>/guideloom/cluster/local_procs.py
     if root.name in {"site-packages", "dist-packages"}:
         return []
     return [str(root)]

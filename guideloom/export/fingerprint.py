@@ -4,7 +4,8 @@ process, on every machine and Python version; an edit anywhere the code reaches 
 A function is fingerprinted by its source text (bytecode only where no source exists, with
 nested code objects hashed recursively, never by their ``repr`` with a memory address), plus
 what it uses from its globals and closure: helper functions and classes of the user's own
-modules (recursively), and plain constants (numbers, strings, tuples, arrays) by value.
+modules (recursively), whether named directly or as ``module.helper`` of a module of the
+user's own, and plain constants (numbers, strings, tuples, arrays) by value.
 Installed packages count by name and ``__version__``, not content.
 """
 
@@ -108,6 +109,23 @@ def _feed_reference(name: str, value: Any, digest: Any, seen: set[int]) -> None:
         digest.update(f"{name}={callable_name(value)}@{_version_of(module)};".encode())
 
 
+def _feed_module_uses(name: str, module: types.ModuleType, names: set[str], digest: Any,
+                      seen: set[int], within: frozenset[int] = frozenset()) -> None:
+    """Follow ``module.attr`` for a module of the user's own: every attribute of it whose name
+    the code uses counts like a global of that name (helpers by their code, constants by
+    value), and so on into its submodules. A name the code uses otherwise may be counted too:
+    never less than what the code reaches."""
+    if id(module) in within or not is_local_module(module):
+        return
+    attrs = vars(module)
+    for attr in sorted(names & attrs.keys()):
+        value = attrs[attr]
+        _feed_reference(f"{name}.{attr}", value, digest, seen)
+        if isinstance(value, types.ModuleType):
+            _feed_module_uses(f"{name}.{attr}", value, names, digest, seen,
+                              within | {id(module)})
+
+
 def _version_of(module: types.ModuleType | None) -> str:
     top = sys.modules.get(module.__name__.split(".")[0]) if module is not None else None
     return str(getattr(top, "__version__", "?"))
@@ -130,9 +148,13 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
         code = fn.__code__
         digest.update(f"function:{callable_name(fn)}:".encode())
         digest.update((_source(fn) or _code_text(code)).encode())
-        for name in sorted(_names(code)):
+        names = _names(code)
+        for name in sorted(names):
             if name in fn.__globals__:
-                _feed_reference(name, fn.__globals__[name], digest, seen)
+                value = fn.__globals__[name]
+                _feed_reference(name, value, digest, seen)
+                if isinstance(value, types.ModuleType):
+                    _feed_module_uses(name, value, names, digest, seen)
         for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
             try:
                 _feed_reference(name, cell.cell_contents, digest, seen)

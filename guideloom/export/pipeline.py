@@ -118,18 +118,26 @@ def schema_of(arrays: Mapping[str, np.ndarray]) -> dict[str, FieldSchema]:
     return {a: FieldSchema(tuple(v.shape), v.dtype.str) for a, v in arrays.items()}
 
 
+def check_keys(arrays: Mapping[str, Any], schema: Mapping[str, Any], loc: Location) -> None:
+    """Raise :class:`RecordValueError` unless ``arrays`` has exactly the aliases of ``schema``
+    (the first record's), naming the experiment and the keys that differ."""
+    extra = sorted(set(arrays) - set(schema))
+    missing = sorted(set(schema) - set(arrays))
+    if extra or missing:
+        raise RecordValueError(
+            f"experiment {loc.sim_id} ({loc.describe()}): fields differ from the first "
+            f"record's {sorted(schema)}: new {extra}, missing {missing}; every record of an "
+            "export needs the same fields (fix the transform, or on_error='skip')",
+            sim_id=loc.sim_id, file=loc.describe(),
+        )
+
+
 def check_schema(
     arrays: Mapping[str, np.ndarray], schema: Mapping[str, FieldSchema], loc: Location
 ) -> None:
     """Raise :class:`RecordValueError` unless ``arrays`` matches ``schema`` exactly."""
     where = f"experiment {loc.sim_id} ({loc.describe()})"
-    extra = sorted(set(arrays) - set(schema))
-    missing = sorted(set(schema) - set(arrays))
-    if extra or missing:
-        raise RecordValueError(
-            f"{where}: fields differ from the first record's: new {extra}, missing {missing}",
-            sim_id=loc.sim_id, file=loc.describe(),
-        )
+    check_keys(arrays, schema, loc)
     for alias, fs in schema.items():
         arr = arrays[alias]
         if tuple(arr.shape) != fs.shape:

@@ -40,6 +40,7 @@ from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
+    check_keys,
     check_schema,
     produce,
     reuse_buffers,
@@ -67,14 +68,15 @@ from guideloom.formats.checksums import (
     file_digest,
     manifest_entry,
 )
+from guideloom.formats.durable import fsync_tree
 from guideloom.formats.layout import (
     EXPORT_MANIFEST,
     FORMAT_VERSION,
     MANIFEST_FORMAT,
     read_export_manifest,
 )
-from guideloom.records import RecordReader
-from guideloom.selection import Selection, select
+from guideloom.records import RecordReader, reference_dtypes
+from guideloom.selection import Selection, check_storable_ids, select
 
 PROBE_ATTEMPTS = 20
 DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
@@ -157,6 +159,7 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     """
     if selection is None:
         selection = select_experiments(spec)
+    check_storable_ids(selection.ids, spec.dataset.index_file)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
@@ -328,8 +331,10 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = (None if dask is None or finalizing
                else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
-    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate)
-    if schema is not None and not finalizing:  # rows moved on already are never re-made
+    reference = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
+    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference)
+    # rows moved on already are never re-made
+    if writer.needs_schema and schema is not None and not finalizing:
         writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
         fault_point("allocated")
     done = staging.markers() if resumed else {}
@@ -338,7 +343,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
     monitor.totals(n, _experiments(done.values()))
     t0 = time.time()
-    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor)
+    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference)
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
@@ -361,34 +366,41 @@ def _experiments(summaries: Any) -> int:
     return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
 
 
-SHIP_INLINE_BYTES = 256 << 10  # a job this small travels inside each task, not scattered
-SHIPPED_STAGE = "export-job"
+SHIPPED_STAGE = "export-job"  # the task group of the job's payload (one task)
 
 
 def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
-    """The job (spec and writer) as cloudpickle bytes, for the tasks' first argument.
+    """The job (spec and writer) as cloudpickle bytes, in a future the tasks depend on.
 
-    User code from ``__main__`` and local modules travels by value (see
-    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed. A small
-    job (the usual few kB) travels inside each task, so the dashboard shows only the export's
-    own task groups; a larger one is scattered once under the key ``export-job``.
+    The bytes are the argument of a task keyed ``("export-job", view, job)`` (not scattered
+    data, which showed as an unexplained ``bytes`` group), so the scheduler holds them: when
+    the worker that has the result dies, the scheduler computes it again elsewhere and the
+    partition tasks are retried, instead of failing with lost dependencies. User code from
+    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`),
+    so workers need only ``guideloom`` installed.
     """
     ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                    *writer.user_objects()])
-    data = pack((spec, writer))
-    if len(data) <= SHIP_INLINE_BYTES:
-        return data
-    key = task_key(SHIPPED_STAGE, spec.view.name, token)
-    return dask.scatter({key: data}, broadcast=False, hash=False)[key]
+    shipped = dask.submit(_payload, pack((spec, writer)), pure=False,
+                          key=task_key(SHIPPED_STAGE, spec.view.name, token))
+    # in memory before the partitions are submitted: they are then scheduled in their order
+    # as for any data at hand (released all at once by a finishing task, they would not be)
+    shipped.result()
+    return shipped
+
+
+def _payload(blob: bytes) -> bytes:
+    """The job's bytes, as the result of a task that can be recomputed."""
+    return blob
 
 
 def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
     return unpack(job) if isinstance(job, bytes) else job
 
 
-def _schema(spec, staging, writer, plan, dask, shipped,
-            estimate: float) -> dict[str, FieldSchema] | None:
-    if not writer.needs_schema:
+def _schema(spec, staging, writer, plan, dask, shipped, estimate: float,
+            reference: Mapping[str, str] | None = None) -> dict[str, FieldSchema] | None:
+    if not writer.needs_schema and not writer.fixed_keys:
         return None
     stored = (staging.read_job() or {}).get("schema")
     if stored is not None:
@@ -397,24 +409,27 @@ def _schema(spec, staging, writer, plan, dask, shipped,
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
     per_record_s = estimate / max(1, len(plan.selection.locations))
     if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
-        schema = probe_schema(spec, probe_locs, probe_rows)
+        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
-        future = dask.submit(_probe_task, shipped, probe_locs, probe_rows, key=key, pure=False)
+        future = dask.submit(_probe_task, shipped, reference, probe_locs, probe_rows, key=key,
+                             pure=False)
         schema = future.result()
     staging.update_job(schema={a: s.to_json() for a, s in schema.items()})
     return schema
 
 
 def probe_schema(
-    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]]
+    spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    allow_text: bool = False, reference: Mapping[str, str] | None = None,
 ) -> dict[str, FieldSchema]:
     """Shapes and dtypes from the first record that reads (runs on a worker).
 
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
-    otherwise the first record is read and transformed.
+    otherwise the first record is read and transformed (``allow_text``: as the format takes
+    it, for formats that fix only the keys). ``reference``: see :func:`reference_dtypes`.
     """
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
     if not spec.transforms and spec.record_transform is None and locations:
         try:
             described = reader.shapes(locations[0], rows[0])
@@ -425,7 +440,7 @@ def probe_schema(
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
-            return schema_of(produce(spec, reader, loc, row))
+            return schema_of(produce(spec, reader, loc, row, allow_text=allow_text))
         except ExperimentReadError as exc:
             if spec.on_error == "raise":
                 raise
@@ -436,25 +451,31 @@ def probe_schema(
     )
 
 
-def _probe_task(job: Any, locations: Sequence[Any],
+def _probe_task(job: Any, reference: Mapping[str, str] | None, locations: Sequence[Any],
                 rows: Sequence[Mapping[str, Any]]) -> dict[str, FieldSchema]:
-    return probe_schema(_job(job)[0], locations, rows)
+    spec, writer = _job(job)
+    return probe_schema(spec, locations, rows, writer.allow_text, reference)
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
-                    part: Partition) -> dict[str, Any]:
+                    reference: Mapping[str, str] | None, part: Partition) -> dict[str, Any]:
     spec, writer = _job(job)
-    return run_partition(spec, writer, schema, part)
+    return run_partition(spec, writer, schema, part, reference)
 
 
 def run_partition(spec: ExportSpec, writer: ExportFormat,
-                  schema: Mapping[str, FieldSchema] | None, part: Partition) -> dict[str, Any]:
+                  schema: Mapping[str, FieldSchema] | None, part: Partition,
+                  reference: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
+    ``reference`` (see :func:`reference_dtypes`) holds every record's HDF5 datatypes to the
+    job's.
     """
     t0 = time.time()
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc)
+    keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
+    schema = None if keys is not None else schema
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -474,6 +495,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                                  into=first if overlapped is None else overlapped.buffers())
                 if schema is not None:
                     check_schema(arrays, schema, loc)
+                elif keys is not None:
+                    check_keys(arrays, keys, loc)
                 t_write = time.perf_counter()
                 (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
                                                                    arrays)
@@ -516,15 +539,16 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "verify_crc": spec.verify_crc,
     }
     writer.stage.write_marker(part.index, summary)
+    fault_point("partition-marked")
     return summary
 
 
-def _execute(spec, writer, schema, todo, dask, shipped, plan,
-             monitor: RunMonitor) -> list[dict]:
+def _execute(spec, writer, schema, todo, dask, shipped, plan, monitor: RunMonitor,
+             reference: Mapping[str, str] | None = None) -> list[dict]:
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
-        dask, _partition_task, todo, args=(job, schema),
+        dask, _partition_task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]),
         progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
@@ -578,7 +602,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
     monitor.phase(PUBLISH)
-    if schema is None:
+    if not writer.needs_schema:  # npz probes a schema for its keys only
         fields = variable_fields(summaries)
     else:
         fields = {a: s.to_json() for a, s in schema.items()}
@@ -634,6 +658,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         staging.write_json(described, describe_published(spec, writer, staging, manifest))
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
+        fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
     staging.publish(spec.overwrite)

@@ -29,6 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 from guideloom.errors import UnsafeTargetError
 from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
+from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 from guideloom.private_files import check_private_dir
 
@@ -234,6 +235,7 @@ class Staging:
                                            f"{exc.strerror or exc}{hint}") from exc
             fault_point(f"json-written:{name}")
             os.replace(tmp, path)
+            fsync_path(os.path.dirname(path))  # the rename too survives a power loss
         else:
             self.fs.pipe_file(path, blob)
 

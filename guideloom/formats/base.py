@@ -94,7 +94,15 @@ def check_sim_ids(root: str, manifest: Mapping[str, Any], sim_ids: np.ndarray) -
 
 
 class FormatReader:
-    """Reads rows of one published export of a format (see :class:`guideloom.Export`)."""
+    """Reads rows of one published export of a format (see :class:`guideloom.Export`).
+
+    Attributes:
+        reads_lazily: Files are opened per read (npz, zarr chunks), not when the reader is
+            made; :class:`guideloom.Export` then checks after each read that the directory was
+            not replaced.
+    """
+
+    reads_lazily: ClassVar[bool] = False
 
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         self.root, self.manifest = root, manifest
@@ -131,6 +139,8 @@ class ExportFormat(abc.ABC):
     Attributes:
         kind: The name in ``export.json`` and the registry (``"npy"``…).
         needs_schema: Rows have one shape per alias, probed from the first record.
+        fixed_keys: Every record has the aliases of the first record (probed like the schema,
+            shapes and dtypes may vary); a record with other keys is refused naming them.
         allow_text: Text fields may be written (as numpy string arrays).
         raw_records: The record goes to the format as the transform returned it.
         copies_records: The sink's ``write`` has copied the arrays when it returns (so the
@@ -141,6 +151,7 @@ class ExportFormat(abc.ABC):
 
     kind: ClassVar[str]
     needs_schema: ClassVar[bool] = True
+    fixed_keys: ClassVar[bool] = False
     allow_text: ClassVar[bool] = False
     raw_records: ClassVar[bool] = False
     copies_records: ClassVar[bool] = False
@@ -190,8 +201,16 @@ class ExportFormat(abc.ABC):
     # --- reading -------------------------------------------------------------------------
     @classmethod
     @abc.abstractmethod
-    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
-        """A reader of the published export at ``root``."""
+    def open_reader(cls, root: str, manifest: Mapping[str, Any],
+                    trust: bool = False) -> FormatReader:
+        """A reader of the published export at ``root``.
+
+        Args:
+            root: The export directory or URL.
+            manifest: Its ``export.json``.
+            trust: The caller opted in to formats whose reading runs code the export's author
+                chose (pickle); without it such a reader refuses to decode rows.
+        """
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:

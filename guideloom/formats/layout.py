@@ -97,6 +97,20 @@ def resolve_target(target: str | os.PathLike[str]) -> tuple[fsspec.AbstractFileS
     return fs, path.rstrip("/") or "/", text
 
 
+def directory_identity(root: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of a local export directory, or ``None`` for a URL.
+
+    Publishing renames a new directory into place, so a replaced export has a new identity.
+    """
+    if "://" in root:
+        return None
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        raise CorruptExportError(f"{root} was removed since it was opened") from None
+    return st.st_dev, st.st_ino
+
+
 def staging_dir(target_path: str) -> str:
     """The hidden staging directory beside ``target_path``."""
     parent, name = posixpath.split(target_path.rstrip("/"))

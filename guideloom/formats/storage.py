@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import RecordValueError
+from guideloom.errors import RecordValueError, UntrustedExportError
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -48,8 +48,45 @@ def describe_storage(storage: Any) -> dict[str, Any]:
     return {"class": type(storage).__name__, "format": fdoc}
 
 
-def reopen_storage(directory: str, description: Mapping[str, Any]) -> Any:
-    """Rebuild a storage object for ``directory`` from :func:`describe_storage` output."""
+PICKLE_FORMATS = frozenset({"DocumentPickleFormat"})
+
+
+def needs_trust(manifest: Mapping[str, Any]) -> bool:
+    """Whether reading the rows of this export unpickles (runs code its author chose)."""
+    storage = manifest.get("storage")
+    return isinstance(storage, Mapping) and storage.get("format", {}).get("type") in PICKLE_FORMATS
+
+
+def untrusted_message(root: str) -> str:
+    """Why an export's rows are not read without ``trust=True``, and how to opt in."""
+    return (f"{root}: this export stores its rows pickled (DocumentPickleFormat); unpickling "
+            "runs code chosen by whoever wrote the export. Pass trust=True "
+            "(load_export(path, trust=True), StatefulDataLoader.from_export(path, trust=True)) "
+            "only for an export you or someone you trust wrote; `guideloom inspect` and "
+            "`guideloom verify` check it without unpickling")
+
+
+class SealedPickleFormat:
+    """Stands in for :class:`~guideloom.storage.DocumentPickleFormat` in an untrusted export:
+    the shards open and their bytes can be checked, but no document is ever unpickled."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def pack(self, data: Any) -> bytes:
+        """Never called: sealed storages are only read."""
+        raise UntrustedExportError(untrusted_message(self.root))
+
+    def unpack(self, encoded: bytes, shard: int) -> Any:
+        """Refuse: unpickling would run the export author's code."""
+        raise UntrustedExportError(untrusted_message(self.root))
+
+
+def reopen_storage(directory: str, description: Mapping[str, Any], trust: bool = False) -> Any:
+    """Rebuild a storage object for ``directory`` from :func:`describe_storage` output.
+
+    A pickled format is reopened as a :class:`SealedPickleFormat` unless ``trust`` is true.
+    """
     from guideloom import storage as storages
     from guideloom.storage.shards import dtype_from_json
 
@@ -57,7 +94,7 @@ def reopen_storage(directory: str, description: Mapping[str, Any]) -> Any:
     if fdoc["type"] == "StreamNumpyFormat":
         fmt: Any = storages.StreamNumpyFormat(dtype_from_json(fdoc["dtype"]))
     elif fdoc["type"] == "DocumentPickleFormat":
-        fmt = storages.DocumentPickleFormat()
+        fmt = storages.DocumentPickleFormat() if trust else SealedPickleFormat(directory)
     else:
         raise ValueError(
             f"{directory}: written with the custom format {fdoc['type']}; open it with "
@@ -109,11 +146,22 @@ class StorageFormat(ExportFormat):
         return seen
 
     @classmethod
-    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
-        return StorageReader(root, manifest)
+    def open_reader(cls, root: str, manifest: Mapping[str, Any],
+                    trust: bool = False) -> FormatReader:
+        return StorageReader(root, manifest, trust)
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
+        from guideloom.storage.shards import shard_name
+
+        if isinstance(manifest.get("n_partitions"), int):  # one shard per partition
+            listed = {shard_name(i) for i in range(manifest["n_partitions"])}
+            present = {n for n in os.listdir(root) if n.startswith("shard-")}
+            for name in sorted(present - listed):
+                fail(root, name, f"a shard export.json does not list (it lists "
+                                 f"{len(listed)}); something added it")
+            for name in sorted(listed - present):
+                fail(root, name, "missing")
         super().check_published(root, manifest)  # opens the storage: its shards are checked
         if manifest["storage"]["class"] != "DocumentStorage":
             try:
@@ -181,9 +229,9 @@ class ShardSink(PartitionSink):
 class StorageReader(FormatReader):
     """Rows of a storage export: documents, or each record's slice of the stream."""
 
-    def __init__(self, root: str, manifest: Mapping[str, Any]):
+    def __init__(self, root: str, manifest: Mapping[str, Any], trust: bool = False):
         super().__init__(root, manifest)
-        self.storage = reopen_storage(root, manifest["storage"])
+        self.storage = reopen_storage(root, manifest["storage"], trust)
         self._reader = self.storage.sync_reader()
         self._is_stream = manifest["storage"]["class"] != "DocumentStorage"
         if self._is_stream:
@@ -192,7 +240,7 @@ class StorageReader(FormatReader):
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
         if self._is_stream:
             start, stop = int(self._offsets[i]), int(self._offsets[i + 1])
-            value = self._reader.read(start, stop - start)
+            value = self._reader.read_span(start, stop - start)
         else:
             value = self._reader.read(i)
         if not isinstance(value, Mapping):

@@ -6,14 +6,16 @@ chunk's rows and writes it whole. The store is a local path or any fsspec URL th
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from guideloom.errors import permission_denied
+from guideloom.errors import CorruptExportError, permission_denied
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -23,6 +25,7 @@ from guideloom.formats.base import (
     fail,
 )
 from guideloom.formats.checksums import RowDigests, digest
+from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
@@ -44,13 +47,83 @@ def zarr_compressor(name: str | None):
     raise ValueError(f"unknown zarr compressor {name!r}; use 'lz4', 'zstd', 'gzip' or None")
 
 
-def zarr_store(url: str):
-    """A zarr store for a local path or an fsspec URL."""
+WRITE_EVERY_CHUNK = {"write_empty_chunks": True}  # a missing chunk file is then damage
+ALL_CHUNKS_KEY = "zarr_all_chunks"  # export.json: every chunk has its file (B7)
+
+
+def zarr_store(url: str, strict: bool = False):
+    """A zarr store for a local path or an fsspec URL.
+
+    ``strict`` (reading a published export): a chunk whose file is missing raises
+    :class:`~guideloom.errors.CorruptExportError` instead of reading as the fill value.
+    """
     import zarr.storage
 
+    if strict:
+        return _strict_store(url)
     if "://" not in url:
         return zarr.storage.LocalStore(url)
     return zarr.storage.FsspecStore.from_url(url)
+
+
+def is_chunk_key(key: str) -> bool:
+    """Whether a store key names a chunk (``alias/c/0/0``), not metadata (``zarr.json``)."""
+    parts = key.split("/")
+    return parts[-1] != "zarr.json" and "c" in parts[:-1]
+
+
+def _strict_store(url: str):
+    """A store of the published export at ``url`` whose missing chunks are errors."""
+    import zarr.storage
+
+    base = zarr.storage.LocalStore if "://" not in url else zarr.storage.FsspecStore
+
+    class StrictStore(base):  # type: ignore[misc, valid-type]
+        async def get(self, key, prototype=None, byte_range=None):
+            value = await super().get(key, prototype, byte_range)
+            if value is None and is_chunk_key(key):
+                fail(url, key, "the chunk file is missing")
+            return value
+
+    if base is zarr.storage.LocalStore:
+        return StrictStore(url)
+    fs, path = _fs_of(url)
+    return StrictStore(fs=_async_fs(fs), path=path)
+
+
+def _fs_of(url: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def _async_fs(fs):
+    """An async view of ``fs`` (what FsspecStore needs)."""
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+    return fs if getattr(fs, "async_impl", False) else AsyncFileSystemWrapper(fs)
+
+
+def expected_chunk_keys(arr: Any) -> set[str]:
+    """The key (relative to the array) of every chunk of ``arr``."""
+    import itertools
+    import math
+
+    grid = [math.ceil(s / c) if s else 0 for s, c in zip(arr.shape, arr.chunks, strict=True)]
+    return {arr.metadata.encode_chunk_key(coords)
+            for coords in itertools.product(*(range(g) for g in grid))}
+
+
+def check_chunk_files(root: str, name: str, arr: Any) -> None:
+    """Raise :class:`CorruptExportError` unless every chunk of array ``name`` has its file
+    (one listing of the array's folder)."""
+    fs, path = _fs_of(root)
+    folder = f"{path.rstrip('/')}/{name}"
+    present = {f[len(folder) + 1:] for f in fs.find(folder)}
+    missing = sorted(expected_chunk_keys(arr) - present)
+    if missing:
+        fail(root, f"{name}/{missing[0]}", f"the chunk file is missing ({len(missing)} of "
+                                           f"{arr.nchunks} chunks of {name!r} are)")
 
 
 def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
@@ -81,7 +154,17 @@ class ZarrFormat(ExportFormat):
     def allocate(self, n_rows: int, schema: Mapping[str, Schema], partition_size: int) -> None:
         import zarr
 
-        group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
+        try:
+            group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
+            for alias in schema:
+                if alias in group:
+                    group[alias]  # resumed job: its metadata must read
+        except ValueError:  # metadata a power loss cut short: no marker can need these rows
+            if not self.stage.is_local:
+                raise
+            shutil.rmtree(self.stage.path("rows"))
+            os.makedirs(self.stage.path("rows"))
+            group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
         compressor = zarr_compressor(self.options.get("compressor", DEFAULT_COMPRESSOR))
         for alias, fs in schema.items():
             check_output_name(alias, "zarr export")
@@ -92,11 +175,15 @@ class ZarrFormat(ExportFormat):
             group.create_array(
                 alias, shape=(n_rows, *fs.shape), chunks=(rpc, *fs.shape),
                 dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
+                config=WRITE_EVERY_CHUNK,
             )
+        if self.stage.is_local:  # the metadata outlives a power loss before the first marker
+            fsync_tree(self.stage.path("rows"))
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         assert schema is not None
-        return ZarrSink(self._rows_url(), part, schema)
+        return ZarrSink(self._rows_url(), part, schema,
+                        self.stage.path("rows") if self.stage.is_local else None)
 
     def finalize(self, keep: np.ndarray | None) -> None:
         import zarr
@@ -112,7 +199,8 @@ class ZarrFormat(ExportFormat):
                 continue
             kept = np.flatnonzero(keep)
             dst = data.create_array(alias, shape=(len(kept), *src.shape[1:]), chunks=src.chunks,
-                                    dtype=src.dtype, compressors=src.compressors, fill_value=0)
+                                    dtype=src.dtype, compressors=src.compressors, fill_value=0,
+                                    config=WRITE_EVERY_CHUNK)
             step = src.chunks[0]
             for start in range(0, len(kept), step):
                 sel = kept[start:start + step]
@@ -125,11 +213,16 @@ class ZarrFormat(ExportFormat):
         group = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
         if SIM_IDS_ARRAY in group:
             del group[SIM_IDS_ARRAY]
-        group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),))
+        group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),),
+                           config=WRITE_EVERY_CHUNK)
+
+    def manifest_extra(self) -> dict[str, Any]:
+        return {ALL_CHUNKS_KEY: True}
 
     @classmethod
-    def open_reader(cls, root: str, manifest: Mapping[str, Any]) -> FormatReader:
-        return ZarrReader(root, manifest)
+    def open_reader(cls, root: str, manifest: Mapping[str, Any],
+                    trust: bool = False) -> FormatReader:
+        return ZarrReader(root, manifest)  # nothing in it runs code: trust changes nothing
 
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
@@ -144,6 +237,9 @@ class ZarrFormat(ExportFormat):
                 fail(root, alias, f"dtype {arr.dtype.str} but export.json records "
                                   f"{schema['dtype']}")
         array_checked(root, group, SIM_IDS_ARRAY)
+        if manifest.get(ALL_CHUNKS_KEY):  # written with every chunk stored: list them
+            for name in (*manifest["fields"], SIM_IDS_ARRAY):
+                check_chunk_files(root, name, group[name])
         super().check_published(root, manifest)
 
     @classmethod
@@ -178,11 +274,13 @@ class ZarrFormat(ExportFormat):
         if group not in manifest["fields"]:
             yield from super().unit_digests(root, manifest, group, n_units)
             return
-        arr = zarr.open_group(zarr_store(root), mode="r")[group]
+        arr = zarr.open_group(zarr_store(root, strict=True), mode="r")[group]
         step = max(1, arr.chunks[0])
         for start in range(0, arr.shape[0], step):
             try:
                 block = arr[start:start + step]
+            except CorruptExportError:
+                raise
             except PermissionError as exc:  # unreadable is not damaged
                 raise permission_denied(exc) from exc
             except Exception as exc:  # noqa: BLE001 - a damaged chunk fails in the codec
@@ -193,62 +291,66 @@ class ZarrFormat(ExportFormat):
 
 
 class ZarrSink(PartitionSink):
-    """Buffers one chunk of rows, then writes it whole."""
+    """Copies each record into its chunk's buffer, then writes a chunk whole once all its rows
+    are there. The copy is taken in :meth:`write`, so a transform may return (and reuse) one
+    buffer for every record."""
 
-    def __init__(self, url: str, part: Part, schema: Mapping[str, Schema]):
+    def __init__(self, url: str, part: Part, schema: Mapping[str, Schema],
+                 local_dir: str | None = None):
         import zarr
 
         group = zarr.open_group(zarr_store(url), mode="r+")
-        self._arrays = {a: group[a] for a in schema}
+        self._arrays = {a: group[a].with_config(WRITE_EVERY_CHUNK) for a in schema}
         self._part = part
-        self._pending: dict[int, Mapping[str, np.ndarray]] = {}
+        self._local_dir = local_dir  # the group's folder on a local disk: chunks are fsynced
+        self._written: list[str] = []
+        self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
+        self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
         self._bytes = 0
         self._sums = RowDigests()
 
+    def _chunk(self, row: int) -> tuple[int, int]:
+        """``(start, stop)`` of the chunk holding ``row`` (all aliases chunk rows alike)."""
+        rpc = next(iter(self._arrays.values())).chunks[0]
+        start = (row // rpc) * rpc
+        return start, min(start + rpc, self._part.stop)
+
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
-        self._pending[row] = arrays
-        self._flush_full_chunks()
+        start, stop = self._chunk(row)
+        block = self._blocks.get(start)
+        if block is None:
+            block = self._blocks[start] = {
+                a: np.zeros((stop - start, *arr.shape[1:]), dtype=arr.dtype)
+                for a, arr in self._arrays.items()}
+            self._present[start] = set()
+        for alias, values in arrays.items():
+            block[alias][row - start] = values  # the copy: the caller may reuse its buffer
+        self._present[start].add(row)
+        rows = range(max(start, self._part.start), stop)
+        if len(self._present[start]) == len(rows):
+            self._flush(start)
 
-    def _flush_full_chunks(self, final: bool = False) -> None:
-        last_alias = list(self._arrays)[-1]
+    def _flush(self, start: int) -> None:
+        """Write the chunk at ``start`` (rows never written, i.e. skipped, stay zero)."""
+        block, present = self._blocks.pop(start), self._present.pop(start)
         for alias, arr in self._arrays.items():
-            rpc = arr.chunks[0]
-            first = min(self._pending, default=None)
-            while first is not None:
-                chunk_start = (first // rpc) * rpc
-                chunk_stop = min(chunk_start + rpc, self._part.stop)
-                rows = range(max(chunk_start, self._part.start), chunk_stop)
-                if not final and any(r not in self._pending for r in rows):
-                    break
-                block = self._block(alias, arr, chunk_start, chunk_stop, rows)
-                for r in rows:
-                    if r in self._pending:
-                        self._sums.add(alias, r, block[r - chunk_start])  # the decoded row
-                arr[chunk_start:chunk_stop] = block
-                self._bytes += block.nbytes
-                if alias == last_alias:
-                    for r in rows:
-                        self._pending.pop(r, None)
-                first = next((r for r in sorted(self._pending) if r >= chunk_stop), None)
-
-    def _block(self, alias: str, arr: Any, chunk_start: int, chunk_stop: int,
-               rows: range) -> np.ndarray:
-        """The rows of one chunk: the record's own array when the chunk holds one row, one
-        stacking copy when every row is here, else zeros where rows are missing (skipped)."""
-        present = [self._pending[r][alias] for r in rows if r in self._pending]
-        if len(present) == chunk_stop - chunk_start:
-            if len(present) == 1:
-                return np.asarray(present[0], dtype=arr.dtype)[np.newaxis]
-            return np.stack(present).astype(arr.dtype, copy=False)
-        block = np.zeros((chunk_stop - chunk_start, *arr.shape[1:]), dtype=arr.dtype)
-        for r in rows:
-            if r in self._pending:
-                block[r - chunk_start] = self._pending[r][alias]
-        return block
+            rows = block[alias]
+            for r in sorted(present):
+                self._sums.add(alias, r, rows[r - start])  # the row as stored
+            arr[start:start + len(rows)] = rows
+            self._bytes += rows.nbytes
+            if self._local_dir is not None:
+                coords = (start // arr.chunks[0],) + (0,) * (arr.ndim - 1)
+                self._written.append(os.path.join(self._local_dir, alias,
+                                                  arr.metadata.encode_chunk_key(coords)))
 
     def close(self) -> int:
-        self._flush_full_chunks(final=True)
-        self._pending.clear()
+        """Write the chunks left and make them durable (files, then their folders)."""
+        for start in sorted(self._blocks):
+            self._flush(start)
+        if self._local_dir is not None:
+            fsync_files(self._written, self._local_dir)
+            self._written = []
         return self._bytes
 
     def extra_summary(self) -> dict[str, Any]:
@@ -264,7 +366,7 @@ def open_group_checked(root: str) -> Any:
     import zarr
 
     try:
-        return zarr.open_group(zarr_store(root), mode="r")
+        return zarr.open_group(zarr_store(root, strict=True), mode="r")
     except FileNotFoundError:
         fail(root, "zarr.json", "missing")
     except _UNREADABLE_METADATA as exc:
@@ -284,6 +386,8 @@ def array_checked(root: str, group: Any, name: str) -> Any:
 
 class ZarrReader(FormatReader):
     """Rows read from the group's arrays."""
+
+    reads_lazily = True
 
     def __init__(self, root: str, manifest: Mapping[str, Any]):
         super().__init__(root, manifest)

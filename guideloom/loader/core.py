@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import dataclasses
 import multiprocessing
 import operator
 import os
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -36,19 +37,30 @@ def global_positions(
     return positions[positions < end]
 
 
-class StatefulDataLoader:
+SourceT = TypeVar("SourceT")
+BatchT = TypeVar("BatchT")
+
+
+@dataclasses.dataclass(init=False, eq=False, repr=False)
+class StatefulDataLoader(Generic[SourceT, BatchT]):
     """Batches from a sample source in a seeded global order, resumable from ``state_dict()``.
 
     Use :meth:`from_storage` or :meth:`from_export`; the constructor takes any
-    :class:`~guideloom.loader.sample_sources.SampleSource`. The loader is a context manager:
-    leaving it stops the workers and closes the source's readers.
+    :class:`~guideloom.loader.sample_sources.SampleSource`, or (as GuideLoom 1.1's does) any
+    dataset whose ``sync_reader()`` is a sequence of samples, such as a
+    :class:`~guideloom.StreamDataset`. The loader is a context manager: leaving it stops the
+    workers and closes the source's readers. It is a dataclass of its constructor arguments, so
+    ``dataclasses.replace(loader, local_batch_size=8)`` makes a changed copy.
 
     Args:
-        source: ``len(source)`` samples, read with ``source.fetch(indices)``.
+        dataset: ``len(dataset)`` samples read with ``dataset.fetch(indices)`` (a sample
+            source), or a dataset with ``sync_reader()``. ``source=`` is another name for it.
         collate_fn: Turns a fetched batch (or ``[]`` for an empty batch) into the batch object;
             defaults to :func:`~guideloom.loader.default_collate`.
-        device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...).
-        local_batch_size: Samples per batch on this rank.
+        device: Where the tensors of each batch are moved (``"cpu"``, ``"cuda:0"``, ...); by
+            default the current CUDA device when there is one, else the CPU
+            (:meth:`get_default_device`).
+        local_batch_size: Samples per batch on this rank (default 1, as in GuideLoom 1.1).
         batch_size: The same setting under ``torch.utils.data.DataLoader``'s name: samples per
             batch on this rank (per process), not the global batch. Pass one of the two (both
             only if equal).
@@ -63,16 +75,32 @@ class StatefulDataLoader:
         parallel_method: ``"thread"`` or ``"process"``. Processes are spawned: the source must
             be picklable and the calling script needs an ``if __name__ == "__main__":`` guard;
             they only read, collation then runs in the consumer's process.
-        prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``).
+        prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``);
+            ``0`` (the default, as in GuideLoom 1.1) keeps one batch per worker in flight.
         pin_memory: Pin batches in the workers before the device move (accelerators only).
     """
 
+    # the constructor's arguments, for dataclasses.fields() and dataclasses.replace()
+    dataset: Any
+    collate_fn: Callable[[Any], Any]
+    device: Any
+    local_batch_size: int
+    rank: int
+    world_size: int
+    num_workers: int
+    parallel_method: str
+    shuffle: bool
+    shuffle_seed: int | None
+    pin_memory: bool
+    drop_last: bool
+    prefetch: int
+
     def __init__(
         self,
-        source: SampleSource,
+        dataset: Any = None,
         collate_fn: Callable[[Any], Any] | None = None,
         *,
-        device: Any,
+        device: Any = None,
         local_batch_size: int | None = None,
         batch_size: int | None = None,
         rank: int = 0,
@@ -82,18 +110,32 @@ class StatefulDataLoader:
         drop_last: bool = True,
         num_workers: int = 0,
         parallel_method: str = "thread",
-        prefetch: int = 2,
+        prefetch: int = 0,
         pin_memory: bool = False,
+        source: SampleSource | None = None,
     ) -> None:
         torch = require_torch()
+        if (dataset is None) == (source is None):
+            raise TypeError("StatefulDataLoader() takes one dataset (or source=)")
+        given = dataset if source is None else source
+        source = _as_source(given)
         local_batch_size = _per_rank_batch_size(local_batch_size, batch_size)
         if local_batch_size < 1:
             raise ValueError(f"local_batch_size must be >= 1, got {local_batch_size}")
-        if world_size < 1 or not 0 <= rank < world_size:
+        if world_size < 1:
+            raise ValueError(f"world_size ({world_size}) cannot be less than 1")
+        if rank < 0:
+            raise ValueError(f"rank ({rank}) cannot be less than 0")
+        if rank >= world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, {world_size=}")
-        if num_workers < 0 or prefetch < 1:
+        if num_workers < 0 or prefetch < 0:
             raise ValueError(
-                f"need num_workers >= 0 and prefetch >= 1, got {num_workers}, {prefetch}"
+                f"need num_workers >= 0 and prefetch >= 0, got {num_workers}, {prefetch}"
+            )
+        if 0 < prefetch < num_workers:
+            warn(
+                f"prefetch={prefetch} batches in flight for num_workers={num_workers}: not all "
+                "workers will be utilized; raise prefetch (or pass 0: one batch per worker)"
             )
         if parallel_method not in ("thread", "process"):
             raise ValueError(
@@ -102,9 +144,10 @@ class StatefulDataLoader:
         if pin_memory and not torch.cuda.is_available():
             warn("pin_memory=True but no CUDA device: not pinning")
             pin_memory = False
+        self.dataset = given
         self.source = source
         self.collate_fn = default_collate if collate_fn is None else collate_fn
-        self.device = torch.device(device)
+        self.device = self.get_default_device() if device is None else torch.device(device)
         self.local_batch_size = int(local_batch_size)
         self.rank = int(rank)
         self.world_size = int(world_size)
@@ -128,6 +171,37 @@ class StatefulDataLoader:
         self._closed = False
         self._warned_empty = False
 
+    @staticmethod
+    def get_default_device() -> Any:
+        """Return the current CUDA device when CUDA is available, else the CPU."""
+        torch = require_torch()
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    @property
+    def dataset_size(self) -> int:
+        """Number of samples (GuideLoom 1.1's name)."""
+        return self._num_samples
+
+    def open(self) -> None:
+        """Make a closed loader usable again (GuideLoom 1.1 calls this before iterating).
+
+        Raises:
+            ValueError: The dataset has fewer samples than one global batch (as in 1.1).
+        """
+        self._closed = False
+        if self._num_samples < self.global_batch_size:
+            raise ValueError(
+                f"the dataset has {self._num_samples} samples, fewer than one global batch of "
+                f"{self.global_batch_size} (local_batch_size={self.local_batch_size} x "
+                f"world_size={self.world_size}); lower the batch size"
+            )
+
+    def _depth(self) -> int:
+        """Batches in flight with workers: ``prefetch``, or one per worker when it is 0."""
+        return self.prefetch or max(self.num_workers, 1)
+
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_storage(
@@ -147,7 +221,7 @@ class StatefulDataLoader:
         """
         require_torch()
         dataset = _dataset_for(storage, sequence_length)
-        return cls(ReaderSource(dataset), collate_fn, **kwargs)
+        return cls(dataset, collate_fn, **kwargs)  # loader.dataset is the dataset, as in 1.1
 
     @classmethod
     def from_export(
@@ -156,19 +230,21 @@ class StatefulDataLoader:
         collate_fn: Callable[[Any], Any] | None = None,
         *,
         fields: list[str] | None = None,
+        trust: bool = False,
         **kwargs: Any,
     ) -> StatefulDataLoader:
         """Load from an export (a ``load_export`` reader, or its directory).
 
         Each batch is one vectorised ``export.batch(indices)`` read; the default collate turns
-        its dict of arrays into a dict of tensors.
+        its dict of arrays into a dict of tensors. ``trust`` is passed to ``load_export`` for a
+        path: needed for pickled exports, whose reading runs code chosen by their author.
         """
         require_torch()
         export = export_or_path
         if isinstance(export_or_path, (str, os.PathLike)):
             from guideloom.streaming import load_export
 
-            export = load_export(Path(export_or_path), fields=fields)
+            export = load_export(Path(export_or_path), fields=fields, trust=trust)
         elif fields is not None:
             raise ValueError("fields= applies only when a path is given")
         return cls(ExportSource(export), collate_fn, **kwargs)
@@ -243,13 +319,14 @@ class StatefulDataLoader:
             "drop_last": self.drop_last,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume at ``state``: the next batch is the one an uninterrupted run delivers next.
 
         Raises:
             RuntimeError: An iterator of this loader is active.
             ValueError: The state is malformed or lies beyond this dataset.
         """
+        state = state_dict
         if self._active_iterator() is not None:
             raise RuntimeError("cannot load state while an iterator of this loader is active")
         missing = [key for key in _STATE_KEYS if key not in state]
@@ -378,7 +455,7 @@ class _LoaderIterator:
 
     def _fill(self) -> None:
         loader = self._loader
-        depth = loader.prefetch if self._pool is not None else 1
+        depth = loader._depth() if self._pool is not None else 1
         while len(self._pending) < depth and self._next_base < self._end:
             base = self._next_base
             self._next_base += loader.global_batch_size
@@ -393,6 +470,15 @@ class _LoaderIterator:
 
     def __iter__(self) -> _LoaderIterator:
         return self
+
+    def open(self) -> None:
+        """Nothing to do (GuideLoom 1.1's iterators have it); the iterator is ready."""
+
+    def __enter__(self) -> _LoaderIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __next__(self) -> Any:
         if self.finished:
@@ -419,12 +505,9 @@ class _LoaderIterator:
         except BaseException:
             self.close()
             raise
-        delivered = min(base + loader.global_batch_size, loader._num_samples)
-        if base + loader.global_batch_size >= self._end:  # last batch of the epoch
-            loader._epoch, loader._offset = self._epoch + 1, 0
-            self._advanced = True
-        else:
-            loader._offset = delivered
+        # the epoch ends when the iterator is exhausted (as in GuideLoom 1.1): a checkpoint
+        # taken after the last batch but before that resumes with an empty rest of the epoch
+        loader._offset = min(base + loader.global_batch_size, loader._num_samples)
         return batch
 
     def close(self) -> None:
@@ -457,13 +540,22 @@ def _process_fetch(indices: np.ndarray) -> Any:
     return _WORKER_SOURCE.fetch(indices) if len(indices) else []
 
 
+def _as_source(dataset: Any) -> SampleSource:
+    """A sample source as is; a dataset with ``sync_reader()`` served by a ReaderSource."""
+    if isinstance(dataset, SampleSource):
+        return dataset
+    if hasattr(dataset, "sync_reader"):
+        return ReaderSource(dataset)
+    raise TypeError(
+        f"cannot load from {type(dataset).__name__}: expected a dataset with sync_reader() (for "
+        "example guideloom.StreamDataset) or a sample source with __len__ and fetch(indices)"
+    )
+
+
 def _per_rank_batch_size(local_batch_size: int | None, batch_size: int | None) -> int:
     """The per-rank batch size from ``local_batch_size`` or its alias ``batch_size``."""
     if local_batch_size is None:
-        if batch_size is None:
-            raise TypeError("StatefulDataLoader needs local_batch_size= (or its alias "
-                            "batch_size=): the samples per batch on this rank")
-        return batch_size
+        return 1 if batch_size is None else batch_size  # 1: GuideLoom 1.1's default
     if batch_size is not None and int(batch_size) != int(local_batch_size):
         raise ValueError(f"batch_size={batch_size} and local_batch_size={local_batch_size} "
                          "disagree: both name the samples per batch on this rank; pass one")
@@ -494,4 +586,6 @@ def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
         if sequence_length is not None:
             raise ValueError("sequence_length applies to storages, not to an opened dataset")
         return storage
-    raise TypeError(f"cannot load from {type(storage).__name__}: expected a GuideLoom storage")
+    raise TypeError(
+        f"unsupported storage type {type(storage).__name__}: expected a GuideLoom storage"
+    )

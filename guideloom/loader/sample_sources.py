@@ -40,8 +40,9 @@ class ReaderSource:
 
     Args:
         dataset: A :class:`~guideloom.StreamDataset`, :class:`~guideloom.DocumentDataset` or
-            anything whose ``sync_reader()`` context manager yields a reader with ``len`` and
-            ``get_many(indices) -> list``.
+            anything whose ``sync_reader()`` gives a sequence of samples (``len`` and ``[i]``;
+            ``get_many(indices)`` is used when it has one). A context manager is entered, a
+            reader with ``open()``/``close()`` is opened (GuideLoom 1.1's readers).
     """
 
     def __init__(self, dataset: Any) -> None:
@@ -61,7 +62,13 @@ class ReaderSource:
                 return self._idle.pop()
             stack = contextlib.ExitStack()
             self._stacks.append(stack)
-        return stack.enter_context(self.dataset.sync_reader())
+        reader = self.dataset.sync_reader()
+        if hasattr(reader, "__enter__"):
+            return stack.enter_context(reader)
+        if hasattr(reader, "open"):  # a GuideLoom 1.1 style reader opened by hand
+            reader.open()
+            stack.callback(reader.close)
+        return reader
 
     def _release(self, reader: Any) -> None:
         with self._lock:
@@ -74,7 +81,9 @@ class ReaderSource:
         """Read the samples at ``indices`` (in that order) with one ``get_many`` call."""
         reader = self._acquire()
         try:
-            return list(reader.get_many(indices))
+            if hasattr(reader, "get_many"):
+                return list(reader.get_many(indices))
+            return [reader[int(i)] for i in indices]  # any sequence of samples
         finally:
             self._release(reader)
 

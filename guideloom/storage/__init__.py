@@ -53,3 +53,28 @@ __all__ = [
     "StreamWithMetaWriter",
     "StreamWriter",
 ]
+
+
+def _register_with_guideloom11_bases() -> None:
+    """Make ``isinstance(x, guideloom.types.<1.1 base>)`` hold for guideloom's classes."""
+    from guideloom.storage import abstract as ab
+
+    pairs = [
+        (ab.StreamStorageAbstract, (StreamStorage, StreamWithMetaStorage)),
+        (ab.StreamStorageSyncWriterAbstract, (StreamWriter, StreamWithMetaWriter)),
+        (ab.StreamStorageSyncReaderAbstract, (StreamReader, StreamWithMetaReader)),
+        (ab.StreamStorageAsyncReaderAbstract, (AsyncStreamReader, AsyncStreamWithMetaReader)),
+        (ab.DocumentStorageAbstract, (DocumentStorage,)),
+        (ab.DocumentStorageSyncWriterAbstract, (DocumentWriter,)),
+        (ab.DocumentStorageSyncReaderAbstract, (DocumentReader,)),
+        (ab.DocumentStorageAsyncReaderAbstract, (AsyncDocumentReader,)),
+        (ab.DatasetAbstract, (StreamDataset, DocumentDataset)),
+        (ab.DatasetSyncReaderAbstract, (StreamDatasetReader, DocumentDatasetReader)),
+        (ab.DatasetAsyncReaderAbstract, (AsyncStreamDatasetReader, AsyncDocumentDatasetReader)),
+    ]
+    for base, classes in pairs:
+        for cls in classes:
+            base.register(cls)
+
+
+_register_with_guideloom11_bases()

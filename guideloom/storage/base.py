@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from guideloom.storage.io import resolve_read_interface
-from guideloom.storage.shards import ShardFileWriter, check_shard_number
-from guideloom.storage.types import ReadInterface
+from guideloom.storage.shards import ShardFileWriter, check_shard_number, mark_empty
 
 S = TypeVar("S")
 
@@ -27,13 +26,33 @@ class BaseStorage:
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
+        storage_dir: str | os.PathLike[str] | None,
         storage_format: Any,
-        read_interface: ReadInterface | type[ReadInterface] | None = None,
+        read_interface: Any = None,
+        *,
+        directory: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.directory: Any = directory.rstrip("/") if is_url(directory) else Path(directory)
+        if (storage_dir is None) == (directory is None):
+            raise TypeError(
+                f"{type(self).__name__}() takes one storage directory: "
+                f"{type(self).__name__}(storage_dir, storage_format)"
+            )
+        if storage_format is None:
+            raise TypeError(f"{type(self).__name__}() needs a storage_format")
+        location = storage_dir if directory is None else directory
+        self.directory: Any = location.rstrip("/") if is_url(location) else Path(location)
         self.format = storage_format
         self.read_interface = resolve_read_interface(read_interface)
+
+    @property
+    def storage_dir(self) -> Any:
+        """The storage directory (GuideLoom 1.1's name for :attr:`directory`)."""
+        return self.directory
+
+    @property
+    def storage_format(self) -> Any:
+        """The storage format (GuideLoom 1.1's name for :attr:`format`)."""
+        return self.format
 
     def __repr__(self) -> str:
         return (
@@ -58,6 +77,9 @@ class BaseWriter(Generic[S]):
     the shards passed to :meth:`append` are touched, so processes may write distinct shards of one
     directory at once; two writers must never write the same shard concurrently.
     """
+
+    #: The storage kind written in shard footers (and in the empty-storage marker).
+    kind = ""
 
     def __init__(self, storage: Any) -> None:
         if is_url(storage.directory):
@@ -92,6 +114,23 @@ class BaseWriter(Generic[S]):
         """
         self._state(shard)
 
+    def open(self) -> None:
+        """Start the session (GuideLoom 1.1 calls this; ``with`` does not need it)."""
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+        Path(self._storage.directory).mkdir(parents=True, exist_ok=True)
+
+    def length(self, shard: int) -> int:
+        """Elements (records for documents) appended to ``shard`` in this session.
+
+        Raises:
+            KeyError: Nothing was appended to ``shard`` by this writer (as in GuideLoom 1.1).
+        """
+        number = check_shard_number(shard)
+        if number not in self._shards:
+            raise KeyError(shard)
+        return self.elements(number)
+
     def elements(self, shard: int) -> int:
         """Elements appended to ``shard`` so far through this writer (records for documents)."""
         state = self._shards.get(check_shard_number(shard))
@@ -109,6 +148,8 @@ class BaseWriter(Generic[S]):
         if self._closed:
             return
         self._closed = True
+        if not self._shards:
+            mark_empty(self._storage.directory, self.kind)
         states = list(self._shards.values())
         try:
             while states:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, Generic
 
 import numpy as np
 
+from guideloom.storage.abstract import Closed
 from guideloom.storage.document import AsyncDocumentReader, DocumentReader, DocumentStorage
+from guideloom.storage.types import OutDataT
 
 __all__ = [
     "AsyncDocumentDatasetReader",
@@ -33,8 +35,15 @@ def _as_indices(indices: Any) -> list[int]:
     return array.tolist()
 
 
-class _SequenceReader:
-    """``len``, ``[i]`` (negative counts back), ``[a:b]``, ``[int array]`` and ``get_many``."""
+class _SequenceReader(Sequence):  # type: ignore[type-arg]
+    """``len``, ``[i]`` (negative counts back), ``[a:b]``, ``[int array]`` and ``get_many``.
+
+    A :class:`~collections.abc.Sequence` (``in``, ``index``, ``count``, ``reversed``), as
+    GuideLoom 1.1's dataset readers are.
+    """
+
+    def open(self) -> None:
+        """Nothing to do: the reader opened its storage when it was created (1.1 calls this)."""
 
     def __len__(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -113,13 +122,17 @@ class _AsyncSequenceReader:
         checked = [self._check(i, length) for i in _as_indices(indices)]
         return list(await asyncio.gather(*map(self._get, checked)))
 
+    async def open(self) -> None:
+        """Nothing to do: the reader opened its storage when it was created."""
+
     async def __aiter__(self) -> AsyncIterator[Any]:
         for i in range(len(self)):
             yield await self._get(i)
 
-    def close(self) -> None:
-        """Close the underlying storage reader."""
+    def close(self) -> Closed:
+        """Close the storage reader (awaiting the result, as 1.1 code does, is optional)."""
         self.storage_reader.close()  # type: ignore[attr-defined]
+        return Closed()
 
     async def aclose(self) -> None:
         """Close the underlying storage reader."""
@@ -159,7 +172,7 @@ class StreamDatasetReader(_SequenceReader):
         self.storage_reader.close()
 
 
-class StreamDataset:
+class StreamDataset(Generic[OutDataT]):
     """Windows of ``sequence_length`` elements over a stream storage.
 
     Works on :class:`StreamStorage` and :class:`StreamWithMetaStorage`. A trailing partial window
@@ -230,7 +243,7 @@ class DocumentDatasetReader(_SequenceReader):
         self.storage_reader.close()
 
 
-class DocumentDataset:
+class DocumentDataset(Generic[OutDataT]):
     """One sample per document of a :class:`DocumentStorage`.
 
     Args:

@@ -12,6 +12,7 @@ from typing import Any, Generic
 import numpy as np
 
 from guideloom.errors import FormatContractError
+from guideloom.storage.abstract import Closed
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -20,7 +21,7 @@ from guideloom.storage.shards import (
     close_shards,
     open_shards,
 )
-from guideloom.storage.types import DocumentStorageFormat, InDataT, OutDataT, ReadInterface
+from guideloom.storage.types import DocumentStorageFormat, InDataT, OutDataT
 
 __all__ = ["AsyncDocumentReader", "DocumentReader", "DocumentStorage", "DocumentWriter"]
 
@@ -39,6 +40,8 @@ class DocumentShardState(ShardState):
 
 class DocumentWriter(BaseWriter[DocumentShardState]):
     """Appends documents to shards of a :class:`DocumentStorage` (see :class:`BaseWriter`)."""
+
+    kind = KIND
 
     def _new_state(self, file: ShardFileWriter) -> DocumentShardState:
         return DocumentShardState(file)
@@ -60,6 +63,18 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
         state.file.end_section("data")
         state.file.write_section("record_offsets", np.asarray(state.byte_offsets, INDEX_DTYPE))
         state.file.commit({"kind": KIND, "elements": state.records, "records": state.records})
+
+
+def _checked_indexes(global_indexes: Any, total: int) -> list[int]:
+    """``global_indexes`` as ints, each in ``range(total)`` (negatives refused, as in 1.1)."""
+    wanted = [operator.index(i) for i in np.asarray(global_indexes).reshape(-1).tolist()]
+    for index in wanted:
+        if not 0 <= index < total:
+            raise IndexError(
+                f"document index {index} is out of range (outside of size {total}, the number "
+                "of documents); read_many takes no negative indexes"
+            )
+    return wanted
 
 
 class DocumentReader(Generic[OutDataT]):
@@ -111,7 +126,9 @@ class DocumentReader(Generic[OutDataT]):
         """
         number = operator.index(shard)
         if not 0 <= number < len(self._shards):
-            raise IndexError(f"shard {shard} is outside range({len(self._shards)})")
+            raise IndexError(
+                f"shard {shard} is out of range: the storage has {len(self._shards)} shards"
+            )
         return self._starts[number + 1] - self._starts[number]
 
     def locate(self, index: Any) -> tuple[int, int]:
@@ -121,7 +138,10 @@ class DocumentReader(Generic[OutDataT]):
         if index < 0:
             index += self._total
         if not 0 <= index < self._total:
-            raise IndexError(f"document index out of range for {self._total} documents")
+            raise IndexError(
+                f"document index {index} is out of range (outside of size {self._total}, the "
+                "number of documents)"
+            )
         shard = bisect_right(self._starts, index) - 1
         return shard, index - self._starts[shard]
 
@@ -145,14 +165,26 @@ class DocumentReader(Generic[OutDataT]):
             await self._files[shard].areadinto(offset, buffer)
         return bytes(buffer), shard
 
-    def read(self, index: int) -> OutDataT:
-        """Return document ``index`` decoded by the format.
+    def read(self, global_index: int) -> OutDataT:
+        """Return document ``global_index`` decoded by the format.
 
         Raises:
             IndexError: No such document.
         """
-        encoded, shard = self.read_encoded(index)
+        encoded, shard = self.read_encoded(global_index)
         return self._format.unpack(encoded, shard)
+
+    def read_many(self, global_indexes: Any) -> list[OutDataT]:
+        """Return the documents at ``global_indexes`` (ints or an integer array), in order.
+
+        Raises:
+            IndexError: An index is out of range (nothing is read).
+        """
+        wanted = _checked_indexes(global_indexes, self._total)
+        return [self.read(i) for i in wanted]
+
+    def open(self) -> None:
+        """Nothing to do: the shards are opened when the reader is created (1.1 calls this)."""
 
     def close(self) -> None:
         """Close the shard files."""
@@ -195,31 +227,33 @@ class AsyncDocumentReader(Generic[OutDataT]):
         """Return the number of documents in ``shard``."""
         return self._reader.length(shard)
 
-    async def read(self, index: int) -> OutDataT:
-        """Return document ``index`` decoded by the format (negative counts back).
+    async def read(self, global_index: int) -> OutDataT:
+        """Return document ``global_index`` decoded by the format (negative counts back).
 
         Raises:
             IndexError: No such document.
         """
-        encoded, shard = await self._reader.aread_encoded(index)
+        encoded, shard = await self._reader.aread_encoded(global_index)
         return self._format.unpack(encoded, shard)
 
-    async def read_many(self, indices: Any) -> list[OutDataT]:
-        """Return the documents at ``indices`` (ints or an integer array), in request order.
+    async def open(self) -> None:
+        """Nothing to do: the shards are opened when the reader is created."""
+
+    async def read_many(self, global_indexes: Any) -> list[OutDataT]:
+        """Return the documents at ``global_indexes`` (ints or an integer array), in request order.
 
         Every index is checked before anything is read; the reads run concurrently.
 
         Raises:
             IndexError: An index is out of range (nothing is read).
         """
-        wanted = [operator.index(i) for i in np.asarray(indices).reshape(-1).tolist()]
-        for index in wanted:
-            self._reader.locate(index)
+        wanted = _checked_indexes(global_indexes, self._reader.total_length)
         return list(await asyncio.gather(*(self.read(i) for i in wanted)))
 
-    def close(self) -> None:
-        """Close the shard files."""
+    def close(self) -> Closed:
+        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
         self._reader.close()
+        return Closed()
 
     async def aclose(self) -> None:
         """Close the shard files."""
@@ -236,19 +270,23 @@ class DocumentStorage(BaseStorage, Generic[InDataT, OutDataT]):
     """Records kept whole, each encoded to bytes by the format.
 
     Args:
-        directory: The storage directory (created by the first writer).
+        storage_dir: The storage directory (created by the first writer); ``directory=`` is
+            another name for it.
         storage_format: A :class:`guideloom.storage.types.DocumentStorageFormat`, for example
             :class:`guideloom.storage.DocumentPickleFormat` (trusted data only).
-        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default;
+            a GuideLoom 1.1 ``IOReaderAbstract`` backend works too).
     """
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
-        storage_format: DocumentStorageFormat[InDataT, OutDataT],
-        read_interface: ReadInterface | type[ReadInterface] | None = None,
+        storage_dir: str | os.PathLike[str] | None = None,
+        storage_format: DocumentStorageFormat[InDataT, OutDataT] | None = None,
+        read_interface: Any = None,
+        *,
+        directory: str | os.PathLike[str] | None = None,
     ) -> None:
-        super().__init__(directory, storage_format, read_interface)
+        super().__init__(storage_dir, storage_format, read_interface, directory=directory)
         self.format: DocumentStorageFormat[InDataT, OutDataT] = storage_format
 
     def sync_writer(self) -> DocumentWriter:

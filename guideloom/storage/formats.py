@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic
 
 import numpy as np
+
+try:  # PEP 696 defaults: ``StreamNumpyFormat`` alone means ``StreamNumpyFormat[dict, Any]``
+    from typing_extensions import TypeVar
+except ImportError:  # pragma: no cover - typing_extensions ships with zarr and numcodecs
+    from typing import TypeVar  # type: ignore[assignment]
+
+DataT = TypeVar("DataT", default=dict)
+DType = TypeVar("DType", default=Any)
+DocumentT = TypeVar("DocumentT", default=Any)
 
 __all__ = ["DocumentPickleFormat", "StreamNumpyFormat"]
 
@@ -35,7 +44,7 @@ def _check_fits(name: str, values: np.ndarray, target: np.dtype) -> np.ndarray:
     return converted
 
 
-class StreamNumpyFormat:
+class StreamNumpyFormat(Generic[DataT, DType]):
     """Stream elements are NumPy (usually structured) dtype items.
 
     With a structured dtype, :meth:`pack` takes a dict of equal-length 1-D arrays, one per field,
@@ -43,12 +52,19 @@ class StreamNumpyFormat:
     dtype, records and windows are 1-D arrays.
 
     Args:
-        dtype: The element dtype, for example
+        stream_dtype: The element dtype, for example
             ``np.dtype([("tokens", "<i4"), ("document_ids", "<u4"), ("loss_mask", "u1")])``.
+            ``dtype=`` is accepted as another name for it.
+        data_type: The mapping type of a record, for type checkers only (GuideLoom 1.1's
+            signature); ignored at run time.
     """
 
-    def __init__(self, dtype: Any) -> None:
-        self.stream_dtype = np.dtype(dtype)
+    def __init__(
+        self, stream_dtype: Any = None, data_type: type | None = None, *, dtype: Any = None
+    ) -> None:
+        if (stream_dtype is None) == (dtype is None):
+            raise TypeError("StreamNumpyFormat() takes one dtype: StreamNumpyFormat(stream_dtype)")
+        self.stream_dtype = np.dtype(stream_dtype if dtype is None else dtype)
         if self.stream_dtype.hasobject:
             raise ValueError("StreamNumpyFormat cannot store Python objects")
         if self.stream_dtype.subdtype is not None:
@@ -158,7 +174,7 @@ class StreamNumpyFormat:
         return {name: stream[name] for name in names}
 
 
-class DocumentPickleFormat:
+class DocumentPickleFormat(Generic[DocumentT]):
     """Stores each record with :mod:`pickle` (protocol 5).
 
     Warning:
@@ -176,6 +192,6 @@ class DocumentPickleFormat:
         """Return ``data`` pickled."""
         return pickle.dumps(data, protocol=self.protocol)
 
-    def unpack(self, encoded: bytes, shard: int) -> Any:
+    def unpack(self, encoded_data: bytes, shard: int) -> Any:
         """Return the unpickled record (trusted data only)."""
-        return pickle.loads(encoded)  # trusted data only, see the class docstring
+        return pickle.loads(encoded_data)  # trusted data only, see the class docstring

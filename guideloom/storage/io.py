@@ -15,6 +15,7 @@ import os
 import threading
 from typing import Any
 
+from guideloom.storage.abstract import IOReaderAbstract
 from guideloom.storage.types import FileReader, ReadInterface
 
 __all__ = ["MmapIO", "PosixPreadIO", "SeekIO", "resolve_read_interface"]
@@ -94,10 +95,16 @@ class SeekIO(ReadInterface):
 
 
 class _PreadFile(FileReader):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, advice: bool = False) -> None:
         self._path = path
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self._size = os.fstat(self._fd).st_size
+        try:
+            self._size = os.fstat(self._fd).st_size
+            if advice:  # tell the kernel reads are random: no read-ahead
+                os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_RANDOM)
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     def size(self) -> int:
         return self._size
@@ -126,22 +133,41 @@ class _PreadFile(FileReader):
             self._fd = -1
 
 
+def _has_fadvise() -> bool:
+    return hasattr(os, "posix_fadvise") and hasattr(os, "POSIX_FADV_RANDOM")
+
+
 class PosixPreadIO(ReadInterface):
-    """Reads with ``os.preadv``/``os.pread``: thread-safe without locks (POSIX only)."""
+    """Reads with ``os.preadv``/``os.pread``: thread-safe without locks (POSIX only).
+
+    Args:
+        advice: Call ``posix_fadvise(POSIX_FADV_RANDOM)`` on each file when it is opened (no
+            kernel read-ahead; helps shuffled reads of large shards on some file systems).
+
+    Raises:
+        OSError: ``advice=True`` on a platform without ``posix_fadvise``.
+    """
+
+    def __init__(self, *, advice: bool = False) -> None:
+        if advice and not _has_fadvise():
+            raise OSError("PosixPreadIO(advice=True) needs os.posix_fadvise, which this platform "
+                          "lacks; use PosixPreadIO() or another read interface")
+        self.advice = bool(advice)
 
     @classmethod
-    def is_supported(cls) -> bool:
-        """Return whether ``os.preadv`` and ``os.pread`` exist here."""
-        return hasattr(os, "preadv") and hasattr(os, "pread")
+    def is_supported(cls, *, advice: bool = False) -> bool:
+        """Return whether ``os.preadv`` and ``os.pread`` (and with ``advice``, fadvise) exist."""
+        ok = hasattr(os, "preadv") and hasattr(os, "pread")
+        return ok and (_has_fadvise() or not advice)
 
     def open(self, path: str | os.PathLike[str]) -> FileReader:
         """Open ``path``."""
         if not self.is_supported():
             raise OSError("PosixPreadIO needs os.preadv, which this platform lacks")
-        return _PreadFile(os.fspath(path))
+        return _PreadFile(os.fspath(path), self.advice)
 
     def __repr__(self) -> str:
-        return "PosixPreadIO()"
+        return "PosixPreadIO(advice=True)" if self.advice else "PosixPreadIO()"
 
 
 class _MmapFile(FileReader):
@@ -204,6 +230,9 @@ def resolve_read_interface(
 ) -> ReadInterface:
     """Return a :class:`ReadInterface` instance (``None`` means :class:`SeekIO`).
 
+    A GuideLoom 1.1 backend (an instance of :class:`guideloom.types.IOReaderAbstract`) is
+    wrapped in :class:`guideloom.storage.io_compat.LegacyReadInterface`.
+
     Raises:
         TypeError: ``read_interface`` is not a read interface.
         OSError: The interface is not supported on this platform.
@@ -212,6 +241,12 @@ def resolve_read_interface(
         return SeekIO()
     if isinstance(read_interface, type) and issubclass(read_interface, ReadInterface):
         read_interface = read_interface()
+    if not isinstance(read_interface, ReadInterface) and isinstance(
+        read_interface, IOReaderAbstract
+    ):  # a backend written for GuideLoom 1.1
+        from guideloom.storage.io_compat import LegacyReadInterface
+
+        read_interface = LegacyReadInterface(read_interface)
     if not isinstance(read_interface, ReadInterface):
         raise TypeError(
             "read_interface must be a guideloom.storage.types.ReadInterface, "
@@ -220,3 +255,6 @@ def resolve_read_interface(
     if not read_interface.is_supported():
         raise OSError(f"{type(read_interface).__name__} is not supported on this platform")
     return read_interface
+
+
+IOReaderAbstract.register(ReadInterface)  # SeekIO() etc. answer isinstance(..., IOReaderAbstract)

@@ -221,6 +221,53 @@ def _parse_footer(path: Path, file: FileReader) -> dict[str, Any]:
     return footer
 
 
+#: Written by a writer session that appended nothing, so the storage opens as an empty one.
+EMPTY_MARKER = "empty-storage.json"
+
+
+def mark_empty(directory: Path, kind: str) -> None:
+    """Record that ``directory`` is a storage of ``kind`` with no shards (unless it has some)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(_NAME.match(entry.name) for entry in os.scandir(directory)):
+        return
+    marker = directory / EMPTY_MARKER
+    temp = directory / f".{EMPTY_MARKER}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    temp.write_text(json.dumps({"kind": kind, "shards": 0}))
+    os.replace(temp, marker)
+
+
+def _check_empty_marker(directory: Any, read_interface: ReadInterface, kind: str) -> None:
+    path = read_interface.join(directory, EMPTY_MARKER)
+    with read_interface.open(path) as file:
+        try:
+            body = json.loads(file.read(0, file.size()))
+            found = body["kind"]
+        except (ValueError, KeyError, TypeError):
+            raise StorageError(f"{path}: not a GuideLoom empty-storage marker") from None
+    if found != kind:
+        raise StorageError(
+            f"{path}: the directory is an empty {found!r} storage, not a {kind!r} storage"
+        )
+
+
+EXPORT_MANIFEST = "export.json"  # a guideloom export of a storage (guideloom.formats.layout)
+
+
+def exported_shards(directory: Any, read_interface: ReadInterface) -> int | None:
+    """How many shards the guideloom export at ``directory`` lists, or ``None`` when the
+    directory is not a storage export (a plain storage, or its manifest unreadable)."""
+    try:
+        with read_interface.open(read_interface.join(directory, EXPORT_MANIFEST)) as file:
+            manifest = json.loads(file.read(0, file.size()))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("kind") != "storage":
+        return None
+    count = manifest.get("n_partitions")
+    return count if isinstance(count, int) and count >= 0 else None
+
+
 def open_shards(
     directory: Any,
     kind: str,
@@ -239,10 +286,12 @@ def open_shards(
 
     Raises:
         FileNotFoundError: ``directory`` does not exist.
-        StorageError: No shards, a gap in the numbering, or a damaged or mismatched shard.
+        StorageError: No shards (and no empty-storage marker from a writer that wrote
+            nothing), a gap in the numbering, or a damaged or mismatched shard.
     """
     numbers: dict[int, str] = {}
-    for name in read_interface.list_names(directory):
+    names = read_interface.list_names(directory)
+    for name in names:
         match = _NAME.match(name)
         if match is None:
             continue
@@ -251,7 +300,18 @@ def open_shards(
             raise StorageError(f"{directory}: ambiguous shard file name {name!r}")
         numbers[number] = name
     if not numbers:
+        if EMPTY_MARKER in names:
+            _check_empty_marker(directory, read_interface, kind)
+            return []
         raise StorageError(f"{directory} holds no shards (shard-000000.gls, ...)")
+    listed = exported_shards(directory, read_interface) if EXPORT_MANIFEST in names else None
+    if listed is not None and set(numbers) - set(range(listed)):
+        extra = sorted(set(numbers) - set(range(listed)))
+        raise StorageError(
+            f"{directory}: {read_interface.join(directory, numbers[extra[0]])} (and "
+            f"{len(extra) - 1} more) is not one of the {listed} shards its export.json lists; "
+            "something added it: remove it, or export again"
+        )
     missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
     if missing:
         shown = ", ".join(str(m) for m in missing[:10]) + (", ..." if len(missing) > 10 else "")

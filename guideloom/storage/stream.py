@@ -12,6 +12,7 @@ from typing import Any, Generic
 import numpy as np
 
 from guideloom.errors import FormatContractError, StorageError
+from guideloom.storage.abstract import Closed
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -23,7 +24,7 @@ from guideloom.storage.shards import (
     dtype_to_json,
     open_shards,
 )
-from guideloom.storage.types import InDataT, OutDataT, ReadInterface, StreamStorageFormat
+from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamStorageFormat
 
 __all__ = ["AsyncStreamReader", "StreamReader", "StreamStorage", "StreamWriter"]
 
@@ -67,6 +68,8 @@ class StreamShardState(ShardState):
 
 class StreamWriter(BaseWriter[StreamShardState]):
     """Appends records to shards of a :class:`StreamStorage` (see :class:`BaseWriter`)."""
+
+    kind = KIND
 
     def __init__(self, storage: StreamStorage) -> None:
         super().__init__(storage)
@@ -141,31 +144,56 @@ class StreamIndex:
         self.total = self.starts[-1]
         self.starts_array = np.asarray(self.starts, dtype=np.int64)
 
-    def check_range(self, start: Any, length: Any) -> tuple[int, int]:
-        """Return ``(start, length)`` as ints, or raise ``IndexError`` outside the stream."""
+    def check_range(self, start: Any, length: Any, *, wrap: bool = True) -> tuple[int, int]:
+        """Return ``(start, length)`` as ints, or raise ``IndexError``.
+
+        With ``wrap`` (GuideLoom 1.1's rule) ``start`` must lie in the stream and any
+        ``length >= 0`` is allowed: the read continues at element 0 after the last one. Without
+        it the whole range must lie in the stream (a zero-length range may start at the end).
+        """
         if type(start) is not int:
             start = operator.index(start)
         if type(length) is not int:
             length = operator.index(length)
-        if start < 0 or length < 0 or start + length > self.total:
+        if wrap:
+            if length < 0:
+                raise IndexError(f"a read of {length} elements: the length must be >= 0")
+            if not 0 <= start < self.total:
+                raise IndexError(
+                    f"a read starting at element {start} is outside of size {self.total} (the "
+                    "number of elements of the stream)"
+                )
+        elif start < 0 or length < 0 or start + length > self.total:
             raise IndexError(
                 f"elements [{start}, {start + length}) are outside the stream of {self.total}"
             )
         return start, length
 
+    def length(self, shard: Any) -> int:
+        """Return the element count of ``shard`` (``IndexError`` outside ``range(num_shards)``)."""
+        number = operator.index(shard)
+        if not 0 <= number < len(self.lengths):
+            raise IndexError(
+                f"shard {shard} is out of range: the storage has {len(self.lengths)} shards"
+            )
+        return int(self.lengths[number])
+
     def segments(self, start: int, length: int) -> list[tuple[int, int, int]]:
-        """Return ``(shard, local_start, count)`` for each shard segment of a range."""
+        """Return ``(shard, local_start, count)`` for each shard segment of a range.
+
+        A range running past the last element continues at shard 0 (as often as it needs).
+        """
         shard = bisect_right(self.starts, start) - 1
+        local = start - self.starts[shard]
         out = []
-        position, remaining = start, length
+        remaining = length
         while remaining:
-            local = position - self.starts[shard]
             count = min(self.lengths[shard] - local, remaining)
             if count > 0:
                 out.append((shard, local, count))
-                position += count
                 remaining -= count
-            shard += 1
+            shard = shard + 1 if shard + 1 < len(self.lengths) else 0
+            local = 0
         return out
 
     def read(self, start: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -274,15 +302,39 @@ class StreamReader(Generic[OutDataT]):
     def __len__(self) -> int:
         return self._index.total
 
-    def read(self, start: int, length: int) -> OutDataT:
-        """Return the sample decoded from elements ``[start, start + length)``.
+    def length(self, shard: int) -> int:
+        """Return the number of elements in ``shard``.
+
+        Raises:
+            IndexError: ``shard`` is not in ``range(num_shards)``.
+        """
+        return self._index.length(shard)
+
+    def read(self, global_index: int, global_length: int) -> OutDataT:
+        """Return the sample decoded from ``global_length`` elements from ``global_index``.
+
+        As in GuideLoom 1.1, a read running past the last element continues at element 0, and a
+        zero-length read returns an empty window.
+
+        Raises:
+            IndexError: ``global_index`` is not in the stream or ``global_length < 0``.
+        """
+        index = self._index
+        start, length = index.check_range(global_index, global_length)
+        return self._format.unpack(*index.read(start, length))
+
+    def read_span(self, start: int, length: int) -> OutDataT:
+        """Return the sample decoded from exactly ``[start, start + length)`` (no wrapping).
 
         Raises:
             IndexError: The range is not inside the stream.
         """
         index = self._index
-        start, length = index.check_range(start, length)
+        start, length = index.check_range(start, length, wrap=False)
         return self._format.unpack(*index.read(start, length))
+
+    def open(self) -> None:
+        """Nothing to do: the shards are opened when the reader is created (1.1 calls this)."""
 
     def close(self) -> None:
         """Close the shard files."""
@@ -320,18 +372,26 @@ class AsyncStreamReader(Generic[OutDataT]):
     def __len__(self) -> int:
         return self._index.total
 
-    async def read(self, start: int, length: int) -> OutDataT:
-        """Return the sample decoded from elements ``[start, start + length)``."""
-        start, length = self._index.check_range(start, length)
+    def length(self, shard: int) -> int:
+        """Return the number of elements in ``shard`` (``IndexError`` if there is none)."""
+        return self._index.length(shard)
+
+    async def read(self, global_index: int, global_length: int) -> OutDataT:
+        """Return the sample of ``global_length`` elements from ``global_index`` (wrapping)."""
+        start, length = self._index.check_range(global_index, global_length)
         return self._format.unpack(*(await self._index.aread(start, length)))
+
+    async def open(self) -> None:
+        """Nothing to do: the shards are opened when the reader is created."""
 
     async def aclose(self) -> None:
         """Close the shard files."""
         close_shards(self._index.shards)
 
-    def close(self) -> None:
-        """Close the shard files."""
+    def close(self) -> Closed:
+        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
         close_shards(self._index.shards)
+        return Closed()
 
     async def __aenter__(self) -> AsyncStreamReader[OutDataT]:
         return self
@@ -340,23 +400,27 @@ class AsyncStreamReader(Generic[OutDataT]):
         self.close()
 
 
-class StreamStorage(BaseStorage, Generic[InDataT, OutDataT]):
+class StreamStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
     """Records of fixed-size elements, concatenated into one logical stream over shards.
 
     Args:
-        directory: The storage directory (created by the first writer).
+        storage_dir: The storage directory (created by the first writer); ``directory=`` is
+            another name for it.
         storage_format: A :class:`guideloom.storage.types.StreamStorageFormat`, for example
             :class:`guideloom.storage.StreamNumpyFormat`.
-        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default;
+            a GuideLoom 1.1 ``IOReaderAbstract`` backend works too).
     """
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
-        storage_format: StreamStorageFormat[InDataT, OutDataT],
-        read_interface: ReadInterface | type[ReadInterface] | None = None,
+        storage_dir: str | os.PathLike[str] | None = None,
+        storage_format: StreamStorageFormat[InDataT, OutDataT] | None = None,
+        read_interface: Any = None,
+        *,
+        directory: str | os.PathLike[str] | None = None,
     ) -> None:
-        super().__init__(directory, storage_format, read_interface)
+        super().__init__(storage_dir, storage_format, read_interface, directory=directory)
         self.format: StreamStorageFormat[InDataT, OutDataT] = storage_format
         np.dtype(storage_format.stream_dtype)  # fail early on a format without a dtype
 

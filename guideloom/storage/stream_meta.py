@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple
 import numpy as np
 
 from guideloom.errors import FormatContractError, StorageError
+from guideloom.storage.abstract import Closed
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -20,7 +21,7 @@ from guideloom.storage.shards import (
     dtype_to_json,
 )
 from guideloom.storage.stream import check_stream, open_stream_index
-from guideloom.storage.types import InDataT, OutDataT, ReadInterface, StreamWithMetaStorageFormat
+from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamWithMetaStorageFormat
 
 __all__ = [
     "AsyncStreamWithMetaReader",
@@ -113,6 +114,8 @@ def _collect(fmt: Any, data: Any, dtype: np.dtype) -> tuple[np.ndarray, list[int
 
 class StreamWithMetaWriter(BaseWriter[MetaShardState]):
     """Appends records to shards of a :class:`StreamWithMetaStorage` (see :class:`BaseWriter`)."""
+
+    kind = KIND
 
     def __init__(self, storage: StreamWithMetaStorage) -> None:
         super().__init__(storage)
@@ -227,6 +230,13 @@ class StreamWithMetaReader(Generic[OutDataT]):
     def __len__(self) -> int:
         return self._index.total
 
+    def length(self, shard: int) -> int:
+        """Return the number of elements in ``shard`` (``IndexError`` if there is none)."""
+        return self._index.length(shard)
+
+    def open(self) -> None:
+        """Nothing to do: the shards are opened when the reader is created (1.1 calls this)."""
+
     def _plan(self, start: int, length: int) -> tuple[np.ndarray, list[_PayloadSpan]]:
         """Return the payload index of each element of a checked range and the spans to read."""
         index = self._index
@@ -270,14 +280,22 @@ class StreamWithMetaReader(Generic[OutDataT]):
             stream, np.asarray(document_shard, dtype=np.int64), document_index, document_data
         )
 
-    def read(self, start: int, length: int) -> OutDataT:
-        """Return the sample decoded from elements ``[start, start + length)``.
+    def read(self, global_index: int, global_length: int) -> OutDataT:
+        """Return the sample of ``global_length`` elements from ``global_index``.
+
+        As in GuideLoom 1.1, a read running past the last element continues at element 0.
 
         Raises:
-            IndexError: The range is not inside the stream.
+            IndexError: ``global_index`` is not in the stream or ``global_length < 0``.
         """
+        return self._read(*self._index.check_range(global_index, global_length))
+
+    def read_span(self, start: int, length: int) -> OutDataT:
+        """Return the sample decoded from exactly ``[start, start + length)`` (no wrapping)."""
+        return self._read(*self._index.check_range(start, length, wrap=False))
+
+    def _read(self, start: int, length: int) -> OutDataT:
         index = self._index
-        start, length = index.check_range(start, length)
         stream, _, _ = index.read(start, length)
         document_index, spans = self._plan(start, length)
         blobs = [index.files[s.shard].read(s.offset, s.nbytes) for s in spans]
@@ -336,17 +354,25 @@ class AsyncStreamWithMetaReader(Generic[OutDataT]):
     def __len__(self) -> int:
         return self._reader.num_elements
 
-    async def read(self, start: int, length: int) -> OutDataT:
-        """Return the sample decoded from elements ``[start, start + length)``.
+    def length(self, shard: int) -> int:
+        """Return the number of elements in ``shard`` (``IndexError`` if there is none)."""
+        return self._reader.length(shard)
+
+    async def read(self, global_index: int, global_length: int) -> OutDataT:
+        """Return the sample of ``global_length`` elements from ``global_index`` (wrapping).
 
         Raises:
-            IndexError: The range is not inside the stream.
+            IndexError: ``global_index`` is not in the stream or ``global_length < 0``.
         """
-        return await self._reader.aread(start, length)
+        return await self._reader.aread(global_index, global_length)
 
-    def close(self) -> None:
-        """Close the shard files."""
+    async def open(self) -> None:
+        """Nothing to do: the shards are opened when the reader is created."""
+
+    def close(self) -> Closed:
+        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
         self._reader.close()
+        return Closed()
 
     async def aclose(self) -> None:
         """Close the shard files."""
@@ -359,25 +385,29 @@ class AsyncStreamWithMetaReader(Generic[OutDataT]):
         self.close()
 
 
-class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT]):
+class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
     """A stream of fixed-size elements whose runs carry variable-size payloads.
 
     Use it for annotations on token spans (for example concept lists): each element points at the
     payload of its run, and a read returns the payloads its window needs.
 
     Args:
-        directory: The storage directory (created by the first writer).
+        storage_dir: The storage directory (created by the first writer); ``directory=`` is
+            another name for it.
         storage_format: A :class:`guideloom.storage.types.StreamWithMetaStorageFormat`.
-        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default).
+        read_interface: How shard files are read (:class:`guideloom.storage.io.SeekIO` by default;
+            a GuideLoom 1.1 ``IOReaderAbstract`` backend works too).
     """
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
-        storage_format: StreamWithMetaStorageFormat[InDataT, OutDataT],
-        read_interface: ReadInterface | type[ReadInterface] | None = None,
+        storage_dir: str | os.PathLike[str] | None = None,
+        storage_format: StreamWithMetaStorageFormat[InDataT, OutDataT] | None = None,
+        read_interface: Any = None,
+        *,
+        directory: str | os.PathLike[str] | None = None,
     ) -> None:
-        super().__init__(directory, storage_format, read_interface)
+        super().__init__(storage_dir, storage_format, read_interface, directory=directory)
         self.format: StreamWithMetaStorageFormat[InDataT, OutDataT] = storage_format
         np.dtype(storage_format.stream_dtype)
 

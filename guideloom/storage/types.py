@@ -9,6 +9,7 @@ subclassing :class:`ReadInterface` and :class:`FileReader`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -30,6 +31,7 @@ __all__ = [
     "InDataT",
     "OutDataT",
     "FileReader",
+    "StreamDType",
     "ReadInterface",
     "StreamStorageFormat",
     "StreamWithMetaStorageFormat",
@@ -39,20 +41,31 @@ __all__ = [
 InDataT = TypeVar("InDataT", default=Any)
 #: What a reader returns (the sample type); defaults to ``InDataT``.
 OutDataT = TypeVar("OutDataT", default=InDataT)
+#: The NumPy scalar type of one stream element (GuideLoom 1.1's third type parameter).
+StreamDType = TypeVar("StreamDType", default=Any)
 
 
 @runtime_checkable
-class StreamStorageFormat(Protocol[InDataT, OutDataT]):
+class StreamStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
     """Encodes records as 1-D arrays of ``stream_dtype`` and decodes read windows.
 
-    Generic in the record type and the sample type, as in GuideLoom 1.1:
-    ``class TokenFormat(StreamStorageFormat[dict, dict])``; one argument sets both.
+    Generic in the record type, the sample type and the element type, as in GuideLoom 1.1:
+    ``class TokenFormat(StreamStorageFormat[dict, dict, np.int32])``; one argument sets both
+    record and sample type, and the element type may be left out.
 
     Attributes:
         stream_dtype: The dtype of one stream element (use explicit byte order).
     """
 
     stream_dtype: np.dtype
+
+    def __init__(self, stream_dtype: Any = None) -> None:
+        """Set :attr:`stream_dtype` (1.1's subclasses call ``super().__init__(dtype)``).
+
+        Without an argument a class attribute ``stream_dtype`` is kept.
+        """
+        if stream_dtype is not None:
+            self.stream_dtype = np.dtype(stream_dtype)
 
     def pack(self, data: InDataT) -> np.ndarray:
         """Return ``data`` as a 1-D array of ``stream_dtype``."""
@@ -84,23 +97,32 @@ class DocumentStorageFormat(Protocol[InDataT, OutDataT]):
         """Return the encoded record."""
         ...
 
-    def unpack(self, encoded: bytes, shard: int) -> OutDataT:
-        """Return the record decoded from ``encoded``, stored in shard ``shard``."""
+    def unpack(self, encoded_data: bytes, shard: int) -> OutDataT:
+        """Return the record decoded from ``encoded_data``, stored in shard ``shard``."""
         ...
 
 
 @runtime_checkable
-class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT]):
+class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
     """A stream whose elements point at variable-size payloads (for example concept lists).
 
-    Generic in the record type and the sample type: ``StreamWithMetaStorageFormat[MyMeta]`` (one
-    type for both) or ``StreamWithMetaStorageFormat[MyRecord, MyWindow]``.
+    Generic in the record type, the sample type and the element type:
+    ``StreamWithMetaStorageFormat[MyMeta]`` (one type for both) or
+    ``StreamWithMetaStorageFormat[MyRecord, MyWindow, np.int32]``.
 
     Attributes:
         stream_dtype: The dtype of one stream element (use explicit byte order).
     """
 
     stream_dtype: np.dtype
+
+    def __init__(self, stream_dtype: Any = None) -> None:
+        """Set :attr:`stream_dtype` (1.1's subclasses call ``super().__init__(dtype)``).
+
+        Without an argument a class attribute ``stream_dtype`` is kept.
+        """
+        if stream_dtype is not None:
+            self.stream_dtype = np.dtype(stream_dtype)
 
     def size(self, data: InDataT) -> int:
         """Return the number of stream elements ``data`` packs to."""
@@ -197,3 +219,19 @@ class ReadInterface(ABC):
     def join(self, directory: Any, name: str) -> Any:
         """Return the location of file ``name`` in ``directory`` (what :meth:`open` takes)."""
         return Path(directory) / name
+
+    def sync_reader(self) -> Any:
+        """Return the constructor of a GuideLoom 1.1 style reader of one file.
+
+        ``make = io.sync_reader(); r = make(path); r.open(); r.read(offset, size); r.close()``;
+        see :class:`guideloom.types.IOSyncReaderAbstract`.
+        """
+        from guideloom.storage.file_compat import SyncFile
+
+        return functools.partial(SyncFile, self)
+
+    def async_reader(self) -> Any:
+        """Return the constructor of a GuideLoom 1.1 style asyncio reader of one file."""
+        from guideloom.storage.file_compat import AsyncFile
+
+        return functools.partial(AsyncFile, self)

@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.filesystem.FileSystemDocument`."""
+
+from guideloom.filesystem import FileSystemDocument
+
+__all__ = ["FileSystemDocument"]

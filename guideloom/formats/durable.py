@@ -1,0 +1,47 @@
+"""Making written files durable: fsync files, then the directories that name them.
+
+A file's data and its directory entry are separate on disk: after a power loss a file that was
+written but not fsynced comes back empty, and one whose directory was not fsynced may be gone.
+Writers call these before the marker that says their work is done.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+
+def fsync_path(path: str) -> None:
+    """fsync one file or directory."""
+    fd = os.open(path, os.O_RDONLY)  # a directory opens read-only too
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_files(files: Iterable[str], top: str) -> None:
+    """fsync ``files``, then every directory from their folders up to ``top`` (included),
+    deepest first, each once."""
+    top = os.path.abspath(top)
+    folders: set[str] = set()
+    for path in files:
+        fsync_path(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        while folder.startswith(top) and folder not in folders:
+            folders.add(folder)
+            if folder == top:
+                break
+            folder = os.path.dirname(folder)
+    for folder in sorted(folders, key=len, reverse=True):
+        fsync_path(folder)
+
+
+def fsync_tree(top: str) -> None:
+    """fsync every file and directory under ``top`` (and ``top``), deepest first."""
+    files = [os.path.join(d, f) for d, _, names in os.walk(top) for f in names]
+    folders = [d for d, _, _ in os.walk(top)]
+    for path in files:
+        fsync_path(path)
+    for folder in sorted(folders, key=len, reverse=True):
+        fsync_path(folder)

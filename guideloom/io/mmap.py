@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.io.MmapIO`."""
+
+from guideloom.storage.io import MmapIO
+
+__all__ = ["MmapIO"]

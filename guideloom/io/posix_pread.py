@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.io.PosixPreadIO`."""
+
+from guideloom.storage.io import PosixPreadIO
+
+__all__ = ["PosixPreadIO"]

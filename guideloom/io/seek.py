@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.io.SeekIO`."""
+
+from guideloom.storage.io import SeekIO
+
+__all__ = ["SeekIO"]

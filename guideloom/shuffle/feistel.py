@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.shuffle.FeistelShuffler`."""
+
+from guideloom.shuffle import FeistelShuffler
+
+__all__ = ["FeistelShuffler"]

@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.DocumentStorage`."""
+
+from guideloom.storage.document import DocumentStorage
+
+__all__ = ["DocumentStorage"]

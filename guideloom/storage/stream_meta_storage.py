@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.StreamWithMetaStorage`."""
+
+from guideloom.storage.stream_meta import StreamWithMetaStorage
+
+__all__ = ["StreamWithMetaStorage"]

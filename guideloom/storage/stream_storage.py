@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.StreamStorage`."""
+
+from guideloom.storage.stream import StreamStorage
+
+__all__ = ["StreamStorage"]

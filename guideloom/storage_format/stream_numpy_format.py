@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.formats.StreamNumpyFormat`."""
+
+from guideloom.storage.formats import StreamNumpyFormat
+
+__all__ = ["StreamNumpyFormat"]

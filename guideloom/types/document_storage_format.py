@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for the document format protocol."""
+
+from guideloom.storage.types import DocumentStorageFormat
+
+__all__ = ["DocumentStorageFormat"]

@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for the file-reader bases."""
+
+from guideloom.storage.abstract import IOAsyncReaderAbstract, IOReaderAbstract, IOSyncReaderAbstract
+
+__all__ = ["IOAsyncReaderAbstract", "IOReaderAbstract", "IOSyncReaderAbstract"]

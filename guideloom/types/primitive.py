@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for the buffer and vector aliases."""
+
+from guideloom.storage.abstract import StorageBufferTypes, UserBufferTypes, Vector
+
+__all__ = ["StorageBufferTypes", "UserBufferTypes", "Vector"]

@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for the loader checkpoint type."""
+
+from guideloom.storage.abstract import StatefulDataLoaderStateDict
+
+__all__ = ["StatefulDataLoaderStateDict"]

@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's import path for the stream format protocol."""
+
+from guideloom.storage.types import StreamStorageFormat
+
+__all__ = ["StreamStorageFormat"]

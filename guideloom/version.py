@@ -1,0 +1,5 @@
+"""GuideLoom 1.1's ``guideloom.version``: the package version."""
+
+from guideloom import __version__
+
+__all__ = ["__version__"]
