@@ -3,14 +3,16 @@
 
 Chromium's one-shot ``--screenshot`` flag captures the page before Bokeh has rendered it, so
 this drives headless Chromium over the Chrome DevTools Protocol (CDP) instead: navigate, poll
-the page until the task-stream plot has drawn coloured task rectangles, then capture.
+the page until the task-stream plot has drawn coloured task rectangles, then capture. CDP runs
+over Chromium's ``--remote-debugging-pipe`` (:func:`chromium_page`, standard library only);
+:func:`launch_chromium` and :class:`CDPSession` drive a DevTools port over a websocket instead
+(PyPI ``websocket-client``).
 
 Usage:
     python3 cluster/dashboard_screenshot.py http://127.0.0.1:8787/status out.png
     python3 cluster/dashboard_screenshot.py --demo docs/dashboard.png   # the demo export
 
-Needs the Debian package ``chromium`` (or set ``GUIDELOOM_CHROMIUM`` to a Chrome binary) and the
-PyPI package ``websocket-client``.
+Needs the Debian package ``chromium`` (or set ``GUIDELOOM_CHROMIUM`` to a Chrome binary).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -257,6 +260,197 @@ class CDPSession:
         self._ws.close()
 
 
+class PipeCDPSession:
+    """CDP over Chromium's ``--remote-debugging-pipe`` (no websocket package needed).
+
+    Commands go to one page target, attached in flat mode; see :func:`chromium_page`.
+    """
+
+    def __init__(self, to_browser: int, from_browser: int, timeout: float = 30.0) -> None:
+        self._out, self._in = to_browser, from_browser
+        self._timeout = timeout
+        self._buffer = b""
+        self._ids = itertools.count(1)
+        self._session: str | None = None
+
+    def _send(self, method: str, params: dict[str, Any], session: str | None) -> int:
+        msg_id = next(self._ids)
+        message: dict[str, Any] = {"id": msg_id, "method": method, "params": params}
+        if session is not None:
+            message["sessionId"] = session
+        data = json.dumps(message).encode() + b"\0"
+        while data:
+            data = data[os.write(self._out, data):]
+        return msg_id
+
+    def _receive(self) -> dict[str, Any]:
+        import select
+
+        deadline = time.monotonic() + self._timeout
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._in], [], [], left)[0]:
+                raise TimeoutError(f"no answer from Chromium within {self._timeout} s")
+            chunk = os.read(self._in, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium closed its DevTools pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def _command(self, method: str, params: dict[str, Any], session: str | None) -> Any:
+        msg_id = self._send(method, params, session)
+        while True:
+            reply = self._receive()
+            if reply.get("id") == msg_id:
+                if "error" in reply:
+                    raise RuntimeError(f"CDP {method} failed: {reply['error']}")
+                return reply.get("result", {})
+
+    def open_page(self) -> None:
+        """Create a blank page target and send later commands to it."""
+        target = self._command("Target.createTarget", {"url": "about:blank"}, None)
+        attached = self._command("Target.attachToTarget",
+                                 {"targetId": target["targetId"], "flatten": True}, None)
+        self._session = attached["sessionId"]
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """Send a command to the page and return its ``result`` (events are ignored)."""
+        return self._command(method, params, self._session)
+
+    def evaluate(self, expression: str) -> Any:
+        """Evaluate JavaScript in the page and return its JSON value (``None`` on exception)."""
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            return None
+        return result.get("result", {}).get("value")
+
+    def close(self) -> None:
+        """Close the pipes (Chromium then exits)."""
+        for fd in (self._out, self._in):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+# Chromium's --remote-debugging-pipe reads commands on fd 3 and answers on fd 4: this fixed
+# program (no input reaches it as code) moves the two pipe ends there, then becomes Chromium.
+_ON_FDS_3_AND_4 = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
+                   "os.execv(sys.argv[3], sys.argv[3:])")
+
+
+@contextlib.contextmanager
+def chromium_page(width: int = 1400, height: int = 900, timeout: float = 30.0,
+                  binary: str | None = None) -> Iterator[PipeCDPSession]:
+    """Headless Chromium driven over a pipe; yields a session on one page of that size.
+
+    The browser gets a fresh temporary profile and its own process group, which is ended on
+    exit (like :func:`launch_chromium`, without a DevTools port or websocket).
+    """
+    exe = binary or find_chromium()
+    if exe is None:
+        raise ChromiumNotFoundError(
+            "no Chromium found: install the Debian package 'chromium' or set GUIDELOOM_CHROMIUM"
+        )
+    profile = Path(tempfile.mkdtemp(prefix="guideloom-chromium-"))
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+
+    argv = [sys.executable, "-c", _ON_FDS_3_AND_4, str(to_child_r), str(from_child_w),
+            exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
+            f"--window-size={width},{height}", "about:blank"]
+    proc = subprocess.Popen(  # argv is built here; no shell
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, pass_fds=(to_child_r, from_child_w))
+    os.close(to_child_r)
+    os.close(from_child_w)
+    browser = psutil.Process(proc.pid)
+    session = PipeCDPSession(to_child_w, from_child_r, timeout=timeout)
+    try:
+        session.open_page()
+        session.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                     deviceScaleFactor=1, mobile=False)
+        yield session
+    finally:
+        session.close()
+        family = [browser]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family += browser.children(recursive=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        _gone, alive = psutil.wait_procs(family, timeout=10)
+        if alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            psutil.wait_procs(alive, timeout=10)
+        proc.wait(timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# Evaluated in the page: the text a person sees, including Bokeh's shadow roots (its Div
+# models render their HTML there, where ``--dump-dom`` does not look).
+PAGE_TEXT_JS = r"""
+(() => {
+  const parts = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll("*")) {
+      if (!el.shadowRoot) continue;
+      for (const child of el.shadowRoot.children) {
+        if (child.tagName !== "STYLE" && child.tagName !== "LINK") parts.push(child.innerText);
+      }
+      walk(el.shadowRoot);
+    }
+  };
+  parts.push(document.body ? document.body.innerText : "");
+  walk(document);
+  return parts.join("\n");
+})()
+"""
+
+
+def page_text(session: PipeCDPSession | CDPSession) -> str:
+    """All text on the page, shadow roots included."""
+    return str(session.evaluate(PAGE_TEXT_JS) or "")
+
+
+def open_and_read(session: PipeCDPSession | CDPSession, url: str, until: Any,
+                  timeout: float = 30.0) -> str:
+    """Navigate to ``url`` and return the page's text once ``until(text)`` holds.
+
+    Raises:
+        TimeoutError: It did not within ``timeout``; the message ends with the last text.
+    """
+    session.call("Page.navigate", url=url)
+    last = ""
+
+    def ready() -> bool:
+        nonlocal last
+        last = page_text(session)
+        return bool(until(last))
+
+    try:
+        _poll(ready, timeout, f"{url} to show the expected text", interval=0.2)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; the page read: {last[:2000]!r}") from exc
+    return last
+
+
+def screenshot(session: PipeCDPSession | CDPSession, out_png: str | os.PathLike[str],
+               full_page: bool = False) -> Path:
+    """Save the page as a PNG (the whole page with ``full_page``)."""
+    params: dict[str, Any] = {"format": "png"}
+    if full_page:
+        metrics = session.call("Page.getLayoutMetrics")
+        size = metrics.get("cssContentSize") or metrics["contentSize"]
+        params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": size["height"],
+                          "scale": 1}
+        params["captureBeyondViewport"] = True
+    shot = session.call("Page.captureScreenshot", **params)
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(base64.b64decode(shot["data"]))
+    return out
+
+
 @dataclass(frozen=True)
 class Capture:
     """Result of :func:`capture_dashboard`.
@@ -313,16 +507,8 @@ def capture_dashboard(
         return max(1.0, deadline - time.monotonic())
 
     out = Path(out_png)
-    with launch_chromium(width, height, timeout=remaining(), binary=chromium) as port:
-        cdp = CDPSession.for_first_page(port, timeout=remaining())
+    with chromium_page(width, height, timeout=remaining(), binary=chromium) as cdp:
         try:
-            cdp.call(
-                "Emulation.setDeviceMetricsOverride",
-                width=width,
-                height=height,
-                deviceScaleFactor=1,
-                mobile=False,
-            )
             start = time.monotonic()
             cdp.call("Page.navigate", url=url)
             if on_navigated is not None:
@@ -360,7 +546,7 @@ def demo_capture(
 ) -> Capture:
     """Capture the dashboard of a 2-worker LocalCluster in the middle of a run.
 
-    Tasks are keyed ``read-transform-write-<view>-<i>`` like the export's, one colour per view
+    Tasks are keyed ``export-part-<view>-<i>`` like the export's, one colour per view
     in the task stream. Two thirds of each view's tasks run first; the rest are then submitted
     gated on a ``distributed.Event`` that is set only after the capture, so the screenshot is
     taken mid-run by construction.
@@ -403,7 +589,7 @@ def demo_capture(
                 client.submit(
                     gate.wait if gated else time.sleep,
                     timeout if gated else task_seconds * (0.5 + (i * 7 + j * 3) % 11 / 10),
-                    key=f"read-transform-write-{view}-{i}",
+                    key=f"export-part-{view}-{i}",
                     pure=False,
                 )
                 for i in indices

@@ -141,7 +141,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         with _warnings_as_lines():
             _print_plan(wf, spec, scheduler)
         return 0
-    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose, batch)
+    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose, batch,
+                                             report=args.report)
     _print_summary(result, seconds, resumed_exps)
     return 0
 
@@ -160,8 +161,10 @@ def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None
 
 
 def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
-             batch: dict[str, Any] | None = None) -> tuple[Any, float, int]:
-    """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``."""
+             batch: dict[str, Any] | None = None,
+             report: Path | None = None) -> tuple[Any, float, int]:
+    """Run the job; return ``(ExportResult, wall seconds, experiments resumed)``; ``report``:
+    the HTML run report to write after it."""
     from guideloom.errors import (
         ManifestError,
         NoJobError,
@@ -177,7 +180,8 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         try:
             result = run_export(spec, client=scheduler, show_progress=True,
                                 dashboard_address=dashboard, verbose=verbose,
-                                resume_hint=f"rerun `{_command_line()}`", batch_options=batch)
+                                resume_hint=f"rerun `{_command_line()}`", batch_options=batch,
+                                report=report)
         except FileExistsError:
             raise UsageError(f"{spec.target} already holds a complete export; pass --overwrite "
                              "to replace it") from None
@@ -316,7 +320,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
             print(f"last partition finished {status.last_partition_age_s:.0f} s ago")
         print(f"job {status.identity}: view {status.job.get('view')!r}, output "
               f"{status.job.get('output')}, staging area {status.staging_dir}")
-        print(f"running, or interrupted: {status.resume_hint} to resume it")
+        if status.running is not None:
+            print(f"running now ({status.running}); wait for it, or stop it")
+        elif not status.lock_visible:
+            print(f"running, or interrupted: {status.resume_hint} to resume it")
+        else:
+            print(f"not running (interrupted): {status.resume_hint} to resume it")
     return 0
 
 
@@ -649,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verify-crc", action="store_true",
                      help="check the CRC-32 of each stored zip member before its data is used "
                           "(one extra pass over each member; default: trust partial reads)")
+    run.add_argument("--report", type=Path, default=None, metavar="FILE.html",
+                     help="write a self-contained HTML run report there after the run "
+                          "(phases, task stream per worker, throughput, skipped experiments)")
     run.set_defaults(func=_cmd_run)
 
     workflows = sub.add_parser("workflows", help="list the workflows shipped with guideloom")

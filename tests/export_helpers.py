@@ -80,3 +80,18 @@ def stream_failing_on_multiples_of_7(rec):
 def unsorted_fields(rec):
     """Like first_rows, with the keys out of alphabetical order (``sim`` before ``force``)."""
     return {"sim": np.int64(rec["_sim_id"]), "force": np.asarray(rec["force_data"])[:100]}
+
+
+class EventGate:
+    """``first_rows`` that holds ids >= ``from_id`` until the ``distributed.Event`` ``name``
+    is set (runs on a Dask worker; the test sets the event when it has looked)."""
+
+    def __init__(self, from_id: int, name: str) -> None:
+        self.from_id, self.name = from_id, name
+
+    def __call__(self, rec):
+        if rec["_sim_id"] >= self.from_id:
+            from distributed import Event
+
+            Event(self.name).wait()
+        return first_rows(rec)

@@ -89,8 +89,8 @@ def test_status_after_a_killed_run_prints_a_resume_command_that_works(project, w
     status = guideloom("status", str(project / "exports" / "out"), cwd=shell)
     assert status.returncode == 0, status.stderr
     assert re.search(r"incomplete: \d+/12 partitions done", status.stdout), status.stdout
-    hint = re.search(r"^running, or interrupted: rerun `([^`]+)` to resume it$", status.stdout,
-                     re.M)
+    hint = re.search(r"^not running \(interrupted\): rerun `([^`]+)` to resume it$",
+                     status.stdout, re.M)
     assert hint, status.stdout
     # the exact command shown, typed into the same shell (the gate is gone: the job can finish)
     resumed = subprocess.run(hint.group(1), shell=True, cwd=shell, env=shell_env(),

@@ -181,9 +181,9 @@ def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path,
     from dask.utils import key_split
 
     names = [key_split(t["key"]) for t in stream.data]
-    assert names.count("read-transform-write") == 4  # ASCII: grep finds what the docs name
+    assert names.count("export-part") == 4  # ASCII: grep finds what the docs name
     assert names.count("probe-schema") == 1
-    keys = [t["key"] for t in stream.data if key_split(t["key"]) == "read-transform-write"]
+    keys = [t["key"] for t in stream.data if key_split(t["key"]) == "export-part"]
     assert sorted(k[3] for k in keys) == [0, 1, 2, 3]
     assert all(k[1] == "force-curve" and str(k).isascii() for k in keys)
 
@@ -197,7 +197,7 @@ def test_a_cheap_first_record_is_probed_in_the_driver(demo_zip, tmp_path, dask_c
                                   record_transform=helpers.first_rows, partition_size=9,
                                   client=dask_client)
     names = [key_split(t["key"]) for t in stream.data]
-    assert names.count("read-transform-write") == 4 and "probe-schema" not in names
+    assert names.count("export-part") == 4 and "probe-schema" not in names
     manifest = json.loads((tmp_path / "o" / "export.json").read_text())
     assert 0 < manifest["placement"]["estimate_s"] < 36 * run_module().DRIVER_PROBE_MAX_S
 
@@ -213,8 +213,8 @@ def test_task_names_read_whole_for_views_with_digits():
 
     from guideloom.cluster.runtime import task_key
 
-    key = task_key("read-transform-write", "pointcloud-op10", "deadbeef", 3)
-    assert key_split(key) == "read-transform-write"
+    key = task_key("export-part", "pointcloud-op10", "deadbeef", 3)
+    assert key_split(key) == "export-part"
     assert key[1] == "pointcloud-op10"
 
 

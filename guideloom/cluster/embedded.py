@@ -243,7 +243,10 @@ def start_cluster(
         for i in range(workers)
     }
     dashboard = free_dashboard_address(dashboard_address)
+    from guideloom.cluster.dashboard import install as install_dashboard
+
     scheduler = {"cls": Scheduler, "options": {
+        "plugins": install_dashboard(),  # the /guideloom page and the state it shows
         "host": HOST, "port": 0, "protocol": PROTOCOL, "security": security,
         "dashboard": dashboard is not None,
         "dashboard_address": dashboard or ":0", "local_directory": str(scratch)}}

@@ -296,7 +296,7 @@ def placement(
         if client == LOCAL or client.startswith(f"{LOCAL}:"):
             running, started = embedded.embedded_cluster(
                 _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)
-            _announce(running.dashboard_link, quiet)
+            _announce(running.dashboard_link, quiet, page=True)
             reason = "started" if started else "reused"
             yield _say(Placement(running.client, "local-cluster", running.n_workers,
                                  f"local cluster of {running.n_workers} workers ({reason})"),
@@ -331,11 +331,18 @@ def _say(where: Placement, quiet: bool) -> Placement:
     return where
 
 
-def _announce(link: str | None, quiet: bool) -> None:
+def _announce(link: str | None, quiet: bool, page: bool = False) -> None:
+    """Print the dashboard URL once per process; ``page``: the scheduler serves the guideloom
+    page too (the embedded cluster's), printed beside it."""
     if not link or quiet or link in _printed:
         return
     _printed.add(link)
     print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
+    if page:
+        from guideloom.cluster.dashboard import page_link
+
+        print(f"guideloom page: {page_link(link)} (experiments, phases, skips, rates)",
+              file=sys.stderr, flush=True)
 
 
 def interrupted() -> None:
@@ -347,11 +354,12 @@ def interrupted() -> None:
 
 # --- task names, fan-out and progress -------------------------------------------------------
 def task_key(stage: str, *parts: Any) -> tuple[Any, ...]:
-    """A Dask key ``(stage, *parts)``, e.g. ``("read-transform-write", view, job, 3)``.
+    """A Dask key ``(stage, *parts)``, e.g. ``("export-part", view, job, 3)``.
 
     Dask groups tasks on the dashboard by the key's first element (``key_split``), so the stage
-    name (ASCII, hyphenated: ``read-transform-write``, ``probe-schema``, ``extract``) reads whole
-    there and in logs; the view or archive, job and partition follow in the key.
+    name (ASCII, hyphenated, at most 15 characters so the progress panel shows it whole:
+    ``export-part``, ``probe-schema``, ``extract``) reads there and in logs; the view or
+    archive, job and partition follow in the key.
     """
     return (stage, *parts)
 
@@ -388,11 +396,15 @@ def sized_task(slots: Mapping[str, int], fn: Callable[..., Any], *args: Any) -> 
     from distributed import get_worker
 
     try:
-        host = get_worker().address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+        address = get_worker().address
     except ValueError:  # not inside a worker (a client's own local run)
-        host = ""
+        address = ""
+    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
     fastread.share_cores(slots.get(host, 1))
-    return fn(*args)
+    result = fn(*args)
+    if isinstance(result, dict) and address:
+        result.setdefault("worker", address)  # per-worker rates on the dashboard and report
+    return result
 
 
 def run_partitions(
@@ -404,12 +416,14 @@ def run_partitions(
     key: Callable[[Any], tuple[Any, ...]],
     done: Callable[[dict[str, Any]], int],
     progress: Any,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``fn(*args, part)`` for every part; return the summaries as they complete.
 
     With ``dask=None`` the parts run here, one after the other. Otherwise each part is one task
     keyed ``key(part)``; the first failing task cancels the rest and its exception is raised
-    with the worker's traceback. ``done(summary)`` counts the progress a summary stands for.
+    with the worker's traceback. ``done(summary)`` counts the progress a summary stands for;
+    ``on_result(summary)`` is called as each arrives (the export's monitor).
     """
     results: list[dict[str, Any]] = []
     try:
@@ -418,6 +432,8 @@ def run_partitions(
                 summary = fn(*args, part)
                 results.append(summary)
                 progress.update(done(summary))
+                if on_result is not None:
+                    on_result(summary)
             return results
         from distributed import as_completed
 
@@ -435,6 +451,8 @@ def run_partitions(
                 summary = future.result()
                 results.append(summary)
                 progress.update(done(summary))
+                if on_result is not None:
+                    on_result(summary)
         finally:
             dask.cancel([f for f in futures if not f.done()])
         return results

@@ -89,7 +89,8 @@ class ExportOptions(TypedDict, total=False):
         transforms: ``{alias: fn}`` applied to single fields first.
         record_transform: ``fn(record) -> dict`` applied after ``transforms``; its keys are the
             output aliases. ``record["_sim_id"]`` is the experiment id (never written).
-        show_progress: Show a progress bar of experiments done.
+        show_progress: Show a progress bar of experiments done (with the skipped count and
+            MB/s), then a line per later phase.
         client: ``None`` (the active Client; else in-process for small jobs and the embedded
             local cluster when it pays), ``"sync"``, ``"local"``/``"local:N"``, a scheduler
             address ``"tcp://host:port"``, ``"slurm:N"``/``"pbs:N"``, or a
@@ -102,6 +103,9 @@ class ExportOptions(TypedDict, total=False):
             pass over each member; by default a member read in part is trusted; see "Input
             integrity" in the README). A damaged member is a ``CorruptDataError`` (skipped with
             ``on_error="skip"``). It does not change the job's identity.
+        report: Write a self-contained HTML run report there after the run (phase timeline,
+            task stream per worker, throughput over time, skipped experiments, placement),
+            also after a failed run.
     """
 
     data_dir: str | Path | None
@@ -119,9 +123,10 @@ class ExportOptions(TypedDict, total=False):
     on_error: OnError
     overwrite: bool
     verify_crc: bool
+    report: str | Path | None
 
 
-_RUN_OPTIONS = ("show_progress", "client")
+_RUN_OPTIONS = ("show_progress", "client", "report")
 _OPTIONS_DOC = """
     Args:
         view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
@@ -129,7 +134,7 @@ _OPTIONS_DOC = """
             ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``where``, ``transforms``,
             ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
-            ``verify_crc``.
+            ``verify_crc``, ``report``.
 """
 
 

@@ -46,6 +46,14 @@ from guideloom.export.pipeline import (
     reuse_buffers,
     schema_of,
 )
+from guideloom.export.progress import (
+    CHECKSUMS,
+    FINALIZE,
+    PLAN,
+    PUBLISH,
+    TASKS,
+    RunMonitor,
+)
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
@@ -169,7 +177,7 @@ def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     return data_fingerprint(index_file, selection.locations)
 
 
-TASK_STAGE = "read-transform-write"
+TASK_STAGE = "export-part"  # <= 15 characters: the dashboard's progress panel shows it whole
 PROBE_STAGE = "probe-schema"
 JOB_TOKEN_CHARS = 8  # characters of the job identity in task keys
 
@@ -200,13 +208,39 @@ def run_export(
     verbose: bool = False,
     resume_hint: str = "rerun the same export call",
     batch_options: Mapping[str, Any] | None = None,
+    report: str | os.PathLike[str] | None = None,
 ) -> ExportResult:
     """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract.
 
     ``resume_hint`` is stored with the staged job for ``guideloom status`` to show;
-    ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``.
+    ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``;
+    ``report`` is an HTML file written after the run (see :mod:`guideloom.export.report`).
     """
     started = time.time()
+    monitor = RunMonitor(spec.view.name, str(spec.target), spec.output, 0,
+                         show_progress=show_progress, started=started)
+    monitor.phase(PLAN, at=started)
+    try:
+        return _run_monitored(spec, monitor, client, show_progress, dashboard_address, quiet,
+                              verbose, resume_hint, batch_options, started)
+    except KeyboardInterrupt:
+        monitor.finish("interrupted", "Ctrl-C")
+        raise
+    except BaseException as exc:
+        monitor.finish("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        if report is not None:
+            from guideloom.export.report import write_report
+
+            write_report(report, monitor.state)
+            if not quiet:
+                print(f"guideloom: run report written to {report}", file=sys.stderr)
+
+
+def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_progress: bool,
+                   dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
+                   batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     staging = Staging.for_target(spec.target)
     with TargetLock(staging):  # one run per target; checked again inside the lock
         recovered = staging.recover()
@@ -217,9 +251,10 @@ def run_export(
             if not quiet:
                 print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
                       "written everything, and its publish is now done", file=sys.stderr)
+            monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite)
-        return _run_locked(spec, staging, client, show_progress, dashboard_address, quiet,
+        return _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started)
 
 
@@ -244,7 +279,7 @@ def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportRe
                         resumed_experiments=experiments)
 
 
-def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: bool,
+def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
                 batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     writer = open_writer(spec.output, staging, spec.options)
@@ -257,17 +292,25 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, show_progress: 
                           dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
                           batch_options=batch_options, in_process_tasks=in_process)
     with where_ctx as where:
+        monitor.attach(where.client)
+        monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
-            return _run_placed(spec, staging, writer, selection, where, estimate,
-                               show_progress, started, resume_hint, quiet)
+            result = _run_placed(spec, staging, writer, selection, where, estimate,
+                                 monitor, started, resume_hint, quiet)
         except KeyboardInterrupt:
+            monitor.finish("interrupted", "Ctrl-C")  # while the scheduler still hears it
             if where.mode == "local-cluster":
                 close_cluster(fast=True)  # Ctrl-C: the workers stop now, not after their tasks
             raise
+        except BaseException as exc:
+            monitor.finish("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        monitor.finish("published")
+        return result
 
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
-                where: Placement, estimate: float, show_progress: bool,
+                where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
     plan = plan_export(spec, where.workers, selection, estimate)
@@ -286,7 +329,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
               "they belong to another job (its inputs, code or options changed)",
               file=sys.stderr)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
-    shipped = None if dask is None or finalizing else _ship(spec, writer, dask)
+    shipped = (None if dask is None or finalizing
+               else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
     reference = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
     schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference)
     # rows moved on already are never re-made
@@ -295,16 +339,18 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         fault_point("allocated")
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
+    n = len(plan.selection.locations)
+    monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+    monitor.totals(n, _experiments(done.values()))
     t0 = time.time()
-    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-                     already=_experiments(done.values()), reference=reference)
+    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference)
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
     placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
-    manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed,
-                         timings={"total_s": time.time() - started, "compute_s": compute_seconds,
-                                  **task_seconds(summaries)})
+    manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
+                         timings={"compute_s": compute_seconds, **task_seconds(summaries)},
+                         started=started)
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
 
@@ -320,18 +366,23 @@ def _experiments(summaries: Any) -> int:
     return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
 
 
-def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any) -> Any:
+SHIPPED_STAGE = "export-job"  # the task group of the job's payload (one task)
+
+
+def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
     """The job (spec and writer) as cloudpickle bytes, in a future the tasks depend on.
 
-    The bytes are the argument of a task (not scattered data), so the scheduler holds them:
-    when the worker that has the result dies, the scheduler computes it again elsewhere and
-    the partition tasks are retried, instead of failing with lost dependencies. User code from
-    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`), so
-    workers need only ``guideloom`` installed.
+    The bytes are the argument of a task keyed ``("export-job", view, job)`` (not scattered
+    data, which showed as an unexplained ``bytes`` group), so the scheduler holds them: when
+    the worker that has the result dies, the scheduler computes it again elsewhere and the
+    partition tasks are retried, instead of failing with lost dependencies. User code from
+    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`),
+    so workers need only ``guideloom`` installed.
     """
     ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                    *writer.user_objects()])
-    shipped = dask.submit(_payload, pack((spec, writer)), pure=False)
+    shipped = dask.submit(_payload, pack((spec, writer)), pure=False,
+                          key=task_key(SHIPPED_STAGE, spec.view.name, token))
     # in memory before the partitions are submitted: they are then scheduled in their order
     # as for any data at hand (released all at once by a finishing task, they would not be)
     shipped.result()
@@ -432,6 +483,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[dict[str, Any]] = []
+    decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
     try:
@@ -459,6 +511,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             written.append(loc.sim_id)
             if isinstance(arrays, Mapping):
                 for alias, arr in arrays.items():
+                    decoded += int(getattr(arr, "nbytes", 0) or 0)
                     seen = dtypes.setdefault(alias, [])
                     dt = getattr(getattr(arr, "dtype", None), "str", "object")
                     if dt not in seen:
@@ -476,6 +529,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "written": written,
         "skipped": skipped,
         "bytes": n_bytes,
+        "bytes_decoded": decoded,
+        "started": t0,
         "seconds": time.time() - t0,
         "read_transform_s": produce_s,
         "write_s": write_s,
@@ -488,16 +543,16 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     return summary
 
 
-def _execute(spec, writer, schema, todo, dask, shipped, plan, show_progress,
-             already, reference: Mapping[str, str] | None = None) -> list[dict]:
-    progress = progress_bar(show_progress, len(plan.selection.locations), initial=already,
-                            unit="exp", desc=f"export {spec.view.name}")
+def _execute(spec, writer, schema, todo, dask, shipped, plan, monitor: RunMonitor,
+             reference: Mapping[str, str] | None = None) -> list[dict]:
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
         dask, _partition_task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
-        done=lambda s: len(s["written"]) + len(s["skipped"]), progress=progress,
+        done=lambda s: len(s["written"]) + len(s["skipped"]),
+        progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
+        on_result=monitor.task_done,
     )
 
 
@@ -524,8 +579,8 @@ def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
 
 
 def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
-              summaries: list[dict[str, Any]], placed: dict[str, Any],
-              timings: dict[str, float]) -> dict[str, Any]:
+              summaries: list[dict[str, Any]], placed: dict[str, Any], monitor: RunMonitor,
+              timings: dict[str, float], started: float) -> dict[str, Any]:
     ids = plan.selection.ids
     written = {i for s in summaries for i in s["written"]}
     skipped = [x for s in summaries for x in s["skipped"]]
@@ -534,6 +589,8 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         raise GuideloomError(
             f"every experiment failed; nothing published. First error: {skipped[0]['error']}"
         )
+    monitor.phase(FINALIZE, detail=(f"closing the gaps of {len(skipped)} skipped experiments"
+                                    if skipped and not keep.all() else ""))
     staging.update_job(phase=PHASE_FINALIZING)
     fault_point("finalize-started")
     writer.finalize(None if keep.all() else keep)
@@ -541,8 +598,10 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
+    monitor.phase(CHECKSUMS)
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     fault_point("checksums-written")
+    monitor.phase(PUBLISH)
     if not writer.needs_schema:  # npz probes a schema for its keys only
         fields = variable_fields(summaries)
     else:
@@ -587,7 +646,10 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
-        "timings": timings,
+        # every phase so far; publish_s covers describing the export up to this file (the
+        # final rename after it takes milliseconds; the run report has it)
+        "timings": {**monitor.timings(), "total_s": round(time.time() - started, 4),
+                    **timings},
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guideloom.errors import IncompleteExportError, NoJobError
-from guideloom.export.staging import Staging
+from guideloom.export.staging import PHASE_FINALIZING, PHASE_PUBLISHING, Staging
+from guideloom.export.target import running_holder
 from guideloom.formats import get_format
 from guideloom.formats.layout import read_export_manifest, resolve_target, target_of_staging_dir
 
@@ -36,6 +37,9 @@ class JobStatus:
         last_partition_age_s: Seconds since the last partition finished (local, incomplete).
         manifest: ``export.json`` (complete exports).
         problem: Why a published export fails its open-time checks, or ``None``.
+        running: Who runs the job now (``"pid … on …, started …"``; local targets), or
+            ``None`` when no run holds the target's lock (an interrupted job).
+        lock_visible: Whether ``running`` is known (a URL target's lock is not visible).
     """
 
     target: str
@@ -51,6 +55,19 @@ class JobStatus:
     last_partition_age_s: float | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
     problem: str | None = None
+    running: str | None = None
+    lock_visible: bool = True
+
+    @property
+    def phase(self) -> str:
+        """The job's phase: ``read-transform-write`` until every partition is written, then
+        ``finalize`` (rows moved into place) and ``publish``."""
+        stored = self.job.get("phase")
+        if stored == PHASE_FINALIZING:
+            return "finalize"
+        if stored == PHASE_PUBLISHING:
+            return "publish"
+        return "read-transform-write"
 
     @property
     def identity(self) -> str:
@@ -70,8 +87,13 @@ class JobStatus:
             return (f"complete: {self.partitions}/{self.partitions} partitions done "
                     f"({self.experiments}/{self.experiments} experiments; {self.written} "
                     f"written, {self.skipped} skipped)")
-        return (f"incomplete: {self.partitions_done}/{self.partitions} partitions done "
+        done = (f"{self.partitions_done}/{self.partitions} partitions done "
                 f"({self.experiments_done}/{self.experiments} experiments)")
+        if self.running is not None:
+            return f"running: {self.phase}; {done}"
+        if not self.lock_visible:
+            return f"incomplete: {done}; in {self.phase} (running or interrupted)"
+        return f"incomplete: {done}; interrupted in {self.phase}"
 
 
 def staging_for(path: str | os.PathLike[str]) -> Staging:
@@ -117,4 +139,5 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
         age = time.time() - max(stamps) if stamps else None
     return JobStatus(staging.url, False, len(markers), int(job["n_partitions"]), done,
                      int(job["n_records"]), job=job, staging_dir=staging.root,
-                     last_partition_age_s=age)
+                     last_partition_age_s=age, running=running_holder(staging),
+                     lock_visible=staging.is_local)

@@ -138,3 +138,25 @@ def _read_holder(fd: int) -> str:
         return "a run that is starting"
 
 
+
+
+def running_holder(staging: Staging) -> str | None:
+    """Who is running the job of a local target right now (``"pid … on …, started …"``), or
+    ``None`` when no run holds its lock (nothing runs; a remote target is never known)."""
+    if not staging.is_local:
+        return None
+    parent, name = os.path.split(staging.target)
+    path = os.path.join(parent, f".{name}{LOCK_SUFFIX}")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,113 @@
+"""The ``/guideloom`` page of the Dask dashboard: running and recent exports.
+
+Two pieces, both in the scheduler's process:
+
+* :class:`GuideloomDashboard`, a ``SchedulerPlugin`` that keeps the state of each export from
+  the events the driver logs (``Client.log_event``, see :mod:`guideloom.cluster.progress`);
+* a Bokeh page, added to distributed's own table of dashboard pages
+  (``distributed.dashboard.scheduler.applications``) before the scheduler starts its dashboard,
+  which shows that state and is linked from the dashboard's navigation bar.
+
+The embedded cluster installs both (:func:`install`). A ``dask scheduler`` started with
+``--preload guideloom.cluster.dashboard`` gets them too (:func:`dask_setup`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from guideloom.cluster.progress import PROGRESS_TOPIC, TOPIC, apply_event
+
+ROUTE = "/guideloom"
+PLUGIN_NAME = "guideloom-dashboard"
+REFRESH_MS = 500  # how often an open page redraws from the plugin's state (in the browser tab)
+
+
+def page_link(dashboard_link: str) -> str:
+    """The guideloom page's URL beside the dashboard's (``…/status`` -> ``…/guideloom``)."""
+    base = dashboard_link.rstrip("/")
+    if base.endswith("/status"):
+        base = base[: -len("/status")]
+    return base + ROUTE
+
+
+class GuideloomDashboard(SchedulerPlugin):
+    """Keeps every export's state from the events of :mod:`guideloom.cluster.progress`."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self) -> None:
+        self.exports: dict[str, dict[str, Any]] = {}
+
+    async def start(self, scheduler: Any) -> None:
+        """Add the page to the dashboard's navigation bar."""
+        _add_to_navbar(scheduler)
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        """Apply a guideloom event (other topics are ignored)."""
+        if topic in (TOPIC, PROGRESS_TOPIC) and isinstance(msg, Mapping):
+            apply_event(self.exports, msg)
+
+
+def _add_to_navbar(scheduler: Any) -> None:
+    try:
+        from distributed.dashboard.scheduler import template_variables
+    except ImportError:  # no bokeh: no dashboard
+        return
+    pages = template_variables(scheduler)["pages"]  # the list every page's navbar shows
+    if ROUTE.strip("/") not in pages:
+        pages.append(ROUTE.strip("/"))
+
+
+def guideloom_doc(scheduler: Any, extra: Mapping[str, Any], doc: Any) -> None:
+    """The Bokeh document of the page (called by the dashboard for each browser tab)."""
+    from bokeh.models import Div
+    from distributed.dashboard.components.scheduler import BOKEH_THEME, env
+
+    from guideloom.cluster.progress_html import STYLE, exports_html
+
+    def render() -> str:
+        plugin = scheduler.plugins.get(PLUGIN_NAME)
+        exports = plugin.exports if plugin is not None else {}
+        return (f"<style>{STYLE}</style><h2 style='font-family:sans-serif'>guideloom "
+                f"exports</h2>" + exports_html(exports))
+
+    div = Div(text=render(), sizing_mode="stretch_width", name="guideloom_exports")
+
+    def update() -> None:
+        text = render()
+        if text != div.text:
+            div.text = text
+
+    doc.add_periodic_callback(update, REFRESH_MS)
+    doc.title = "Dask: guideloom exports"
+    doc.add_root(div)
+    doc.template = env.get_template("simple.html")
+    doc.template_variables.update(extra)
+    doc.theme = BOKEH_THEME
+
+
+def register_page() -> None:
+    """Add the page to distributed's dashboard pages (for schedulers started after this)."""
+    try:
+        from distributed.dashboard import scheduler as pages
+    except ImportError:  # no bokeh: distributed runs without a dashboard
+        return
+    pages.applications.setdefault(ROUTE, guideloom_doc)
+
+
+def install() -> list[SchedulerPlugin]:
+    """Register the page; return the plugins to give a new ``Scheduler`` (``plugins=``)."""
+    register_page()
+    return [GuideloomDashboard()]
+
+
+def dask_setup(scheduler: Any) -> None:
+    """``dask scheduler --preload guideloom.cluster.dashboard``: the page and its plugin."""
+    scheduler.add_plugin(GuideloomDashboard())
+
+
+register_page()  # importing the module as a preload registers the page before the dashboard

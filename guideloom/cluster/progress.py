@@ -1,0 +1,156 @@
+"""What an export is doing while it runs, as state built from small events.
+
+The driver describes a run as a short list of small events (``start``, ``phase``, ``tasks``,
+one per finished partition with its counts, bytes and skips, ``skip`` and ``finish``). The same
+events build the same state everywhere: the driver's terminal bars and saved run report
+(:class:`guideloom.export.progress.RunMonitor`), and, sent to the scheduler with
+``Client.log_event`` (so the dashboard's Events page lists skips and phase changes), the
+``/guideloom`` page (:class:`guideloom.cluster.dashboard.GuideloomDashboard`). Nothing polls:
+an event is sent when a phase starts or a task's summary arrives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+TOPIC = "guideloom"  # phase changes, skips, start and finish (listed on the Events page)
+PROGRESS_TOPIC = "guideloom-progress"  # one event per finished partition
+ALL_TOPIC = "all"  # what the dashboard's Events page shows
+PLAN, TASKS, FINALIZE, CHECKSUMS, PUBLISH = (
+    "plan", "read-transform-write", "finalize", "checksums", "publish")
+PHASES = (PLAN, TASKS, FINALIZE, CHECKSUMS, PUBLISH)
+TIMING_KEYS = {PLAN: "plan_s", TASKS: "tasks_s", FINALIZE: "finalize_s",
+               CHECKSUMS: "checksums_s", PUBLISH: "publish_s"}
+KEEP_EXPORTS = 20  # finished exports a state holder remembers
+MB = 1e6
+
+
+def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, Any]) -> None:
+    """Update ``exports`` (export id -> state) with one event of a run.
+
+    Unknown actions and events of unknown exports are ignored (a page opened mid-run, or a
+    newer guideloom on the driver, never breaks the holder).
+    """
+    action, key, now = msg.get("action"), msg.get("export"), float(msg.get("time", 0.0))
+    if action == "start":
+        exports[key] = {
+            "export": key, "view": msg.get("view"), "target": msg.get("target"),
+            "output": msg.get("output"), "total": int(msg.get("total", 0)), "done": 0,
+            "written": 0, "skipped": [], "phase": None, "phases": [], "status": "running",
+            "started": now, "updated": now, "bytes_decoded": 0, "bytes_written": 0,
+            "workers": {}, "tasks": [], "samples": [[now, 0, 0, 0]], "placement": None,
+            "error": None,
+        }
+        _forget_old(exports)
+        return
+    state = exports.get(key)
+    if state is None:
+        return
+    state["updated"] = now
+    if action == "phase":
+        _end_phase(state, now)
+        state["phase"] = msg.get("name")
+        state["phases"].append({"name": msg.get("name"), "start": now, "end": None,
+                                "done": 0, "total": msg.get("total"),
+                                "detail": msg.get("detail", "")})
+    elif action == "placement":
+        state["placement"] = dict(msg.get("placement") or {})
+    elif action == "total":
+        state["total"] = int(msg.get("total", state["total"]))
+        state["done"] = max(state["done"], int(msg.get("already", 0)))
+    elif action == "tasks":
+        _add_task(state, msg, now)
+    elif action == "skip":
+        state["skipped"].append({k: msg.get(k) for k in ("sim_id", "file", "error")})
+    elif action == "finish":
+        _end_phase(state, now)
+        state["status"] = msg.get("status", "published")
+        state["error"] = msg.get("error")
+        state["phase"] = None
+
+
+def _forget_old(exports: MutableMapping[str, dict[str, Any]]) -> None:
+    finished = [k for k, s in exports.items() if s["status"] != "running"]
+    for k in finished[:max(0, len(finished) - KEEP_EXPORTS)]:
+        del exports[k]
+
+
+def _end_phase(state: dict[str, Any], now: float) -> None:
+    if state["phases"] and state["phases"][-1]["end"] is None:
+        state["phases"][-1]["end"] = now
+
+
+def _add_task(state: dict[str, Any], msg: Mapping[str, Any], now: float) -> None:
+    n = int(msg.get("experiments", 0))
+    state["done"] += n
+    state["written"] += int(msg.get("written", 0))
+    state["bytes_decoded"] += int(msg.get("bytes_decoded", 0))
+    state["bytes_written"] += int(msg.get("bytes_written", 0))
+    if state["phases"]:
+        state["phases"][-1]["done"] += n
+    worker = str(msg.get("worker") or "in-process")
+    w = state["workers"].setdefault(worker, {"experiments": 0, "bytes_decoded": 0,
+                                             "bytes_written": 0, "busy_s": 0.0, "tasks": 0})
+    w["experiments"] += n
+    w["bytes_decoded"] += int(msg.get("bytes_decoded", 0))
+    w["bytes_written"] += int(msg.get("bytes_written", 0))
+    w["busy_s"] += float(msg.get("seconds", 0.0))
+    w["tasks"] += 1
+    started = msg.get("started")
+    start = now if started is None else float(started)
+    end = now if started is None else start + float(msg.get("seconds", 0.0))
+    state["tasks"].append({"worker": worker, "index": msg.get("index"),
+                           "start": start, "end": end,
+                           "experiments": n, "skipped": int(msg.get("skipped", 0))})
+    state["samples"].append([now, state["done"], state["bytes_decoded"],
+                             state["bytes_written"]])
+
+
+def phase_seconds(state: Mapping[str, Any], now: float | None = None) -> dict[str, float]:
+    """Seconds per phase name (a running phase counts until ``now``)."""
+    now = time.time() if now is None else now
+    out: dict[str, float] = {}
+    for p in state["phases"]:
+        end = now if p["end"] is None else p["end"]
+        out[p["name"]] = out.get(p["name"], 0.0) + max(0.0, end - p["start"])
+    return out
+
+
+def rates(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
+    """Experiments/s, MB/s decoded and written over the read-transform-write phase, its ETA
+    plus an estimate of the finalize phase, and per-worker rates over their busy time."""
+    now = time.time() if now is None else now
+    spent = phase_seconds(state, now).get(TASKS, 0.0)
+    fresh = sum(t["experiments"] for t in state["tasks"])
+    exp_s = fresh / spent if spent > 0 else 0.0
+    decoded = state["bytes_decoded"] / MB / spent if spent > 0 else 0.0
+    written = state["bytes_written"] / MB / spent if spent > 0 else 0.0
+    remaining = max(0, state["total"] - state["done"])
+    eta: float | None = None
+    if state["status"] == "running":
+        if state["phase"] in (PLAN, TASKS) and exp_s > 0:
+            eta = remaining / exp_s + finalize_estimate(state, written)
+        elif state["phase"] == FINALIZE:
+            eta = max(0.0, finalize_estimate(state, written) - phase_seconds(state, now)
+                      .get(FINALIZE, 0.0))
+    workers = {
+        name: {"experiments": w["experiments"], "tasks": w["tasks"],
+               "experiments_per_s": w["experiments"] / w["busy_s"] if w["busy_s"] else 0.0,
+               "mb_per_s_decoded": w["bytes_decoded"] / MB / w["busy_s"] if w["busy_s"] else 0.0,
+               "mb_per_s_written": w["bytes_written"] / MB / w["busy_s"] if w["busy_s"] else 0.0}
+        for name, w in sorted(state["workers"].items())
+    }
+    return {"experiments_per_s": exp_s, "mb_per_s_decoded": decoded,
+            "mb_per_s_written": written, "eta_s": eta, "workers": workers}
+
+
+def finalize_estimate(state: Mapping[str, Any], written_mb_s: float) -> float:
+    """Seconds the finalize phase may take: none without skips; with skips, rewriting the
+    rows written so far at the tasks' write rate (gap closing moves rows after a gap)."""
+    if not state["skipped"] or written_mb_s <= 0 or not state["done"]:
+        return 0.0
+    per_experiment = state["bytes_written"] / max(1, state["written"])
+    return per_experiment * max(state["written"], state["total"] - len(state["skipped"])) / (
+        written_mb_s * MB)

@@ -1,0 +1,159 @@
+"""The driver's monitor of one export run (events, terminal bars, timings); the events and
+the state they build are in :mod:`guideloom.cluster.progress`."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from guideloom.cluster.progress import (
+    ALL_TOPIC,
+    CHECKSUMS,
+    FINALIZE,
+    PHASES,
+    PLAN,
+    PROGRESS_TOPIC,
+    PUBLISH,
+    TASKS,
+    TIMING_KEYS,
+    TOPIC,
+    apply_event,
+    phase_seconds,
+    rates,
+)
+from guideloom.cluster.runtime import progress_bar
+
+__all__ = ["CHECKSUMS", "FINALIZE", "PHASES", "PLAN", "PUBLISH", "TASKS", "RunMonitor"]
+
+
+class RunMonitor:
+    """The driver's record of one export run; sends its events to a Dask scheduler when
+    one is attached, and draws one terminal bar per phase when asked.
+
+    Args:
+        view: The view's name.
+        target: Where the export is published.
+        output: The output format.
+        total: Experiments of the job.
+        show_progress: Draw tqdm bars on stderr.
+    """
+
+    def __init__(self, view: str, target: str, output: str, total: int,
+                 show_progress: bool = False, started: float | None = None) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self.view = view
+        self.exports: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.client: Any = None
+        self.show_progress = show_progress
+        self._bar: Any = None
+        self._shown: tuple[str, float] | None = None  # the phase announced on the terminal
+        self._emit(TOPIC, "start", view=view, target=target, output=output, total=total,
+                   at=started)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """This run's state (see :func:`apply_event`)."""
+        return self.exports[self.id]
+
+    def attach(self, client: Any) -> None:
+        """Send this run's events so far to ``client``'s scheduler, and later ones as they
+        happen (``None``: stay local)."""
+        self.client = client
+        if client is not None:
+            for topic, msg in self.events:
+                self._send(topic, msg)
+
+    def phase(self, name: str, *, total: int | None = None, detail: str = "",
+              at: float | None = None) -> None:
+        """A new phase starts (the previous one ends); ``at``: its start time if earlier."""
+        self._close_bar()
+        self._emit(TOPIC, "phase", at=at, name=name, total=total, detail=detail)
+        self._new_bar(name, total, detail)
+
+    def placement(self, placed: Mapping[str, Any]) -> None:
+        """Record where the job runs (the placement decision)."""
+        self._emit(TOPIC, "placement", placement=dict(placed))
+
+    def totals(self, total: int, already: int) -> None:
+        """The job's experiment count, and how many an earlier run already did."""
+        self._emit(PROGRESS_TOPIC, "total", total=total, already=already)
+        if self._bar is not None and already:
+            self._bar.update(already)
+
+    def task_done(self, summary: Mapping[str, Any]) -> None:
+        """One partition's summary arrived (counts, bytes, skips)."""
+        skipped = list(summary.get("skipped", ()))
+        for skip in skipped:  # first: whoever sees the counts move has the skips too
+            self._emit(TOPIC, "skip", sim_id=str(skip.get("sim_id")), file=skip.get("file"),
+                       error=skip.get("error"))
+        self._emit(PROGRESS_TOPIC, "tasks", index=summary.get("index"),
+                   experiments=len(summary.get("written", ())) + len(skipped),
+                   written=len(summary.get("written", ())), skipped=len(skipped),
+                   bytes_decoded=int(summary.get("bytes_decoded", 0)),
+                   bytes_written=int(summary.get("bytes", 0) or 0),
+                   seconds=float(summary.get("seconds", 0.0)),
+                   started=summary.get("started"), worker=summary.get("worker"))
+        if self._bar is not None:
+            r = rates(self.state)
+            self._bar.set_postfix_str(
+                f"skipped {len(self.state['skipped'])}, {r['mb_per_s_decoded']:.0f} MB/s "
+                f"decoded, {r['mb_per_s_written']:.0f} MB/s written", refresh=False)
+            self._bar.update(len(summary.get("written", ())) + len(skipped))
+
+    def finish(self, status: str = "published", error: str | None = None) -> None:
+        """The run ended (``published``, ``failed`` or ``interrupted``; only the first call
+        counts)."""
+        if self.state["status"] != "running":
+            return
+        self._close_bar()
+        self._emit(TOPIC, "finish", status=status, error=error)
+
+    def timings(self) -> dict[str, float]:
+        """Seconds per phase so far, keyed as in ``export.json`` (``plan_s``, ``tasks_s``…)."""
+        return {TIMING_KEYS.get(k, f"{k}_s"): round(v, 4)
+                for k, v in phase_seconds(self.state).items()}
+
+    def _emit(self, topic: str, action: str, at: float | None = None, **fields: Any) -> None:
+        msg = {"action": action, "export": self.id,
+               "time": time.time() if at is None else at, **fields}
+        self.events.append((topic, msg))
+        apply_event(self.exports, msg)
+        if self.client is not None:
+            self._send(topic, msg)
+
+    def _send(self, topic: str, msg: dict[str, Any]) -> None:
+        if getattr(self.client, "status", "running") != "running":  # closed after Ctrl-C
+            self.client = None
+            return
+        try:  # each call returns once the scheduler has the event: they arrive in order
+            if topic == TOPIC:  # the dashboard's Events page plots the "all" topic
+                self.client.log_event(ALL_TOPIC, {**msg, "action": f"guideloom-{msg['action']}"})
+            self.client.log_event(topic, msg)
+        except Exception:  # noqa: BLE001 - a lost dashboard event must not fail the export
+            self.client = None
+
+    def _new_bar(self, name: str, total: int | None, detail: str) -> None:
+        if not self.show_progress:
+            return
+        if name == TASKS:
+            self._bar = progress_bar(True, int(total or 0), unit="exp",
+                                     desc=f"{self.view} {name}")
+        elif name != PLAN:
+            print(f"guideloom: {self.view} {name}{f' ({detail})' if detail else ''} ...",
+                  file=sys.stderr, flush=True)
+            self._shown = (name, time.time())
+
+    def _close_bar(self) -> None:
+        """End the terminal's view of the current phase (its bar, or its duration)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._shown is not None:
+            name, since = self._shown
+            print(f"guideloom: {self.view} {name} took {time.time() - since:.1f} s",
+                  file=sys.stderr, flush=True)
+            self._shown = None

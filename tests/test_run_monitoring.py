@@ -1,0 +1,383 @@
+"""Watching an export: phases, skips and rates in export.json, on the terminal, on the
+dashboard's /guideloom page (real embedded cluster, real HTTP on 127.0.0.1) and in the saved run
+report; ``guideloom status`` telling a running finalize from an interrupted job."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+import guideloom
+from guideloom.errors import SkippedDataWarning
+from tests import export_helpers as helpers
+from tests.zip_helpers import corrupt_member
+
+ROOT = Path(__file__).resolve().parents[1]
+PHASE_KEYS = ("plan_s", "tasks_s", "finalize_s", "checksums_s", "publish_s")
+PHASES = ("plan", "read-transform-write", "finalize", "checksums", "publish")
+DAMAGED = "0004.h5"  # experiment 4, in concave.zip of the demo data
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@pytest.fixture
+def damaged(demo_copy) -> Path:
+    """The 36-experiment demo data with experiment 4's HDF5 member overwritten."""
+    corrupt_member(demo_copy / "concave.zip", DAMAGED)
+    return demo_copy
+
+
+def test_export_json_timings_hold_every_phase(damaged, tmp_path):
+    with pytest.warns(SkippedDataWarning):
+        result = guideloom.export("force-curve", tmp_path / "o", kind="npy", data_dir=damaged,
+                                  client="sync", partition_size=6, on_error="skip",
+                                  record_transform=helpers.first_rows)
+    timings = json.loads((tmp_path / "o" / "export.json").read_text())["timings"]
+    assert timings == result.manifest["timings"]
+    assert all(timings[k] >= 0 for k in PHASE_KEYS), timings
+    assert timings["tasks_s"] > 0 and timings["finalize_s"] > 0
+    # the phases follow one another inside the run's total
+    assert sum(timings[k] for k in PHASE_KEYS) <= timings["total_s"] + 1e-3
+
+
+def test_in_process_report_has_phases_throughput_and_skips(damaged, tmp_path):
+    report = tmp_path / "reports" / "run.html"
+    with pytest.warns(SkippedDataWarning):
+        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                  client="sync", partition_size=6, on_error="skip",
+                                  record_transform=helpers.first_rows, report=report)
+    page = report.read_text()
+    assert "36 / 36" in page and "published" in page
+    for phase in PHASES:
+        assert f"<td>{phase}</td>" in page
+    row = re.search(r'<tr class="gl-skip"><td>(\w+)</td><td>([^<]*)</td><td>([^<]*)</td>', page)
+    assert row and row.group(1) == "4" and row.group(2).endswith(f"concave.zip::{DAMAGED}")
+    assert "damaged" in row.group(3)
+    assert "<th>mode</th><td>in-process</td>" in page  # the placement decision
+    for plot in ("phase_timeline", "task_stream", "throughput"):
+        assert f'"name":"{plot}"' in page.replace(" ", "")
+    # one file: Bokeh's JavaScript is inside, nothing is fetched from the network
+    assert not re.search(r"<script[^>]+src=", page) and "cdn.bokeh.org" not in page
+
+
+def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
+    report = tmp_path / "failed.html"
+    with pytest.raises(guideloom.GuideloomError, match="experiment 4"):
+        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                  client="sync", partition_size=6,
+                                  record_transform=helpers.first_rows, report=report)
+    page = report.read_text()
+    assert "): failed</h3>" in page and DAMAGED in page
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch):
+    from distributed import Client
+
+    from guideloom.cluster.local_procs import start_local_cluster
+
+    monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", "guideloom.cluster.dashboard")
+    with start_local_cluster(1, pythonpath=[ROOT], state_dir=tmp_path / "cluster") as procs:
+        with pytest.warns(SkippedDataWarning):
+            guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                      client=procs.address, partition_size=6, on_error="skip",
+                                      record_transform=helpers.first_rows)
+        with Client(procs.address, timeout=30) as client:
+            exports = client.run_on_scheduler(_exports_on_scheduler)
+        page = procs.dashboard_url.replace("/status", "/guideloom")
+        with NO_PROXY.open(page, timeout=30) as answer:
+            assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+    (state,) = exports.values()
+    # the driver's client closed with the run: its last event still arrived
+    assert (state["status"], state["done"], state["total"]) == ("published", 36, 36)
+    assert [s["sim_id"] for s in state["skipped"]] == ["4"]
+    assert [p["name"] for p in state["phases"]] == list(PHASES)
+
+
+def _exports_on_scheduler(dask_scheduler=None) -> dict:
+    return dict(dask_scheduler.plugins["guideloom-dashboard"].exports)
+
+
+CLI_JOB = f"""
+python_path = ["{ROOT}"]
+[dataset]
+data_dir = "data"
+[view]
+name = "force-curve"
+[transforms]
+record = "tests.export_helpers:first_rows"
+[output]
+kind = "npy"
+path = "out"
+partition_size = 6
+[run]
+on_error = "skip"
+"""
+
+
+def _cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDELOOM_")}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _project(damaged: Path, tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    os.replace(damaged, project / "data")
+    (project / "job.toml").write_text(CLI_JOB)
+    return project
+
+
+def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp_path):
+    project = _project(damaged, tmp_path)
+    run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
+                          "sync", "--report", "report.html"], cwd=project, env=_cli_env(),
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
+    assert bar and "36/36" in bar[-1] and "skipped 1" in bar[-1], run.stderr
+    assert "exp/s" in bar[-1] and "MB/s decoded" in bar[-1] and "MB/s written" in bar[-1]
+    for phase in ("finalize", "checksums", "publish"):
+        assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
+    assert "closing the gaps of 1 skipped experiments" in run.stderr
+    page = (project / "report.html").read_text()
+    assert '<tr class="gl-skip"><td>4</td>' in page
+
+
+def _open_for_writing(fifo: Path, opened: list[int]) -> None:
+    opened.append(os.open(fifo, os.O_WRONLY))  # returns once the run holds the pause
+
+
+def _status(project: Path) -> str:
+    done = subprocess.run([sys.executable, "-m", "guideloom", "status", "out"], cwd=project,
+                          env=_cli_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_status_tells_a_running_finalize_from_an_interrupted_one(damaged, tmp_path):
+    project = _project(damaged, tmp_path)
+    cmd = [sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler", "sync"]
+    # killed as the finalize phase starts: every partition is done, nothing runs
+    killed = subprocess.run(cmd, cwd=project, timeout=180, capture_output=True,
+                            env=_cli_env(GUIDELOOM_FAULT_POINT="finalize-started"))
+    assert killed.returncode == -9
+    shown = _status(project)
+    assert ("incomplete: 6/6 partitions done (36/36 experiments); interrupted in finalize"
+            in shown), shown
+    assert "not running (interrupted): rerun `" in shown
+
+    # the rerun resumes into the finalize phase; held there, status says it is running
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = _cli_env(GUIDELOOM_PAUSE_POINT="finalize-started", GUIDELOOM_PAUSE_FIFO=str(fifo))
+    proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    opened: list[int] = []
+    opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(120)
+        assert opened, "the rerun never reached the finalize phase"
+        shown = _status(project)
+        assert "running: finalize; 6/6 partitions done (36/36 experiments)" in shown, shown
+        assert f"running now (pid {proc.pid} on " in shown
+        assert "interrupted" not in shown
+    finally:
+        if opened:
+            os.close(opened[0])  # the paused run goes on
+        else:
+            proc.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # frees the opener thread
+    assert proc.wait(timeout=120) == 0
+    assert "complete: 6/6 partitions done (36/36 experiments; 35 written, 1 skipped)" in \
+        _status(project)
+
+
+class GatedRun:
+    """An export of the damaged demo data on the embedded cluster, in a thread, held with a
+    ``distributed.Event`` once 16 experiments (partitions 0-3, one skip) are done."""
+
+    HELD_FROM = 16
+
+    def __init__(self, data: Path, out: Path, report: Path | None = None) -> None:
+        import warnings
+
+        from distributed import Event
+
+        from guideloom.cluster import embedded
+        from guideloom.cluster.progress import PROGRESS_TOPIC
+
+        self.cluster, _ = embedded.embedded_cluster(2)
+        self.client = self.cluster.client
+        name = f"guideloom-test-gate-{uuid.uuid4().hex}"
+        self.gate = Event(name, client=self.client)
+        self.held = threading.Event()  # set when the tasks before the gate have reported
+        self.done = 0
+        self.errors: list[BaseException] = []
+        self.results: list[object] = []
+
+        def progress(event) -> None:  # the scheduler forwards the driver's events here
+            if event[1].get("action") == "tasks":
+                self.done += event[1]["experiments"]
+                if self.done >= self.HELD_FROM:
+                    self.held.set()
+
+        self.client.subscribe_topic(PROGRESS_TOPIC, progress)
+
+        def export() -> None:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SkippedDataWarning)
+                    self.results.append(guideloom.export(
+                        "force-curve", out, kind="npy", data_dir=data, client="local:2",
+                        partition_size=4, on_error="skip", report=report,
+                        record_transform=helpers.EventGate(self.HELD_FROM, name)))
+            except BaseException as exc:  # noqa: BLE001 - re-raised by finish()
+                self.errors.append(exc)
+
+        self.thread = threading.Thread(target=export, name="gated-export")
+        self.thread.start()
+
+    @property
+    def page(self) -> str:
+        from guideloom.cluster.dashboard import page_link
+
+        return page_link(self.cluster.dashboard_link)
+
+    def wait_held(self) -> None:
+        assert self.held.wait(120), f"only {self.done} experiments reported"
+
+    def finish(self) -> None:
+        from guideloom.cluster.progress import PROGRESS_TOPIC
+
+        self.gate.set()
+        self.thread.join(180)
+        self.client.unsubscribe_topic(PROGRESS_TOPIC)
+        assert not self.thread.is_alive(), "the export did not end after the gate opened"
+        if self.errors:
+            raise self.errors[0]
+
+
+def _plugin_state(run: GatedRun) -> dict:
+    from guideloom.cluster.dashboard import PLUGIN_NAME
+
+    plugin = run.cluster.cluster.scheduler.plugins[PLUGIN_NAME]
+    (state,) = [s for s in plugin.exports.values() if s["status"] == "running"]
+    return state
+
+
+def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_path):
+    from dask.utils import key_split
+
+    run = GatedRun(damaged, tmp_path / "o")
+    try:
+        run.wait_held()
+        scheduler = run.cluster.cluster.scheduler
+        # the page is served by the scheduler's dashboard, and linked from its navigation bar
+        with NO_PROXY.open(run.page, timeout=30) as page:
+            assert page.status == 200
+            body = page.read().decode()
+        assert 'href="guideloom"' in body and "bokeh" in body.lower()  # a Bokeh page
+        with NO_PROXY.open(run.cluster.dashboard_link, timeout=30) as status:
+            assert 'href="guideloom"' in status.read().decode()
+        state = _plugin_state(run)  # what the page shows, held by the scheduler plugin
+        assert (state["done"], state["total"], state["phase"]) == (16, 36, "read-transform-write")
+        assert [s["sim_id"] for s in state["skipped"]] == ["4"]
+        assert DAMAGED in state["skipped"][0]["error"]
+        assert state["bytes_decoded"] > 0
+        # per-worker counts (which of the two workers ran the first tasks is Dask's choice)
+        workers = state["workers"]
+        assert 1 <= len(workers) <= 2 and all(w.startswith("tls://127.0.0.1:") for w in workers)
+        assert sum(w["experiments"] for w in workers.values()) == 16
+        assert all(w["busy_s"] > 0 and w["bytes_decoded"] > 0 for w in workers.values())
+        # no stray groups: the export's tasks and its payload, named so the progress panel
+        # shows them whole (the payload was once an unexplained "bytes" group)
+        groups = {key_split(name) for name in scheduler.task_groups}
+        assert groups == {"export-part", "export-job"}, groups
+        assert all(len(g) <= 15 for g in groups)
+        actions = [m["action"] for _, m in run.client.get_events("all")
+                   if m.get("export") == state["export"]]
+        assert "guideloom-skip" in actions and actions.count("guideloom-phase") == 2
+    finally:
+        run.finish()
+    finished = [s for s in run.cluster.cluster.scheduler.plugins["guideloom-dashboard"]
+                .exports.values() if s["export"] == state["export"]][0]
+    assert finished["status"] == "published" and finished["done"] == 36
+    assert [p["name"] for p in finished["phases"]] == list(PHASES)
+    skips = [m for _, m in run.client.get_events("guideloom") if m["action"] == "skip"
+             and m["export"] == state["export"]]
+    assert [m["sim_id"] for m in skips] == ["4"]
+
+
+def _browser():
+    """The screenshot script's headless Chromium helpers (skips without Chromium)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dashboard_screenshot",
+                                                  ROOT / "cluster" / "dashboard_screenshot.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    if module.find_chromium() is None:
+        pytest.skip("no chromium binary (apt-get install chromium, as .ci/run does as root, or "
+                    "set GUIDELOOM_CHROMIUM)")
+    return module
+
+
+def test_guideloom_page_and_run_report_read_in_chromium(damaged, tmp_path):
+    browser = _browser()
+    report = tmp_path / "report.html"
+    run = GatedRun(damaged, tmp_path / "o", report=report)
+    try:
+        run.wait_held()
+        with browser.chromium_page(1300, 900) as page:
+            text = browser.open_and_read(page, run.page, lambda t: "16 / 36" in t)
+            browser.screenshot(page, tmp_path / "page.png")
+    finally:
+        run.finish()
+    assert re.search(r"export of view force-curve to \S+ \(npy\): read-transform-write", text)
+    assert re.search(r"skipped\s+1\b", text)
+    assert re.search(rf"\b4\s+\S+concave\.zip::{DAMAGED}\s+experiment 4: .*damaged", text)
+    for phase in PHASES:
+        assert phase in text
+    assert "experiments/s" in text and "MB/s decoded" in text and "ETA (with finalize)" in text
+    # the per-worker table: a row per worker that ran tasks, with its rates
+    assert re.search(r"worker\s+tasks\s+experiments\s+experiments/s\s+MB/s decoded", text)
+    assert re.search(r"tls://127\.0\.0\.1:\d+\s+\d+\s+\d+\s+\d+\.\d", text)
+    assert (tmp_path / "page.png").stat().st_size > 10_000
+
+    with browser.chromium_page(1300, 900) as page:
+        text = browser.open_and_read(
+            page, report.as_uri(),
+            lambda t: "36 / 36" in t and page.evaluate(_PLOTS_DRAWN_JS) is True)
+        browser.screenshot(page, tmp_path / "report.png", full_page=True)
+    assert "export of view force-curve" in text and "published" in text
+    assert re.search(rf"\b4\s+\S+concave\.zip::{DAMAGED}", text)
+    for phase in PHASES:
+        assert phase in text
+    assert "local-cluster" in text  # the placement decision
+
+
+# the report's three Bokeh plots are on the page with their canvases drawn
+_PLOTS_DRAWN_JS = r"""
+(() => {
+  if (!window.Bokeh || !Bokeh.documents.length) return false;
+  const names = ["phase_timeline", "task_stream", "throughput"];
+  return names.every((n) => {
+    const model = Bokeh.documents[0].get_model_by_name(n);
+    if (!model) return false;
+    const view = Bokeh.index.find_one(model);
+    return !!(view && view.has_finished());
+  });
+})()
+"""
