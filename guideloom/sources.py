@@ -145,10 +145,15 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
         if not folder.is_dir():  # (the canonical loose folder) over the dataset's root
             continue
+        if folder != root and folder.is_symlink():
+            ds.file_in_data_dir(root, LOOSE_SUBDIR, "the loose-file folder")
         here: dict[Any, str] = {}
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             m = pattern.match(entry.name)
             if m is not None and entry.is_file():
+                if entry.is_symlink():  # a link may point within the data directory only
+                    ds.file_in_data_dir(root, os.path.relpath(entry.path, root),
+                                        "a loose HDF5 file")
                 sim_id = to_id(m.group("id"))
                 if sim_id in here:
                     raise ManifestError(

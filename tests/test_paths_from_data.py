@@ -208,6 +208,37 @@ def test_a_symlink_out_of_the_data_directory_is_refused(demo_copy, tmp_path):
     assert len(guideloom.load_export(tmp_path / "o")) == 36
 
 
+def test_a_loose_file_or_folder_linking_out_of_the_data_directory_is_refused(demo_loose,
+                                                                             tmp_path):
+    import shutil
+
+    from guideloom.errors import ManifestError
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_loose, data)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (data / "h5" / "0003.h5").rename(elsewhere / "0003.h5")
+    (data / "h5" / "0003.h5").symlink_to(elsewhere / "0003.h5")
+    with pytest.raises(ManifestError, match=r"a loose HDF5 file names 'h5/0003.h5', which is "
+                                             r"not a file inside"):
+        list(guideloom.iter_view("force-curve", data_dir=data))
+    inside = data / "kept"  # a link that stays inside the data directory is fine
+    inside.mkdir()
+    (data / "h5" / "0003.h5").unlink()
+    (elsewhere / "0003.h5").rename(inside / "0003.h5")
+    (data / "h5" / "0003.h5").symlink_to(inside / "0003.h5")
+    reference = {r["_sim_id"]: r["force_data"] for r in guideloom.iter_view("force-curve",
+                                                                        data_dir=demo_loose)}
+    linked = {r["_sim_id"]: r["force_data"] for r in guideloom.iter_view("force-curve",
+                                                                     data_dir=data)}
+    assert linked.keys() == reference.keys() and np.array_equal(linked[3], reference[3])
+    (data / "h5").rename(elsewhere / "h5")  # the whole loose folder, linked from elsewhere
+    (data / "h5").symlink_to(elsewhere / "h5")
+    with pytest.raises(ManifestError, match=r"names 'h5(/concave\.zip)?', which is not a file"):
+        list(guideloom.iter_view("force-curve", data_dir=data))
+
+
 @pytest.mark.parametrize("kind", ["npy", "zarr"])
 def test_an_export_json_naming_a_field_outside_the_export_is_refused(demo_zip, tmp_path, kind):
     import json
