@@ -31,7 +31,8 @@ from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
-ONE_ROW_CHUNK_BYTES = 1 << 20  # rows this large get a chunk each (compaction renames them)
+ONE_ROW_CHUNK_BYTES = 512 << 10  # rows this large get a chunk each (compaction renames them)
+COMPACT_GROUP_BYTES = 64 << 20  # source rows one compaction thread holds decoded at once
 DEFAULT_COMPRESSOR = "lz4"
 BLOSC_LEVEL = 5
 GZIP_LEVEL = 4
@@ -312,9 +313,10 @@ def compact_array(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray)
 
     A destination chunk whose rows are exactly one whole source chunk (every chunk, for arrays
     of one row per chunk) is that chunk's file, renamed; the others are read and written by
-    :data:`COMPACT_THREADS` threads at once. A destination chunk whose file exists is done
-    (zarr writes a chunk file under a temporary name, then renames it), so a rerun after an
-    interrupt does only the chunks left.
+    :data:`COMPACT_THREADS` threads at once, each reading the source rows of a run of
+    destination chunks once (:data:`COMPACT_GROUP_BYTES`). A destination chunk whose file
+    exists is done (zarr writes a chunk file under a temporary name, then renames it), so a
+    rerun after an interrupt does only the chunks left.
     """
     if alias in data:
         try:
@@ -333,7 +335,7 @@ def compact_array(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray)
     present = {f[len(dst_root) + 1:] for f in fs.find(dst_root)}
     step, n_src = src.chunks[0], src.shape[0]
     tail = (0,) * (src.ndim - 1)
-    rewrite = []
+    rewrite: list[tuple[int, np.ndarray]] = []
     for j, start in enumerate(range(0, len(kept), step)):
         key = dst.metadata.encode_chunk_key((j, *tail))
         if key in present:
@@ -352,13 +354,20 @@ def compact_array(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray)
     if rewrite:
         from concurrent.futures import ThreadPoolExecutor
 
-        def copy(unit: tuple[int, np.ndarray]) -> None:
-            start, sel = unit
-            dst[start:start + len(sel)] = take_rows(src, sel)
-            fault_point("compacted-chunk")
+        row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64)) * src.dtype.itemsize)
+        per_group = max(1, COMPACT_GROUP_BYTES // (row_bytes * step))
+        groups = [rewrite[k:k + per_group] for k in range(0, len(rewrite), per_group)]
+
+        def copy(group: list[tuple[int, np.ndarray]]) -> None:
+            """One read of the source rows the group's chunks need, then each chunk written."""
+            lo, hi = int(group[0][1][0]), int(group[-1][1][-1])
+            block = src[lo:hi + 1]
+            for start, sel in group:
+                dst[start:start + len(sel)] = block[sel - lo]
+                fault_point("compacted-chunk")
 
         with ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact") as pool:
-            list(pool.map(copy, rewrite))
+            list(pool.map(copy, groups))
 
 
 def _made_parent(fs: Any, path: str) -> str:
