@@ -366,8 +366,11 @@ def compact_array(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray)
                 dst[start:start + len(sel)] = block[sel - lo]
                 fault_point("compacted-chunk")
 
-        with ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact") as pool:
+        pool = ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact")
+        try:
             list(pool.map(copy, groups))
+        finally:  # Ctrl-C: the chunks being written finish, the queued ones are dropped
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _made_parent(fs: Any, path: str) -> str:
