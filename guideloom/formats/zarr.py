@@ -508,16 +508,24 @@ class ZarrReader(FormatReader):
 
 
 def take_rows(arr: Any, idx: np.ndarray) -> np.ndarray:
-    """Rows ``idx`` of zarr array ``arr``, read as zarr reads them fastest: one slice for a
-    run of consecutive rows, else one orthogonal selection of the sorted distinct rows
-    (reordered only when ``idx`` is not already sorted and distinct)."""
+    """Rows ``idx`` of zarr array ``arr``, read through zarr's fast path, slices: one slice
+    for a run of consecutive rows, else one slice per chunk touched (spanning the rows wanted
+    there), so each chunk is decoded once; rows are reordered only when ``idx`` is not sorted
+    and distinct. (zarr's orthogonal selection of integer rows is far slower on large rows.)"""
     n = len(idx)
     if n == 0:
         return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
     first, last = int(idx[0]), int(idx[-1])
     if last - first + 1 == n and (n == 1 or bool(np.all(np.diff(idx) == 1))):
         return arr[first:last + 1]
-    if bool(np.all(np.diff(idx) > 0)):
-        return arr.get_orthogonal_selection((idx,))
-    unique, inverse = np.unique(idx, return_inverse=True)
-    return arr.get_orthogonal_selection((unique,))[inverse]
+    if not bool(np.all(np.diff(idx) > 0)):
+        unique, inverse = np.unique(idx, return_inverse=True)
+        return take_rows(arr, unique)[inverse]
+    out = np.empty((n, *arr.shape[1:]), dtype=arr.dtype)
+    chunk = idx // max(1, arr.chunks[0])
+    starts = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), n]
+    for a, b in zip(starts[:-1], starts[1:], strict=False):
+        lo, hi = int(idx[a]), int(idx[b - 1])
+        block = arr[lo:hi + 1]
+        out[a:b] = block if hi - lo + 1 == b - a else block[idx[a:b] - lo]
+    return out
