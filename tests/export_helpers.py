@@ -95,3 +95,12 @@ class EventGate:
 
             Event(self.name).wait()
         return first_rows(rec)
+
+
+def big_rows_failing_on_multiples_of_7(rec):
+    """1 MiB float32 rows (one zarr chunk each) from the force table; raises like
+    :func:`fail_on_multiples_of_7`."""
+    if rec["_sim_id"] and rec["_sim_id"] % 7 == 0:
+        raise RuntimeError(f"cannot handle {rec['_sim_id']}")
+    column = np.asarray(rec["force_data"], dtype=np.float32)[:, 0]
+    return {"scan": np.resize(column, (512, 512))}

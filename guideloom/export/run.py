@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import math
 import os
@@ -288,9 +290,22 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     n = len(selection.locations)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
     in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
-    where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
-                          dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
-                          batch_options=batch_options, in_process_tasks=in_process)
+    finishing = only_finalize_left(spec, staging, selection)
+    where_ctx: Any
+    if finishing is not None and (client is None or isinstance(client, str)):
+        # nothing left for workers: no cluster is started for the driver's last steps
+        spec = dataclasses.replace(spec, partition_size=finishing)
+        where = Placement(None, "in-process", 1, "only the finalize of an interrupted run is "
+                                                 "left")
+        if not quiet:
+            print(f"guideloom: running {where.mode}: {where.reason}", file=sys.stderr,
+                  flush=True)
+        where_ctx = contextlib.nullcontext(where)
+    else:
+        where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
+                              dashboard_address=dashboard_address, quiet=quiet,
+                              verbose=verbose, batch_options=batch_options,
+                              in_process_tasks=in_process)
     with where_ctx as where:
         monitor.attach(where.client)
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
@@ -307,6 +322,19 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
             raise
         monitor.finish("published")
         return result
+
+
+def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection) -> int | None:
+    """The partition size of this very job when an interrupted run of it had written every
+    partition and was finalizing (the rerun only finishes the driver's steps); else ``None``."""
+    job = staging.read_job() or {}
+    size = job.get("partition_size")
+    if job.get("phase") != PHASE_FINALIZING or not isinstance(size, int):
+        return None
+    if job.get("identity") != spec.identity(selection.ids, size,
+                                            _data_fingerprint(spec, selection)):
+        return None
+    return size
 
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,

@@ -10,12 +10,14 @@ import os
 import posixpath
 import re
 import shutil
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from guideloom.errors import CorruptExportError, permission_denied
+from guideloom.faults import fault_point
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -29,6 +31,8 @@ from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
+ONE_ROW_CHUNK_BYTES = 512 << 10  # rows this large get a chunk each (compaction renames them)
+COMPACT_GROUP_BYTES = 64 << 20  # source rows one compaction thread holds decoded at once
 DEFAULT_COMPRESSOR = "lz4"
 BLOSC_LEVEL = 5
 GZIP_LEVEL = 4
@@ -127,15 +131,24 @@ def check_chunk_files(root: str, name: str, arr: Any) -> None:
 
 
 def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
-    """The largest divisor of ``partition_size`` whose chunk stays under the size bound.
+    """The largest divisor of ``partition_size`` whose chunk stays under the size bound, or 1
+    for rows of :data:`ONE_ROW_CHUNK_BYTES` or more.
 
-    Chunks then never straddle two partitions, so no two tasks write one chunk.
+    Chunks then never straddle two partitions, so no two tasks write one chunk; and a chunk of
+    one row moves into place by a rename when skipped rows are left out (no rewrite).
     """
+    if row_bytes >= ONE_ROW_CHUNK_BYTES:
+        return 1
     best = 1
     for d in range(1, partition_size + 1):
         if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES:
             best = d
     return best
+
+
+def dimension_names(alias: str, ndim: int) -> tuple[str, ...]:
+    """``("sim_ids", "ALIAS_dim1", ...)``: rows are indexed by the ``sim_ids`` coordinate."""
+    return (SIM_IDS_ARRAY, *(f"{alias}_dim{k}" for k in range(1, ndim)))
 
 
 ZARR_GROUP_FILE = "zarr.json"
@@ -175,7 +188,7 @@ class ZarrFormat(ExportFormat):
             group.create_array(
                 alias, shape=(n_rows, *fs.shape), chunks=(rpc, *fs.shape),
                 dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
-                config=WRITE_EVERY_CHUNK,
+                config=WRITE_EVERY_CHUNK, dimension_names=dimension_names(alias, 1 + len(fs.shape)),
             )
         if self.stage.is_local:  # the metadata outlives a power loss before the first marker
             fsync_tree(self.stage.path("rows"))
@@ -186,35 +199,36 @@ class ZarrFormat(ExportFormat):
                         self.stage.path("rows") if self.stage.is_local else None)
 
     def finalize(self, keep: np.ndarray | None) -> None:
+        """Move each alias's rows into ``data/``; with skipped rows, close the gaps chunk by
+        chunk (see :func:`compact_array`), resuming where an interrupted run stopped."""
         import zarr
 
-        rows = zarr.open_group(zarr_store(self._rows_url()), mode="a")
-        data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
+        rows = zarr.open_group(zarr_store(self._rows_url()), mode="a", use_consolidated=False)
+        data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a",
+                               use_consolidated=False)
         for alias in sorted(rows.array_keys()):
-            if alias in data:  # rows still there: a compaction was interrupted, redo it
-                del data[alias]
-            src = rows[alias]
             if keep is None or keep.all():
+                if alias in data:  # an older run's leftover: the rows here are the job's
+                    del data[alias]
                 self.stage.move(self.stage.path("rows", alias), self.stage.path("data", alias))
                 continue
-            kept = np.flatnonzero(keep)
-            dst = data.create_array(alias, shape=(len(kept), *src.shape[1:]), chunks=src.chunks,
-                                    dtype=src.dtype, compressors=src.compressors, fill_value=0,
-                                    config=WRITE_EVERY_CHUNK)
-            step = src.chunks[0]
-            for start in range(0, len(kept), step):
-                sel = kept[start:start + step]
-                dst[start:start + len(sel)] = src.get_orthogonal_selection(sel)
+            compact_array(self.stage, alias, rows[alias], data, np.flatnonzero(keep))
             del rows[alias]  # compacted: the data array is complete
 
     def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
+        """Write ``sim_ids`` (the coordinate of every array's first dimension) and the
+        group's consolidated metadata, so ``xarray.open_zarr`` sees named dimensions."""
         import zarr
 
-        group = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a")
+        store = zarr_store(self.stage.url_of("data"))
+        group = zarr.open_group(store, mode="a", use_consolidated=False)
         if SIM_IDS_ARRAY in group:
             del group[SIM_IDS_ARRAY]
         group.create_array(SIM_IDS_ARRAY, data=sim_ids, chunks=(max(1, len(sim_ids)),),
-                           config=WRITE_EVERY_CHUNK)
+                           config=WRITE_EVERY_CHUNK, dimension_names=(SIM_IDS_ARRAY,))
+        with warnings.catch_warnings():  # zarr: "not part of the v3 specification" (yet)
+            warnings.simplefilter("ignore", UserWarning)
+            zarr.consolidate_metadata(store)
 
     def manifest_extra(self) -> dict[str, Any]:
         return {ALL_CHUNKS_KEY: True}
@@ -274,7 +288,8 @@ class ZarrFormat(ExportFormat):
         if group not in manifest["fields"]:
             yield from super().unit_digests(root, manifest, group, n_units)
             return
-        arr = zarr.open_group(zarr_store(root, strict=True), mode="r")[group]
+        arr = zarr.open_group(zarr_store(root, strict=True), mode="r",
+                              use_consolidated=False)[group]
         step = max(1, arr.chunks[0])
         for start in range(0, arr.shape[0], step):
             try:
@@ -288,6 +303,86 @@ class ZarrFormat(ExportFormat):
                                   f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
             for i in range(len(block)):
                 yield group, digest(block[i]), block[i].nbytes
+
+
+COMPACT_THREADS = max(1, min(8, os.cpu_count() or 1))  # chunks rewritten at once
+
+
+def compact_array(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray) -> None:
+    """Write ``data[alias]`` holding rows ``kept`` of ``src``, one destination chunk at a time.
+
+    A destination chunk whose rows are exactly one whole source chunk (every chunk, for arrays
+    of one row per chunk) is that chunk's file, renamed; the others are read and written by
+    :data:`COMPACT_THREADS` threads at once, each reading the source rows of a run of
+    destination chunks once (:data:`COMPACT_GROUP_BYTES`). A destination chunk whose file
+    exists is done (zarr writes a chunk file under a temporary name, then renames it), so a
+    rerun after an interrupt does only the chunks left.
+    """
+    if alias in data:
+        try:
+            dst = data[alias]
+        except _UNREADABLE_METADATA:  # torn by a power loss: no chunk of it can be trusted
+            del data[alias]
+    if alias not in data:
+        dst = data.create_array(alias, shape=(len(kept), *src.shape[1:]), chunks=src.chunks,
+                                dtype=src.dtype, compressors=src.compressors, fill_value=0,
+                                config=WRITE_EVERY_CHUNK,
+                                dimension_names=src.metadata.dimension_names)
+    dst = dst.with_config(WRITE_EVERY_CHUNK)
+    fs, src_root = _fs_of(stage.url_of("rows", alias))
+    dst_root = _fs_of(stage.url_of("data", alias))[1]
+    _remove_partial_chunks(fs, dst_root)
+    present = {f[len(dst_root) + 1:] for f in fs.find(dst_root)}
+    step, n_src = src.chunks[0], src.shape[0]
+    tail = (0,) * (src.ndim - 1)
+    rewrite: list[tuple[int, np.ndarray]] = []
+    for j, start in enumerate(range(0, len(kept), step)):
+        key = dst.metadata.encode_chunk_key((j, *tail))
+        if key in present:
+            continue  # done by an interrupted run
+        sel = kept[start:start + step]
+        first = int(sel[0])
+        whole = (first % step == 0 and int(sel[-1]) - first + 1 == len(sel)
+                 and len(sel) == min(step, n_src - first)
+                 and (len(sel) == step or start + len(sel) == len(kept)))
+        if whole:
+            old_key = src.metadata.encode_chunk_key((first // step, *tail))
+            stage.move(f"{src_root}/{old_key}", _made_parent(fs, f"{dst_root}/{key}"))
+            fault_point("compacted-chunk")
+        else:
+            rewrite.append((start, sel))
+    if rewrite:
+        from concurrent.futures import ThreadPoolExecutor
+
+        row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64)) * src.dtype.itemsize)
+        per_group = max(1, COMPACT_GROUP_BYTES // (row_bytes * step))
+        groups = [rewrite[k:k + per_group] for k in range(0, len(rewrite), per_group)]
+
+        def copy(group: list[tuple[int, np.ndarray]]) -> None:
+            """One read of the source rows the group's chunks need, then each chunk written."""
+            lo, hi = int(group[0][1][0]), int(group[-1][1][-1])
+            block = src[lo:hi + 1]
+            for start, sel in group:
+                dst[start:start + len(sel)] = block[sel - lo]
+                fault_point("compacted-chunk")
+
+        pool = ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact")
+        try:
+            list(pool.map(copy, groups))
+        finally:  # Ctrl-C: the chunks being written finish, the queued ones are dropped
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _made_parent(fs: Any, path: str) -> str:
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    return path
+
+
+def _remove_partial_chunks(fs: Any, root: str) -> None:
+    """Remove the temporary chunk files (``*.partial``) a write interrupted in ``root`` left."""
+    for path in fs.find(root) if fs.exists(root) else []:
+        if str(path).endswith(".partial"):
+            fs.rm(path)
 
 
 class ZarrSink(PartitionSink):
@@ -366,7 +461,8 @@ def open_group_checked(root: str) -> Any:
     import zarr
 
     try:
-        return zarr.open_group(zarr_store(root, strict=True), mode="r")
+        # each array's own metadata, not the consolidated copy (that one is for xarray)
+        return zarr.open_group(zarr_store(root, strict=True), mode="r", use_consolidated=False)
     except FileNotFoundError:
         fail(root, "zarr.json", "missing")
     except _UNREADABLE_METADATA as exc:
@@ -385,7 +481,7 @@ def array_checked(root: str, group: Any, name: str) -> Any:
 
 
 class ZarrReader(FormatReader):
-    """Rows read from the group's arrays."""
+    """Rows read from the group's arrays, opened once (their metadata read at open)."""
 
     reads_lazily = True
 
@@ -393,13 +489,43 @@ class ZarrReader(FormatReader):
         super().__init__(root, manifest)
 
         self._group = open_group_checked(root)
+        self._arrays: dict[str, Any] = {}
+
+    def _array(self, name: str) -> Any:
+        arr = self._arrays.get(name)
+        if arr is None:
+            arr = self._arrays[name] = array_checked(self.root, self._group, name)
+        return arr
 
     def sim_ids(self) -> np.ndarray:
-        return array_checked(self.root, self._group, SIM_IDS_ARRAY)[...]
+        return self._array(SIM_IDS_ARRAY)[...]
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return {f: np.asarray(self._group[f][i]) for f in fields}
+        return {f: np.asarray(self._array(f)[i]) for f in fields}
 
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        return {f: take_rows(self._array(f), idx) for f in fields}
+
+
+def take_rows(arr: Any, idx: np.ndarray) -> np.ndarray:
+    """Rows ``idx`` of zarr array ``arr``, read through zarr's fast path, slices: one slice
+    for a run of consecutive rows, else one slice per chunk touched (spanning the rows wanted
+    there), so each chunk is decoded once; rows are reordered only when ``idx`` is not sorted
+    and distinct. (zarr's orthogonal selection of integer rows is far slower on large rows.)"""
+    n = len(idx)
+    if n == 0:
+        return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
+    first, last = int(idx[0]), int(idx[-1])
+    if last - first + 1 == n and (n == 1 or bool(np.all(np.diff(idx) == 1))):
+        return arr[first:last + 1]
+    if not bool(np.all(np.diff(idx) > 0)):
         unique, inverse = np.unique(idx, return_inverse=True)
-        return {f: self._group[f].get_orthogonal_selection((unique,))[inverse] for f in fields}
+        return take_rows(arr, unique)[inverse]
+    out = np.empty((n, *arr.shape[1:]), dtype=arr.dtype)
+    chunk = idx // max(1, arr.chunks[0])
+    starts = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), n]
+    for a, b in zip(starts[:-1], starts[1:], strict=False):
+        lo, hi = int(idx[a]), int(idx[b - 1])
+        block = arr[lo:hi + 1]
+        out[a:b] = block if hi - lo + 1 == b - a else block[idx[a:b] - lo]
+    return out

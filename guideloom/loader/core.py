@@ -8,6 +8,9 @@ import dataclasses
 import multiprocessing
 import operator
 import os
+import sys
+import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,6 +81,9 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         prefetch: Batches kept in flight ahead of the consumer (with ``num_workers > 0``);
             ``0`` (the default, as in GuideLoom 1.1) keeps one batch per worker in flight.
         pin_memory: Pin batches in the workers before the device move (accelerators only).
+        stats_summary: Print one line to stderr at the end of each epoch: time the consumer
+            waited for data against time it spent between batches, and each worker's reads
+            (the same counters as :meth:`stats`, which are kept either way).
     """
 
     # the constructor's arguments, for dataclasses.fields() and dataclasses.replace()
@@ -94,6 +100,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
     pin_memory: bool
     drop_last: bool
     prefetch: int
+    stats_summary: bool
 
     def __init__(
         self,
@@ -113,6 +120,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         prefetch: int = 0,
         pin_memory: bool = False,
         source: SampleSource | None = None,
+        stats_summary: bool = False,
     ) -> None:
         torch = require_torch()
         if (dataset is None) == (source is None):
@@ -170,6 +178,8 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         self._process_pool: cf.ProcessPoolExecutor | None = None
         self._closed = False
         self._warned_empty = False
+        self.stats_summary = bool(stats_summary)
+        self._stats = LoaderStats()
 
     @staticmethod
     def get_default_device() -> Any:
@@ -355,6 +365,26 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                 self.shuffle_seed = int(seed)
         self._epoch, self._offset = epoch, offset
 
+    # ------------------------------------------------------------------ stall counters
+    def stats(self, reset: bool = False) -> dict[str, Any]:
+        """Where the time went since the loader was made (or the last ``reset``).
+
+        Returns:
+            ``batches`` delivered; ``wait_s``, seconds the consumer spent inside ``next()``
+            waiting for a batch (read, collate and device move when ``num_workers=0``);
+            ``between_s``, seconds from handing out a batch to asking for the next (the
+            training step); ``wait_fraction``, ``wait_s / (wait_s + between_s)`` (near 1: the
+            loop is starved of data; near 0: data is ready before it is asked for); and
+            ``workers``, per worker thread or process: ``{"batches", "read_s"}``, the seconds
+            it spent fetching and collating.
+        """
+        return self._stats.snapshot(reset)
+
+    def _summarize(self, epoch: int, counters: dict[str, Any]) -> None:
+        """Print the one-line summary of an epoch (``stats_summary=True``)."""
+        print(f"guideloom loader: epoch {epoch}: {summary_line(counters)}", file=sys.stderr,
+              flush=True)
+
     # ------------------------------------------------------------------ iteration
     def _active_iterator(self) -> _LoaderIterator | None:
         iterator = self._iterator() if self._iterator is not None else None
@@ -386,10 +416,16 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                    "batch size or pass drop_last=False")
         warn(f"every epoch of this loader yields no batch: {why}", UserWarning)
 
-    def _load(self, indices: np.ndarray) -> Any:
+    def _load(self, indices: np.ndarray, epoch_stats: LoaderStats | None = None) -> Any:
         """Fetch and collate one batch (runs in a worker thread or the consumer)."""
+        t0 = time.perf_counter()
         batch = self.collate_fn(self.source.fetch(indices) if len(indices) else [])
-        return pin(batch) if self.pin_memory else batch
+        batch = pin(batch) if self.pin_memory else batch
+        name, seconds = threading.current_thread().name, time.perf_counter() - t0
+        self._stats.worker_read(name, seconds)
+        if epoch_stats is not None:
+            epoch_stats.worker_read(name, seconds)
+        return batch
 
     def _executor(self) -> tuple[cf.Executor, bool]:
         """Return ``(executor, owned_by_iterator)`` for the configured parallel method."""
@@ -439,6 +475,8 @@ class _LoaderIterator:
         self._next_base = loader._offset
         self._end = loader._epoch_end()
         self._advanced = False
+        self._handed_out: float | None = None  # when the last batch left next()
+        self._epoch_stats = LoaderStats()
         if loader.num_workers > 0:
             self._pool, self._owns_pool = loader._executor()
 
@@ -463,7 +501,7 @@ class _LoaderIterator:
             if self._pool is None:
                 work: Any = indices  # read lazily in __next__
             elif loader.parallel_method == "thread":
-                work = self._pool.submit(loader._load, indices)
+                work = self._pool.submit(loader._load, indices, self._epoch_stats)
             else:
                 work = self._pool.submit(_process_fetch, indices)
             self._pending.append((base, work))
@@ -484,20 +522,31 @@ class _LoaderIterator:
         if self.finished:
             raise StopIteration
         loader = self._loader
+        entered = time.perf_counter()
+        if self._handed_out is not None:
+            between = entered - self._handed_out
+            loader._stats.between(between)
+            self._epoch_stats.between(between)
+            self._handed_out = None
         try:
             self._fill()
             if not self._pending:
                 if not self._advanced:  # an epoch without batches still ends
                     loader._epoch, loader._offset = self._epoch + 1, 0
+                ended = self._next_base >= self._end and self._epoch_stats.batches
                 self.close()
+                if ended and loader.stats_summary:
+                    loader._summarize(self._epoch, self._epoch_stats.snapshot())
                 raise StopIteration
             base, work = self._pending.popleft()
             if self._pool is None:
-                batch = loader._load(work)
+                batch = loader._load(work, self._epoch_stats)
             elif loader.parallel_method == "thread":
                 batch = work.result()
             else:
-                fetched = work.result()
+                fetched, worker, read_s = work.result()
+                loader._stats.worker_read(worker, read_s)
+                self._epoch_stats.worker_read(worker, read_s)
                 batch = loader.collate_fn(fetched)
                 batch = pin(batch) if loader.pin_memory else batch
             self._fill()  # keep the workers busy while the consumer trains
@@ -508,6 +557,10 @@ class _LoaderIterator:
         # the epoch ends when the iterator is exhausted (as in GuideLoom 1.1): a checkpoint
         # taken after the last batch but before that resumes with an empty rest of the epoch
         loader._offset = min(base + loader.global_batch_size, loader._num_samples)
+        self._handed_out = time.perf_counter()
+        waited = self._handed_out - entered
+        loader._stats.waited(waited)
+        self._epoch_stats.waited(waited)
         return batch
 
     def close(self) -> None:
@@ -536,8 +589,71 @@ def _process_init(source: Any) -> None:
     _WORKER_SOURCE = source
 
 
-def _process_fetch(indices: np.ndarray) -> Any:
-    return _WORKER_SOURCE.fetch(indices) if len(indices) else []
+def _process_fetch(indices: np.ndarray) -> tuple[Any, str, float]:
+    """One batch read in a worker process, with the worker's name and the seconds it took."""
+    t0 = time.perf_counter()
+    fetched = _WORKER_SOURCE.fetch(indices) if len(indices) else []
+    return fetched, f"process-{os.getpid()}", time.perf_counter() - t0
+
+
+class LoaderStats:
+    """Cheap, thread-safe counters of where a loader's time goes (see
+    :meth:`StatefulDataLoader.stats`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.batches = 0
+        self.wait_s = 0.0
+        self.between_s = 0.0
+        self.workers: dict[str, list[float]] = {}  # name -> [batches, read seconds]
+
+    def waited(self, seconds: float) -> None:
+        """The consumer got a batch after waiting ``seconds`` in ``next()``."""
+        with self._lock:
+            self.batches += 1
+            self.wait_s += seconds
+
+    def between(self, seconds: float) -> None:
+        """The consumer asked for the next batch ``seconds`` after the last one."""
+        with self._lock:
+            self.between_s += seconds
+
+    def worker_read(self, worker: str, seconds: float) -> None:
+        """Worker ``worker`` fetched (and collated) one batch in ``seconds``."""
+        with self._lock:
+            entry = self.workers.setdefault(worker, [0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+
+    def snapshot(self, reset: bool = False) -> dict[str, Any]:
+        """The counters as plain data (see :meth:`StatefulDataLoader.stats`)."""
+        with self._lock:
+            total = self.wait_s + self.between_s
+            doc = {
+                "batches": self.batches,
+                "wait_s": self.wait_s,
+                "between_s": self.between_s,
+                "wait_fraction": self.wait_s / total if total > 0 else 0.0,
+                "workers": {name: {"batches": int(n), "read_s": t}
+                            for name, (n, t) in sorted(self.workers.items())},
+            }
+            if reset:
+                self._reset()
+        return doc
+
+
+def summary_line(counters: dict[str, Any]) -> str:
+    """One line of :meth:`StatefulDataLoader.stats` counters, for the end of an epoch."""
+    workers = ", ".join(f"{name} {w['batches']} batches in {w['read_s']:.2f} s"
+                        for name, w in counters["workers"].items())
+    verdict = ("the loop waited for data" if counters["wait_fraction"] >= 0.5 else
+               "data was ready ahead of the loop")
+    return (f"{counters['batches']} batches; waited {counters['wait_s']:.2f} s for data, "
+            f"{counters['between_s']:.2f} s between batches ({counters['wait_fraction']:.0%} "
+            f"waiting: {verdict}); reads: {workers or 'none'}")
 
 
 def _as_source(dataset: Any) -> SampleSource:
