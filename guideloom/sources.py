@@ -255,16 +255,11 @@ def _holds_experiments(archive: Path, pattern: re.Pattern[str]) -> bool:
     return any(pattern.match(i.filename.rsplit("/", 1)[-1]) for i in archive_members(archive))
 
 
-class ByteRangeFile(io.RawIOBase):
-    """A read-only file object over ``[start, start + size)`` of an open descriptor.
+class _SeekableReader(io.RawIOBase):
+    """A read-only, seekable file object of ``_size`` bytes; subclasses supply ``readinto``."""
 
-    Uses ``os.pread``, so several instances may share one descriptor across threads.
-    """
-
-    def __init__(self, fd: int, start: int, size: int, name: str = ""):
-        super().__init__()
-        self._fd, self._start, self._size, self._pos = fd, start, size, 0
-        self.name = name
+    _size: int
+    _pos: int = 0
 
     def readable(self) -> bool:
         return True
@@ -282,6 +277,18 @@ class ByteRangeFile(io.RawIOBase):
             offset += self._size
         self._pos = offset if offset > 0 else 0
         return self._pos
+
+
+class ByteRangeFile(_SeekableReader):
+    """A read-only file object over ``[start, start + size)`` of an open descriptor.
+
+    Uses ``os.pread``, so several instances may share one descriptor across threads.
+    """
+
+    def __init__(self, fd: int, start: int, size: int, name: str = ""):
+        super().__init__()
+        self._fd, self._start, self._size, self._pos = fd, start, size, 0
+        self.name = name
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
         want = min(len(buffer), self._size - self._pos)
@@ -532,32 +539,15 @@ def inflate_member(loc: Location) -> io.RawIOBase:
     return _MemoryFile(view)
 
 
-class _MemoryFile(io.RawIOBase):
+class _MemoryFile(_SeekableReader):
     """A read-only, seekable file object over a buffer (no copy, unlike ``io.BytesIO``)."""
 
     def __init__(self, view: memoryview):
         super().__init__()
-        self._view, self._pos = view, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_CUR:
-            offset += self._pos
-        elif whence == io.SEEK_END:
-            offset += len(self._view)
-        self._pos = max(offset, 0)
-        return self._pos
+        self._view, self._size, self._pos = view, len(view), 0
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
-        n = max(0, min(len(buffer), len(self._view) - self._pos))
+        n = max(0, min(len(buffer), self._size - self._pos))
         memoryview(buffer).cast("B")[:n] = self._view[self._pos:self._pos + n]
         self._pos += n
         return n
