@@ -153,3 +153,41 @@ def test_the_cluster_scratch_folder_is_never_another_users(mallory, shared, tmp_
     assert f"not using {theirs}" in done.stderr
     assert sorted(p.name for p in theirs.iterdir()) == seen_before  # nothing written there
     assert not Path(used).exists()  # the fresh folder is removed at exit
+
+
+KILLED_EXPORT = """
+import sys
+import guideloom
+from tests import export_helpers as helpers
+guideloom.export.export("force-curve", sys.argv[1], kind="npy", data_dir=sys.argv[2],
+                        record_transform=helpers.first_rows, client="sync")
+"""
+
+
+def test_an_unfinished_export_is_private_and_the_published_one_is_not(mallory, shared, data,
+                                                                      tmp_path):
+    """The staging area in a shared folder is 0o700 while the job runs, so another user can
+    neither read its partial rows nor write into it; the export it publishes has the modes
+    of the user's umask, as any file they write."""
+    target = shared / "out"
+    root_dir = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "GUIDELOOM_FAULT_POINT": "partitions-done",
+           "PYTHONPATH": str(root_dir)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_EXPORT, str(target), str(data)],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL at the fault point
+    staging = shared / ".out.guideloom-staging"
+    assert stat.S_IMODE(staging.lstat().st_mode) == 0o700
+    staged = sorted(p for p in staging.rglob("*") if p.is_file())
+    assert staged, "the killed run staged nothing"
+    for path in (staged[0], staging / "data"):
+        with pytest.raises(subprocess.CalledProcessError):
+            mallory.run("ls", str(path))
+    with pytest.raises(subprocess.CalledProcessError):
+        mallory.run("touch", str(staging / "parts" / "999999.json"))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    export(data, target)  # resumes the staged partitions and publishes
+    assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~umask
+    assert mallory.run("cat", str(target / "export.json")).stdout.startswith("{")
+    assert not staging.exists()

@@ -31,7 +31,7 @@ from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
 from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
-from guideloom.private_files import check_private_dir
+from guideloom.private_files import private_dir
 
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
 _TEMPORARY = re.compile(r"\.tmp-\d+$")
@@ -109,10 +109,10 @@ class Staging:
         self.discarded = previous is not None
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
+        if self.is_local:  # private while the job runs (0o700), and not one another user
+            private_dir(self.root, "the staging directory")  # planted after the lock's check
         for sub in ("parts", "rows", "data"):
             self.fs.makedirs(self.path(sub), exist_ok=True)
-        if self.is_local:  # not one that another user planted after the lock's check
-            check_private_dir(self.root, "the staging directory", shared_write=True)
         self.write_json(self.path("job.json"), job)
         return False
 
