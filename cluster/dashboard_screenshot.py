@@ -194,17 +194,7 @@ def launch_chromium(
 
         yield _poll(read_port, timeout, "Chromium's DevToolsActivePort file")
     finally:
-        family = [browser]
-        with contextlib.suppress(psutil.NoSuchProcess):
-            family += browser.children(recursive=True)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        _gone, alive = psutil.wait_procs(family, timeout=10)
-        if alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            psutil.wait_procs(alive, timeout=10)
-        proc.wait(timeout=10)
+        _stop_browser(proc, browser)
         log.close()
         shutil.rmtree(profile, ignore_errors=True)
         Path(log.name).unlink(missing_ok=True)
@@ -372,17 +362,7 @@ def chromium_page(width: int = 1400, height: int = 900, timeout: float = 30.0,
         yield session
     finally:
         session.close()
-        family = [browser]
-        with contextlib.suppress(psutil.NoSuchProcess):
-            family += browser.children(recursive=True)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        _gone, alive = psutil.wait_procs(family, timeout=10)
-        if alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            psutil.wait_procs(alive, timeout=10)
-        proc.wait(timeout=10)
+        _stop_browser(proc, browser)
         shutil.rmtree(profile, ignore_errors=True)
 
 
@@ -708,3 +688,18 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _stop_browser(proc: subprocess.Popen, browser: psutil.Process) -> None:
+    """End Chromium and every process it started (SIGTERM to its group, then SIGKILL)."""
+    family = [browser]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        family += browser.children(recursive=True)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(family, timeout=10)
+    if alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=10)
+    proc.wait(timeout=10)
