@@ -28,6 +28,7 @@ from typing import Any
 
 from guideloom.errors import ManifestError
 from guideloom.index_table import read_index
+from guideloom.remote.root import RemoteRoot, checked_relpath, is_remote_root
 
 MANIFEST_NAME = "metadata.json"
 
@@ -276,6 +277,11 @@ class Dataset:
         """
         if self._index_cache is None:
             types = {c.column: c.data_type for c in self.columns.values()}
+            if isinstance(self.data_dir, RemoteRoot):  # fetched by URL (guideloom.remote)
+                from guideloom.remote.dataset import read_remote_index
+
+                self._index_cache = read_remote_index(self, types)
+                return self._index_cache
             path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
                                          "CSV FileObject's 'name')")
             self._index_cache = read_index(path, self.id_column, types)
@@ -289,6 +295,8 @@ class Dataset:
                 a symlink) outside ``root``; the message names the manifest entry and the path,
                 never the file's contents.
         """
+        if isinstance(root, RemoteRoot):  # a name inside the remote release, as a URL
+            return root.path(checked_relpath(name, f"{root}: {what}"))  # type: ignore[return-value]
         return confined(root, name, f"{self.manifest_path or 'the manifest'}: {what}")
 
     @property
@@ -412,6 +420,10 @@ def load(
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
     spec = spec or DatasetSpec()
+    if is_remote_root(data_dir) or (data_dir is None and is_remote_root(source)):
+        from guideloom.remote.dataset import load_remote  # https://, s3://, doi:...
+
+        return load_remote(data_dir, source, spec)
     if data_dir is None:  # beside the manifest file, else the spec's default (./data)
         data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
                     else spec.default_data_dir)

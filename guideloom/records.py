@@ -15,6 +15,7 @@ import psutil
 from guideloom.croissant import View, ViewField
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
 from guideloom.fastread import RawSource, read_dataset
+from guideloom.remote.locations import RemoteLocation
 from guideloom.sources import ArchiveHandles, Location, open_location, open_location_raw
 
 SIM_ID_KEY = "_sim_id"
@@ -68,6 +69,10 @@ class RecordReader:
             CorruptDataError: The file, its metadata or a dataset in it cannot be decoded (or,
                 with ``verify_crc``, a zip member's CRC-32 differs).
         """
+        if isinstance(loc, RemoteLocation):  # a remote release: read by byte ranges
+            from guideloom.remote.records import read_remote
+
+            return read_remote(self, loc, row, into)
         record: dict[str, Any] = {}
         fid, raw = open_location_raw(loc, self.handles, verify_crc=self.verify_crc)
         try:
@@ -95,7 +100,13 @@ class RecordReader:
             CorruptDataError: The file or its metadata is damaged.
         """
         out: dict[str, tuple[tuple, np.dtype]] = {}
-        with open_location(loc, self.handles, verify_crc=self.verify_crc) as f:
+        if isinstance(loc, RemoteLocation):
+            from guideloom.remote.records import open_remote
+
+            opened = open_remote(loc, self.verify_crc)
+        else:
+            opened = open_location(loc, self.handles, verify_crc=self.verify_crc)
+        with opened as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
                     value = np.asarray(row[vf.column])

@@ -16,6 +16,7 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
+from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -56,10 +57,18 @@ def resolve_dataset(
     Relative paths are made absolute against the current directory here, on the driver: the
     job's file locations are shipped to Dask workers, which may run in another directory.
     """
+    if is_remote_root(data_dir) or (data_dir is None and dataset is not None
+                                    and isinstance(dataset.data_dir, RemoteRoot)):
+        if dataset is None:  # a URL or DOI: nothing to make absolute, nothing to stat
+            dataset = load(data_dir, source, spec=spec)
+        return dataset, open_root(data_dir if data_dir is not None else dataset.data_dir)
     if dataset is None:
         dataset = load(data_dir, source, spec=spec)
-    elif not Path(dataset.data_dir).is_absolute() or not (
-            dataset.manifest_path is None or dataset.manifest_path.is_absolute()):
+        if isinstance(dataset.data_dir, RemoteRoot):  # the manifest's URL named the folder
+            return dataset, dataset.data_dir
+    elif not isinstance(dataset.data_dir, RemoteRoot) and (
+            not Path(dataset.data_dir).is_absolute() or not (
+                dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
         dataset = replace(  # a Dataset built by hand with relative paths
             dataset, data_dir=Path(os.path.abspath(dataset.data_dir)),
             manifest_path=None if dataset.manifest_path is None

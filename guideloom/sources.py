@@ -53,6 +53,7 @@ from guideloom.errors import (
 from guideloom.fastread.chunks import RawSource
 from guideloom.index_table import short_type
 from guideloom.remote.byte_source import LocalFileSource
+from guideloom.remote.root import is_remote_root, open_root
 from guideloom.remote.zipdir import (
     LOCAL_HEADER,
     Member,
@@ -118,7 +119,12 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     Raises:
         GuideloomError: A zip archive is damaged (its central directory cannot be read).
     """
-    root = Path(data_dir if data_dir is not None else ds.data_dir)
+    remote = data_dir if data_dir is not None else ds.data_dir
+    if is_remote_root(remote):  # an https://, fsspec or DOI release: read by byte ranges
+        from guideloom.remote.locations import remote_locations
+
+        return remote_locations(ds, open_root(remote))  # type: ignore[arg-type]
+    root = Path(remote)
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}

@@ -78,6 +78,7 @@ from guideloom.formats.layout import (
     read_export_manifest,
 )
 from guideloom.records import RecordReader, reference_dtypes
+from guideloom.remote.root import is_remote_root
 from guideloom.selection import Selection, check_storable_ids, select
 
 PROBE_ATTEMPTS = 20
@@ -174,6 +175,11 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
+    if is_remote_root(spec.data_dir):  # no local files to stat: URLs, sizes and validators
+        from guideloom.remote.dataset import index_bytes
+        from guideloom.remote.locations import remote_fingerprint
+
+        return remote_fingerprint(index_bytes(spec.dataset), selection.locations)[:32]
     index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
                                                "the index table")
     return data_fingerprint(index_file, selection.locations)

@@ -40,7 +40,7 @@ def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
         UnsafeTargetError: The target is protected, or holds something guideloom did not write.
         FileExistsError: A complete export is there and ``overwrite`` is false.
     """
-    if staging.is_local:
+    if staging.is_local and isinstance(data_dir, str | os.PathLike):  # (not a remote root)
         target = Path(staging.target).resolve()
         data = Path(data_dir).resolve()
         protected = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
