@@ -98,8 +98,10 @@ class _Archive:
 
 
 def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
-    """The archives to read: those the manifest names (at ``name`` or ``h5/name``), then, for
-    a listed root or a listable filesystem, any other ``*.zip`` at the top or in ``h5/``."""
+    """The archives to read: those the manifest names (at ``name`` or ``h5/name``); for a
+    listed root (a DOI) in which none of them is, any ``*.zip`` at the top or in ``h5/``
+    holding experiments (the release also lists ``h5/sample.zip``, whose members repeat
+    those of the full archives)."""
     found: list[_Archive] = []
     taken: set[str] = set()
     for name in ds.archives:
@@ -117,7 +119,7 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
                 found.append(_Archive(entry.url, size, validator))
             taken.add(rel)
             break
-    if root.listed:
+    if root.listed and not found:
         pattern = re.compile(ds.spec.member_pattern)
         for f in sorted(root.files, key=lambda f: f.relpath):
             folder, _, base = f.relpath.rpartition("/")

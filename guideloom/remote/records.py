@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover - until it is merged
     _native = None
 
 BLOCK = 4 << 10  # granularity of HDF5 metadata reads (and of what the cache keeps)
-FIRST_READ = 16 << 10  # member bytes fetched with the local header
+FIRST_READ = 8 << 10  # member bytes fetched with the local header (superblock, root group)
 NAME_SLACK = 64  # bytes for the local header's extra field (its length is learnt with it)
 RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
 META_KIND = "h5-metadata"

@@ -32,7 +32,7 @@ LOCAL_SIG = b"PK\x03\x04"
 UTF8_NAME = 0x800  # general purpose flag bit 11: the name is UTF-8 (else cp437)
 ZIP_STORED = 0
 MAX_COMMENT = 0xFFFF
-TAIL_READ = 64 << 10  # bytes read from the end at first: the EOCD and usually the directory
+TAIL_READ = 16 << 10  # bytes read from the end at first: the EOCD and often the directory
 _ZIP64_EXTRA = 0x0001
 _FFFF = 0xFFFFFFFF
 
