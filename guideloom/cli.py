@@ -456,7 +456,7 @@ def _keep_dashboard_open(seconds: float) -> None:
 
 # --- the published release: info and download ----------------------------------------------
 def _release_options(p: argparse.ArgumentParser) -> None:
-    from guideloom.release import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
+    from guideloom.dataverse import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
 
     p.add_argument("--token", default=argparse.SUPPRESS,
                    help=f"Dataverse API token for drafts or restricted files, sent as the "
@@ -470,7 +470,7 @@ def _release_options(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from guideloom.release import dataset_versions, title_of
+    from guideloom.dataverse import dataset_versions, title_of
 
     versions = dataset_versions(server=args.server, doi=args.doi, token=args.token,
                                 timeout=args.timeout)
@@ -714,7 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
     _release_options(info)
     info.set_defaults(func=_cmd_info)
 
-    from guideloom.release import DEFAULT_OUT, DEFAULT_VERSION
+    from guideloom.dataverse import DEFAULT_VERSION
+    from guideloom.release import DEFAULT_OUT
 
     dl = sub.add_parser("download", help="download the published release (or --small, the "
                                          "sample) into rddac's layout, verified and resumable")

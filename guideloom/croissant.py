@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
-from guideloom.index_table import read_index
+from guideloom.index_table import read_index, read_index_bytes
 from guideloom.remote.root import RemoteRoot, checked_relpath, is_remote_root
 
 MANIFEST_NAME = "metadata.json"
@@ -278,9 +278,11 @@ class Dataset:
         if self._index_cache is None:
             types = {c.column: c.data_type for c in self.columns.values()}
             if isinstance(self.data_dir, RemoteRoot):  # fetched by URL (guideloom.remote)
-                from guideloom.remote.dataset import read_remote_index
+                from guideloom.remote.fetch import fetch_bytes
 
-                self._index_cache = read_remote_index(self, types)
+                data, where = fetch_bytes(self.data_dir, self.index_file,
+                                          "the index table (named by the manifest)")
+                self._index_cache = read_index_bytes(data, where, self.id_column, types)
                 return self._index_cache
             path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
                                          "CSV FileObject's 'name')")
@@ -421,9 +423,10 @@ def load(
         data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
     spec = spec or DatasetSpec()
     if is_remote_root(data_dir) or (data_dir is None and is_remote_root(source)):
-        from guideloom.remote.dataset import load_remote  # https://, s3://, doi:...
+        from guideloom.remote.dataset import remote_manifest  # https://, s3://, doi:...
 
-        return load_remote(data_dir, source, spec)
+        manifest, root = remote_manifest(data_dir, source, spec.metadata_file)
+        return _parse(manifest, None, root, spec)  # type: ignore[arg-type]
     if data_dir is None:  # beside the manifest file, else the spec's default (./data)
         data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
                     else spec.default_data_dir)

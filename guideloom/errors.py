@@ -23,6 +23,11 @@ class ManifestError(GuideloomError, ValueError):
     """The Croissant manifest or the dataset spec cannot be used."""
 
 
+class ZipFormatError(ValueError):
+    """Bytes that are not a readable zip archive (:mod:`guideloom.remote.zipdir`; callers
+    turn it into a :class:`GuideloomError` naming the archive)."""
+
+
 class MissingDataWarning(UserWarning):
     """Experiments listed in the index have no local HDF5 file and were skipped."""
 

@@ -70,9 +70,9 @@ class RecordReader:
                 with ``verify_crc``, a zip member's CRC-32 differs).
         """
         if isinstance(loc, RemoteLocation):  # a remote release: read by byte ranges
-            from guideloom.remote.records import read_remote
+            from guideloom.remote.records import read_remote_fields
 
-            return read_remote(self, loc, row, into)
+            return self._ordered(read_remote_fields(self, loc, row, into), loc, row)
         record: dict[str, Any] = {}
         fid, raw = open_location_raw(loc, self.handles, verify_crc=self.verify_crc)
         try:
@@ -84,10 +84,14 @@ class RecordReader:
                         None if into is None else into.get(vf.alias))
         finally:
             fid.close()
+        return self._ordered(record, loc, row)
+
+    def _ordered(self, record: dict[str, Any], loc: Location, row: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+        """The HDF5 fields read plus the index columns, in the view's field order."""
         for vf in self.view.fields:
             if not vf.is_h5:
                 record[vf.alias] = row[vf.column]
-        # keep the view's field order
         ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
         ordered[SIM_ID_KEY] = loc.sim_id
         return ordered

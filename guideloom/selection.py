@@ -16,6 +16,7 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
+from guideloom.remote.locations import remote_locations
 from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
 from guideloom.sources import Location, scan_locations
 
@@ -133,7 +134,8 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = scan_locations(ds, root)
+    available = (remote_locations(ds, root) if isinstance(root, RemoteRoot)  # by byte ranges
+                 else scan_locations(ds, root))
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])

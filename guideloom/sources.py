@@ -53,7 +53,6 @@ from guideloom.errors import (
 from guideloom.fastread.chunks import RawSource
 from guideloom.index_table import short_type
 from guideloom.remote.byte_source import LocalFileSource
-from guideloom.remote.root import is_remote_root, open_root
 from guideloom.remote.zipdir import (
     LOCAL_HEADER,
     Member,
@@ -119,12 +118,7 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     Raises:
         GuideloomError: A zip archive is damaged (its central directory cannot be read).
     """
-    remote = data_dir if data_dir is not None else ds.data_dir
-    if is_remote_root(remote):  # an https://, fsspec or DOI release: read by byte ranges
-        from guideloom.remote.locations import remote_locations
-
-        return remote_locations(ds, open_root(remote))  # type: ignore[arg-type]
-    root = Path(remote)
+    root = Path(data_dir if data_dir is not None else ds.data_dir)
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
@@ -628,3 +622,11 @@ def open_h5(
             f"{root}/h5/<id>.h5 files and members of {', '.join(ds.archives) or '*.zip'} in "
             f"{root} and {root}/h5); download it or check the id")
     return open_location(loc)
+
+
+# The member-opening pieces guideloom.remote.records shares (a remote member is opened the same
+# way, from bytes fetched by range).
+raise_corrupt = _corrupt
+SeekableReader = _SeekableReader
+MemoryFile = _MemoryFile
+file_access = _file_access

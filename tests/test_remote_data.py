@@ -379,3 +379,18 @@ def test_cache_stays_within_its_bound(tmp_path):
     assert sum(p.stat().st_size for p in files) <= 20_000
     assert cache.get("k", "key49") == {"blob": "x" * 1000}
     assert cache.get("k", "key0") is None
+
+
+def test_doi_with_a_token_and_large_files_on_the_store(tmp_path, cache_dir, monkeypatch):
+    from tests.dataverse_server import DOI, Faults, make_release, serve
+
+    release = make_release(tmp_path, n=6)
+    faults = Faults(redirect_over=100_000, require_token="s3cret")
+    with serve(release, faults) as server:
+        monkeypatch.setenv("GUIDELOOM_DATAVERSE_URL", server.url)
+        monkeypatch.setenv("GUIDELOOM_DATAVERSE_TOKEN", "s3cret")
+        _assert_same(_records("force-curve", data_dir=DOI),
+                     _records("force-curve", data_dir=tmp_path / "release"))
+        log = server.log
+    assert any(e.server == "store" and e.range for e in log)  # zips read by range, redirected
+    assert all(e.token for e in log if e.server == "api")

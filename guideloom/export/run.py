@@ -176,10 +176,11 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
     if is_remote_root(spec.data_dir):  # no local files to stat: URLs, sizes and validators
-        from guideloom.remote.dataset import index_bytes
+        from guideloom.remote.fetch import fetch_bytes
         from guideloom.remote.locations import remote_fingerprint
 
-        return remote_fingerprint(index_bytes(spec.dataset), selection.locations)[:32]
+        index, _ = fetch_bytes(spec.dataset.data_dir, spec.dataset.index_file, "the index table")
+        return remote_fingerprint(index, selection.locations)[:32]
     index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
                                                "the index table")
     return data_fingerprint(index_file, selection.locations)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from guideloom.errors import GuideloomError
-from guideloom.remote.byte_source import ByteSource, FsspecSource, open_byte_source
+from guideloom.remote.byte_source import ByteSource
 from guideloom.remote.cache import process_cache
+from guideloom.remote.fetch import source_of
 from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import Member, ZipFormatError, read_members
 from guideloom.sources import LOOSE_SUBDIR, Location, add_member_locations, id_parser
@@ -51,24 +51,6 @@ class RemoteLocation(Location):
 def archive_key(url: str, size: int, validator: str) -> str:
     """The cache key of one archive: URL, size and validator."""
     return f"{url}|{size}|{validator}"
-
-
-_SOURCES: dict[tuple[str, tuple[tuple[str, str], ...]], ByteSource] = {}
-_SOURCES_LOCK = threading.Lock()
-
-
-def source_of(url: str, size: int | None = None,
-              headers: tuple[tuple[str, str], ...] = ()) -> ByteSource:
-    """This process's byte source of ``url`` (opened on first use, then reused)."""
-    key = (url, headers)
-    with _SOURCES_LOCK:
-        src = _SOURCES.get(key)
-        if src is None:
-            options: dict[str, Any] = {"headers": dict(headers)} if headers else {}
-            src = _SOURCES[key] = open_byte_source(url, **options)
-        if size and isinstance(src, FsspecSource):
-            src._size = size  # noqa: SLF001 - known from the listing: no HEAD request
-        return src
 
 
 def location_source(loc: RemoteLocation) -> ByteSource:

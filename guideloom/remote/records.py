@@ -35,13 +35,13 @@ from guideloom.sources import (
     DEFLATE_MAX_RATIO,
     DEFLATE_SLACK,
     MemberFile,
-    _corrupt,
-    _file_access,
-    _MemoryFile,
-    _SeekableReader,
+    MemoryFile,
+    SeekableReader,
     checked_data_offset,
+    file_access,
     inflate_budget,
 )
+from guideloom.sources import raise_corrupt as _corrupt
 from guideloom.zipcrc import crc32
 
 try:  # the native HDF5 reader (guideloom.h5native), when present
@@ -105,7 +105,7 @@ def _save_meta(loc: RemoteLocation, meta: MemberMeta) -> None:
         meta.changed = False
 
 
-class RemoteMemberFile(_SeekableReader):
+class RemoteMemberFile(SeekableReader):
     """The member's bytes for h5py: metadata blocks from :class:`MemberMeta` (fetched and
     kept while :attr:`recording`), data from ranges fetched beforehand (:meth:`prefetch`) or,
     failing that, fetched as asked."""
@@ -216,7 +216,7 @@ def _verify_crc(loc: RemoteLocation, start: int) -> None:
         _verified[key] = True
 
 
-def _inflated(loc: RemoteLocation, start: int) -> _MemoryFile:
+def _inflated(loc: RemoteLocation, start: int) -> MemoryFile:
     """A deflated member fetched whole and inflated (bounded as locally)."""
     declared = _declared_size(loc)
     if declared > loc.size * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
@@ -234,7 +234,7 @@ def _inflated(loc: RemoteLocation, start: int) -> _MemoryFile:
     if len(out) != declared or (loc.crc is not None and crc32(out) & 0xFFFFFFFF != loc.crc):
         _corrupt(loc, "the member inflates to other bytes than its header declares (size or "
                       "CRC-32)")
-    return _MemoryFile(memoryview(out))
+    return MemoryFile(memoryview(out))
 
 
 def _declared_size(loc: RemoteLocation) -> int:
@@ -260,7 +260,7 @@ def open_member(loc: RemoteLocation, verify_crc: bool = False
     if verify_crc and loc.crc is not None:
         _verify_crc(loc, meta.data_start)
     fileobj: Any = RemoteMemberFile(loc, meta) if loc.stored else _inflated(loc, meta.data_start)
-    fapl = _file_access()
+    fapl = file_access()
     fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
     try:
         fid = h5py.h5f.open(repr(fileobj).encode("ascii", "replace"), h5py.h5f.ACC_RDONLY,
@@ -321,41 +321,35 @@ def _rows_of(timesteps: Any, shape: tuple[int, ...]) -> list[int] | None:
     return [s % n for s in steps if -n <= s < n] if n else []
 
 
-def read_remote(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
-                into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
-    """:meth:`RecordReader.read <guideloom.records.RecordReader.read>` for a remote member."""
-    from guideloom.records import SIM_ID_KEY
-
+def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
+                       into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The HDF5 fields of one record of ``reader``'s view from a remote member, as
+    :meth:`RecordReader.read <guideloom.records.RecordReader.read>` reads them locally (the
+    same checks and errors: this calls its field reader)."""
     record = _read_native(reader, loc) if _native is not None else None
-    if record is None:
-        record = {}
-        fid, fileobj = open_member(loc, reader.verify_crc)
-        try:
-            h5 = [vf for vf in reader.view.fields if vf.is_h5]
-            if isinstance(fileobj, RemoteMemberFile):
-                ranges = [r for vf in h5 for r in _needed_ranges(fid, vf.h5_path, vf.timesteps)]
-                fileobj.recording = False
-                fileobj.prefetch(ranges)
-            fileno = fid.fileno
-            for vf in h5:
-                record[vf.alias] = reader._read_field(  # noqa: SLF001 - the same checks
-                    fid, fileno, None, vf, loc, row, None if into is None else into.get(vf.alias))
-        finally:
-            fid.close()
-            fileobj.close()
-    for vf in reader.view.fields:
-        if not vf.is_h5:
-            record[vf.alias] = row[vf.column]
-    ordered = {vf.alias: record[vf.alias] for vf in reader.view.fields}
-    ordered[SIM_ID_KEY] = loc.sim_id
-    return ordered
+    if record is not None:
+        return record
+    record = {}
+    fid, fileobj = open_member(loc, reader.verify_crc)
+    try:
+        h5 = [vf for vf in reader.view.fields if vf.is_h5]
+        if isinstance(fileobj, RemoteMemberFile):
+            ranges = [r for vf in h5 for r in _needed_ranges(fid, vf.h5_path, vf.timesteps)]
+            fileobj.recording = False
+            fileobj.prefetch(ranges)
+        fileno = fid.fileno
+        for vf in h5:
+            record[vf.alias] = reader._read_field(  # noqa: SLF001 - the same checks
+                fid, fileno, None, vf, loc, row, None if into is None else into.get(vf.alias))
+    finally:
+        fid.close()
+        fileobj.close()
+    return record
 
 
 def _read_native(reader: Any, loc: RemoteLocation) -> dict[str, Any] | None:
     """The view's HDF5 fields through :mod:`guideloom.h5native`, or ``None`` to use h5py
     (unsupported layout, a deflated member, CRC checks, or any error: h5py words those)."""
-    from guideloom.records import check_declared_size
-
     if not loc.stored or reader.verify_crc or loc.defect is not None:
         return None
     key = loc.cache_key()
@@ -379,7 +373,6 @@ def _read_native(reader: Any, loc: RemoteLocation) -> dict[str, Any] | None:
                 data = data[[unique.index(r) for r in rows]]
                 if isinstance(vf.timesteps, int):
                     data = data[0]
-            check_declared_size(data.shape, data.dtype, loc, vf.h5_path)
             reader._check_byte_order(data.dtype, vf, loc)  # noqa: SLF001
             record[vf.alias] = data
         if cached is None:
@@ -387,7 +380,7 @@ def _read_native(reader: Any, loc: RemoteLocation) -> dict[str, Any] | None:
         _save_meta(loc, meta)
         return record
     except CorruptDataError as exc:
-        if "byte order" in str(exc) or "declares shape" in str(exc):
+        if "byte-order" in str(exc):
             raise
         return None
     except Exception:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides

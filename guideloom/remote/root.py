@@ -8,9 +8,9 @@ maps the release's relative file names (``metadata.json``, ``h5/concave.zip``) t
 * an fsspec URL (``s3://bucket/prefix``, ``memory://...``): the same, and ``*.zip`` files
   can also be listed;
 * a Dataverse DOI (``doi:10.18419/DARUS-5589``): the dataset version's file list is read once
-  through the Dataverse API (as :mod:`guideloom.release` reads it) and each file is its access
-  URL; the server is ``server=`` or ``$GUIDELOOM_DATAVERSE_URL`` (default DaRUS), the token
-  ``token=`` or ``$GUIDELOOM_DATAVERSE_TOKEN``.
+  through the Dataverse API (:mod:`guideloom.dataverse`, as ``guideloom download`` reads it)
+  and each file is its access URL; the server is ``server=`` or ``$GUIDELOOM_DATAVERSE_URL``
+  (default DaRUS), the token ``token=`` or ``$GUIDELOOM_DATAVERSE_TOKEN``.
 
 A root is small and picklable: Dask workers receive it (with the job's locations) and open
 their own connections.
@@ -29,6 +29,7 @@ from guideloom.remote.byte_source import is_remote
 
 DOI_PREFIX = "doi:"
 TOKEN_HEADER = "X-Dataverse-key"
+VERSION_ENV = "GUIDELOOM_DATAVERSE_VERSION"  # the dataset version a DOI reads (default 2.0)
 
 
 def is_remote_root(location: object) -> bool:
@@ -144,12 +145,12 @@ def open_root(location: str | RemoteRoot, *, server: str | None = None,
 
 def _doi_root(doi: str, server: str | None, token: str | None,
               version: str | None) -> RemoteRoot:
-    from guideloom import release
+    from guideloom import dataverse
 
-    base = release._server(server)  # noqa: SLF001 - one reading of --server / the env
-    secret = release._token(token)  # noqa: SLF001
-    version = version or os.environ.get("GUIDELOOM_DATAVERSE_VERSION") or release.DEFAULT_VERSION
-    _, files = release.version_files(version, server=base, doi=doi, token=secret)
+    base = dataverse.server_url(server)
+    secret = dataverse.api_token(token)
+    version = version or os.environ.get(VERSION_ENV) or dataverse.DEFAULT_VERSION
+    _, files = dataverse.version_files(version, server=base, doi=doi, token=secret)
     entries = tuple(RemoteFileEntry(f.relpath,
                                     f"{base}/api/access/datafile/{f.id}?format=original",
                                     f.size or None, f.checksum.value if f.checksum else "")

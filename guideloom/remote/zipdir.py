@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from guideloom.errors import ZipFormatError
 from guideloom.remote.byte_source import ByteSource
 
 _EOCD = struct.Struct("<4s4H2LH")  # signature, disks, entries x2, size, offset, comment length
@@ -35,10 +36,6 @@ MAX_COMMENT = 0xFFFF
 TAIL_READ = 16 << 10  # bytes read from the end at first: the EOCD and often the directory
 _ZIP64_EXTRA = 0x0001
 _FFFF = 0xFFFFFFFF
-
-
-class ZipFormatError(ValueError):
-    """The bytes are not a readable zip archive (what is wrong is the message)."""
 
 
 @dataclass(frozen=True)
