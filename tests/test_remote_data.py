@@ -394,3 +394,4 @@ def test_doi_with_a_token_and_large_files_on_the_store(tmp_path, cache_dir, monk
         log = server.log
     assert any(e.server == "store" and e.range for e in log)  # zips read by range, redirected
     assert all(e.token for e in log if e.server == "api")
+    assert not any(e.token for e in log if e.server == "store")  # the token stays with the API
