@@ -395,3 +395,45 @@ def test_doi_with_a_token_and_large_files_on_the_store(tmp_path, cache_dir, monk
     assert any(e.server == "store" and e.range for e in log)  # zips read by range, redirected
     assert all(e.token for e in log if e.server == "api")
     assert not any(e.token for e in log if e.server == "store")  # the token stays with the API
+
+
+def test_verify_crc_reports_a_damaged_chunk_as_locally(served):
+    url, _, root = served
+    with zipfile.ZipFile(root / "concave.zip") as zf:
+        member = zf.read("0002.h5")
+    with h5py.File(io.BytesIO(member)) as f:
+        chunk = f["force/data"].id.get_chunk_info(0)
+    # flip bytes inside the force table's first chunk: metadata intact, only the CRC tells
+    corrupt_member(root / "concave.zip", "0002.h5", chunk.byte_offset + chunk.size - 8,
+                   b"\0\1\2\3")
+    errors = []
+    for data_dir in (root, url):
+        with pytest.raises(CorruptDataError) as caught:
+            _records("force-curve", data_dir=data_dir, verify_crc=True, sim_ids=[2])
+        errors.append(str(caught.value))
+    for message in errors:
+        assert "experiment 2" in message and "0002.h5: CRC-32 mismatch" in message
+    assert errors[1].startswith(f"experiment 2: {url}/concave.zip::0002.h5")
+
+
+def test_deflated_remote_members_read_as_locally(served):
+    from tests.zip_helpers import rebuild_archive
+
+    url, _, root = served
+    rebuild_archive(root / "concave.zip", compression=zipfile.ZIP_DEFLATED)
+    for view in ("force-curve", "sheet-thickness"):
+        _assert_same(_records(view, data_dir=url, sim_ids=[0, 1, 5]),
+                     _records(view, data_dir=root, sim_ids=[0, 1, 5]))
+
+
+def test_cache_location_follows_the_environment(tmp_path, monkeypatch):
+    from guideloom.remote.cache import cache_root
+
+    monkeypatch.delenv("GUIDELOOM_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "guideloom"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_root() == tmp_path / "home" / ".cache" / "guideloom"
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine"

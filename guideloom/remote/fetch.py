@@ -7,9 +7,6 @@ its own source per URL on first use (:func:`source_of`) and reuses it, with its 
 from __future__ import annotations
 
 import threading
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,22 +31,24 @@ def source_of(url: str, size: int | None = None,
         return src
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # the 3xx is raised as an HTTPError: its Location is what we want
-
-
 def _redirect_target(url: str, headers: dict[str, str], timeout: float) -> str | None:
     """Where ``url`` redirects to when asked with ``headers`` (``None``: it answers itself)."""
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None  # the 3xx is raised as an HTTPError: its Location is what we want
+
     req = urllib.request.Request(url, headers={**headers, "Range": "bytes=0-0"})
     try:
-        with urllib.request.build_opener(_NoRedirect).open(req, timeout=timeout):
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=timeout):
             return None
     except urllib.error.HTTPError as exc:
         location = exc.headers.get("Location") if 300 <= exc.code < 400 else None
         if location is None:
             raise OSError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-        return urllib.parse.urljoin(url, location)
+        return urllib.parse.urljoin(url, location)  # (urllib.request imports urllib.parse)
 
 
 class TokenSource:

@@ -40,6 +40,7 @@ class RemoteLocation(Location):
 
     archive_size: int = 0
     validator: str = ""
+    file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 
     def cache_key(self) -> str:
@@ -155,8 +156,10 @@ def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
         members = _members(archive, root)
         size = source_of(archive.url, archive.size, root.headers).size()
         extra = {"archive_size": size, "validator": archive.validator, "headers": root.headers}
+        inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
-                             lambda **kw: RemoteLocation(**kw, **extra))  # noqa: B023
+                             lambda **kw: RemoteLocation(  # noqa: B023 - called at once
+                                 **kw, **extra, file_size=inflated[kw["member"]]))  # noqa: B023
     return found
 
 

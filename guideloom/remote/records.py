@@ -218,7 +218,7 @@ def _verify_crc(loc: RemoteLocation, start: int) -> None:
 
 def _inflated(loc: RemoteLocation, start: int) -> MemoryFile:
     """A deflated member fetched whole and inflated (bounded as locally)."""
-    declared = _declared_size(loc)
+    declared = loc.file_size
     if declared > loc.size * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
         _corrupt(loc, f"the member declares {declared} bytes from {loc.size} compressed ones, "
                       "more than deflate can produce (a zip bomb or a damaged header)")
@@ -235,16 +235,6 @@ def _inflated(loc: RemoteLocation, start: int) -> MemoryFile:
         _corrupt(loc, "the member inflates to other bytes than its header declares (size or "
                       "CRC-32)")
     return MemoryFile(memoryview(out))
-
-
-def _declared_size(loc: RemoteLocation) -> int:
-    from guideloom.remote.zipdir import read_members
-
-    members = {m.name: m for m in read_members(location_source(loc))}
-    member = members.get(loc.member or "")
-    if member is None:
-        _corrupt(loc, "the member is no longer in the archive (it was rewritten)")
-    return member.file_size
 
 
 def open_member(loc: RemoteLocation, verify_crc: bool = False
