@@ -437,3 +437,19 @@ def test_cache_location_follows_the_environment(tmp_path, monkeypatch):
     assert cache_root() == tmp_path / "home" / ".cache" / "guideloom"
     monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "mine"))
     assert cache_root() == tmp_path / "mine"
+
+
+def test_an_archive_replaced_on_the_server_is_read_afresh(served):
+    from tests.zip_helpers import rebuild_archive
+
+    url, _, root = served
+    first = _records("force-curve", data_dir=url, sim_ids=[0, 1])
+    archive = root / "concave.zip"
+    with zipfile.ZipFile(archive) as zf:
+        swapped = {"0000.h5": zf.read("0001.h5"), "0001.h5": zf.read("0000.h5")}
+    stamp = archive.stat().st_mtime
+    rebuild_archive(archive, replace=swapped)  # same size, members' contents swapped
+    os.utime(archive, (stamp + 10, stamp + 10))  # the new Last-Modified
+    again = _records("force-curve", data_dir=url, sim_ids=[0, 1])
+    _assert_same(again, _records("force-curve", data_dir=root, sim_ids=[0, 1]))
+    np.testing.assert_array_equal(again[0]["force_data"], first[1]["force_data"])

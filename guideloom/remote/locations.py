@@ -68,8 +68,9 @@ def _stat(src: ByteSource) -> tuple[int, str]:
     info = fs.info(path)  # asked on every scan: an archive replaced on the server is noticed
     size = int(info["size"])
     src._size = size  # noqa: SLF001 - the one metadata request answers both
-    validator = next((str(info[k]) for k in ("ETag", "etag", "LastModified", "last_modified",
-                                            "mtime", "created") if info.get(k)), "")
+    validator = next((str(info[k]) for k in ("ETag", "etag", "Last-Modified", "LastModified",
+                                            "last_modified", "mtime", "created") if info.get(k)),
+                     "")
     return size, validator
 
 
