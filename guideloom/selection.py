@@ -62,6 +62,7 @@ def resolve_dataset(
                                     and isinstance(dataset.data_dir, RemoteRoot)):
         if dataset is None:  # a URL or DOI: nothing to make absolute, nothing to stat
             dataset = load(data_dir, source, spec=spec)
+            return dataset, dataset.data_dir  # (a DOI is resolved once)
         return dataset, open_root(data_dir if data_dir is not None else dataset.data_dir)
     if dataset is None:
         dataset = load(data_dir, source, spec=spec)

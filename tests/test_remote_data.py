@@ -453,3 +453,15 @@ def test_an_archive_replaced_on_the_server_is_read_afresh(served):
     again = _records("force-curve", data_dir=url, sim_ids=[0, 1])
     _assert_same(again, _records("force-curve", data_dir=root, sim_ids=[0, 1]))
     np.testing.assert_array_equal(again[0]["force_data"], first[1]["force_data"])
+
+
+def test_an_archive_gone_from_the_server_mid_run_names_the_experiment_and_url(served):
+    url, _, root = served
+    records = iter_view("force-curve", data_dir=url)  # lists the archives now
+    (root / "concave.zip").unlink()  # the server answers 404 from now on
+    with pytest.raises(guideloom.errors.ExperimentReadError) as caught:
+        next(records)
+    message = str(caught.value)
+    assert message.startswith(f"experiment 0: {url}/concave.zip::0000.h5: reading from {url}")
+    assert "check the connection" in message
+    assert not isinstance(caught.value, CorruptDataError)

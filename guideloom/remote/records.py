@@ -19,6 +19,7 @@ the member, as for local archives.
 from __future__ import annotations
 
 import base64
+import bisect
 import threading
 import zlib
 from collections.abc import Mapping
@@ -117,7 +118,9 @@ class RemoteMemberFile(SeekableReader):
         self._size, self._pos = loc.size, 0
         self.name = loc.describe()
         self.recording = True
+        self.failure: ExperimentReadError | None = None  # a fetch failed (HDF5 hides why)
         self._data: list[tuple[int, bytes]] = []
+        self._starts: list[int] = []
 
     def _block_len(self, i: int) -> int:
         return min(BLOCK, self._size - i * BLOCK)
@@ -127,16 +130,18 @@ class RemoteMemberFile(SeekableReader):
         try:
             return self.source.read_ranges([(base + o, n) for o, n in ranges])
         except (OSError, ValueError) as exc:
-            raise ExperimentReadError(
+            self.failure = ExperimentReadError(
                 f"experiment {self.loc.sim_id}: {self.name}: reading from {self.loc.path} "
                 f"failed ({exc}); check the connection and run again",
-                sim_id=self.loc.sim_id, file=self.name) from exc
+                sim_id=self.loc.sim_id, file=self.name)
+            raise self.failure from exc
 
     def prefetch(self, ranges: list[tuple[int, int]]) -> None:
         """Fetch the member ranges ``(offset, size)`` h5py is about to read, in one call."""
         ranges = [(o, n) for o, n in ranges if n > 0 and 0 <= o and o + n <= self._size]
         if ranges:
             self._data = sorted(zip((o for o, _ in ranges), self._fetch(ranges), strict=True))
+            self._starts = [o for o, _ in self._data]
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
         n = min(len(buffer), self._size - self._pos)
@@ -144,8 +149,10 @@ class RemoteMemberFile(SeekableReader):
             return 0
         out = memoryview(buffer).cast("B")
         pos, end = self._pos, self._pos + n
-        for start, blob in self._data:  # a prefetched data range
-            if start <= pos and end <= start + len(blob):
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i >= 0:  # inside a prefetched data range?
+            start, blob = self._data[i]
+            if end <= start + len(blob):
                 out[:n] = blob[pos - start:end - start]
                 self._pos = end
                 return n
@@ -176,6 +183,8 @@ def _first_read(loc: RemoteLocation) -> MemberMeta:
     if loc.defect is not None:
         _corrupt(loc, loc.defect)
     src = location_source(loc)
+    if loc.header_offset + LOCAL_HEADER.size > loc.archive_size:
+        _corrupt(loc, "the central directory points past the end of the archive")
     head = LOCAL_HEADER.size + len(loc.member.encode()) + NAME_SLACK
     want = min(head + FIRST_READ, loc.archive_size - loc.header_offset)
     try:
@@ -260,6 +269,8 @@ def open_member(loc: RemoteLocation, verify_crc: bool = False
         raise
     except (OSError, ValueError) as exc:
         fileobj.close()
+        if getattr(fileobj, "failure", None) is not None:  # the network, not the bytes
+            raise fileobj.failure from exc
         raise CorruptDataError(
             f"experiment {loc.sim_id}: {loc.describe()} is damaged or not an HDF5 file ({exc})",
             sim_id=loc.sim_id, file=loc.describe()) from exc
@@ -331,6 +342,11 @@ def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
         for vf in h5:
             record[vf.alias] = reader._read_field(  # noqa: SLF001 - the same checks
                 fid, fileno, None, vf, loc, row, None if into is None else into.get(vf.alias))
+    except ExperimentReadError as exc:
+        failure = getattr(fileobj, "failure", None)
+        if failure is not None and exc is not failure:  # the network, not the bytes
+            raise failure from exc
+        raise
     finally:
         fid.close()
         fileobj.close()
