@@ -465,3 +465,28 @@ def test_an_archive_gone_from_the_server_mid_run_names_the_experiment_and_url(se
     assert message.startswith(f"experiment 0: {url}/concave.zip::0000.h5: reading from {url}")
     assert "check the connection" in message
     assert not isinstance(caught.value, CorruptDataError)
+
+
+def test_guideloom_run_from_a_doi_with_server_option(tmp_path, cache_dir):
+    from tests.dataverse_server import DOI, make_release, serve
+
+    make_release_root = tmp_path / "made"
+    release = make_release(make_release_root, n=6)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDELOOM_DATAVERSE")}
+    env["PYTHONPATH"] = str(REPO)
+    with serve(release) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "guideloom", "run", "force_signals", "--data-dir", DOI,
+             "--server", server.url, "--output", str(tmp_path / "doi")],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    local = subprocess.run(
+        [sys.executable, "-m", "guideloom", "run", "force_signals", "--data-dir",
+         str(make_release_root / "release"), "--output", str(tmp_path / "local")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    a, b = guideloom.load_export(tmp_path / "doi"), guideloom.load_export(tmp_path / "local")
+    assert list(a.sim_ids) == list(b.sim_ids) and len(b) == 6
+    for i in range(len(b)):
+        for key, value in b[i].items():
+            np.testing.assert_array_equal(np.asarray(a[i][key]), np.asarray(value))
