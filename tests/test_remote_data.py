@@ -490,3 +490,20 @@ def test_guideloom_run_from_a_doi_with_server_option(tmp_path, cache_dir):
     for i in range(len(b)):
         for key, value in b[i].items():
             np.testing.assert_array_equal(np.asarray(a[i][key]), np.asarray(value))
+
+
+def test_a_workflow_file_may_name_a_url_as_its_data_dir(served, tmp_path):
+    from guideloom.export.run import run_export
+    from guideloom.workflow import load_workflow
+
+    url, _, root = served
+    text = (REPO / "workflows" / "force_signals.toml").read_text()
+    assert 'data_dir = "demo-data"' in text
+    for name, data_dir in (("remote", url), ("local", str(root))):
+        (tmp_path / f"{name}.toml").write_text(
+            text.replace('data_dir = "demo-data"', f"data_dir = {json.dumps(data_dir)}"))
+        wf = load_workflow(tmp_path / f"{name}.toml", output=tmp_path / name)
+        run_export(wf.to_spec(), client="sync", show_progress=False)
+    a, b = (guideloom.load_export(tmp_path / n) for n in ("remote", "local"))
+    assert list(a.sim_ids) == list(b.sim_ids) and len(b) > 10
+    np.testing.assert_array_equal(a[3]["force"], b[3]["force"])
