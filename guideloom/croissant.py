@@ -407,7 +407,9 @@ def load(
     Args:
         data_dir: Directory with the index table and the HDF5 files (zipped or loose);
             a relative path is made absolute against the current directory. Default: the
-            manifest's folder when ``source`` is a path, else ``./data``.
+            manifest's folder when ``source`` is a path, else ``./data``. An ``https://`` or
+            fsspec URL of a release, or its DOI (``doi:10.18419/DARUS-5589``), is read
+            remotely by byte ranges (:mod:`guideloom.remote`).
         source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
             ``data_dir/metadata.json``.
         spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
