@@ -151,6 +151,10 @@ class SchedulerUnreachableError(UsageError, OSError):
     ``distributed`` raises)."""
 
 
+class SchedulerCredentialsError(UsageError):
+    """A ``tls://`` scheduler's credentials (CA, certificate, key) cannot be found or used."""
+
+
 class NoWorkersError(UsageError, TimeoutError):
     """The Dask scheduler at a ``tcp://`` address had no worker within Dask's connect
     timeout."""
