@@ -39,13 +39,11 @@ def _connect_lines(procs: cluster_procs.LocalClusterProcesses) -> list[str]:
         return [f"submit:    guideloom run WORKFLOW --scheduler {procs.address}",
                 "warning:   plain TCP (--no-tls): anyone on this machine who finds the port "
                 "can run code as you"]
-    found = procs.state_dir == security.default_state_dir().expanduser().resolve()
-    where = (f"--scheduler {procs.address}" if found
-             else f"--scheduler-file {procs.scheduler_file}")
     return [
         f"tls:       {security.tls_dir(procs.state_dir)} (CA, certificate and key; only you "
         "can read them)",
-        f"submit:    guideloom run WORKFLOW {where}",
+        f"submit:    guideloom run WORKFLOW --scheduler {procs.address}",
+        f"       or: guideloom run WORKFLOW --scheduler-file {procs.scheduler_file}",
         *security.connect_lines(procs.address, procs.state_dir),
     ]
 

@@ -209,6 +209,8 @@ class LocalClusterProcesses:
             _stop_records(group, timeout, report)
         self.state_file.unlink(missing_ok=True)
         self.scheduler_file.unlink(missing_ok=True)
+        if self.tls and self.address:
+            sec.forget_address(self.address)
         sec.remove_credentials(self.state_dir)  # they open nothing any more
         return report
 
@@ -415,6 +417,8 @@ def start_local_cluster(
     try:
         info = _wait_for_scheduler_file(scheduler, scheduler_file, timeout)
         procs.address = info["address"]
+        if use_tls:  # `--scheduler tls://...` finds the credentials whatever the state dir
+            sec.record_address(procs.address, sdir)
         dash = info.get("services", {}).get("dashboard")
         if dash is not None and dashboard_port is not None:
             procs.dashboard_url = f"http://{HOST}:{dash}/status"

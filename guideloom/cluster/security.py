@@ -39,6 +39,8 @@ STATE_DIR_ENV = "GUIDELOOM_CLUSTER_STATE_DIR"
 STATE_ROOT = Path.home() / ".cache" / "guideloom"
 LOCAL_STATE_DIR = STATE_ROOT / "local-cluster"
 SLURM_STATE_DIR = STATE_ROOT / "slurm-cluster"
+# address -> state directory of every TLS cluster this user started and has not stopped
+ADDRESS_BOOK = STATE_ROOT / "tls-clusters"
 
 # Credentials of schedulers named in this process (``guideloom run --scheduler-file``).
 _KNOWN: dict[str, Any] = {}
@@ -116,6 +118,14 @@ def _write_private(path: Path, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def write_scheduler_file(state_dir: str | os.PathLike[str], address: str) -> Path:
+    """Record ``address`` in ``STATE_DIR/scheduler.json`` (mode 0o600), as ``dask scheduler
+    --scheduler-file`` would, for :func:`find_security` and ``--scheduler-file``."""
+    path = Path(state_dir) / SCHEDULER_FILE_NAME
+    _write_private(path, json.dumps({"type": "Scheduler", "address": address}).encode())
+    return path
 
 
 def remove_credentials(state_dir: str | os.PathLike[str]) -> None:
@@ -225,6 +235,38 @@ def _host_port(address: str) -> str:
     return address.split("://", 1)[-1]
 
 
+def _book_entry(address: str) -> Path:
+    host, _, port = _host_port(address).rpartition(":")
+    safe = "".join(c if c.isalnum() or c in ".-" else "_" for c in host)
+    return ADDRESS_BOOK / f"{safe}_{int(port)}.json"
+
+
+def record_address(address: str, state_dir: str | os.PathLike[str]) -> None:
+    """Note in this user's private address book (``~/.cache/guideloom/tls-clusters``, mode
+    0o700) that ``address`` has its credentials in ``state_dir``, so that
+    ``--scheduler tls://...`` finds them whatever ``--state-dir`` was."""
+    ADDRESS_BOOK.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(ADDRESS_BOOK, "guideloom's address book of TLS clusters")
+    data = {"address": address, "state_dir": str(Path(state_dir).resolve())}
+    _write_private(_book_entry(address), json.dumps(data).encode())
+
+
+def forget_address(address: str) -> None:
+    """Remove ``address`` from the address book (its cluster stopped)."""
+    if address.startswith(SCHEME):
+        _book_entry(address).unlink(missing_ok=True)
+
+
+def _booked_state_dir(address: str) -> Path | None:
+    """The state directory the address book names for ``address``, if it is ours."""
+    entry = _book_entry(address)
+    try:
+        check_private_dir(ADDRESS_BOOK, "guideloom's address book of TLS clusters")
+        return Path(json.loads(entry.read_text())["state_dir"])
+    except (OSError, ValueError, KeyError, TypeError, UnsafeFileError):
+        return None
+
+
 def _dask_config_has_tls() -> bool:
     import dask.config
 
@@ -247,9 +289,10 @@ def find_security(address: str, state_dirs: Iterable[str | os.PathLike[str]] | N
     """The client credentials for the scheduler at ``address``; ``None`` for a ``tcp://`` one.
 
     Looked up in this order: a scheduler file named in this process (:func:`use_scheduler_file`);
-    Dask's own configuration when it names TLS files (``DASK_DISTRIBUTED__COMM__TLS__*``
-    variables or a config file: ``None`` is returned and Dask uses them); a state directory
-    (:func:`candidate_state_dirs`) whose scheduler file records this address.
+    a state directory whose scheduler file records this address: the one the address book
+    (:func:`record_address`) names, then :func:`candidate_state_dirs`; Dask's own
+    configuration when it names TLS files (``DASK_DISTRIBUTED__COMM__TLS__*`` variables or a
+    config file: ``None`` is returned and Dask uses them).
 
     Raises:
         SchedulerCredentialsError: A ``tls://`` address whose credentials are nowhere; the
@@ -260,10 +303,9 @@ def find_security(address: str, state_dirs: Iterable[str | os.PathLike[str]] | N
     key = _host_port(address)
     if key in _KNOWN:
         return _KNOWN[key]
-    if _dask_config_has_tls():
-        return None
     folders = list(state_dirs) if state_dirs is not None else candidate_state_dirs()
-    for folder in folders:
+    booked = _booked_state_dir(address)
+    for folder in ([booked] if booked is not None else []) + folders:
         scheduler_file = Path(folder) / SCHEDULER_FILE_NAME
         try:
             recorded = read_scheduler_file(scheduler_file)
@@ -274,6 +316,8 @@ def find_security(address: str, state_dirs: Iterable[str | os.PathLike[str]] | N
                 return load(folder)
             except UnsafeFileError as exc:
                 raise SchedulerCredentialsError(str(exc)) from None
+    if _dask_config_has_tls():
+        return None
     raise SchedulerCredentialsError(
         f"the Dask scheduler at {address} needs its cluster's TLS credentials, and none of "
         f"{', '.join(map(str, folders))} records that address: pass --scheduler-file "
