@@ -143,5 +143,5 @@ def test_a_state_folder_planted_by_another_user_is_refused(tmp_path):
         planted = shared / "state"
         mallory.run("mkdir", "-m", "0755", str(planted))
         with pytest.raises(UnsafeFileError, match=f"belongs to user id {mallory.uid}"):
-            start_local_cluster(1, state_dir=planted, dashboard_port=None, timeout=30)
+            start_local_cluster(1, state_dir=planted, dashboard_port=None, timeout=30).stop()
         assert sorted(p.name for p in planted.iterdir()) == []  # nothing of ours written there
