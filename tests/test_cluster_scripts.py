@@ -349,3 +349,22 @@ def test_local_script_no_tls_is_plain_tcp_and_says_it_is_less_safe(tmp_path):
     finally:
         stopped = _run_local("stop", "--state-dir", "state", cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_tls_address_without_credentials_anywhere_is_one_line_naming_where_to_get_them(
+        demo_zip, tmp_path):
+    from guideloom.cluster.local_procs import find_free_port
+
+    address = f"tls://127.0.0.1:{find_free_port()}"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DASK_") and k != "GUIDELOOM_CLUSTER_STATE_DIR"}
+    env["HOME"] = str(tmp_path)  # an empty address book and no default state folders
+    done = _guideloom("run", "force_signals", "--scheduler", address, "--data-dir",
+                      str(demo_zip), "--output", "out", cwd=tmp_path, env=env)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"guideloom: error: the Dask scheduler at {address} needs its "
+                           "cluster's TLS credentials"), line
+    assert "--scheduler-file STATE_DIR/scheduler.json" in line
+    assert "DASK_DISTRIBUTED__COMM__TLS__" in line
+    assert not (tmp_path / "out").exists()
