@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -97,14 +99,16 @@ class LocalFileSource:
     def size(self) -> int:
         return self._size
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
         data = os.pread(self._fd, size, offset)
         if len(data) != size:
-            raise OSError(f"{self._path}: {len(data)} of {size} bytes at offset {offset}")
+            who = f" (experiment {sim_id})" if sim_id is not None else ""
+            raise OSError(f"{self._path}{who}: {len(data)} of {size} bytes at offset {offset}")
         return data
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return [self.read(o, s) for o, s in ranges]
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, sim_id: object = None
+                    ) -> list[bytes]:
+        return [self.read(o, s, sim_id=sim_id) for o, s in ranges]
 
     def close(self) -> None:
         """Close the descriptor."""
@@ -144,23 +148,80 @@ class FsspecSource:
             self._size = int(self._fs.size(self._path))
         return self._size
 
-    def read(self, offset: int, size: int) -> bytes:
-        return self.read_ranges([(offset, size)])[0]
+    def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
+        return self.read_ranges([(offset, size)], sim_id=sim_id)[0]
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, sim_id: object = None
+                    ) -> list[bytes]:
+        """The bytes of each range; a failure is a :class:`~guideloom.errors.RemoteReadError`
+        naming the URL, the bytes and ``sim_id`` (fsspec's filesystem does the retrying)."""
         if not ranges:
             return []
         merged = coalesce_ranges(ranges)
-        blobs = self._fs.cat_ranges([self._path] * len(merged), [o for o, _ in merged],
-                                    [o + s for o, s in merged])
-        for blob in blobs:
-            if isinstance(blob, BaseException):
-                raise OSError(f"{self._url}: {blob}") from blob
+        try:
+            blobs = self._fs.cat_ranges([self._path] * len(merged), [o for o, _ in merged],
+                                        [o + s for o, s in merged], on_error="return")
+        except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+            blobs = [exc] * len(merged)
+        for (offset, size), blob in zip(merged, blobs, strict=True):
+            if isinstance(blob, BaseException) or len(blob) != size:
+                from guideloom.errors import RemoteReadError
+
+                who = f" for experiment {sim_id}" if sim_id is not None else ""
+                why = (f"{type(blob).__name__}: {blob}" if isinstance(blob, BaseException)
+                       else f"{len(blob)} bytes came back")
+                raise RemoteReadError(
+                    f"cannot read bytes {offset}-{offset + size - 1} ({size} bytes) of "
+                    f"{self._url}{who}: {why}", url=self._url, ranges=[(offset, size)],
+                    sim_id=sim_id) from (blob if isinstance(blob, BaseException) else None)
         return split_coalesced(ranges, merged, blobs)
 
 
-def open_byte_source(location: str | os.PathLike[str], **storage_options: Any) -> ByteSource:
-    """A :class:`ByteSource` for a local path or a URL (``https://``, ``s3://``, ...)."""
-    if is_remote(location):
-        return FsspecSource(str(location), **storage_options)
-    return LocalFileSource(Path(location))
+_SOURCE_CACHE: OrderedDict[tuple[Any, ...], ByteSource] = OrderedDict()
+_SOURCE_CACHE_LOCK = threading.Lock()
+SOURCE_CACHE_SIZE = 256  # remote sources kept per process (with their size and redirect target)
+
+
+def open_byte_source(location: str | os.PathLike[str], *, token: str | None = None,
+                     settings: Any = None, size: int | None = None, **storage_options: Any
+                     ) -> ByteSource:
+    """A :class:`ByteSource` for a local path or a URL.
+
+    ``http://`` and ``https://`` URLs are read by :class:`~guideloom.remote.http.HttpRangeSource`
+    (standard library, pooled keep-alive connections; ``token`` is the Dataverse API token,
+    ``settings`` a :class:`~guideloom.http_fetch.Settings`, ``size`` the size when known);
+    given ``storage_options`` they go to fsspec's HTTP filesystem instead. Other URLs
+    (``s3://``, ``gs://``, ...) are read by :class:`FsspecSource` with ``storage_options``
+    (and ``token``, which gcsfs takes). Remote sources are kept per process, so a Dask worker
+    asking again for the same URL reuses its source, its connections and what it learnt.
+    """
+    if not is_remote(location):
+        return LocalFileSource(Path(location))
+    url = str(location)
+    http = url.lower().startswith(("http://", "https://")) and not storage_options
+    if not http and token is not None:
+        storage_options = {**storage_options, "token": token}
+    key = (url, http, token, settings, repr(sorted(storage_options.items())))
+    with _SOURCE_CACHE_LOCK:
+        src = _SOURCE_CACHE.get(key)
+        if src is not None:
+            _SOURCE_CACHE.move_to_end(key)
+            return src
+    if http:
+        from guideloom.remote.http import HttpRangeSource
+
+        src = HttpRangeSource(url, token=token, settings=settings, size=size)
+    else:
+        src = FsspecSource(url, **storage_options)
+        src._size = size
+    with _SOURCE_CACHE_LOCK:
+        src = _SOURCE_CACHE.setdefault(key, src)
+        while len(_SOURCE_CACHE) > SOURCE_CACHE_SIZE:
+            _SOURCE_CACHE.popitem(last=False)
+    return src
+
+
+def clear_source_cache() -> None:
+    """Forget the remote sources this process keeps (the next open starts afresh)."""
+    with _SOURCE_CACHE_LOCK:
+        _SOURCE_CACHE.clear()
