@@ -11,8 +11,9 @@ Faults (:class:`Faults`, changeable while the server runs): every Nth access req
 a wrong ``Content-Range``, ``Range`` ignored, a stall before the answer, damaged bytes (the
 list keeps the MD5 of the good bytes) and a required token; ``script`` lists faults for the
 next file requests, one each ("reset", "truncate", "bad-range", "ignore-range", "slow", "429",
-"503"). Shaping: ``latency`` seconds before every answer and a ``bandwidth`` cap in bytes per
-second shared by all bodies (one link), so figures measured on loopback mean something.
+"503", "403", "404"). Shaping: ``latency`` seconds before every answer and a ``bandwidth`` cap
+in bytes per second shared by all bodies (one link), so figures measured on loopback mean
+something.
 
 ``static`` serves a plain directory at ``/`` (beside ``/api/``) with the same Range support,
 faults and shaping, as a web server serves a download layout. :class:`Counts` (``server.counts``)
@@ -361,6 +362,8 @@ class _Handler(BaseHTTPRequestHandler):
         scripted = self.state.scripted()
         if scripted in ("429", "503"):
             return self._reply(entry, int(scripted), b"busy", {"Retry-After": faults.retry_after})
+        if scripted in ("403", "404"):  # e.g. a signed store URL that expired
+            return self._reply(entry, int(scripted), b"expired")
         if faults.stall or scripted == "slow":
             with self.state.lock:
                 self.state.stalled += 1
@@ -416,6 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # listen backlog: 5 would drop concurrent connects (1 s SYN retry)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (timed out, killed) is part of the tests, not an error."""
