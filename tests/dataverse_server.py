@@ -274,8 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.head:
             return
         self.state.pace(len(data))
-        self.wfile.write(data)
+        # counted before the write, so a client that has the bytes sees them counted
         self.state.counts.sent(urllib.parse.urlsplit(self.path).path, len(data))
+        self.wfile.write(data)
 
     def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
         self.head = True

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import bisect
 import os
 import threading
 from collections import OrderedDict
@@ -20,8 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from guideloom.remote.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
+
+__all__ = ["COALESCE_GAP", "ByteSource", "FsspecSource", "LocalFileSource", "clear_source_cache",
+           "coalesce_ranges", "is_remote", "open_byte_source", "split_coalesced"]
+
 REMOTE_SCHEMES = ("http://", "https://", "s3://", "gs://", "az://", "abfs://", "memory://")
-COALESCE_GAP = 1 << 16  # ranges closer than this are fetched as one request
 
 
 @runtime_checkable
@@ -49,39 +52,6 @@ class ByteSource(Protocol):
 def is_remote(location: str | os.PathLike[str]) -> bool:
     """True when ``location`` is a URL that :func:`open_byte_source` reads remotely."""
     return isinstance(location, str) and location.lower().startswith(REMOTE_SCHEMES)
-
-
-def coalesce_ranges(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP
-                    ) -> list[tuple[int, int]]:
-    """Merge ``(offset, size)`` ranges that overlap or lie within ``gap`` bytes of each other.
-
-    Returns the merged ranges sorted by offset; :func:`split_coalesced` cuts their bytes back
-    into the ranges asked for.
-    """
-    merged: list[list[int]] = []
-    for offset, size in sorted(ranges):
-        end = offset + size
-        if merged and offset <= merged[-1][1] + gap:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([offset, end])
-    return [(start, end - start) for start, end in merged]
-
-
-def split_coalesced(ranges: Sequence[tuple[int, int]], merged: Sequence[tuple[int, int]],
-                    blobs: Sequence[bytes]) -> list[bytes]:
-    """The bytes of each of ``ranges`` cut out of the ``blobs`` fetched for ``merged``."""
-    starts = [m[0] for m in merged]
-    out: list[bytes] = []
-    for offset, size in ranges:
-        i = bisect.bisect_right(starts, offset) - 1
-        start = starts[i]
-        blob = blobs[i]
-        piece = bytes(blob[offset - start: offset - start + size])
-        if len(piece) != size:
-            raise OSError(f"short read: {len(piece)} of {size} bytes at offset {offset}")
-        out.append(piece)
-    return out
 
 
 class LocalFileSource:
@@ -145,7 +115,13 @@ class FsspecSource:
 
     def size(self) -> int:
         if self._size is None:
-            self._size = int(self._fs.size(self._path))
+            try:
+                self._size = int(self._fs.size(self._path))
+            except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+                from guideloom.errors import RemoteReadError
+
+                raise RemoteReadError(f"cannot find the size of {self._url}: "
+                                      f"{type(exc).__name__}: {exc}", url=self._url) from exc
         return self._size
 
     def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
@@ -179,7 +155,7 @@ class FsspecSource:
 
 _SOURCE_CACHE: OrderedDict[tuple[Any, ...], ByteSource] = OrderedDict()
 _SOURCE_CACHE_LOCK = threading.Lock()
-SOURCE_CACHE_SIZE = 256  # remote sources kept per process (with their size and redirect target)
+SOURCE_CACHE_SIZE = 256  # fsspec sources kept per process
 
 
 def open_byte_source(location: str | os.PathLike[str], *, token: str | None = None,
@@ -198,22 +174,20 @@ def open_byte_source(location: str | os.PathLike[str], *, token: str | None = No
     if not is_remote(location):
         return LocalFileSource(Path(location))
     url = str(location)
-    http = url.lower().startswith(("http://", "https://")) and not storage_options
-    if not http and token is not None:
+    if url.lower().startswith(("http://", "https://")) and not storage_options:
+        from guideloom.remote.http import http_source
+
+        return http_source(url, token=token, settings=settings, size=size)
+    if token is not None:
         storage_options = {**storage_options, "token": token}
-    key = (url, http, token, settings, repr(sorted(storage_options.items())))
+    key = (url, token, repr(sorted(storage_options.items())))
     with _SOURCE_CACHE_LOCK:
         src = _SOURCE_CACHE.get(key)
         if src is not None:
             _SOURCE_CACHE.move_to_end(key)
             return src
-    if http:
-        from guideloom.remote.http import HttpRangeSource
-
-        src = HttpRangeSource(url, token=token, settings=settings, size=size)
-    else:
-        src = FsspecSource(url, **storage_options)
-        src._size = size
+    src = FsspecSource(url, **storage_options)
+    src._size = size
     with _SOURCE_CACHE_LOCK:
         src = _SOURCE_CACHE.setdefault(key, src)
         while len(_SOURCE_CACHE) > SOURCE_CACHE_SIZE:
@@ -223,5 +197,8 @@ def open_byte_source(location: str | os.PathLike[str], *, token: str | None = No
 
 def clear_source_cache() -> None:
     """Forget the remote sources this process keeps (the next open starts afresh)."""
+    from guideloom.remote.http import clear_http_sources
+
     with _SOURCE_CACHE_LOCK:
         _SOURCE_CACHE.clear()
+    clear_http_sources()

@@ -29,13 +29,14 @@ import os
 import re
 import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from guideloom.errors import RemoteChangedError, RemoteReadError, TransientDownloadError
 from guideloom.http_fetch import RETRY_STATUS, Settings, retry_after, with_retries
-from guideloom.remote.byte_source import coalesce_ranges, split_coalesced
+from guideloom.remote.ranges import coalesce_ranges, split_coalesced
 
 USER_AGENT = "guideloom-remote"
 TOKEN_HEADER = "X-Dataverse-key"
@@ -176,10 +177,6 @@ def _byte_span(offset: int, size: int) -> str:
     return f"bytes {offset}-{offset + size - 1} ({size} bytes)"
 
 
-class _Expired(TransientDownloadError):
-    """The remembered redirect target answered 403/404/410: resolve the URL again."""
-
-
 class HttpRangeSource:
     """One file on an HTTP(S) server, read by ``Range`` requests (a :class:`ByteSource`).
 
@@ -298,8 +295,9 @@ class HttpRangeSource:
                 with self._lock:
                     if self._resolved == remembered:
                         self._resolved = None
-                raise _Expired(f"the redirect target {_show(url)} answered HTTP {status} "
-                               "(expired); asking the URL again", wait=0.0)
+                raise TransientDownloadError(
+                    f"the redirect target {_show(url)} answered HTTP {status} (expired); "
+                    "asking the URL again", wait=0.0)
             if body is None:
                 raise self._status_error(status, headers, url, permanent)
             with self._lock:
@@ -424,12 +422,35 @@ class HttpRangeSource:
                 url=self._url)
 
 
-def _rebuild(url: str, token: str | None, settings: Settings, size: int | None
-             ) -> HttpRangeSource:
-    from guideloom.remote.byte_source import open_byte_source
+_SOURCES: OrderedDict[tuple[Any, ...], HttpRangeSource] = OrderedDict()
+_SOURCES_LOCK = threading.Lock()
+SOURCE_CACHE_SIZE = 256  # sources kept per process, with their size and redirect target
 
-    src = open_byte_source(url, token=token, settings=settings)  # this process's cached one
-    assert isinstance(src, HttpRangeSource)
+
+def http_source(url: str, *, token: str | None = None, settings: Settings | None = None,
+                size: int | None = None) -> HttpRangeSource:
+    """The process's :class:`HttpRangeSource` for ``url`` (made on first use), so a Dask worker
+    asking again reuses what the source learnt (size, redirect target) and its connections."""
+    key = (url, token, settings)
+    with _SOURCES_LOCK:
+        src = _SOURCES.get(key)
+        if src is not None:
+            _SOURCES.move_to_end(key)
+        else:
+            src = _SOURCES[key] = HttpRangeSource(url, token=token, settings=settings, size=size)
+            while len(_SOURCES) > SOURCE_CACHE_SIZE:
+                _SOURCES.popitem(last=False)
     if size is not None and src._size is None:
         src._size = size
     return src
+
+
+def clear_http_sources() -> None:
+    """Forget the sources :func:`http_source` keeps."""
+    with _SOURCES_LOCK:
+        _SOURCES.clear()
+
+
+def _rebuild(url: str, token: str | None, settings: Settings, size: int | None
+             ) -> HttpRangeSource:
+    return http_source(url, token=token, settings=settings, size=size)
