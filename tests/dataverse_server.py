@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 DOI = "doi:10.18419/DARUS-5589"
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 BLOCK = 16 * 1024
 
 
@@ -374,10 +374,13 @@ class _Handler(BaseHTTPRequestHandler):
         start, end = 0, len(data) - 1
         m = _RANGE.match(self.headers.get("Range") or "")
         ranged = bool(m) and not faults.ignore_range and scripted != "ignore-range"
-        if ranged:
+        if ranged and not m[1]:  # a suffix: the last N bytes
+            start = max(0, len(data) - int(m[2] or 0))
+        elif ranged:
             start = int(m[1])
             end = min(int(m[2]), end) if m[2] else end
-            if start > end:
+        if ranged:
+            if start > end or not (m[1] or m[2]):
                 return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
         bad_range = faults.bad_content_range or scripted == "bad-range"
         shown = start + 1 if ranged and bad_range else start

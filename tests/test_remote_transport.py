@@ -65,6 +65,7 @@ def test_http_and_fsspec_sources_read_nginx_ranges_equal_to_the_local_bytes(ngin
     assert src.size() == SIZE
     assert src.read_ranges(RANGES) == expected(data, RANGES)
     assert src.read(SIZE - 22, 22) == data[-22:]
+    assert HttpRangeSource(url).read_tail(22) == data[-22:]  # nginx answers suffix ranges
     fs_src = open_byte_source(url, block_size=0)  # storage options: fsspec's HTTP filesystem
     assert isinstance(fs_src, FsspecSource)
     assert fs_src.size() == SIZE
@@ -84,6 +85,18 @@ def test_size_comes_from_the_first_content_range_and_costs_at_most_one_request(s
     assert fresh.size() == SIZE
     assert static.counts.requests == {"/data.bin": 2}
     assert static.counts.bytes == {"/data.bin": 11}  # the 1-byte probe of the second source
+    tail = HttpRangeSource(static.file_url, settings=FAST)
+    assert tail.read_tail(22) == static.data[-22:]  # a zip's end record, with the size
+    assert tail.size() == SIZE
+    assert static.counts.requests == {"/data.bin": 3}
+    assert tail.read_tail(SIZE + 100) == static.data  # more than there is: the whole file
+    static.faults.script = ["ignore-range"]  # a server without suffix ranges: asked by offset
+    no_suffix = HttpRangeSource(static.file_url, settings=FAST)
+    assert no_suffix.read_tail(22) == static.data[-22:]
+    assert no_suffix.size() == SIZE
+    assert no_suffix.requests == 2
+    assert open_byte_source(static.file_url) is pickle.loads(pickle.dumps(
+        open_byte_source(static.file_url)))  # a task's copy is this process's source
 
 
 def test_coalescing_turns_many_nearby_ranges_into_one_request(static):

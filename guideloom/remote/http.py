@@ -173,8 +173,15 @@ def _show(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
-def _byte_span(offset: int, size: int) -> str:
+def _byte_span(offset: int | None, size: int) -> str:
+    """The range for messages; ``offset`` None is the file's last ``size`` bytes."""
+    if offset is None:
+        return f"the last {size} bytes"
     return f"bytes {offset}-{offset + size - 1} ({size} bytes)"
+
+
+def _range_header(offset: int | None, size: int) -> str:
+    return f"bytes=-{size}" if offset is None else f"bytes={offset}-{offset + size - 1}"
 
 
 class HttpRangeSource:
@@ -240,6 +247,16 @@ class HttpRangeSource:
         """
         return self.read_ranges([(offset, size)], sim_id=sim_id)[0]
 
+    def read_tail(self, size: int, *, sim_id: object = None) -> bytes:
+        """The file's last ``size`` bytes (all of it when smaller), in one request that also
+        tells the size when it is not known yet (a zip's end records; no ``size()`` first)."""
+        if size <= 0:
+            return b""
+        if self._size is not None:
+            n = min(size, self._size)
+            return self.read(self._size - n, n, sim_id=sim_id)
+        return self._fetch((None, size), sim_id)
+
     def read_ranges(self, ranges: Sequence[tuple[int, int]], *, sim_id: object = None
                     ) -> list[bytes]:
         """The bytes of each ``(offset, size)`` range, in the order given: neighbouring ranges
@@ -258,7 +275,7 @@ class HttpRangeSource:
 
     # -- one range, with retries ---------------------------------------------------------------
 
-    def _fetch(self, span: tuple[int, int], sim_id: object) -> bytes:
+    def _fetch(self, span: tuple[int | None, int], sim_id: object) -> bytes:
         offset, size = span
         who = f" for experiment {sim_id}" if sim_id is not None else ""
 
@@ -275,10 +292,9 @@ class HttpRangeSource:
                        url=self._url, ranges=[span], sim_id=sim_id)
 
         return with_retries(lambda: self._attempt(offset, size, permanent), self._url,
-                            f"bytes {offset}-{offset + size - 1}", self._settings,
-                            give_up=give_up)
+                            _byte_span(offset, size), self._settings, give_up=give_up)
 
-    def _attempt(self, offset: int, size: int,
+    def _attempt(self, offset: int | None, size: int,
                  permanent: Callable[..., RemoteReadError]) -> bytes:
         remembered = self._resolved
         url = remembered or self._url
@@ -298,6 +314,9 @@ class HttpRangeSource:
                 raise TransientDownloadError(
                     f"the redirect target {_show(url)} answered HTTP {status} (expired); "
                     "asking the URL again", wait=0.0)
+            if body is None and status == 200 and offset is None and self._size is not None:
+                n = min(size, self._size)  # no suffix ranges here: ask for the bytes by offset
+                return self._attempt(self._size - n, n, permanent)
             if body is None:
                 raise self._status_error(status, headers, url, permanent)
             with self._lock:
@@ -321,13 +340,13 @@ class HttpRangeSource:
             hint = f"; the file has {self._size} bytes" if self._size is not None else ""
         return permanent(where + hint)
 
-    def _exchange(self, url: str, offset: int, size: int,
+    def _exchange(self, url: str, offset: int | None, size: int,
                   permanent: Callable[..., RemoteReadError]
                   ) -> tuple[int, http.client.HTTPMessage, bytes | None]:
         """One GET of ``url`` for the range; the body only for a valid 206 (or 200 that holds
         exactly the range), else ``None``. Raises a transient error for a bad answer."""
         key, target = _host_key(url)
-        headers = {"Range": f"bytes={offset}-{offset + size - 1}", "User-Agent": USER_AGENT,
+        headers = {"Range": _range_header(offset, size), "User-Agent": USER_AGENT,
                    "Accept-Encoding": "identity"}
         if self._token and key == self._origin:
             headers[TOKEN_HEADER] = self._token
@@ -359,34 +378,45 @@ class HttpRangeSource:
             _POOL.put(key, conn)
         return resp.status, resp.headers, body
 
-    def _body(self, resp: http.client.HTTPResponse, url: str, offset: int, size: int
+    def _body(self, resp: http.client.HTTPResponse, url: str, offset: int | None, size: int
               ) -> bytes | None:
         status = resp.status
+        asked = _range_header(offset, size)
         if status == 206:
             value = resp.headers.get("Content-Range") or ""
             m = _CONTENT_RANGE.match(value.strip())
-            if not m or int(m[1]) != offset or int(m[2]) != offset + size - 1:
+            if m and offset is None and m[3] != "*":  # a suffix: the last bytes of the total
+                first, last = max(0, int(m[3]) - size), int(m[3]) - 1
+            else:
+                first, last = (-1, -1) if offset is None else (offset, offset + size - 1)
+            if not m or int(m[1]) != first or int(m[2]) != last:
                 raise TransientDownloadError(
-                    f"{_show(url)} answered 206 with Content-Range {value!r} to Range "
-                    f"bytes={offset}-{offset + size - 1}")
+                    f"{_show(url)} answered 206 with Content-Range {value!r} to Range {asked}")
             if m[3] != "*":
                 self._note_size(int(m[3]), url)
+            n = last - first + 1
             length = resp.getheader("Content-Length")
-            if length is not None and length.isdigit() and int(length) != size:
+            if length is not None and length.isdigit() and int(length) != n:
                 raise TransientDownloadError(
-                    f"{_show(url)} answered 206 with Content-Length {length} for {size} bytes")
-            return self._read_body(resp, url, size)
+                    f"{_show(url)} answered 206 with Content-Length {length} for {n} bytes")
+            return self._read_body(resp, url, n)
         if status == 200:
             length = resp.getheader("Content-Length")
             total = int(length) if length is not None and length.isdigit() else None
             if total is not None and self._size is None and offset == 0 and size == 1:
                 self._note_size(total, url)  # size(): known, though the server ignores Range
-            if offset == 0 and total == size:  # the range asked was the whole file
+            whole = total is not None and (total <= size if offset is None else
+                                           offset == 0 and total == size)
+            if whole:  # the range asked was the whole file
+                assert total is not None
                 self._note_size(total, url)
-                return self._read_body(resp, url, size)
+                return self._read_body(resp, url, total)
+            if offset is None and total is not None:
+                self._note_size(total, url)
+                return None  # the caller asks again by offset; the body is not read
             raise TransientDownloadError(
-                f"{_show(url)} answered 200 with the whole file to Range "
-                f"bytes={offset}-{offset + size - 1} (the server ignores Range requests)")
+                f"{_show(url)} answered 200 with the whole file to Range {asked} (the server "
+                "ignores Range requests)")
         if status == 416:
             m = re.fullmatch(r"bytes\s+\*/(\d+)", (resp.headers.get("Content-Range") or "").strip())
             if m:
@@ -431,6 +461,8 @@ def http_source(url: str, *, token: str | None = None, settings: Settings | None
                 size: int | None = None) -> HttpRangeSource:
     """The process's :class:`HttpRangeSource` for ``url`` (made on first use), so a Dask worker
     asking again reuses what the source learnt (size, redirect target) and its connections."""
+    settings = settings or Settings()
+    token = token if token is not None else settings.token
     key = (url, token, settings)
     with _SOURCES_LOCK:
         src = _SOURCES.get(key)
