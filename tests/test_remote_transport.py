@@ -70,6 +70,10 @@ def test_http_and_fsspec_sources_read_nginx_ranges_equal_to_the_local_bytes(ngin
     assert isinstance(fs_src, FsspecSource)
     assert fs_src.size() == SIZE
     assert fs_src.read_ranges(RANGES) == expected(data, RANGES)
+    assert fs_src.read_tail(22) == data[-22:]
+    with open_byte_source(blob / "data.bin") as local:  # the same calls on a local file
+        assert local.read_ranges(RANGES) == expected(data, RANGES)
+        assert local.read_tail(SIZE + 1) == data
     with pytest.raises(RemoteReadError, match=r"missing\.bin.*HTTP 404"):
         HttpRangeSource(f"{nginx_server.url}/missing.bin", settings=FAST).read(0, 10, sim_id=3)
 
@@ -253,7 +257,7 @@ def test_an_expired_redirect_target_is_resolved_again(darus):
 
 
 def test_without_the_token_the_error_says_how_to_pass_it(darus):
-    with pytest.raises(RemoteReadError, match=r"HTTP 401.*API token.*GUIDELOOM_DATAVERSE_TOKEN"):
+    with pytest.raises(RemoteReadError, match=r"experiment 5: .*HTTP 401.*API token.*token="):
         HttpRangeSource(darus.file_url, settings=FAST).read(0, 10, sim_id=5)
 
 

@@ -80,6 +80,11 @@ class LocalFileSource:
                     ) -> list[bytes]:
         return [self.read(o, s, sim_id=sim_id) for o, s in ranges]
 
+    def read_tail(self, size: int, *, sim_id: object = None) -> bytes:
+        """The file's last ``size`` bytes (all of it when smaller)."""
+        n = max(0, min(size, self._size))
+        return self.read(self._size - n, n, sim_id=sim_id)
+
     def close(self) -> None:
         """Close the descriptor."""
         if self._fd >= 0:
@@ -151,6 +156,12 @@ class FsspecSource:
                     f"{self._url}{who}: {why}", url=self._url, ranges=[(offset, size)],
                     sim_id=sim_id) from (blob if isinstance(blob, BaseException) else None)
         return split_coalesced(ranges, merged, blobs)
+
+    def read_tail(self, size: int, *, sim_id: object = None) -> bytes:
+        """The file's last ``size`` bytes (all of it when smaller)."""
+        total = self.size()
+        n = max(0, min(size, total))
+        return self.read(total - n, n, sim_id=sim_id)
 
 
 _SOURCE_CACHE: OrderedDict[tuple[Any, ...], ByteSource] = OrderedDict()

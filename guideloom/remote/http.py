@@ -332,8 +332,8 @@ class HttpRangeSource:
             return TransientDownloadError(where, retry_after(headers))
         hint = ""
         if status in (401, 403):
-            hint = ("; a draft or restricted file needs an API token (token=..., or the "
-                    "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
+            hint = ("; a draft or restricted file needs the Dataverse API token "
+                    "(open_byte_source(url, token=...)); it is sent to this URL's host only")
         elif status == 404:
             hint = "; check the URL"
         elif status == 416:
