@@ -100,7 +100,7 @@ class Settings:
     max_wait: float = 30.0
     token: str | None = None
     parallel: int = 4  # files fetched at once (used by guideloom.release)
-    connections: int = 8  # byte ranges of one file fetched at once (guideloom.remote.http)
+    connections: int = 16  # byte ranges of one file fetched at once (guideloom.remote.http)
 
 
 def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None

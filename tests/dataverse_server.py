@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.parse
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -350,15 +350,23 @@ class _Handler(BaseHTTPRequestHandler):
         target = (root / path.lstrip("/")).resolve()
         if not target.is_relative_to(root) or not target.is_file():
             return self._reply(entry, 404, b"not found")
-        return self._send_data(entry, path, target.read_bytes())
+        def read(start: int, stop: int) -> bytes:  # only the bytes asked: files may be large
+            with target.open("rb") as fh:
+                fh.seek(start)
+                return fh.read(stop - start)
+
+        return self._send_data(entry, path, target.stat().st_size, read)
 
     def _send_file(self, entry: LogEntry, f: ServedFile) -> None:
-        data = bytearray(f.data)
+        data: bytes | bytearray = f.data
         if f.name in self.state.faults.damaged:
+            data = bytearray(f.data)
             data[len(data) // 2] ^= 0xFF
-        return self._send_data(entry, f.name, bytes(data))
+        view = memoryview(data)
+        return self._send_data(entry, f.name, len(data), lambda a, b: view[a:b])
 
-    def _send_data(self, entry: LogEntry, name: str, data: bytes) -> None:
+    def _send_data(self, entry: LogEntry, name: str, total: int,
+                   read: Callable[[int, int], bytes | memoryview]) -> None:
         faults = self.state.faults
         scripted = self.state.scripted()
         if scripted in ("429", "503"):
@@ -371,27 +379,27 @@ class _Handler(BaseHTTPRequestHandler):
                 due = not faults.stall_requests or self.state.stalled <= faults.stall_requests
             if due or scripted == "slow":
                 time.sleep(faults.stall or 5.0)
-        start, end = 0, len(data) - 1
+        start, end = 0, total - 1
         m = _RANGE.match(self.headers.get("Range") or "")
         ranged = bool(m) and not faults.ignore_range and scripted != "ignore-range"
         if ranged and not m[1]:  # a suffix: the last N bytes
-            start = max(0, len(data) - int(m[2] or 0))
+            start = max(0, total - int(m[2] or 0))
         elif ranged:
             start = int(m[1])
             end = min(int(m[2]), end) if m[2] else end
         if ranged:
             if start > end or not (m[1] or m[2]):
-                return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
+                return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{total}"})
         bad_range = faults.bad_content_range or scripted == "bad-range"
         shown = start + 1 if ranged and bad_range else start
-        body = memoryview(data)[start:end + 1]
+        body = memoryview(read(start, end + 1))
         entry.status = 206 if ranged else 200
         self.send_response(entry.status)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
         if ranged:
-            self.send_header("Content-Range", f"bytes {shown}-{end}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {shown}-{end}/{total}")
         self.end_headers()
         if self.head:
             return

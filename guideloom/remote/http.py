@@ -58,6 +58,7 @@ class _ConnectionPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[_HostKey, list[http.client.HTTPConnection]] = {}
+        self._context: Any = None
 
     def get(self, key: _HostKey, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """A connection to ``key`` and whether it was used before."""
@@ -71,11 +72,19 @@ class _ConnectionPool:
             return conn, True
         scheme, host, port = key
         if scheme == "https":
-            import ssl
-
             return http.client.HTTPSConnection(host, port, timeout=timeout,
-                                               context=ssl.create_default_context()), False
+                                               context=self._tls()), False
         return http.client.HTTPConnection(host, port, timeout=timeout), False
+
+    def _tls(self) -> Any:
+        """One TLS context (system CAs, hostname checked) for every connection: loading the
+        CA certificates is the slow part of making one."""
+        import ssl
+
+        with self._lock:
+            if self._context is None:
+                self._context = ssl.create_default_context()
+            return self._context
 
     def put(self, key: _HostKey, conn: http.client.HTTPConnection) -> None:
         """Keep ``conn`` for the next request to ``key`` (or close it when enough are idle)."""
