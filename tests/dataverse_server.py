@@ -19,6 +19,13 @@ something.
 faults and shaping, as a web server serves a download layout. :class:`Counts` (``server.counts``)
 holds the requests and body bytes served per path and the connections accepted, for the tests
 and the benchmarks.
+
+As a process (``python -m tests.dataverse_server --static DIR --latency 0.02 --bandwidth 5e7``,
+or ``--release DIR`` for a demo release) it prints one JSON line with ``url`` and ``store_url``
+and serves until stopped (SIGTERM or SIGINT). Two control paths, neither
+counted, shaped nor logged: ``GET /_control/counts`` (add ``?reset=1`` to start again from
+zero) answers the counts as JSON; ``GET /_control/faults?latency=0.05&bandwidth=1e6&script=reset``
+changes the faults.
 """
 
 from __future__ import annotations
@@ -298,7 +305,40 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(entry, status, json.dumps(doc).encode(),
                     {"Content-Type": "application/json"})
 
+    def _control(self, url: urllib.parse.SplitResult) -> None:
+        query = urllib.parse.parse_qs(url.query)
+        faults = self.state.faults
+        if url.path == "/_control/counts":
+            doc: Any = self.state.counts.snapshot()
+            if query.get("reset") == ["1"]:
+                self.state.counts.reset()
+        elif url.path == "/_control/faults":
+            numbers = {"latency": float, "bandwidth": float, "stall": float, "fail_every": int,
+                       "repeat": int}
+            for key, values in query.items():
+                if key in numbers:
+                    value = numbers[key](values[-1])
+                    setattr(faults, key, None if key == "bandwidth" and not value else value)
+                elif key == "script":
+                    faults.script.extend(values)
+                elif key in ("ignore_range", "bad_content_range"):
+                    setattr(faults, key, values[-1] == "1")
+            doc = {"latency": faults.latency, "bandwidth": faults.bandwidth,
+                   "script": list(faults.script)}
+        else:
+            self.send_error(404)
+            return
+        body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        control = urllib.parse.urlsplit(self.path)
+        if control.path.startswith("/_control/"):
+            return self._control(control)
         entry = self._log()
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
@@ -501,3 +541,36 @@ def serve(release: Release | None = None, faults: Faults | None = None,
         yield server
     finally:
         server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the servers as a process (for benchmarks): print their URLs, serve until stopped."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m tests.dataverse_server")
+    parser.add_argument("--static", type=Path, help="a directory to serve at /")
+    parser.add_argument("--release", type=Path,
+                        help="make a demo release in this (empty) directory and serve its API")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--bandwidth", type=float, default=None, help="bytes per second, shared")
+    parser.add_argument("--redirect-over", type=int, default=None,
+                        help="send files larger than this many bytes to the store")
+    args = parser.parse_args(argv)
+    release = make_release(args.release) if args.release else None
+    faults = Faults(latency=args.latency, bandwidth=args.bandwidth,
+                    redirect_over=args.redirect_over)
+    server = DataverseServer(release, faults, args.static).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(json.dumps({"url": server.url, "store_url": server.store_url,
+                      "doi": server.state.release.doi}), flush=True)
+    try:
+        stop.wait()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

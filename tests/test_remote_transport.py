@@ -325,6 +325,50 @@ def test_s3_read_ranges_equal_the_local_bytes(seaweedfs_server, blob):
         open_byte_source("s3://guideloom-test/h5/gone.bin", **options).read(0, 10, sim_id=9)
 
 
+# -- the test server as a process (for benchmarks) ----------------------------------------
+
+@pytest.fixture
+def server_process(blob, tmp_path):
+    """``python -m tests.dataverse_server --static blob --latency 0.05`` and its URLs."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.dataverse_server", "--static",
+                             str(blob), "--latency", "0.05"], cwd=tmp_path, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        urls = json.loads(proc.stdout.readline())
+        yield proc, urls
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        close_connections()
+
+
+def test_the_server_process_reports_counts_and_takes_faults_while_running(server_process, blob):
+    import json
+    import urllib.request
+
+    proc, urls = server_process
+    data = (blob / "data.bin").read_bytes()
+
+    def control(path: str):
+        with urllib.request.urlopen(urls["url"] + path, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    src = HttpRangeSource(urls["url"] + "/data.bin", settings=FAST, size=SIZE)
+    start = time.monotonic()
+    assert src.read(10, 20) == data[10:30]
+    assert time.monotonic() - start >= 0.05  # the latency asked for on the command line
+    assert control("/_control/counts?reset=1")["requests"] == {"/data.bin": 1}
+    assert control("/_control/faults?script=truncate&latency=0")["script"] == ["truncate"]
+    assert src.read(1000, 200_000) == data[1000:201_000]  # cut short once, then complete
+    counts = control("/_control/counts")
+    assert counts["requests"] == {"/data.bin": 2}
+    assert 200_000 < counts["bytes"]["/data.bin"] < 2 * 200_000
+    assert {ip for ip, _ in listening_addresses(proc.pid)} == {HOST}
+
+
 # -- nothing listens beyond 127.0.0.1 ------------------------------------------------------
 
 def test_every_started_server_listens_only_on_loopback(nginx_server, seaweedfs_server, static):
