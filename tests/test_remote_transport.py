@@ -235,6 +235,17 @@ def test_retry_after_is_honoured(static):
     assert 0.95 <= time.monotonic() - start < 3
 
 
+def test_a_range_past_the_end_fails_at_once_naming_the_size(static):
+    src = HttpRangeSource(static.file_url, settings=FAST)
+    with pytest.raises(RemoteReadError, match=rf"bytes {SIZE - 10}-{SIZE + 9} .*experiment 8: "
+                                              rf"past the end of the file \({SIZE} bytes\)"):
+        src.read(SIZE - 10, 20, sim_id=8)
+    assert static.counts.total_requests() == 1
+    with pytest.raises(RemoteReadError, match="past the end"):  # the size is known now
+        src.read_ranges([(0, 10), (SIZE, 1)])
+    assert static.counts.total_requests() == 1
+
+
 def test_a_missing_file_fails_at_once_without_retries(static):
     url = f"{static.url}/nope.bin"
     with pytest.raises(RemoteReadError, match=r"nope\.bin.*HTTP 404.*check the URL"):

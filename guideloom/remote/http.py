@@ -275,6 +275,14 @@ class HttpRangeSource:
             if offset < 0 or size < 0:
                 raise ValueError(f"{self._url}: bad range (offset {offset}, size {size})")
         wanted = [(o, s) for o, s in ranges if s > 0]
+        known = self._size
+        beyond = [(o, s) for o, s in wanted if known is not None and o + s > known]
+        if beyond:
+            o, s = beyond[0]
+            who = f" for experiment {sim_id}" if sim_id is not None else ""
+            raise RemoteReadError(f"cannot read {_byte_span(o, s)} of {self._url}{who}: past "
+                                  f"the end of the file ({known} bytes)", url=self._url,
+                                  ranges=beyond, sim_id=sim_id)
         merged = coalesce_ranges(wanted)
         blobs = run_concurrently(lambda r: self._fetch(r, sim_id), merged,
                                  self._settings.connections)
@@ -313,6 +321,8 @@ class HttpRangeSource:
                 if not location:
                     raise permanent(f"{_show(url)} answered HTTP {status} without a Location")
                 url = urllib.parse.urljoin(url, location)
+                if urllib.parse.urlsplit(url).scheme.lower() not in _DEFAULT_PORT:
+                    raise permanent(f"redirected to {_show(url)}, which is not http(s)")
                 remembered = None
                 continue
             if status in EXPIRED_STATUS and remembered is not None:
@@ -382,7 +392,7 @@ class HttpRangeSource:
                 raise
             break
         try:
-            body = self._body(resp, url, offset, size)
+            body = self._body(resp, url, offset, size, permanent)
         except BaseException:
             conn.close()
             raise
@@ -392,8 +402,8 @@ class HttpRangeSource:
             _POOL.put(key, conn)
         return resp.status, resp.headers, body
 
-    def _body(self, resp: http.client.HTTPResponse, url: str, offset: int | None, size: int
-              ) -> bytes | None:
+    def _body(self, resp: http.client.HTTPResponse, url: str, offset: int | None, size: int,
+              permanent: Callable[..., RemoteReadError]) -> bytes | None:
         status = resp.status
         asked = _range_header(offset, size)
         if status == 206:
@@ -403,6 +413,10 @@ class HttpRangeSource:
                 first, last = max(0, int(m[3]) - size), int(m[3]) - 1
             else:
                 first, last = (-1, -1) if offset is None else (offset, offset + size - 1)
+            if (m and offset is not None and m[3] != "*" and int(m[1]) == offset
+                    and int(m[2]) == int(m[3]) - 1 < last):
+                self._note_size(int(m[3]), url)
+                raise permanent(f"past the end of the file ({m[3]} bytes)")
             if not m or int(m[1]) != first or int(m[2]) != last:
                 raise TransientDownloadError(
                     f"{_show(url)} answered 206 with Content-Range {value!r} to Range {asked}")
