@@ -207,12 +207,13 @@ class RemoteReadError(GuideloomError, OSError):
 
     Attributes:
         url: The file's URL (as given, never a redirect target that may carry a signature).
-        ranges: The ``(offset, size)`` ranges that failed.
+        ranges: The ``(offset, size)`` ranges that failed (offset None: the file's last
+            ``size`` bytes).
         sim_id: The experiment being read, when the caller said.
     """
 
-    def __init__(self, message: str, *, url: str, ranges: Sequence[tuple[int, int]] = (),
-                 sim_id: object = None):
+    def __init__(self, message: str, *, url: str,
+                 ranges: Sequence[tuple[int | None, int]] = (), sim_id: object = None):
         super().__init__(message)
         self.url = url
         self.ranges = [tuple(r) for r in ranges]

@@ -11,6 +11,7 @@ token), and it needs no optional dependency, so ``guideloom download`` works on 
 
 from __future__ import annotations
 
+import email.message
 import email.utils
 import hashlib
 import http.client
@@ -111,7 +112,7 @@ def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = N
     return req
 
 
-def retry_after(headers: Mapping[str, str] | None) -> float | None:
+def retry_after(headers: Mapping[str, str] | email.message.Message | None) -> float | None:
     """Seconds a ``Retry-After`` header asks to wait (a number or an HTTP date), else None."""
     value = headers.get("Retry-After") if headers else None
     if value is None:
@@ -173,7 +174,7 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
             err = _http_error(exc, url, label)
             if isinstance(err, DownloadError):
                 raise err from None
-            reason, wait = str(err), err.wait
+            reason, wait = str(err), getattr(err, "wait", None)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc
             reason, wait = f"{type(cause).__name__}: {cause}", None
