@@ -127,6 +127,11 @@ def test_size_comes_from_the_first_content_range_and_costs_at_most_one_request(s
     assert no_suffix.read_tail(22) == static.data[-22:]
     assert no_suffix.size() == SIZE
     assert no_suffix.requests == 2
+    static.faults.ignore_range = True  # size() from Content-Length at once, reads refused
+    ignoring = HttpRangeSource(static.file_url, settings=FAST)
+    assert ignoring.size() == SIZE and ignoring.requests == 1
+    with pytest.raises(RemoteReadError, match="ignores Range"):
+        ignoring.read(0, 10)
     assert open_byte_source(static.file_url) is pickle.loads(pickle.dumps(
         open_byte_source(static.file_url)))  # a task's copy is this process's source
 
@@ -293,6 +298,7 @@ def test_an_expired_redirect_target_is_resolved_again(darus):
     tail = [(e.server, e.status, e.token) for e in darus.log][-4:]
     assert tail == [("store", 206, False), ("store", 403, False), ("api", 302, True),
                     ("store", 206, False)]
+    assert darus.counts.connections == 2  # one to each host: answers without bytes drained
 
 
 def test_without_the_token_the_error_says_how_to_pass_it(darus):

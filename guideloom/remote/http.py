@@ -239,7 +239,7 @@ class HttpRangeSource:
     def size(self) -> int:
         if self._size is None:
             try:
-                self._fetch((0, 1), None)  # the 206's Content-Range total sets the size
+                self._fetch((0, 1), None, probe=True)  # the Content-Range total tells it
             except RemoteReadError:
                 if self._size is None:  # an empty file answers 416 with its size
                     raise
@@ -291,7 +291,8 @@ class HttpRangeSource:
 
     # -- one range, with retries ---------------------------------------------------------------
 
-    def _fetch(self, span: tuple[int | None, int], sim_id: object) -> bytes:
+    def _fetch(self, span: tuple[int | None, int], sim_id: object, probe: bool = False
+               ) -> bytes:
         offset, size = span
         who = f" for experiment {sim_id}" if sim_id is not None else ""
 
@@ -307,11 +308,11 @@ class HttpRangeSource:
             return cls(f"cannot read {_byte_span(offset, size)} of {self._url}{who}: {reason}",
                        url=self._url, ranges=[span], sim_id=sim_id)
 
-        return with_retries(lambda: self._attempt(offset, size, permanent), self._url,
+        return with_retries(lambda: self._attempt(offset, size, permanent, probe), self._url,
                             _byte_span(offset, size), self._settings, give_up=give_up)
 
     def _attempt(self, offset: int | None, size: int,
-                 permanent: Callable[..., RemoteReadError]) -> bytes:
+                 permanent: Callable[..., RemoteReadError], probe: bool = False) -> bytes:
         remembered = self._resolved
         url = remembered or self._url
         for _hop in range(MAX_REDIRECTS + 1):
@@ -335,6 +336,8 @@ class HttpRangeSource:
             if body is None and status == 200 and offset is None and self._size is not None:
                 n = min(size, self._size)  # no suffix ranges here: ask for the bytes by offset
                 return self._attempt(self._size - n, n, permanent)
+            if body is None and status == 200 and probe and self._size is not None:
+                return b""  # size(): known from Content-Length; reads will say Range is ignored
             if body is None:
                 raise self._status_error(status, headers, url, permanent)
             with self._lock:
@@ -396,10 +399,10 @@ class HttpRangeSource:
         except BaseException:
             conn.close()
             raise
-        if body is None or resp.will_close:
-            conn.close()
-        else:
+        if resp.isclosed() and not resp.will_close:  # the whole answer was read: reusable
             _POOL.put(key, conn)
+        else:
+            conn.close()
         return resp.status, resp.headers, body
 
     def _body(self, resp: http.client.HTTPResponse, url: str, offset: int | None, size: int,
@@ -431,8 +434,10 @@ class HttpRangeSource:
         if status == 200:
             length = resp.getheader("Content-Length")
             total = int(length) if length is not None and length.isdigit() else None
-            if total is not None and self._size is None and offset == 0 and size == 1:
+            if total is not None and offset == 0 and size == 1:
                 self._note_size(total, url)  # size(): known, though the server ignores Range
+                if total != 1:
+                    return None
             whole = total is not None and (total <= size if offset is None else
                                            offset == 0 and total == size)
             if whole:  # the range asked was the whole file
@@ -450,7 +455,7 @@ class HttpRangeSource:
             if m:
                 self._note_size(int(m[1]), url)
         if status in REDIRECT_STATUS or status in RETRY_STATUS or status >= 400:
-            if not resp.will_close and (resp.length or 0) <= 1 << 16:
+            if not resp.will_close and resp.length is not None and resp.length <= 1 << 16:
                 resp.read()  # a short error page: drain it so the connection can be reused
             return None
         raise TransientDownloadError(f"{_show(url)} answered HTTP {status} {resp.reason} "
