@@ -205,6 +205,41 @@ class RestartDownloadError(TransientDownloadError):
     attempt starts again from byte 0 without ``Range``."""
 
 
+class RemoteReadError(GuideloomError, OSError):
+    """Byte ranges of a remote file could not be read (after the retries, or at once for a
+    permanent answer such as 404): an ``OSError``, as a failed local read is.
+
+    Attributes:
+        url: The file's URL (as given, never a redirect target that may carry a signature).
+        ranges: The ``(offset, size)`` ranges that failed (offset None: the file's last
+            ``size`` bytes).
+        sim_id: The experiment being read, when the caller said.
+    """
+
+    def __init__(self, message: str, *, url: str,
+                 ranges: Sequence[tuple[int | None, int]] = (), sim_id: object = None):
+        super().__init__(message)
+        self.url = url
+        self.ranges = [tuple(r) for r in ranges]
+        self.sim_id = sim_id
+
+    def __str__(self) -> str:  # OSError would otherwise format (errno, strerror)
+        return str(self.args[0])
+
+    def __reduce__(self):  # keep the attributes when Dask ships the error between processes
+        return (_rebuild_remote_error, (type(self), self.args[0], self.url, self.ranges,
+                                        self.sim_id))
+
+
+def _rebuild_remote_error(cls, message, url, ranges, sim_id):
+    return cls(message, url=url, ranges=ranges, sim_id=sim_id)
+
+
+class RemoteChangedError(RemoteReadError):
+    """The remote file's size changed between two reads: what was read before may not belong
+    with what is read now."""
+
+
 class UnverifiedExportWarning(UserWarning):
     """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
     files are read as they are, with nothing recorded to check them against."""
