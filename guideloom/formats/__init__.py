@@ -20,7 +20,8 @@ from guideloom.errors import FormatPluginWarning, warn
 from guideloom.formats.base import ExportFormat, FormatReader, PartitionSink
 
 __all__ = ["ExportFormat", "FormatReader", "PartitionSink", "format_kinds", "get_format",
-           "known_formats", "register_format", "registry_version", "unregister_format"]
+           "known_formats", "register_format", "registry_version", "rescan_plugins",
+           "unregister_format"]
 
 ENTRY_POINT_GROUP = "guideloom.export_formats"
 BUILT_IN = {
@@ -104,6 +105,16 @@ def _entry_points() -> dict[str, str]:
                 found[ep.name] = ep.value
             _plugins = found
         return _plugins
+
+
+def rescan_plugins() -> None:
+    """Read the entry points again (after installing a plugin into a running process);
+    plugins that failed before are tried again."""
+    global _plugins
+    with _lock:
+        _plugins = None
+        _broken.clear()
+        _version[0] += 1
 
 
 def _load_plugin(kind: str, ref: str) -> type[ExportFormat] | None:
