@@ -1,49 +1,38 @@
 """Every built-in format, and a format defined in a test module, pass the conformance kit
 (:class:`guideloom.testing.FormatTests`): round trip against a serial reference, skips, resume,
-a crash at every fault point, ``verify`` and the open-time checks."""
+a crash at every fault point (in this process), ``verify`` and the open-time checks."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import numpy as np
-
-import guideloom
-from guideloom.formats import get_format
-from guideloom.testing import FormatTests
-from guideloom.testing.transforms import total_force_stream, total_force_stream_skipping
-from tests.jsonl_format import JsonlFormat
-
-STREAM_DTYPE = np.dtype([("force", "<f4"), ("doc", "<u4")])
+from tests.format_kits import JsonlKit, NpyKit, NpzKit, StorageKit, ZarrKit
 
 
-class TestNpy(FormatTests):
-    format_cls = get_format("npy")
+class TestNpy(NpyKit):
+    pass
 
 
-class TestNpz(FormatTests):
-    format_cls = get_format("npz")
+class TestNpz(NpzKit):
+    pass
+
+
+class TestNpzCompressed(NpzKit):
     format_options = {"compressed": True}
 
+    def test_the_files_are_deflated(self, clean_export):
+        import zipfile
 
-class TestZarr(FormatTests):
-    format_cls = get_format("zarr")
-    format_options = {"compressor": "zstd"}
-
-
-class TestStorage(FormatTests):
-    """Stream rows: each record is the stream slice of its experiment."""
-
-    format_cls = get_format("storage")
-    record_transform = staticmethod(total_force_stream)
-    skipping_transform = staticmethod(total_force_stream_skipping)
-
-    def options_for(self, target: Path) -> dict[str, Any]:
-        return {"storage": guideloom.StreamStorage(str(target),
-                                                   guideloom.StreamNumpyFormat(STREAM_DTYPE))}
+        files = sorted(clean_export.glob("*.npz"))
+        with zipfile.ZipFile(files[0]) as zf:
+            assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_DEFLATED}
 
 
-class TestJsonlFromATestModule(FormatTests):
-    format_cls = JsonlFormat
-    format_options = {"compact": False, "label": "conformance"}
+class TestZarr(ZarrKit):
+    pass
+
+
+class TestStorage(StorageKit):
+    pass
+
+
+class TestJsonlFromATestModule(JsonlKit):
+    pass
