@@ -312,3 +312,30 @@ def test_cli_rerun_after_a_kill_during_publish_completes_it_with_exit_0(point, t
     assert files_of(target) == files_of(tmp_path / "reference")
     assert not list((tmp_path / "exports").glob(".force-signals.guideloom-*"))
     assert guideloom.load_export(target).verify().rows == 8
+
+
+def test_crash_at_raises_only_inside_its_block_in_every_thread_of_the_process():
+    import threading
+
+    from guideloom.faults import fault_point, reached_points
+
+    fault_point("somewhere")  # nothing armed: nothing happens
+    seen: list[str] = []
+
+    def in_thread() -> None:
+        try:
+            fault_point("somewhere")
+        except InjectedFault as exc:
+            seen.append(exc.point)
+
+    with reached_points() as passed, crash_at("somewhere"):
+        with pytest.raises(InjectedFault, match="'somewhere'"):
+            fault_point("somewhere")
+        fault_point("elsewhere")  # another point passes
+        worker = threading.Thread(target=in_thread)
+        worker.start()
+        worker.join()
+    assert seen == ["somewhere"]
+    assert passed == ["somewhere", "elsewhere", "somewhere"]
+    fault_point("somewhere")  # disarmed when the block ended
+    assert issubclass(InjectedFault, BaseException) and not issubclass(InjectedFault, Exception)

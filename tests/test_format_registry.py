@@ -303,3 +303,26 @@ def test_a_plugin_format_runs_from_a_workflow_file_through_guideloom_run(data, t
                              capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0
     assert "key 'output.jsonl': unknown key" in refused.stderr, refused.stderr
+
+
+def test_the_first_lookups_from_many_threads_get_one_class(tmp_path):
+    site = install_plugins(tmp_path / "site", "jsonl-format",
+                           {"jsonl": "tests.jsonl_format:JsonlFormat"})
+    done = run_python("""
+        import threading
+        from guideloom.formats import get_format
+        found, barrier = [], threading.Barrier(8)
+
+        def look():
+            barrier.wait()
+            found.append((get_format("jsonl"), get_format("zarr")))
+
+        threads = [threading.Thread(target=look) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(len(found), len(set(found)))
+    """, site, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["8", "1"]
