@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from typing import Any
 from importlib.metadata import entry_points
 
 from guideloom.errors import FormatPluginWarning, warn
@@ -47,7 +48,7 @@ def _check_class(cls: object) -> type[ExportFormat]:
     return cls
 
 
-def register_format(cls: type[ExportFormat] | None = None, *, replace: bool = False):
+def register_format(cls: type[ExportFormat] | None = None, *, replace: bool = False) -> Any:
     """Register an export format under ``cls.kind`` (usable as a class decorator, with or
     without ``replace``).
 
@@ -152,6 +153,7 @@ def get_format(kind: str) -> type[ExportFormat]:
         found = _registered.get(kind)
         if found is not None:
             return found
+        cls: type[ExportFormat] | None
         if kind in BUILT_IN:
             module_name, _, attr = BUILT_IN[kind].partition(":")
             cls = _check_class(getattr(importlib.import_module(module_name), attr))

@@ -68,9 +68,17 @@ class WorkflowContext(Protocol):
     """What a format's :meth:`ExportFormat.workflow_options` may use of the workflow file being
     loaded (see :func:`guideloom.workflow.load_workflow`)."""
 
-    file: str
-    target: str
-    import_user_code: bool
+    @property
+    def file(self) -> str:
+        """The workflow file."""
+
+    @property
+    def target(self) -> str:
+        """The job's output path (absolute) or URL."""
+
+    @property
+    def import_user_code(self) -> bool:
+        """False on a dry run: references outside guideloom are not imported."""
 
     def error(self, key: str, message: str) -> NoReturn:
         """Raise the :class:`~guideloom.errors.WorkflowError` of ``key`` (dotted)."""

@@ -54,7 +54,7 @@ def _type_schema(hint: Any, where: str) -> dict[str, Any]:
                     "float, str, a Literal or a list of those, or declare table_schema()")
 
 
-def option_fields(options_cls: type) -> tuple[dataclasses.Field, ...]:
+def option_fields(options_cls: type) -> tuple[dataclasses.Field[Any], ...]:
     """The fields of an options dataclass (``TypeError`` if it is none)."""
     if not (isinstance(options_cls, type) and dataclasses.is_dataclass(options_cls)):
         raise TypeError(f"{options_cls!r}: a format's Options must be a dataclass")

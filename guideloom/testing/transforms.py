@@ -11,12 +11,12 @@ import numpy as np
 SKIPPED_ID = 7  # the experiment the "with skips" transforms fail on
 
 
-def first_rows(rec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def first_rows(rec: Mapping[str, Any]) -> dict[str, Any]:
     """Fixed shapes: the first 100 rows of the force table, and the id as a 0-d int64."""
     return {"force": np.asarray(rec["force_data"])[:100], "sim": np.int64(rec["_sim_id"])}
 
 
-def first_rows_skipping(rec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def first_rows_skipping(rec: Mapping[str, Any]) -> dict[str, Any]:
     """:func:`first_rows`, raising for experiment :data:`SKIPPED_ID` (skipped with
     ``on_error="skip"``)."""
     _fail_on_skipped(rec)
