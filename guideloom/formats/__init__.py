@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any
 from importlib.metadata import entry_points
+from typing import Any
 
 from guideloom.errors import FormatPluginWarning, warn
 from guideloom.formats.base import ExportFormat, FormatReader, PartitionSink
