@@ -123,6 +123,25 @@ class FormatContractError(GuideloomError, ValueError):
     """A storage format broke its protocol (wrong dtype, length, key order...)."""
 
 
+class FormatPluginWarning(UserWarning):
+    """An export-format plugin (entry point ``guideloom.export_formats``) could not be used:
+    it failed to import, is no ``ExportFormat``, or would shadow a built-in kind. It is
+    skipped; the message names the plugin and its distribution."""
+
+
+class InjectedFault(BaseException):  # noqa: N818 - not an error of the code under test
+    """Raised at the point :func:`crash_at` names (a ``BaseException``: like SIGKILL, no
+    ``except Exception`` handler of the run stops it).
+
+    Attributes:
+        point: The fault point reached.
+    """
+
+    def __init__(self, point: str):
+        super().__init__(f"injected fault at {point!r}")
+        self.point = point
+
+
 class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 

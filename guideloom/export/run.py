@@ -128,9 +128,12 @@ class ExportPlan:
 def open_writer(kind: str, staging: Staging, options: Mapping[str, Any]) -> ExportFormat:
     """The registered format ``kind``, bound to the job's staging area for writing."""
     fmt = get_format(kind)
-    if fmt.local_only and not staging.is_local:
+    problem = None if staging.is_local else fmt.url_problem(staging.url)
+    if problem is not None and fmt.local_only:
         raise ValueError(f"{kind} exports need a local (or shared) filesystem path, not "
                          f"{staging.url}; use export_to_zarr for fsspec URLs")
+    if problem is not None:  # a format that writes some URLs, not this one
+        raise ValueError(f"{kind} outputs are {problem}, not {staging.url}")
     return fmt(staging, options)
 
 
