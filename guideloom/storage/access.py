@@ -41,11 +41,23 @@ class Access(Protocol):
         """Await ``reads`` (concurrently where the access allows) and return their results."""
 
 
+class _Done(tuple):  # type: ignore[type-arg]
+    """An awaitable that has completed: awaiting it returns ``None`` at once, in C (a tuple's
+    iterator), so a blocking read costs no coroutine object."""
+
+    __slots__ = ()
+    __await__ = tuple.__iter__
+
+
+_DONE = _Done()
+
+
 class _Blocking:
     """The files' blocking calls; ``gather`` awaits one read after the other."""
 
-    async def readinto(self, file: FileReader, offset: int, buffer: Any) -> None:
+    def readinto(self, file: FileReader, offset: int, buffer: Any) -> Awaitable[None]:
         file.readinto(offset, buffer)
+        return _DONE
 
     async def read(self, file: FileReader, offset: int, nbytes: int) -> bytes:
         return file.read(offset, nbytes)

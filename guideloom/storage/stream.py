@@ -143,6 +143,8 @@ class StreamIndex:
             self.starts.append(self.starts[-1] + length)
         self.total = self.starts[-1]
         self.starts_array = np.asarray(self.starts, dtype=np.int64)
+        # ``shards`` of a one-shard window, copied for each read (cheaper than building it)
+        self._one_shard = [np.array([n], dtype=np.int64) for n in range(len(shards))]
 
     def check_range(self, start: Any, length: Any, *, wrap: bool = True) -> tuple[int, int]:
         """Return ``(start, length)`` as ints, or raise ``IndexError``.
@@ -220,7 +222,7 @@ class StreamIndex:
         if local + length <= self.lengths[shard]:  # fast path: one shard
             await access.readinto(self.files[shard], self.data_offsets[shard] + local * itemsize,
                                   raw)
-            return out, np.array([length], dtype=np.int64), np.array([shard], dtype=np.int64)
+            return out, np.array([length], dtype=np.int64), self._one_shard[shard].copy()
         segments = self.segments(start, length)
         jobs = []
         done = 0
