@@ -154,13 +154,7 @@ def try_lock(fd: int, path: str, *, shared: bool = False) -> bool:
             return False
         return True
     if _msvcrt is not None:
-        with _seek_lock:
-            os.lseek(fd, _LOCK_BYTE, os.SEEK_SET)
-            try:
-                _msvcrt.locking(fd, _msvcrt.LK_NBLCK, 1)
-            except OSError:
-                return False
-        return True
+        return _msvcrt_locking(fd, _msvcrt.LK_NBLCK)
     return _pidfile_lock(path, shared)
 
 
@@ -169,12 +163,7 @@ def unlock(fd: int, path: str) -> None:
     if _fcntl is not None:
         _fcntl.flock(fd, _fcntl.LOCK_UN)
     elif _msvcrt is not None:
-        with _seek_lock:
-            os.lseek(fd, _LOCK_BYTE, os.SEEK_SET)
-            try:
-                _msvcrt.locking(fd, _msvcrt.LK_UNLCK, 1)
-            except OSError:
-                pass
+        _msvcrt_locking(fd, _msvcrt.LK_UNLCK)
     elif _pidfile_owner(path) == os.getpid():
         try:
             os.unlink(f"{path}.pid")
@@ -191,6 +180,17 @@ def is_locked(fd: int, path: str) -> bool:
         return True
     unlock(fd, path)
     return False
+
+
+def _msvcrt_locking(fd: int, mode: int) -> bool:
+    """``msvcrt.locking`` of the lock byte; return whether it succeeded."""
+    with _seek_lock:
+        os.lseek(fd, _LOCK_BYTE, os.SEEK_SET)
+        try:
+            _msvcrt.locking(fd, mode, 1)
+        except OSError:
+            return False
+    return True
 
 
 def _pidfile_owner(path: str) -> int | None:
