@@ -154,8 +154,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None, dict[str, Any]]:
     """The ``client`` text and batch options: the command line wins over the workflow file."""
-    if args.cluster and args.scheduler:
-        raise UsageError("give either --scheduler or --cluster, not both")
+    if sum(map(bool, (args.cluster, args.scheduler, args.scheduler_file))) > 1:
+        raise UsageError("give one of --scheduler, --scheduler-file and --cluster")
+    if args.scheduler_file is not None:
+        from guideloom.cluster.security import use_scheduler_file
+
+        return use_scheduler_file(args.scheduler_file), {}
     if args.jobs is not None and not args.cluster:
         raise UsageError("--jobs goes with --cluster slurm|pbs")
     if args.cluster:
@@ -623,8 +627,14 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True,
         default = (("the workflow's [run] scheduler, else " if workflow else "")
                    + "in-process for small jobs and a local cluster when it pays")
     p.add_argument("--scheduler", type=_scheduler, default=None,
-                   help="local (one worker per core), local:N, sync (in-process) or "
-                        f"tcp://HOST:PORT (default: {default})")
+                   help="local (one worker per core), local:N, sync (in-process), "
+                        "tls://HOST:PORT (a cluster/local.py or cluster/slurm.py scheduler; "
+                        "its credentials are found in its state folder) or tcp://HOST:PORT "
+                        f"(default: {default})")
+    p.add_argument("--scheduler-file", type=Path, default=None, metavar="FILE",
+                   help="the scheduler file of a running cluster (STATE_DIR/scheduler.json, "
+                        "printed by cluster/local.py start); its TLS credentials are read "
+                        "from STATE_DIR/tls")
     p.add_argument("--dashboard", type=_dashboard, default=None, metavar="HOST:PORT",
                    help="dashboard address of an embedded local cluster "
                         "(default 127.0.0.1:8787, or a free port when it is busy)")

@@ -128,6 +128,25 @@ class FormatContractError(GuideloomError, ValueError):
     """A storage format broke its protocol (wrong dtype, length, key order...)."""
 
 
+class FormatPluginWarning(UserWarning):
+    """An export-format plugin (entry point ``guideloom.export_formats``) could not be used:
+    it failed to import, is no ``ExportFormat``, or would shadow a built-in kind. It is
+    skipped; the message names the plugin and its distribution."""
+
+
+class InjectedFault(BaseException):  # noqa: N818 - not an error of the code under test
+    """Raised at the point :func:`crash_at` names (a ``BaseException``: like SIGKILL, no
+    ``except Exception`` handler of the run stops it).
+
+    Attributes:
+        point: The fault point reached.
+    """
+
+    def __init__(self, point: str):
+        super().__init__(f"injected fault at {point!r}")
+        self.point = point
+
+
 class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 
@@ -154,6 +173,10 @@ def _rebuild_not_demo_data(message: str, path: str) -> NotDemoDataError:
 class SchedulerUnreachableError(UsageError, OSError):
     """No Dask scheduler answered at a ``tcp://`` address in time (an ``OSError``, as
     ``distributed`` raises)."""
+
+
+class SchedulerCredentialsError(UsageError):
+    """A ``tls://`` scheduler's credentials (CA, certificate, key) cannot be found or used."""
 
 
 class NoWorkersError(UsageError, TimeoutError):
@@ -204,6 +227,41 @@ class TransientDownloadError(GuideloomError):
 class RestartDownloadError(TransientDownloadError):
     """The partial file cannot be continued (wrong ``Content-Range``, bad checksum): the next
     attempt starts again from byte 0 without ``Range``."""
+
+
+class RemoteReadError(GuideloomError, OSError):
+    """Byte ranges of a remote file could not be read (after the retries, or at once for a
+    permanent answer such as 404): an ``OSError``, as a failed local read is.
+
+    Attributes:
+        url: The file's URL (as given, never a redirect target that may carry a signature).
+        ranges: The ``(offset, size)`` ranges that failed (offset None: the file's last
+            ``size`` bytes).
+        sim_id: The experiment being read, when the caller said.
+    """
+
+    def __init__(self, message: str, *, url: str,
+                 ranges: Sequence[tuple[int | None, int]] = (), sim_id: object = None):
+        super().__init__(message)
+        self.url = url
+        self.ranges = [tuple(r) for r in ranges]
+        self.sim_id = sim_id
+
+    def __str__(self) -> str:  # OSError would otherwise format (errno, strerror)
+        return str(self.args[0])
+
+    def __reduce__(self):  # keep the attributes when Dask ships the error between processes
+        return (_rebuild_remote_error, (type(self), self.args[0], self.url, self.ranges,
+                                        self.sim_id))
+
+
+def _rebuild_remote_error(cls, message, url, ranges, sim_id):
+    return cls(message, url=url, ranges=ranges, sim_id=sim_id)
+
+
+class RemoteChangedError(RemoteReadError):
+    """The remote file's size changed between two reads: what was read before may not belong
+    with what is read now."""
 
 
 class UnverifiedExportWarning(UserWarning):

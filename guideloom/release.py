@@ -199,19 +199,21 @@ def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSI
 @contextmanager
 def _out_lock(out: Path) -> Iterator[None]:
     """Hold ``OUT/.guideloom-download.lock``: two downloads never write the same files."""
-    import fcntl
-
+    from guideloom.os_support import try_lock, unlock
     from guideloom.private_files import open_private_file
 
-    fd = open_private_file(out / LOCK, "the download lock")
+    path = str(out / LOCK)
+    fd = open_private_file(path, "the download lock")
+    locked = False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        locked = try_lock(fd, path)
+        if not locked:
             raise DownloadError(f"another guideloom download is writing into {out}; wait for "
-                                "it to finish (or stop it) and run this again") from None
+                                "it to finish (or stop it) and run this again")
         yield
     finally:
+        if locked:
+            unlock(fd, path)
         os.close(fd)
 
 

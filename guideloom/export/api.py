@@ -94,7 +94,9 @@ class ExportOptions(TypedDict, total=False):
             MB/s), then a line per later phase.
         client: ``None`` (the active Client; else in-process for small jobs and the embedded
             local cluster when it pays), ``"sync"``, ``"local"``/``"local:N"``, a scheduler
-            address ``"tcp://host:port"``, ``"slurm:N"``/``"pbs:N"``, or a
+            address ``"tls://host:port"`` (credentials found as
+            :func:`guideloom.cluster.security.find_security` says) or ``"tcp://host:port"``,
+            ``"slurm:N"``/``"pbs:N"``, or a
             ``distributed.Client``.
         partition_size: Experiments per Dask task (default: about 4 tasks per worker, <= 64).
         on_error: ``"raise"`` (default) fails on the first bad experiment, publishing nothing;

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ import numpy as np
 from guideloom.errors import FastReadError
 from guideloom.fastread import inflate as _inflate
 from guideloom.fastread.pool import run_all, threads_for
+from guideloom.os_support import pread, preadinto
 
 DEFLATE, SHUFFLE, FLETCHER32 = 1, 2, 3
 _SUPPORTED = {DEFLATE, SHUFFLE, FLETCHER32}
@@ -55,7 +55,7 @@ class RawSource:
 
         Files with a user block (superblock further in) are left to h5py.
         """
-        return cls(fd, start, size) if os.pread(fd, 8, start) == HDF5_SIGNATURE else None
+        return cls(fd, start, size) if pread(fd, 8, start) == HDF5_SIGNATURE else None
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,7 @@ def _read_raw(buffers: _Buffers, source: RawSource, c: Chunk) -> np.ndarray:
     if c.address < 0 or (source.size is not None and c.address + c.size > source.size):
         raise FastReadError(f"chunk at {c.address} (+{c.size}) lies outside the file")
     buf = buffers.get(_RAW, c.size)
-    got = os.preadv(source.fd, [memoryview(buf)[:c.size]], source.start + c.address)
+    got = preadinto(source.fd, memoryview(buf)[:c.size], source.start + c.address)
     if got != c.size:
         raise FastReadError(f"short read: {got} of {c.size} bytes at {c.address}")
     return buf

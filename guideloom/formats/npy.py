@@ -38,7 +38,9 @@ class NpyFormat(ExportFormat):
     """One memory-mapped ``.npy`` per alias."""
 
     kind = "npy"
+    description = "one memory-mapped .npy array per field, rows along the first axis"
     copies_records = True  # pwrite has copied a row when write returns
+    fault_points = ("finalize-alias",)  # each array renamed or compacted into data/
 
     def rows_path(self, alias: str) -> str:
         """Where the rows of ``alias`` are written while the job runs."""

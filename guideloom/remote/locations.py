@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from guideloom.errors import GuideloomError
 from guideloom.remote.byte_source import ByteSource
 from guideloom.remote.cache import process_cache
-from guideloom.remote.fetch import source_of
+from guideloom.remote.fetch import http_validator, source_of
 from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import Member, ZipFormatError, read_members
 from guideloom.sources import LOOSE_SUBDIR, Location, add_member_locations, id_parser
@@ -59,13 +59,20 @@ def location_source(loc: RemoteLocation) -> ByteSource:
     return source_of(loc.path, loc.archive_size, loc.headers)
 
 
-def _stat(src: ByteSource) -> tuple[int, str]:
+def _stat(url: str, root: RemoteRoot) -> tuple[int, str]:
     """The file's size and its ETag or modification time ('' when the server gives none),
-    from one metadata request."""
+    from one metadata request, asked on every scan: an archive replaced on the server is
+    noticed."""
+    src = source_of(url, None, root.headers)
+    if url.lower().startswith(("http://", "https://")):
+        size, validator = http_validator(url)
+        if getattr(src, "_size", None) not in (None, size):  # replaced: forget the old size
+            src._size = size  # noqa: SLF001
+        return size, validator
     fs, path = getattr(src, "_fs", None), getattr(src, "_path", None)
     if fs is None:
         return src.size(), ""
-    info = fs.info(path)  # asked on every scan: an archive replaced on the server is noticed
+    info = fs.info(path)
     size = int(info["size"])
     src._size = size  # noqa: SLF001 - the one metadata request answers both
     validator = next((str(info[k]) for k in ("ETag", "etag", "Last-Modified", "LastModified",
@@ -97,7 +104,7 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
                 found.append(_Archive(entry.url, entry.size, entry.checksum))
             else:
                 try:
-                    size, validator = _stat(source_of(entry.url, None, root.headers))
+                    size, validator = _stat(entry.url, root)
                 except (OSError, ValueError, KeyError):  # absent (404): not this candidate
                     continue
                 found.append(_Archive(entry.url, size, validator))
