@@ -28,6 +28,7 @@ class Blocks:
         self.first_block, self.miss_block = first_block, miss_block
         self._starts: list[int] = []
         self._blocks: list[bytes] = []
+        self._first = b""  # the block at address 0 (most metadata is there)
         self.fetches = 0
 
     def check(self, addr: int, n: int, what: str = "data") -> None:
@@ -38,6 +39,8 @@ class Blocks:
 
     def held(self, addr: int, n: int) -> tuple[bytes, int] | None:
         """``(block, offset)`` when a held block covers ``[addr, addr + n)``, else None."""
+        if 0 <= addr and 0 <= n and addr + n <= len(self._first):
+            return self._first, addr
         i = bisect.bisect_right(self._starts, addr) - 1
         if i >= 0:
             start = self._starts[i]
@@ -48,6 +51,8 @@ class Blocks:
 
     def get(self, addr: int, n: int, what: str = "metadata") -> tuple[bytes, int]:
         """The block holding ``[addr, addr + n)`` and the offset of ``addr`` in it."""
+        if 0 <= addr and 0 <= n and addr + n <= len(self._first):
+            return self._first, addr
         self.check(addr, n, what)
         if n > MAX_METADATA_READ:
             raise NativeFormatError(f"{what} at address {addr} claims {n} bytes")
@@ -70,6 +75,8 @@ class Blocks:
         i = bisect.bisect_right(self._starts, start)
         self._starts.insert(i, start)
         self._blocks.insert(i, block)
+        if start == 0:
+            self._first = block
         return block, addr - start
 
     def bytes(self, addr: int, n: int, what: str = "metadata") -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,7 +68,11 @@ class H5File:
         key = _key(path)
         info = self._infos.get(key)
         if info is None:
-            info = self._infos[key] = self._parse_dataset(key)
+            try:
+                info = self._parse_dataset(key)
+            except (struct.error, IndexError, ValueError, OverflowError) as exc:
+                raise NativeFormatError(f"dataset {key!r}: damaged metadata ({exc})") from exc
+            self._infos[key] = info
         return info
 
     def read(self, path: str, rows: Sequence[int] | np.ndarray | None = None, *,

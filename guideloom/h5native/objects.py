@@ -17,6 +17,7 @@ MAX_MESSAGES = 4096
 _V1_MSG = struct.Struct("<HHB3x")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
+_UINT = {2: struct.Struct("<H"), 4: _U32, 8: struct.Struct("<Q")}
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,16 @@ class Reader:
             raise NativeUnsupported(f"sizes of offsets/lengths {offset_size}/{length_size}")
         self.osz, self.lsz = offset_size, length_size
         self.undefined = (1 << (8 * offset_size)) - 1
+        self._addr = _UINT[offset_size].unpack_from
+        self._length = _UINT[length_size].unpack_from
 
     def addr(self, buf: bytes, off: int) -> int | None:
         """The address at ``buf[off:]``; None for HDF5's undefined address."""
-        v = int.from_bytes(buf[off:off + self.osz], "little")
+        v = self._addr(buf, off)[0]
         return None if v == self.undefined else v
 
     def length(self, buf: bytes, off: int) -> int:
-        return int.from_bytes(buf[off:off + self.lsz], "little")
+        return self._length(buf, off)[0]
 
 
 def read_superblock(blocks: Blocks) -> Superblock:
