@@ -37,7 +37,7 @@ def find(messages: list[Message], mtype: int) -> bytes | None:
 
 def dataspace(r: Reader, body: bytes) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
     """``(shape, maxshape)``; ``maxshape`` holds None for unlimited axes."""
-    if len(body) < 8:
+    if len(body) < 4:
         raise NativeFormatError("short dataspace message")
     version, rank, flags = body[0], body[1], body[2]
     if version == 1:
@@ -189,11 +189,15 @@ class Layout:
 
 
 def layout(r: Reader, body: bytes, rank: int) -> Layout:
-    """Decode a layout message of version 3 or 4 (others unsupported)."""
+    """Decode a layout message of version 3, 4 or 5 (others unsupported).
+
+    Version 5 (HDF5 2.0) has version 4's encoding; only the width of filtered chunk sizes in
+    the chunk index differs, and that is read from the index's entry size.
+    """
     if len(body) < 2:
         raise NativeFormatError("short layout message")
     version, cls = body[0], body[1]
-    if version not in (3, 4):
+    if version not in (3, 4, 5):
         raise NativeUnsupported(f"layout message version {version}")
     try:
         if cls == 0:
