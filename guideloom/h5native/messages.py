@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -18,11 +20,34 @@ MAX_DIM = 1 << 62
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
+_LENGTH_CODES = {2: "H", 4: "I", 8: "Q"}
+T = TypeVar("T")
 _FLOATS = {  # size: (precision, exponent location, exponent size, mantissa size, bias, sign)
     2: (16, 10, 5, 10, 15, 15),
     4: (32, 23, 8, 23, 127, 31),
     8: (64, 52, 11, 52, 1023, 63),
 }
+
+
+MEMO_ENTRIES = 4096
+
+
+def _memo(fn: Callable[..., T]) -> Callable[..., T]:
+    """Remember ``fn``'s results by its (hashable) arguments: the same message bodies recur in
+    every file of a dataset, and decoding one costs more than looking it up."""
+    cache: dict[tuple, T] = {}
+
+    def run(*key: object) -> T:
+        found = cache.get(key)
+        if found is None:
+            found = fn(*key)
+            if len(cache) >= MEMO_ENTRIES:
+                cache.clear()
+            cache[key] = found
+        return found
+
+    run.__doc__, run.__name__ = fn.__doc__, fn.__name__
+    return run
 
 
 def find(messages: list[Message], mtype: int) -> bytes | None:
@@ -37,6 +62,11 @@ def find(messages: list[Message], mtype: int) -> bytes | None:
 
 def dataspace(r: Reader, body: bytes) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
     """``(shape, maxshape)``; ``maxshape`` holds None for unlimited axes."""
+    return _dataspace(r.lsz, body)
+
+
+@_memo
+def _dataspace(lsz: int, body: bytes) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
     if len(body) < 4:
         raise NativeFormatError("short dataspace message")
     version, rank, flags = body[0], body[1], body[2]
@@ -50,23 +80,24 @@ def dataspace(r: Reader, body: bytes) -> tuple[tuple[int, ...], tuple[int | None
         raise NativeFormatError(f"dataspace version {version}")
     if rank > MAX_RANK:
         raise NativeFormatError(f"dataspace of rank {rank}")
-    lsz = r.lsz
     need = p + rank * lsz * (2 if flags & 1 else 1)
     if len(body) < need:
         raise NativeFormatError("short dataspace message")
-    shape = tuple(r.length(body, p + i * lsz) for i in range(rank))
+    fmt = f"<{rank}{_LENGTH_CODES[lsz]}"
+    shape = struct.unpack_from(fmt, body, p)
     if any(n > MAX_DIM for n in shape):
         raise NativeFormatError(f"absurd dimensions {shape}")
     if flags & 1:
         q = p + rank * lsz
         unlimited = (1 << (8 * lsz)) - 1
-        raw = [r.length(body, q + i * lsz) for i in range(rank)]
+        raw = struct.unpack_from(fmt, body, q)
         maxshape: tuple[int | None, ...] = tuple(None if m == unlimited else m for m in raw)
     else:
         maxshape = shape
     return shape, maxshape
 
 
+@_memo
 def datatype(body: bytes) -> np.dtype:
     """The numpy dtype of a fixed-point or IEEE floating-point datatype message."""
     if len(body) < 8:
@@ -139,6 +170,7 @@ def _sized(body: bytes, p: int, dtype: np.dtype) -> bytes:
     return bytes(body[p + 4:p + 4 + n])
 
 
+@_memo
 def filters(body: bytes | None) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """``((filter id, client values), ...)`` in write order."""
     if body is None:
