@@ -282,7 +282,7 @@ def _decode_group(
             data = _unfilter(buffers, p, c, raw, target)
             if data is not target:
                 target[:] = data
-        elif sel is not None or not _place_unshuffled(buffers, p, c, raw, out):
+        else:
             _place(p, c, _unfilter(buffers, p, c, raw, None), out, sel)
     if batch is not None:
         batch.flush()
@@ -372,37 +372,12 @@ def _steps(
     return tuple(out)
 
 
-def _place_unshuffled(buffers: _Buffers, p: Plan, c: Chunk, raw: np.ndarray,
-                      out: np.ndarray) -> bool:
-    """Decode a chunk that is not one run of ``out`` (a partial or column chunk) whose last
-    read step is shuffle: the earlier steps into scratch, then each byte plane straight into
-    its place in ``out`` (one strided copy per plane, no unshuffled copy). False, having done
-    nothing, when the chunk is not filtered that way."""
-    steps = _steps(p.layout.filters, c.mask, p.dtype.itemsize)
-    size = p.dtype.itemsize
-    if not steps or steps[-1][0] != SHUFFLE or steps[-1][1] != size or size == 1 \
-            or steps[-1][2] != 0:
-        return False
-    shuffled = _unfilter(buffers, p, c, raw, None, steps[:-1])
-    extent = [min(n, s - o) for o, n, s in zip(c.offset, p.chunk_shape, p.shape, strict=True)]
-    region = out[tuple(slice(o, o + e) for o, e in zip(c.offset, extent, strict=True))]
-    target = region.view(np.uint8)
-    planes = shuffled.reshape(size, *p.chunk_shape)
-    inner = tuple(slice(0, e) for e in extent)
-    for k in range(size):
-        target[..., k::size] = planes[(k, *inner)]
-    return True
-
-
 def _unfilter(
-    buffers: _Buffers, p: Plan, c: Chunk, raw: np.ndarray, target: np.ndarray | None,
-    steps: tuple[tuple[int, int, int], ...] | None = None,
+    buffers: _Buffers, p: Plan, c: Chunk, raw: np.ndarray, target: np.ndarray | None
 ) -> np.ndarray:
-    """Undo the chunk's filters (or only ``steps``, the first of them in read order); the
-    decoded bytes are ``target`` when the last step could write there, else a scratch buffer
-    of this thread."""
-    if steps is None:
-        steps = _steps(p.layout.filters, c.mask, p.dtype.itemsize)
+    """Undo the chunk's filters; the decoded bytes are ``target`` when the last step could
+    write there, else a scratch buffer of this thread."""
+    steps = _steps(p.layout.filters, c.mask, p.dtype.itemsize)
     nbytes = p.chunk_nbytes
     cur, cur_n, where = raw, c.size, _RAW
     last = len(steps) - 1
