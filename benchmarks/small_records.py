@@ -61,10 +61,11 @@ def child_gl_iter(a: dict) -> dict:
     ds = guideloom.load(data_dir=a["data"])
     n = sum(1 for _ in guideloom.streaming.iter_view("force-curve", dataset=ds))
     records.NATIVE_STATS.reset()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m = sum(1 for _ in guideloom.streaming.iter_view("force-curve", dataset=ds))
-    seconds = time.perf_counter() - t0
-    return {"ms": seconds / m * 1e3, "n": n, "stats": records.native_stats()}
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"ms": seconds / m * 1e3, "cpu_ms": cpu / m * 1e3, "n": n,
+            "stats": records.native_stats()}
 
 
 def child_h5py_loop(a: dict) -> dict:
@@ -79,9 +80,10 @@ def child_h5py_loop(a: dict) -> dict:
                 f["force/data"][()]
 
     run()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run()
-    return {"ms": (time.perf_counter() - t0) / len(files) * 1e3, "n": len(files)}
+    return {"ms": (time.perf_counter() - t0) / len(files) * 1e3,
+            "cpu_ms": (time.process_time() - c0) / len(files) * 1e3, "n": len(files)}
 
 
 def child_rddac_iter(a: dict) -> dict:
@@ -96,10 +98,12 @@ def child_rddac_iter(a: dict) -> dict:
     ds = rddac.load(source=a["manifest"], data_dir=a["data"])
     n = sum(1 for _ in rddac.streaming.iter_view("force-curve", dataset=ds,
                                                  data_dir=a["data"]))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m = sum(1 for _ in rddac.streaming.iter_view("force-curve", dataset=ds,
                                                  data_dir=a["data"]))
-    return {"ms": (time.perf_counter() - t0) / m * 1e3, "n": n, "version": rddac.__version__}
+    return {"ms": (time.perf_counter() - t0) / m * 1e3,
+            "cpu_ms": (time.process_time() - c0) / m * 1e3, "n": n,
+            "version": rddac.__version__}
 
 
 CHILDREN = {"gl-iter": child_gl_iter, "h5py-loop": child_h5py_loop,
@@ -160,16 +164,21 @@ def main() -> None:
     for _ in range(args.reps):  # interleaved, so load changes hit every case alike
         for label, name, a, python, case_env in cases:
             results[label].append(ours.run(name, a, python=python, env=case_env)[0])
-    print("\n1. iter_view('force-curve'), per record (the second pass of a fresh process)")
+    print("\n1. iter_view('force-curve'), per record (the second pass of a fresh process): "
+          "wall ms, and the process's CPU ms (less sensitive to a loaded machine)")
     for label, name, a, python, case_env in cases:
         runs = results[label]
         extra = ""
         if "stats" in runs[0]:
             s = runs[0]["stats"]
             extra = f"  native {s['native']}, fallbacks {s['fallbacks']}"
-        print(f"  {label:26s} {bench.stats([r['ms'] for r in runs]):>26s} ms{extra}")
+        print(f"  {label:26s} {bench.stats([r['ms'] for r in runs]):>26s} ms  CPU "
+              f"{bench.stats([r['cpu_ms'] for r in runs]):>24s} ms{extra}")
         flag = " GUIDELOOM_NATIVE=0" if case_env is h5py_env else ""
         print(f"    command:{flag} {bench.short(ours.command(name, a, python))}")
+    native_cpu = statistics.median(r["cpu_ms"] for r in results["guideloom native"])
+    print(f"  (native CPU per record: {native_cpu:.3f} ms; load average when done: "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     native_ms = statistics.median(r["ms"] for r in results["guideloom native"])
     h5py_ms = statistics.median(r["ms"] for r in results["guideloom h5py path"])
     print(f"  goal: native <= {ITER_GOAL_MS} ms per record: {native_ms:.3f} ms, "

@@ -442,9 +442,9 @@ class DescriptorSource:
     """A :class:`~guideloom.remote.byte_source.ByteSource` over an open descriptor, read with
     ``os.pread``; closes it only when it owns it (a loose file, not an archive's shared one)."""
 
-    def __init__(self, fd: int, name: str, owned: bool):
+    def __init__(self, fd: int, name: str, owned: bool, size: int | None = None):
         self._fd, self._name, self._owned = fd, name, owned
-        self._size = os.fstat(fd).st_size
+        self._size = os.fstat(fd).st_size if size is None else size
 
     @property
     def name(self) -> str:
@@ -497,7 +497,9 @@ def open_location_bytes(
     if verify_crc and loc.crc is not None:
         verify_member(fd, start, loc.size, loc.crc, archive=loc.path, member=loc.member,
                       sim_id=loc.sim_id)
-    return DescriptorSource(fd, loc.describe(), owned=False), start, loc.size
+    # the member's end as the size (no fstat per record): a truncated archive reads short
+    return DescriptorSource(fd, loc.describe(), owned=False, size=start + loc.size), start, \
+        loc.size
 
 
 def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = False

@@ -519,3 +519,39 @@ def test_an_extensible_array_beyond_its_index_block_reads_or_is_unsupported(tmp_
         except NativeUnsupported:
             return
     np.testing.assert_array_equal(got, values)
+
+
+@pytest.mark.parametrize("damage", ["chunk", "btree", "truncate"])
+def test_damaged_files_give_the_h5py_paths_error_message(demo_copy, monkeypatch, damage):
+    """The native reader gives up on a damaged file; h5py re-reads it and words the error, so
+    the user sees the same message with the native reader on and off."""
+    ds = guideloom.load(data_dir=demo_copy)
+    ident = ds.index().ids[0]
+    target = demo_copy / "h5" / f"{ident:04d}.h5"
+    target.parent.mkdir(exist_ok=True)
+    values = _values((300, 8), "<f4")
+    with h5py.File(target, "w") as f:
+        f.create_dataset("force/data", data=values, chunks=(100, 4), compression="gzip",
+                         shuffle=True)
+        info = f["force/data"].id.get_chunk_info(2)
+    raw = bytearray(target.read_bytes())
+    if damage == "chunk":
+        raw[info.byte_offset + info.size // 2:info.byte_offset + info.size // 2 + 16] = b"\0" * 16
+    elif damage == "btree":
+        at = raw.find(b"TREE", raw.find(b"TREE") + 4)  # the chunk index (after the group's)
+        raw[at:at + 4] = b"XXXX"
+    else:
+        raw = raw[:info.byte_offset + 10]
+    target.write_bytes(bytes(raw))
+    loose = guideloom.load(data_dir=demo_copy)
+    messages = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv(records.NATIVE_ENV, native)
+        records.NATIVE_STATS.reset()
+        with pytest.raises(guideloom.errors.ExperimentReadError) as info_:
+            next(guideloom.streaming.iter_view("force-curve", dataset=loose, sim_ids=[ident]))
+        messages[native] = str(info_.value)
+        if native == "1":
+            assert records.native_stats()["fallbacks"] == 1
+    assert messages["1"] == messages["0"]
+    assert str(ident) in messages["1"] and str(target) in messages["1"]
