@@ -116,6 +116,9 @@ Message = tuple[int, int, bytes]  # (type, flags, body)
 def read_object_header(r: Reader, addr: int) -> list[Message]:
     """The messages of the object header at ``addr``, continuation blocks followed.
 
+    Each block's bytes are decoded (and a v2 block's checksum verified) once per process: the
+    same headers recur in every file of a dataset.
+
     Raises:
         NativeFormatError: Bad version or signature, checksum mismatch, messages running past
             their block, or too many continuation blocks (a cycle).
@@ -123,7 +126,6 @@ def read_object_header(r: Reader, addr: int) -> list[Message]:
     blocks = r.blocks
     buf, o = blocks.get(addr, 16, "object header")
     messages: list[Message] = []
-    pending: list[tuple[int, int]] = []
     seen: set[int] = {addr}
     if buf[o:o + 4] == b"OHDR":
         version, flags = buf[o + 4], buf[o + 5]
@@ -133,85 +135,107 @@ def read_object_header(r: Reader, addr: int) -> list[Message]:
         width = 1 << (flags & 3)
         buf, o = blocks.get(addr, p + width, "object header")
         size0 = int.from_bytes(buf[o + p:o + p + width], "little")
-        start = p + width
-        total = start + size0 + 4
+        total = p + width + size0 + 4
+        kind, order, n_messages = _V2_FIRST, (2 if flags & 0x04 else 0), MAX_MESSAGES
         buf, o = blocks.get(addr, total, "object header")
-        _check_sum(buf, o, total, addr)
-        order = 2 if flags & 0x04 else 0
-        _v2_messages(r, buf, o + start, o + start + size0, order, messages, pending)
-        while pending:
-            c_addr, c_len = pending.pop(0)
-            if c_addr in seen or len(seen) > MAX_HEADER_BLOCKS:
-                raise NativeFormatError(f"object header at {addr}: continuation cycle")
-            seen.add(c_addr)
-            if c_len < 8:
-                raise NativeFormatError(f"object header continuation of {c_len} bytes")
-            buf, o = blocks.get(c_addr, c_len, "object header continuation")
-            if buf[o:o + 4] != b"OCHK":
-                raise NativeFormatError(f"bad continuation block signature at {c_addr}")
-            _check_sum(buf, o, c_len, c_addr)
-            _v2_messages(r, buf, o + 4, o + c_len - 4, order, messages, pending)
-        return messages
-    version = buf[o]
-    if version != 1:
-        raise NativeFormatError(f"object header version {version} at {addr}")
-    n_messages = _U16.unpack_from(buf, o + 2)[0]
-    size0 = _U32.unpack_from(buf, o + 8)[0]
-    buf, o = blocks.get(addr, 16 + size0, "object header")
-    _v1_messages(r, buf, o + 16, o + 16 + size0, messages, pending)
-    while pending:
-        c_addr, c_len = pending.pop(0)
+        found, pending = _block(kind, buf[o:o + total], r.osz, r.lsz, order, p + width)
+        kind = _V2_NEXT
+    else:
+        version = buf[o]
+        if version != 1:
+            raise NativeFormatError(f"object header version {version} at {addr}")
+        n_messages = _U16.unpack_from(buf, o + 2)[0]
+        size0 = _U32.unpack_from(buf, o + 8)[0]
+        order = 0
+        buf, o = blocks.get(addr, 16 + size0, "object header")
+        found, pending = _block(_V1, buf[o + 16:o + 16 + size0], r.osz, r.lsz, 0, 0)
+        kind = _V1
+    messages.extend(found)
+    todo = list(pending)
+    while todo:
+        c_addr, c_len = todo.pop(0)
         if c_addr in seen or len(seen) > MAX_HEADER_BLOCKS:
             raise NativeFormatError(f"object header at {addr}: continuation cycle")
         seen.add(c_addr)
         buf, o = blocks.get(c_addr, c_len, "object header continuation")
-        _v1_messages(r, buf, o, o + c_len, messages, pending)
+        found, pending = _block(kind, buf[o:o + c_len], r.osz, r.lsz, order, 0)
+        messages.extend(found)
+        todo.extend(pending)
+        if len(messages) > MAX_MESSAGES:
+            raise NativeFormatError("too many object header messages")
     if len(messages) > n_messages + len(seen):  # continuation messages are counted too
         raise NativeFormatError(f"object header at {addr}: more messages than declared")
     return messages
 
 
-def _check_sum(buf: bytes, o: int, total: int, addr: int) -> None:
-    if lookup3(buf[o:o + total - 4]) != _U32.unpack_from(buf, o + total - 4)[0]:
-        raise NativeFormatError(f"object header checksum mismatch at {addr}")
+_V1, _V2_FIRST, _V2_NEXT = 1, 2, 3
+_BLOCK_MEMO = 4096  # blocks remembered (of at most _BLOCK_MEMO_BYTES each)
+_BLOCK_MEMO_BYTES = 4096
+_blocks_seen: dict[tuple, tuple[tuple[Message, ...], tuple[tuple[int, int], ...]]] = {}
 
 
-def _v1_messages(r: Reader, buf: bytes, p: int, end: int, out: list[Message],
-                 pending: list[tuple[int, int]]) -> None:
-    while p + 8 <= end:
-        mtype, size, flags = _V1_MSG.unpack_from(buf, p)
-        p += 8
-        if p + size > end:
-            raise NativeFormatError("object header message runs past its block")
-        _take(r, mtype, flags, buf[p:p + size], out, pending)
-        p += size
+def _block(kind: int, data: bytes, osz: int, lsz: int, order: int, start: int
+           ) -> tuple[tuple[Message, ...], tuple[tuple[int, int], ...]]:
+    """The messages and continuations ``(address, length)`` of one header block, remembered
+    by its bytes."""
+    if len(data) > _BLOCK_MEMO_BYTES:
+        return _decode_block(kind, data, osz, lsz, order, start)
+    key = (kind, data, osz, lsz, order, start)
+    found = _blocks_seen.get(key)
+    if found is None:
+        found = _decode_block(kind, data, osz, lsz, order, start)
+        if len(_blocks_seen) >= _BLOCK_MEMO:
+            _blocks_seen.clear()
+        _blocks_seen[key] = found
+    return found
 
 
-def _v2_messages(r: Reader, buf: bytes, p: int, end: int, order: int, out: list[Message],
-                 pending: list[tuple[int, int]]) -> None:
+def _decode_block(kind: int, data: bytes, osz: int, lsz: int, order: int, start: int
+                  ) -> tuple[tuple[Message, ...], tuple[tuple[int, int], ...]]:
+    out: list[Message] = []
+    pending: list[tuple[int, int]] = []
+    if kind == _V1:
+        p, end = 0, len(data)
+        while p + 8 <= end:
+            mtype, size, flags = _V1_MSG.unpack_from(data, p)
+            p += 8
+            if p + size > end:
+                raise NativeFormatError("object header message runs past its block")
+            _take(osz, lsz, mtype, flags, data[p:p + size], out, pending)
+            p += size
+        return tuple(out), tuple(pending)
+    n = len(data)
+    if kind == _V2_NEXT:
+        if n < 8 or data[:4] != b"OCHK":
+            raise NativeFormatError("bad object header continuation block")
+        start = 4
+    if lookup3(data[:n - 4]) != _U32.unpack_from(data, n - 4)[0]:
+        raise NativeFormatError("object header checksum mismatch")
     head = 4 + order
+    p, end = start, n - 4
     while p + head <= end:
-        mtype = buf[p]
-        size = _U16.unpack_from(buf, p + 1)[0]
-        flags = buf[p + 3]
+        mtype = data[p]
+        size = _U16.unpack_from(data, p + 1)[0]
+        flags = data[p + 3]
         p += head
         if p + size > end:
             raise NativeFormatError("object header message runs past its block")
-        _take(r, mtype, flags, buf[p:p + size], out, pending)
+        _take(osz, lsz, mtype, flags, data[p:p + size], out, pending)
         p += size
+    return tuple(out), tuple(pending)
 
 
-def _take(r: Reader, mtype: int, flags: int, body: bytes, out: list[Message],
+def _take(osz: int, lsz: int, mtype: int, flags: int, body: bytes, out: list[Message],
           pending: list[tuple[int, int]]) -> None:
     if len(out) >= MAX_MESSAGES:
         raise NativeFormatError("too many object header messages")
     if mtype == CONTINUATION:
-        if len(body) < r.osz + r.lsz:
+        if len(body) < osz + lsz:
             raise NativeFormatError("short continuation message")
-        c_addr = r.addr(body, 0)
-        if c_addr is None:
+        c_addr = _UINT[osz].unpack_from(body, 0)[0]
+        if c_addr == (1 << (8 * osz)) - 1:
             raise NativeFormatError("continuation to an undefined address")
-        pending.append((c_addr, r.length(body, r.osz)))
+        pending.append((c_addr, _UINT[lsz].unpack_from(body, osz)[0]))
         return
     if mtype != 0:
         out.append((mtype, flags, body))
