@@ -43,6 +43,7 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from guideloom import os_support
 from guideloom.errors import (
     CorruptDataError,
     ExperimentNotFoundError,
@@ -280,7 +281,7 @@ class ByteRangeFile(_SeekableReader):
         if want <= 0:
             return 0
         view = memoryview(buffer).cast("B")[:want]
-        got = os.preadv(self._fd, [view], self._start + self._pos)
+        got = os_support.preadinto(self._fd, view, self._start + self._pos)
         self._pos += got
         return got
 
@@ -439,7 +440,7 @@ class DescriptorSource:
         return self._size
 
     def read(self, offset: int, size: int) -> bytes:
-        data = os.pread(self._fd, size, offset)
+        data = os_support.pread(self._fd, size, offset)
         if len(data) != size:
             raise OSError(f"{self._name}: {len(data)} of {size} bytes at offset {offset}")
         return data
@@ -611,8 +612,8 @@ def member_data_offset(fd: int, loc: Location) -> int:
     """
     if loc.defect is not None:
         _corrupt(loc, loc.defect)
-    blob = os.pread(fd, LOCAL_HEADER.size + _NAME_READ, loc.header_offset)
-    return checked_data_offset(loc, blob, lambda n: os.pread(fd, n, loc.header_offset
+    blob = os_support.pread(fd, LOCAL_HEADER.size + _NAME_READ, loc.header_offset)
+    return checked_data_offset(loc, blob, lambda n: os_support.pread(fd, n, loc.header_offset
                                                              + LOCAL_HEADER.size))
 
 

@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 SIMULATE = r"""
@@ -117,10 +115,6 @@ def test_export_read_and_stream_without_linux_only_calls(demo_loose, tmp_path):
     check_simulated(plain, missing)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "guideloom/formats/npy.py (os.posix_fallocate, os.posix_fadvise) and guideloom/sources.py "
-    "(os.preadv for zip members) still call the Linux-only functions directly; they are to "
-    "call guideloom.os_support.allocate/advise/preadinto (files owned elsewhere this round)"))
 def test_npy_export_of_zipped_data_without_linux_only_calls(demo_zip, tmp_path):
     plain = run(demo_zip, tmp_path / "plain", "npz,npy", simulate=False)
     missing = run(demo_zip, tmp_path / "missing", "npz,npy", simulate=True)
