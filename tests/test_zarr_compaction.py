@@ -77,8 +77,67 @@ def chunk_inodes(array_dir: Path) -> dict[str, int]:
             for p in array_dir.rglob("*") if p.is_file() and p.name != "zarr.json"}
 
 
-@pytest.mark.parametrize("transform, alias", [("fail_on_multiples_of_7", "force"),
-                                              ("big_rows_failing_on_multiples_of_7", "scan")])
+def test_small_rows_are_written_where_they_belong_so_no_chunk_is_compacted(demo_zip,
+                                                                           tmp_path):
+    """Rows of several per chunk, partitions in order: each partition learns from the markers
+    before it where its rows go, so finalize rewrites no chunk (a kill there never comes)."""
+    reference = tmp_path / "ref" / "o.zarr"
+    reference.parent.mkdir()
+    assert run(demo_zip, reference, "fail_on_multiples_of_7").returncode == 0
+    target = tmp_path / "run" / "o.zarr"
+    target.parent.mkdir()
+    done = run(demo_zip, target, "fail_on_multiples_of_7", fault="compacted-chunk")
+    assert done.returncode == 0, done.stderr  # no chunk was moved or rewritten at finalize
+    ours, theirs = guideloom.load_export(target), guideloom.load_export(reference)
+    assert ours.sim_ids.tolist() == GOOD
+    np.testing.assert_array_equal(ours[:len(ours)]["force"], theirs[:len(theirs)]["force"])
+    assert ours.verify().line()
+
+
+def test_partitions_finished_out_of_order_are_placed_or_assembled_at_finalize(demo_zip,
+                                                                             tmp_path):
+    """Partitions run last to first (none can know where its rows go but the first), then
+    first to last: finalize assembles what was not placed, and the rows equal an export of
+    the good experiments."""
+    import zarr
+
+    from guideloom.export.api import build_spec
+    from guideloom.export.run import (
+        plan_export,
+        probe_schema,
+        run_partition,
+        select_experiments,
+    )
+    from guideloom.export.staging import Staging
+    from guideloom.formats.zarr import PLACED_KEY, ZarrFormat
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SkippedDataWarning)
+        want = guideloom.export_to_zarr("force-curve", tmp_path / "good.zarr",
+                                        data_dir=demo_zip, sim_ids=GOOD, client="sync",
+                                        record_transform=helpers.fail_on_multiples_of_7)
+    for order in (reversed, list):
+        target = tmp_path / f"{order.__name__}.zarr"
+        spec = build_spec("force-curve", "zarr", target, data_dir=demo_zip, sim_ids=IDS,
+                          record_transform=helpers.fail_on_multiples_of_7, partition_size=4,
+                          on_error="skip")
+        staging = Staging.for_target(target)
+        plan = plan_export(spec, 1, select_experiments(spec))
+        staging.start({"identity": plan.identity, "partition_size": plan.partition_size})
+        writer = ZarrFormat(staging, {})
+        schema = probe_schema(spec, plan.selection.locations[:4], plan.selection.rows[:4])
+        writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+        summaries = [run_partition(spec, writer, schema, part)
+                     for part in order(plan.partitions)]
+        placed = [s["index"] for s in summaries if PLACED_KEY in s]
+        assert placed == ([0] if order is reversed else list(range(len(plan.partitions))))
+        keep = np.isin(plan.selection.ids, GOOD)
+        writer.finalize(keep)
+        got = zarr.open_group(staging.path("data"), mode="r")["force"][...]
+        np.testing.assert_array_equal(got, guideloom.load_export(want)[:len(GOOD)]["force"])
+
+
+@pytest.mark.parametrize("transform, alias", [("big_rows_failing_on_multiples_of_7", "scan")])
 def test_a_kill_while_closing_gaps_resumes_at_the_next_chunk_without_a_cluster(
         demo_zip, tmp_path, transform, alias):
     reference = tmp_path / "ref" / "o.zarr"

@@ -364,6 +364,9 @@ def task_key(stage: str, *parts: Any) -> tuple[Any, ...]:
     return (stage, *parts)
 
 
+IN_FLIGHT_PER_SLOT = 2  # tasks submitted ahead per worker thread (see run_partitions)
+
+
 class _NoProgress:
     def update(self, n: int) -> None:
         pass
@@ -438,16 +441,33 @@ def run_partitions(
         from distributed import as_completed
 
         slots = task_slots_by_host(dask)
-        futures = [dask.submit(sized_task, slots, fn, *args, part, key=key(part), pure=False)
-                   for part in parts]
+        # in their order, a few more than the workers run at once: an idle worker takes the
+        # next part, not the last (work stealing takes from the end of a worker's queue), so a
+        # zarr partition finds the partitions before it finished and writes its rows where
+        # they belong
+        window = max(1, IN_FLIGHT_PER_SLOT * sum(slots.values()))
+        pending = list(reversed(parts))
+        futures: list[Any] = []
+
+        def submit_next() -> Any:
+            part = pending.pop()
+            future = dask.submit(sized_task, slots, fn, *args, part, key=key(part), pure=False,
+                                 priority=len(parts) - len(futures))
+            futures.append(future)
+            return future
+
+        first = [submit_next() for _ in range(min(window, len(pending)))]
         try:
             with dask.as_current():
-                completed = as_completed(futures)
+                completed = as_completed(first)
             for future in completed:
                 if future.status == "error":
                     error = future.exception()
+                    pending.clear()
                     dask.cancel([f for f in futures if f is not future])
                     raise error.with_traceback(future.traceback())
+                if pending:
+                    completed.add(submit_next())
                 summary = future.result()
                 results.append(summary)
                 progress.update(done(summary))
