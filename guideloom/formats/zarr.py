@@ -14,12 +14,13 @@ before an earlier one, and the partly filled chunks at their ends) is assembled 
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import re
 import shutil
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,10 +41,12 @@ from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
 ONE_ROW_CHUNK_BYTES = 512 << 10  # rows this large get a chunk each (compaction renames them)
+SMALL_CHUNK_BYTES = 1 << 20  # chunks of a quarter partition are at least this large
 COMPACT_GROUP_BYTES = 64 << 20  # source rows one compaction thread holds decoded at once
 PIECES_DIR = "pieces"  # staging: raw rows of the partly filled chunks at placed partitions' ends
 PLACED_KEY = "zarr_placed"  # a partition's summary: where its rows went (see ZarrSink)
 CHECKED_KEY = "zarr_placement_checked"  # job.json: unclaimed chunk files were removed
+FINALIZE_KEY = "zarr_finalize"  # export.json: how finalize completed the chunks (ChunkTally)
 HOLD_BYTES = 256 << 20  # rows a sink holds until it knows where they go (more: planned rows)
 MAX_WALK = 64  # earlier markers a sink reads to learn where its first row goes
 DEFAULT_COMPRESSOR = "lz4"
@@ -145,18 +148,20 @@ def check_chunk_files(root: str, name: str, arr: Any) -> None:
 
 def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
     """The largest divisor of ``partition_size`` whose chunk stays under the size bound, or 1
-    for rows of :data:`ONE_ROW_CHUNK_BYTES` or more.
+    for rows of :data:`ONE_ROW_CHUNK_BYTES` or more; a quarter of the partition or less when
+    such a chunk still holds :data:`SMALL_CHUNK_BYTES`.
 
     Chunks then never straddle two partitions, so no two tasks write one chunk; and a chunk of
-    one row moves into place by a rename when skipped rows are left out (no rewrite).
+    one row moves into place by a rename when skipped rows are left out (no rewrite). After a
+    skip, a partition's first and last chunks are shared with its neighbours (their rows go
+    through a piece, see :class:`ZarrSink`): chunks of a quarter partition keep that small.
     """
     if row_bytes >= ONE_ROW_CHUNK_BYTES:
         return 1
-    best = 1
-    for d in range(1, partition_size + 1):
-        if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES:
-            best = d
-    return best
+    fits = [d for d in range(1, partition_size + 1)
+            if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES]
+    quarter = [d for d in fits if 4 * d <= partition_size and d * row_bytes >= SMALL_CHUNK_BYTES]
+    return max(quarter or fits or [1])
 
 
 def dimension_names(alias: str, ndim: int) -> tuple[str, ...]:
@@ -173,6 +178,10 @@ class ZarrFormat(ExportFormat):
 
     kind = "zarr"
     local_only = False
+    #: Called as ``(chunks done, chunks in all)`` while :meth:`finalize` completes the arrays
+    #: (the run's monitor sets it: the finalize phase's progress on the page and terminal).
+    finalize_progress: Callable[[int, int], None] | None = None
+    tally: ChunkTally | None = None
 
     def _rows_url(self) -> str:
         return self.stage.url_of("rows")
@@ -229,6 +238,11 @@ class ZarrFormat(ExportFormat):
                                use_consolidated=False)
         markers = _stage_markers(self.stage)
         aliases = sorted(rows.array_keys())
+        n_kept = (int(keep.sum()) if keep is not None
+                  else rows[aliases[0]].shape[0] if aliases else 0)
+        tally = self.tally = ChunkTally(
+            sum(math.ceil(n_kept / rows[a].chunks[0]) for a in aliases),
+            self.finalize_progress)
         placed = {a: {i: m[PLACED_KEY] for i, m in markers.items()
                       if a in m.get(PLACED_KEY, {}).get("chunks", {})} for a in aliases}
         job = _read_job(self.stage)
@@ -241,10 +255,13 @@ class ZarrFormat(ExportFormat):
             if not placed[alias] and (keep is None or keep.all()):
                 if alias in data:  # unused (nothing placed), or an older run's leftover
                     del data[alias]
+                n_chunks = math.ceil(n_kept / rows[alias].chunks[0])
                 self.stage.move(self.stage.path("rows", alias), self.stage.path("data", alias))
+                tally.add("moved", n_chunks)
                 continue
             kept = np.arange(rows[alias].shape[0]) if keep is None else np.flatnonzero(keep)
-            place_rows(self.stage, alias, rows[alias], data, kept, markers, placed[alias])
+            place_rows(self.stage, alias, rows[alias], data, kept, markers, placed[alias],
+                       tally)
             del rows[alias]  # complete in data/: the planned rows are no longer needed
 
     def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
@@ -263,7 +280,10 @@ class ZarrFormat(ExportFormat):
             zarr.consolidate_metadata(store)
 
     def manifest_extra(self) -> dict[str, Any]:
-        return {ALL_CHUNKS_KEY: True}
+        extra: dict[str, Any] = {ALL_CHUNKS_KEY: True}
+        if self.tally is not None:  # how finalize found and completed the chunks
+            extra[FINALIZE_KEY] = dict(self.tally.counts)
+        return extra
 
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any],
@@ -355,6 +375,30 @@ def _update_job(stage: Any, **changes: Any) -> None:
     update = getattr(stage, "update_job", None)
     if update is not None:
         update(**changes)
+
+
+class ChunkTally:
+    """How the final arrays' chunks were completed at finalize (``placed``: by the
+    partitions; ``done_before``: by an interrupted finalize; ``moved``: renamed from the
+    planned rows; ``assembled``: written from planned rows and pieces), reported as they go."""
+
+    def __init__(self, total: int, report: Callable[[int, int], None] | None = None):
+        import threading
+
+        self.counts = {"chunks": total, "placed": 0, "done_before": 0, "moved": 0,
+                       "assembled": 0}
+        self.done = 0
+        self._report = report
+        self._lock = threading.Lock()
+        if report is not None:
+            report(0, total)
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[kind] += n
+            self.done += n
+            if self._report is not None:
+                self._report(self.done, self.counts["chunks"])
 
 
 def _chunk_key(arr: Any, j: int) -> str:
@@ -474,7 +518,17 @@ class _FinalRows:
         self.tail = span
         return span
 
-    def close(self) -> None:
+    def close(self, last: bool = False) -> None:
+        """Store the rows left; ``last``: no partition comes after this one, so a chunk this
+        partition holds from its first row is the array's last, written as it is."""
+        if self.held and last and self.first == self.chunk_start:
+            j = self.chunk_start // self.rpc
+            block = np.stack(self.held)
+            self.arr[self.chunk_start:self.chunk_start + len(block)] = block  # zero-padded
+            self.chunks.append(j)
+            self.files.append(_chunk_key(self.arr, j))
+            self.bytes += block.nbytes
+            self.held = []
         if self.held:  # the last chunk: the next partition, or finalize, completes it
             span = [self.first, self.first + len(self.held)]
             if getattr(self, "tail", None) != span:
@@ -619,14 +673,15 @@ class ZarrSink(PartitionSink):
                     self._write_planned(r, values, list(self._final_arrays), digest=False)
         for key in sorted(self._blocks):
             self._flush(key, digest=key[1] == tuple(self._planned))
+        last = self._part.stop >= next(iter(self._arrays.values())).shape[0]
         if self._placing and not getattr(self, "_noted", False):
             for w in self._placing.values():
-                w.close()  # the tail piece first: the note below offers it
+                w.close(last)  # the tail piece first: the note below offers it
             self._note(next(iter(self._placing.values())).added,
                        {a: getattr(w, "tail", None) or (w.pieces[-1] if w.pieces else None)
                         for a, w in self._placing.items()})
         for alias, rows in (self._placing or {}).items():
-            rows.close()
+            rows.close(last)
             self._bytes += rows.bytes
             self._written += [f if f.startswith("/") or "://" in f
                               else os.path.join("data", alias, f) for f in rows.files]
@@ -700,7 +755,7 @@ def _final_array(stage: Any, data: Any, alias: str, src: Any, n: int) -> Any:
 
 def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
                markers: Mapping[int, Mapping[str, Any]],
-               placed: Mapping[int, Mapping[str, Any]]) -> None:
+               placed: Mapping[int, Mapping[str, Any]], tally: ChunkTally | None = None) -> None:
     """Complete ``data[alias]`` holding rows ``kept`` (planned rows) of the job, one chunk at a
     time.
 
@@ -726,11 +781,14 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
         in_pieces[start:start + len(m["written"]) + len(m["skipped"])] = True
     spans = sorted({tuple(int(v) for v in span) for p in placed.values()
                     for span in p.get("pieces", {}).get(alias, [])})
+    tally = tally if tally is not None else ChunkTally(math.ceil(n / step))
+    claimed = {_chunk_key(dst, int(j)) for p in placed.values() for j in p["chunks"][alias]}
     rewrite: list[tuple[int, np.ndarray]] = []
     for j, start in enumerate(range(0, n, step)):
         key = _chunk_key(dst, j)
-        if key in present:
-            continue  # placed by a partition, or done by an interrupted run
+        if key in present:  # placed by a partition, or done by an interrupted run
+            tally.add("placed" if key in claimed else "done_before")
+            continue
         sel = kept[start:start + step]
         first = int(sel[0])
         whole = (not in_pieces[sel].any() and first % step == 0
@@ -740,6 +798,7 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
         if whole:
             old_key = _chunk_key(src, first // step)
             stage.move(f"{src_root}/{old_key}", _made_parent(fs, f"{dst_root}/{key}"))
+            tally.add("moved")
             fault_point("compacted-chunk")
         else:
             rewrite.append((start, sel))
@@ -777,6 +836,7 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
             for k in np.flatnonzero(mine):
                 out[k] = piece_row(start + int(k))
             dst[start:start + len(sel)] = out
+            tally.add("assembled")
             fault_point("compacted-chunk")
 
     pool = ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact")
