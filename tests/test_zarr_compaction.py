@@ -192,3 +192,72 @@ def test_zarr_batches_and_slices_return_the_rows_asked_for(demo_zip, tmp_path, i
     for k, i in enumerate(idx):
         np.testing.assert_array_equal(got[k], export[i]["force"])
     np.testing.assert_array_equal(export[2:7]["force"], export.batch([2, 3, 4, 5, 6])["force"])
+
+
+def _hold_open(fifo: Path, opened: list[int]) -> None:
+    opened.append(os.open(fifo, os.O_WRONLY))  # returns once the run holds the pause
+
+
+def test_ctrl_c_while_closing_gaps_then_a_rerun_does_only_the_chunks_left(demo_zip, tmp_path):
+    """A real process group (``python run.py``) paused after the first chunk moved at
+    finalize gets SIGINT; the rerun, asked for a cluster, starts none and completes only the
+    chunks left, and the export equals a clean one."""
+    import signal
+    import threading
+
+    from guideloom.faults import PAUSE_ENV, PAUSE_FIFO_ENV
+
+    script = tmp_path / "run.py"
+    script.write_text(RUN)
+    reference = tmp_path / "ref" / "o.zarr"
+    reference.parent.mkdir()
+    assert run(demo_zip, reference, "big_rows_failing_on_multiples_of_7").returncode == 0
+    target = tmp_path / "run" / "o.zarr"
+    target.parent.mkdir()
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDELOOM_")}
+    env.update({"PYTHONPATH": str(ROOT), PAUSE_ENV: "compacted-chunk",
+                PAUSE_FIFO_ENV: str(fifo)})
+    args = [str(demo_zip), str(target), "big_rows_failing_on_multiples_of_7", "sync",
+            ",".join(map(str, IDS))]
+    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=target.parent, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    opened: list[int] = []
+    opener = threading.Thread(target=_hold_open, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(120)
+        assert opened, "the run never reached the gap closing"
+        staged = target.parent / ".o.zarr.guideloom-staging" / "data" / "scan"
+        done_before = chunk_inodes(staged)
+        assert len(done_before) == 1  # paused right after the first chunk
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal sends
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if opened:
+            os.close(opened[0])
+        else:
+            proc.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # frees the opener thread
+    assert proc.returncode in (-signal.SIGINT, 130), err
+    assert "KeyboardInterrupt" in err and not target.exists()
+    assert chunk_inodes(staged) == done_before  # the queued chunks were not started
+
+    env.pop(PAUSE_ENV)
+    rerun = subprocess.run([sys.executable, str(script), *args[:3], "local:2", args[4]],
+                           cwd=target.parent, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "running in-process: only the finalize of an interrupted run is left" in rerun.stderr
+    assert "dashboard" not in rerun.stderr.lower()
+    manifest = guideloom.load_export(target).manifest
+    assert manifest["placement"]["mode"] == "in-process"
+    tally = manifest["zarr_finalize"]
+    assert tally["done_before"] == 1  # the chunk moved before Ctrl-C was not done again
+    assert tally["moved"] == tally["chunks"] - 1 == len(GOOD) - 1
+    ours, theirs = guideloom.load_export(target), guideloom.load_export(reference)
+    assert ours.sim_ids.tolist() == theirs.sim_ids.tolist() == GOOD
+    np.testing.assert_array_equal(ours[:len(ours)]["scan"], theirs[:len(theirs)]["scan"])
+    assert ours.verify().line()
