@@ -79,7 +79,8 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch):
+def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch,
+                                                          capsys):
     from distributed import Client
 
     from guideloom.cluster.local_procs import start_local_cluster
@@ -95,11 +96,40 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
         page = procs.dashboard_url.replace("/status", "/guideloom")
         with NO_PROXY.open(page, timeout=30) as answer:
             assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+    printed = capsys.readouterr().err
+    assert f"guideloom page: {page} (experiments" in printed, printed  # asked, and it is there
     (state,) = exports.values()
     # the driver's client closed with the run: its last event still arrived
     assert (state["status"], state["done"], state["total"]) == ("published", 36, 36)
     assert [s["sim_id"] for s in state["skipped"]] == ["4"]
     assert [p["name"] for p in state["phases"]] == list(PHASES)
+
+
+def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tmp_path,
+                                                                     monkeypatch, capsys):
+    """A real ``dask scheduler`` we did not start, without guideloom's preload: the printed
+    Dask dashboard URL works, no /guideloom URL is printed (it would be missing there), and
+    the output says how to get the page."""
+    import urllib.error
+
+    from guideloom.cluster.local_procs import start_local_cluster
+
+    monkeypatch.delenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", raising=False)
+    with start_local_cluster(1, pythonpath=[ROOT], state_dir=tmp_path / "cluster") as procs:
+        with pytest.warns(SkippedDataWarning):
+            guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                      client=procs.address, partition_size=6, on_error="skip",
+                                      record_transform=helpers.first_rows)
+        printed = capsys.readouterr().err
+        (link,) = re.findall(r"Dask dashboard: (\S+)", printed)
+        with NO_PROXY.open(link, timeout=30) as answer:
+            assert answer.status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:  # the page is not there
+            NO_PROXY.open(link.replace("/status", "/guideloom"), timeout=30)
+        assert missing.value.code == 404
+    assert "/guideloom (experiments" not in printed
+    assert ("guideloom page: not served by this scheduler; start the scheduler with "
+            "`dask scheduler --preload guideloom.cluster.dashboard`") in printed, printed
 
 
 def _exports_on_scheduler(dask_scheduler=None) -> dict:

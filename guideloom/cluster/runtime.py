@@ -280,7 +280,7 @@ def placement(
     if client is None:
         active = active_client()
         if active is not None:
-            _announce(active.dashboard_link, quiet)
+            _announce(active.dashboard_link, quiet, client=active)
             yield _say(Placement(active, "client", worker_count(active), "the active Client"),
                        quiet)
             return
@@ -312,7 +312,7 @@ def placement(
                                      f"{jobs} {kind.upper()} worker jobs"), quiet)
             return
         with connect_scheduler(client) as remote:
-            _announce(remote.dashboard_link, quiet)
+            _announce(remote.dashboard_link, quiet, client=remote)
             _first_worker(remote, client)
             yield _say(Placement(remote, "scheduler", worker_count(remote),
                                  f"scheduler {client}"), quiet)
@@ -321,7 +321,7 @@ def placement(
         raise TypeError(
             f"client must be a distributed.Client, an address, 'local[:N]' or 'sync', not "
             f"{client!r}")
-    _announce(getattr(client, "dashboard_link", None), quiet)
+    _announce(getattr(client, "dashboard_link", None), quiet, client=client)
     yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
 
 
@@ -331,18 +331,40 @@ def _say(where: Placement, quiet: bool) -> Placement:
     return where
 
 
-def _announce(link: str | None, quiet: bool, page: bool = False) -> None:
-    """Print the dashboard URL once per process; ``page``: the scheduler serves the guideloom
-    page too (the embedded cluster's), printed beside it."""
+def _announce(link: str | None, quiet: bool, page: bool = False, client: Any = None) -> None:
+    """Print the dashboard URL once per process, and the guideloom page's beside it when the
+    scheduler serves it: ``page`` (the embedded cluster's does), else asked of ``client``'s
+    scheduler (see :func:`serves_page`); when it does not, how to get it."""
     if not link or quiet or link in _printed:
         return
     _printed.add(link)
     print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
-    if page:
-        from guideloom.cluster.dashboard import page_link
+    from guideloom.cluster.dashboard import PRELOAD_HINT, page_link
 
+    if page or (client is not None and serves_page(client)):
         print(f"guideloom page: {page_link(link)} (experiments, phases, skips, rates)",
               file=sys.stderr, flush=True)
+    elif client is not None:
+        print(f"guideloom page: not served by this scheduler; {PRELOAD_HINT}",
+              file=sys.stderr, flush=True)
+
+
+def serves_page(client: Any) -> bool:
+    """Whether ``client``'s scheduler serves the guideloom page (it runs the page's plugin:
+    the embedded cluster, or ``dask scheduler --preload guideloom.cluster.dashboard``).
+
+    A scheduler without guideloom installed cannot even run the question: no page."""
+    try:
+        return bool(client.run_on_scheduler(_has_page))
+    except Exception:  # noqa: BLE001 - no guideloom there, or run_on_scheduler not allowed
+        return False
+
+
+def _has_page(dask_scheduler: Any = None) -> bool:
+    """Runs on the scheduler: its guideloom plugin is there and the page registered."""
+    from guideloom.cluster.dashboard import PLUGIN_NAME, page_registered
+
+    return PLUGIN_NAME in dask_scheduler.plugins and page_registered()
 
 
 def interrupted() -> None:
