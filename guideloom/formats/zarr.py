@@ -14,11 +14,13 @@ before an earlier one, and the partly filled chunks at their ends) is assembled 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import posixpath
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -49,6 +51,7 @@ CHECKED_KEY = "zarr_placement_checked"  # job.json: unclaimed chunk files were r
 FINALIZE_KEY = "zarr_finalize"  # export.json: how finalize completed the chunks (ChunkTally)
 HOLD_BYTES = 256 << 20  # rows a sink holds until it knows where they go (more: planned rows)
 MAX_WALK = 64  # earlier markers a sink reads to learn where its first row goes
+MIN_WAIT_S, MAX_WAIT_S = 10.0, 60.0  # how long a sink waits for the partitions before it
 DEFAULT_COMPRESSOR = "lz4"
 BLOSC_LEVEL = 5
 GZIP_LEVEL = 4
@@ -433,32 +436,79 @@ def load_piece(stage: Any, alias: str, lo: int, hi: int) -> np.ndarray:
     return np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
 
 
-def final_start(stage: Any, index: int) -> tuple[int, Mapping[str, Any] | None] | None:
-    """Where partition ``index``'s first written row goes in the published arrays, and the
-    placement of the partition before it; ``None`` while an earlier partition is unfinished.
+def final_start(stage: Any, index: int) -> tuple[int | None, Mapping[str, Any] | None, int]:
+    """Where partition ``index``'s first written row goes in the published arrays, the
+    placement of the partition before it, and the partition the answer waits for (``None``
+    as the first: an earlier partition has not said yet).
 
-    The markers say it: a placed partition records where its rows ended; for the others their
-    written rows are counted back to one that was placed (at most :data:`MAX_WALK` markers).
+    The markers say it, or the notes partitions write as soon as they know (see
+    :meth:`ZarrSink.close`): a placed partition records where its rows end; for the others
+    their written rows are counted back to one that was placed (at most :data:`MAX_WALK`).
     """
     if index == 0:
-        return 0, None
+        return 0, None, -1
     count, previous = 0, None
     for q in range(index - 1, max(-1, index - 1 - MAX_WALK), -1):
         marker = stage.marker(q)
-        if marker is None:  # unfinished, but it may have said where its rows end
-            placed = stage.note(q) if hasattr(stage, "note") else None
-            if placed is None:
-                return None
-            marker = {PLACED_KEY: placed}
-        placed = marker.get(PLACED_KEY)
+        if marker is not None:
+            placed, written = marker.get(PLACED_KEY), len(marker["written"])
+        else:  # unfinished, but it may have said where its rows end
+            note = stage.note(q) if hasattr(stage, "note") else None
+            if note is None:
+                return None, None, q
+            placed = note if "stop" in note else None
+            written = int(note.get("written", 0))
         if q == index - 1:
             previous = placed
         if placed is not None:
-            return count + int(placed["stop"]), previous
-        count += len(marker["written"])
+            return count + int(placed["stop"]), previous, -1
+        count += written
         if q == 0:
-            return count, previous
-    return None
+            return count, previous, -1
+    return None, None, -1
+
+
+def _event_name(stage: Any, index: int) -> str:
+    """The ``distributed.Event`` set when partition ``index`` of this staging area has noted."""
+    import hashlib
+
+    digest = hashlib.sha256(str(stage.url_of()).encode()).hexdigest()[:16]
+    return f"guideloom-zarr-note-{digest}-{index}"
+
+
+def _in_worker() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def _wake(stage: Any, index: int) -> None:
+    """Wake the partitions waiting for partition ``index``'s note (on a Dask worker)."""
+    if _in_worker():
+        from distributed import Event
+
+        with contextlib.suppress(Exception):  # a lost wake-up costs a wait, not the export
+            Event(_event_name(stage, index)).set()
+
+
+def _wait_for(stage: Any, index: int, seconds: float) -> bool:
+    """Wait (out of the worker's thread pool) up to ``seconds`` for partition ``index``'s
+    note; False when not on a Dask worker or it did not come."""
+    if not _in_worker() or seconds <= 0:
+        return False
+    from distributed import Event, rejoin, secede
+
+    secede()  # the worker runs other tasks meanwhile (the one waited for, perhaps)
+    try:
+        return bool(Event(_event_name(stage, index)).wait(seconds))
+    except Exception:  # noqa: BLE001 - no answer: the rows go to their planned places
+        return False
+    finally:
+        rejoin()
 
 
 class _FinalRows:
@@ -573,17 +623,29 @@ class ZarrSink(PartitionSink):
         self._planned = [a for a in self._arrays if a not in self._final_arrays]
         self._held: list[tuple[int, dict[str, np.ndarray]]] | None = None
         self._held_bytes = 0
+        self._n_rows = 0  # records written
+        self._opened = time.monotonic()
         self._placing: dict[str, _FinalRows] | None = None
         self._start: int | None = None
         if self._final_arrays and not self._place():
             self._held = []
 
-    def _place(self) -> bool:
-        """Start writing rows where they belong, if this partition can know where."""
-        found = final_start(self._stage, self._part.index)
-        if found is None:
+    def _place(self, wait: bool = False) -> bool:
+        """Start writing rows where they belong, if this partition can know where; ``wait``:
+        for the partitions before it to say, up to four times as long as this one took to
+        read (within :data:`MIN_WAIT_S` and :data:`MAX_WAIT_S`)."""
+        start, previous, waiting_on = final_start(self._stage, self._part.index)
+        took = time.monotonic() - self._opened
+        deadline = time.monotonic() + min(MAX_WAIT_S, max(MIN_WAIT_S, 4 * took))
+        while start is None and wait and waiting_on >= 0:
+            if not _wait_for(self._stage, waiting_on, deadline - time.monotonic()):
+                return False
+            before = waiting_on
+            start, previous, waiting_on = final_start(self._stage, self._part.index)
+            if start is None and waiting_on == before:
+                return False  # woken by an earlier run's note: nothing new
+        if start is None:
             return False
-        start, previous = found
         self._start = start
         self._placing = {}
         for alias, arr in self._final_arrays.items():
@@ -601,6 +663,7 @@ class ZarrSink(PartitionSink):
         return start, min(start + rpc, self._part.stop)
 
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
+        self._n_rows += 1
         if self._planned:
             self._write_planned(row, {a: arrays[a] for a in self._planned if a in arrays},
                                 self._planned)
@@ -660,7 +723,7 @@ class ZarrSink(PartitionSink):
         """Write the chunks left and make them durable (files, then their folders)."""
         if self._held is not None:  # still undecided: the earlier partitions may be done now
             held, self._held = self._held, None
-            placed = self._place()
+            placed = self._place(wait=True)
             if placed and self._placing:  # the next partition may go on from here at once
                 tails = {a: w.save_tail([v[a] for _, v in held])
                          for a, w in self._placing.items()}
@@ -673,6 +736,8 @@ class ZarrSink(PartitionSink):
                     self._write_planned(r, values, list(self._final_arrays), digest=False)
         for key in sorted(self._blocks):
             self._flush(key, digest=key[1] == tuple(self._planned))
+        if self._final_arrays and self._placing is None:  # planned: the next ones count on
+            self._note_planned()
         last = self._part.stop >= next(iter(self._arrays.values())).shape[0]
         if self._placing and not getattr(self, "_noted", False):
             for w in self._placing.values():
@@ -699,6 +764,15 @@ class ZarrSink(PartitionSink):
         if note is not None and self._start is not None:
             note(self._part.index, {"start": self._start, "stop": self._start + n,
                                     "pieces": {a: [t] for a, t in tails.items() if t}})
+            _wake(self._stage, self._part.index)
+
+    def _note_planned(self) -> None:
+        """Tell the next partitions how many rows this one (at its planned rows) wrote."""
+        note = getattr(self._stage, "write_note", None)
+        if note is not None and not getattr(self, "_noted", False):
+            self._noted = True
+            note(self._part.index, {"written": self._n_rows})
+            _wake(self._stage, self._part.index)
 
     def extra_summary(self) -> dict[str, Any]:
         """The checksum of every row written (see :mod:`guideloom.formats.checksums`) and,
