@@ -142,11 +142,12 @@ class Staging:
     def write_note(self, index: int, doc: Mapping[str, Any]) -> None:
         """Store what partition ``index`` has decided before it is finished (a zarr partition:
         where its rows go), for the partitions after it."""
-        self.write_json(self.path("parts", f"{index:06d}.note.json"), doc)
+        self.fs.makedirs(self.path("notes"), exist_ok=True)  # beside parts/: not markers
+        self.write_json(self.path("notes", f"{index:06d}.json"), doc)
 
     def note(self, index: int) -> dict[str, Any] | None:
         """What :meth:`write_note` stored for partition ``index``, if anything."""
-        return self._read_json(self.path("parts", f"{index:06d}.note.json"))
+        return self._read_json(self.path("notes", f"{index:06d}.json"))
 
     def markers(self) -> dict[int, dict[str, Any]]:
         """Summaries of the finished partitions."""
