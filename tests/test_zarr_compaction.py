@@ -282,3 +282,46 @@ def test_on_a_cluster_partitions_wait_for_their_predecessors_and_place_every_chu
     assert ours.sim_ids.tolist() == GOOD
     np.testing.assert_array_equal(ours[:len(ours)]["force"], theirs[:len(theirs)]["force"])
     assert ours.verify().line()
+
+
+def test_a_retried_partition_that_reads_a_different_count_fails_finalize_not_the_rows(
+        demo_zip, tmp_path):
+    """Partition 1 skips experiment 7 and says where its rows end; partition 2 places its rows
+    after them. Partition 1 then runs again (its first run counted as lost) and this time reads
+    7, one row more than partition 2 counted on: finalize refuses to publish overlapping rows
+    and says what to do, instead of leaving a wrong row in the export."""
+    from guideloom.errors import CorruptExportError
+    from guideloom.export.api import build_spec
+    from guideloom.export.run import (
+        plan_export,
+        probe_schema,
+        run_partition,
+        select_experiments,
+    )
+    from guideloom.export.staging import Staging
+    from guideloom.formats.zarr import PLACED_KEY, ZarrFormat
+
+    target = tmp_path / "o.zarr"
+
+    def spec_with(transform):  # noqa: ANN001, ANN202
+        return build_spec("force-curve", "zarr", target, data_dir=demo_zip, sim_ids=IDS,
+                          record_transform=transform, partition_size=4, on_error="skip")
+
+    skipping, reading = spec_with(helpers.fail_on_multiples_of_7), spec_with(helpers.first_rows)
+    staging = Staging.for_target(target)
+    plan = plan_export(skipping, 1, select_experiments(skipping))
+    staging.start({"identity": plan.identity, "partition_size": plan.partition_size})
+    writer = ZarrFormat(staging, {})
+    schema = probe_schema(skipping, plan.selection.locations[:4], plan.selection.rows[:4])
+    writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+    first = [run_partition(skipping, writer, schema, part) for part in plan.partitions[:3]]
+    assert PLACED_KEY in first[2]  # placed after partition 1's rows (three: 7 skipped)
+    os.remove(staging.path("parts", f"{1:06d}.json"))  # partition 1's run is lost
+    again = run_partition(reading, writer, schema, plan.partitions[1])
+    assert len(again["written"]) == 4  # this time 7 was read
+    for part in plan.partitions[3:]:
+        run_partition(skipping, writer, schema, part)
+    keep = np.isin(plan.selection.ids, [*GOOD, 7])
+    with pytest.raises(CorruptExportError, match="partition 2") as info:
+        writer.finalize(keep)
+    assert "export again" in str(info.value)

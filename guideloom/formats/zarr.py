@@ -269,6 +269,7 @@ class ZarrFormat(ExportFormat):
         tally = self.tally = ChunkTally(
             sum(math.ceil(n_kept / rows[a].chunks[0]) for a in aliases),
             self.finalize_progress)
+        _check_placements(self.stage, markers)
         placed = {a: {i: m[PLACED_KEY] for i, m in markers.items()
                       if a in m.get(PLACED_KEY, {}).get("chunks", {})} for a in aliases}
         job = _read_job(self.stage)
@@ -384,6 +385,25 @@ class ZarrFormat(ExportFormat):
 
 
 COMPACT_THREADS = max(1, min(8, os.cpu_count() or 1))  # chunks rewritten at once
+
+
+def _check_placements(stage: Any, markers: Mapping[int, Mapping[str, Any]]) -> None:
+    """Refuse to finalize when a partition placed its rows somewhere other than where the
+    finished partitions before it end (a partition run again that read a different number of
+    experiments than the run the later partitions counted on): publishing would leave rows
+    overwritten or zero."""
+    end = 0
+    for index in sorted(markers):
+        marker = markers[index]
+        n = len(marker.get("written", ()))
+        placed = marker.get(PLACED_KEY)
+        if placed is not None and (int(placed["start"]), int(placed["stop"])) != (end, end + n):
+            raise CorruptExportError(
+                f"{stage.url_of('data')}: partition {index} placed its {n} rows at "
+                f"{placed['start']}..{placed['stop']}, but the partitions before it end at row "
+                f"{end} (a partition run again read a different number of experiments); "
+                "remove the staging directory and export again")
+        end += n
 
 
 def _stage_markers(stage: Any) -> dict[int, dict[str, Any]]:
