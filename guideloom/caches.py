@@ -17,8 +17,8 @@ closed there; connections are only forgotten (garbage collection closes the chil
 socket, which again does not touch the parent's connection: nothing is shut down or sent).
 
 :func:`clear_caches` empties every cache and closes what they held; the next read opens afresh.
-The on-disk cache of remote metadata (:mod:`guideloom.remote.cache`) is not deleted by it: use
-``clear_caches(disk=True)`` for that as well.
+The on-disk cache of remote metadata (:mod:`guideloom.remote.cache`) is not deleted by it
+(``guideloom.remote.cache.process_cache().clear()`` does that).
 """
 
 from __future__ import annotations
@@ -301,17 +301,14 @@ def caches() -> Iterator[BoundedCache[Any, Any]]:
     yield from found
 
 
-def clear_caches(disk: bool = False) -> None:
+def clear_caches() -> None:
     """Empty every in-process cache of guideloom and close what they held (archive
     descriptors, HTTP connections, ...); the next read opens afresh and reads the same data.
 
     A descriptor an open file still reads through (an ``h5py.File`` from
-    :func:`guideloom.open_h5` not closed yet) is closed when that file is closed.
-
-    Args:
-        disk: Also delete the on-disk cache of remote metadata
-            (``$GUIDELOOM_CACHE_DIR``, see :mod:`guideloom.remote.cache`); it is kept by
-            default, as it stays valid across processes.
+    :func:`guideloom.open_h5` not closed yet) is closed when that file is closed. The on-disk
+    cache of remote metadata stays (it is checked on every read and stays valid across
+    processes); ``guideloom.remote.cache.process_cache().clear()`` deletes its entries.
     """
     for found in list(caches()):
         found.clear()
@@ -319,10 +316,6 @@ def clear_caches(disk: bool = False) -> None:
         clearers = list(_CLEARERS.values())
     for clear in clearers:
         clear()
-    if disk:
-        from guideloom.remote.cache import process_cache
-
-        process_cache().clear()
 
 
 def _after_fork_in_child() -> None:

@@ -364,8 +364,9 @@ class ArchiveHandles:
     the least recently used is closed once the files reading through it are closed.
 
     Args:
-        name: The cache holding the descriptors (the process-wide set is ``archive_fds``; a
-            private set is made with ``ArchiveHandles(private=True)``).
+        private: A set of its own (the default), bounded as ``archive_fds``; ``False`` for the
+            registered process-wide one (``sources._PROCESS_HANDLES``, which
+            :func:`guideloom.clear_caches` empties).
     """
 
     def __init__(self, *, private: bool = True) -> None:

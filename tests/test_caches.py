@@ -255,7 +255,7 @@ def test_cache_bounds_come_from_the_environment_and_bad_values_name_the_variable
         caches.cache("not_a_cache")
 
 
-def test_clear_caches_is_public_and_keeps_the_disk_cache_unless_asked(tmp_path, monkeypatch):
+def test_clear_caches_is_public_and_keeps_the_on_disk_remote_cache(tmp_path, monkeypatch):
     from guideloom.remote.cache import process_cache
 
     assert "clear_caches" in guideloom.__all__
@@ -263,6 +263,6 @@ def test_clear_caches_is_public_and_keeps_the_disk_cache_unless_asked(tmp_path, 
     process_cache().put("kind", "key", {"a": 1})
     guideloom.clear_caches()
     assert process_cache().get("kind", "key") == {"a": 1}
-    guideloom.clear_caches(disk=True)
+    process_cache().clear()  # the on-disk cache's own clear
     assert process_cache().get("kind", "key") is None
     assert {c.name for c in caches.caches()} >= {"archive_fds", "archive_listings"}
