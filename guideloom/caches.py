@@ -9,12 +9,12 @@ hook, so open descriptors, sockets and files are closed and never pile up. The b
 added, so a change takes effect at the next miss.
 
 After ``fork`` a child must not use its parent's descriptors and connections, nor wait on a lock
-a parent thread held at that moment: every cache gets a fresh lock and forgets what it held. The
-``fork`` hook of a cache says what happens to each inherited entry in the child: for a plain
-descriptor ``os.close`` in the child is harmless to the parent (each process has its own
-descriptor table, and closing one copy closes no connection), so the archive descriptors are
+a parent thread held at that moment: every cache gets a fresh lock, and one that closes its
+values forgets them (plain values are kept). Its ``fork`` hook says what happens to each
+inherited value in the child first: ``os.close`` of a plain descriptor in the child is harmless
+to the parent (each process has its own descriptor table), so the archive descriptors are
 closed there; connections are only forgotten (garbage collection closes the child's copy of the
-socket, which again does not touch the parent's connection: nothing is shut down or sent).
+socket, which does not touch the parent's connection: nothing is shut down or sent).
 
 :func:`clear_caches` empties every cache and closes what they held; the next read opens afresh.
 The on-disk cache of remote metadata (:mod:`guideloom.remote.cache`) is not deleted by it
@@ -114,8 +114,9 @@ class BoundedCache(Generic[K, V]):
         name: Its name in the registry and in ``GUIDELOOM_CACHE_<NAME>_*``.
         close: Called with each value that leaves the cache (outside the lock).
         weigh: Bytes one value counts for the byte bound (default: 0).
-        fork: Called in a forked child with each inherited value (default: nothing; the
-            value is only forgotten).
+        fork: Called in a forked child with each inherited value, which is then forgotten.
+            Without it a cache that closes its values forgets them in the child unclosed,
+            and a cache of plain values keeps them.
     """
 
     def __init__(self, name: str, *, close: Callable[[V], None] | None = None,
@@ -232,6 +233,8 @@ class BoundedCache(Generic[K, V]):
 
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
+        if self._close is None and self._fork is None:
+            return  # plain values: the child's copy of them is as good as the parent's
         inherited = [v for v, _ in self._data.values()]
         self._data = OrderedDict()
         self._bytes = 0

@@ -266,3 +266,32 @@ def test_clear_caches_is_public_and_keeps_the_on_disk_remote_cache(tmp_path, mon
     process_cache().clear()  # the on-disk cache's own clear
     assert process_cache().get("kind", "key") is None
     assert {c.name for c in caches.caches()} >= {"archive_fds", "archive_listings"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_forked_child_opens_its_own_connection_and_its_clear_leaves_the_parents(tmp_path):
+    data = random.Random(6).randbytes(1 << 16)
+    (tmp_path / "data.bin").write_bytes(data)
+    guideloom.clear_caches()
+    with serve(faults=Faults(), static=tmp_path) as server:
+        src = HttpRangeSource(f"{server.url}/data.bin", size=len(data))
+        assert src.read(0, 100) == data[:100]
+        assert server.counts.connections == 1  # idle in the parent's pool
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.alarm(CHILD_TIMEOUT)
+                ok = src.read(1000, 100) == data[1000:1100]
+                guideloom.clear_caches()  # closes the child's connection only
+                code = 0 if ok else 2
+            except BaseException as exc:  # noqa: BLE001 - reported through the exit code
+                print(f"child failed: {exc!r}", file=sys.stderr)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert server.counts.connections == 2  # the child never used the parent's
+        assert src.read(2000, 100) == data[2000:2100]
+        assert server.counts.connections == 2  # the parent's connection still works
+    guideloom.clear_caches()
