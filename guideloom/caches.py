@@ -74,6 +74,8 @@ DEFAULTS: dict[str, CacheBound] = {
     "byte_sources": CacheBound(256, None, "fsspec byte sources, by URL and storage options"),
     "remote_meta_dirs": CacheBound(8, None, "the handle on each on-disk metadata cache folder "
                                    "(the files stay on disk)"),
+    "unpacked_transforms": CacheBound(8, None, "transforms unpickled on a worker, by the "
+                                      "digest of their payload"),
     "chunk_steps": CacheBound(512, None, "HDF5 filter pipelines turned into read steps"),
     "output_names": CacheBound(4096, None, "verdicts on export output names"),
 }
