@@ -279,16 +279,35 @@ def cache(name: str, *, close: Callable[[Any], None] | None = None,
 
 
 def memoize(name: str) -> Callable[[F], F]:
-    """``functools.lru_cache`` bounded by the cache ``name`` (read when first decorated) and
-    cleared by :func:`clear_caches`, for pure functions of hashable arguments."""
+    """``functools.lru_cache`` bounded by the cache ``name`` and emptied by
+    :func:`clear_caches`, for pure functions of hashable arguments. The bound is read at the
+    first call and again after each :func:`clear_caches` (never at import)."""
     if name not in DEFAULTS:
         raise ValueError(f"cache {name!r} has no entry in guideloom.caches.DEFAULTS")
 
     def decorate(fn: F) -> F:
-        wrapped = functools.lru_cache(maxsize=_limit(name)[0])(fn)
+        current: list[Any] = []
+
+        def impl() -> Any:
+            try:
+                return current[0]
+            except IndexError:
+                made = functools.lru_cache(maxsize=_limit(name)[0])(fn)
+                current.append(made)
+                return made
+
+        @functools.wraps(fn)
+        def memoized(*args: Any) -> Any:
+            try:  # (a clear_caches in another thread may empty ``current`` at any moment)
+                cached = current[0]
+            except IndexError:
+                cached = impl()
+            return cached(*args)
+
+        memoized.cache_info = lambda: impl().cache_info()  # type: ignore[attr-defined]
         with _REGISTRY_LOCK:
-            _CLEARERS[name] = wrapped.cache_clear
-        return wrapped  # type: ignore[return-value]
+            _CLEARERS[name] = current.clear
+        return memoized  # type: ignore[return-value]
 
     return decorate
 

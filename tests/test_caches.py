@@ -242,6 +242,22 @@ def test_a_forked_child_reads_on_its_own_and_leaves_the_parents_descriptors_open
     assert zip_fds(root) == {}
 
 
+def test_memoized_functions_take_their_bound_at_use_and_are_emptied_by_clear_caches(
+        monkeypatch):
+    from guideloom.formats import layout
+
+    guideloom.clear_caches()
+    monkeypatch.setenv("GUIDELOOM_CACHE_OUTPUT_NAMES_ENTRIES", "3")
+    for name in ("a", "b", "c", "d", "e"):
+        layout.check_output_name(name, "test")
+    info = layout._reason_cached.cache_info()
+    assert info.maxsize == 3 and info.currsize == 3
+    guideloom.clear_caches()
+    monkeypatch.delenv("GUIDELOOM_CACHE_OUTPUT_NAMES_ENTRIES")
+    assert layout._reason_cached.cache_info().currsize == 0
+    assert layout._reason_cached.cache_info().maxsize == 4096
+
+
 def test_cache_bounds_come_from_the_environment_and_bad_values_name_the_variable(monkeypatch):
     assert caches._limit("archive_fds") == (64, None)
     monkeypatch.setenv("GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES", "7")
