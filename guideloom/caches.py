@@ -169,7 +169,7 @@ class BoundedCache(Generic[K, V]):
         threads make one at once the first kept wins and the other's value is closed."""
         found = self.get(key, _MISSING)
         if found is not _MISSING:
-            return found
+            return found  # type: ignore[no-any-return]
         value = make()
         kept, leaving = self._insert(key, value, replace=False)
         self._close_all(leaving)
