@@ -311,3 +311,21 @@ def test_a_forked_child_opens_its_own_connection_and_its_clear_leaves_the_parent
         assert src.read(2000, 100) == data[2000:2100]
         assert server.counts.connections == 2  # the parent's connection still works
     guideloom.clear_caches()
+
+
+def test_the_descriptor_of_a_replaced_archive_is_closed_not_kept(demo_copy):
+    guideloom.clear_caches()
+    ds = guideloom.load(data_dir=demo_copy)
+    archive = demo_copy / "concave.zip"
+    ids = sorted(i for i, loc in sources.scan_locations(ds, demo_copy).items()
+                 if loc.path == str(archive))
+    expected = read_all(demo_copy, ids)
+    for n in range(5):  # the archive is replaced (same members, a new file) between epochs
+        copy = demo_copy / f"concave.{n}.zip"
+        copy.write_bytes(archive.read_bytes())
+        copy.replace(archive)
+        assert read_all(demo_copy, ids) == expected
+    open_now = list(zip_fds(demo_copy).values())
+    assert not [p for p in open_now if p.endswith("(deleted)")], open_now
+    assert open_now.count(str(archive)) == 1
+    guideloom.clear_caches()
