@@ -37,6 +37,7 @@ _LAZY: dict[str, str] = {
     "View": "guideloom.croissant",
     "open_h5": "guideloom.sources",
     "make_demo_data": "guideloom.demo",
+    "clear_caches": "guideloom.caches",
     # plots (rddac 2.0's names; matplotlib is the optional extra guideloom[plot])
     "visualization": "guideloom.visualization",
     "plot_scan": "guideloom.visualization",

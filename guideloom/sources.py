@@ -44,6 +44,7 @@ except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 from guideloom import os_support
+from guideloom.caches import BoundedCache, cache, on_clear
 from guideloom.errors import (
     CorruptDataError,
     ExperimentNotFoundError,
@@ -175,8 +176,7 @@ def add_member_locations(found: dict[Any, Location], archive: str, members: list
 
 # Central directories read recently, by archive and its (inode, size, mtime): a training loop
 # calls iter_view once per epoch, and re-parsing a large central directory each time is waste.
-_MEMBERS: dict[tuple[str, int, int, int], list[Member]] = {}
-_MEMBERS_MAX = 64
+_MEMBERS: BoundedCache[tuple[str, int, int, int], list[Member]] = cache("archive_listings")
 
 
 def archive_members(archive: Path) -> list[Member]:
@@ -191,16 +191,12 @@ def archive_members(archive: Path) -> list[Member]:
         key = (str(archive), st.st_ino, st.st_size, st.st_mtime_ns)
         infos = _MEMBERS.get(key)
         if infos is None:
-            stale = [k for k in _MEMBERS if k[0] == key[0]]
-            if stale:  # the archive changed since it was listed: so did its members' offsets
+            # the archive changed since it was listed: so did its members' offsets
+            if _MEMBERS.pop_where(lambda k: k[0] != key[0]):
                 _PROCESS_HANDLES.retire(key[0])
-                for k in stale:
-                    _MEMBERS.pop(k, None)
             with LocalFileSource(archive) as src:
                 infos = read_members(src)
-            if len(_MEMBERS) >= _MEMBERS_MAX:
-                _MEMBERS.clear()
-            _MEMBERS[key] = infos
+            _MEMBERS.put(key, infos)
         return infos
     except (ZipFormatError, OSError) as exc:
         raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
@@ -268,13 +264,23 @@ class _SeekableReader(io.RawIOBase):
 class ByteRangeFile(_SeekableReader):
     """A read-only file object over ``[start, start + size)`` of an open descriptor.
 
-    Uses ``os.pread``, so several instances may share one descriptor across threads.
+    Uses ``os.pread``, so several instances may share one descriptor across threads. Closing
+    it releases ``lease`` (the archive descriptor's use by this file), if given.
     """
 
-    def __init__(self, fd: int, start: int, size: int, name: str = ""):
+    def __init__(self, fd: int, start: int, size: int, name: str = "",
+                 lease: ArchiveLease | None = None):
         super().__init__()
         self._fd, self._start, self._size, self._pos = fd, start, size, 0
         self.name = name
+        self._lease = lease
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._lease is not None:
+                self._lease.release()
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
         want = min(len(buffer), self._size - self._pos)
@@ -291,38 +297,109 @@ class ByteRangeFile(_SeekableReader):
 _MEMBER_BUFFER = 1 << 16
 
 
-class ArchiveHandles:
-    """Open archive descriptors, kept across records and shared by threads of one process."""
+class _ArchiveFd:
+    """One open archive descriptor and the open files reading through it: closed once it has
+    left its cache (:meth:`retire`) and the last of them is done (:meth:`release`)."""
 
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-        self._retired: list[int] = []
+    __slots__ = ("_lock", "closed", "fd", "retired", "users")
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         self._lock = threading.Lock()
+        self.users = 0
+        self.retired = self.closed = False
+
+    def acquire(self) -> bool:
+        """Count one more user; ``False`` when the descriptor has left its cache."""
+        with self._lock:
+            if self.retired:
+                return False
+            self.users += 1
+            return True
+
+    def release(self) -> None:
+        """One user is done (the descriptor closes if it is retired and was the last)."""
+        with self._lock:
+            self.users -= 1
+            last = self.retired and self.users <= 0 and not self.closed
+            self.closed = self.closed or last
+        if last:
+            os.close(self.fd)
+
+    def retire(self) -> None:
+        """The descriptor left its cache: close it now, or when its last user is done."""
+        with self._lock:
+            self.retired = True
+            now = self.users <= 0 and not self.closed
+            self.closed = self.closed or now
+        if now:
+            os.close(self.fd)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: close this process's copy when no inherited file uses it (the
+        parent's descriptor is its own and stays open)."""
+        self._lock = threading.Lock()
+        self.retire()
+
+
+class ArchiveLease:
+    """The use of one archive descriptor by one open file; :meth:`release` once (idempotent)."""
+
+    __slots__ = ("_entry", "fd")
+
+    def __init__(self, entry: _ArchiveFd) -> None:
+        self._entry: _ArchiveFd | None = entry
+        self.fd = entry.fd
+
+    def release(self) -> None:
+        entry, self._entry = self._entry, None
+        if entry is not None:
+            entry.release()
+
+
+class ArchiveHandles:
+    """Open archive descriptors, kept across records and shared by threads of one process.
+
+    At most ``GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES`` (see :mod:`guideloom.caches`) stay open;
+    the least recently used is closed once the files reading through it are closed.
+
+    Args:
+        private: A set of its own (the default), bounded as ``archive_fds``; ``False`` for the
+            registered process-wide one (``sources._PROCESS_HANDLES``, which
+            :func:`guideloom.clear_caches` empties).
+    """
+
+    def __init__(self, *, private: bool = True) -> None:
+        make = cache if not private else _private_cache
+        self._fds: BoundedCache[str, _ArchiveFd] = make(
+            "archive_fds", close=_ArchiveFd.retire, fork=_ArchiveFd.forget_after_fork)
+
+    def lease(self, path: str) -> ArchiveLease:
+        """An open read-only descriptor for ``path``, kept open until the lease is released."""
+        while True:
+            entry = self._fds.get_or_create(path, lambda: _ArchiveFd(path))
+            if entry.acquire():
+                return ArchiveLease(entry)
 
     def fd(self, path: str) -> int:
-        """Return an open read-only descriptor for ``path``."""
-        with self._lock:
-            fd = self._fds.get(path)
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            return fd
+        """An open read-only descriptor for ``path``, valid while it stays in the cache (use
+        :meth:`lease` to keep it open for as long as it is read)."""
+        lease = self.lease(path)
+        lease.release()
+        return lease.fd
 
     def retire(self, path: str) -> None:
         """Stop handing out the descriptor of ``path`` (the file was replaced); the next
-        :meth:`fd` opens the new file. The old descriptor stays open until :meth:`close`, as a
-        reader in another thread may still use it."""
-        with self._lock:
-            fd = self._fds.pop(path, None)
-            if fd is not None:
-                self._retired.append(fd)
+        :meth:`lease` opens the new file. The old descriptor closes when the files still
+        reading through it are closed."""
+        self._fds.pop(path)
+
+    def __len__(self) -> int:
+        return len(self._fds)
 
     def close(self) -> None:
-        """Close every descriptor."""
-        with self._lock:
-            for fd in [*self._fds.values(), *self._retired]:
-                os.close(fd)
-            self._fds.clear()
-            self._retired.clear()
+        """Close every descriptor (those still read through: when their files close)."""
+        self._fds.clear()
 
     def __del__(self) -> None:
         try:
@@ -331,7 +408,11 @@ class ArchiveHandles:
             pass
 
 
-_PROCESS_HANDLES = ArchiveHandles()
+def _private_cache(name: str, **hooks: Any) -> BoundedCache[Any, Any]:
+    return BoundedCache(name, **hooks)
+
+
+_PROCESS_HANDLES = ArchiveHandles(private=False)
 
 
 class MemberFile(h5py.File):
@@ -405,6 +486,16 @@ class _MemberAccess(threading.local):
 _MEMBER_ACCESS = _MemberAccess()
 
 
+def _forget_member_access() -> None:
+    """Drop every thread's file-access list: each still points at the last member it opened,
+    keeping that member's archive descriptor in use (see :func:`guideloom.clear_caches`)."""
+    global _MEMBER_ACCESS
+    _MEMBER_ACCESS = _MemberAccess()
+
+
+on_clear("member_file_access", _forget_member_access)
+
+
 def open_location_raw(
     loc: Location, handles: ArchiveHandles | None = None, *, verify_crc: bool = False
 ) -> tuple[h5py.h5f.FileID, RawSource | None]:
@@ -428,9 +519,11 @@ class DescriptorSource:
     """A :class:`~guideloom.remote.byte_source.ByteSource` over an open descriptor, read with
     ``os.pread``; closes it only when it owns it (a loose file, not an archive's shared one)."""
 
-    def __init__(self, fd: int, name: str, owned: bool, size: int | None = None):
+    def __init__(self, fd: int, name: str, owned: bool, size: int | None = None,
+                 lease: ArchiveLease | None = None):
         self._fd, self._name, self._owned = fd, name, owned
         self._size = os.fstat(fd).st_size if size is None else size
+        self._lease = lease
 
     @property
     def name(self) -> str:
@@ -452,6 +545,8 @@ class DescriptorSource:
         if self._owned and self._fd >= 0:
             os.close(self._fd)
         self._fd = -1
+        if self._lease is not None:
+            self._lease.release()
 
 
 def open_location_bytes(
@@ -478,14 +573,20 @@ def open_location_bytes(
         _corrupt(loc, loc.defect)
     if not loc.stored:
         return None
-    fd = (handles or _PROCESS_HANDLES).fd(loc.path)
-    start = member_data_offset(fd, loc)
-    if verify_crc and loc.crc is not None:
-        verify_member(fd, start, loc.size, loc.crc, archive=loc.path, member=loc.member,
-                      sim_id=loc.sim_id)
-    # the member's end as the size (no fstat per record): a truncated archive reads short
-    return DescriptorSource(fd, loc.describe(), owned=False, size=start + loc.size), start, \
-        loc.size
+    lease = (handles or _PROCESS_HANDLES).lease(loc.path)
+    try:
+        fd = lease.fd
+        start = member_data_offset(fd, loc)
+        if verify_crc and loc.crc is not None:
+            verify_member(fd, start, loc.size, loc.crc, archive=loc.path, member=loc.member,
+                          sim_id=loc.sim_id)
+        # the member's end as the size (no fstat per record): a truncated archive reads short
+        src = DescriptorSource(fd, loc.describe(), owned=False, size=start + loc.size,
+                               lease=lease)
+    except BaseException:
+        lease.release()
+        raise
+    return src, start, loc.size
 
 
 def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = False
@@ -498,14 +599,19 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             return fid, RawSource.checked(fid.get_vfd_handle()), None
         if loc.defect is not None:
             _corrupt(loc, loc.defect)
-        fd = handles.fd(loc.path)
-        if loc.stored:
-            start = member_data_offset(fd, loc)
-            if verify_crc and loc.crc is not None:
-                verify_member(fd, start, loc.size, loc.crc, archive=loc.path,
-                              member=loc.member, sim_id=loc.sim_id)
+        if loc.stored:  # the member file holds the archive descriptor while it is open
+            lease = handles.lease(loc.path)
+            try:
+                fd = lease.fd
+                start = member_data_offset(fd, loc)
+                if verify_crc and loc.crc is not None:
+                    verify_member(fd, start, loc.size, loc.crc, archive=loc.path,
+                                  member=loc.member, sim_id=loc.sim_id)
+            except BaseException:
+                lease.release()
+                raise
             fileobj: io.IOBase = io.BufferedReader(
-                ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
+                ByteRangeFile(fd, start, loc.size, loc.describe(), lease), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
         else:  # a deflated member cannot be read in place: inflate it whole, bounded
             fileobj, raw = inflate_member(loc), None
@@ -515,7 +621,11 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
         else:
             fapl = _MEMBER_ACCESS.pointed_at(fileobj)
-        return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
+        try:
+            return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
+        except BaseException:
+            fileobj.close()
+            raise
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:

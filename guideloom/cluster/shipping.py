@@ -26,10 +26,10 @@ from typing import Any
 
 import cloudpickle
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.errors import WorkerImportError
 
-_UNPACKED: dict[str, Any] = {}
-_UNPACKED_MAX = 8
+_UNPACKED: BoundedCache[str, Any] = cache("unpacked_transforms")
 
 
 OWN_PACKAGE = "guideloom"
@@ -128,7 +128,5 @@ def unpack(payload: bytes) -> Any:
                 "which this job's transforms use: install it on the workers (modules beside "
                 "your script, or named by a workflow's python_path, are shipped automatically)"
             ) from None
-        if len(_UNPACKED) >= _UNPACKED_MAX:
-            _UNPACKED.pop(next(iter(_UNPACKED)))
-        _UNPACKED[key] = obj
+        _UNPACKED.put(key, obj)
     return obj

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+from guideloom.caches import memoize
 from guideloom.errors import FastReadError
 from guideloom.fastread import inflate as _inflate
 from guideloom.fastread.pool import run_all, threads_for
@@ -357,7 +358,7 @@ def _read_raw(buffers: _Buffers, source: RawSource | ChunkBytes, c: Chunk) -> np
     return buf
 
 
-@functools.lru_cache(maxsize=512)
+@memoize("chunk_steps")
 def _steps(
     filters: tuple[tuple[int, tuple[int, ...]], ...], mask: int, itemsize: int
 ) -> tuple[tuple[int, int, int], ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.h5native.blocks import Blocks
 from guideloom.h5native.checksum import lookup3
 from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
@@ -169,9 +170,9 @@ def read_object_header(r: Reader, addr: int) -> list[Message]:
 
 
 _V1, _V2_FIRST, _V2_NEXT = 1, 2, 3
-_BLOCK_MEMO = 4096  # blocks remembered (of at most _BLOCK_MEMO_BYTES each)
 _BLOCK_MEMO_BYTES = 4096
-_blocks_seen: dict[tuple, tuple[tuple[Message, ...], tuple[tuple[int, int], ...]]] = {}
+_blocks_seen: BoundedCache[tuple, tuple[tuple[Message, ...], tuple[tuple[int, int], ...]]] = \
+    cache("h5_header_blocks", weigh=lambda key, _: len(key[1]))
 
 
 def _block(kind: int, data: bytes, osz: int, lsz: int, order: int, start: int
@@ -184,9 +185,7 @@ def _block(kind: int, data: bytes, osz: int, lsz: int, order: int, start: int
     found = _blocks_seen.get(key)
     if found is None:
         found = _decode_block(kind, data, osz, lsz, order, start)
-        if len(_blocks_seen) >= _BLOCK_MEMO:
-            _blocks_seen.clear()
-        _blocks_seen[key] = found
+        _blocks_seen.put(key, found)
     return found
 
 

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.errors import UnsafeFileError
 from guideloom.private_files import private_dir
 
@@ -166,15 +167,10 @@ class MetaCache:
             self._total = 0
 
 
-_PROCESS: dict[tuple[str, int], MetaCache] = {}
-_PROCESS_LOCK = threading.Lock()
+_PROCESS: BoundedCache[tuple[str, int], MetaCache] = cache("remote_meta_dirs")
 
 
 def process_cache() -> MetaCache:
     """This process's cache for the current ``$GUIDELOOM_CACHE_DIR`` and size bound."""
     key = (str(cache_root()), max_bytes())
-    with _PROCESS_LOCK:
-        cache = _PROCESS.get(key)
-        if cache is None:
-            cache = _PROCESS[key] = MetaCache(Path(key[0]), key[1])
-        return cache
+    return _PROCESS.get_or_create(key, lambda: MetaCache(Path(key[0]), key[1]))

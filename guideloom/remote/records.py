@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import threading
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.errors import CorruptDataError, ExperimentReadError
 from guideloom.remote.cache import process_cache
 from guideloom.remote.locations import RemoteLocation, location_source
@@ -57,8 +57,7 @@ RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
 META_KIND = "h5-metadata"
 NATIVE_KIND = "h5native-meta"
 CRC_BLOCK = 4 << 20
-_verified: dict[str, bool] = {}
-_verified_lock = threading.Lock()
+_verified: BoundedCache[str, bool] = cache("remote_crc_verdicts")
 
 
 class MemberMeta:
@@ -221,8 +220,7 @@ def _verify_crc(loc: RemoteLocation, start: int) -> None:
             f"experiment {loc.sim_id}: {loc.describe()}: CRC-32 mismatch (the archive records "
             f"{loc.crc:08x}, the member's data gives {crc & 0xFFFFFFFF:08x}); the member is "
             "damaged", sim_id=loc.sim_id, file=loc.describe())
-    with _verified_lock:
-        _verified[key] = True
+    _verified.put(key, True)
 
 
 def _inflated(loc: RemoteLocation, start: int) -> MemoryFile:
