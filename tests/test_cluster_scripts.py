@@ -49,6 +49,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
     from distributed import Client
 
@@ -93,6 +95,7 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
     assert "nothing to stop" in _run_local("stop", "--state-dir", str(state_dir)).stdout
 
 
+@pytest.mark.cluster
 def test_start_local_cluster_context_manager(tmp_path: Path) -> None:
     from distributed import Client
 
@@ -163,6 +166,8 @@ def test_kubernetes_manifest_structure() -> None:
             assert not mounts["/output"].get("readOnly", False)
 
 
+@pytest.mark.browser
+@pytest.mark.cluster
 def test_dashboard_screenshot_shows_drawn_task_stream(tmp_path: Path) -> None:
     shot = _load("dashboard_screenshot")
     if shot.find_chromium() is None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+import pytest
 
 import guideloom
 from guideloom.cluster.embedded import embedded_cluster
@@ -32,6 +33,7 @@ def _listening_ports(pid: int) -> set[tuple[str, int]]:
     }
 
 
+@pytest.mark.slow
 def test_another_process_without_the_credentials_cannot_run_code(demo_zip, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()

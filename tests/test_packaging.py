@@ -98,6 +98,7 @@ def guideloom(python: Path, cwd: Path, *args: str) -> subprocess.CompletedProces
 
 
 # --- a. installed, from an empty directory ------------------------------------------------
+@pytest.mark.slow
 def test_installed_commands_from_an_empty_directory(installed, tmp_path):
     where = run([installed, "-c", "import guideloom; print(guideloom.__file__)"],
                 cwd=tmp_path, env=user_env(installed)).stdout.strip()
@@ -125,6 +126,8 @@ def test_installed_commands_from_an_empty_directory(installed, tmp_path):
     assert re.search(r"^records: 12$", shown, re.M), shown
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
     make = run([installed, "-m", "guideloom", "make-demo-data", "data", "--n", "6"],
                cwd=tmp_path, env=user_env(installed))
@@ -257,6 +260,8 @@ def second_venv(wheel, tmp_path_factory) -> Path:
     return python
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(second_python() is None, reason=NO_SECOND_PYTHON)
 def test_core_tests_on_a_second_python_against_the_wheel(second_venv, tmp_path):
     python = second_venv

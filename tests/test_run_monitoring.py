@@ -79,6 +79,8 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch):
     from distributed import Client
 
@@ -163,6 +165,7 @@ def _status(project: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_status_tells_a_running_finalize_from_an_interrupted_one(damaged, tmp_path):
     project = _project(damaged, tmp_path)
     cmd = [sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler", "sync"]
@@ -275,6 +278,7 @@ def _plugin_state(run: GatedRun) -> dict:
     return state
 
 
+@pytest.mark.cluster
 def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_path):
     from dask.utils import key_split
 
@@ -334,6 +338,9 @@ def _browser():
     return module
 
 
+@pytest.mark.browser
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_guideloom_page_and_run_report_read_in_chromium(damaged, tmp_path):
     browser = _browser()
     report = tmp_path / "report.html"

@@ -53,6 +53,7 @@ def expected(data: Path, transform) -> dict[int, dict[str, np.ndarray]]:
     return rows
 
 
+@pytest.mark.fast_case("fail_on_multiples_of_7")
 @pytest.mark.parametrize("transform", ["fail_on_multiples_of_7",
                                        "big_rows_failing_on_multiples_of_7"])
 def test_skipped_rows_leave_no_gap_and_every_row_is_its_experiments(demo_zip, tmp_path,
@@ -77,6 +78,7 @@ def chunk_inodes(array_dir: Path) -> dict[str, int]:
             for p in array_dir.rglob("*") if p.is_file() and p.name != "zarr.json"}
 
 
+@pytest.mark.fast_case("big_rows_failing_on_multiples_of_7-scan")
 @pytest.mark.parametrize("transform, alias", [("fail_on_multiples_of_7", "force"),
                                               ("big_rows_failing_on_multiples_of_7", "scan")])
 def test_a_kill_while_closing_gaps_resumes_at_the_next_chunk_without_a_cluster(
