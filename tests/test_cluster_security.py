@@ -20,6 +20,8 @@ import guideloom
 from guideloom.cluster.embedded import embedded_cluster
 from tests.attack_helpers import all_refused, attack
 
+pytestmark = pytest.mark.cluster  # every test here runs on a real Dask cluster
+
 
 def force_sum(rec):
     """A small fixed-shape record."""

@@ -256,7 +256,8 @@ def second_venv(wheel, tmp_path_factory) -> Path:
 
     python = make_venv(tmp_path_factory.mktemp("venv2") / "venv", second_python())
     run([python, "-m", "pip", "install", "-q", wheel, f"numpy=={numpy.__version__}",
-         "pytest>=8", "hypothesis>=6.100", "ipython>=8"], env=user_env(python))
+         "pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ipython>=8"],
+        env=user_env(python))
     return python
 
 

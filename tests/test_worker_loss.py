@@ -15,6 +15,8 @@ import pytest
 import guideloom
 from tests import export_helpers as helpers
 
+pytestmark = pytest.mark.cluster  # every test here runs on a real Dask cluster
+
 GATE_ENV = "GUIDELOOM_TEST_GATE_DIR"
 
 
