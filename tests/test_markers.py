@@ -65,13 +65,14 @@ def test_an_unregistered_marker_is_an_error(pytester: pytest.Pytester):
         def test_two():
             pass
     """)
-    result = pytester.runpytest_subprocess("test_typo.py")
+    result = pytester.runpytest_subprocess("test_typo.py", timeout=120)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'clustr' not found in `markers` configuration option*"])
 
 
 def test_a_hanging_test_fails_as_a_timeout_and_the_run_goes_on(pytester: pytest.Pytester,
-                                                               tmp_path: Path):
+                                                               tmp_path: Path, request):
+    assert request.config.pluginmanager.hasplugin("timeout"), "pytest-timeout is not installed"
     with_our_config(pytester)
     pid_file = tmp_path / "child.pid"
     pytester.makepyfile(test_hangs=f"""
@@ -95,7 +96,7 @@ def test_a_hanging_test_fails_as_a_timeout_and_the_run_goes_on(pytester: pytest.
             pass
     """)
     # The ini's 300 s, lowered from the command line for the second test; the first has its own.
-    result = pytester.runpytest_subprocess("test_hangs.py", "-o", "timeout=3")
+    result = pytester.runpytest_subprocess("test_hangs.py", "-o", "timeout=3", timeout=120)
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*Failed: Timeout (>2.0s) from pytest-timeout*",
                                  "*Failed: Timeout (>3.0s) from pytest-timeout*"],
