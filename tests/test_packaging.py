@@ -226,6 +226,7 @@ TYPED_USER_CODE = """
 """
 
 
+@pytest.mark.slow  # the installed wheel costs ~25 s to set up
 def test_a_type_checker_reads_the_hints_of_the_installed_wheel(installed, tmp_path):
     pytest.importorskip("mypy", reason="mypy (test extra) is not installed")
     (tmp_path / "user.py").write_text(textwrap.dedent(TYPED_USER_CODE))
@@ -356,6 +357,7 @@ def _job_ids(python: Path, env: dict[str, str], folder: Path, name: str) -> tupl
     return job.group(1), json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # the second Python's venv costs ~20 s to set up
 @pytest.mark.skipif(second_python() is None, reason=NO_SECOND_PYTHON)
 def test_job_identities_are_the_same_on_python_3_11_and_the_second_python(second_venv,
                                                                           tmp_path):
