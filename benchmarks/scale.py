@@ -78,7 +78,9 @@ def child_driver(a: dict) -> dict:
     ds = guideloom.load(data_dir=a["data"])
     guideloom.add_view(ds, VIEW, fields=VIEW_FIELDS)
     n_index = len(ds.index().ids)
-    client = Client(a["address"], timeout=60)
+    from guideloom.cluster.security import find_security
+
+    client = Client(a["address"], timeout=60, security=find_security(a["address"]))
     client.wait_for_workers(2, timeout=60)
     setup_s = time.perf_counter() - t0
     before = {"driver": me.memory_info().rss, "scheduler": sched.memory_info().rss}

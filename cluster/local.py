@@ -3,12 +3,17 @@
 
 Usage:
     python3 cluster/local.py start --workers 2 [--port 0] [--dashboard-port 0] [--state-dir DIR]
+                                   [--no-tls]
     python3 cluster/local.py status [--state-dir DIR]
     python3 cluster/local.py stop [--state-dir DIR]
 
 ``start`` returns once the scheduler reports all workers, and prints the scheduler address
-(pass it as ``guideloom run WORKFLOW --scheduler tcp://127.0.0.1:PORT``) and the dashboard URL.
-``stop`` terminates exactly the PIDs recorded in the state file.
+(``tls://127.0.0.1:PORT``), the dashboard URL and how to connect: ``guideloom run WORKFLOW
+--scheduler tls://127.0.0.1:PORT`` finds the credentials in the state folder (``DIR/tls``,
+readable by you only); from Python, ``Client(address,
+security=guideloom.cluster.security.load(DIR))``. ``--no-tls`` starts plain-TCP processes that
+any local user can use to run code as you. ``stop`` terminates exactly the PIDs recorded in the
+state file.
 """
 
 from __future__ import annotations
@@ -24,6 +29,23 @@ if (_CHECKOUT / "guideloom" / "__init__.py").is_file():
     sys.path.insert(0, str(_CHECKOUT))
 
 from guideloom.cluster import local_procs as cluster_procs  # noqa: E402
+from guideloom.cluster import security  # noqa: E402
+from guideloom.errors import UnsafeFileError  # noqa: E402
+
+
+def _connect_lines(procs: cluster_procs.LocalClusterProcesses) -> list[str]:
+    """How to reach the cluster: the CLI, Python and Dask's configuration variables."""
+    if not procs.tls:
+        return [f"submit:    guideloom run WORKFLOW --scheduler {procs.address}",
+                "warning:   plain TCP (--no-tls): anyone on this machine who finds the port "
+                "can run code as you"]
+    return [
+        f"tls:       {security.tls_dir(procs.state_dir)} (CA, certificate and key; only you "
+        "can read them)",
+        f"submit:    guideloom run WORKFLOW --scheduler {procs.address}",
+        f"       or: guideloom run WORKFLOW --scheduler-file {procs.scheduler_file}",
+        *security.connect_lines(procs.address, procs.state_dir),
+    ]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="cluster/local.py", description="Local Dask scheduler + worker processes."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    state_help = f"folder for the state file and logs (default {cluster_procs.DEFAULT_STATE_DIR})"
+    state_help = ("folder for the state file, TLS credentials and logs, created with mode 0700 "
+                  f"(default {cluster_procs.DEFAULT_STATE_DIR})")
 
     start = sub.add_parser("start", help="start a scheduler and N workers")
     start.add_argument("--workers", "-n", type=int, default=2, help="worker processes (2)")
@@ -52,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for workers")
     start.add_argument("--state-dir", type=Path, default=None, help=state_help)
+    start.add_argument(
+        "--no-tls", action="store_true",
+        help="plain TCP instead of TLS: less safe, anyone on this machine who finds the port "
+             "can run code as you",
+    )
 
     stop = sub.add_parser("stop", help="stop the recorded scheduler and workers by PID")
     stop.add_argument("--timeout", type=float, default=15.0, help="seconds before SIGKILL")
@@ -84,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                 memory_limit=args.memory_limit,
                 pythonpath=args.pythonpath,
                 timeout=args.timeout,
+                tls=not args.no_tls,
             )
-        except (cluster_procs.LocalClusterError, TimeoutError) as exc:
+        except (cluster_procs.LocalClusterError, UnsafeFileError, TimeoutError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         print(f"scheduler: {procs.address}")
@@ -93,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workers:   {len(procs.workers)} (1 thread each)")
         print(f"pids:      {' '.join(map(str, procs.pids))}")
         print(f"state:     {procs.state_file}")
-        print(f"submit:    guideloom run WORKFLOW --scheduler {procs.address}")
+        for line in _connect_lines(procs):
+            print(line)
         print(f"stop:      python3 cluster/local.py stop --state-dir {procs.state_dir}")
         return 0
     if args.command == "stop":
@@ -112,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scheduler: {status['address']} ({'up' if status['running'] else 'down'})")
         print(f"dashboard: {status['dashboard_url']}")
         print(f"workers:   {status['n_workers']} connected")
+        print(f"tls:       {'on' if status.get('tls') else 'off (plain TCP)'}")
         print(f"pids:      {status['running_pids']} alive of {status['pids']}")
     return 0 if status["running"] else 1
 

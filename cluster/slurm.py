@@ -3,9 +3,13 @@
 
 The scheduler runs in this process (on the login node); each job runs one ``dask worker``
 with one thread, started with this Python. Keep this process running while the workflow runs,
-and pass the printed address to ``guideloom run WORKFLOW --scheduler tcp://HOST:PORT`` from
-another shell. Ctrl-C or SIGTERM cancels every job it submitted. Without ``sbatch``/``qsub``
-on PATH it prints one line and exits 2.
+and pass the printed address to ``guideloom run WORKFLOW --scheduler tls://HOST:PORT`` from
+another shell. Scheduler, workers and clients talk TLS with throwaway credentials: the client's
+copy is written to the private state folder (``--state-dir``, default
+``~/.cache/guideloom/slurm-cluster``; ``tls/`` 0o700, files 0o600), where ``guideloom run``
+finds it, and removed on exit; ``--no-tls`` runs plain TCP (less safe: anyone who reaches the
+port can run code as you). Ctrl-C or SIGTERM cancels every job it submitted. Without
+``sbatch``/``qsub`` on PATH it prints one line and exits 2.
 
 Usage:
     python3 cluster/slurm.py --jobs 8                 # SLURM (SLURMCluster)
@@ -22,7 +26,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from guideloom.cluster import jobqueue
+from guideloom.cluster import jobqueue, security
+from guideloom.errors import UnsafeFileError
+from guideloom.private_files import private_dir
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "jobqueue.yaml"
 SYSTEMS = jobqueue.KINDS
@@ -85,6 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=300, help="seconds to wait for them (300)"
     )
+    parser.add_argument(
+        "--state-dir", type=Path, default=security.SLURM_STATE_DIR,
+        help="private folder (0700) for the scheduler file and the client's TLS credentials "
+             f"(default {security.SLURM_STATE_DIR})",
+    )
+    parser.add_argument(
+        "--no-tls", action="store_true",
+        help="plain TCP instead of TLS: less safe, anyone who reaches the scheduler's port can "
+             "run code as you",
+    )
     args = parser.parse_args(argv)
 
     if args.dry_run:
@@ -94,23 +110,57 @@ def main(argv: list[str] | None = None) -> int:
             print(cluster.job_script())
         return 0
     try:
+        state_dir = _state_dir(args.state_dir)
         with jobqueue.jobqueue_client(
             args.system, args.jobs, config_file=args.config, min_workers=args.wait,
-            wait_timeout=args.timeout, tls=False,  # other commands connect by address
+            wait_timeout=args.timeout, tls=not args.no_tls,
         ) as client:
             address = client.cluster.scheduler_address
-            print(f"scheduler: {address}")
-            print(f"submitted: {args.jobs} {args.system.upper()} jobs, 1 worker x 1 thread each")
-            print(f"submit:    guideloom run WORKFLOW --scheduler {address}")
-            print("stop:      Ctrl-C here (cancels the jobs)", flush=True)
             try:
-                threading.Event().wait()  # keep the scheduler alive until interrupted
-            except KeyboardInterrupt:
-                print("stopping: cancelling jobs", flush=True)
-    except jobqueue.JobqueueError as exc:
+                lines = _publish(client, address, state_dir, tls=not args.no_tls)
+                print(f"scheduler: {address}")
+                print(f"submitted: {args.jobs} {args.system.upper()} jobs, 1 worker x 1 thread "
+                      "each")
+                for line in lines:
+                    print(line)
+                print("stop:      Ctrl-C here (cancels the jobs)", flush=True)
+                try:
+                    threading.Event().wait()  # keep the scheduler alive until interrupted
+                except KeyboardInterrupt:
+                    print("stopping: cancelling jobs", flush=True)
+            finally:
+                security.forget_address(address)
+                (state_dir / security.SCHEDULER_FILE_NAME).unlink(missing_ok=True)
+                security.remove_credentials(state_dir)
+    except (jobqueue.JobqueueError, UnsafeFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _state_dir(path: Path) -> Path:
+    """The private state folder (0o700), created if needed."""
+    path = path.expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return private_dir(path, "the SLURM cluster's state folder")
+
+
+def _publish(client: Any, address: str, state_dir: Path, *, tls: bool) -> list[str]:
+    """Write the scheduler file (and the client's credentials); return how to connect."""
+    if not tls:
+        security.remove_credentials(state_dir)
+        security.write_scheduler_file(state_dir, address)
+        return [f"submit:    guideloom run WORKFLOW --scheduler {address}",
+                "warning:   plain TCP (--no-tls): anyone who reaches the port can run code as you"]
+    security.write_credentials(state_dir, client.cluster.security)
+    security.write_scheduler_file(state_dir, address)
+    security.record_address(address, state_dir)
+    return [
+        f"tls:       {security.tls_dir(state_dir)} (CA, certificate and key; only you can read "
+        "them; removed on exit)",
+        f"submit:    guideloom run WORKFLOW --scheduler {address}",
+        *security.connect_lines(address, state_dir),
+    ]
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ _LAZY: dict[str, str] = {
     "DownloadError": "guideloom.errors",
     "SkippedDataWarning": "guideloom.errors",
     "UnverifiedExportWarning": "guideloom.errors",
+    "FormatPluginWarning": "guideloom.errors",
     "ExperimentNotFoundError": "guideloom.errors",
     "NothingToExportError": "guideloom.errors",
     "TransformError": "guideloom.errors",

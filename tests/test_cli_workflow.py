@@ -39,7 +39,8 @@ def die_flags(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tcp_cluster(tmp_path_factory, die_flags):
-    """``dask scheduler`` + two ``dask worker`` processes importing this worktree."""
+    """``dask scheduler`` + two ``dask worker`` processes importing this worktree (TLS: the
+    commands below find the credentials by the ``tls://`` address)."""
     saved = {k: os.environ.get(k) for k in ("GUIDELOOM_TEST_FLAG_DIR", "GUIDELOOM_TEST_DIE_ID")}
     os.environ["GUIDELOOM_TEST_FLAG_DIR"] = str(die_flags)  # the workers inherit these
     os.environ["GUIDELOOM_TEST_DIE_ID"] = str(DIE_ID)
@@ -53,9 +54,8 @@ def tcp_cluster(tmp_path_factory, die_flags):
             else:
                 os.environ[k] = v
     try:
-        from distributed import Client
-
-        with Client(procs.address, timeout=30) as client:
+        assert procs.address.startswith("tls://127.0.0.1:")
+        with procs.client(timeout=30) as client:
             files = set(client.run(lambda: __import__("guideloom").__file__).values())
         assert files == {str(ROOT / "guideloom" / "__init__.py")}
         yield procs
@@ -148,8 +148,6 @@ def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, 
 
 def test_killed_worker_run_still_completes_bit_identical(tcp_cluster, die_flags, demo_zip,
                                                          tmp_path):
-    from distributed import Client
-
     job = tmp_path / "job.toml"
     job.write_text(f"""
 python_path = ["{ROOT}"]
@@ -174,7 +172,7 @@ partition_size = 3
             assert time.monotonic() < deadline, "experiment 13 was never reached"
             time.sleep(0.05)
         victim = int((die_flags / "pid").read_text())
-        with Client(tcp_cluster.address, timeout=30) as client:
+        with tcp_cluster.client(timeout=30) as client:
             assert victim in client.run(os.getpid).values()
             os.kill(victim, signal.SIGKILL)  # a worker process of the cluster this test started
             stdout, stderr = proc.communicate(timeout=180)
@@ -306,7 +304,7 @@ def test_usage_and_job_errors(demo_zip, tmp_path, capsys):
                       "(shipped workflows: force_signals, force_stream, pointcloud_op10, "
                       "raw_force_tables; see guideloom workflows)")
     assert err[2] == ("guideloom run: error: argument --scheduler: expected local, local:N, "
-                      "sync, tcp://HOST:PORT, slurm:N or pbs:N, got 'nowhere' "
+                      "sync, tls://HOST:PORT, tcp://HOST:PORT, slurm:N or pbs:N, got 'nowhere' "
                       "(see guideloom run --help)")
     job = tmp_path / "fails.toml"
     job.write_text(f"""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,13 +32,13 @@ def _load(name: str) -> ModuleType:
     return module
 
 
-def _run_local(*args: str) -> subprocess.CompletedProcess[str]:
+def _run_local(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(CLUSTER / "local.py"), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=REPO,
+        cwd=cwd,
         check=False,
     )
 
@@ -54,6 +55,8 @@ def _alive(pid: int) -> bool:
 def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
     from distributed import Client
 
+    from guideloom.cluster.security import load
+
     state_dir = tmp_path / "state"
     started = _run_local("start", "--workers", "2", "--state-dir", str(state_dir))
     state_file = state_dir / "local-cluster.json"
@@ -61,7 +64,7 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr
         state = json.loads(state_file.read_text())
         address = state["address"]
-        assert address.startswith("tcp://127.0.0.1:")
+        assert address.startswith("tls://127.0.0.1:")
         assert f"scheduler: {address}" in started.stdout
         assert state["dashboard_url"].startswith("http://127.0.0.1:")
         assert state["dashboard_url"] in started.stdout
@@ -70,7 +73,7 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
         assert len(pids) == 3 and all(_alive(p) for p in pids)
         children = [c for p in pids for c in psutil.Process(p).children(recursive=True)]
 
-        with Client(address, timeout=30) as client:
+        with Client(address, timeout=30, security=load(state_dir)) as client:
             workers = client.scheduler_info(n_workers=-1)["workers"]
             assert len(workers) == 2
             assert all(w["nthreads"] == 1 for w in workers.values())
@@ -104,7 +107,7 @@ def test_start_local_cluster_context_manager(tmp_path: Path) -> None:
     with start_local_cluster(1, state_dir=tmp_path, dashboard_port=None) as procs:
         assert procs.dashboard_url is None
         assert load_state(tmp_path) is not None
-        with Client(procs.address, timeout=30) as client:
+        with Client(procs.address, timeout=30, security=procs.security) as client:
             assert client.submit(lambda: 41 + 1).result(timeout=30) == 42
         pids = procs.pids
     assert load_state(tmp_path) is None
@@ -205,3 +208,168 @@ def test_jobqueue_launcher_dry_run_prints_job_script() -> None:
     assert proc.stdout.startswith("#!/usr/bin/env bash")
     assert "#PBS -l select=1:ncpus=1:mem=4GB" in proc.stdout
     assert "--nthreads 1" in proc.stdout
+
+
+# --- TLS: cluster/local.py run from a temporary directory (issue 22) ------------------------
+PYTHON_JOB = """
+import numpy as np
+import guideloom
+
+
+def first_rows(rec):
+    return {{"force": np.asarray(rec["force_data"])[:50], "sim": np.int64(rec["_sim_id"])}}
+
+
+{connect}
+guideloom.export_to_numpy("force-curve", "by-client", data_dir={data!r},
+                          record_transform=first_rows, client=client)
+guideloom.export_to_numpy("force-curve", "by-address", data_dir={data!r},
+                          record_transform=first_rows, client={address!r})
+print("exported")
+"""
+
+PLAIN_CLIENT = """
+import sys
+from distributed import Client
+
+with Client(sys.argv[1], timeout=30) as client:
+    print(client.submit(sum, [1, 2, 3]).result(timeout=30))
+"""
+
+
+def _first_rows(rec):
+    return {"force": np.asarray(rec["force_data"])[:50], "sim": np.int64(rec["_sim_id"])}
+
+
+def _printed(stdout: str) -> dict[str, str]:
+    """The ``name: value`` lines that ``cluster/local.py start`` printed."""
+    lines = [line.split(":", 1) for line in stdout.splitlines() if ":" in line]
+    return {name.strip(): value.strip() for name, value in lines}
+
+
+def _same_npy(got: Path, want: Path) -> None:
+    names = sorted(p.name for p in want.glob("*.npy"))
+    assert names and names == sorted(p.name for p in got.glob("*.npy"))
+    for name in names:
+        assert (got / name).read_bytes() == (want / name).read_bytes(), (got, name)
+
+
+def _guideloom(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "guideloom", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zip, tmp_path):
+    from distributed import Client
+
+    import guideloom
+    from guideloom.cluster import security
+    from guideloom.errors import SchedulerCredentialsError
+
+    work = tmp_path / "work"
+    work.mkdir()
+    started = _run_local("start", "--workers", "2", "--state-dir", "state", cwd=work)
+    state = work / "state"
+    try:
+        assert started.returncode == 0, started.stderr
+        shown = _printed(started.stdout)
+        address = shown["scheduler"]
+        assert address.startswith("tls://127.0.0.1:"), started.stdout
+        assert shown["tls"].startswith(f"{state / 'tls'} ")
+        assert (state.stat().st_mode & 0o777) == 0o700
+        assert ((state / "tls").stat().st_mode & 0o777) == 0o700
+        assert {p.name: p.stat().st_mode & 0o777 for p in (state / "tls").iterdir()} == {
+            "ca.pem": 0o600, "cert.pem": 0o600, "key.pem": 0o600}
+
+        # plain TCP, or TLS without this cluster's credentials, gets nowhere
+        with pytest.raises(OSError):
+            Client(address.replace("tls://", "tcp://"), timeout=3)
+        refused = _guideloom("run", "force_signals", "--scheduler",
+                             address.replace("tls://", "tcp://"), "--data-dir", str(demo_zip),
+                             "--output", "nope", cwd=work)
+        assert refused.returncode == 2 and "no Dask scheduler answered" in refused.stderr
+        assert not (work / "nope").exists()
+
+        reference = _guideloom("run", "force_signals", "--scheduler", "sync", "--data-dir",
+                               str(demo_zip), "--output", "ref", cwd=work)
+        assert reference.returncode == 0, reference.stderr
+        # the printed submit lines, as printed: by address, and by scheduler file
+        for line, out in ((shown["submit"], "by-address-cli"), (shown["or"], "by-file-cli")):
+            argv = line.split()
+            assert argv[:3] == ["guideloom", "run", "WORKFLOW"], line
+            done = _guideloom("run", "force_signals", *argv[3:], "--data-dir", str(demo_zip),
+                              "--output", out, cwd=work)
+            assert done.returncode == 0, done.stderr
+            assert f"running scheduler: scheduler {address}" in done.stderr, done.stderr
+            _same_npy(work / out, work / "ref")
+
+        # the printed Python line, and client="tls://..." in another Python process
+        (work / "job.py").write_text(PYTHON_JOB.format(
+            connect=shown["python"], data=str(demo_zip), address=address))
+        done = subprocess.run([sys.executable, "job.py"], cwd=work, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "exported" in done.stdout
+        guideloom.export_to_numpy("force-curve", work / "want", data_dir=demo_zip,
+                                  record_transform=_first_rows, client="sync")
+        _same_npy(work / "by-client", work / "want")
+        _same_npy(work / "by-address", work / "want")
+
+        # the printed environment variables make a plain distributed.Client work
+        words = shown["env"].split()
+        assert words[0] == "export"
+        env = {**os.environ, **dict(word.split("=", 1) for word in words[1:])}
+        (work / "plain.py").write_text(PLAIN_CLIENT)
+        plain = subprocess.run([sys.executable, "plain.py", address], cwd=work, env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert plain.returncode == 0, plain.stderr
+        assert plain.stdout.strip() == "6"
+        bare = subprocess.run([sys.executable, "plain.py", address], cwd=work,
+                              capture_output=True, text=True, timeout=120)
+        assert bare.returncode != 0  # without them a plain Client cannot connect
+
+        status = _run_local("status", "--state-dir", "state", cwd=work)
+        assert status.returncode == 0 and "tls:       on" in status.stdout
+    finally:
+        stopped = _run_local("stop", "--state-dir", "state", cwd=work)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not (state / "tls").exists()  # the credentials go with the cluster
+    with pytest.raises(SchedulerCredentialsError):
+        security.find_security(address)
+
+
+def test_local_script_no_tls_is_plain_tcp_and_says_it_is_less_safe(tmp_path):
+    from distributed import Client
+
+    started = _run_local("start", "--workers", "1", "--no-dashboard", "--no-tls",
+                         "--state-dir", "state", cwd=tmp_path)
+    try:
+        assert started.returncode == 0, started.stderr
+        address = _printed(started.stdout)["scheduler"]
+        assert address.startswith("tcp://127.0.0.1:")
+        assert "plain TCP (--no-tls): anyone on this machine" in started.stdout
+        assert not (tmp_path / "state" / "tls").exists()
+        with Client(address, timeout=30) as client:
+            assert client.submit(sum, [1, 2]).result(timeout=30) == 3
+    finally:
+        stopped = _run_local("stop", "--state-dir", "state", cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_tls_address_without_credentials_anywhere_is_one_line_naming_where_to_get_them(
+        demo_zip, tmp_path):
+    from guideloom.cluster.local_procs import find_free_port
+
+    address = f"tls://127.0.0.1:{find_free_port()}"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DASK_") and k != "GUIDELOOM_CLUSTER_STATE_DIR"}
+    env["HOME"] = str(tmp_path)  # an empty address book and no default state folders
+    done = _guideloom("run", "force_signals", "--scheduler", address, "--data-dir",
+                      str(demo_zip), "--output", "out", cwd=tmp_path, env=env)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"guideloom: error: the Dask scheduler at {address} needs its "
+                           "cluster's TLS credentials"), line
+    assert "--scheduler-file STATE_DIR/scheduler.json" in line
+    assert "DASK_DISTRIBUTED__COMM__TLS__" in line
+    assert not (tmp_path / "out").exists()

@@ -235,9 +235,10 @@ def test_slurm_script_submits_and_cancels_on_sigterm(slurm, tmp_path):
         )
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(4)]
-        assert lines[0].startswith("scheduler: tcp://127.0.0.1:"), err.read_text()
-        assert lines[2].startswith("submit:    guideloom run WORKFLOW --scheduler tcp://")
+        lines = _lines_until_stop(proc.stdout)
+        assert lines[0].startswith("scheduler: tls://127.0.0.1:"), err.read_text()
+        assert any(line.startswith("submit:    guideloom run WORKFLOW --scheduler tls://")
+                   for line in lines), lines
         assert len(slurm.queue()) == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == JobqueueTerminated().code, err.read_text()
@@ -246,6 +247,70 @@ def test_slurm_script_submits_and_cancels_on_sigterm(slurm, tmp_path):
             proc.kill()
             proc.wait()
         proc.stdout.close()
+    assert slurm.queue() == []
+
+
+def _lines_until_stop(stream) -> list[str]:
+    """What ``cluster/slurm.py`` printed, up to its ``stop:`` line."""
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("stop:"):
+        line = stream.readline()
+        assert line, f"slurm.py ended early after {lines}"
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+def test_slurm_script_is_tls_and_its_printed_address_works_from_another_shell(slurm, tmp_path,
+                                                                              demo_zip):
+    """cluster/slurm.py run from a temporary directory: the scheduler needs TLS, `guideloom
+    run --scheduler tls://...` finds the credentials in the state folder, a plain TCP client
+    gets nowhere, and the credentials are gone once it stops."""
+    from distributed import Client
+
+    state = tmp_path / "state"
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "cluster" / "slurm.py"), "--jobs", "1",
+             "--config", str(slurm.jobqueue_config), "--state-dir", str(state)],
+            stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL, text=True,
+            cwd=tmp_path, env=slurm.env,
+        )
+    try:
+        assert proc.stdout is not None
+        shown = dict(line.split(":", 1) for line in _lines_until_stop(proc.stdout))
+        address = shown["scheduler"].strip()
+        assert address.startswith("tls://127.0.0.1:"), err.read_text()
+        modes = {p.name: p.stat().st_mode & 0o777 for p in (state / "tls").iterdir()}
+        assert modes == {"ca.pem": 0o600, "cert.pem": 0o600, "key.pem": 0o600}
+        assert (state / "tls").stat().st_mode & 0o777 == 0o700
+        with pytest.raises(OSError):
+            Client(address.replace("tls://", "tcp://"), timeout=3)
+        env = {k: v for k, v in slurm.env.items() if k != "PYTHONPATH"}
+        words = shown["submit"].split()
+        assert words[:3] == ["guideloom", "run", "WORKFLOW"], words
+        done = subprocess.run(
+            [sys.executable, "-m", "guideloom", "run", "force_signals", *words[3:],
+             "--data-dir", str(demo_zip), "--output", "out"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"running scheduler: scheduler {address}" in done.stderr
+        ref = subprocess.run(
+            [sys.executable, "-m", "guideloom", "run", "force_signals", "--scheduler", "sync",
+             "--data-dir", str(demo_zip), "--output", "ref"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert ref.returncode == 0, ref.stderr
+        for name in sorted(p.name for p in (tmp_path / "ref").glob("*.npy")):
+            assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == JobqueueTerminated().code, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert not (state / "tls").exists() and not (state / "scheduler.json").exists()
+    assert not list(tmp_path.glob(".guideloom-tls-*"))  # the workers' copy is gone too
     assert slurm.queue() == []
 
 

@@ -51,9 +51,7 @@ def user_dir(tmp_path) -> Path:
 def test_relative_data_dir_and_output_on_workers_started_elsewhere(user_dir, tmp_path):
     elsewhere = tmp_path / "elsewhere"  # the workers' working directory: no demo-data here
     with start_local_cluster(2, dashboard_port=None, state_dir=elsewhere) as procs:
-        from distributed import Client
-
-        with Client(procs.address, timeout=30) as client:
+        with procs.client(timeout=30) as client:
             cwds = set(client.run(os.getcwd).values())
         assert cwds == {str(elsewhere.resolve())}
         (user_dir / "job.py").write_text(textwrap.dedent(SCRIPT))

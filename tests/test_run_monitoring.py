@@ -82,8 +82,6 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch):
-    from distributed import Client
-
     from guideloom.cluster.local_procs import start_local_cluster
 
     monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", "guideloom.cluster.dashboard")
@@ -92,7 +90,7 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
             guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
                                       client=procs.address, partition_size=6, on_error="skip",
                                       record_transform=helpers.first_rows)
-        with Client(procs.address, timeout=30) as client:
+        with procs.client(timeout=30) as client:
             exports = client.run_on_scheduler(_exports_on_scheduler)
         page = procs.dashboard_url.replace("/status", "/guideloom")
         with NO_PROXY.open(page, timeout=30) as answer:

@@ -126,7 +126,7 @@ INVALID = {
     "bad policy": ('on_error = "raise"', 'on_error = "ignore"', "run.on_error",
                    "expected one of 'raise', 'skip', got 'ignore'"),
     "bad scheduler": ('on_error = "raise"', 'scheduler = "localhost"', "run.scheduler",
-                      "expected 'local', 'local:N', 'sync' or 'tcp://HOST:PORT'"),
+                      "expected 'local', 'local:N', 'sync', 'tls://HOST:PORT' or 'tcp://HOST:PORT'"),
     "reference syntax": ('record = "guideloom.workflows.demo_transforms:resample_and_emit"',
                          'record = "resample and emit"', "transforms.record",
                          "expected a 'module:function' reference, got 'resample and emit'"),

@@ -575,8 +575,9 @@ def jobqueue_client(
         log: Where status lines go (default: stderr).
         tls: Scheduler, workers and the client talk TLS with throwaway credentials made for
             this run (:func:`tls_settings`), so nobody else who reaches the scheduler's port
-            can connect. ``False`` for a scheduler that other processes connect to by address
-            (``cluster/slurm.py``).
+            can connect (``cluster/slurm.py`` writes the client's copy to its state folder for
+            other commands). ``False``: plain TCP, which anyone who reaches the port can use
+            to run code as you (less safe).
 
     Yields:
         A ``distributed.Client`` connected to the scheduler; ``client.cluster`` is the

@@ -1,6 +1,11 @@
 """Start and stop a real Dask scheduler and worker processes on this machine.
 
-Every process binds to 127.0.0.1 only. Ports default to 0, so the operating system picks free
+Every process binds to 127.0.0.1 only, and by default they talk TLS with throwaway credentials
+made for this cluster (:mod:`guideloom.cluster.security`): the CA, certificate and key are
+written to ``STATE_DIR/tls/`` (mode 0o700, files 0o600) in the state directory (created with
+mode 0o700), so another local user who finds the ports can neither connect nor read the key.
+``tls=False`` starts plain-TCP processes that anyone on this machine can use to run code as
+you. Ports default to 0, so the operating system picks free
 ones and parallel runs (tests included) never collide; the actual addresses are read back from
 the scheduler file that ``dask scheduler`` writes. Each worker is its own process with one
 thread (h5py holds a global lock, so threads would not run reads in parallel).
@@ -11,7 +16,7 @@ an unrelated process is never signalled.
 
 Example:
     >>> with start_local_cluster(2) as procs:  # doctest: +SKIP
-    ...     client = distributed.Client(procs.address)
+    ...     client = distributed.Client(procs.address, security=procs.security)
 """
 
 from __future__ import annotations
@@ -31,14 +36,14 @@ from typing import Any
 
 import psutil
 
+from guideloom.cluster import security as sec
 from guideloom.errors import LocalClusterError
+from guideloom.private_files import private_dir
 
 HOST = "127.0.0.1"
 STATE_FILE_NAME = "local-cluster.json"
-DEFAULT_STATE_DIR = Path(
-    os.environ.get("GUIDELOOM_CLUSTER_STATE_DIR")
-    or Path.home() / ".cache" / "guideloom" / "local-cluster"
-)
+# the default when this module was imported; functions read the variable when they run
+DEFAULT_STATE_DIR = sec.default_state_dir()
 
 
 # Popen objects of the processes started by this interpreter, by PID (the processes outlive
@@ -109,11 +114,12 @@ class LocalClusterProcesses:
     """A scheduler and workers started by :func:`start_local_cluster`.
 
     Attributes:
-        address: Scheduler address, e.g. ``tcp://127.0.0.1:40123``.
+        address: Scheduler address, e.g. ``tls://127.0.0.1:40123``.
         dashboard_url: Dashboard status page, or ``None`` when the dashboard is off.
-        state_dir: Folder with the state file, scheduler file and logs.
+        state_dir: Folder with the state file, scheduler file, credentials and logs.
         scheduler: The scheduler process record.
         workers: One record per worker (nanny) process.
+        tls: Whether the processes talk TLS (credentials in ``state_dir/tls``).
     """
 
     address: str
@@ -121,11 +127,28 @@ class LocalClusterProcesses:
     state_dir: Path
     scheduler: ProcessRecord
     workers: list[ProcessRecord]
+    tls: bool = False
 
     @property
     def pids(self) -> list[int]:
         """PIDs of the scheduler and the worker processes we started."""
         return [self.scheduler.pid, *(w.pid for w in self.workers)]
+
+    @property
+    def scheduler_file(self) -> Path:
+        """The scheduler file ``dask scheduler`` wrote (address; credentials beside it)."""
+        return self.state_dir / sec.SCHEDULER_FILE_NAME
+
+    @property
+    def security(self) -> Any:
+        """The client ``distributed.Security`` for this cluster, ``None`` without TLS."""
+        return sec.load(self.state_dir) if self.tls else None
+
+    def client(self, **kwargs: Any) -> Any:
+        """A ``distributed.Client`` of this cluster (with its credentials)."""
+        from distributed import Client
+
+        return Client(self.address, security=self.security, **kwargs)
 
     @property
     def state_file(self) -> Path:
@@ -140,6 +163,7 @@ class LocalClusterProcesses:
             "state_dir": str(self.state_dir),
             "scheduler": asdict(self.scheduler),
             "workers": [asdict(w) for w in self.workers],
+            "tls": self.tls,
         }
 
     @classmethod
@@ -151,6 +175,7 @@ class LocalClusterProcesses:
             state_dir=Path(data["state_dir"]),
             scheduler=ProcessRecord(**data["scheduler"]),
             workers=[ProcessRecord(**w) for w in data["workers"]],
+            tls=bool(data.get("tls", False)),
         )
 
     def write_state(self) -> Path:
@@ -183,7 +208,10 @@ class LocalClusterProcesses:
         for group in (self.workers, [self.scheduler]):
             _stop_records(group, timeout, report)
         self.state_file.unlink(missing_ok=True)
-        (self.state_dir / "scheduler.json").unlink(missing_ok=True)
+        self.scheduler_file.unlink(missing_ok=True)
+        if self.tls and self.address:
+            sec.forget_address(self.address)
+        sec.remove_credentials(self.state_dir)  # they open nothing any more
         return report
 
     def __enter__(self) -> LocalClusterProcesses:
@@ -289,9 +317,10 @@ def load_state(state_dir: str | os.PathLike[str] | None = None) -> LocalClusterP
     """Read the state file in ``state_dir``, or return ``None`` if there is none.
 
     Args:
-        state_dir: Folder holding the state file; defaults to :data:`DEFAULT_STATE_DIR`.
+        state_dir: Folder holding the state file; defaults to
+            :func:`~guideloom.cluster.security.default_state_dir`.
     """
-    path = Path(state_dir or DEFAULT_STATE_DIR) / STATE_FILE_NAME
+    path = Path(state_dir or sec.default_state_dir()) / STATE_FILE_NAME
     if not path.exists():
         return None
     return LocalClusterProcesses.from_json(json.loads(path.read_text()))
@@ -307,6 +336,7 @@ def start_local_cluster(
     memory_limit: str | None = None,
     pythonpath: Sequence[str | os.PathLike[str]] = (),
     timeout: float = 60.0,
+    tls: bool = True,
 ) -> LocalClusterProcesses:
     """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes on 127.0.0.1.
 
@@ -317,13 +347,20 @@ def start_local_cluster(
         n_workers: Number of worker processes (each ``--nworkers 1 --nthreads nthreads``).
         port: Scheduler port; 0 picks a free one.
         dashboard_port: Dashboard port; 0 picks a free one, ``None`` disables the dashboard.
-        state_dir: Folder for the state file, scheduler file and logs; defaults to
-            :data:`DEFAULT_STATE_DIR`.
+        state_dir: Folder for the state file, scheduler file, credentials and logs (created
+            with mode 0o700; an existing one must be ours and writable by nobody else);
+            defaults to ``$GUIDELOOM_CLUSTER_STATE_DIR``, else
+            ``~/.cache/guideloom/local-cluster``.
         nthreads: Threads per worker; keep 1 for HDF5 reads.
         memory_limit: Per-worker memory limit for ``dask worker`` (e.g. ``"4GiB"``); by
             default this machine's memory divided by ``n_workers``.
         pythonpath: Extra import paths for the workers (e.g. where transform modules live).
         timeout: Seconds to wait for the scheduler and for the workers to connect.
+        tls: Scheduler, workers and clients talk TLS with fresh credentials written to
+            ``state_dir/tls`` (the address is ``tls://...``; connect with
+            :attr:`LocalClusterProcesses.security` or
+            :func:`guideloom.cluster.security.load`). ``False``: plain TCP, which any local
+            user can use to run code as you (less safe).
 
     Returns:
         The started processes; call :meth:`LocalClusterProcesses.stop` or use as a context
@@ -332,22 +369,33 @@ def start_local_cluster(
     Raises:
         LocalClusterError: A live cluster is already recorded in ``state_dir`` or a process
             exited during start-up.
+        UnsafeFileError: ``state_dir`` (or its ``tls`` folder) is a symlink, another user's,
+            or writable by others.
         TimeoutError: The workers did not connect within ``timeout``.
     """
-    from distributed import Client  # local import: keep ``import guideloom`` light
-
     if n_workers < 1:
         raise ValueError("n_workers must be at least 1")
-    sdir = Path(state_dir or DEFAULT_STATE_DIR).resolve()
-    sdir.mkdir(parents=True, exist_ok=True)
+    use_tls = tls
+    sdir = Path(state_dir or sec.default_state_dir()).expanduser().resolve()
+    sdir.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(sdir, "the local cluster's state folder")
     previous = load_state(sdir)
     if previous is not None and previous.running_pids():
         raise LocalClusterError(
             f"a local cluster is already running from {previous.state_file} "
             f"(scheduler {previous.address}, PIDs {previous.running_pids()}); stop it first"
         )
-    scheduler_file = sdir / "scheduler.json"
+    scheduler_file = sdir / sec.SCHEDULER_FILE_NAME
     scheduler_file.unlink(missing_ok=True)
+    tls_args: list[str] = []
+    if use_tls:
+        folder = sec.write_credentials(sdir)
+        tls_args = ["--protocol", sec.PROTOCOL,
+                    "--tls-ca-file", str(folder / sec.CA_FILE),
+                    "--tls-cert", str(folder / sec.CERT_FILE),
+                    "--tls-key", str(folder / sec.KEY_FILE)]
+    else:
+        sec.remove_credentials(sdir)  # a previous TLS cluster's
     if memory_limit is None:  # "auto" would give each single-worker process all the memory
         memory_limit = str(psutil.virtual_memory().total // n_workers)
     env = _child_env(pythonpath)
@@ -355,7 +403,7 @@ def start_local_cluster(
     sched_argv = [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
         "--host", HOST, "--port", str(port),
-        "--scheduler-file", str(scheduler_file),
+        "--scheduler-file", str(scheduler_file), *tls_args,
     ]  # fmt: skip
     # the HTTP server (health, metrics) runs even without the dashboard: keep it on loopback
     sched_argv += ["--dashboard-address", f"{HOST}:{dashboard_port or 0}"]
@@ -363,11 +411,14 @@ def start_local_cluster(
         sched_argv.append("--no-dashboard")
     scheduler = _spawn("scheduler", sched_argv, sdir / "scheduler.log", env, sdir)
     procs = LocalClusterProcesses(
-        address="", dashboard_url=None, state_dir=sdir, scheduler=scheduler, workers=[]
+        address="", dashboard_url=None, state_dir=sdir, scheduler=scheduler, workers=[],
+        tls=use_tls,
     )
     try:
         info = _wait_for_scheduler_file(scheduler, scheduler_file, timeout)
         procs.address = info["address"]
+        if use_tls:  # `--scheduler tls://...` finds the credentials whatever the state dir
+            sec.record_address(procs.address, sdir)
         dash = info.get("services", {}).get("dashboard")
         if dash is not None and dashboard_port is not None:
             procs.dashboard_url = f"http://{HOST}:{dash}/status"
@@ -378,12 +429,12 @@ def start_local_cluster(
                 "--nworkers", "1", "--nthreads", str(nthreads),
                 "--host", HOST, "--dashboard-address", f"{HOST}:0",
                 "--name", f"local-{i}", "--memory-limit", memory_limit,
-                "--local-directory", str(sdir / "worker-space"),
+                "--local-directory", str(sdir / "worker-space"), *tls_args,
             ]  # fmt: skip
             log = sdir / f"worker-{i}.log"
             procs.workers.append(_spawn(f"worker-{i}", worker_argv, log, env, sdir))
             procs.write_state()
-        with Client(procs.address, timeout=timeout) as client:
+        with procs.client(timeout=timeout) as client:
             _wait_for_workers(client, procs, n_workers, timeout)
     except BaseException:
         procs.stop()
@@ -431,7 +482,8 @@ def stop_local_cluster(
     """Stop the cluster recorded in ``state_dir``; ``None`` if nothing is recorded.
 
     Args:
-        state_dir: Folder holding the state file; defaults to :data:`DEFAULT_STATE_DIR`.
+        state_dir: Folder holding the state file; defaults to
+            :func:`~guideloom.cluster.security.default_state_dir`.
         timeout: Seconds to wait after SIGTERM before SIGKILL.
     """
     procs = load_state(state_dir)
@@ -446,7 +498,8 @@ def cluster_status(
     """Describe the recorded cluster: live PIDs and the workers the scheduler sees.
 
     Args:
-        state_dir: Folder holding the state file; defaults to :data:`DEFAULT_STATE_DIR`.
+        state_dir: Folder holding the state file; defaults to
+            :func:`~guideloom.cluster.security.default_state_dir`.
         timeout: Seconds to wait when connecting to the scheduler.
 
     Returns:
@@ -464,13 +517,12 @@ def cluster_status(
         "pids": procs.pids,
         "running_pids": procs.running_pids(),
         "n_workers": None,
+        "tls": procs.tls,
     }
     status["running"] = procs.scheduler.is_running()
     if status["running"]:
-        from distributed import Client
-
         try:
-            with Client(procs.address, timeout=timeout) as client:
+            with procs.client(timeout=timeout) as client:
                 status["n_workers"] = len(client.scheduler_info(n_workers=-1)["workers"])
         except OSError:
             pass

@@ -9,7 +9,11 @@ out (with a progress bar), and the dashboard default.
   (:mod:`guideloom.cluster.embedded`) when starting it pays;
 * ``"sync"``: in-process, always;
 * ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
-* ``"tcp://host:port"``: a running ``dask scheduler``;
+* ``"tls://host:port"``: a running ``dask scheduler`` that requires TLS, e.g. one started by
+  ``cluster/local.py``; its credentials are found by
+  :func:`guideloom.cluster.security.find_security` (a scheduler file named with
+  ``--scheduler-file``, Dask's TLS configuration, or a guideloom state directory);
+* ``"tcp://host:port"``: a running plain-TCP ``dask scheduler``;
 * ``"slurm:N"`` / ``"pbs:N"``: N worker jobs submitted through dask-jobqueue for this job, with a
   scheduler in this process; every job is cancelled when the job ends
   (:mod:`guideloom.cluster.jobqueue`);
@@ -34,7 +38,7 @@ SYNC = "sync"
 LOCAL = "local"
 DEFAULT_DASHBOARD = embedded.DEFAULT_DASHBOARD
 CLIENT_PATTERN = re.compile(
-    r"^(local(:[1-9][0-9]*)?|sync|tcp://[^\s/:]+:[0-9]+|(slurm|pbs):[1-9][0-9]*)$")
+    r"^(local(:[1-9][0-9]*)?|sync|(tcp|tls)://[^\s/:]+:[0-9]+|(slurm|pbs):[1-9][0-9]*)$")
 BATCH_KINDS = ("slurm", "pbs")
 
 MAX_PARTITION = 64
@@ -79,29 +83,45 @@ class Placement:
 
 
 def check_client_text(text: str) -> str:
-    """``text`` if it is ``sync``, ``local``, ``local:N`` or ``tcp://HOST:PORT``.
+    """``text`` if it is ``sync``, ``local``, ``local:N``, ``tcp://HOST:PORT``,
+    ``tls://HOST:PORT``, ``slurm:N`` or ``pbs:N``.
 
     Raises:
         ValueError: Anything else.
     """
     if not CLIENT_PATTERN.match(text):
-        raise ValueError(f"expected local, local:N, sync, tcp://HOST:PORT, slurm:N or pbs:N, "
+        raise ValueError(f"expected local, local:N, sync, tls://HOST:PORT, tcp://HOST:PORT, "
+                         "slurm:N or pbs:N, "
                          f"got {text!r}")
     return text
 
 
 def connect_scheduler(address: str) -> Any:
-    """A ``distributed.Client`` of the scheduler at ``address`` (``tcp://HOST:PORT``).
+    """A ``distributed.Client`` of the scheduler at ``address`` (``tls://`` or ``tcp://``).
+
+    A ``tls://`` scheduler's credentials come from
+    :func:`~guideloom.cluster.security.find_security`.
 
     Raises:
+        SchedulerCredentialsError: A ``tls://`` address whose credentials are nowhere.
         SchedulerUnreachableError: No scheduler answered within :data:`SCHEDULER_CONNECT_S`;
             the message says how to start one or to use the local cluster instead.
     """
     from distributed import Client
 
+    from guideloom.cluster.security import SCHEME, find_security
+
+    credentials = find_security(address)
     try:
-        return Client(address, timeout=SCHEDULER_CONNECT_S, set_as_default=False)
+        return Client(address, timeout=SCHEDULER_CONNECT_S, set_as_default=False,
+                      security=credentials)
     except OSError as exc:  # distributed raises OSError (TimeoutError) when nobody answers
+        if address.startswith(SCHEME):
+            raise SchedulerUnreachableError(
+                f"no Dask scheduler accepted a TLS connection at {address} within "
+                f"{SCHEDULER_CONNECT_S:.0f} s with the credentials found for it: start one with "
+                "`python3 cluster/local.py start` (it prints the address and how to connect), "
+                "or use the local cluster instead (--scheduler local, client='local')") from exc
         port = address.rsplit(":", 1)[-1]
         raise SchedulerUnreachableError(
             f"no Dask scheduler answered at {address} within {SCHEDULER_CONNECT_S:.0f} s: "

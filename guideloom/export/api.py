@@ -77,7 +77,8 @@ class ExportOptions(TypedDict, total=False):
     """The keyword options every export function takes (one place for all their signatures).
 
     Attributes:
-        data_dir: Directory with the experiment files (default: the dataset's, else ./data).
+        data_dir: Directory with the experiment files (default: the dataset's, else ./data),
+            or an ``https://``/fsspec URL or DOI of a release (read by byte ranges).
         dataset: A loaded dataset (needed for views added in memory).
         source: Manifest path when ``dataset`` is not given.
         sim_ids: Allowlist of experiment ids; output rows follow the index table's order (as in
@@ -93,7 +94,9 @@ class ExportOptions(TypedDict, total=False):
             MB/s), then a line per later phase.
         client: ``None`` (the active Client; else in-process for small jobs and the embedded
             local cluster when it pays), ``"sync"``, ``"local"``/``"local:N"``, a scheduler
-            address ``"tcp://host:port"``, ``"slurm:N"``/``"pbs:N"``, or a
+            address ``"tls://host:port"`` (credentials found as
+            :func:`guideloom.cluster.security.find_security` says) or ``"tcp://host:port"``,
+            ``"slurm:N"``/``"pbs:N"``, or a
             ``distributed.Client``.
         partition_size: Experiments per Dask task (default: about 4 tasks per worker, <= 64).
         on_error: ``"raise"`` (default) fails on the first bad experiment, publishing nothing;

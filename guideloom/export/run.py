@@ -28,7 +28,7 @@ from guideloom.cluster.runtime import (
     run_partitions,
     task_key,
 )
-from guideloom.cluster.shipping import pack, ship_by_value, unpack
+from guideloom.cluster.shipping import pack, shipped_by_value, unpack
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
@@ -78,6 +78,7 @@ from guideloom.formats.layout import (
     read_export_manifest,
 )
 from guideloom.records import RecordReader, reference_dtypes
+from guideloom.remote.root import is_remote_root
 from guideloom.selection import Selection, check_storable_ids, select
 
 PROBE_ATTEMPTS = 20
@@ -128,9 +129,12 @@ class ExportPlan:
 def open_writer(kind: str, staging: Staging, options: Mapping[str, Any]) -> ExportFormat:
     """The registered format ``kind``, bound to the job's staging area for writing."""
     fmt = get_format(kind)
-    if fmt.local_only and not staging.is_local:
+    problem = None if staging.is_local else fmt.url_problem(staging.url)
+    if problem is not None and fmt.local_only:
         raise ValueError(f"{kind} exports need a local (or shared) filesystem path, not "
                          f"{staging.url}; use export_to_zarr for fsspec URLs")
+    if problem is not None:  # a format that writes some URLs, not this one
+        raise ValueError(f"{kind} outputs are {problem}, not {staging.url}")
     return fmt(staging, options)
 
 
@@ -174,6 +178,12 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
+    if is_remote_root(spec.data_dir):  # no local files to stat: URLs, sizes and validators
+        from guideloom.remote.fetch import fetch_bytes
+        from guideloom.remote.locations import remote_fingerprint
+
+        index, _ = fetch_bytes(spec.dataset.data_dir, spec.dataset.index_file, "the index table")
+        return remote_fingerprint(index, selection.locations)[:32]
     index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
                                                "the index table")
     return data_fingerprint(index_file, selection.locations)
@@ -407,9 +417,10 @@ def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
     ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`),
     so workers need only ``guideloom`` installed.
     """
-    ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
-                   *writer.user_objects()])
-    shipped = dask.submit(_payload, pack((spec, writer)), pure=False,
+    with shipped_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
+                           *writer.user_objects()]):
+        payload = pack((spec, writer))
+    shipped = dask.submit(_payload, payload, pure=False,
                           key=task_key(SHIPPED_STAGE, spec.view.name, token))
     # in memory before the partitions are submitted: they are then scheduled in their order
     # as for any data at hand (released all at once by a finishing task, they would not be)

@@ -12,6 +12,7 @@ import re
 import shutil
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from guideloom.formats.base import (
 from guideloom.formats.checksums import RowDigests, digest
 from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
+from guideloom.formats.options import option
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
 ONE_ROW_CHUNK_BYTES = 512 << 10  # rows this large get a chunk each (compaction renames them)
@@ -155,11 +157,32 @@ ZARR_GROUP_FILE = "zarr.json"
 _ARRAY_ENTRY = re.compile(r"^(zarr\.json|c(/\d+)+)$")
 
 
+ZARR_COMPRESSORS = ("lz4", "zstd", "gzip", "none")  # the default first
+
+
+@dataclass(frozen=True)
+class ZarrOptions:
+    """Options of a ``zarr`` export."""
+
+    compressor: str | None = option(DEFAULT_COMPRESSOR, enum=list(ZARR_COMPRESSORS),
+                                    description="the chunks' codec (None or 'none': raw)")
+
+
 class ZarrFormat(ExportFormat):
     """A zarr v3 group: one array per alias plus ``sim_ids``."""
 
     kind = "zarr"
+    description = "a zarr v3 group, one array per field chunked along rows (local or fsspec URL)"
     local_only = False
+    Options = ZarrOptions
+    compressions = ZARR_COMPRESSORS  # [output] compression in a workflow file
+    workflow_table = False
+    skip_fault_points = ("compacted-chunk",)  # closing the gaps of skipped rows
+
+    @classmethod
+    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        compression = output.get("compression", cls.default_compression())
+        return {"compressor": None if compression == "none" else compression}
 
     def _rows_url(self) -> str:
         return self.stage.url_of("rows")

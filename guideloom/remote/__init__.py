@@ -11,16 +11,20 @@ from guideloom.remote.byte_source import (
     ByteSource,
     FsspecSource,
     LocalFileSource,
+    clear_source_cache,
     coalesce_ranges,
     is_remote,
     open_byte_source,
     split_coalesced,
 )
+from guideloom.remote.http import HttpRangeSource
 
 __all__ = [
     "ByteSource",
     "FsspecSource",
+    "HttpRangeSource",
     "LocalFileSource",
+    "clear_source_cache",
     "coalesce_ranges",
     "is_remote",
     "open_byte_source",

@@ -12,14 +12,20 @@ Example:
 
 from __future__ import annotations
 
-import bisect
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from guideloom import os_support
+from guideloom.remote.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
+
+__all__ = ["COALESCE_GAP", "ByteSource", "FsspecSource", "LocalFileSource", "clear_source_cache",
+           "coalesce_ranges", "is_remote", "open_byte_source", "split_coalesced"]
+
 REMOTE_SCHEMES = ("http://", "https://", "s3://", "gs://", "az://", "abfs://", "memory://")
-COALESCE_GAP = 1 << 16  # ranges closer than this are fetched as one request
 
 
 @runtime_checkable
@@ -49,39 +55,6 @@ def is_remote(location: str | os.PathLike[str]) -> bool:
     return isinstance(location, str) and location.lower().startswith(REMOTE_SCHEMES)
 
 
-def coalesce_ranges(ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP
-                    ) -> list[tuple[int, int]]:
-    """Merge ``(offset, size)`` ranges that overlap or lie within ``gap`` bytes of each other.
-
-    Returns the merged ranges sorted by offset; :func:`split_coalesced` cuts their bytes back
-    into the ranges asked for.
-    """
-    merged: list[list[int]] = []
-    for offset, size in sorted(ranges):
-        end = offset + size
-        if merged and offset <= merged[-1][1] + gap:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([offset, end])
-    return [(start, end - start) for start, end in merged]
-
-
-def split_coalesced(ranges: Sequence[tuple[int, int]], merged: Sequence[tuple[int, int]],
-                    blobs: Sequence[bytes]) -> list[bytes]:
-    """The bytes of each of ``ranges`` cut out of the ``blobs`` fetched for ``merged``."""
-    starts = [m[0] for m in merged]
-    out: list[bytes] = []
-    for offset, size in ranges:
-        i = bisect.bisect_right(starts, offset) - 1
-        start = starts[i]
-        blob = blobs[i]
-        piece = bytes(blob[offset - start: offset - start + size])
-        if len(piece) != size:
-            raise OSError(f"short read: {len(piece)} of {size} bytes at offset {offset}")
-        out.append(piece)
-    return out
-
-
 class LocalFileSource:
     """A local file read with ``os.pread`` (thread-safe, no shared file position)."""
 
@@ -97,14 +70,21 @@ class LocalFileSource:
     def size(self) -> int:
         return self._size
 
-    def read(self, offset: int, size: int) -> bytes:
-        data = os.pread(self._fd, size, offset)
+    def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
+        data = os_support.pread(self._fd, size, offset)
         if len(data) != size:
-            raise OSError(f"{self._path}: {len(data)} of {size} bytes at offset {offset}")
+            who = f" (experiment {sim_id})" if sim_id is not None else ""
+            raise OSError(f"{self._path}{who}: {len(data)} of {size} bytes at offset {offset}")
         return data
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return [self.read(o, s) for o, s in ranges]
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, sim_id: object = None
+                    ) -> list[bytes]:
+        return [self.read(o, s, sim_id=sim_id) for o, s in ranges]
+
+    def read_tail(self, size: int, *, sim_id: object = None) -> bytes:
+        """The file's last ``size`` bytes (all of it when smaller)."""
+        n = max(0, min(size, self._size))
+        return self.read(self._size - n, n, sim_id=sim_id)
 
     def close(self) -> None:
         """Close the descriptor."""
@@ -141,26 +121,96 @@ class FsspecSource:
 
     def size(self) -> int:
         if self._size is None:
-            self._size = int(self._fs.size(self._path))
+            try:
+                self._size = int(self._fs.size(self._path))
+            except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+                from guideloom.errors import RemoteReadError
+
+                raise RemoteReadError(f"cannot find the size of {self._url}: "
+                                      f"{type(exc).__name__}: {exc}", url=self._url) from exc
         return self._size
 
-    def read(self, offset: int, size: int) -> bytes:
-        return self.read_ranges([(offset, size)])[0]
+    def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
+        return self.read_ranges([(offset, size)], sim_id=sim_id)[0]
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, sim_id: object = None
+                    ) -> list[bytes]:
+        """The bytes of each range; a failure is a :class:`~guideloom.errors.RemoteReadError`
+        naming the URL, the bytes and ``sim_id`` (fsspec's filesystem does the retrying)."""
         if not ranges:
             return []
         merged = coalesce_ranges(ranges)
-        blobs = self._fs.cat_ranges([self._path] * len(merged), [o for o, _ in merged],
-                                    [o + s for o, s in merged])
-        for blob in blobs:
-            if isinstance(blob, BaseException):
-                raise OSError(f"{self._url}: {blob}") from blob
+        try:
+            blobs = self._fs.cat_ranges([self._path] * len(merged), [o for o, _ in merged],
+                                        [o + s for o, s in merged], on_error="return")
+        except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+            blobs = [exc] * len(merged)
+        for (offset, size), blob in zip(merged, blobs, strict=True):
+            if isinstance(blob, BaseException) or len(blob) != size:
+                from guideloom.errors import RemoteReadError
+
+                who = f" for experiment {sim_id}" if sim_id is not None else ""
+                why = (f"{type(blob).__name__}: {blob}" if isinstance(blob, BaseException)
+                       else f"{len(blob)} bytes came back")
+                raise RemoteReadError(
+                    f"cannot read bytes {offset}-{offset + size - 1} ({size} bytes) of "
+                    f"{self._url}{who}: {why}", url=self._url, ranges=[(offset, size)],
+                    sim_id=sim_id) from (blob if isinstance(blob, BaseException) else None)
         return split_coalesced(ranges, merged, blobs)
 
+    def read_tail(self, size: int, *, sim_id: object = None) -> bytes:
+        """The file's last ``size`` bytes (all of it when smaller)."""
+        total = self.size()
+        n = max(0, min(size, total))
+        return self.read(total - n, n, sim_id=sim_id)
 
-def open_byte_source(location: str | os.PathLike[str], **storage_options: Any) -> ByteSource:
-    """A :class:`ByteSource` for a local path or a URL (``https://``, ``s3://``, ...)."""
-    if is_remote(location):
-        return FsspecSource(str(location), **storage_options)
-    return LocalFileSource(Path(location))
+
+_SOURCE_CACHE: OrderedDict[tuple[Any, ...], ByteSource] = OrderedDict()
+_SOURCE_CACHE_LOCK = threading.Lock()
+SOURCE_CACHE_SIZE = 256  # fsspec sources kept per process
+
+
+def open_byte_source(location: str | os.PathLike[str], *, token: str | None = None,
+                     settings: Any = None, size: int | None = None, **storage_options: Any
+                     ) -> ByteSource:
+    """A :class:`ByteSource` for a local path or a URL.
+
+    ``http://`` and ``https://`` URLs are read by :class:`~guideloom.remote.http.HttpRangeSource`
+    (standard library, pooled keep-alive connections; ``token`` is the Dataverse API token,
+    ``settings`` a :class:`~guideloom.http_fetch.Settings`, ``size`` the size when known);
+    given ``storage_options`` they go to fsspec's HTTP filesystem instead. Other URLs
+    (``s3://``, ``gs://``, ...) are read by :class:`FsspecSource` with ``storage_options``
+    (and ``token``, which gcsfs takes). Remote sources are kept per process, so a Dask worker
+    asking again for the same URL reuses its source, its connections and what it learnt.
+    """
+    if not is_remote(location):
+        return LocalFileSource(Path(location))
+    url = str(location)
+    if url.lower().startswith(("http://", "https://")) and not storage_options:
+        from guideloom.remote.http import http_source
+
+        return http_source(url, token=token, settings=settings, size=size)
+    if token is not None:
+        storage_options = {**storage_options, "token": token}
+    key = (url, token, repr(sorted(storage_options.items())))
+    with _SOURCE_CACHE_LOCK:
+        src = _SOURCE_CACHE.get(key)
+        if src is not None:
+            _SOURCE_CACHE.move_to_end(key)
+            return src
+    src = FsspecSource(url, **storage_options)
+    src._size = size
+    with _SOURCE_CACHE_LOCK:
+        src = _SOURCE_CACHE.setdefault(key, src)
+        while len(_SOURCE_CACHE) > SOURCE_CACHE_SIZE:
+            _SOURCE_CACHE.popitem(last=False)
+    return src
+
+
+def clear_source_cache() -> None:
+    """Forget the remote sources this process keeps (the next open starts afresh)."""
+    from guideloom.remote.http import clear_http_sources
+
+    with _SOURCE_CACHE_LOCK:
+        _SOURCE_CACHE.clear()
+    clear_http_sources()
