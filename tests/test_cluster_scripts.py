@@ -259,6 +259,8 @@ def _guideloom(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Com
                           capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zip, tmp_path):
     from distributed import Client
 
@@ -338,6 +340,8 @@ def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zi
         security.find_security(address)
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_script_no_tls_is_plain_tcp_and_says_it_is_less_safe(tmp_path):
     from distributed import Client
 

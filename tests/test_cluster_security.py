@@ -36,7 +36,6 @@ def _listening_ports(pid: int) -> set[tuple[str, int]]:
     }
 
 
-@pytest.mark.slow
 def test_another_process_without_the_credentials_cannot_run_code(demo_zip, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -65,6 +64,7 @@ def test_another_process_without_the_credentials_cannot_run_code(demo_zip, tmp_p
 
 
 # --- the real `dask scheduler` / `dask worker` processes of start_local_cluster ------------
+@pytest.mark.slow  # the embedded cluster's refusal above stays in the fast set
 def test_a_local_process_cluster_refuses_clients_without_its_credentials(demo_zip, tmp_path,
                                                                          monkeypatch):
     from distributed import Client
