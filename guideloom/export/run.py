@@ -595,6 +595,7 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan, monitor: RunMonito
     )
 
 
+PUBLISH_STEPS = 3  # describe (and fsync) the files, write export.json, rename into place
 VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
 
 
@@ -632,15 +633,20 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
                                     if skipped and not keep.all() else ""))
     staging.update_job(phase=PHASE_FINALIZING)
     fault_point("finalize-started")
+    if hasattr(writer, "finalize_progress"):  # a format that reports its finalize's progress
+        writer.finalize_progress = monitor.step
     writer.finalize(None if keep.all() else keep)
     fault_point("rows-finalized")
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
     monitor.phase(CHECKSUMS)
+    monitor.step(0, 1, "files")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
+    monitor.step(1, 1, "files")
     fault_point("checksums-written")
     monitor.phase(PUBLISH)
+    monitor.step(0, PUBLISH_STEPS, "steps")
     if not writer.needs_schema:  # npz probes a schema for its keys only
         fields = variable_fields(summaries)
     else:
@@ -697,10 +703,13 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         staging.write_json(described, describe_published(spec, writer, staging, manifest))
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
+        monitor.step(1, PUBLISH_STEPS, "steps")
         fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
+    monitor.step(2, PUBLISH_STEPS, "steps")
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
     staging.publish(spec.overwrite)
+    monitor.step(PUBLISH_STEPS, PUBLISH_STEPS, "steps")
     return manifest
 
 
