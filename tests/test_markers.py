@@ -108,12 +108,24 @@ def test_a_hanging_test_fails_as_a_timeout_and_the_run_goes_on(pytester: pytest.
 _SUITE: list[pytest.Item] = []  # collected once per session, by the first test asking
 
 
-def suite(pytester: pytest.Pytester) -> list[pytest.Item]:
-    """Every test of the suite as collected with this repository's configuration (none runs)."""
+class _Collector:
+    """A plugin keeping the items a collection ends with."""
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        _SUITE.extend(session.items)
+
+
+def suite() -> list[pytest.Item]:
+    """Every test of the suite as collected with this repository's configuration (none runs).
+
+    A nested ``pytest.main`` rather than pytester: pytester drops the modules first imported
+    while it ran, and torch cannot be imported a second time in one process.
+    """
     if not _SUITE:
-        items, _ = pytester.inline_genitems(str(ROOT / "tests"), "-p", "no:cacheprovider")
-        assert len(items) > 900
-        _SUITE.extend(items)
+        code = pytest.main([str(ROOT / "tests"), "--collect-only", "-qq", "-p", "no:cacheprovider"],
+                           plugins=[_Collector()])
+        assert code == pytest.ExitCode.OK
+        assert len(_SUITE) > 900
     return _SUITE
 
 
@@ -121,9 +133,9 @@ def marked(item: pytest.Item, name: str) -> bool:
     return item.get_closest_marker(name) is not None
 
 
-def test_every_test_carries_the_markers_its_fixtures_and_calls_imply(pytester):
+def test_every_test_carries_the_markers_its_fixtures_and_calls_imply():
     missing = []
-    for item in suite(pytester):
+    for item in suite():
         needs = {FIXTURE_MARKERS[f] for f in item.fixturenames if f in FIXTURE_MARKERS}
         params = getattr(item, "callspec", None)
         if params and any(isinstance(v, str) and CLUSTER_CLIENT.match(v)
@@ -135,8 +147,8 @@ def test_every_test_carries_the_markers_its_fixtures_and_calls_imply(pytester):
     assert not missing, "tests without the markers they need:\n" + "\n".join(missing)
 
 
-def test_the_fast_set_keeps_a_case_of_every_parametrized_test_and_of_every_kind(pytester):
-    items = suite(pytester)
+def test_the_fast_set_keeps_a_case_of_every_parametrized_test_and_of_every_kind():
+    items = suite()
     families: dict[str, list[pytest.Item]] = defaultdict(list)
     for item in items:
         families[item.nodeid.split("[")[0]].append(item)

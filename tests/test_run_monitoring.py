@@ -105,6 +105,7 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
     assert [p["name"] for p in state["phases"]] == list(PHASES)
 
 
+@pytest.mark.cluster
 def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tmp_path,
                                                                      monkeypatch, capsys):
     """A real ``dask scheduler`` we did not start, without guideloom's preload: the printed
@@ -418,6 +419,7 @@ _PLOTS_DRAWN_JS = r"""
 """
 
 
+@pytest.mark.cluster
 def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_path,
                                                                  monkeypatch):
     """A zarr export on the embedded cluster held after the first chunk moved at finalize:
