@@ -1,8 +1,9 @@
-"""Shared fixtures: demo datasets written by the project itself."""
+"""Shared fixtures (demo datasets written by the project itself) and the fixture-implied markers."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,6 +13,42 @@ import pytest
 from guideloom.demo import make_demo_data
 
 REFERENCE_MANIFEST = Path(__file__).resolve().parents[2] / "shared/reference/rddac-metadata.json"
+
+pytest_plugins = ["pytester"]  # tests/test_markers.py runs pytest on small generated suites
+
+# A test using one of these fixtures carries the marker (added at collection, so ``-m "not
+# cluster"`` deselects it without the test saying so itself). tests/test_markers.py checks it.
+FIXTURE_MARKERS = {
+    "dask_client": "cluster",
+    "tcp_cluster": "cluster",  # tests/test_cli_workflow.py: dask scheduler + dask worker processes
+    "slurm": "slurm",
+    "slurm_cluster": "slurm",
+}
+# A parametrized case whose parameter is a client string naming a cluster runs on one.
+CLUSTER_CLIENT = re.compile(r"^'?(local(:[1-9][0-9]*)?|tcp://\S+)'?$")
+
+
+def implied_markers(item: pytest.Item) -> set[str]:
+    """The markers an item's fixtures, client parameters and ``fast_case`` marker imply."""
+    fixtures = getattr(item, "fixturenames", ())
+    implied = {FIXTURE_MARKERS[f] for f in fixtures if f in FIXTURE_MARKERS}
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        if any(isinstance(v, str) and CLUSTER_CLIENT.match(v) for v in callspec.params.values()):
+            implied.add("cluster")
+        fast = item.get_closest_marker("fast_case")
+        if fast is not None and callspec.id not in fast.args:
+            implied.add("slow")
+    return implied
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects (pytest's own hook of the same name)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Add to every test the markers it implies (:func:`implied_markers`)."""
+    for item in items:
+        for marker in sorted(implied_markers(item)):
+            if item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
 
 
 _CACHE_ENV = "GUIDELOOM_CACHE_DIR"

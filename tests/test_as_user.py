@@ -86,6 +86,7 @@ def exported(folder: Path) -> dict[str, np.ndarray]:
     return {p.stem: np.load(p) for p in sorted(root.glob("*.npy"))}
 
 
+@pytest.mark.fast_case("module beside the script-None")
 @pytest.mark.parametrize("client", ["None", "'local:2'"])
 @pytest.mark.parametrize("where", ["script", "module beside the script"])
 def test_seed_section_3_as_plain_script(user_dir, client, where):
@@ -144,6 +145,8 @@ def test_readme_python_examples_as_one_plain_script(tmp_path):
     assert "('blankholder_force', 'force', 'label_geometry', 'max_total_force')" in out.stdout
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_cluster_reused_by_the_second_export_and_dashboard_printed_once(user_dir):
     text = SEED_VIEW + SEED_TRANSFORM + textwrap.dedent("""
         import time
@@ -172,6 +175,7 @@ def test_cluster_reused_by_the_second_export_and_dashboard_printed_once(user_dir
     assert max(times[1:]) < times[0]
 
 
+@pytest.mark.cluster
 def test_ipython_cell_functions_run_on_the_cluster(user_dir):
     pytest.importorskip("IPython")
     cells = [SEED_VIEW, SEED_TRANSFORM, "CLIENT = 'local:2'\n" + SEED_EXPORT]
@@ -245,6 +249,7 @@ def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proces
     return alive
 
 
+@pytest.mark.fast_case("sync")
 @pytest.mark.parametrize("scheduler", ["sync", "local:2"])
 def test_ctrl_c_stops_within_2_s_with_one_line_and_exit_130(user_dir, scheduler):
     proc, _ = start_slow_job(user_dir, scheduler)
@@ -264,6 +269,8 @@ def test_ctrl_c_stops_within_2_s_with_one_line_and_exit_130(user_dir, scheduler)
     assert not wait_gone(children, 5.0), "a worker outlived the driver"
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_sigkill_of_the_driver_takes_the_workers_down_within_5_s(user_dir):
     proc, _ = start_slow_job(user_dir, "local:2")
     children = descendants(proc.pid)

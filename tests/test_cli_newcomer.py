@@ -67,6 +67,8 @@ def wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 120)
         time.sleep(0.05)
 
 
+@pytest.mark.cluster
+@pytest.mark.fast_case("the same directory")
 @pytest.mark.parametrize("where", ["the same directory", "another directory"])
 def test_status_after_a_killed_run_prints_a_resume_command_that_works(project, where):
     parts = project / "exports" / ".out.guideloom-staging" / "parts"
@@ -102,6 +104,7 @@ def test_status_after_a_killed_run_prints_a_resume_command_that_works(project, w
     assert "complete: 12/12 partitions done (24/24 experiments" in done.stdout, done.stdout
 
 
+@pytest.mark.cluster
 def test_a_busy_dashboard_port_is_replaced_without_an_unclosed_socket_warning(project):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))

@@ -118,6 +118,7 @@ def assert_same_export(got_dir: Path, want_dir: Path) -> None:
             assert (got_dir / path.name).read_bytes() == path.read_bytes(), path.name
 
 
+@pytest.mark.fast_case("raw_force_tables")
 @pytest.mark.parametrize("name", ["force_signals", "raw_force_tables", "pointcloud_op10",
                                   "force_stream"])
 def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, demo_zip,
@@ -188,6 +189,7 @@ partition_size = 3
     assert_same_export(tmp_path / "out", tmp_path / "ref")
 
 
+@pytest.mark.slow
 def test_dashboard_status_and_resume_of_a_killed_run(tcp_cluster, demo_zip, tmp_path):
     """One gated run: poll the dashboard while it runs, kill it, ask status, resume it."""
     out, staging = tmp_path / "out", tmp_path / ".out.guideloom-staging"
@@ -327,6 +329,7 @@ scheduler = "sync"
     assert main(["run", str(job), "--output", str(tmp_path / "o2"), "--dry-run"]) == 0
 
 
+@pytest.mark.cluster
 def test_demo_end_to_end(tmp_path):
     done = cli("demo", "--data-dir", str(tmp_path / "demo"), "--scheduler", "local:2",
                "--dashboard", "127.0.0.1:0")
@@ -344,6 +347,7 @@ def test_demo_end_to_end(tmp_path):
     assert "Dask dashboard: http://127.0.0.1:" in done.stderr
 
 
+@pytest.mark.cluster
 def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path):
     """The README's main command: the embedded cluster by default, and --keep-dashboard keeps
     the dashboard answering after the export until Ctrl-C, which then exits 0."""
@@ -385,6 +389,7 @@ def test_demo_help_says_it_runs_on_the_embedded_cluster():
     assert "--keep-dashboard [SECONDS]" in text and "until Ctrl-C" in text
 
 
+@pytest.mark.cluster
 def test_extract_then_run_gives_the_same_export(tmp_path):
     import zipfile
 

@@ -50,6 +50,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
     from distributed import Client
 
@@ -96,6 +98,7 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
     assert "nothing to stop" in _run_local("stop", "--state-dir", str(state_dir)).stdout
 
 
+@pytest.mark.cluster
 def test_start_local_cluster_context_manager(tmp_path: Path) -> None:
     from distributed import Client
 
@@ -166,6 +169,8 @@ def test_kubernetes_manifest_structure() -> None:
             assert not mounts["/output"].get("readOnly", False)
 
 
+@pytest.mark.browser
+@pytest.mark.cluster
 def test_dashboard_screenshot_shows_drawn_task_stream(tmp_path: Path) -> None:
     shot = _load("dashboard_screenshot")
     if shot.find_chromium() is None:
@@ -254,6 +259,8 @@ def _guideloom(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Com
                           capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zip, tmp_path):
     from distributed import Client
 
@@ -333,6 +340,8 @@ def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zi
         security.find_security(address)
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_script_no_tls_is_plain_tcp_and_says_it_is_less_safe(tmp_path):
     from distributed import Client
 

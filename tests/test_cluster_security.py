@@ -21,6 +21,8 @@ from guideloom.cluster.embedded import embedded_cluster
 from tests.attack_helpers import all_refused, attack
 from tests.second_user import second_user, shared_folder
 
+pytestmark = pytest.mark.cluster  # every test here runs on a real Dask cluster
+
 
 def force_sum(rec):
     """A small fixed-shape record."""
@@ -62,6 +64,7 @@ def test_another_process_without_the_credentials_cannot_run_code(demo_zip, tmp_p
 
 
 # --- the real `dask scheduler` / `dask worker` processes of start_local_cluster ------------
+@pytest.mark.slow  # the embedded cluster's refusal above stays in the fast set
 def test_a_local_process_cluster_refuses_clients_without_its_credentials(demo_zip, tmp_path,
                                                                          monkeypatch):
     from distributed import Client

@@ -49,6 +49,7 @@ def data(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.fast_case("npz")
 @pytest.mark.parametrize("kind", ["npy", "npz", "zarr"])
 def test_resumed_job_describes_its_export_in_the_same_order(kind, data, tmp_path):
     (tmp_path / "fresh").mkdir()
@@ -67,6 +68,7 @@ def _cli_verify(target: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, cwd=target.parent)
 
 
+@pytest.mark.fast_case("edited")
 @pytest.mark.parametrize("damage", ["edited", "removed"])
 def test_changed_croissant_json_is_refused_by_load_export_and_verify(damage, data, tmp_path):
     target = tmp_path / "out"

@@ -178,6 +178,7 @@ def test_a_checksum_in_the_manifest_is_checked_too(tmp_path, release):
     assert (tmp_path / "out" / "h5" / "convex.zip").is_file()
 
 
+@pytest.mark.fast_case("fault0")
 @pytest.mark.parametrize("fault", [
     {"reset_after": {"concave.zip": 200_000}},
     {"truncate_after": {"concave.zip": 300_000}},

@@ -33,6 +33,7 @@ def assert_unreachable_hint(line: str) -> None:
     assert "dask scheduler" in line and "--scheduler local" in line
 
 
+@pytest.mark.fast_case("dry-run")
 @pytest.mark.parametrize("extra", [(), ("--dry-run",)], ids=["run", "dry-run"])
 def test_an_unreachable_scheduler_fails_fast_and_says_how_to_start_one(project, extra):
     t0 = time.monotonic()
@@ -48,6 +49,8 @@ def test_an_unreachable_scheduler_fails_fast_and_says_how_to_start_one(project, 
     assert not (project / "demo-data" / "exports").exists()
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_a_scheduler_without_workers_says_how_to_start_them(project, tmp_path):
     scheduler_file = tmp_path / "scheduler.json"
     proc = subprocess.Popen(
@@ -77,6 +80,7 @@ def test_a_scheduler_without_workers_says_how_to_start_them(project, tmp_path):
                       "local cluster instead (--scheduler local, client='local')"], out.stderr
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_from_python_is_an_oserror_within_5_s(demo_zip, tmp_path):
     from guideloom import export_to_numpy
     from guideloom.errors import SchedulerUnreachableError
@@ -131,6 +135,7 @@ def error_line(out: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
+@pytest.mark.slurm
 @needs_sbatch
 def test_slurm_conf_naming_no_file_is_said_at_once(project):
     missing = project / "no-such-slurm.conf"
@@ -142,6 +147,8 @@ def test_slurm_conf_naming_no_file_is_said_at_once(project):
     assert wall < 20, f"{wall:.1f} s (sbatch itself retries a missing SLURM_CONF for 60 s)"
 
 
+@pytest.mark.slurm
+@pytest.mark.fast_case("empty-slurm-conf")
 @needs_sbatch
 @pytest.mark.parametrize("conf_text", ["", UNREACHABLE_CONTROLLER],
                          ids=["empty-slurm-conf", "controller-down"])
@@ -219,6 +226,7 @@ def records(data_dir: Path) -> dict:
     return {r["_sim_id"]: r for r in guideloom.iter_view("force-curve", data_dir=data_dir)}
 
 
+@pytest.mark.fast_case("zips-kept")
 @pytest.mark.parametrize("remove_zip", [(), ("--remove-zip",)], ids=["zips-kept", "remove-zip"])
 def test_regenerating_extracted_demo_data_serves_the_new_experiments(tmp_path, remove_zip):
     small = ("--n", "6", "--scan-shape", "8", "10")

@@ -274,6 +274,7 @@ guideloom.export_to_numpy("force-curve", sys.argv[1], data_dir=sys.argv[2],
 """
 
 
+@pytest.mark.slow
 def test_resume_after_killed_driver_is_bit_identical(demo_zip, tmp_path, dask_client):
     out = tmp_path / "o"
     staging = tmp_path / ".o.guideloom-staging"
@@ -310,6 +311,7 @@ def test_resume_after_killed_driver_is_bit_identical(demo_zip, tmp_path, dask_cl
         assert (out / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
 
 
+@pytest.mark.cluster
 def test_killed_worker_is_retried_and_result_is_bit_identical(demo_zip, tmp_path, monkeypatch):
     from distributed import Client, LocalCluster
 

@@ -61,6 +61,8 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.fast_case("npy data header", "npy sim_ids header", "npy sim_ids missing",
+                       "npz export.json torn", "npz sim_ids missing")
 @pytest.mark.parametrize("case", sorted(DAMAGE))
 def test_damaged_file_is_a_corrupt_export_naming_it(pristine, tmp_path, case):
     kind, name, damage = DAMAGE[case]

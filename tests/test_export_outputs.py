@@ -220,6 +220,7 @@ def test_task_names_read_whole_for_views_with_digits():
 
 
 
+@pytest.mark.fast_case("sync")
 @pytest.mark.parametrize("client", ["sync", "local:2"])
 def test_rows_decoded_into_reused_buffers_are_each_their_own(tmp_path, client):
     """Without transforms, every record of a partition is decoded into the same buffers (npy):

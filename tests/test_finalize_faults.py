@@ -236,6 +236,8 @@ def disk(tmp_path):
     disk.close()
 
 
+@pytest.mark.fast_case("npy-partitions-done", "npz-sim-ids-written", "storage-manifest-written",
+                       "zarr-sim-ids-written")  # one per format in the fast set
 @pytest.mark.parametrize(("kind", "point"), POWER_CASES, ids=[f"{k}-{p}" for k, p in POWER_CASES])
 def test_a_power_loss_at_any_step_is_completed_exactly_by_the_next_run(kind, point, data,
                                                                        references, disk):
@@ -259,6 +261,7 @@ def test_a_power_loss_at_any_step_is_completed_exactly_by_the_next_run(kind, poi
     assert guideloom.load_export(target).verify().rows == len(IDS.split(","))
 
 
+@pytest.mark.fast_case("croissant.json")
 @pytest.mark.parametrize("name", ["croissant.json", "checksums.json", "export.json"])
 def test_a_json_write_killed_before_its_rename_publishes_no_temporary(name, data, tmp_path):
     """SIGKILL between writing a JSON file's temporary copy and renaming it: the rerun's
@@ -285,6 +288,7 @@ def test_temporary_json_files_left_in_the_data_folder_are_never_published(data, 
     assert len(guideloom.load_export(target)) == 7
 
 
+@pytest.mark.fast_case("publishing")
 @pytest.mark.parametrize("point", ["publishing", "target-moved-aside", "data-moved"])
 def test_cli_rerun_after_a_kill_during_publish_completes_it_with_exit_0(point, tmp_path):
     """``guideloom run`` killed while publishing, then run again as typed: the rerun finishes

@@ -106,6 +106,7 @@ def test_settings_from_explicit_file_env_and_dask_config(tmp_path, monkeypatch):
     assert "#SBATCH --cpus-per-task=2" in script and "#SBATCH --mem=3G" in script
 
 
+@pytest.mark.cluster
 def test_job_script_runs_this_python_in_this_directory(tmp_path, monkeypatch):
     monkeypatch.delenv(jobqueue.CONFIG_ENV, raising=False)
     monkeypatch.chdir(REPO)
@@ -195,6 +196,7 @@ def test_dashboard_line_names_the_ssh_tunnel():
     assert "ssh -L 8787:10.1.2.3:8787 " in line
 
 
+@pytest.mark.cluster
 def test_no_interface_means_loopback_for_scheduler_and_workers(tmp_path, monkeypatch):
     """The shipped config names no interface: nothing listens on 0.0.0.0; a named one wins."""
     monkeypatch.delenv(jobqueue.CONFIG_ENV, raising=False)

@@ -30,6 +30,8 @@ from guideloom.cluster.jobqueue import (
     jobqueue_client,
 )
 
+pytestmark = pytest.mark.slurm  # every test here runs on the one-node SLURM of the session
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -89,6 +91,7 @@ def sync_export(demo_zip, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_export, tmp_path,
                                                      capfd):
     marks = tmp_path / "marks"
@@ -114,6 +117,7 @@ def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_expor
     assert f"jobs {', '.join(sorted(jobs, key=int))}" in err
 
 
+@pytest.mark.slow
 def test_export_completes_identically_when_a_worker_job_is_cancelled(
     slurm, demo_zip, sync_export, tmp_path
 ):
@@ -168,6 +172,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.fast_case("15-143")
 @pytest.mark.parametrize(
     ("signum", "returncode"),
     [(signal.SIGTERM, JobqueueTerminated().code), (signal.SIGINT, -signal.SIGINT)],
@@ -193,6 +198,7 @@ def test_signal_to_the_holding_process_cancels_its_jobs(slurm, tmp_path, signum,
     assert slurm.queue() == []
 
 
+@pytest.mark.slow
 def test_pending_jobs_time_out_naming_the_reason(slurm):
     never_now = {"job_extra_directives": ["--begin=now+3600"]}
     start = time.monotonic()
@@ -331,6 +337,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_shipped_workflow_runs_on_slurm_from_one_command(slurm, tmp_path):
     guideloom.make_demo_data(tmp_path / "demo-data", n=12)
     done = _cli("run", "force_signals", "--cluster", "slurm", "--jobs", "2", cwd=tmp_path)
@@ -348,6 +355,7 @@ def test_shipped_workflow_runs_on_slurm_from_one_command(slurm, tmp_path):
     assert '"mode": "slurm"' in manifest
 
 
+@pytest.mark.slow
 def test_run_cluster_table_and_api_client_string(slurm, tmp_path):
     guideloom.make_demo_data(tmp_path / "data", n=9)
     (tmp_path / "job.toml").write_text(textwrap.dedent("""
@@ -415,6 +423,7 @@ def test_shipped_config_listens_on_loopback_only(slurm, tmp_path):
     assert all(addr.split("://")[1].startswith("127.0.0.1:") for addr in workers)
 
 
+@pytest.mark.slow
 def test_another_process_cannot_run_code_through_a_slurm_run(slurm, tmp_path, monkeypatch):
     """client="slurm:N" talks TLS with throwaway credentials: a plain Client (or one with
     credentials of its own) on the scheduler's or the worker's port runs nothing."""

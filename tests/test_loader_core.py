@@ -329,6 +329,7 @@ def test_default_collate_and_device_move() -> None:
     assert default_collate([]) == {}
 
 
+@pytest.mark.cluster
 def test_process_workers_give_the_same_batches() -> None:
     reference = run_all(make(23), epochs=1)
     others = set(multiprocessing.active_children())  # e.g. a LocalCluster of another test

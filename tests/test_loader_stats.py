@@ -58,6 +58,7 @@ def test_slow_reads_show_as_time_waiting_for_data(slow_export, capsys):
     assert "the loop waited for data" in line and name in line
 
 
+@pytest.mark.fast_case("2")
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_fast_reads_behind_a_longer_step_show_as_time_between_batches(fast_export, capsys,
                                                                       num_workers):

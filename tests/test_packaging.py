@@ -98,6 +98,7 @@ def guideloom(python: Path, cwd: Path, *args: str) -> subprocess.CompletedProces
 
 
 # --- a. installed, from an empty directory ------------------------------------------------
+@pytest.mark.slow
 def test_installed_commands_from_an_empty_directory(installed, tmp_path):
     where = run([installed, "-c", "import guideloom; print(guideloom.__file__)"],
                 cwd=tmp_path, env=user_env(installed)).stdout.strip()
@@ -125,6 +126,8 @@ def test_installed_commands_from_an_empty_directory(installed, tmp_path):
     assert re.search(r"^records: 12$", shown, re.M), shown
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
     make = run([installed, "-m", "guideloom", "make-demo-data", "data", "--n", "6"],
                cwd=tmp_path, env=user_env(installed))
@@ -223,6 +226,7 @@ TYPED_USER_CODE = """
 """
 
 
+@pytest.mark.slow  # the installed wheel costs ~25 s to set up
 def test_a_type_checker_reads_the_hints_of_the_installed_wheel(installed, tmp_path):
     pytest.importorskip("mypy", reason="mypy (test extra) is not installed")
     (tmp_path / "user.py").write_text(textwrap.dedent(TYPED_USER_CODE))
@@ -253,10 +257,13 @@ def second_venv(wheel, tmp_path_factory) -> Path:
 
     python = make_venv(tmp_path_factory.mktemp("venv2") / "venv", second_python())
     run([python, "-m", "pip", "install", "-q", wheel, f"numpy=={numpy.__version__}",
-         "pytest>=8", "hypothesis>=6.100", "ipython>=8"], env=user_env(python))
+         "pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ipython>=8"],
+        env=user_env(python))
     return python
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(second_python() is None, reason=NO_SECOND_PYTHON)
 def test_core_tests_on_a_second_python_against_the_wheel(second_venv, tmp_path):
     python = second_venv
@@ -350,6 +357,7 @@ def _job_ids(python: Path, env: dict[str, str], folder: Path, name: str) -> tupl
     return job.group(1), json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # the second Python's venv costs ~20 s to set up
 @pytest.mark.skipif(second_python() is None, reason=NO_SECOND_PYTHON)
 def test_job_identities_are_the_same_on_python_3_11_and_the_second_python(second_venv,
                                                                           tmp_path):

@@ -50,6 +50,7 @@ CASES = {"npy data": ("npy", "mean.npy"), "npz record": ("npz", "0.npz"),
          "export.json": ("npy", "export.json")}
 
 
+@pytest.mark.fast_case("export.json")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_unreadable_file_is_a_permission_error_naming_it(exports, tmp_path, case):
     kind, name = CASES[case]

@@ -128,6 +128,7 @@ def pointcloud_ids(demo_zip) -> list[int]:
     return [i for i in index.ids if index.row(i)["has_pointcloud"]][:5]
 
 
+@pytest.mark.fast_case("numpy")
 @pytest.mark.parametrize("how", ["rddac", "numpy"])
 def test_load_export_reads_an_rddac_export_unverified(how, demo_zip, pointcloud_ids, tmp_path):
     out = tmp_path / "rddac-export"

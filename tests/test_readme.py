@@ -23,6 +23,7 @@ def run_block(folder: Path, name: str, code: str) -> subprocess.CompletedProcess
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_readme_python_examples_run_each_on_its_own(tmp_path):
     pytest.importorskip("torch", reason="the README's examples use torch (optional)")
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)

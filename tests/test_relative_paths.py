@@ -46,6 +46,8 @@ def user_dir(tmp_path) -> Path:
     return folder
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_relative_data_dir_and_output_on_workers_started_elsewhere(user_dir, tmp_path):
     elsewhere = tmp_path / "elsewhere"  # the workers' working directory: no demo-data here
     with start_local_cluster(2, dashboard_port=None, state_dir=elsewhere) as procs:

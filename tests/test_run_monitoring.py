@@ -79,6 +79,8 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch,
                                                           capsys):
     from guideloom.cluster.local_procs import start_local_cluster
@@ -103,6 +105,7 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
     assert [p["name"] for p in state["phases"]] == list(PHASES)
 
 
+@pytest.mark.cluster
 def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tmp_path,
                                                                      monkeypatch, capsys):
     """A real ``dask scheduler`` we did not start, without guideloom's preload: the printed
@@ -191,6 +194,7 @@ def _status(project: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_status_tells_a_running_finalize_from_an_interrupted_one(damaged, tmp_path):
     project = _project(damaged, tmp_path)
     cmd = [sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler", "sync"]
@@ -303,6 +307,7 @@ def _plugin_state(run: GatedRun) -> dict:
     return state
 
 
+@pytest.mark.cluster
 def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_path):
     from dask.utils import key_split
 
@@ -362,6 +367,9 @@ def _browser():
     return module
 
 
+@pytest.mark.browser
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_guideloom_page_and_run_report_read_in_chromium(damaged, tmp_path):
     browser = _browser()
     report = tmp_path / "report.html"
@@ -411,6 +419,7 @@ _PLOTS_DRAWN_JS = r"""
 """
 
 
+@pytest.mark.cluster
 def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_path,
                                                                  monkeypatch):
     """A zarr export on the embedded cluster held after the first chunk moved at finalize:

@@ -123,6 +123,8 @@ embedded.close_cluster()
 """
 
 
+@pytest.mark.cluster
+@pytest.mark.fast_case("their folder")
 @pytest.mark.parametrize("planted", ["their folder", "a symlink to their folder",
                                      "our folder, writable by all"])
 def test_the_cluster_scratch_folder_is_never_another_users(mallory, shared, tmp_path, planted):

@@ -90,6 +90,7 @@ def test_the_table_is_guideloom11s_output():
     assert [_ours(kind, args) for kind, args in CASES] == GUIDELOOM11_ORDERS
 
 
+@pytest.mark.slow
 def test_live_against_guideloom11(tmp_path):
     python = _guideloom11_python()
     if python is None:

@@ -131,6 +131,7 @@ READER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.fast_case("huge-tail-length-sync")
 @pytest.mark.parametrize(("mode", "how"), [
     ("huge-tail-length", "sync"), ("huge-tail-stream", "sync"),
     ("huge-range-length", "sync"), ("huge-range-stream", "sync"),

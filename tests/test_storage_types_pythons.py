@@ -85,6 +85,8 @@ def declared(name: str) -> str:
     return found[0]
 
 
+@pytest.mark.fast_case("3.13")
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("version", sorted(PYTHONS))
 def test_storage_types_import_with_only_the_declared_packages(version, tmp_path):
     python = PYTHONS[version]

@@ -187,6 +187,7 @@ path = "exports/held"
 """
 
 
+@pytest.mark.fast_case("sync")
 @pytest.mark.parametrize("scheduler", ["sync", "local:2"])
 def test_a_second_cli_run_on_a_locked_target_exits_within_1_s(data, tmp_path, scheduler):
     """Process start to exit, with a real first ``guideloom run`` holding the lock: the lock

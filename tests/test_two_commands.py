@@ -35,6 +35,8 @@ def in_venv(venv: Path) -> dict[str, str]:
             "VIRTUAL_ENV": str(venv)}
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
                     reason="needs git and a git checkout to clone")
 def test_main_command_then_the_test_command_in_one_fresh_clone(tmp_path):

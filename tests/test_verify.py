@@ -133,6 +133,7 @@ def copy_of(exports, tmp_path):
     return make
 
 
+@pytest.mark.fast_case("npy", "npz")
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_intact_export_verifies(kind, exports):
     export_ = guideloom.load_export(exports[kind])
@@ -146,6 +147,7 @@ def test_an_intact_export_verifies(kind, exports):
     assert len(lines) == 1 and lines[0].startswith(f"{exports[kind]}: intact: 7 rows")
 
 
+@pytest.mark.fast_case("6-storage")
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("row", [0, 3, 6])
 def test_one_flipped_byte_in_a_row_is_named_by_file_and_row(kind, row, copy_of):
@@ -282,6 +284,7 @@ def wait_for_markers(staging: Path, n: int, proc: subprocess.Popen, deadline_s: 
         time.sleep(0.05)
 
 
+@pytest.mark.fast_case("killed-mid-run-npy")
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("how", ["killed-mid-run", "killed-before-finalize"])
 def test_a_resumed_export_verifies(kind, how, demo_zip, tmp_path):

@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import guideloom
 from tests import export_helpers as helpers
+
+pytestmark = pytest.mark.cluster  # every test here runs on a real Dask cluster
 
 GATE_ENV = "GUIDELOOM_TEST_GATE_DIR"
 
@@ -52,6 +55,7 @@ def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
         threading.Event().wait(0.02)
 
 
+@pytest.mark.slow
 def test_killing_the_worker_that_holds_the_job_payload_retries_elsewhere(demo_zip, tmp_path,
                                                                         monkeypatch):
     from distributed import Client, LocalCluster

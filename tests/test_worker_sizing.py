@@ -50,6 +50,8 @@ def _threads_seen(tmp_path: Path, data_dir: Path, client: str, **env: str) -> se
     return {int(x) for x in np.load(tmp_path / "out" / "threads.npy")}
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_two_workers_share_the_cpus(tmp_path, data_dir):
     assert _threads_seen(tmp_path, data_dir, "local:2") == {max(1, usable_cpus() // 2)}
 
@@ -58,11 +60,15 @@ def test_in_process_uses_every_cpu(tmp_path, data_dir):
     assert _threads_seen(tmp_path, data_dir, "sync") == {usable_cpus()}
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_the_environment_variable_wins(tmp_path, data_dir):
     seen = _threads_seen(tmp_path, data_dir, "local:2", GUIDELOOM_DECODE_THREADS="3")
     assert seen == {3}
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_the_share_follows_the_affinity_mask(tmp_path, data_dir):
     """A worker pinned to one CPU (as under SLURM) decodes with one thread."""
     if not hasattr(os, "sched_setaffinity"):
@@ -137,6 +143,7 @@ def test_task_sizes_even_out_the_last_round():
                     (n, workers, per_item, chosen, plain)
 
 
+@pytest.mark.cluster
 def test_a_tiny_export_on_two_workers_runs_one_task_each(demo_zip, tmp_path):
     """export.json records the partitioning the estimate chose, and a dry run of the same job
     would choose the same (the job identity includes it)."""

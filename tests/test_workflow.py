@@ -273,6 +273,8 @@ SHADOWED = ("zict", "tblib", "sortedcontainers", "msgpack", "tornado", "cloudpic
             "tlz", "locket", "click", "jinja2", "yaml", "distributed", "dask")
 
 
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_dry_run_on_a_tcp_scheduler_imports_nothing_from_python_path(demo_zip, tmp_path):
     from guideloom.cluster.local_procs import start_local_cluster
 

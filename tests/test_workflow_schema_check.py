@@ -95,6 +95,7 @@ def test_the_schema_is_valid_draft_2020_12_and_uses_only_handled_keywords():
     SubsetValidator(workflow_schema())
 
 
+@pytest.mark.slow
 def test_same_violations_in_the_same_order_and_the_same_message_as_jsonschema():
     reference = Draft202012Validator(workflow_schema())
     ours = SubsetValidator(workflow_schema())

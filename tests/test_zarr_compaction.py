@@ -53,6 +53,7 @@ def expected(data: Path, transform) -> dict[int, dict[str, np.ndarray]]:
     return rows
 
 
+@pytest.mark.fast_case("fail_on_multiples_of_7")
 @pytest.mark.parametrize("transform", ["fail_on_multiples_of_7",
                                        "big_rows_failing_on_multiples_of_7"])
 def test_skipped_rows_leave_no_gap_and_every_row_is_its_experiments(demo_zip, tmp_path,

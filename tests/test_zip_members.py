@@ -141,6 +141,7 @@ def _limited_run(tmp_path: Path, data: Path, on_error: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_zip_bomb_is_refused_naming_the_member_and_skipped_on_request(data, tmp_path):
     archive = data / "concave.zip"
     _bomb_archive(archive, "0003.h5")
@@ -153,6 +154,7 @@ def test_a_zip_bomb_is_refused_naming_the_member_and_skipped_on_request(data, tm
     assert "ids [0, 1, 2, 4, 5]" in out
 
 
+@pytest.mark.fast_case("larger")
 @pytest.mark.parametrize("declared", ["smaller", "larger", "impossible"])
 def test_a_deflated_member_that_lies_about_its_size_is_refused(data, tmp_path, declared):
     archive = data / "concave.zip"
