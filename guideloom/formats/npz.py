@@ -111,7 +111,8 @@ class NpzSink(PartitionSink):
         save = np.savez_compressed if self._compressed else np.savez
         try:
             with open(tmp, "wb") as fh:
-                save(fh, **arrays)
+                members: dict[str, Any] = dict(arrays)  # member name -> array
+                save(fh, **members)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
