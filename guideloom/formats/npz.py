@@ -19,6 +19,7 @@ from guideloom.formats.base import (
     Part,
     PartitionSink,
     Schema,
+    WorkflowContext,
     fail,
 )
 from guideloom.formats.checksums import RowDigests
@@ -56,7 +57,8 @@ class NpzFormat(ExportFormat):
     file_group = CHECKSUM_GROUP
 
     @classmethod
-    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    def workflow_options(cls, output: Mapping[str, Any], context: WorkflowContext
+                         ) -> dict[str, Any]:
         return {"compressed": output.get("compression", "none") == "deflate"}
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
