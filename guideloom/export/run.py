@@ -399,8 +399,9 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
 def task_seconds(summaries: Sequence[PartitionSummary]) -> dict[str, float]:
     """Seconds the tasks spent reading and transforming, and writing (the sink's ``write`` and
     ``close``), summed over partitions (task time, not wall time)."""
-    return {"read_transform_s": round(sum(s.get("read_transform_s", 0.0) for s in summaries), 4),
-            "write_s": round(sum(s.get("write_s", 0.0) for s in summaries), 4)}
+    return {"read_transform_s": round(sum(float(s.get("read_transform_s", 0.0))
+                                          for s in summaries), 4),
+            "write_s": round(sum(float(s.get("write_s", 0.0)) for s in summaries), 4)}
 
 
 def _experiments(summaries: Iterable[PartitionSummary]) -> int:
