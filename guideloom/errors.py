@@ -23,6 +23,11 @@ class ManifestError(GuideloomError, ValueError):
     """The Croissant manifest or the dataset spec cannot be used."""
 
 
+class ZipFormatError(ValueError):
+    """Bytes that are not a readable zip archive (:mod:`guideloom.remote.zipdir`; callers
+    turn it into a :class:`GuideloomError` naming the archive)."""
+
+
 class MissingDataWarning(UserWarning):
     """Experiments listed in the index have no local HDF5 file and were skipped."""
 
@@ -314,6 +319,19 @@ class InflateError(ValueError):
 
 class FastReadError(ValueError):
     """The fast path could not decode a chunk; read the dataset through h5py instead."""
+
+
+class NativeError(Exception):
+    """:mod:`guideloom.h5native` cannot read this file or dataset; read it with h5py instead."""
+
+
+class NativeUnsupported(NativeError):  # noqa: N818 - the name the reader's callers use
+    """The file uses an HDF5 feature the native reader does not handle (h5py does)."""
+
+
+class NativeFormatError(NativeError):
+    """The file's bytes are not valid HDF5 as far as the native reader can tell (truncated,
+    out-of-range addresses, bad signatures or checksums, cycles); h5py then words the error."""
 
 
 class JobqueueError(GuideloomError):

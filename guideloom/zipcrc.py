@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from guideloom.errors import CorruptDataError
+from guideloom.os_support import preadinto
 
 CRC_BLOCK = 4 << 20  # bytes per pread: large enough for full speed, small enough to stay cached
 _VERIFIED_MAX = 1 << 16  # remembered members (a few MB of keys at most)
@@ -48,7 +49,7 @@ def member_crc(fd: int, start: int, size: int, block: int = CRC_BLOCK) -> tuple[
     buf = memoryview(bytearray(max(1, min(block, size))))
     crc, pos = 0, 0
     while pos < size:
-        got = os.preadv(fd, [buf[:min(block, size - pos)]], start + pos)
+        got = preadinto(fd, buf[:min(block, size - pos)], start + pos)
         if got <= 0:
             break
         crc = crc32(buf[:got], crc)

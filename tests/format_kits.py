@@ -14,7 +14,12 @@ import numpy as np
 import guideloom
 from guideloom.formats import get_format
 from guideloom.testing import FormatTests
-from guideloom.testing.transforms import total_force_stream, total_force_stream_skipping
+from guideloom.testing.transforms import (
+    chunk_sized_rows,
+    chunk_sized_rows_skipping,
+    total_force_stream,
+    total_force_stream_skipping,
+)
 from tests.jsonl_format import JsonlFormat
 
 STREAM_DTYPE = np.dtype([("force", "<f4"), ("doc", "<u4")])
@@ -29,7 +34,12 @@ class NpzKit(FormatTests):
 
 
 class ZarrKit(FormatTests):
+    """Rows of one chunk each: partitions place rows of several per chunk themselves, so only
+    rows this large still reach the gap closing at finalize (``compacted-chunk``)."""
+
     format_cls = get_format("zarr")
+    record_transform = staticmethod(chunk_sized_rows)
+    skipping_transform = staticmethod(chunk_sized_rows_skipping)
 
 
 class StorageKit(FormatTests):

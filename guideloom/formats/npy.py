@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom import os_support
 from guideloom.buffers import PAGE, is_aligned
 from guideloom.faults import fault_point
 from guideloom.formats.base import (
@@ -165,10 +166,9 @@ def reserve_blocks(path: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     size = os.fstat(fd).st_size
     try:
-        os.posix_fallocate(fd, 0, size)
+        os_support.allocate(fd, 0, size)  # False where the platform or file system cannot
     except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            raise file_error(exc, path, f"cannot reserve {size} bytes for") from exc
+        raise file_error(exc, path, f"cannot reserve {size} bytes for") from exc
     finally:
         os.close(fd)
 
@@ -235,8 +235,8 @@ class NpySink(PartitionSink):
             if written - start >= WRITEBACK_BYTES:
                 # start writing this record to disk now, overlapped with reading the next one,
                 # so the fsync at the end of the partition has little left to wait for
-                os.posix_fadvise(self._fds[alias], offset + start, written - start,
-                                 os.POSIX_FADV_DONTNEED)
+                os_support.advise(self._fds[alias], offset + start, written - start,
+                                  "DONTNEED")
             self._bytes += written
             self._sums.add(array_file(alias), row, buf)
 

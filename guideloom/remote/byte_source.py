@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from guideloom import os_support
 from guideloom.remote.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
 
 __all__ = ["COALESCE_GAP", "ByteSource", "FsspecSource", "LocalFileSource", "clear_source_cache",
@@ -70,7 +71,7 @@ class LocalFileSource:
         return self._size
 
     def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
-        data = os.pread(self._fd, size, offset)
+        data = os_support.pread(self._fd, size, offset)
         if len(data) != size:
             who = f" (experiment {sim_id})" if sim_id is not None else ""
             raise OSError(f"{self._path}{who}: {len(data)} of {size} bytes at offset {offset}")

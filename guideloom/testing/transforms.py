@@ -23,6 +23,20 @@ def first_rows_skipping(rec: Mapping[str, Any]) -> dict[str, Any]:
     return first_rows(rec)
 
 
+def chunk_sized_rows(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """Rows of 1 MiB (a 512x512 float32 image from the force table's first column) and the id:
+    large enough that a chunked format stores one row per chunk, so closing the gaps skipped
+    rows leave moves whole chunks (a zarr export's ``compacted-chunk`` point)."""
+    column = np.asarray(rec["force_data"], dtype=np.float32)[:, 0]
+    return {"scan": np.resize(column, (512, 512)), "sim": np.int64(rec["_sim_id"])}
+
+
+def chunk_sized_rows_skipping(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`chunk_sized_rows`, raising for experiment :data:`SKIPPED_ID`."""
+    _fail_on_skipped(rec)
+    return chunk_sized_rows(rec)
+
+
 def total_force_stream(rec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """For a StreamStorage of dtype ``[("force", "<f4"), ("doc", "<u4")]``: equal-length
     1-D arrays, the total-force signal and the id."""

@@ -15,6 +15,7 @@ from guideloom.croissant import Dataset, add_view, load
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.formats import ExportFormat, get_format, known_formats
+from guideloom.remote.root import is_remote_root, open_root
 from guideloom.workflow.filters import WhereFilter, build_filter
 from guideloom.workflow.references import (
     DeferredReference,
@@ -166,10 +167,17 @@ def load_workflow(
             sys.path.insert(0, folder)
 
     ds_doc = doc["dataset"]
-    root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
-        base, ds_doc["data_dir"])
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
-    if not root.is_dir():
+    given = data_dir if data_dir is not None else ds_doc["data_dir"]
+    if is_remote_root(given):  # an https://, fsspec URL or DOI: read by byte ranges
+        try:
+            root: Any = open_root(given)  # type: ignore[arg-type]
+        except (GuideloomError, ValueError) as exc:
+            raise WorkflowError(where, data_key, str(exc)) from exc
+    else:
+        root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
+            base, ds_doc["data_dir"])
+    if not is_remote_root(root) and not root.is_dir():
         raise WorkflowError(where, data_key, f"data directory not found: {root}; "
                                              f"{_missing_data_hint(root)}")
     manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
