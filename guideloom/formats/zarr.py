@@ -36,6 +36,7 @@ from guideloom.formats.base import (
     Part,
     PartitionSink,
     Schema,
+    Stage,
     fail,
 )
 from guideloom.formats.checksums import RowDigests, digest
@@ -464,10 +465,11 @@ class ChunkTally:
 
 
 def _chunk_key(arr: Any, j: int) -> str:
-    return arr.metadata.encode_chunk_key((j,) + (0,) * (arr.ndim - 1))
+    key: str = arr.metadata.encode_chunk_key((j,) + (0,) * (arr.ndim - 1))
+    return key
 
 
-def _piece_url(stage: Any, alias: str, lo: int, hi: int) -> str:
+def _piece_url(stage: Stage, alias: str, lo: int, hi: int) -> str:
     return stage.url_of(PIECES_DIR, alias, f"{lo}-{hi}.npy")
 
 
@@ -492,7 +494,8 @@ def load_piece(stage: Any, alias: str, lo: int, hi: int) -> np.ndarray:
     import io
 
     fs, path = _fs_of(_piece_url(stage, alias, lo, hi))
-    return np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
+    piece: np.ndarray = np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
+    return piece
 
 
 def final_start(stage: Any, index: int) -> tuple[int | None, Mapping[str, Any] | None, int]:
@@ -947,7 +950,8 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
             if lo <= f < hi:
                 if (lo, hi) not in loaded:
                     loaded[(lo, hi)] = load_piece(stage, alias, lo, hi)
-                return loaded[(lo, hi)][f - lo]
+                row: np.ndarray = loaded[(lo, hi)][f - lo]
+                return row
         raise CorruptExportError(f"{stage.url_of('data', alias)}: row {f} was placed by a "
                                  "partition but no piece holds it; remove the staging "
                                  "directory and export again")
