@@ -9,16 +9,95 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # type checkers see the real classes behind the lazy names
-    from guideloom.storage import (  # noqa: F401
-        DocumentDataset,
-        DocumentPickleFormat,
-        DocumentStorage,
-        StreamDataset,
-        StreamNumpyFormat,
-        StreamStorage,
-        StreamWithMetaStorage,
-    )
+if TYPE_CHECKING:  # type checkers and editors see the real objects behind the lazy names
+    # ("X as X": re-exported, also for mypy --strict; tests/test_typing.py checks the list)
+    from guideloom import croissant as croissant
+    from guideloom import ddacs_visualization as ddacs_visualization
+    from guideloom import export as export
+    from guideloom import h5_tools as h5_tools
+    from guideloom import io as io
+    from guideloom import pytorch as pytorch
+    from guideloom import streaming as streaming
+    from guideloom import types as types
+    from guideloom import visualization as visualization
+    from guideloom.cluster import close_cluster as close_cluster
+    from guideloom.cluster import local_cluster as local_cluster
+    from guideloom.croissant import DDACS_SPEC as DDACS_SPEC
+    from guideloom.croissant import RDDAC_SPEC as RDDAC_SPEC
+    from guideloom.croissant import Dataset as Dataset
+    from guideloom.croissant import DatasetSpec as DatasetSpec
+    from guideloom.croissant import View as View
+    from guideloom.croissant import add_view as add_view
+    from guideloom.croissant import load as load
+    from guideloom.demo import make_demo_data as make_demo_data
+    from guideloom.errors import ClusterStartError as ClusterStartError
+    from guideloom.errors import CorruptDataError as CorruptDataError
+    from guideloom.errors import CorruptExportError as CorruptExportError
+    from guideloom.errors import DownloadError as DownloadError
+    from guideloom.errors import ExperimentNotFoundError as ExperimentNotFoundError
+    from guideloom.errors import ExperimentReadError as ExperimentReadError
+    from guideloom.errors import ExtractError as ExtractError
+    from guideloom.errors import FastReadError as FastReadError
+    from guideloom.errors import FormatContractError as FormatContractError
+    from guideloom.errors import FormatPluginWarning as FormatPluginWarning
+    from guideloom.errors import GuideloomError as GuideloomError
+    from guideloom.errors import IncompleteExportError as IncompleteExportError
+    from guideloom.errors import InflateError as InflateError
+    from guideloom.errors import JobFailedError as JobFailedError
+    from guideloom.errors import JobqueueConfigError as JobqueueConfigError
+    from guideloom.errors import JobqueueError as JobqueueError
+    from guideloom.errors import JobqueueTerminated as JobqueueTerminated
+    from guideloom.errors import JobqueueUnavailableError as JobqueueUnavailableError
+    from guideloom.errors import LocalClusterError as LocalClusterError
+    from guideloom.errors import ManifestError as ManifestError
+    from guideloom.errors import MissingDataWarning as MissingDataWarning
+    from guideloom.errors import MissingFieldError as MissingFieldError
+    from guideloom.errors import NoJobError as NoJobError
+    from guideloom.errors import NotAnExportError as NotAnExportError
+    from guideloom.errors import NothingToExportError as NothingToExportError
+    from guideloom.errors import RecordValueError as RecordValueError
+    from guideloom.errors import SkippedDataWarning as SkippedDataWarning
+    from guideloom.errors import StorageError as StorageError
+    from guideloom.errors import TransformError as TransformError
+    from guideloom.errors import UntrustedExportError as UntrustedExportError
+    from guideloom.errors import UnverifiableExportError as UnverifiableExportError
+    from guideloom.errors import UnverifiedExportWarning as UnverifiedExportWarning
+    from guideloom.errors import UsageError as UsageError
+    from guideloom.errors import WorkerImportError as WorkerImportError
+    from guideloom.errors import WorkerTimeoutError as WorkerTimeoutError
+    from guideloom.errors import WorkflowError as WorkflowError
+    from guideloom.export import ExportResult as ExportResult
+    from guideloom.export import ExportSpec as ExportSpec
+    from guideloom.extract import extract_zips as extract_zips
+    from guideloom.h5_tools import inspect_h5 as inspect_h5
+    from guideloom.loader import StatefulDataLoader as StatefulDataLoader
+    from guideloom.pytorch import DDACSDataset as DDACSDataset
+    from guideloom.pytorch import RDDACDataset as RDDACDataset
+    from guideloom.reader import Export as Export
+    from guideloom.release import download as download
+    from guideloom.sources import open_h5 as open_h5
+    from guideloom.storage import DocumentDataset as DocumentDataset
+    from guideloom.storage import DocumentPickleFormat as DocumentPickleFormat
+    from guideloom.storage import DocumentStorage as DocumentStorage
+    from guideloom.storage import StreamDataset as StreamDataset
+    from guideloom.storage import StreamNumpyFormat as StreamNumpyFormat
+    from guideloom.storage import StreamStorage as StreamStorage
+    from guideloom.storage import StreamWithMetaStorage as StreamWithMetaStorage
+    from guideloom.streaming import export_to_numpy as export_to_numpy
+    from guideloom.streaming import export_to_numpy_per_sim as export_to_numpy_per_sim
+    from guideloom.streaming import export_to_storage as export_to_storage
+    from guideloom.streaming import export_to_zarr as export_to_zarr
+    from guideloom.streaming import iter_view as iter_view
+    from guideloom.streaming import load_export as load_export
+    from guideloom.visualization import COMPONENT_COLORS as COMPONENT_COLORS
+    from guideloom.visualization import plot_2d_projection as plot_2d_projection
+    from guideloom.visualization import plot_force as plot_force
+    from guideloom.visualization import plot_mesh as plot_mesh
+    from guideloom.visualization import plot_point_cloud as plot_point_cloud
+    from guideloom.visualization import plot_scan as plot_scan
+    from guideloom.visualization import plot_traverse as plot_traverse
+    from guideloom.visualization import plot_vectors as plot_vectors
+    from guideloom.visualization import scan_to_pointcloud as scan_to_pointcloud
 
 __version__ = "0.1.0"
 

@@ -485,7 +485,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     rows = []
     for v in versions:
         number = f"{v.get('versionNumber', '?')}.{v.get('versionMinorNumber', 0)}"
-        names = {(f.get("dataFile") or {}).get("filename") for f in v.get("files", [])}
+        names: set[str] = {name for f in v.get("files", [])
+                           if (name := (f.get("dataFile") or {}).get("filename")) is not None}
         size = sum(int((f.get("dataFile") or {}).get("filesize") or 0) for f in v.get("files", []))
         date = str(v.get("releaseTime") or v.get("createTime") or "-")[:10]
         rows.append((number, str(v.get("versionState", "?")), date, names, size))

@@ -432,6 +432,8 @@ def load(
     if data_dir is None:  # beside the manifest file, else the spec's default (./data)
         data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
                     else spec.default_data_dir)
+    if isinstance(data_dir, Mapping):
+        raise TypeError("load() takes one manifest: give data_dir as a path, not a mapping")
     data_dir = Path(os.path.abspath(data_dir))  # absolute here: Dask workers run elsewhere
     manifest_path: Path | None
     if isinstance(source, Mapping):

@@ -351,7 +351,8 @@ def plot_vectors(
         raise ValueError(f"vectors {arrows.shape} must match coords {tails.shape}")
     colour = _per_row(values, len(tails), "points")
     if mirror:
-        tails, (arrows, colour) = _mirrored(tails, [arrows, colour], (True, False))
+        tails, (mirrored, colour) = _mirrored(tails, [arrows, colour], (True, False))
+        arrows = np.asarray(mirrored, dtype=np.float64)  # float64 already: no copy
     ax, own = _axes_3d(ax, figsize)
     style = dict(arrow_kwargs or {})
     style.setdefault("alpha", 0.8)

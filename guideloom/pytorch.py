@@ -91,7 +91,7 @@ class ViewDataset(IterableDataset):
                                          order=sim_ids_order).ids  # type: ignore[arg-type]
         if (rank is None) != (world_size is None):
             raise ValueError("give both rank and world_size, or neither")
-        if world_size is not None and not 0 <= rank < world_size:
+        if world_size is not None and rank is not None and not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got {rank=}, {world_size=}")
         self.rank = rank
         self.world_size = world_size
@@ -106,7 +106,7 @@ class ViewDataset(IterableDataset):
         self.epoch = int(epoch)
 
     def _ranks(self) -> tuple[int, int]:
-        if self.world_size is not None:
+        if self.world_size is not None and self.rank is not None:  # given together
             return int(self.rank), int(self.world_size)
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from guideloom.errors import (
 from guideloom.formats import ExportFormat, FormatReader, get_format
 from guideloom.formats.checksums import VerifyReport, verify_export
 from guideloom.formats.layout import directory_identity, read_export_manifest, resolve_target
+from guideloom.formats.manifest_types import ExportManifest
 from guideloom.formats.rddac_layout import describe_rddac_export, is_rddac_export
 from guideloom.formats.storage import needs_trust, untrusted_message
 
@@ -44,11 +45,13 @@ class Export:
 
     Attributes:
         root: Where the export lives (path or URL).
-        manifest: The contents of ``export.json``.
+        manifest: The contents of ``export.json`` (of an rddac export: the few keys
+            :func:`~guideloom.formats.rddac_layout.describe_rddac_export` describes, with
+            ``"unverified": True``).
         kind: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
     """
 
-    def __init__(self, root: str, manifest: dict[str, Any], fields: Sequence[str] | None = None,
+    def __init__(self, root: str, manifest: ExportManifest, fields: Sequence[str] | None = None,
                  trust: bool = False, identity: tuple[int, int] | None = None):
         self.root = root
         self._trust = trust
@@ -285,11 +288,12 @@ def _opened(directory: str | os.PathLike[str], fields: Sequence[str] | None, tru
     """Checked and opened: the format reader is made now (npy maps its files), so the Export
     keeps reading these files or, if the directory is replaced before it could, says so."""
     if is_rddac_export(directory):  # rddac 2.0 / ddacs 3.2 wrote it: no export.json
-        root, manifest = os.fspath(directory), describe_rddac_export(directory)
-        kind_of(root, manifest).check_published(root, manifest)  # shapes, sizes, row counts
+        root, described = os.fspath(directory), describe_rddac_export(directory)
+        kind_of(root, described).check_published(root, described)  # shapes, sizes, row counts
         warn(f"{root} has no export.json (an rddac/ddacs export): reading it unverified, as "
              "it is", UnverifiedExportWarning)
-        return Export(root, manifest, fields)
+        # not a whole ExportManifest: readers use .get for what rddac did not record
+        return Export(root, cast(ExportManifest, described), fields)
     root = resolve_target(directory)[2]
     try:
         identity = directory_identity(root)  # taken before the manifest: a swap between shows
@@ -306,7 +310,7 @@ def _opened(directory: str | os.PathLike[str], fields: Sequence[str] | None, tru
     return export
 
 
-def kind_of(root: str, manifest: dict[str, Any]) -> type[ExportFormat]:
+def kind_of(root: str, manifest: Mapping[str, Any]) -> type[ExportFormat]:
     """The format class of a published export (an unknown kind is refused)."""
     try:
         return get_format(manifest["kind"])

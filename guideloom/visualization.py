@@ -213,7 +213,9 @@ def plot_point_cloud(
             raise TypeError("plot_point_cloud takes the points once: positionally or as coords=")
         if point_size != 1.0:
             ddacs_keywords.setdefault("s", point_size)
-        return ddacs_form(points if coords is None else coords, values, ax, figsize,
+        cloud = points if coords is None else coords
+        assert cloud is not None  # one of the two: checked above
+        return ddacs_form(cloud, values, ax, figsize,
                           cmap or "plasma", vmin, vmax, title=title, colorbar=colorbar,
                           **ddacs_keywords)
     if points is None:

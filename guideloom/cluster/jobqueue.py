@@ -299,7 +299,7 @@ def _job_class(base: type, submitted: list[str], failures: list[str]) -> type:
 
     from distributed.deploy.spec import ProcessInterface
 
-    class TrackedJob(base):  # type: ignore[misc, valid-type]
+    class TrackedJob(base):
         async def start(self) -> None:
             try:
                 await super().start()

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from guideloom import fastread
 from guideloom.cluster import embedded
@@ -181,9 +181,10 @@ def default_partition_size(n: int, workers: int, seconds_per_item: float | None 
     """
     cap = MAX_SERIAL_PARTITION if workers <= 1 else MAX_PARTITION
     size = math.ceil(n / max(1, 4 * workers))
-    timed = bool(seconds_per_item and seconds_per_item > 0)
+    per_item = seconds_per_item if seconds_per_item is not None and seconds_per_item > 0 else 0.0
+    timed = per_item > 0
     if timed and workers > 1:
-        size = max(size, min(math.ceil(MIN_TASK_S / seconds_per_item),
+        size = max(size, min(math.ceil(MIN_TASK_S / per_item),
                              math.ceil(n / max(1, workers))))
     size = max(1, min(cap, size))
     if workers <= 1 or n <= size:
@@ -191,7 +192,7 @@ def default_partition_size(n: int, workers: int, seconds_per_item: float | None 
     # tasks of one size leave workers idle in the last round when their count is not a multiple
     # of the workers (21 records in tasks of 3 on 2 workers: 12 records on one, 9 on the other):
     # a somewhat smaller size may even the rounds out
-    per_item = seconds_per_item if timed else 1.0
+    per_item = per_item if timed else 1.0
     smallest = max(math.ceil(size / 2), math.ceil(MIN_TASK_S / per_item) if timed else 1)
     return min(range(min(smallest, size), size + 1),
                key=lambda s: (_busiest_worker_s(n, s, workers, per_item), -s))
@@ -452,17 +453,20 @@ def sized_task(slots: Mapping[str, int], fn: Callable[..., Any], *args: Any) -> 
     return result
 
 
+SummaryT = TypeVar("SummaryT", bound=Mapping[str, Any])  # what one part's task returns
+
+
 def run_partitions(
     dask: Any,
-    fn: Callable[..., dict[str, Any]],
+    fn: Callable[..., SummaryT],
     parts: Sequence[Any],
     *,
     args: tuple[Any, ...],
     key: Callable[[Any], tuple[Any, ...]],
-    done: Callable[[dict[str, Any]], int],
+    done: Callable[[SummaryT], int],
     progress: Any,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
+    on_result: Callable[[SummaryT], None] | None = None,
+) -> list[SummaryT]:
     """Run ``fn(*args, part)`` for every part; return the summaries as they complete.
 
     With ``dask=None`` the parts run here, one after the other. Otherwise each part is one task
@@ -470,7 +474,7 @@ def run_partitions(
     with the worker's traceback. ``done(summary)`` counts the progress a summary stands for;
     ``on_result(summary)`` is called as each arrives (the export's monitor).
     """
-    results: list[dict[str, Any]] = []
+    results: list[SummaryT] = []
     try:
         if dask is None:
             for part in parts:

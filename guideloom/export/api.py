@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from guideloom.croissant import Dataset, DatasetSpec, View
+from guideloom.export.fingerprint import callable_name
 from guideloom.export.run import ExportResult, run_export
 from guideloom.export.spec import (
     ExportSpec,
     FieldTransform,
     OnError,
     RecordTransform,
-    callable_name,
 )
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 from guideloom.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
@@ -58,7 +58,7 @@ def build_spec(
         view=resolved,
         dataset=ds,
         data_dir=root,
-        output=output,  # type: ignore[arg-type]
+        output=output,
         target=target_text if "://" in target_text else os.path.abspath(target_text),
         sim_ids=None if sim_ids is None else tuple(sim_ids),
         where=where,

@@ -45,16 +45,16 @@ def callable_fingerprint(fn: Any) -> str | None:
     return f"{callable_name(fn)}#{digest.hexdigest()[:CODE_HASH_HEX_CHARS]}"
 
 
-def _stable(value: Any) -> str:
+def _stable(value: Any) -> str | None:
     """A repr that does not depend on hash seeds or addresses (``None`` if there is none)."""
     if isinstance(value, _PLAIN):
         return repr(value)
     if isinstance(value, tuple | list):
-        parts = [_stable(v) for v in value]
-        return None if None in parts else f"{type(value).__name__}({', '.join(parts)})"
+        parts = [p for p in (_stable(v) for v in value) if p is not None]
+        return None if len(parts) < len(value) else f"{type(value).__name__}({', '.join(parts)})"
     if isinstance(value, frozenset | set):
-        parts = [_stable(v) for v in value]
-        return None if None in parts else f"set({', '.join(sorted(parts))})"
+        parts = [p for p in (_stable(v) for v in value) if p is not None]
+        return None if len(parts) < len(value) else f"set({', '.join(sorted(parts))})"
     if isinstance(value, dict):
         pairs = [(_stable(k), _stable(v)) for k, v in value.items()]
         if any(k is None or v is None for k, v in pairs):

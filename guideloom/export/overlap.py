@@ -32,7 +32,7 @@ class OverlappedWrites:
         self._sets = buffer_sets
         self._turn = 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="guideloom-write")
-        self._inflight: Future | None = None
+        self._inflight: Future[None] | None = None
         self.busy_s = 0.0  # time spent in the sink's write, on the helper thread
 
     def buffers(self) -> Mapping[str, np.ndarray]:

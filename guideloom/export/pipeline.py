@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,7 @@ def produce(
     return {alias: _as_array(alias, value, loc, allow_text) for alias, value in record.items()}
 
 
-def _call(fn, value, loc: Location, what: str):
+def _call(fn: Callable[[Any], Any], value: Any, loc: Location, what: str) -> Any:
     try:
         return fn(value)
     except Exception as exc:  # noqa: BLE001 - any user error is reported with its experiment

@@ -61,8 +61,10 @@ def _plots(state: Mapping[str, Any], now: float) -> Any:
     t0 = float(state["started"])
     phases = [p for p in state["phases"]]
     ends = [now if p["end"] is None else p["end"] for p in phases]
-    timeline = figure(title="phases", height=160, sizing_mode="stretch_width",
-                      y_range=[p for p in PHASES if any(q["name"] == p for q in phases)][::-1]
+    # (type: ignore below) bokeh's figure.pyi declares the options as dataclass InitVars, which
+    # mypy does not read as parameters of figure()
+    timeline = figure(title="phases", height=160, sizing_mode="stretch_width",  # type: ignore[call-arg]
+                      y_range=[p for p in PHASES if any(q["name"] == p for q in phases)][::-1]  # type: ignore[arg-type]
                       or list(PHASES), x_axis_label="seconds since the start",
                       name="phase_timeline")
     source = ColumnDataSource({
@@ -76,9 +78,9 @@ def _plots(state: Mapping[str, Any], now: float) -> Any:
 
     tasks = state["tasks"]
     workers = sorted({t["worker"] for t in tasks}) or ["in-process"]
-    stream = figure(title="task stream per worker (one bar per partition; red: with skips)",
+    stream = figure(title="task stream per worker (one bar per partition; red: with skips)",  # type: ignore[call-arg]
                     height=max(140, 40 + 30 * len(workers)), sizing_mode="stretch_width",
-                    y_range=workers, x_range=timeline.x_range,
+                    y_range=workers, x_range=timeline.x_range,  # type: ignore[arg-type]
                     x_axis_label="seconds since the start", name="task_stream")
     stream.hbar(y="worker", left="left", right="right", height=0.7, color="colour",
                 line_color="white", source=ColumnDataSource({
@@ -97,13 +99,13 @@ def _plots(state: Mapping[str, Any], now: float) -> Any:
     rate_mb = [0.0] + [
         (b[2] - a[2]) / MB / (b[0] - a[0]) if b[0] > a[0] else 0.0
         for a, b in zip(samples, samples[1:], strict=False)]
-    throughput = figure(title="throughput: experiments done, MB/s decoded", height=220,
+    throughput = figure(title="throughput: experiments done, MB/s decoded", height=220,  # type: ignore[call-arg]
                         sizing_mode="stretch_width", x_range=timeline.x_range,
                         x_axis_label="seconds since the start", y_axis_label="experiments done",
                         name="throughput")
     throughput.step(times, [s[1] for s in samples], mode="after", line_width=2,
                     legend_label="experiments done")
-    throughput.extra_y_ranges = {"mb": Range1d(0, max([1.0, *rate_mb]) * 1.1)}
+    throughput.extra_y_ranges = {"mb": Range1d(start=0, end=max([1.0, *rate_mb]) * 1.1)}
     throughput.add_layout(LinearAxis(y_range_name="mb", axis_label="MB/s decoded"), "right")
     throughput.step(times, rate_mb, mode="before", color="#f03b20", y_range_name="mb",
                     legend_label="MB/s decoded")

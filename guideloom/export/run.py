@@ -11,9 +11,9 @@ import platform
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -77,6 +77,16 @@ from guideloom.formats.layout import (
     MANIFEST_FORMAT,
     read_export_manifest,
 )
+from guideloom.formats.manifest_types import (
+    ChecksumsEntry,
+    ExportManifest,
+    ManifestExtra,
+    ManifestHead,
+    ManifestTail,
+    PartitionSummary,
+    SkippedRecord,
+    SummaryExtra,
+)
 from guideloom.records import RecordReader, reference_dtypes
 from guideloom.remote.root import is_remote_root
 from guideloom.selection import Selection, check_storable_ids, select
@@ -106,10 +116,10 @@ class ExportResult:
     """
 
     target: str
-    manifest: dict[str, Any]
+    manifest: ExportManifest
     resumed_partitions: int = 0
     resumed_experiments: int = 0
-    summaries: list[dict[str, Any]] = field(default_factory=list)
+    summaries: list[PartitionSummary] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -393,14 +403,15 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
 
 
-def task_seconds(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def task_seconds(summaries: Sequence[PartitionSummary]) -> dict[str, float]:
     """Seconds the tasks spent reading and transforming, and writing (the sink's ``write`` and
     ``close``), summed over partitions (task time, not wall time)."""
-    return {key: round(sum(float(s.get(key, 0.0)) for s in summaries), 4)
-            for key in ("read_transform_s", "write_s")}
+    return {"read_transform_s": round(sum(float(s.get("read_transform_s", 0.0))
+                                          for s in summaries), 4),
+            "write_s": round(sum(float(s.get("write_s", 0.0)) for s in summaries), 4)}
 
 
-def _experiments(summaries: Any) -> int:
+def _experiments(summaries: Iterable[PartitionSummary]) -> int:
     return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
 
 
@@ -434,10 +445,12 @@ def _payload(blob: bytes) -> bytes:
 
 
 def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
-    return unpack(job) if isinstance(job, bytes) else job
+    pair: tuple[ExportSpec, ExportFormat] = unpack(job) if isinstance(job, bytes) else job
+    return pair
 
 
-def _schema(spec, staging, writer, plan, dask, shipped, estimate: float,
+def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: ExportPlan,
+            dask: Any, shipped: Any, estimate: float,
             reference: Mapping[str, str] | None = None) -> dict[str, FieldSchema] | None:
     if not writer.needs_schema and not writer.fixed_keys:
         return None
@@ -497,14 +510,14 @@ def _probe_task(job: Any, reference: Mapping[str, str] | None, locations: Sequen
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
-                    reference: Mapping[str, str] | None, part: Partition) -> dict[str, Any]:
+                    reference: Mapping[str, str] | None, part: Partition) -> PartitionSummary:
     spec, writer = _job(job)
     return run_partition(spec, writer, schema, part, reference)
 
 
 def run_partition(spec: ExportSpec, writer: ExportFormat,
                   schema: Mapping[str, FieldSchema] | None, part: Partition,
-                  reference: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  reference: Mapping[str, str] | None = None) -> PartitionSummary:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
@@ -521,7 +534,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     if first is not None and len(part.locations) > 1:
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
-    skipped: list[dict[str, Any]] = []
+    skipped: list[SkippedRecord] = []
     decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
@@ -561,8 +574,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     t_close = time.perf_counter()
     n_bytes = (sink if overlapped is None else overlapped).close()
     write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)
-    summary = {
-        **sink.extra_summary(),
+    summary: PartitionSummary = {
+        **cast(SummaryExtra, sink.extra_summary()),  # a plugin's own keys ride along untyped
         "index": part.index,
         "start": part.start,
         "written": written,
@@ -582,8 +595,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     return summary
 
 
-def _execute(spec, writer, schema, todo, dask, shipped, plan, monitor: RunMonitor,
-             reference: Mapping[str, str] | None = None) -> list[dict]:
+def _execute(spec: ExportSpec, writer: ExportFormat,
+             schema: Mapping[str, FieldSchema] | None, todo: Sequence[Partition], dask: Any,
+             shipped: Any, plan: ExportPlan, monitor: RunMonitor,
+             reference: Mapping[str, str] | None = None) -> list[PartitionSummary]:
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     return run_partitions(
@@ -599,7 +614,7 @@ PUBLISH_STEPS = 3  # describe (and fsync) the files, write export.json, rename i
 VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
 
 
-def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def variable_fields(summaries: Sequence[PartitionSummary]) -> dict[str, dict[str, Any]]:
     """The ``fields`` of an export without a schema (npz): every alias's dtype, or
     ``"varies"`` with the sorted ``"dtypes"`` when its records differ."""
     dtypes: dict[str, list[str]] = {}
@@ -618,9 +633,10 @@ def variable_fields(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
     return fields
 
 
-def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, schema,
-              summaries: list[dict[str, Any]], placed: dict[str, Any], monitor: RunMonitor,
-              timings: dict[str, float], started: float) -> dict[str, Any]:
+def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: ExportPlan,
+              schema: Mapping[str, FieldSchema] | None,
+              summaries: list[PartitionSummary], placed: dict[str, Any], monitor: RunMonitor,
+              timings: dict[str, float], started: float) -> ExportManifest:
     ids = plan.selection.ids
     written = {i for s in summaries for i in s["written"]}
     skipped = [x for s in summaries for x in s["skipped"]]
@@ -650,6 +666,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     if not writer.needs_schema:  # npz probes a schema for its keys only
         fields = variable_fields(summaries)
     else:
+        assert schema is not None  # probed before the partitions ran
         fields = {a: s.to_json() for a, s in schema.items()}
     fields = writer.fields(fields)
     if skipped:
@@ -659,7 +676,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
             f"{skipped[0]['error']} (all errors are listed in {EXPORT_MANIFEST})",
             SkippedDataWarning,
         )
-    manifest = {
+    head: ManifestHead = {
         "format": MANIFEST_FORMAT,
         "format_version": FORMAT_VERSION,
         "kind": spec.output,
@@ -686,8 +703,8 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "n_partitions": len(plan.partitions),
         "identity": plan.identity,
         "options": {k: v for k, v in spec.options.items() if isinstance(v, str | int | bool)},
-        **writer.manifest_extra(),
-        **({"checksums": checksums} if checksums else {}),
+    }
+    tail: ManifestTail = {
         "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
@@ -698,6 +715,11 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if checksums:
+        tail = {"checksums": checksums, **tail}
+    # the format's entries override the head, the tail overrides them (a plugin's own keys
+    # ride along untyped)
+    manifest: ExportManifest = {**head, **cast(ManifestExtra, writer.manifest_extra()), **tail}
     if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
         described = staging.path("data", CROISSANT_NAME)
         staging.write_json(described, describe_published(spec, writer, staging, manifest))
@@ -713,8 +735,8 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
     return manifest
 
 
-def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[dict[str, Any]],
-                     count: int) -> dict[str, Any] | None:
+def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[PartitionSummary],
+                     count: int) -> ChecksumsEntry | None:
     """Write ``checksums.json`` (the workers' per-row digests in published order, plus the
     format's whole small files) and return the entry ``export.json`` keeps, or ``None`` when
     the partitions were written without checksums."""
@@ -728,7 +750,7 @@ def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[dic
 
 
 def describe_published(spec: ExportSpec, writer: ExportFormat, staging: Staging,
-                       manifest: dict[str, Any]) -> dict[str, Any]:
+                       manifest: ExportManifest) -> dict[str, Any]:
     """The Croissant 1.1 description of the staged export (``croissant.json``).
 
     Files up to :data:`CROISSANT_HASH_LIMIT` are hashed (sha256); larger ones are described

@@ -14,6 +14,7 @@ import numpy as np
 from guideloom.croissant import Dataset, View
 from guideloom.export.fingerprint import callable_fingerprint, callable_name
 from guideloom.formats.layout import check_output_name
+from guideloom.formats.manifest_types import TransformNames
 from guideloom.sources import Location
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
@@ -131,7 +132,7 @@ class ExportSpec:
         return (f"ExportSpec(view={self.view.name!r}, output={self.output!r}, "
                 f"target={self.target!r}, sim_ids={ids}, where={self.where_description!r})")
 
-    def transform_names(self) -> dict[str, Any]:
+    def transform_names(self) -> TransformNames:
         """Names of the transforms, for ``export.json``."""
         return {
             "transforms": {a: callable_name(fn) for a, fn in self.transforms.items()},

@@ -21,7 +21,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -31,6 +31,7 @@ from guideloom.export.ownership import why_not_replaceable
 from guideloom.faults import fault_point
 from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
+from guideloom.formats.manifest_types import PartitionSummary
 from guideloom.private_files import private_dir
 
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
@@ -86,11 +87,11 @@ class Staging:
     # --- published state -------------------------------------------------------------
     def target_complete(self) -> bool:
         """True when a finished export is at the target."""
-        return self.fs.exists(posixpath.join(self.target, EXPORT_MANIFEST))
+        return bool(self.fs.exists(posixpath.join(self.target, EXPORT_MANIFEST)))
 
     def target_exists(self) -> bool:
         """True when anything is at the target."""
-        return self.fs.exists(self.target)
+        return bool(self.fs.exists(self.target))
 
     # --- job identity and markers -----------------------------------------------------
     def read_job(self) -> dict[str, Any] | None:
@@ -122,7 +123,7 @@ class Staging:
         job.update(changes)
         self.write_json(self.path("job.json"), job)
 
-    def write_marker(self, index: int, summary: Mapping[str, Any]) -> None:
+    def write_marker(self, index: int, summary: PartitionSummary) -> None:
         """Mark partition ``index`` finished (called by the worker after its data is durable)."""
         self.write_json(self.path("parts", f"{index:06d}.json"), summary)
 
@@ -135,9 +136,10 @@ class Staging:
                 if posixpath.basename(entry).removesuffix(".json").isdigit()
                 and entry.endswith(".json")]
 
-    def marker(self, index: int) -> dict[str, Any] | None:
+    def marker(self, index: int) -> PartitionSummary | None:
         """The summary of partition ``index``, or ``None`` while it is not finished."""
-        return self._read_json(self.path("parts", f"{index:06d}.json"))
+        return cast("PartitionSummary | None",
+                    self._read_json(self.path("parts", f"{index:06d}.json")))
 
     def write_note(self, index: int, doc: Mapping[str, Any]) -> None:
         """Store what partition ``index`` has decided before it is finished (a zarr partition:
@@ -149,13 +151,13 @@ class Staging:
         """What :meth:`write_note` stored for partition ``index``, if anything."""
         return self._read_json(self.path("notes", f"{index:06d}.json"))
 
-    def markers(self) -> dict[int, dict[str, Any]]:
-        """Summaries of the finished partitions."""
-        found: dict[int, dict[str, Any]] = {}
+    def markers(self) -> dict[int, PartitionSummary]:
+        """Summaries of the finished partitions (as :meth:`write_marker` wrote them)."""
+        found: dict[int, PartitionSummary] = {}
         for entry in self.marker_paths():
             doc = self._read_json(entry)
             if doc is not None:
-                found[int(posixpath.basename(entry)[:-5])] = doc
+                found[int(posixpath.basename(entry)[:-5])] = cast(PartitionSummary, doc)
         return found
 
     # --- publishing -------------------------------------------------------------------
@@ -256,7 +258,8 @@ class Staging:
     def _read_json(self, path: str) -> dict[str, Any] | None:
         try:
             with self.fs.open(path, "rb") as fh:
-                return json.loads(fh.read())
+                doc: dict[str, Any] | None = json.loads(fh.read())
+                return doc
         except FileNotFoundError:
             return None
         except json.JSONDecodeError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +54,7 @@ class JobStatus:
     job: dict[str, Any] = field(default_factory=dict)
     staging_dir: str | None = None
     last_partition_age_s: float | None = None
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: Mapping[str, Any] = field(default_factory=dict)  # an ExportManifest when complete
     problem: str | None = None
     running: str | None = None
     lock_visible: bool = True

@@ -119,7 +119,7 @@ class TargetLock:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._fd is None:
+        if self._fd is None or self.path is None:  # the path is set with the fd
             return
         try:
             os.unlink(self.path)  # while still holding the lock: see the inode check above

@@ -83,10 +83,10 @@ class _Handle:
         self._free(self.ptr)
 
 
-def _copying(decompress: Callable[[memoryview, int], bytes]) -> Inflater:
+def _copying(decompress: Callable[[memoryview, int], bytes | bytearray]) -> Inflater:
     def run(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
         try:
-            out = decompress(memoryview(src)[:n_src], dst.nbytes)
+            out = decompress(src.data[:n_src], dst.nbytes)
         except Exception as exc:  # noqa: BLE001 - each library has its own error class
             raise InflateError(str(exc)) from exc
         if len(out) != dst.nbytes:

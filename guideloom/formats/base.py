@@ -27,17 +27,26 @@ from guideloom.formats.layout import (  # noqa: F401 - formats import fail from 
     CROISSANT_FILE,
     EXPORT_MANIFEST,
     SIM_IDS_FILE,
-    fail,
 )
+from guideloom.formats.layout import (
+    fail as fail,
+)
+from guideloom.formats.manifest_types import PartitionSummary
 from guideloom.formats.options import NoOptions, has_required, make_options, options_schema
 
 _TMP_SUFFIX = re.compile(r"\.tmp-\d+$")  # Staging.write_json's temporary names
 
 
 class Stage(Protocol):
-    """The parts of a job's staging area a format writes into (see ``export/staging.py``)."""
+    """The parts of a job's staging area a format writes into (see ``export/staging.py``).
 
-    is_local: bool
+    Members are read-only (properties) so that frozen dataclasses and classes with properties,
+    such as :class:`guideloom.export.staging.Staging`, satisfy the protocol.
+    """
+
+    @property
+    def is_local(self) -> bool:
+        """The staging directory is a local (or shared) path, not an fsspec URL."""
 
     def path(self, *parts: str) -> str:
         """A path inside the staging directory (``rows/…`` while writing, ``data/…`` final)."""
@@ -48,20 +57,36 @@ class Stage(Protocol):
     def move(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` on the staging filesystem."""
 
+    def write_marker(self, index: int, summary: PartitionSummary) -> None:
+        """Record partition ``index`` as done with its summary (the executor calls it)."""
+
 
 class Schema(Protocol):
     """Shape (without the record axis) and dtype of one output alias."""
 
-    shape: tuple[int, ...]
-    dtype: str
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one record of the alias."""
+
+    @property
+    def dtype(self) -> str:
+        """numpy dtype string (``"<f4"``…)."""
 
 
 class Part(Protocol):
     """The partition a sink writes: its index and its rows ``[start, stop)``."""
 
-    index: int
-    start: int
-    stop: int
+    @property
+    def index(self) -> int:
+        """Partition number (0, 1, …)."""
+
+    @property
+    def start(self) -> int:
+        """Row of its first record."""
+
+    @property
+    def stop(self) -> int:
+        """Row after its last record."""
 
 
 class WorkflowContext(Protocol):
@@ -144,7 +169,8 @@ class FormatReader:
             CorruptExportError: ``sim_ids.npy`` is missing or not a valid ``.npy`` file.
         """
         try:
-            return np.load(f"{self.root}/{SIM_IDS_FILE}", allow_pickle=False)
+            ids: np.ndarray = np.load(f"{self.root}/{SIM_IDS_FILE}", allow_pickle=False)
+            return ids
         except FileNotFoundError:
             fail(self.root, SIM_IDS_FILE, "missing")
         except (ValueError, SyntaxError, TokenError, EOFError) as exc:

@@ -31,9 +31,9 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import fsspec
 import numpy as np
@@ -42,6 +42,7 @@ import xxhash
 from guideloom.errors import UnverifiableExportError
 from guideloom.formats.layout import EXPORT_MANIFEST as EXPORT_MANIFEST_NAME
 from guideloom.formats.layout import fail
+from guideloom.formats.manifest_types import ChecksumsEntry, DescriptionEntry
 
 ALGORITHM = "xxh3_64"
 CHECKSUMS_FILE = "checksums.json"
@@ -80,7 +81,7 @@ def file_digest(path: str, opener: Any = open) -> tuple[str, int]:
     return hasher.hexdigest(), size
 
 
-def files_digests(root: str, names: Iterator[str] | Sequence[str], opener: Any = open
+def files_digests(root: str, names: Iterable[str], opener: Any = open
                   ) -> Iterator[tuple[str, str, int]]:
     """``(name, checksum, size)`` of each whole file ``names`` under ``root`` (a path, or a URL
     with ``opener=fsspec.open``), in order; a missing one is a
@@ -186,7 +187,7 @@ def groups_sha256(groups: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def manifest_entry(doc: Mapping[str, Any]) -> dict[str, Any]:
+def manifest_entry(doc: Mapping[str, Any]) -> ChecksumsEntry:
     """What ``export.json`` records about the checksums (small: no digests)."""
     return {"algorithm": doc["algorithm"], "file": CHECKSUMS_FILE,
             "sha256": groups_sha256(doc["groups"]),
@@ -305,13 +306,14 @@ def read_sidecar(root: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     groups = doc.get("groups") if isinstance(doc, dict) else None
     if not isinstance(groups, dict) or groups_sha256(groups) != entry.get("sha256"):
         fail(root, name, "does not match the sha256 recorded in export.json")
-    return doc
+    checked: dict[str, Any] = doc  # a dict: checked above
+    return checked
 
 
-DESCRIPTION_KEY = "description"  # export.json: {"file": "croissant.json", "sha256": ...}
+DESCRIPTION_KEY: Final = "description"  # export.json: {"file": "croissant.json", "sha256": ...}
 
 
-def description_entry(path: str) -> dict[str, str]:
+def description_entry(path: str) -> DescriptionEntry:
     """The ``export.json`` entry that pins the Croissant description written at ``path``."""
     with open(path, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()

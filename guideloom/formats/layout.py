@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from typing import Any, NoReturn
+from typing import NoReturn, cast
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -23,6 +23,7 @@ from guideloom.errors import (
     NotAnExportError,
     UnsafeNameError,
 )
+from guideloom.formats.manifest_types import ExportManifest
 
 EXPORT_MANIFEST = "export.json"
 MANIFEST_FORMAT = "guideloom-export"
@@ -125,7 +126,7 @@ def target_of_staging_dir(path: str) -> str | None:
     return None
 
 
-def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, ExportManifest]:
     """Return ``(root, export.json)`` of a published export.
 
     Raises:
@@ -167,4 +168,6 @@ def read_export_manifest(root: str | os.PathLike[str]) -> tuple[str, dict[str, A
         if reason is not None:
             raise CorruptExportError(f"{text}/{EXPORT_MANIFEST} names the field {name!r}, "
                                      f"which cannot be a file of the export ({reason})")
-    return (path if isinstance(fs, LocalFileSystem) else text), manifest
+    # an ExportManifest as far as checked here (format, version, kind, count, fields); one of
+    # an older guideloom may lack the keys ExportManifest marks NotRequired
+    return (path if isinstance(fs, LocalFileSystem) else text), cast(ExportManifest, manifest)

@@ -219,7 +219,7 @@ class NpySink(PartitionSink):
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
         for alias, arr in arrays.items():
             arr = np.ascontiguousarray(arr)
-            buf = arr.tobytes() if arr.ndim == 0 else memoryview(arr).cast("B")
+            buf = arr.tobytes() if arr.ndim == 0 else arr.data.cast("B")
             offset = self._offsets[alias] + row * self._row_bytes[alias]
             direct = self._direct.get(alias)
             written = start = 0
@@ -240,7 +240,7 @@ class NpySink(PartitionSink):
             self._bytes += written
             self._sums.add(array_file(alias), row, buf)
 
-    def _write_direct(self, alias: str, fd: int, buf: memoryview, offset: int) -> int:
+    def _write_direct(self, alias: str, fd: int, buf: bytes | memoryview, offset: int) -> int:
         """Write what direct I/O takes of ``buf`` (all of it, as a rule); 0 if it refuses."""
         try:
             done = os.pwrite(fd, buf, offset)
@@ -321,9 +321,10 @@ class NpyReader(FormatReader):
         return arr
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        pairs = self._pairs.get(fields)  # type: ignore[arg-type] - Export passes a tuple
+        key = fields if isinstance(fields, tuple) else tuple(fields)  # Export passes a tuple
+        pairs = self._pairs.get(key)
         if pairs is None:
-            pairs = self._pairs[tuple(fields)] = tuple((f, self._array(f)) for f in fields)
+            pairs = self._pairs[key] = tuple((f, self._array(f)) for f in fields)
         return {f: a[i, ...] for f, a in pairs}  # read-only views; 0-d arrays for scalars
 
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:

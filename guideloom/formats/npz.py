@@ -19,6 +19,7 @@ from guideloom.formats.base import (
     Part,
     PartitionSink,
     Schema,
+    WorkflowContext,
     fail,
 )
 from guideloom.formats.checksums import RowDigests
@@ -56,7 +57,8 @@ class NpzFormat(ExportFormat):
     file_group = CHECKSUM_GROUP
 
     @classmethod
-    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    def workflow_options(cls, output: Mapping[str, Any], context: WorkflowContext
+                         ) -> dict[str, Any]:
         return {"compressed": output.get("compression", "none") == "deflate"}
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
@@ -111,7 +113,8 @@ class NpzSink(PartitionSink):
         save = np.savez_compressed if self._compressed else np.savez
         try:
             with open(tmp, "wb") as fh:
-                save(fh, **arrays)
+                members: dict[str, Any] = dict(arrays)  # member name -> array
+                save(fh, **members)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)

@@ -23,6 +23,7 @@ from guideloom.formats.base import (
     Part,
     PartitionSink,
     Schema,
+    WorkflowContext,
     fail,
 )
 from guideloom.formats.checksums import RowDigests
@@ -133,7 +134,8 @@ class StorageFormat(ExportFormat):
         return TABLE_SCHEMA
 
     @classmethod
-    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    def workflow_options(cls, output: Mapping[str, Any], context: WorkflowContext
+                         ) -> dict[str, Any]:
         from guideloom.formats.storage_table import build_storage
 
         return {"storage": build_storage(output[cls.kind], context)}

@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -36,12 +36,19 @@ from guideloom.formats.base import (
     Part,
     PartitionSink,
     Schema,
+    Stage,
     fail,
 )
 from guideloom.formats.checksums import RowDigests, digest
 from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 from guideloom.formats.options import option
+
+if TYPE_CHECKING:  # zarr is imported where it is used (import guideloom stays cheap)
+    from zarr.abc.store import ByteRequest, Store
+    from zarr.codecs import BloscCodec, GzipCodec
+    from zarr.core.array_spec import ArrayConfigParams
+    from zarr.core.buffer import Buffer, BufferPrototype
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
 ONE_ROW_CHUNK_BYTES = 512 << 10  # rows this large get a chunk each (compaction renames them)
@@ -59,24 +66,29 @@ BLOSC_LEVEL = 5
 GZIP_LEVEL = 4
 
 
-def zarr_compressor(name: str | None):
+_BLOSC_CNAMES: dict[str, Literal["lz4", "zstd"]] = {"lz4": "lz4", "zstd": "zstd"}
+
+
+def zarr_compressor(name: str | None) -> BloscCodec | GzipCodec | None:
     """A zarr v3 codec for ``"lz4"`` (default), ``"zstd"``, ``"gzip"`` or ``None``."""
     from zarr.codecs import BloscCodec, GzipCodec
 
     if name is None or name == "none":
         return None
-    if name in ("lz4", "zstd"):
-        return BloscCodec(cname=name, clevel=BLOSC_LEVEL, shuffle="shuffle")
+    cname = _BLOSC_CNAMES.get(name)
+    if cname is not None:
+        return BloscCodec(cname=cname, clevel=BLOSC_LEVEL, shuffle="shuffle")
     if name == "gzip":
         return GzipCodec(level=GZIP_LEVEL)
     raise ValueError(f"unknown zarr compressor {name!r}; use 'lz4', 'zstd', 'gzip' or None")
 
 
-WRITE_EVERY_CHUNK = {"write_empty_chunks": True}  # a missing chunk file is then damage
+# every chunk is written, even one of fill values: a missing chunk file is then damage
+WRITE_EVERY_CHUNK: ArrayConfigParams = {"write_empty_chunks": True}
 ALL_CHUNKS_KEY = "zarr_all_chunks"  # export.json: every chunk has its file (B7)
 
 
-def zarr_store(url: str, strict: bool = False):
+def zarr_store(url: str, strict: bool = False) -> Store:
     """A zarr store for a local path or an fsspec URL.
 
     ``strict`` (reading a published export): a chunk whose file is missing raises
@@ -97,32 +109,37 @@ def is_chunk_key(key: str) -> bool:
     return parts[-1] != "zarr.json" and "c" in parts[:-1]
 
 
-def _strict_store(url: str):
+def _strict_store(url: str) -> Store:
     """A store of the published export at ``url`` whose missing chunks are errors."""
     import zarr.storage
 
     base = zarr.storage.LocalStore if "://" not in url else zarr.storage.FsspecStore
 
     class StrictStore(base):  # type: ignore[misc, valid-type]
-        async def get(self, key, prototype=None, byte_range=None):
-            value = await super().get(key, prototype, byte_range)
+        async def get(self, key: str, prototype: BufferPrototype | None = None,
+                      byte_range: ByteRequest | None = None) -> Buffer | None:
+            value: Buffer | None = await super().get(key, prototype, byte_range)
             if value is None and is_chunk_key(key):
                 fail(url, key, "the chunk file is missing")
             return value
 
+    store: Store
     if base is zarr.storage.LocalStore:
-        return StrictStore(url)
+        store = StrictStore(url)
+        return store
     fs, path = _fs_of(url)
-    return StrictStore(fs=_async_fs(fs), path=path)
+    store = StrictStore(fs=_async_fs(fs), path=path)
+    return store
 
 
-def _fs_of(url: str):
+def _fs_of(url: str) -> tuple[Any, str]:
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, str(path)
 
 
-def _async_fs(fs):
+def _async_fs(fs: Any) -> Any:
     """An async view of ``fs`` (what FsspecStore needs)."""
     from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
@@ -448,10 +465,11 @@ class ChunkTally:
 
 
 def _chunk_key(arr: Any, j: int) -> str:
-    return arr.metadata.encode_chunk_key((j,) + (0,) * (arr.ndim - 1))
+    key: str = arr.metadata.encode_chunk_key((j,) + (0,) * (arr.ndim - 1))
+    return key
 
 
-def _piece_url(stage: Any, alias: str, lo: int, hi: int) -> str:
+def _piece_url(stage: Stage, alias: str, lo: int, hi: int) -> str:
     return stage.url_of(PIECES_DIR, alias, f"{lo}-{hi}.npy")
 
 
@@ -476,7 +494,8 @@ def load_piece(stage: Any, alias: str, lo: int, hi: int) -> np.ndarray:
     import io
 
     fs, path = _fs_of(_piece_url(stage, alias, lo, hi))
-    return np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
+    piece: np.ndarray = np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
+    return piece
 
 
 def final_start(stage: Any, index: int) -> tuple[int | None, Mapping[str, Any] | None, int]:
@@ -931,7 +950,8 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
             if lo <= f < hi:
                 if (lo, hi) not in loaded:
                     loaded[(lo, hi)] = load_piece(stage, alias, lo, hi)
-                return loaded[(lo, hi)][f - lo]
+                row: np.ndarray = loaded[(lo, hi)][f - lo]
+                return row
         raise CorruptExportError(f"{stage.url_of('data', alias)}: row {f} was placed by a "
                                  "partition but no piece holds it; remove the staging "
                                  "directory and export again")
@@ -1020,7 +1040,8 @@ class ZarrReader(FormatReader):
         return arr
 
     def sim_ids(self) -> np.ndarray:
-        return self._array(SIM_IDS_ARRAY)[...]
+        ids: np.ndarray = self._array(SIM_IDS_ARRAY)[...]
+        return ids
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
         return {f: np.asarray(self._array(f)[i]) for f in fields}
@@ -1039,7 +1060,8 @@ def take_rows(arr: Any, idx: np.ndarray) -> np.ndarray:
         return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
     first, last = int(idx[0]), int(idx[-1])
     if last - first + 1 == n and (n == 1 or bool(np.all(np.diff(idx) == 1))):
-        return arr[first:last + 1]
+        run: np.ndarray = arr[first:last + 1]
+        return run
     if not bool(np.all(np.diff(idx) > 0)):
         unique, inverse = np.unique(idx, return_inverse=True)
         return take_rows(arr, unique)[inverse]

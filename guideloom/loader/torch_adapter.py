@@ -70,7 +70,8 @@ def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
     if isinstance(batch, Mapping):
-        return type(batch)((k, move_to_device(v, device, non_blocking)) for k, v in batch.items())
+        mapping: Any = type(batch)  # a dict (sub)class, built from pairs
+        return mapping((k, move_to_device(v, device, non_blocking)) for k, v in batch.items())
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # named tuple
         return type(batch)(*(move_to_device(v, device, non_blocking) for v in batch))
     if isinstance(batch, (list, tuple)):
@@ -84,7 +85,8 @@ def pin(batch: Any) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.pin_memory()
     if isinstance(batch, Mapping):
-        return type(batch)((k, pin(v)) for k, v in batch.items())
+        mapping: Any = type(batch)  # a dict (sub)class, built from pairs
+        return mapping((k, pin(v)) for k, v in batch.items())
     if isinstance(batch, (list, tuple)) and not hasattr(batch, "_fields"):
         return type(batch)(pin(v) for v in batch)
     return batch

@@ -20,6 +20,8 @@ It answers GuideLoom 1.1's method set (``FeistelShuffler(length, rng, rounds)``,
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 from guideloom.shuffle.speck import SpeckNetwork
@@ -185,6 +187,11 @@ class FeistelShuffler:
             todo = todo[out[todo] >= limit]
         result = out.astype(np.int64).reshape(pos.shape)
         return int(result) if scalar else result
+
+    @overload
+    def __call__(self, positions: int) -> int: ...
+    @overload
+    def __call__(self, positions: np.ndarray) -> np.ndarray: ...
 
     def __call__(self, positions: np.ndarray | int) -> np.ndarray | int:
         """Map positions in ``range(n)`` to sample indices (array in, ``int64`` array out)."""

@@ -1,0 +1,100 @@
+"""mypy on the source tree guideloom is imported from: 0 errors with the project's configuration
+(``[tool.mypy]`` in pyproject.toml), ``--strict`` clean for ``guideloom/formats`` and
+``guideloom/export``, the real classes satisfying the format protocols (tests/typing_seams.py),
+and the lazy top-level names (``guideloom.load``…) typed for editors, not ``Any``.
+
+That the wheel ships ``py.typed`` is checked in tests/test_packaging.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import guideloom
+
+SOURCE_ROOT = Path(guideloom.__file__).resolve().parents[1]  # the tree guideloom is read from
+CONFIG = SOURCE_ROOT / "pyproject.toml"
+SEAMS = Path(__file__).with_name("typing_seams.py")
+
+pytestmark = pytest.mark.skipif(
+    not (CONFIG.is_file() and "[tool.mypy]" in CONFIG.read_text()),
+    reason=f"guideloom is not imported from a source tree with its pyproject.toml ({SOURCE_ROOT})",
+)
+
+
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory) -> Path:
+    """One cache for this module's runs (the first is cold, the others reuse it)."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def mypy(cache: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``python -m mypy ARGS`` in the source root with its configuration."""
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(cache),
+         "--no-color-output", "--no-error-summary", *map(str, args)],
+        cwd=SOURCE_ROOT, capture_output=True, text=True, timeout=600,
+    )
+
+
+def errors(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stdout.splitlines() if ": error:" in line]
+
+
+def test_mypy_finds_no_errors_in_the_package(mypy_cache):
+    result = mypy(mypy_cache, "guideloom")
+    assert errors(result) == [], result.stdout[-4000:]
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_formats_and_export_are_strict_clean(mypy_cache):
+    result = mypy(mypy_cache, "--strict", "--follow-imports=silent", "guideloom/formats",
+                  "guideloom/export")
+    assert errors(result) == [], result.stdout[-4000:]
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_the_real_classes_satisfy_the_format_protocols(mypy_cache):
+    result = mypy(mypy_cache, "--strict", "--follow-imports=silent", SEAMS)
+    assert errors(result) == [], result.stdout
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_lazy_top_level_names_are_typed_for_editors(mypy_cache, tmp_path):
+    user = tmp_path / "user_code.py"
+    user.write_text("import guideloom\n"
+                    "reveal_type(guideloom.load)\n"
+                    "reveal_type(guideloom.load_export)\n"
+                    "reveal_type(guideloom.Export)\n"
+                    "reveal_type(guideloom.export.export)\n"
+                    "ds: guideloom.Dataset = guideloom.load('manifest.json')\n"
+                    "n: str = guideloom.load_export('out').manifest['count']\n")
+    result = mypy(mypy_cache, "--follow-imports=silent", user)
+    revealed = [line.split("Revealed type is ", 1)[1] for line in result.stdout.splitlines()
+                if "Revealed type is" in line]
+    assert len(revealed) == 4, result.stdout
+    assert not [r for r in revealed if r.strip('"') == "Any"], revealed
+    assert "-> guideloom.croissant.Dataset" in revealed[0], revealed[0]
+    assert "-> guideloom.reader.Export" in revealed[1], revealed[1]
+    # the manifest's count is an int: assigning it to a str is the one error
+    assert [e.split(": error: ")[1] for e in errors(result)] == [
+        'Incompatible types in assignment (expression has type "int", variable has type "str")'
+        "  [assignment]"], result.stdout
+
+
+def test_every_lazy_name_is_imported_for_type_checkers():
+    tree = ast.parse((SOURCE_ROOT / "guideloom" / "__init__.py").read_text())
+    checked: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    # "X as X": re-exported for mypy --strict users too
+                    assert all(a.asname == a.name for a in stmt.names), ast.unparse(stmt)
+                    checked |= {a.name for a in stmt.names}
+    assert set(guideloom._LAZY) - checked == set()
