@@ -321,6 +321,19 @@ class FastReadError(ValueError):
     """The fast path could not decode a chunk; read the dataset through h5py instead."""
 
 
+class NativeError(Exception):
+    """:mod:`guideloom.h5native` cannot read this file or dataset; read it with h5py instead."""
+
+
+class NativeUnsupported(NativeError):  # noqa: N818 - the name the reader's callers use
+    """The file uses an HDF5 feature the native reader does not handle (h5py does)."""
+
+
+class NativeFormatError(NativeError):
+    """The file's bytes are not valid HDF5 as far as the native reader can tell (truncated,
+    out-of-range addresses, bad signatures or checksums, cycles); h5py then words the error."""
+
+
 class JobqueueError(GuideloomError):
     """Worker jobs could not be submitted, started or configured (one-line message)."""
 

@@ -423,6 +423,70 @@ def open_location_raw(
     return fid, raw
 
 
+class DescriptorSource:
+    """A :class:`~guideloom.remote.byte_source.ByteSource` over an open descriptor, read with
+    ``os.pread``; closes it only when it owns it (a loose file, not an archive's shared one)."""
+
+    def __init__(self, fd: int, name: str, owned: bool, size: int | None = None):
+        self._fd, self._name, self._owned = fd, name, owned
+        self._size = os.fstat(fd).st_size if size is None else size
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = os.pread(self._fd, size, offset)
+        if len(data) != size:
+            raise OSError(f"{self._name}: {len(data)} of {size} bytes at offset {offset}")
+        return data
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:  # type: ignore[override]
+        return [self.read(o, s) for o, s in ranges]
+
+    def close(self) -> None:
+        if self._owned and self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+
+
+def open_location_bytes(
+    loc: Location, handles: ArchiveHandles | None = None, *, verify_crc: bool = False
+) -> tuple[DescriptorSource, int, int] | None:
+    """The bytes of the HDF5 file at ``loc`` for :mod:`guideloom.h5native`: ``(source, base,
+    size)``, the file being ``size`` bytes from ``base`` of ``source`` (close the source when
+    done). ``None`` for a deflated member, which only the h5py path reads. The zip member's
+    local header is checked, and with ``verify_crc`` its CRC-32, as :func:`open_location` does.
+
+    Raises:
+        CorruptDataError: The member's local header or CRC-32 is bad (names the id and file).
+        OSError: The file cannot be opened (the h5py path then words the error).
+    """
+    if loc.member is None:
+        fd = os.open(loc.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            src = DescriptorSource(fd, loc.path, owned=True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return src, 0, src.size()
+    if loc.defect is not None:
+        _corrupt(loc, loc.defect)
+    if not loc.stored:
+        return None
+    fd = (handles or _PROCESS_HANDLES).fd(loc.path)
+    start = member_data_offset(fd, loc)
+    if verify_crc and loc.crc is not None:
+        verify_member(fd, start, loc.size, loc.crc, archive=loc.path, member=loc.member,
+                      sim_id=loc.sim_id)
+    # the member's end as the size (no fstat per record): a truncated archive reads short
+    return DescriptorSource(fd, loc.describe(), owned=False, size=start + loc.size), start, \
+        loc.size
+
+
 def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = False
           ) -> tuple[h5py.h5f.FileID, RawSource | None, io.IOBase | None]:
     handles = handles or _PROCESS_HANDLES

@@ -135,11 +135,19 @@ def plan(dset: h5py.Dataset | h5py.h5d.DatasetID,
     if shape is None or 0 in shape:
         return None
     chunk_shape = tuple(int(c) for c in dcpl.get_chunk())
+    return make_plan(tuple(shape), dtype, chunk_shape, filters, fill, _chunk_index(dsid))
+
+
+def make_plan(shape: tuple[int, ...], dtype: np.dtype, chunk_shape: tuple[int, ...],
+              filters: tuple[tuple[int, tuple[int, ...]], ...], fill: np.ndarray,
+              chunks: Sequence[Chunk]) -> Plan:
+    """The plan of a chunked dataset from its parts, however they were read (h5py's chunk
+    queries or :mod:`guideloom.h5native`)."""
     layout = Layout(dtype, chunk_shape, filters, fill, math.prod(chunk_shape) * dtype.itemsize)
-    chunks = sorted(_chunk_index(dsid), key=lambda c: c.address)
+    ordered = sorted(chunks, key=lambda c: c.address)
     grid = math.prod(-(-n // c) for n, c in zip(shape, chunk_shape, strict=True))
-    return Plan(tuple(shape), layout, tuple(chunks), len(chunks) == grid,
-                _in_place(chunk_shape, tuple(shape)))
+    return Plan(shape, layout, tuple(ordered), len(ordered) == grid,
+                _in_place(chunk_shape, shape))
 
 
 def _stored_as_is(dtype: np.dtype, dsid: h5py.h5d.DatasetID) -> bool:
@@ -170,13 +178,35 @@ def _chunk_index(dsid: h5py.h5d.DatasetID) -> list[Chunk]:
     return found
 
 
-def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = None,
+class ChunkBytes:
+    """Stored bytes of chunks fetched beforehand (e.g. in one ranged request), by chunk
+    address: a source for :func:`read` besides a :class:`RawSource`."""
+
+    def __init__(self, stored: dict[int, np.ndarray]):
+        self.stored = stored
+
+    def raw(self, c: Chunk) -> np.ndarray:
+        buf = self.stored.get(c.address)
+        if buf is None or len(buf) < c.size:
+            raise FastReadError(f"no stored bytes for the chunk at {c.address}")
+        return buf
+
+
+def needed(p: Plan, rows: Sequence[int] | np.ndarray | None = None) -> tuple[Chunk, ...]:
+    """The allocated chunks that hold rows ``rows`` (increasing, unique; all when None)."""
+    if rows is None:
+        return p.chunks
+    sel = np.asarray(rows, dtype=np.int64)
+    return tuple(c for c in p.chunks if _hits(p, c, sel))
+
+
+def read(p: Plan, source: RawSource | ChunkBytes, rows: Sequence[int] | np.ndarray | None = None,
          out: np.ndarray | None = None) -> np.ndarray:
     """Decode the dataset, or only rows ``rows`` (increasing, unique) of its first axis.
 
     Args:
         p: The dataset's plan.
-        source: Where its chunks are read from.
+        source: Where its chunks are read from (a descriptor, or bytes fetched before).
         rows: Rows of the first axis to decode (all when None).
         out: A C-contiguous array of the result's shape and dtype to decode into (a buffer
             reused across records saves the page faults of a fresh one); None allocates.
@@ -195,7 +225,7 @@ def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = N
     elif out.shape != out_shape or out.dtype != p.dtype or not out.flags.c_contiguous:
         raise ValueError(f"out is {out.dtype}{out.shape}, expected C-contiguous "
                          f"{p.dtype}{out_shape}")
-    todo = p.chunks if sel is None else tuple(c for c in p.chunks if _hits(p, c, sel))
+    todo = needed(p, sel)
     if not p.complete:
         out[...] = p.layout.fill
     if not todo:
@@ -234,7 +264,8 @@ _RAW, _TARGET = 0, -1
 
 
 def _decode_group(
-    p: Plan, source: RawSource, group: Sequence[Chunk], out: np.ndarray, sel: np.ndarray | None
+    p: Plan, source: RawSource | ChunkBytes, group: Sequence[Chunk], out: np.ndarray,
+    sel: np.ndarray | None,
 ) -> None:
     in_place = sel is None and p.in_place
     flat = out.reshape(-1).view(np.uint8) if in_place else None
@@ -314,7 +345,9 @@ class _ShuffleBatch:
         self.count = 0
 
 
-def _read_raw(buffers: _Buffers, source: RawSource, c: Chunk) -> np.ndarray:
+def _read_raw(buffers: _Buffers, source: RawSource | ChunkBytes, c: Chunk) -> np.ndarray:
+    if isinstance(source, ChunkBytes):
+        return source.raw(c)
     if c.address < 0 or (source.size is not None and c.address + c.size > source.size):
         raise FastReadError(f"chunk at {c.address} (+{c.size}) lies outside the file")
     buf = buffers.get(_RAW, c.size)
