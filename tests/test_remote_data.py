@@ -35,6 +35,7 @@ import pytest
 import guideloom
 from guideloom.demo import make_demo_data
 from guideloom.errors import CorruptDataError
+from guideloom.records import native_stats
 from guideloom.remote.byte_source import LocalFileSource
 from guideloom.remote.cache import MetaCache
 from guideloom.remote.zipdir import read_members
@@ -191,11 +192,20 @@ def test_force_view_fetches_a_small_fraction_and_a_second_pass_no_metadata(tmp_p
 
 
 def _force_view_passes(url: str, log: Log, root: Path) -> None:
+    stats = native_stats()
     first = _records("force-curve", data_dir=url)
+    after = native_stats()
     _assert_same(first, _records("force-curve", data_dir=root))
     fetched = sum(r.sent for r in log.since(0) if r.path.endswith(".zip"))
     archives = _archive_bytes(root)
     assert fetched < 0.05 * archives, (fetched, archives)
+    # read by guideloom.h5native, not h5py: per member one range for the local header and
+    # the metadata, one for the chunks; per archive at most two for its directory
+    assert after["native"] - stats["native"] == len(first)
+    assert after["fallbacks"] == stats["fallbacks"]
+    first_zips = [r for r in _gets(log.since(0)) if r.path.endswith(".zip")]
+    n_archives = len(list(root.glob("*.zip")))
+    assert len(first_zips) <= 2 * len(first) + 2 * n_archives, first_zips
 
     n = len(log)
     again = _records("force-curve", data_dir=url)
