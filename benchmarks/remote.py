@@ -47,10 +47,11 @@ BYTES_GOAL, SPEED_GOAL, THROUGHPUT_GOAL = 0.02, 20.0, 0.5
 def child_export(a: dict) -> dict:
     """Run a shipped workflow on ``a["data"]`` in-process; time the export call."""
     os.environ["GUIDELOOM_CACHE_DIR"] = a["cache"]
+    from guideloom.workflows import find_shipped
+
     from guideloom.export import run_export
     from guideloom.records import native_stats
     from guideloom.workflow import load_workflow
-    from guideloom.workflows import find_shipped
 
     wf = load_workflow(find_shipped(a["workflow"]), data_dir=a["data"], output=a["out"])
     spec = wf.to_spec(overwrite=True)
