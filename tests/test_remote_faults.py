@@ -133,3 +133,26 @@ def test_a_server_that_keeps_failing_ends_the_export_naming_experiment_and_url(r
     assert elapsed < 60, f"{fault}: gave up after {elapsed:.1f} s"
     with pytest.raises(Exception):  # noqa: B017 - whatever load_export raises for "absent"
         guideloom.load_export(target)
+
+
+def test_remote_records_are_fetched_ahead_so_latencies_overlap(release, demo_zip, monkeypatch):
+    server, url = release
+    ds = guideloom.load(url)
+    assert _records("force-curve", dataset=ds)  # directories and metadata now cached
+    clear_source_cache()
+    close_connections()
+    server.faults.latency = 0.1
+    server.counts.reset()
+    start = time.monotonic()
+    remote = _records("force-curve", dataset=ds)
+    elapsed = time.monotonic() - start
+    _assert_same(remote, _records("force-curve", data_dir=demo_zip))
+    requests = server.counts.total_requests()
+    assert requests >= len(remote)  # at least one chunk read per record
+    # one after another these requests need requests x 0.1 s at the very least
+    assert elapsed < 0.5 * requests * 0.1, (elapsed, requests)
+    assert server.counts.connections > 1
+    monkeypatch.setenv("GUIDELOOM_REMOTE_READAHEAD", "0")  # off: one request at a time
+    start = time.monotonic()
+    assert len(_records("force-curve", dataset=ds, sim_ids=list(range(6)))) == 6
+    assert time.monotonic() - start >= 6 * 0.1
