@@ -517,3 +517,38 @@ def test_a_workflow_file_may_name_a_url_as_its_data_dir(served, tmp_path):
     a, b = (guideloom.load_export(tmp_path / n) for n in ("remote", "local"))
     assert list(a.sim_ids) == list(b.sim_ids) and len(b) > 10
     np.testing.assert_array_equal(a[3]["force"], b[3]["force"])
+
+
+class _CountingSource:
+    """A :class:`LocalFileSource` that counts the calls made to it (each a request remotely)."""
+
+    def __init__(self, path: Path):
+        self.src = LocalFileSource(path)
+        self.name = self.src.name
+        self.calls = 0
+
+    def size(self) -> int:
+        return self.src.size()
+
+    def read(self, offset: int, size: int) -> bytes:
+        self.calls += 1
+        return self.src.read(offset, size)
+
+    def read_ranges(self, ranges):  # noqa: ANN001, ANN201 - the ByteSource protocol
+        self.calls += 1
+        return self.src.read_ranges(ranges)
+
+
+def test_a_chunk_btree_level_is_fetched_in_one_request(tmp_path):
+    from guideloom.h5native import open_file
+
+    path = tmp_path / "many.h5"
+    data = np.arange(60_000, dtype="<f4")
+    with h5py.File(path, "w") as f:  # 600 chunks: a v1 B-tree of a root and ten leaves
+        f.create_dataset("big/data", data=data, chunks=(100,), compression="gzip")
+        for i in range(3):  # metadata and data of other datasets in between
+            f.create_dataset(f"other{i}", data=np.ones(5000), chunks=(50,))
+    src = _CountingSource(path)
+    got = open_file(src, first_block=16 << 10).read("big/data")
+    np.testing.assert_array_equal(got, data)
+    assert src.calls <= 4, src.calls  # first block, the root if elsewhere, the leaves, chunks
