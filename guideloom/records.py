@@ -157,6 +157,16 @@ class RecordReader:
             fid.close()
         return record
 
+    def _ordered(self, record: dict[str, Any], loc: Location, row: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+        """The HDF5 fields read plus the index columns, in the view's field order."""
+        for vf in self.view.fields:
+            if not vf.is_h5:
+                record[vf.alias] = row[vf.column]
+        ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
+        ordered[SIM_ID_KEY] = loc.sim_id
+        return ordered
+
     def _read_native(self, loc: Location, into: Mapping[str, np.ndarray] | None
                      ) -> dict[str, Any] | None:
         """The HDF5 fields of ``loc`` read by :mod:`guideloom.h5native`; ``None`` when the h5py
@@ -214,16 +224,6 @@ class RecordReader:
             raise IndexError(f"steps {list(steps)} with {n} steps")
         unique, inverse = np.unique(np.asarray(steps) % max(n, 1), return_inverse=True)
         return f.read(path, unique)[inverse]
-
-    def _ordered(self, record: dict[str, Any], loc: Location, row: Mapping[str, Any]
-                 ) -> dict[str, Any]:
-        """The HDF5 fields read plus the index columns, in the view's field order."""
-        for vf in self.view.fields:
-            if not vf.is_h5:
-                record[vf.alias] = row[vf.column]
-        ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
-        ordered[SIM_ID_KEY] = loc.sim_id
-        return ordered
 
     def shapes(self, loc: Location, row: Mapping[str, Any]) -> dict[str, tuple[tuple, np.dtype]]:
         """Shape and dtype of every field from HDF5 metadata alone (no data is read).

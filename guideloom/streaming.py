@@ -91,7 +91,10 @@ def iter_view(
 
 
 def _records(view: View, selection, verify_crc: bool = False) -> Iterator[dict[str, Any]]:
+    from guideloom.remote.readahead import ReadAhead
+
     reader = RecordReader(view, verify_crc=verify_crc)
-    for loc, row in zip(selection.locations, selection.rows, strict=True):
-        yield reader.read(loc, row)
+    with ReadAhead(reader, selection.locations, selection.rows) as ahead:  # remote: fetched ahead
+        for loc, row in zip(selection.locations, selection.rows, strict=True):
+            yield ahead.read(loc, row)
 

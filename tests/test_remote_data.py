@@ -35,6 +35,7 @@ import pytest
 import guideloom
 from guideloom.demo import make_demo_data
 from guideloom.errors import CorruptDataError
+from guideloom.records import native_stats
 from guideloom.remote.byte_source import LocalFileSource
 from guideloom.remote.cache import MetaCache
 from guideloom.remote.zipdir import read_members
@@ -191,11 +192,20 @@ def test_force_view_fetches_a_small_fraction_and_a_second_pass_no_metadata(tmp_p
 
 
 def _force_view_passes(url: str, log: Log, root: Path) -> None:
+    stats = native_stats()
     first = _records("force-curve", data_dir=url)
+    after = native_stats()
     _assert_same(first, _records("force-curve", data_dir=root))
     fetched = sum(r.sent for r in log.since(0) if r.path.endswith(".zip"))
     archives = _archive_bytes(root)
     assert fetched < 0.05 * archives, (fetched, archives)
+    # read by guideloom.h5native, not h5py: per member one range for the local header and
+    # the metadata, one for the chunks; per archive at most two for its directory
+    assert after["native"] - stats["native"] == len(first)
+    assert after["fallbacks"] == stats["fallbacks"]
+    first_zips = [r for r in _gets(log.since(0)) if r.path.endswith(".zip")]
+    n_archives = len(list(root.glob("*.zip")))
+    assert len(first_zips) <= 2 * len(first) + 2 * n_archives, first_zips
 
     n = len(log)
     again = _records("force-curve", data_dir=url)
@@ -507,3 +517,38 @@ def test_a_workflow_file_may_name_a_url_as_its_data_dir(served, tmp_path):
     a, b = (guideloom.load_export(tmp_path / n) for n in ("remote", "local"))
     assert list(a.sim_ids) == list(b.sim_ids) and len(b) > 10
     np.testing.assert_array_equal(a[3]["force"], b[3]["force"])
+
+
+class _CountingSource:
+    """A :class:`LocalFileSource` that counts the calls made to it (each a request remotely)."""
+
+    def __init__(self, path: Path):
+        self.src = LocalFileSource(path)
+        self.name = self.src.name
+        self.calls = 0
+
+    def size(self) -> int:
+        return self.src.size()
+
+    def read(self, offset: int, size: int) -> bytes:
+        self.calls += 1
+        return self.src.read(offset, size)
+
+    def read_ranges(self, ranges):  # noqa: ANN001, ANN201 - the ByteSource protocol
+        self.calls += 1
+        return self.src.read_ranges(ranges)
+
+
+def test_a_chunk_btree_level_is_fetched_in_one_request(tmp_path):
+    from guideloom.h5native import open_file
+
+    path = tmp_path / "many.h5"
+    data = np.arange(60_000, dtype="<f4")
+    with h5py.File(path, "w") as f:  # 600 chunks: a v1 B-tree of a root and ten leaves
+        f.create_dataset("big/data", data=data, chunks=(100,), compression="gzip")
+        for i in range(3):  # metadata and data of other datasets in between
+            f.create_dataset(f"other{i}", data=np.ones(5000), chunks=(50,))
+    src = _CountingSource(path)
+    got = open_file(src, first_block=16 << 10).read("big/data")
+    np.testing.assert_array_equal(got, data)
+    assert src.calls <= 4, src.calls  # first block, the root if elsewhere, the leaves, chunks

@@ -88,6 +88,7 @@ from guideloom.formats.manifest_types import (
     SummaryExtra,
 )
 from guideloom.records import RecordReader, reference_dtypes
+from guideloom.remote.readahead import ReadAhead
 from guideloom.remote.root import is_remote_root
 from guideloom.selection import Selection, check_storable_ids, select
 
@@ -528,6 +529,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+    ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -542,7 +544,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
             try:
                 t_read = time.perf_counter()
-                arrays = produce(spec, reader, loc, row, allow_text=writer.allow_text,
+                arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
                                  into=first if overlapped is None else overlapped.buffers())
                 if schema is not None:
@@ -569,8 +571,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     if dt not in seen:
                         seen.append(dt)
     except BaseException:
+        ahead.close()
         (sink if overlapped is None else overlapped).abort()
         raise
+    ahead.close()
     t_close = time.perf_counter()
     n_bytes = (sink if overlapped is None else overlapped).close()
     write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)

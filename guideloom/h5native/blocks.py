@@ -79,6 +79,30 @@ class Blocks:
             self._first = block
         return block, addr - start
 
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Fetch the ranges ``(addr, n)`` not yet held in one ``read_ranges`` call (clipped to
+        the file), e.g. the child nodes of a B-tree level, which a remote source then issues
+        concurrently. A failure is ignored: the reads that need the bytes fetch them again and
+        word their error."""
+        want = []
+        for addr, n in ranges:
+            n = min(n, self.size - addr)
+            if 0 <= addr < self.size and n > 0 and self.held(addr, n) is None:
+                want.append((addr, n))
+        if len(want) < 2:
+            return
+        try:
+            blobs = self.source.read_ranges([(self.base + a, n) for a, n in want])
+        except OSError:
+            return
+        for (addr, n), block in zip(want, blobs, strict=True):
+            if len(block) != n:
+                continue
+            self.fetches += 1
+            i = bisect.bisect_right(self._starts, addr)
+            self._starts.insert(i, addr)
+            self._blocks.insert(i, block)
+
     def bytes(self, addr: int, n: int, what: str = "metadata") -> bytes:
         """``n`` bytes at ``addr`` as a new bytes object."""
         block, off = self.get(addr, n, what)

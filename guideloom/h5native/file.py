@@ -12,7 +12,7 @@ import psutil
 from guideloom.errors import FastReadError
 from guideloom.fastread import chunks as fastchunks
 from guideloom.h5native import indexes, messages
-from guideloom.h5native.blocks import Blocks
+from guideloom.h5native.blocks import FIRST_BLOCK, Blocks
 from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
 from guideloom.h5native.meta import DatasetInfo, FileMeta
 from guideloom.h5native.objects import Reader, read_object_header, read_superblock
@@ -27,9 +27,10 @@ MAX_PATH_DEPTH = 64
 class H5File:
     """One HDF5 file read natively. Build it with :func:`open_file`."""
 
-    def __init__(self, source: ByteSource, base: int, size: int, meta: FileMeta | None):
+    def __init__(self, source: ByteSource, base: int, size: int, meta: FileMeta | None,
+                 first_block: int = FIRST_BLOCK):
         self.source, self.base, self.size = source, base, size
-        self.blocks = Blocks(source, base, size)
+        self.blocks = Blocks(source, base, size, first_block=first_block)
         self._infos: dict[str, DatasetInfo] = dict(meta.datasets) if meta else {}
         self._groups: dict[int, dict[str, int]] = {}
         self._plans: dict[str, fastchunks.Plan] = {}
@@ -282,11 +283,11 @@ def _plan(info: DatasetInfo) -> fastchunks.Plan:
 
 
 def open_file(source: ByteSource, base: int = 0, size: int | None = None,
-              meta: FileMeta | None = None) -> H5File:
+              meta: FileMeta | None = None, *, first_block: int = FIRST_BLOCK) -> H5File:
     """Open the HDF5 file that starts at ``base`` of ``source`` (``size`` bytes; the rest of
     the source by default). With ``meta`` (from an earlier :attr:`H5File.meta`) the datasets
     it describes are read without any metadata read. Nothing is read until a dataset is asked
-    for.
+    for; the first metadata read fetches ``first_block`` bytes from the file's start.
 
     Raises:
         NativeFormatError: ``base``/``size`` do not fit the source.
@@ -296,4 +297,4 @@ def open_file(source: ByteSource, base: int = 0, size: int | None = None,
         size = total - base
     if base < 0 or size < 0 or base + size > total:
         raise NativeFormatError(f"file range {base}+{size} outside the source's {total} bytes")
-    return H5File(source, base, size, meta)
+    return H5File(source, base, size, meta, first_block)

@@ -74,6 +74,9 @@ def _symbol_node(r: Reader, addr: int, heap: tuple[bytes, int], out: dict[str, i
         out[name] = target
 
 
+PREFETCH_ENTRIES = 64  # entries of a v1 B-tree node as HDF5 writes them by default (2K)
+
+
 def _btree_children(r: Reader, root: int, node_type: int, on_key, rank: int = 0) -> list[int]:
     """Leaf children of a v1 B-tree; ``on_key(n, key bytes)`` sees each leaf's keys."""
     osz = r.osz
@@ -112,6 +115,9 @@ def _btree_children(r: Reader, root: int, node_type: int, on_key, rank: int = 0)
                 out.append(child)
             else:
                 children.append(child)
+        if len(children) > 1:  # a level's nodes in one request (at most 2K = 64 entries each)
+            r.blocks.prefetch([(c, head + PREFETCH_ENTRIES * (key_size + osz) + key_size)
+                               for c in children])
         stack.extend((c, level - 1) for c in reversed(children))
     return out
 

@@ -6,6 +6,8 @@ its own source per URL on first use (:func:`source_of`) and reuses it, with its 
 
 from __future__ import annotations
 
+from typing import Any
+
 from guideloom.remote.byte_source import ByteSource, FsspecSource, open_byte_source
 from guideloom.remote.root import TOKEN_HEADER, RemotePath, RemoteRoot
 
@@ -24,18 +26,48 @@ def source_of(url: str, size: int | None = None,
     return src
 
 
-def http_validator(url: str, timeout: float = 60.0) -> tuple[int, str]:
+def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     """The size of the file at ``url`` and its ETag or Last-Modified ('' when none), from one
-    ``HEAD`` request (an archive replaced on the server is noticed by these)."""
+    ``HEAD`` request (an archive replaced on the server is noticed by these); a 429/5xx answer,
+    a reset or a timeout is retried as ranged reads are (:func:`~guideloom.remote.http.
+    env_settings`).
+
+    Raises:
+        FileNotFoundError: The server answers 404 or 410 (no such file).
+        RemoteReadError: Any other failure, after the retries (naming ``url``).
+    """
     import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "guideloom-remote"})
+    from guideloom.errors import DownloadError, RemoteReadError
+    from guideloom.http_fetch import with_retries
+    from guideloom.remote.http import env_settings
+
+    settings = env_settings()
+
+    def once() -> Any:
+        req = urllib.request.Request(url, method="HEAD",
+                                     headers={"User-Agent": "guideloom-remote"})
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - http(s) only
+                    req, timeout=timeout or settings.timeout) as resp:
+                return resp.headers
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 410):  # not retried
+                return exc
+            raise
+
+    def give_up(reason: str, attempts: int) -> Exception:
+        return RemoteReadError(f"cannot find the size of {url}: failed after {attempts} "
+                               f"attempts (last: {reason}); check that the server is reachable "
+                               "and try again", url=url)
+
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) only
-            headers = resp.headers
-    except urllib.error.HTTPError as exc:
-        raise FileNotFoundError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+        headers = with_retries(once, url, "HEAD", settings, give_up=give_up)
+    except DownloadError as exc:  # a permanent HTTP answer (401, 403, ...): not retried
+        raise RemoteReadError(f"cannot find the size of {url}: {exc}", url=url) from exc
+    if isinstance(headers, urllib.error.HTTPError):
+        raise FileNotFoundError(f"{url}: HTTP {headers.code} {headers.reason}")
     length = headers.get("Content-Length")
     if length is None:
         raise OSError(f"{url}: the server gives no size (Content-Length)")

@@ -496,11 +496,30 @@ class HttpRangeSource:
 _SOURCES: BoundedCache[tuple[Any, ...], HttpRangeSource] = cache("http_sources")
 
 
+TIMEOUT_ENV = "GUIDELOOM_HTTP_TIMEOUT"  # seconds per connect or read of a remote read
+RETRIES_ENV = "GUIDELOOM_HTTP_RETRIES"  # retries after the first attempt
+
+
+def env_settings() -> Settings:
+    """The default :class:`Settings` of remote reads, with ``$GUIDELOOM_HTTP_TIMEOUT`` and
+    ``$GUIDELOOM_HTTP_RETRIES`` when set (a value that does not parse is ignored)."""
+    changes: dict[str, Any] = {}
+    for env, key, kind in ((TIMEOUT_ENV, "timeout", float), (RETRIES_ENV, "retries", int)):
+        try:
+            value = kind(os.environ[env])
+        except (KeyError, ValueError):
+            continue
+        if value >= 0:
+            changes[key] = value
+    return Settings(**changes)
+
+
 def http_source(url: str, *, token: str | None = None, settings: Settings | None = None,
                 size: int | None = None) -> HttpRangeSource:
     """The process's :class:`HttpRangeSource` for ``url`` (made on first use), so a Dask worker
-    asking again reuses what the source learnt (size, redirect target) and its connections."""
-    settings = settings or Settings()
+    asking again reuses what the source learnt (size, redirect target) and its connections.
+    Without ``settings``: :func:`env_settings`."""
+    settings = settings or env_settings()
     token = token if token is not None else settings.token
     key = (url, token, settings)
     src = _SOURCES.get_or_create(

@@ -105,7 +105,7 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
             else:
                 try:
                     size, validator = _stat(entry.url, root)
-                except (OSError, ValueError, KeyError):  # absent (404): not this candidate
+                except FileNotFoundError:  # absent (404): not this candidate
                     continue
                 found.append(_Archive(entry.url, size, validator))
             taken.add(rel)

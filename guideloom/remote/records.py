@@ -1,19 +1,21 @@
 """Reading view records from zip members of a remote release (:class:`RemoteLocation`).
 
-:class:`~guideloom.records.RecordReader` hands remote locations here. Per record:
+:class:`~guideloom.records.RecordReader` hands remote locations here. A stored member is
+read by :mod:`guideloom.h5native`:
 
-1. The member's local header and its first :data:`FIRST_READ` bytes come in one range (or,
-   on a later pass, from the local cache: :mod:`guideloom.remote.cache`).
-2. HDF5 metadata is read by h5py through :class:`RemoteMemberFile`, in :data:`BLOCK`-sized
-   blocks that are remembered per member and cached, so a second pass fetches none of it.
-3. The byte ranges of the chunks (or the contiguous data) the view needs are found from that
-   metadata and fetched in one coalesced, concurrent ``read_ranges`` call; h5py then decodes
-   them from memory.
+1. The member's local header and its first :data:`NATIVE_FIRST_READ` bytes (superblock,
+   root group and, in files h5py writes, most object headers) come in one range.
+2. The native reader parses the metadata of the view's datasets from those bytes (a
+   structure outside them costs one more range), and the chunks (or contiguous data) the
+   view needs are fetched in one coalesced, concurrent ``read_ranges`` call.
+3. Where the data starts and the parsed ``FileMeta`` are kept in the local cache
+   (:mod:`guideloom.remote.cache`): a later pass fetches the chunks and nothing else.
 
-When :mod:`guideloom.h5native` is installed, stored members are read with it instead
-(its ``FileMeta`` cached the same way); anything it does not support, or any error, falls back
-to the h5py path, which also words the errors. Errors name the experiment, the archive URL and
-the member, as for local archives.
+A deflated member, ``verify_crc``, a feature the native reader lacks or any error goes to
+h5py instead (counted in :func:`guideloom.records.native_stats`): it reads HDF5 metadata
+through :class:`RemoteMemberFile` in :data:`BLOCK`-sized blocks, remembered per member and
+cached, then the needed chunks in one ``read_ranges`` call, and words the errors. Errors
+name the experiment, the archive URL and the member, as for local archives.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from guideloom import h5native as _native
 from guideloom.caches import BoundedCache, cache
 from guideloom.errors import CorruptDataError, ExperimentReadError
 from guideloom.remote.cache import process_cache
@@ -45,13 +48,9 @@ from guideloom.sources import (
 from guideloom.sources import raise_corrupt as _corrupt
 from guideloom.zipcrc import crc32
 
-try:  # the native HDF5 reader (guideloom.h5native), when present
-    from guideloom import h5native as _native
-except ImportError:  # pragma: no cover - until it is merged
-    _native = None
-
 BLOCK = 4 << 10  # granularity of HDF5 metadata reads (and of what the cache keeps)
 FIRST_READ = 8 << 10  # member bytes fetched with the local header (superblock, root group)
+NATIVE_FIRST_READ = 16 << 10  # ... for the native reader (its first metadata block)
 NAME_SLACK = 64  # bytes for the local header's extra field (its length is learnt with it)
 RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
 META_KIND = "h5-metadata"
@@ -177,15 +176,16 @@ class RemoteMemberFile(SeekableReader):
         super().close()
 
 
-def _first_read(loc: RemoteLocation) -> MemberMeta:
-    """The member's local header and first bytes, in one range; checked as locally."""
+def _first_read(loc: RemoteLocation, first: int = FIRST_READ) -> tuple[MemberMeta, bytes]:
+    """The member's local header and its first ``first`` bytes, in one range; checked as
+    locally. Returns what h5py's path keeps (whole blocks) and the member bytes read."""
     if loc.defect is not None:
         _corrupt(loc, loc.defect)
     src = location_source(loc)
     if loc.header_offset + LOCAL_HEADER.size > loc.archive_size:
         _corrupt(loc, "the central directory points past the end of the archive")
     head = LOCAL_HEADER.size + len(loc.member.encode()) + NAME_SLACK
-    want = min(head + FIRST_READ, loc.archive_size - loc.header_offset)
+    want = min(head + first, loc.archive_size - loc.header_offset)
     try:
         blob = src.read(loc.header_offset, want)
         start = checked_data_offset(loc, blob, lambda n: src.read(
@@ -204,7 +204,7 @@ def _first_read(loc: RemoteLocation) -> MemberMeta:
         if i * BLOCK < loc.size and len(piece) == min(BLOCK, loc.size - i * BLOCK):
             meta.blocks[i] = bytes(piece)
     meta.changed = True
-    return meta
+    return meta, bytes(have[:loc.size])
 
 
 def _verify_crc(loc: RemoteLocation, start: int) -> None:
@@ -244,8 +244,8 @@ def _inflated(loc: RemoteLocation, start: int) -> MemoryFile:
     return MemoryFile(memoryview(out))
 
 
-def open_member(loc: RemoteLocation, verify_crc: bool = False
-                ) -> tuple[h5py.h5f.FileID, Any]:
+def open_member(loc: RemoteLocation, verify_crc: bool = False,
+                meta: MemberMeta | None = None) -> tuple[h5py.h5f.FileID, Any]:
     """Open the member at ``loc`` with h5py (low level) and return ``(fid, fileobj)``; keep
     ``fileobj`` until ``fid`` is closed, then close it (that saves learnt metadata).
 
@@ -253,7 +253,7 @@ def open_member(loc: RemoteLocation, verify_crc: bool = False
         CorruptDataError: The member is damaged or not HDF5 (naming experiment and URL).
         ExperimentReadError: The server cannot be read.
     """
-    meta = _load_meta(loc) or _first_read(loc)
+    meta = meta or _load_meta(loc) or _first_read(loc)[0]
     if verify_crc and loc.crc is not None:
         _verify_crc(loc, meta.data_start)
     fileobj: Any = RemoteMemberFile(loc, meta) if loc.stored else _inflated(loc, meta.data_start)
@@ -325,11 +325,11 @@ def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     """The HDF5 fields of one record of ``reader``'s view from a remote member, as
     :meth:`RecordReader.read <guideloom.records.RecordReader.read>` reads them locally (the
     same checks and errors: this calls its field reader)."""
-    record = _read_native(reader, loc) if _native is not None else None
+    record, learnt = _read_native(reader, loc, row, into)
     if record is not None:
         return record
     record = {}
-    fid, fileobj = open_member(loc, reader.verify_crc)
+    fid, fileobj = open_member(loc, reader.verify_crc, learnt)
     try:
         h5 = [vf for vf in reader.view.fields if vf.is_h5]
         if isinstance(fileobj, RemoteMemberFile):
@@ -351,41 +351,87 @@ def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     return record
 
 
-def _read_native(reader: Any, loc: RemoteLocation) -> dict[str, Any] | None:
-    """The view's HDF5 fields through :mod:`guideloom.h5native`, or ``None`` to use h5py
-    (unsupported layout, a deflated member, CRC checks, or any error: h5py words those)."""
-    if not loc.stored or reader.verify_crc or loc.defect is not None:
+class _Prefetched:
+    """The archive's :class:`ByteSource` with the bytes of one earlier read served from
+    memory (the member's first block, fetched with its local header)."""
+
+    def __init__(self, source: Any, start: int, blob: bytes):
+        self.source, self.start, self.blob = source, start, blob
+        self.name = source.name
+
+    def size(self) -> int:
+        return self.source.size()
+
+    def _held(self, offset: int, size: int) -> bytes | None:
+        rel = offset - self.start
+        if 0 <= rel and rel + size <= len(self.blob):
+            return self.blob[rel:rel + size]
         return None
-    key = loc.cache_key()
-    cache = process_cache()
+
+    def read(self, offset: int, size: int) -> bytes:
+        held = self._held(offset, size)
+        return held if held is not None else self.source.read(offset, size)
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        out: list[bytes | None] = [self._held(o, n) for o, n in ranges]
+        todo = [i for i, b in enumerate(out) if b is None]
+        if todo:
+            for i, blob in zip(todo, self.source.read_ranges([ranges[i] for i in todo]),
+                               strict=True):
+                out[i] = blob
+        return out  # type: ignore[return-value]
+
+
+def _native_entry(loc: RemoteLocation) -> tuple[int, Any] | None:
+    """The cached ``(data_start, FileMeta)`` of ``loc``, when it fits the archive."""
+    doc = process_cache().get(NATIVE_KIND, loc.cache_key())
     try:
-        meta = _load_meta(loc) or _first_read(loc)
-        cached = cache.get(NATIVE_KIND, key)
-        file_meta = _native.FileMeta.from_json(cached) if cached is not None else None
-        f = _native.open_file(location_source(loc), base=meta.data_start, size=loc.size,
-                              meta=file_meta)
+        start = doc["data_start"]
+        lowest = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())
+        if (type(start) is not int or not lowest <= start
+                or start > loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+                or start + loc.size > loc.archive_size):
+            return None
+        return start, _native.FileMeta.from_json(doc["meta"])
+    except (KeyError, TypeError, ValueError, _native.NativeError):
+        return None
+
+
+def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
+                 into: Mapping[str, np.ndarray] | None) -> tuple[dict[str, Any] | None,
+                                                                MemberMeta | None]:
+    """The view's HDF5 fields through :mod:`guideloom.h5native`: ``(record, None)``, or
+    ``(None, meta)`` to read with h5py (a deflated member, CRC checks, an unsupported
+    feature or any error: h5py words those; ``meta`` is what the first read learnt, so h5py
+    does not fetch it again). Counted in :func:`guideloom.records.native_stats`."""
+    from guideloom.records import NATIVE_STATS
+
+    if not loc.stored or reader.verify_crc or loc.defect is not None or not reader.native:
+        return None, None
+    cached = _native_entry(loc)
+    meta = None
+    try:
+        if cached is not None:
+            start, file_meta = cached
+            src: Any = location_source(loc)
+        else:
+            meta, blob = _first_read(loc, NATIVE_FIRST_READ)
+            start, file_meta = meta.data_start, None
+            src = _Prefetched(location_source(loc), start, blob)
+        f = _native.open_file(src, base=start, size=loc.size, meta=file_meta,
+                              first_block=NATIVE_FIRST_READ)
         record: dict[str, Any] = {}
         for vf in reader.view.fields:
-            if not vf.is_h5:
-                continue
-            info = f.dataset(vf.h5_path)
-            shape = tuple(info.shape)
-            rows = _rows_of(vf.timesteps, shape)
-            unique = sorted(set(rows)) if rows is not None else None
-            data = f.read(vf.h5_path, rows=unique)
-            if rows is not None:
-                data = data[[unique.index(r) for r in rows]]
-                if isinstance(vf.timesteps, int):
-                    data = data[0]
-            reader._check_byte_order(data.dtype, vf, loc)  # noqa: SLF001
-            record[vf.alias] = data
-        if cached is None:
-            cache.put(NATIVE_KIND, key, f.meta.to_json())
-        _save_meta(loc, meta)
-        return record
-    except CorruptDataError as exc:
-        if "byte-order" in str(exc):
-            raise
-        return None
-    except Exception:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
-        return None
+            if vf.is_h5:
+                record[vf.alias] = reader._native_field(  # noqa: SLF001 - the same checks
+                    f, vf, loc, None if into is None else into.get(vf.alias))
+    except ExperimentReadError:  # the network, the zip or guideloom's own checks: as locally
+        raise
+    except Exception as exc:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
+        NATIVE_STATS.fell_back(exc)
+        return None, meta
+    if file_meta is None or len(f.meta.datasets) != len(file_meta.datasets):
+        process_cache().put(NATIVE_KIND, loc.cache_key(),
+                            {"data_start": start, "meta": f.meta.to_json()})
+    NATIVE_STATS.read_natively()
+    return record, None

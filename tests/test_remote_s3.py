@@ -1,0 +1,127 @@
+"""A release uploaded to S3 (SeaweedFS's ``weed server -s3`` on 127.0.0.1) read as
+``data_dir="s3://bucket/prefix"``, credentials and endpoint passed as a user would: the
+``AWS_*`` environment variables botocore reads, or fsspec's ``FSSPEC_S3`` JSON of storage
+options. Exports must equal the local ones exactly, in this process and in a fresh
+``python -m guideloom`` process. (SeaweedFS started without an identity file accepts any
+key, so wrong credentials cannot be tested here.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import guideloom
+from guideloom.records import native_stats
+from guideloom.remote.byte_source import clear_source_cache
+from guideloom.streaming import iter_view
+
+pytest.importorskip("s3fs")
+
+REPO = Path(__file__).resolve().parents[1]
+BUCKET = "guideloom-release"
+
+
+@pytest.fixture
+def s3_release(seaweedfs_server, demo_zip, tmp_path, monkeypatch):
+    """The demo release under ``s3://guideloom-release/<unique prefix>`` and the env a user
+    sets to reach it (endpoint and credentials)."""
+    import s3fs
+
+    env = {"AWS_ACCESS_KEY_ID": "guideloom", "AWS_SECRET_ACCESS_KEY": "guideloom-secret",
+           "AWS_ENDPOINT_URL": seaweedfs_server.url, "AWS_DEFAULT_REGION": "us-east-1"}
+    fs = s3fs.S3FileSystem(key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
+                           client_kwargs={"endpoint_url": seaweedfs_server.url})
+    if not fs.exists(BUCKET):
+        fs.mkdir(BUCKET)
+    prefix = f"{BUCKET}/{uuid.uuid4().hex[:8]}/release"
+    for path in sorted(demo_zip.rglob("*")):
+        if path.is_file():
+            fs.pipe(f"{prefix}/{path.relative_to(demo_zip).as_posix()}", path.read_bytes())
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
+    clear_source_cache()
+    yield f"s3://{prefix}", env
+    clear_source_cache()
+
+
+def _records(view: str, **kw) -> list[dict]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(iter_view(view, **kw))
+
+
+def _assert_same(remote: list[dict], local: list[dict]) -> None:
+    assert [r["_sim_id"] for r in remote] == [r["_sim_id"] for r in local] and local
+    for a, b in zip(remote, local, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), strict=True)
+
+
+def _complete(row) -> bool:
+    return row["has_pointcloud"] and row["has_oil"]
+
+
+def test_s3_release_with_aws_environment_equals_local(s3_release, demo_zip, monkeypatch,
+                                                      tmp_path):
+    url, env = s3_release
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    before = native_stats()
+    for view in ("force-curve", "pointcloud-op10"):
+        _assert_same(_records(view, data_dir=url, where=_complete),
+                     _records(view, data_dir=demo_zip, where=_complete))
+    assert native_stats()["native"] > before["native"]  # the native reader, over S3 ranges
+    for name, data_dir in (("local", demo_zip), ("s3", url)):
+        assert guideloom.export_to_zarr("pointcloud-op10", tmp_path / f"{name}.zarr",
+                                        data_dir=data_dir, where=_complete, client="sync",
+                                        show_progress=False)
+    ref, got = (guideloom.load_export(tmp_path / f"{n}.zarr") for n in ("local", "s3"))
+    assert list(got.sim_ids) == list(ref.sim_ids) and len(ref) > 10
+    for i in range(len(ref)):
+        for key in ref[i]:
+            np.testing.assert_array_equal(np.asarray(got[i][key]), np.asarray(ref[i][key]))
+
+
+def test_s3_release_with_fsspec_storage_options_in_a_fresh_process(s3_release, demo_zip,
+                                                                   tmp_path):
+    url, env = s3_release
+    options = {"key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"],
+               "client_kwargs": {"endpoint_url": env["AWS_ENDPOINT_URL"],
+                                 "region_name": "us-east-1"}}
+    child = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    child.update({"FSSPEC_S3": json.dumps(options), "PYTHONPATH": str(REPO),
+                  "GUIDELOOM_CACHE_DIR": str(tmp_path / "child-cache")})
+    for name, data_dir in (("local", str(demo_zip)), ("s3", url)):
+        proc = subprocess.run([sys.executable, "-m", "guideloom", "run", "force_signals",
+                               "--data-dir", data_dir, "--output", str(tmp_path / name)],
+                              cwd=tmp_path, env=child, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    ref, got = (guideloom.load_export(tmp_path / n) for n in ("local", "s3"))
+    assert list(got.sim_ids) == list(ref.sim_ids) and len(ref) > 10
+    for i in range(len(ref)):
+        for key, value in ref[i].items():
+            np.testing.assert_array_equal(np.asarray(got[i][key]), np.asarray(value))
+
+
+def test_an_s3_prefix_without_a_release_names_the_url(s3_release, tmp_path):
+    url, env = s3_release
+    gone = url.replace("/release", "/no-such-release")
+    child = {**os.environ, **env, "PYTHONPATH": str(REPO),
+             "GUIDELOOM_CACHE_DIR": str(tmp_path / "c")}
+    proc = subprocess.run([sys.executable, "-m", "guideloom", "run", "force_signals",
+                           "--data-dir", gone, "--output", str(tmp_path / "x")], cwd=tmp_path,
+                          env=child, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert gone in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "x").exists()
