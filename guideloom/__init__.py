@@ -121,6 +121,9 @@ _LAZY: dict[str, str] = {
     "JobqueueTerminated": "guideloom.errors",
     "ClusterStartError": "guideloom.errors",
     "NoJobError": "guideloom.errors",
+    "ConfigError": "guideloom.errors",
+    # every knob (environment variables included), read when used
+    "config": "guideloom.config",
 }
 
 _NEEDS_TORCH = frozenset({"pytorch", "RDDACDataset", "DDACSDataset"})

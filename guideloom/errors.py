@@ -123,6 +123,10 @@ class FormatContractError(GuideloomError, ValueError):
     """A storage format broke its protocol (wrong dtype, length, key order...)."""
 
 
+class ConfigError(GuideloomError, ValueError):
+    """A configuration key or value (``guideloom.config``, a ``GUIDELOOM_*`` variable) is bad."""
+
+
 class UsageError(GuideloomError):
     """A problem with what the user asked for: exit code 2."""
 

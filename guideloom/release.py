@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from guideloom import config
 from guideloom.errors import DownloadError, UsageError
 from guideloom.http_fetch import (
     HASH_NAMES,
@@ -98,14 +99,14 @@ class DownloadReport:
 
 
 def _server(server: str | None) -> str:
-    url = (server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
+    url = (server or config.get("dataverse_url") or DEFAULT_SERVER).rstrip("/")
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise UsageError(f"the server {url!r} is not an http(s) URL")
     return url
 
 
 def _token(token: str | None) -> str | None:
-    return token or os.environ.get(TOKEN_ENV) or None
+    return token or config.get("dataverse_token") or None
 
 
 def _safe_part(text: str, what: str, fid: Any) -> str:

@@ -150,7 +150,9 @@ def quiet_dask_logs() -> None:
 
 
 def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+    from guideloom import config
+
+    env = {**os.environ, **config.environ()}  # values set with guideloom.config.set too
     env[DRIVER_ENV] = driver_token()
     script_dir = sys.path[0] if sys.path and sys.path[0] else os.getcwd()
     paths = [os.path.abspath(script_dir)]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from guideloom import config
 from guideloom.errors import (
     JobqueueConfigError,
     JobqueueError,
@@ -182,7 +183,7 @@ def find_jobqueue_config(
     Returns:
         ``(cluster keyword arguments, description of the source)``.
     """
-    explicit = config_file or os.environ.get(CONFIG_ENV)
+    explicit = config_file or config.get("jobqueue_config")  # CONFIG_ENV, read now
     if explicit:
         return load_jobqueue_config(kind, explicit), str(explicit)
     import dask.config

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from guideloom import fastread
+from guideloom import config, fastread
 from guideloom.cluster import embedded
 from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
@@ -236,12 +236,13 @@ def choose_automatically(estimate_s: float, n_tasks: int,
     saving = estimate_s * (1 - 1 / min(cores, n_tasks))
     spread = f"about {estimate_s:.2f} s of work in {_tasks_text(n_tasks)}"
     if embedded.running_cluster() is not None:
-        if saving > WARM_DISPATCH_S:
+        if saving > config.get("warm_dispatch_s"):
             return "local-cluster", f"{spread}; reusing the running local cluster"
         return "in-process", f"{work}; too little to send to the running cluster"
-    if saving > CLUSTER_START_S:
+    start_s = config.get("cluster_start_s")
+    if saving > start_s:
         return "local-cluster", f"{spread}; starting a local cluster of {cores} workers pays"
-    return "in-process", (f"{work}; starting a cluster (~{CLUSTER_START_S:.0f} s) would not pay "
+    return "in-process", (f"{work}; starting a cluster (~{start_s:.0f} s) would not pay "
                           "(client='local' or --scheduler local forces one)")
 
 

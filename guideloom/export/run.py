@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom import __version__
+from guideloom import __version__, config
 from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
@@ -197,7 +197,8 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     h5_aliases = {f.alias for f in spec.view.fields if f.is_h5}
     nbytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                  for alias, (shape, dtype) in described.items() if alias in h5_aliases)
-    return len(selection.locations) * (nbytes / DECODE_BYTES_PER_S + PER_RECORD_S)
+    return len(selection.locations) * (nbytes / config.get("decode_bytes_per_s")
+                                       + config.get("per_record_s"))
 
 
 def run_export(
@@ -436,7 +437,8 @@ def _schema(spec, staging, writer, plan, dask, shipped, estimate: float,
     probe_locs = plan.selection.locations[:PROBE_ATTEMPTS]
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
     per_record_s = estimate / max(1, len(plan.selection.locations))
-    if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
+    cheap = per_record_s < config.get("driver_probe_max_s")
+    if dask is None or cheap:  # cheap: no round trip to a worker
         schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import h5py
 import numpy as np
 
+from guideloom.fastread import inflate as _inflate_module
 from guideloom.fastread.chunks import FastReadError, Plan, RawSource, plan, read
-from guideloom.fastread.inflate import NAME as INFLATE_BACKEND
 from guideloom.fastread.pool import decode_threads, set_decode_threads, share_cores
 
 __all__ = [
@@ -36,6 +36,12 @@ __all__ = [
     "set_decode_threads",
     "share_cores",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "INFLATE_BACKEND":  # the inflate back end in use, picked on first use
+        return _inflate_module.backend()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 FAST_MIN_BYTES = 1 << 17  # stored bytes from which the fast path beats h5py (see benchmarks)

@@ -14,21 +14,26 @@ HDF5's deflate filter stores each chunk as a zlib stream. Back ends, fastest fir
 ``zlib``
     The standard library, always present.
 
-``GUIDELOOM_INFLATE=<name>`` picks a back end (for tests and comparisons); the default is the
-fastest importable one.
+``GUIDELOOM_INFLATE=<name>`` (the ``inflate`` key of :mod:`guideloom.config`) picks a back end
+(for tests and comparisons); the default is the fastest importable one, picked at first use and
+logged at DEBUG.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
+import logging
 import threading
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from guideloom import fallbacks
 from guideloom.errors import InflateError, warn
+
+logger = logging.getLogger(__name__)
 
 BACKENDS = ("libdeflate", "deflate", "isal", "zlib")
 
@@ -129,14 +134,46 @@ def pick(name: str | None = None) -> tuple[str, Inflater]:
     raise AssertionError("zlib is always importable")  # pragma: no cover
 
 
-def _from_environment() -> tuple[str, Inflater]:
-    wanted = os.environ.get("GUIDELOOM_INFLATE") or None
+def _from_config(wanted: str | None) -> tuple[str, Inflater]:
     try:
-        return pick(wanted)
+        chosen = pick(wanted)
     except (ValueError, ImportError, OSError, AttributeError) as exc:
         warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
              RuntimeWarning)
-        return pick()
+        chosen = pick()
+    fallen = not wanted and chosen[0] != BACKENDS[0]
+    logger.debug("inflate back end: %s (%s)", chosen[0],
+                 f"asked for {wanted!r}" if wanted else "the fastest importable one")
+    if fallen or (wanted and chosen[0] != wanted):
+        fallbacks.count(f"inflate:{chosen[0]}")
+    return chosen
 
 
-NAME, inflate_into = _from_environment()
+_chosen: dict[str | None, tuple[str, Inflater]] = {}
+
+
+def backend() -> tuple[str, Inflater]:
+    """``(name, inflater)`` of the configured back end (``inflate`` of :mod:`guideloom.config`,
+    ``GUIDELOOM_INFLATE``), else of the fastest importable one; picked at first use."""
+    from guideloom import config
+
+    wanted = config.get("inflate") or None
+    chosen = _chosen.get(wanted)
+    if chosen is None:
+        chosen = _chosen.setdefault(wanted, _from_config(wanted))
+    return chosen
+
+
+def inflate_into(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
+    """Inflate ``src[:n_src]`` into all of ``dst`` with the configured back end.
+
+    Raises:
+        InflateError: The stream does not decode to exactly ``len(dst)`` bytes.
+    """
+    backend()[1](src, n_src, dst)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NAME":  # the back end's name (picked on first use, not at import)
+        return backend()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
