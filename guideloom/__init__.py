@@ -7,6 +7,7 @@ Heavy or optional parts (Dask, zarr, the storages, the PyTorch loader) are impor
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type checkers see the real classes behind the lazy names
@@ -21,6 +22,10 @@ if TYPE_CHECKING:  # type checkers see the real classes behind the lazy names
     )
 
 __version__ = "0.1.0"
+
+# a library logs and never prints: records go nowhere until the application configures logging
+# (the command line installs its own handler; see docs/configuration.md, "Logging")
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # public name -> module that defines it (imported on first attribute access)
 _LAZY: dict[str, str] = {

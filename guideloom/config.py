@@ -88,6 +88,8 @@ class Knob:
         """The value of the environment variable's ``text``."""
         where = f"{self.variable}={text!r}"
         if self.kind is str:
+            if self.choices:  # log levels and the like: any case
+                text = next((c for c in self.choices if c.lower() == text.lower()), text)
             return self.check(text, where) if text else None
         cleaned = text.strip().lower()
         if not cleaned:
@@ -130,6 +132,10 @@ _KNOBS = [
     Knob("dataverse_url", None, str, "Dataverse server of guideloom info/download; unset: "
          "DaRUS"),
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
+    # messages
+    Knob("log_level", "INFO", str, "Lowest level of the guideloom log records the command line "
+         "prints to stderr (DEBUG shows the fallbacks); Python code configures logging itself",
+         choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     # the cost model that decides where a job runs (benchmarks/export.py measures them)
     Knob("decode_bytes_per_s", 400e6, float, "In-process export speed in decoded bytes/s "
          "(cost model)", minimum=1.0),

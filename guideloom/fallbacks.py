@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-__all__ = ["count", "since", "snapshot"]
+__all__ = ["count", "since", "snapshot", "total"]
 
 _lock = threading.Lock()
 _counts: Counter[str] = Counter()
@@ -36,3 +36,11 @@ def since(before: Mapping[str, int]) -> dict[str, int]:
     """Fallbacks taken after ``before`` (a :func:`snapshot`), by kind; kinds with none left out."""
     now = snapshot()
     return {k: v - before.get(k, 0) for k, v in sorted(now.items()) if v > before.get(k, 0)}
+
+
+def total(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """The sum of several counts (one per partition summary), by kind."""
+    summed: Counter[str] = Counter()
+    for part in parts:
+        summed.update({str(k): int(v) for k, v in part.items()})
+    return dict(sorted(summed.items()))

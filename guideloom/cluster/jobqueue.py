@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import logging
 import os
 import re
 import shlex
@@ -43,6 +44,7 @@ from guideloom.errors import (
 Kind = Literal["slurm", "pbs"]
 KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
+logger = logging.getLogger(__name__)
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 LOOPBACK = "127.0.0.1"
@@ -600,7 +602,7 @@ def jobqueue_client(
         dashboard_address=dashboard_address, scheduler_host=scheduler_host,
         pythonpath=pythonpath,
     )
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = log or logger.info
     if quiet:
         say = _silent
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import math
 import os
 import platform
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom import __version__, config
+from guideloom import __version__, config, fallbacks
 from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
@@ -79,6 +79,8 @@ from guideloom.formats.layout import (
 )
 from guideloom.records import RecordReader, reference_dtypes
 from guideloom.selection import Selection, check_storable_ids, select
+
+logger = logging.getLogger(__name__)
 
 PROBE_ATTEMPTS = 20
 DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
@@ -238,7 +240,7 @@ def run_export(
 
             write_report(report, monitor.state)
             if not quiet:
-                print(f"guideloom: run report written to {report}", file=sys.stderr)
+                logger.info("guideloom: run report written to %s", report)
 
 
 def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_progress: bool,
@@ -248,12 +250,12 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
     with TargetLock(staging):  # one run per target; checked again inside the lock
         recovered = staging.recover()
         if recovered and not quiet:
-            print(f"guideloom: {recovered}", file=sys.stderr)
+            logger.info("guideloom: %s", recovered)
         finished = published_by_interrupted_run(spec, staging) if recovered else None
         if finished is not None:
             if not quiet:
-                print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
-                      "written everything, and its publish is now done", file=sys.stderr)
+                logger.info("guideloom: %s is complete: an interrupted run of this job had "
+                            "written everything, and its publish is now done", staging.url)
             monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite)
@@ -299,8 +301,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         where = Placement(None, "in-process", 1, "only the finalize of an interrupted run is "
                                                  "left")
         if not quiet:
-            print(f"guideloom: running {where.mode}: {where.reason}", file=sys.stderr,
-                  flush=True)
+            logger.info("guideloom: running %s: %s", where.mode, where.reason)
         where_ctx = contextlib.nullcontext(where)
     else:
         where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
@@ -354,9 +355,9 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     }
     resumed = staging.start(job)
     if staging.discarded and not quiet:
-        print(f"guideloom: discarded the staged partitions of an earlier run at {staging.url}: "
-              "they belong to another job (its inputs, code or options changed)",
-              file=sys.stderr)
+        logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
+                    "they belong to another job (its inputs, code or options changed)",
+                    staging.url)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = (None if dask is None or finalizing
                else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
@@ -503,6 +504,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     job's.
     """
     t0 = time.time()
+    fell_back = fallbacks.snapshot()
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
@@ -567,6 +569,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "dtypes": dtypes,
         "host": platform.node(),
         "verify_crc": spec.verify_crc,
+        "fallbacks": fallbacks.since(fell_back),
     }
     writer.stage.write_marker(part.index, summary)
     fault_point("partition-marked")
@@ -676,6 +679,7 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
+        "fallbacks": fallbacks.total(s.get("fallbacks") or {} for s in summaries),
         # every phase so far; publish_s covers describing the export up to this file (the
         # final rename after it takes milliseconds; the run report has it)
         "timings": {**monitor.timings(), "total_s": round(time.time() - started, 4),
