@@ -141,11 +141,8 @@ def _from_config(wanted: str | None) -> tuple[str, Inflater]:
         warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
              RuntimeWarning)
         chosen = pick()
-    fallen = not wanted and chosen[0] != BACKENDS[0]
     logger.debug("inflate back end: %s (%s)", chosen[0],
                  f"asked for {wanted!r}" if wanted else "the fastest importable one")
-    if fallen or (wanted and chosen[0] != wanted):
-        fallbacks.count(f"inflate:{chosen[0]}")
     return chosen
 
 
@@ -164,13 +161,24 @@ def backend() -> tuple[str, Inflater]:
     return chosen
 
 
-def inflate_into(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
-    """Inflate ``src[:n_src]`` into all of ``dst`` with the configured back end.
+def refresh() -> str:
+    """Point :data:`inflate_into` at the configured back end (cheap; the fast path calls it
+    once per dataset, so a configuration change counts from the next dataset); return its
+    name, and count a dataset inflated by a slower one than the fastest (``inflate:NAME``)."""
+    global inflate_into
+    name, inflate_into = backend()
+    if name != BACKENDS[0]:
+        fallbacks.count(f"inflate:{name}")
+    return name
 
-    Raises:
-        InflateError: The stream does not decode to exactly ``len(dst)`` bytes.
-    """
+
+def _first_use(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
     backend()[1](src, n_src, dst)
+
+
+# Inflates ``src[:n_src]`` into all of ``dst`` (raises InflateError unless the stream decodes to
+# exactly ``len(dst)`` bytes): the back end :func:`refresh` chose, picked at first use.
+inflate_into: Inflater = _first_use
 
 
 def __getattr__(name: str) -> Any:
