@@ -45,8 +45,8 @@ def test_with_logging_configured_the_same_messages_are_log_records(demo_zip, tmp
 def test_fallbacks_are_logged_at_debug_and_counted_in_export_json(tmp_path):
     data = guideloom.make_demo_data(tmp_path / "data", n=4, scan_shape=(400, 640)).data_dir
     code = ("import logging\n"
-            "logging.basicConfig(level=logging.DEBUG, format='%(name)s|%(levelname)s|%(message)s')\n"
-            + EXPORT)
+            "logging.basicConfig(level=logging.DEBUG,\n"
+            "                    format='%(name)s|%(levelname)s|%(message)s')\n" + EXPORT)
     done = _python(code, data, tmp_path / "out", cwd=tmp_path, GUIDELOOM_INFLATE="zlib")
     manifest = json.loads((tmp_path / "out" / "export.json").read_text())
     assert manifest["fallbacks"].get("inflate:zlib", 0) >= 1  # datasets zlib inflated
@@ -80,6 +80,8 @@ def _levels() -> dict[str, int]:
 def test_the_embedded_cluster_quiets_dask_only_while_it_runs(demo_zip, tmp_path):
     import distributed  # noqa: F401 - its own logging set-up is part of "before"
 
+    embedded.close_cluster()  # another test's cluster would hold the loggers quiet already
+    assert dask_logs.holders() == 0
     logging.getLogger("asyncio").setLevel(logging.WARNING)  # the host's choice
     before = _levels()
     assert before["asyncio"] == logging.WARNING

@@ -50,14 +50,15 @@ def _configured() -> int | None:
 
 
 def decode_threads() -> int:
-    """Threads (the caller's included) that decode one dataset: the count given to
-    :func:`set_decode_threads`, else the configured ``decode_threads``, else this process's
-    share set by :func:`share_cores`, else the CPUs it may run on."""
-    if _threads is not None:
-        return _threads
+    """Threads (the caller's included) that decode one dataset: the configured
+    ``decode_threads`` (``GUIDELOOM_DECODE_THREADS``, ``guideloom.config.set``), else the count
+    given to :func:`set_decode_threads`, else this process's share set by :func:`share_cores`,
+    else the CPUs it may run on."""
     configured = _configured()
     if configured is not None:
         return configured
+    if _threads is not None:
+        return _threads
     return _share if _share is not None else usable_cpus()
 
 
