@@ -42,6 +42,7 @@ _LAZY: dict[str, str] = {
     "View": "guideloom.croissant",
     "open_h5": "guideloom.sources",
     "make_demo_data": "guideloom.demo",
+    "clear_caches": "guideloom.caches",
     # plots (rddac 2.0's names; matplotlib is the optional extra guideloom[plot])
     "visualization": "guideloom.visualization",
     "plot_scan": "guideloom.visualization",
@@ -106,6 +107,7 @@ _LAZY: dict[str, str] = {
     "DownloadError": "guideloom.errors",
     "SkippedDataWarning": "guideloom.errors",
     "UnverifiedExportWarning": "guideloom.errors",
+    "FormatPluginWarning": "guideloom.errors",
     "ExperimentNotFoundError": "guideloom.errors",
     "NothingToExportError": "guideloom.errors",
     "TransformError": "guideloom.errors",

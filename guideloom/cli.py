@@ -120,7 +120,12 @@ def _workflow_path(text: str | Path) -> Path:
 def _load_workflow(args: argparse.Namespace):
     from guideloom.workflow import load_workflow
 
-    return load_workflow(_workflow_path(args.workflow), data_dir=args.data_dir,
+    data_dir = args.data_dir
+    if data_dir is not None and data_dir.lower().startswith("doi:"):  # resolved here: --server
+        from guideloom.remote.root import open_root
+
+        data_dir = open_root(data_dir, server=args.server, token=args.token)
+    return load_workflow(_workflow_path(args.workflow), data_dir=data_dir,
                          output=args.output, import_user_code=not args.dry_run)
 
 
@@ -455,7 +460,7 @@ def _keep_dashboard_open(seconds: float) -> None:
 
 # --- the published release: info and download ----------------------------------------------
 def _release_options(p: argparse.ArgumentParser) -> None:
-    from guideloom.release import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
+    from guideloom.dataverse import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
 
     p.add_argument("--token", default=argparse.SUPPRESS,
                    help=f"Dataverse API token for drafts or restricted files, sent as the "
@@ -469,7 +474,7 @@ def _release_options(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from guideloom.release import dataset_versions, title_of
+    from guideloom.dataverse import dataset_versions, title_of
 
     versions = dataset_versions(server=args.server, doi=args.doi, token=args.token,
                                 timeout=args.timeout)
@@ -661,8 +666,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="print the plan (experiments, partitions, arrays) and write nothing")
     run.add_argument("--overwrite", action="store_true", help="replace a complete export")
-    run.add_argument("--data-dir", type=Path, default=None,
-                     help="use this data directory instead of the file's dataset.data_dir")
+    run.add_argument("--data-dir", default=None,
+                     help="use this data directory instead of the file's dataset.data_dir "
+                          "(a path, an https:// or s3:// URL of a release, or its DOI)")
+    run.add_argument("--server", default=None, metavar="URL",
+                     help="Dataverse server a DOI --data-dir is resolved on (default "
+                          "$GUIDELOOM_DATAVERSE_URL, else DaRUS)")
+    run.add_argument("--token", default=argparse.SUPPRESS,
+                     help="Dataverse API token for a DOI --data-dir (better: the "
+                          "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
     run.add_argument("--output", default=None,
                      help="write here instead of the file's output.path (path or zarr URL)")
     run.add_argument("--verify-crc", action="store_true",
@@ -712,7 +724,8 @@ def build_parser() -> argparse.ArgumentParser:
     _release_options(info)
     info.set_defaults(func=_cmd_info)
 
-    from guideloom.release import DEFAULT_OUT, DEFAULT_VERSION
+    from guideloom.dataverse import DEFAULT_VERSION
+    from guideloom.release import DEFAULT_OUT
 
     dl = sub.add_parser("download", help="download the published release (or --small, the "
                                          "sample) into rddac's layout, verified and resumable")

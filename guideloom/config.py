@@ -119,6 +119,14 @@ _KNOBS = [
          minimum=1),
     Knob("inflate", None, str, "zlib back end of the fast read path: libdeflate, deflate, isal "
          "or zlib; unset: the fastest importable one (an unusable one warns and falls back)"),
+    Knob("native", True, bool, "Read local records with the native HDF5 reader (false: every "
+         "record through h5py)"),
+    Knob("dataverse_version", None, str, "The dataset version a DOI data_dir reads; unset: "
+         "2.0, the release rddac 2.0 downloads"),
+    Knob("cache_dir", None, str, "guideloom's on-disk cache (remote indexes); unset: "
+         "$XDG_CACHE_HOME/guideloom, else ~/.cache/guideloom"),
+    Knob("cache_max_mb", 256.0, float, "Size bound of the on-disk cache in MiB (the entries "
+         "used longest ago go first)", minimum=0.0),
     # writing
     Knob("checksums", True, bool, "Take write-time checksums (false only for cost "
          "measurements: the export cannot be verified)"),
@@ -161,6 +169,9 @@ ENV_ONLY: Mapping[str, str] = {
     "GUIDELOOM_FAULT_POINT": "Tests: SIGKILL this process at the named fault point",
     "GUIDELOOM_PAUSE_POINT": "Tests: hold this process at the named point …",
     "GUIDELOOM_PAUSE_FIFO": "Tests: … until this FIFO is written",
+    "GUIDELOOM_CACHE_<NAME>_ENTRIES": "Bound of the in-process cache NAME in entries (`0` or "
+                                      "`none`: unbounded; see `guideloom/caches.py`)",
+    "GUIDELOOM_CACHE_<NAME>_BYTES": "… and in bytes",
 }
 
 _lock = threading.Lock()

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
-from guideloom.index_table import read_index
+from guideloom.index_table import read_index, read_index_bytes
+from guideloom.remote.root import RemoteRoot, checked_relpath, is_remote_root
 
 MANIFEST_NAME = "metadata.json"
 
@@ -276,6 +277,13 @@ class Dataset:
         """
         if self._index_cache is None:
             types = {c.column: c.data_type for c in self.columns.values()}
+            if isinstance(self.data_dir, RemoteRoot):  # fetched by URL (guideloom.remote)
+                from guideloom.remote.fetch import fetch_bytes
+
+                data, where = fetch_bytes(self.data_dir, self.index_file,
+                                          "the index table (named by the manifest)")
+                self._index_cache = read_index_bytes(data, where, self.id_column, types)
+                return self._index_cache
             path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
                                          "CSV FileObject's 'name')")
             self._index_cache = read_index(path, self.id_column, types)
@@ -289,6 +297,8 @@ class Dataset:
                 a symlink) outside ``root``; the message names the manifest entry and the path,
                 never the file's contents.
         """
+        if isinstance(root, RemoteRoot):  # a name inside the remote release, as a URL
+            return root.path(checked_relpath(name, f"{root}: {what}"))  # type: ignore[return-value]
         return confined(root, name, f"{self.manifest_path or 'the manifest'}: {what}")
 
     @property
@@ -397,7 +407,9 @@ def load(
     Args:
         data_dir: Directory with the index table and the HDF5 files (zipped or loose);
             a relative path is made absolute against the current directory. Default: the
-            manifest's folder when ``source`` is a path, else ``./data``.
+            manifest's folder when ``source`` is a path, else ``./data``. An ``https://`` or
+            fsspec URL of a release, or its DOI (``doi:10.18419/DARUS-5589``), is read
+            remotely by byte ranges (:mod:`guideloom.remote`).
         source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
             ``data_dir/metadata.json``.
         spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
@@ -412,6 +424,11 @@ def load(
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
     spec = spec or DatasetSpec()
+    if is_remote_root(data_dir) or (data_dir is None and is_remote_root(source)):
+        from guideloom.remote.dataset import remote_manifest  # https://, s3://, doi:...
+
+        manifest, root = remote_manifest(data_dir, source, spec.metadata_file)
+        return _parse(manifest, None, root, spec)  # type: ignore[arg-type]
     if data_dir is None:  # beside the manifest file, else the spec's default (./data)
         data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
                     else spec.default_data_dir)

@@ -23,6 +23,11 @@ class ManifestError(GuideloomError, ValueError):
     """The Croissant manifest or the dataset spec cannot be used."""
 
 
+class ZipFormatError(ValueError):
+    """Bytes that are not a readable zip archive (:mod:`guideloom.remote.zipdir`; callers
+    turn it into a :class:`GuideloomError` naming the archive)."""
+
+
 class MissingDataWarning(UserWarning):
     """Experiments listed in the index have no local HDF5 file and were skipped."""
 
@@ -125,6 +130,25 @@ class FormatContractError(GuideloomError, ValueError):
 
 class ConfigError(GuideloomError, ValueError):
     """A configuration key or value (``guideloom.config``, a ``GUIDELOOM_*`` variable) is bad."""
+
+
+class FormatPluginWarning(UserWarning):
+    """An export-format plugin (entry point ``guideloom.export_formats``) could not be used:
+    it failed to import, is no ``ExportFormat``, or would shadow a built-in kind. It is
+    skipped; the message names the plugin and its distribution."""
+
+
+class InjectedFault(BaseException):  # noqa: N818 - not an error of the code under test
+    """Raised at the point :func:`crash_at` names (a ``BaseException``: like SIGKILL, no
+    ``except Exception`` handler of the run stops it).
+
+    Attributes:
+        point: The fault point reached.
+    """
+
+    def __init__(self, point: str):
+        super().__init__(f"injected fault at {point!r}")
+        self.point = point
 
 
 class UsageError(GuideloomError):
@@ -299,6 +323,19 @@ class InflateError(ValueError):
 
 class FastReadError(ValueError):
     """The fast path could not decode a chunk; read the dataset through h5py instead."""
+
+
+class NativeError(Exception):
+    """:mod:`guideloom.h5native` cannot read this file or dataset; read it with h5py instead."""
+
+
+class NativeUnsupported(NativeError):  # noqa: N818 - the name the reader's callers use
+    """The file uses an HDF5 feature the native reader does not handle (h5py does)."""
+
+
+class NativeFormatError(NativeError):
+    """The file's bytes are not valid HDF5 as far as the native reader can tell (truncated,
+    out-of-range addresses, bad signatures or checksums, cycles); h5py then words the error."""
 
 
 class JobqueueError(GuideloomError):

@@ -43,6 +43,7 @@ from guideloom.errors import (
     ExtractError,
     summarize_ids,
 )
+from guideloom.os_support import preadinto
 from guideloom.sources import (
     LOOSE_SUBDIR,
     Location,
@@ -504,7 +505,7 @@ def _copy_stored(fd: int, loc: Location, out: int) -> tuple[int, int]:
     buf = memoryview(bytearray(max(1, min(CHUNK_BYTES, loc.size))))
     crc = pos = 0
     while pos < loc.size:
-        got = os.preadv(fd, [buf[:min(len(buf), loc.size - pos)]], start + pos)
+        got = preadinto(fd, buf[:min(len(buf), loc.size - pos)], start + pos)
         if got == 0:
             raise CorruptDataError(
                 f"experiment {loc.sim_id}: {loc.describe()} is truncated after {pos} of "

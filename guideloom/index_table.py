@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -121,15 +122,23 @@ def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> Ind
     """
     if not path.is_file():
         raise FileNotFoundError(f"index table not found: {path} (named by the manifest)")
+    return read_index_bytes(path.read_bytes(), path, id_column, data_types)
+
+
+def read_index_bytes(data: bytes, path: Any, id_column: str,
+                     data_types: Mapping[str, str]) -> IndexTable:
+    """:func:`read_index` of the table's bytes (fetched from a remote release); ``path`` (a
+    path or :class:`~guideloom.remote.root.RemotePath`) names it in messages."""
     try:
-        return _read_rows(path, id_column, data_types)
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ManifestError(_not_utf8(path, exc)) from None
+        raise ManifestError(_not_utf8(path, data, exc)) from None
+    return _read_rows(io.StringIO(text, newline=""), path, id_column, data_types)
 
 
-def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+def _not_utf8(path: Any, data: bytes, exc: UnicodeDecodeError) -> str:
     """Where the first byte that is not UTF-8 is: ``path:line: ...`` and what to do."""
-    for line_no, line in enumerate(path.read_bytes().splitlines(), start=1):
+    for line_no, line in enumerate(data.splitlines(), start=1):
         try:
             line.decode("utf-8-sig" if line_no == 1 else "utf-8")
         except UnicodeDecodeError as bad:
@@ -138,9 +147,10 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
     return f"{path}: not UTF-8 text ({exc.reason}): save the index table as UTF-8"
 
 
-def _read_rows(path: Path, id_column: str, data_types: Mapping[str, str]) -> IndexTable:
+def _read_rows(fh: io.StringIO, path: Any, id_column: str,
+               data_types: Mapping[str, str]) -> IndexTable:
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column name
-    with path.open(newline="", encoding="utf-8-sig") as fh:
+    with fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
         if id_column not in header:

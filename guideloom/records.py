@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,12 +16,71 @@ import psutil
 from guideloom.croissant import View, ViewField
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
 from guideloom.fastread import RawSource, read_dataset
-from guideloom.sources import ArchiveHandles, Location, open_location, open_location_raw
+from guideloom.h5native import H5File, open_file
+from guideloom.remote.locations import RemoteLocation
+from guideloom.sources import (
+    ArchiveHandles,
+    Location,
+    open_location,
+    open_location_bytes,
+    open_location_raw,
+)
 
 SIM_ID_KEY = "_sim_id"
 LARGE_FIELD_BYTES = 1 << 30  # fields this large are checked against the memory available
 # HDF5's words for a name that is not there (as opposed to metadata it cannot decode)
 _ABSENT = re.compile(r"doesn't exist|does not exist|not found", re.IGNORECASE)
+NATIVE_ENV = "GUIDELOOM_NATIVE"  # "0" reads every record through h5py
+
+
+class NativeStats:
+    """Process-wide counts of records read by :mod:`guideloom.h5native` and of those that
+    fell back to h5py, with the first few reasons (see :func:`native_stats`)."""
+
+    REASONS = 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.native = 0
+            self.fallbacks = 0
+            self.reasons: Counter[str] = Counter()
+
+    def read_natively(self) -> None:
+        with self._lock:
+            self.native += 1
+
+    def fell_back(self, exc: BaseException) -> None:
+        why = f"{type(exc).__name__}: {exc}"[:160]
+        with self._lock:
+            self.fallbacks += 1
+            if why in self.reasons or len(self.reasons) < self.REASONS:
+                self.reasons[why] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {"native": self.native, "fallbacks": self.fallbacks,
+                    "reasons": dict(self.reasons)}
+
+
+NATIVE_STATS = NativeStats()
+
+
+def native_stats() -> dict[str, Any]:
+    """``{"native": n, "fallbacks": n, "reasons": {reason: n}}`` for this process: records
+    read without h5py, records read by h5py after the native reader gave up, and why."""
+    return NATIVE_STATS.as_dict()
+
+
+def native_default() -> bool:
+    """Whether records are read natively unless asked otherwise (``GUIDELOOM_NATIVE=0``:
+    not)."""
+    from guideloom import config
+
+    return bool(config.get("native"))  # NATIVE_ENV, read now
 
 
 class RecordReader:
@@ -31,13 +91,17 @@ class RecordReader:
         handles: Archive descriptors to reuse (default: the process-wide set).
         verify_crc: Check each stored zip member's CRC-32 before its data is used (once per
             member and process; see :mod:`guideloom.zipcrc`).
+        native: Read loose files and stored members with :mod:`guideloom.h5native` first
+            (h5py when it cannot); default: :func:`native_default`.
     """
 
     def __init__(self, view: View, handles: ArchiveHandles | None = None, *,
-                 verify_crc: bool = False, dtypes: Mapping[str, str] | None = None):
+                 verify_crc: bool = False, dtypes: Mapping[str, str] | None = None,
+                 native: bool | None = None):
         self.view = view
         self.handles = handles
         self.verify_crc = verify_crc
+        self.native = native_default() if native is None else native
         self._byte_orders = {a: np.dtype(d) for a, d in (dtypes or {}).items()}
 
     def _check_byte_order(self, dtype: np.dtype, vf: ViewField, loc: Location) -> None:
@@ -68,6 +132,19 @@ class RecordReader:
             CorruptDataError: The file, its metadata or a dataset in it cannot be decoded (or,
                 with ``verify_crc``, a zip member's CRC-32 differs).
         """
+        if isinstance(loc, RemoteLocation):  # a remote release: read by byte ranges
+            from guideloom.remote.records import read_remote_fields
+
+            return self._ordered(read_remote_fields(self, loc, row, into), loc, row)
+        record: dict[str, Any] | None = None
+        if self.native:
+            record = self._read_native(loc, into)
+        if record is None:
+            record = self._read_h5py(loc, row, into)
+        return self._ordered(record, loc, row)
+
+    def _read_h5py(self, loc: Location, row: Mapping[str, Any],
+                   into: Mapping[str, np.ndarray] | None) -> dict[str, Any]:
         record: dict[str, Any] = {}
         fid, raw = open_location_raw(loc, self.handles, verify_crc=self.verify_crc)
         try:
@@ -79,10 +156,72 @@ class RecordReader:
                         None if into is None else into.get(vf.alias))
         finally:
             fid.close()
+        return record
+
+    def _read_native(self, loc: Location, into: Mapping[str, np.ndarray] | None
+                     ) -> dict[str, Any] | None:
+        """The HDF5 fields of ``loc`` read by :mod:`guideloom.h5native`; ``None`` when the h5py
+        path must read the record (a deflated member, a feature the native reader lacks, or
+        any error: h5py then words it). guideloom's own verdicts (a bad zip header or CRC, a
+        field larger than memory, a flipped byte order) are raised as on the h5py path."""
+        try:
+            opened = open_location_bytes(loc, self.handles, verify_crc=self.verify_crc)
+        except ExperimentReadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - h5py words every other failure
+            NATIVE_STATS.fell_back(exc)
+            return None
+        if opened is None:
+            return None
+        src, base, size = opened
+        record: dict[str, Any] = {}
+        try:
+            f = open_file(src, base, size)
+            for vf in self.view.fields:
+                if vf.is_h5:
+                    record[vf.alias] = self._native_field(
+                        f, vf, loc, None if into is None else into.get(vf.alias))
+        except ExperimentReadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - h5py words every other failure
+            NATIVE_STATS.fell_back(exc)
+            return None
+        finally:
+            src.close()
+        NATIVE_STATS.read_natively()
+        return record
+
+    def _native_field(self, f: H5File, vf: ViewField, loc: Location,
+                      out: np.ndarray | None) -> np.ndarray:
+        path = vf.h5_path
+        assert path is not None
+        info = f.dataset(path)
+        dtype = info.np_dtype
+        shape = stored = info.shape
+        steps = vf.timesteps
+        if steps is not None and shape:
+            shape = (1 if isinstance(steps, int) else len(steps), *shape[1:])
+        check_declared_size(shape, dtype, loc, path)
+        if self._byte_orders:
+            self._check_byte_order(dtype, vf, loc)
+        if steps is None:
+            return f.read(path, out=out)
+        n = stored[0] if stored else 0
+        if isinstance(steps, int):
+            if not -n <= steps < n:
+                raise IndexError(f"step {steps} with {n} steps")  # h5py's path words it
+            return f.read(path, [steps % n])[0]
+        if any(not -n <= s < n for s in steps):
+            raise IndexError(f"steps {list(steps)} with {n} steps")
+        unique, inverse = np.unique(np.asarray(steps) % max(n, 1), return_inverse=True)
+        return f.read(path, unique)[inverse]
+
+    def _ordered(self, record: dict[str, Any], loc: Location, row: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+        """The HDF5 fields read plus the index columns, in the view's field order."""
         for vf in self.view.fields:
             if not vf.is_h5:
                 record[vf.alias] = row[vf.column]
-        # keep the view's field order
         ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
         ordered[SIM_ID_KEY] = loc.sim_id
         return ordered
@@ -95,7 +234,13 @@ class RecordReader:
             CorruptDataError: The file or its metadata is damaged.
         """
         out: dict[str, tuple[tuple, np.dtype]] = {}
-        with open_location(loc, self.handles, verify_crc=self.verify_crc) as f:
+        if isinstance(loc, RemoteLocation):
+            from guideloom.remote.records import open_remote
+
+            opened = open_remote(loc, self.verify_crc)
+        else:
+            opened = open_location(loc, self.handles, verify_crc=self.verify_crc)
+        with opened as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
                     value = np.asarray(row[vf.column])

@@ -17,7 +17,6 @@ import json
 import os
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,46 +24,30 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from guideloom import config
+from guideloom.dataverse import (
+    DEFAULT_VERSION,
+    RDDAC_DOI,
+    RemoteFile,
+    title_of,
+    version_files,
+)
+from guideloom.dataverse import api_token as _token
+from guideloom.dataverse import server_url as _server
 from guideloom.errors import DownloadError, UsageError
 from guideloom.http_fetch import (
-    HASH_NAMES,
     Checksum,
     Expected,
     Hashes,
     Settings,
     fetch_file,
-    get_json,
     part_path,
 )
 
-DEFAULT_SERVER = "https://darus.uni-stuttgart.de"
-RDDAC_DOI = "doi:10.18419/DARUS-5589"
-DEFAULT_VERSION = "2.0"  # the release rddac 2.0 downloads
 DEFAULT_OUT = "data"
 SMALL_FILES = ("process_parameters.csv", "metadata.json", "sample.zip")
-SERVER_ENV = "GUIDELOOM_DATAVERSE_URL"
-TOKEN_ENV = "GUIDELOOM_DATAVERSE_TOKEN"
 RECORD = ".guideloom-download.json"
 LOCK = ".guideloom-download.lock"
 MANIFEST = "metadata.json"
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """One file of a dataset version, as the Dataverse API lists it."""
-
-    id: int
-    name: str
-    directory: str
-    size: int
-    checksum: Checksum | None
-    description: str = ""
-
-    @property
-    def relpath(self) -> str:
-        """Where the file goes below the output directory (``h5/concave.zip``)."""
-        return f"{self.directory}/{self.name}" if self.directory else self.name
 
 
 @dataclass
@@ -96,97 +79,6 @@ class DownloadReport:
     bytes_fetched: int = 0
     seconds: float = 0.0
     extract: Any = None
-
-
-def _server(server: str | None) -> str:
-    url = (server or config.get("dataverse_url") or DEFAULT_SERVER).rstrip("/")
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise UsageError(f"the server {url!r} is not an http(s) URL")
-    return url
-
-
-def _token(token: str | None) -> str | None:
-    return token or config.get("dataverse_token") or None
-
-
-def _safe_part(text: str, what: str, fid: Any) -> str:
-    """A file or directory name from the server, checked to stay below the output directory."""
-    parts = text.split("/")
-    if text and ("\\" in text or "\0" in text or any(p in ("", ".", "..") for p in parts)):
-        raise DownloadError(f"the repository lists file {fid} with the {what} {text!r}, which "
-                            "would be written outside the output directory; not downloading it")
-    return text
-
-
-def _remote_file(entry: dict[str, Any]) -> RemoteFile:
-    df = entry.get("dataFile") or {}
-    fid = df.get("id")
-    name = df.get("originalFileName") or df.get("filename") or entry.get("label")
-    if fid is None or not name:
-        raise DownloadError(f"the repository's file list has an entry without id or name: "
-                            f"{json.dumps(entry)[:200]}")
-    size = df.get("originalFileSize", df.get("filesize"))
-    listed = df.get("checksum") or {}
-    algorithm = HASH_NAMES.get(str(listed.get("type", "")).upper())
-    if algorithm and listed.get("value"):
-        checksum = Checksum(algorithm, str(listed["value"]).lower())
-    elif df.get("md5"):
-        checksum = Checksum("md5", str(df["md5"]).lower())
-    else:
-        checksum = None
-    return RemoteFile(
-        id=int(fid), name=_safe_part(str(name), "name", fid),
-        directory=_safe_part(str(entry.get("directoryLabel") or ""), "folder", fid),
-        size=int(size) if size is not None else 0, checksum=checksum,
-        description=str(entry.get("description") or df.get("description") or ""))
-
-
-def _api(server: str, path: str, doi: str, settings: Settings, what: str) -> Any:
-    url = f"{server}/api/{path}?persistentId={urllib.parse.quote(doi, safe=':/')}"
-    doc = get_json(url, settings, what)
-    if not isinstance(doc, dict) or "data" not in doc:
-        raise DownloadError(f"{what}: {url} answered without a 'data' field: "
-                            f"{str(doc)[:200]}")
-    return doc["data"]
-
-
-def title_of(version: dict[str, Any]) -> str:
-    """The dataset title in a version's citation metadata ('' when absent)."""
-    fields = version.get("metadataBlocks", {}).get("citation", {}).get("fields", [])
-    return next((f.get("value", "") for f in fields if f.get("typeName") == "title"), "")
-
-
-def version_files(version: str, *, server: str | None = None, doi: str = RDDAC_DOI,
-                  token: str | None = None, timeout: float = 60.0
-                  ) -> tuple[dict[str, Any], list[RemoteFile]]:
-    """The metadata of one dataset version and its files.
-
-    Args:
-        version: ``"2.0"``, ``":latest-published"``, ``":draft"`` (needs a token), ...
-        server: Dataverse base URL (default ``$GUIDELOOM_DATAVERSE_URL`` or DaRUS).
-        doi: The dataset's persistent id.
-        token: API token (default ``$GUIDELOOM_DATAVERSE_TOKEN``).
-        timeout: Seconds per connect or read.
-    """
-    settings = Settings(timeout=timeout, token=_token(token))
-    data = _api(_server(server), f"datasets/:persistentId/versions/{version}", doi, settings,
-                f"dataset {doi} version {version}")
-    return data, [_remote_file(e) for e in data.get("files", [])]
-
-
-def dataset_versions(*, server: str | None = None, doi: str = RDDAC_DOI,
-                     token: str | None = None, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """Every version of the dataset the server shows (newest first), each with ``files``."""
-    base = _server(server)
-    settings = Settings(timeout=timeout, token=_token(token))
-    versions = _api(base, "datasets/:persistentId/versions", doi, settings,
-                    f"dataset {doi} versions")
-    for v in versions:
-        if "files" not in v:
-            number = f"{v.get('versionNumber')}.{v.get('versionMinorNumber', 0)}"
-            v["files"] = _api(base, f"datasets/:persistentId/versions/{number}/files", doi,
-                              settings, f"dataset {doi} version {number} files")
-    return versions
 
 
 def _select(files: list[RemoteFile], names: Sequence[str] | None, small: bool
@@ -307,19 +199,21 @@ def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSI
 @contextmanager
 def _out_lock(out: Path) -> Iterator[None]:
     """Hold ``OUT/.guideloom-download.lock``: two downloads never write the same files."""
-    import fcntl
-
+    from guideloom.os_support import try_lock, unlock
     from guideloom.private_files import open_private_file
 
-    fd = open_private_file(out / LOCK, "the download lock")
+    path = str(out / LOCK)
+    fd = open_private_file(path, "the download lock")
+    locked = False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        locked = try_lock(fd, path)
+        if not locked:
             raise DownloadError(f"another guideloom download is writing into {out}; wait for "
-                                "it to finish (or stop it) and run this again") from None
+                                "it to finish (or stop it) and run this again")
         yield
     finally:
+        if locked:
+            unlock(fd, path)
         os.close(fd)
 
 

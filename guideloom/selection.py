@@ -16,6 +16,8 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
+from guideloom.remote.locations import remote_locations
+from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -56,10 +58,19 @@ def resolve_dataset(
     Relative paths are made absolute against the current directory here, on the driver: the
     job's file locations are shipped to Dask workers, which may run in another directory.
     """
+    if is_remote_root(data_dir) or (data_dir is None and dataset is not None
+                                    and isinstance(dataset.data_dir, RemoteRoot)):
+        if dataset is None:  # a URL or DOI: nothing to make absolute, nothing to stat
+            dataset = load(data_dir, source, spec=spec)
+            return dataset, dataset.data_dir  # (a DOI is resolved once)
+        return dataset, open_root(data_dir if data_dir is not None else dataset.data_dir)
     if dataset is None:
         dataset = load(data_dir, source, spec=spec)
-    elif not Path(dataset.data_dir).is_absolute() or not (
-            dataset.manifest_path is None or dataset.manifest_path.is_absolute()):
+        if isinstance(dataset.data_dir, RemoteRoot):  # the manifest's URL named the folder
+            return dataset, dataset.data_dir
+    elif not isinstance(dataset.data_dir, RemoteRoot) and (
+            not Path(dataset.data_dir).is_absolute() or not (
+                dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
         dataset = replace(  # a Dataset built by hand with relative paths
             dataset, data_dir=Path(os.path.abspath(dataset.data_dir)),
             manifest_path=None if dataset.manifest_path is None
@@ -124,7 +135,8 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = scan_locations(ds, root)
+    available = (remote_locations(ds, root) if isinstance(root, RemoteRoot)  # by byte ranges
+                 else scan_locations(ds, root))
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])

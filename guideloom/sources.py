@@ -28,7 +28,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import struct
 import threading
 import zipfile
 from collections.abc import Callable
@@ -44,6 +43,8 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from guideloom import os_support
+from guideloom.caches import BoundedCache, cache, on_clear
 from guideloom.errors import (
     CorruptDataError,
     ExperimentNotFoundError,
@@ -53,21 +54,26 @@ from guideloom.errors import (
 )
 from guideloom.fastread.chunks import RawSource
 from guideloom.index_table import short_type
+from guideloom.remote.byte_source import LocalFileSource
+from guideloom.remote.zipdir import (
+    LOCAL_HEADER,
+    Member,
+    ZipFormatError,
+    overlapping_members,
+    parse_local_header,
+    read_members,
+)
 from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset, DatasetSpec
 
 LOOSE_SUBDIR = "h5"
-# signature, (version), flags, (method … sizes), name length, extra length
-_LOCAL_HEADER = struct.Struct("<4s2xH18xHH")
-_UTF8_NAME = 0x800  # general purpose flag bit 11: the name is UTF-8 (else cp437)
 _NAME_READ = 256  # name bytes read with the local header at once (a longer one costs a read more)
 DEFLATE_MAX_RATIO = 1032  # deflate's largest expansion (258-byte matches from 2-bit codes)
 DEFLATE_SLACK = 1 << 16  # … plus a margin for tiny members
 INFLATE_MEMORY_SHARE = 0.5  # of the memory available, for one deflated member in memory
 INFLATE_BLOCK = 16 << 20  # bytes inflated per read
-_LOCAL_SIGNATURE = b"PK\x03\x04"
 
 
 @dataclass(frozen=True)
@@ -119,29 +125,7 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
     for archive in archive_paths(ds, root):
-        infos = archive_members(archive)
-        defects = overlapping_members(infos)
-        for info in infos:
-            if info.is_dir():
-                continue
-            m = pattern.match(info.filename.rsplit("/", 1)[-1])
-            if m is None:
-                continue
-            sim_id = to_id(m.group("id"))
-            if sim_id in found:
-                raise ManifestError(
-                    f"two zip members hold experiment {sim_id!r}: {found[sim_id].describe()} "
-                    f"and {archive}::{info.filename}; keep one of them")
-            found[sim_id] = Location(
-                sim_id=sim_id,
-                path=str(archive),
-                member=info.filename,
-                header_offset=info.header_offset,
-                size=info.compress_size,
-                stored=info.compress_type == zipfile.ZIP_STORED,
-                crc=info.CRC,
-                defect=defects.get(info.filename),
-            )
+        add_member_locations(found, str(archive), archive_members(archive), pattern, to_id)
     for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
         if not folder.is_dir():  # (the canonical loose folder) over the dataset's root
             continue
@@ -164,14 +148,40 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
     return found
 
 
+def add_member_locations(found: dict[Any, Location], archive: str, members: list[Member],
+                         pattern: re.Pattern[str], to_id: Callable[[str], Any],
+                         make: Callable[..., Location] = Location) -> None:
+    """Add a :class:`Location` (built by ``make``) for each experiment member of ``archive``.
+
+    Raises:
+        ManifestError: Two members hold one experiment id.
+    """
+    defects = overlapping_members(members)
+    for info in members:
+        if info.is_dir():
+            continue
+        m = pattern.match(info.name.rsplit("/", 1)[-1])
+        if m is None:
+            continue
+        sim_id = to_id(m.group("id"))
+        if sim_id in found:
+            raise ManifestError(
+                f"two zip members hold experiment {sim_id!r}: {found[sim_id].describe()} "
+                f"and {archive}::{info.name}; keep one of them")
+        found[sim_id] = make(
+            sim_id=sim_id, path=archive, member=info.name, header_offset=info.header_offset,
+            size=info.compress_size, stored=info.stored, crc=info.crc,
+            defect=defects.get(info.name))
+
+
 # Central directories read recently, by archive and its (inode, size, mtime): a training loop
 # calls iter_view once per epoch, and re-parsing a large central directory each time is waste.
-_MEMBERS: dict[tuple[str, int, int, int], list[zipfile.ZipInfo]] = {}
-_MEMBERS_MAX = 64
+_MEMBERS: BoundedCache[tuple[str, int, int, int], list[Member]] = cache("archive_listings")
 
 
-def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
-    """The archive's central directory entries (cached while the file is unchanged).
+def archive_members(archive: Path) -> list[Member]:
+    """The archive's central directory entries (cached while the file is unchanged); parsed by
+    :mod:`guideloom.remote.zipdir`, which reads remote archives too.
 
     Raises:
         GuideloomError: The archive cannot be read.
@@ -181,43 +191,15 @@ def archive_members(archive: Path) -> list[zipfile.ZipInfo]:
         key = (str(archive), st.st_ino, st.st_size, st.st_mtime_ns)
         infos = _MEMBERS.get(key)
         if infos is None:
-            stale = [k for k in _MEMBERS if k[0] == key[0]]
-            if stale:  # the archive changed since it was listed: so did its members' offsets
+            # the archive changed since it was listed: so did its members' offsets
+            if _MEMBERS.pop_where(lambda k: k[0] != key[0]):
                 _PROCESS_HANDLES.retire(key[0])
-                for k in stale:
-                    _MEMBERS.pop(k, None)
-            with zipfile.ZipFile(archive) as zf:
-                infos = zf.infolist()
-            if len(_MEMBERS) >= _MEMBERS_MAX:
-                _MEMBERS.clear()
-            _MEMBERS[key] = infos
+            with LocalFileSource(archive) as src:
+                infos = read_members(src)
+            _MEMBERS.put(key, infos)
         return infos
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (ZipFormatError, OSError) as exc:
         raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
-
-
-def overlapping_members(infos: list[zipfile.ZipInfo]) -> dict[str, str]:
-    """Members whose byte ranges (local header, name, data) overlap another member's, as
-    ``{member: what}``; members of one local header are left to the name check of
-    :func:`member_data_offset`, which tells which entry lies."""
-    spans = []
-    for info in infos:
-        encoding = "utf-8" if info.flag_bits & _UTF8_NAME else "cp437"
-        name_len = len(info.orig_filename.encode(encoding, "replace"))
-        start = info.header_offset
-        spans.append((start, start + _LOCAL_HEADER.size + name_len + info.compress_size,
-                      info.filename))
-    spans.sort()
-    defects: dict[str, str] = {}
-    reach, owner, owner_start = -1, "", -1
-    for start, end, name in spans:
-        if start < reach and start != owner_start:
-            defects[name] = f"its bytes overlap those of member {owner!r} of the same archive"
-            defects.setdefault(owner, f"its bytes overlap those of member {name!r} of the same "
-                                      "archive")
-        if end > reach:
-            reach, owner, owner_start = end, name, start
-    return defects
 
 
 def archive_paths(ds: Dataset, root: Path) -> list[Path]:
@@ -252,7 +234,7 @@ def archive_paths(ds: Dataset, root: Path) -> list[Path]:
 
 
 def _holds_experiments(archive: Path, pattern: re.Pattern[str]) -> bool:
-    return any(pattern.match(i.filename.rsplit("/", 1)[-1]) for i in archive_members(archive))
+    return any(pattern.match(i.name.rsplit("/", 1)[-1]) for i in archive_members(archive))
 
 
 class _SeekableReader(io.RawIOBase):
@@ -282,20 +264,30 @@ class _SeekableReader(io.RawIOBase):
 class ByteRangeFile(_SeekableReader):
     """A read-only file object over ``[start, start + size)`` of an open descriptor.
 
-    Uses ``os.pread``, so several instances may share one descriptor across threads.
+    Uses ``os.pread``, so several instances may share one descriptor across threads. Closing
+    it releases ``lease`` (the archive descriptor's use by this file), if given.
     """
 
-    def __init__(self, fd: int, start: int, size: int, name: str = ""):
+    def __init__(self, fd: int, start: int, size: int, name: str = "",
+                 lease: ArchiveLease | None = None):
         super().__init__()
         self._fd, self._start, self._size, self._pos = fd, start, size, 0
         self.name = name
+        self._lease = lease
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._lease is not None:
+                self._lease.release()
 
     def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
         want = min(len(buffer), self._size - self._pos)
         if want <= 0:
             return 0
         view = memoryview(buffer).cast("B")[:want]
-        got = os.preadv(self._fd, [view], self._start + self._pos)
+        got = os_support.preadinto(self._fd, view, self._start + self._pos)
         self._pos += got
         return got
 
@@ -305,38 +297,109 @@ class ByteRangeFile(_SeekableReader):
 _MEMBER_BUFFER = 1 << 16
 
 
-class ArchiveHandles:
-    """Open archive descriptors, kept across records and shared by threads of one process."""
+class _ArchiveFd:
+    """One open archive descriptor and the open files reading through it: closed once it has
+    left its cache (:meth:`retire`) and the last of them is done (:meth:`release`)."""
 
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-        self._retired: list[int] = []
+    __slots__ = ("_lock", "closed", "fd", "retired", "users")
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         self._lock = threading.Lock()
+        self.users = 0
+        self.retired = self.closed = False
+
+    def acquire(self) -> bool:
+        """Count one more user; ``False`` when the descriptor has left its cache."""
+        with self._lock:
+            if self.retired:
+                return False
+            self.users += 1
+            return True
+
+    def release(self) -> None:
+        """One user is done (the descriptor closes if it is retired and was the last)."""
+        with self._lock:
+            self.users -= 1
+            last = self.retired and self.users <= 0 and not self.closed
+            self.closed = self.closed or last
+        if last:
+            os.close(self.fd)
+
+    def retire(self) -> None:
+        """The descriptor left its cache: close it now, or when its last user is done."""
+        with self._lock:
+            self.retired = True
+            now = self.users <= 0 and not self.closed
+            self.closed = self.closed or now
+        if now:
+            os.close(self.fd)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: close this process's copy when no inherited file uses it (the
+        parent's descriptor is its own and stays open)."""
+        self._lock = threading.Lock()
+        self.retire()
+
+
+class ArchiveLease:
+    """The use of one archive descriptor by one open file; :meth:`release` once (idempotent)."""
+
+    __slots__ = ("_entry", "fd")
+
+    def __init__(self, entry: _ArchiveFd) -> None:
+        self._entry: _ArchiveFd | None = entry
+        self.fd = entry.fd
+
+    def release(self) -> None:
+        entry, self._entry = self._entry, None
+        if entry is not None:
+            entry.release()
+
+
+class ArchiveHandles:
+    """Open archive descriptors, kept across records and shared by threads of one process.
+
+    At most ``GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES`` (see :mod:`guideloom.caches`) stay open;
+    the least recently used is closed once the files reading through it are closed.
+
+    Args:
+        private: A set of its own (the default), bounded as ``archive_fds``; ``False`` for the
+            registered process-wide one (``sources._PROCESS_HANDLES``, which
+            :func:`guideloom.clear_caches` empties).
+    """
+
+    def __init__(self, *, private: bool = True) -> None:
+        make = cache if not private else _private_cache
+        self._fds: BoundedCache[str, _ArchiveFd] = make(
+            "archive_fds", close=_ArchiveFd.retire, fork=_ArchiveFd.forget_after_fork)
+
+    def lease(self, path: str) -> ArchiveLease:
+        """An open read-only descriptor for ``path``, kept open until the lease is released."""
+        while True:
+            entry = self._fds.get_or_create(path, lambda: _ArchiveFd(path))
+            if entry.acquire():
+                return ArchiveLease(entry)
 
     def fd(self, path: str) -> int:
-        """Return an open read-only descriptor for ``path``."""
-        with self._lock:
-            fd = self._fds.get(path)
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            return fd
+        """An open read-only descriptor for ``path``, valid while it stays in the cache (use
+        :meth:`lease` to keep it open for as long as it is read)."""
+        lease = self.lease(path)
+        lease.release()
+        return lease.fd
 
     def retire(self, path: str) -> None:
         """Stop handing out the descriptor of ``path`` (the file was replaced); the next
-        :meth:`fd` opens the new file. The old descriptor stays open until :meth:`close`, as a
-        reader in another thread may still use it."""
-        with self._lock:
-            fd = self._fds.pop(path, None)
-            if fd is not None:
-                self._retired.append(fd)
+        :meth:`lease` opens the new file. The old descriptor closes when the files still
+        reading through it are closed."""
+        self._fds.pop(path)
+
+    def __len__(self) -> int:
+        return len(self._fds)
 
     def close(self) -> None:
-        """Close every descriptor."""
-        with self._lock:
-            for fd in [*self._fds.values(), *self._retired]:
-                os.close(fd)
-            self._fds.clear()
-            self._retired.clear()
+        """Close every descriptor (those still read through: when their files close)."""
+        self._fds.clear()
 
     def __del__(self) -> None:
         try:
@@ -345,7 +408,11 @@ class ArchiveHandles:
             pass
 
 
-_PROCESS_HANDLES = ArchiveHandles()
+def _private_cache(name: str, **hooks: Any) -> BoundedCache[Any, Any]:
+    return BoundedCache(name, **hooks)
+
+
+_PROCESS_HANDLES = ArchiveHandles(private=False)
 
 
 class MemberFile(h5py.File):
@@ -419,6 +486,16 @@ class _MemberAccess(threading.local):
 _MEMBER_ACCESS = _MemberAccess()
 
 
+def _forget_member_access() -> None:
+    """Drop every thread's file-access list: each still points at the last member it opened,
+    keeping that member's archive descriptor in use (see :func:`guideloom.clear_caches`)."""
+    global _MEMBER_ACCESS
+    _MEMBER_ACCESS = _MemberAccess()
+
+
+on_clear("member_file_access", _forget_member_access)
+
+
 def open_location_raw(
     loc: Location, handles: ArchiveHandles | None = None, *, verify_crc: bool = False
 ) -> tuple[h5py.h5f.FileID, RawSource | None]:
@@ -438,6 +515,80 @@ def open_location_raw(
     return fid, raw
 
 
+class DescriptorSource:
+    """A :class:`~guideloom.remote.byte_source.ByteSource` over an open descriptor, read with
+    ``os.pread``; closes it only when it owns it (a loose file, not an archive's shared one)."""
+
+    def __init__(self, fd: int, name: str, owned: bool, size: int | None = None,
+                 lease: ArchiveLease | None = None):
+        self._fd, self._name, self._owned = fd, name, owned
+        self._size = os.fstat(fd).st_size if size is None else size
+        self._lease = lease
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = os_support.pread(self._fd, size, offset)
+        if len(data) != size:
+            raise OSError(f"{self._name}: {len(data)} of {size} bytes at offset {offset}")
+        return data
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:  # type: ignore[override]
+        return [self.read(o, s) for o, s in ranges]
+
+    def close(self) -> None:
+        if self._owned and self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+        if self._lease is not None:
+            self._lease.release()
+
+
+def open_location_bytes(
+    loc: Location, handles: ArchiveHandles | None = None, *, verify_crc: bool = False
+) -> tuple[DescriptorSource, int, int] | None:
+    """The bytes of the HDF5 file at ``loc`` for :mod:`guideloom.h5native`: ``(source, base,
+    size)``, the file being ``size`` bytes from ``base`` of ``source`` (close the source when
+    done). ``None`` for a deflated member, which only the h5py path reads. The zip member's
+    local header is checked, and with ``verify_crc`` its CRC-32, as :func:`open_location` does.
+
+    Raises:
+        CorruptDataError: The member's local header or CRC-32 is bad (names the id and file).
+        OSError: The file cannot be opened (the h5py path then words the error).
+    """
+    if loc.member is None:
+        fd = os.open(loc.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            src = DescriptorSource(fd, loc.path, owned=True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return src, 0, src.size()
+    if loc.defect is not None:
+        _corrupt(loc, loc.defect)
+    if not loc.stored:
+        return None
+    lease = (handles or _PROCESS_HANDLES).lease(loc.path)
+    try:
+        fd = lease.fd
+        start = member_data_offset(fd, loc)
+        if verify_crc and loc.crc is not None:
+            verify_member(fd, start, loc.size, loc.crc, archive=loc.path, member=loc.member,
+                          sim_id=loc.sim_id)
+        # the member's end as the size (no fstat per record): a truncated archive reads short
+        src = DescriptorSource(fd, loc.describe(), owned=False, size=start + loc.size,
+                               lease=lease)
+    except BaseException:
+        lease.release()
+        raise
+    return src, start, loc.size
+
+
 def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = False
           ) -> tuple[h5py.h5f.FileID, RawSource | None, io.IOBase | None]:
     handles = handles or _PROCESS_HANDLES
@@ -448,14 +599,19 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             return fid, RawSource.checked(fid.get_vfd_handle()), None
         if loc.defect is not None:
             _corrupt(loc, loc.defect)
-        fd = handles.fd(loc.path)
-        if loc.stored:
-            start = member_data_offset(fd, loc)
-            if verify_crc and loc.crc is not None:
-                verify_member(fd, start, loc.size, loc.crc, archive=loc.path,
-                              member=loc.member, sim_id=loc.sim_id)
+        if loc.stored:  # the member file holds the archive descriptor while it is open
+            lease = handles.lease(loc.path)
+            try:
+                fd = lease.fd
+                start = member_data_offset(fd, loc)
+                if verify_crc and loc.crc is not None:
+                    verify_member(fd, start, loc.size, loc.crc, archive=loc.path,
+                                  member=loc.member, sim_id=loc.sim_id)
+            except BaseException:
+                lease.release()
+                raise
             fileobj: io.IOBase = io.BufferedReader(
-                ByteRangeFile(fd, start, loc.size, loc.describe()), _MEMBER_BUFFER)
+                ByteRangeFile(fd, start, loc.size, loc.describe(), lease), _MEMBER_BUFFER)
             raw = RawSource.checked(fd, start, loc.size)
         else:  # a deflated member cannot be read in place: inflate it whole, bounded
             fileobj, raw = inflate_member(loc), None
@@ -465,7 +621,11 @@ def _open(loc: Location, handles: ArchiveHandles | None, verify_crc: bool = Fals
             fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
         else:
             fapl = _MEMBER_ACCESS.pointed_at(fileobj)
-        return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
+        try:
+            return h5py.h5f.open(name, flags, fapl=fapl), raw, fileobj
+        except BaseException:
+            fileobj.close()
+            raise
     except ExperimentReadError:
         raise
     except FileNotFoundError as exc:
@@ -562,21 +722,33 @@ def member_data_offset(fd: int, loc: Location) -> int:
     """
     if loc.defect is not None:
         _corrupt(loc, loc.defect)
-    blob = os.pread(fd, _LOCAL_HEADER.size + _NAME_READ, loc.header_offset)
-    if len(blob) < _LOCAL_HEADER.size:
-        _corrupt(loc, "truncated zip local header")
-    signature, flags, name_len, extra_len = _LOCAL_HEADER.unpack_from(blob)
-    if signature != _LOCAL_SIGNATURE:
-        _corrupt(loc, "bad zip local header signature")
-    start = loc.header_offset + _LOCAL_HEADER.size
-    raw = blob[_LOCAL_HEADER.size:_LOCAL_HEADER.size + name_len]
-    if len(raw) < name_len:
-        raw = os.pread(fd, name_len, start)
-    name = raw.decode("utf-8" if flags & _UTF8_NAME else "cp437", "replace")
+    blob = os_support.pread(fd, LOCAL_HEADER.size + _NAME_READ, loc.header_offset)
+    return checked_data_offset(loc, blob, lambda n: os_support.pread(fd, n, loc.header_offset
+                                                             + LOCAL_HEADER.size))
+
+
+def checked_data_offset(loc: Location, blob: bytes | memoryview,
+                        read_name: Callable[[int], bytes]) -> int:
+    """The data offset of ``loc`` from ``blob``, the bytes read at its local header
+    (``read_name(n)`` gives the name's ``n`` bytes when ``blob`` ends inside it).
+
+    Raises:
+        CorruptDataError: The header is truncated, has a bad signature or names another member.
+    """
+    try:
+        try:
+            name, _, start = parse_local_header(blob, loc.header_offset)
+        except IndexError as short:
+            name_len = short.args[0]
+            head = bytes(blob[:LOCAL_HEADER.size]) + read_name(name_len)
+            name, _, start = parse_local_header(head, loc.header_offset)
+    except (ZipFormatError, IndexError) as exc:
+        _corrupt(loc, str(exc) if isinstance(exc, ZipFormatError) else "truncated zip local "
+                 "header")
     if name != loc.member:
         _corrupt(loc, f"the central directory points at the local header of {name!r}, not of "
                       f"{loc.member!r} (a tampered or damaged archive)")
-    return start + name_len + extra_len
+    return start
 
 
 def _corrupt(loc: Location, what: str) -> None:
@@ -625,3 +797,11 @@ def open_h5(
             f"{root}/h5/<id>.h5 files and members of {', '.join(ds.archives) or '*.zip'} in "
             f"{root} and {root}/h5); download it or check the id")
     return open_location(loc)
+
+
+# The member-opening pieces guideloom.remote.records shares (a remote member is opened the same
+# way, from bytes fetched by range).
+raise_corrupt = _corrupt
+SeekableReader = _SeekableReader
+MemoryFile = _MemoryFile
+file_access = _file_access

@@ -58,7 +58,8 @@ def iter_view(
 
     Args:
         view: A view name (published or added with :func:`guideloom.add_view`) or a View.
-        data_dir: Directory with the files (default: the dataset's, else ``./data``).
+        data_dir: Directory with the files (default: the dataset's, else ``./data``), or an
+            ``https://``/fsspec URL or DOI of a release (read by byte ranges).
         dataset: A loaded dataset (for views added in memory).
         source: The manifest path when ``dataset`` is not given.
         sim_ids: Allowlist of experiment ids; records come in the index table's order (as in

@@ -11,15 +11,15 @@ fields of one experiment, the schema probe and later epochs do not check it agai
 from __future__ import annotations
 
 import os
-import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.errors import CorruptDataError
+from guideloom.os_support import preadinto
 
 CRC_BLOCK = 4 << 20  # bytes per pread: large enough for full speed, small enough to stay cached
-_VERIFIED_MAX = 1 << 16  # remembered members (a few MB of keys at most)
 
 
 def _crc32_function() -> Callable[[Any, int], int]:
@@ -35,8 +35,7 @@ def _crc32_function() -> Callable[[Any, int], int]:
 crc32 = _crc32_function()
 
 # What verify_member found per member: "" when intact, else what the data gave.
-_verified: dict[tuple[str, str, int, int, int], str] = {}
-_lock = threading.Lock()
+_verified: BoundedCache[tuple[str, str, int, int, int], str] = cache("crc_verdicts")
 
 
 def member_crc(fd: int, start: int, size: int, block: int = CRC_BLOCK) -> tuple[int, int]:
@@ -48,7 +47,7 @@ def member_crc(fd: int, start: int, size: int, block: int = CRC_BLOCK) -> tuple[
     buf = memoryview(bytearray(max(1, min(block, size))))
     crc, pos = 0, 0
     while pos < size:
-        got = os.preadv(fd, [buf[:min(block, size - pos)]], start + pos)
+        got = preadinto(fd, buf[:min(block, size - pos)], start + pos)
         if got <= 0:
             break
         crc = crc32(buf[:got], crc)
@@ -75,10 +74,7 @@ def verify_member(fd: int, start: int, size: int, expected: int, *, archive: str
         crc, got = member_crc(fd, start, size)
         found = "" if got == size and crc == expected else (
             f"{crc:08x}" if got == size else f"only {got} of its {size} bytes")
-        with _lock:
-            if len(_verified) >= _VERIFIED_MAX:
-                _verified.clear()
-            _verified[key] = found
+        _verified.put(key, found)
     if found:
         raise CorruptDataError(
             f"experiment {sim_id}: {archive}::{member}: CRC-32 mismatch (the archive records "
@@ -89,5 +85,4 @@ def verify_member(fd: int, start: int, size: int, expected: int, *, archive: str
 
 def forget_verified() -> None:
     """Drop what :func:`verify_member` remembers (tests and benchmarks measure cold checks)."""
-    with _lock:
-        _verified.clear()
+    _verified.clear()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,26 @@ import pytest
 from guideloom.demo import make_demo_data
 
 REFERENCE_MANIFEST = Path(__file__).resolve().parents[2] / "shared/reference/rddac-metadata.json"
+
+
+_CACHE_ENV = "GUIDELOOM_CACHE_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point guideloom's on-disk cache at a folder of this run, before any worker starts, so
+    the suite never writes into the user's ``~/.cache/guideloom`` (tests that check the
+    default location unset the variable themselves)."""
+    if _CACHE_ENV not in os.environ:
+        os.environ[_CACHE_ENV] = config._guideloom_cache = tempfile.mkdtemp(  # type: ignore[attr-defined]
+            prefix="guideloom-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's cache folder."""
+    cache = getattr(config, "_guideloom_cache", None)
+    if cache is not None:
+        os.environ.pop(_CACHE_ENV, None)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import guideloom
-from guideloom.formats import format_kinds, get_format, register_format
+from guideloom.formats import format_kinds, get_format, register_format, unregister_format
 from guideloom.formats.npz import NpzFormat
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,8 +176,14 @@ class CopiedNpz(NpzFormat):
     kind = "npz-copy"
 
 
-def test_a_registered_third_party_format_is_written_and_read(demo_zip, tmp_path):
+@pytest.fixture
+def copied_npz():
     register_format(CopiedNpz)
+    yield CopiedNpz
+    unregister_format(CopiedNpz.kind)  # the registry (and the workflow schema) as it was
+
+
+def test_a_registered_third_party_format_is_written_and_read(demo_zip, tmp_path, copied_npz):
     assert "npz-copy" in format_kinds() and get_format("npz-copy") is CopiedNpz
     result = guideloom.export.export("force-curve", tmp_path / "out", kind="npz-copy",
                                      data_dir=demo_zip, sim_ids=[3, 1], sim_ids_order="sim_ids",

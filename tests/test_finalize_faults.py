@@ -1,5 +1,10 @@
-"""Kill the driver (SIGKILL) at every step boundary of every output kind, rerun, and compare the
-published export bit for bit with an uninterrupted run: never zeros, never a half export."""
+"""Stop the driver at every step boundary of every output kind, rerun, and compare the
+published export bit for bit with an uninterrupted run: never zeros, never a half export.
+
+The 43-case matrix runs in this process by default (:func:`guideloom.faults.crash_at`, through
+the conformance kit's exports); each case is also run for real, the driver SIGKILLed in a
+subprocess, marked ``slow`` but for one case per kind, and each real kill is checked to leave
+exactly what the in-process crash leaves."""
 
 from __future__ import annotations
 
@@ -14,44 +19,28 @@ import pytest
 
 import guideloom
 from guideloom.demo import make_demo_data
-from guideloom.errors import IncompleteExportError
-from guideloom.faults import FAULT_ENV
+from guideloom.errors import IncompleteExportError, InjectedFault
+from guideloom.faults import FAULT_ENV, crash_at
+from guideloom.formats import get_format
+from guideloom.testing.formats import fault_cases, files_of
+from tests.format_kits import BUILT_IN_KITS, RUN
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("npy", "npz", "zarr", "storage")
+KINDS = tuple(BUILT_IN_KITS)
 COMMON_POINTS = ("partitions-done", "finalize-started", "rows-finalized", "sim-ids-written",
                  "checksums-written", "description-written", "manifest-written", "publishing",
                  "target-moved-aside", "data-moved")
 KIND_POINTS = {"npy": ("allocated", "finalize-alias"), "zarr": ("allocated",),
                "npz": (), "storage": ()}
-VOLATILE = {"export.json", "croissant.json"}  # timings and dates differ between runs
 STABLE_MANIFEST_KEYS = ("kind", "count", "fields", "sim_ids_sha256", "identity", "skipped",
                         "checksums")
-
-RUN = """
-import sys
-import numpy as np
-import guideloom
-from guideloom.workflows.demo_transforms import total_force_stream
-from tests import export_helpers
-
-kind, data, target, ids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-opts = dict(data_dir=data, sim_ids=[int(i) for i in ids.split(",")], client="sync",
-            partition_size=3, overwrite=True, on_error="skip")
-if kind == "storage":
-    fmt = guideloom.StreamNumpyFormat(np.dtype([("force", "<f4"), ("doc", "<u4")]))
-    guideloom.export_to_storage("force-curve", guideloom.StreamStorage(target, fmt),
-                                record_transform=total_force_stream, **opts)
-else:
-    guideloom.export.export("force-curve", target, kind=kind,
-                            record_transform=export_helpers.first_rows, **opts)
-"""
 
 IDS = "0,3,5,7,9,11,13"  # with on_error="skip", no experiment fails here: keep is all True
 OLD_IDS = "1,2"  # an earlier export at the target, to be replaced (overwrite)
 
 
 def run(kind: str, data: Path, target: Path, ids: str, fault: str | None = None):
+    """One export with the kind's kit in a fresh interpreter (SIGKILLed at ``fault``)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(FAULT_ENV, None)
     if fault:
@@ -60,9 +49,16 @@ def run(kind: str, data: Path, target: Path, ids: str, fault: str | None = None)
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-def files_of(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in VOLATILE}
+def run_here(kind: str, data: Path, target: Path, ids: str) -> None:
+    """The same export as :func:`run`, in this process."""
+    BUILT_IN_KITS[kind]().run_export(data, target, [int(i) for i in ids.split(",")])
+
+
+def state_of(folder: Path) -> list[str]:
+    """What a stopped run left beside and in the target: every path under ``folder`` but the
+    lock file (a SIGKILL leaves it, a raise releases it) and temporary files named by PID."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if not p.name.endswith(".guideloom-lock") and ".tmp-" not in p.name)
 
 
 @pytest.fixture(scope="module")
@@ -74,44 +70,89 @@ def data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def references(data, tmp_path_factory) -> dict[str, Path]:
+    """An uninterrupted export per kind (in this process: the subprocess runs the same code,
+    so it writes the same bytes; the matrix checks that too)."""
     refs = {}
     for kind in KINDS:
         target = tmp_path_factory.mktemp(f"ref-{kind}") / "out"
-        done = run(kind, data, target, IDS)
-        assert done.returncode == 0, done.stderr
+        run_here(kind, data, target, IDS)
         refs[kind] = target
     return refs
 
 
 CASES = [(kind, point) for kind in KINDS for point in (*KIND_POINTS[kind], *COMMON_POINTS)]
+# the real kill that runs by default, one per kind
+SIGKILL_DEFAULT = {("npy", "finalize-alias"), ("zarr", "allocated"), ("npz", "partitions-done"),
+                   ("storage", "manifest-written")}
+SIGKILL_CASES = [pytest.param(kind, point, id=f"{kind}-{point}",
+                              marks=() if (kind, point) in SIGKILL_DEFAULT else pytest.mark.slow)
+                 for kind, point in CASES]
 
 
-@pytest.mark.parametrize(("kind", "point"), CASES, ids=[f"{k}-{p}" for k, p in CASES])
-def test_a_run_killed_at_any_step_is_completed_exactly_by_the_next(kind, point, data,
-                                                                   references, tmp_path):
-    target = tmp_path / "out"
-    old = run(kind, data, target, OLD_IDS)  # something to replace
-    assert old.returncode == 0, old.stderr
-    killed = run(kind, data, target, IDS, fault=point)
-    assert killed.returncode == -9, f"the fault point {point!r} was not reached: {killed.stderr}"
-    # complete or absent: the old export, the new one, or (while the old one is moved aside)
-    # nothing that a reader would open
+def check_completed_exactly(kind: str, point: str, target: Path, reference: Path) -> None:
+    """The rerun after a stop at ``point`` published the reference's files and manifest."""
+    assert files_of(target) == files_of(reference)
+    got = json.loads((target / "export.json").read_text())
+    want = json.loads((reference / "export.json").read_text())
+    assert {k: got[k] for k in STABLE_MANIFEST_KEYS} == {k: want[k] for k in STABLE_MANIFEST_KEYS}
+    assert not list(target.parent.glob(".out.guideloom-*"))  # staging and lock are gone
+    first = guideloom.load_export(target)[0]
+    assert all(np.asarray(v).size for v in first.values())
+    assert guideloom.load_export(target).verify().rows == len(IDS.split(","))
+
+
+def check_complete_or_absent(point: str, target: Path) -> None:
+    """Complete or absent: the old export, the new one, or (while the old one is moved aside)
+    nothing that a reader would open."""
     try:
         export = guideloom.load_export(target)
     except IncompleteExportError:
         assert point == "target-moved-aside" and not target.exists()
     else:
         assert export.sim_ids.tolist() in ([1, 2], [int(i) for i in IDS.split(",")])
+
+
+def test_the_kit_crashes_at_every_point_of_the_matrix():
+    """The conformance kit's fault cases (tests/test_format_conformance.py) hold every case
+    here, so each format's fault points are crashed at in-process there too."""
+    for kind, point in CASES:
+        assert (point, False) in fault_cases(get_format(kind)), (kind, point)
+
+
+@pytest.mark.parametrize(("kind", "point"), CASES, ids=[f"{k}-{p}" for k, p in CASES])
+def test_a_run_stopped_at_any_step_is_completed_exactly_by_the_next(kind, point, data,
+                                                                    references, tmp_path):
+    target = tmp_path / "out"
+    run_here(kind, data, target, OLD_IDS)  # something to replace
+    with pytest.raises(InjectedFault) as stopped, crash_at(point):
+        run_here(kind, data, target, IDS)
+    assert stopped.value.point == point, f"the fault point {point!r} was not reached"
+    check_complete_or_absent(point, target)
+    run_here(kind, data, target, IDS)
+    check_completed_exactly(kind, point, target, references[kind])
+
+
+@pytest.mark.parametrize(("kind", "point"), SIGKILL_CASES)
+def test_a_run_killed_at_any_step_is_completed_exactly_by_the_next(kind, point, data,
+                                                                   references, tmp_path):
+    """A real SIGKILL at the point: it leaves what the in-process crash leaves, and the next
+    run (in a fresh interpreter) completes it exactly."""
+    killed_dir, crashed_dir = tmp_path / "killed", tmp_path / "crashed"
+    killed_dir.mkdir()
+    crashed_dir.mkdir()
+    target = killed_dir / "out"
+    old = run(kind, data, target, OLD_IDS)  # something to replace
+    assert old.returncode == 0, old.stderr
+    killed = run(kind, data, target, IDS, fault=point)
+    assert killed.returncode == -9, f"the fault point {point!r} was not reached: {killed.stderr}"
+    run_here(kind, data, crashed_dir / "out", OLD_IDS)
+    with pytest.raises(InjectedFault), crash_at(point):
+        run_here(kind, data, crashed_dir / "out", IDS)
+    assert state_of(killed_dir) == state_of(crashed_dir)  # both modes stop at the same step
+    check_complete_or_absent(point, target)
     rerun = run(kind, data, target, IDS)
     assert rerun.returncode == 0, rerun.stderr
-    assert files_of(target) == files_of(references[kind])
-    got = json.loads((target / "export.json").read_text())
-    want = json.loads((references[kind] / "export.json").read_text())
-    assert {k: got[k] for k in STABLE_MANIFEST_KEYS} == {k: want[k] for k in STABLE_MANIFEST_KEYS}
-    assert not list(tmp_path.glob(".out.guideloom-*"))  # staging and lock are gone
-    first = guideloom.load_export(target)[0]
-    assert all(np.asarray(v).size for v in first.values())
-    assert guideloom.load_export(target).verify().rows == len(IDS.split(","))
+    check_completed_exactly(kind, point, target, references[kind])
 
 
 def test_temporary_npz_files_of_an_interrupted_write_are_never_published(data, tmp_path):
@@ -271,3 +312,30 @@ def test_cli_rerun_after_a_kill_during_publish_completes_it_with_exit_0(point, t
     assert files_of(target) == files_of(tmp_path / "reference")
     assert not list((tmp_path / "exports").glob(".force-signals.guideloom-*"))
     assert guideloom.load_export(target).verify().rows == 8
+
+
+def test_crash_at_raises_only_inside_its_block_in_every_thread_of_the_process():
+    import threading
+
+    from guideloom.faults import fault_point, reached_points
+
+    fault_point("somewhere")  # nothing armed: nothing happens
+    seen: list[str] = []
+
+    def in_thread() -> None:
+        try:
+            fault_point("somewhere")
+        except InjectedFault as exc:
+            seen.append(exc.point)
+
+    with reached_points() as passed, crash_at("somewhere"):
+        with pytest.raises(InjectedFault, match="'somewhere'"):
+            fault_point("somewhere")
+        fault_point("elsewhere")  # another point passes
+        worker = threading.Thread(target=in_thread)
+        worker.start()
+        worker.join()
+    assert seen == ["somewhere"]
+    assert passed == ["somewhere", "elsewhere", "somewhere"]
+    fault_point("somewhere")  # disarmed when the block ended
+    assert issubclass(InjectedFault, BaseException) and not issubclass(InjectedFault, Exception)

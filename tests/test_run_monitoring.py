@@ -79,7 +79,8 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch):
+def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch,
+                                                          capsys):
     from guideloom.cluster.local_procs import start_local_cluster
 
     monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", "guideloom.cluster.dashboard")
@@ -93,11 +94,40 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
         page = procs.dashboard_url.replace("/status", "/guideloom")
         with NO_PROXY.open(page, timeout=30) as answer:
             assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+    printed = capsys.readouterr().err
+    assert f"guideloom page: {page} (experiments" in printed, printed  # asked, and it is there
     (state,) = exports.values()
     # the driver's client closed with the run: its last event still arrived
     assert (state["status"], state["done"], state["total"]) == ("published", 36, 36)
     assert [s["sim_id"] for s in state["skipped"]] == ["4"]
     assert [p["name"] for p in state["phases"]] == list(PHASES)
+
+
+def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tmp_path,
+                                                                     monkeypatch, capsys):
+    """A real ``dask scheduler`` we did not start, without guideloom's preload: the printed
+    Dask dashboard URL works, no /guideloom URL is printed (it would be missing there), and
+    the output says how to get the page."""
+    import urllib.error
+
+    from guideloom.cluster.local_procs import start_local_cluster
+
+    monkeypatch.delenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", raising=False)
+    with start_local_cluster(1, pythonpath=[ROOT], state_dir=tmp_path / "cluster") as procs:
+        with pytest.warns(SkippedDataWarning):
+            guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
+                                      client=procs.address, partition_size=6, on_error="skip",
+                                      record_transform=helpers.first_rows)
+        printed = capsys.readouterr().err
+        (link,) = re.findall(r"Dask dashboard: (\S+)", printed)
+        with NO_PROXY.open(link, timeout=30) as answer:
+            assert answer.status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:  # the page is not there
+            NO_PROXY.open(link.replace("/status", "/guideloom"), timeout=30)
+        assert missing.value.code == 404
+    assert "/guideloom (experiments" not in printed
+    assert ("guideloom page: not served by this scheduler; start the scheduler with "
+            "`dask scheduler --preload guideloom.cluster.dashboard`") in printed, printed
 
 
 def _exports_on_scheduler(dask_scheduler=None) -> dict:
@@ -379,3 +409,84 @@ _PLOTS_DRAWN_JS = r"""
   });
 })()
 """
+
+
+def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_path,
+                                                                 monkeypatch):
+    """A zarr export on the embedded cluster held after the first chunk moved at finalize:
+    the scheduler's state and the page's HTML show the finalize phase with chunks done /
+    total and an ETA from that progress."""
+    import time
+    import warnings
+
+    from guideloom.cluster import embedded
+    from guideloom.cluster.dashboard import PLUGIN_NAME
+    from guideloom.cluster.progress import rates
+    from guideloom.cluster.progress_html import exports_html
+
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("GUIDELOOM_PAUSE_POINT", "compacted-chunk")  # in this, the driver
+    monkeypatch.setenv("GUIDELOOM_PAUSE_FIFO", str(fifo))
+    running, _ = embedded.embedded_cluster(2)
+    errors: list[BaseException] = []
+
+    def export() -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SkippedDataWarning)
+                guideloom.export_to_zarr(  # one chunk per row: finalize moves 30 chunks
+                    "force-curve", tmp_path / "o.zarr", data_dir=damaged, client="local:2",
+                    partition_size=4, on_error="skip",
+                    record_transform=helpers.big_rows_failing_on_multiples_of_7)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    thread = threading.Thread(target=export, name="paused-zarr-export")
+    thread.start()
+    opened: list[int] = []
+    opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(180)
+        assert opened, f"the export never reached the finalize phase {errors}"
+        plugin = running.cluster.scheduler.plugins[PLUGIN_NAME]
+        (state,) = [s for s in plugin.exports.values() if s["status"] == "running"]
+        phase = state["phases"][-1]
+        assert state["phase"] == phase["name"] == "finalize"
+        assert (phase["done"], phase["total"], phase["unit"]) == (1, 30, "chunks")
+        eta = rates(state, time.time())["eta_s"]
+        assert eta is not None and eta > 0  # 29 chunks left at the rate of the first
+        text = exports_html({state["export"]: state})
+        assert re.search(r'gl-running">finalize</span></td><td>1 / 30 chunks', text), text
+        assert re.search(r"ETA \(with finalize\)</th><td>\d+\.\d (s|min)<", text)
+    finally:
+        monkeypatch.delenv("GUIDELOOM_PAUSE_POINT")  # the next chunks go on unheld
+        if opened:
+            os.close(opened[0])
+        else:
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        thread.join(180)
+    assert not thread.is_alive() and not errors, errors
+    finished = [s for s in plugin.exports.values() if s["export"] == state["export"]][0]
+    final = {p["name"]: p for p in finished["phases"]}
+    assert (final["finalize"]["done"], final["finalize"]["total"]) == (30, 30)
+    assert (final["publish"]["done"], final["publish"]["total"]) == (3, 3)
+    assert finished["status"] == "published"
+
+
+def test_cli_zarr_run_draws_the_finalize_bar_in_chunks(damaged, tmp_path):
+    project = _project(damaged, tmp_path)
+    job = (CLI_JOB.replace('kind = "npy"', 'kind = "zarr"')
+           .replace('path = "out"', 'path = "out.zarr"')
+           .replace("tests.export_helpers:first_rows",
+                    "tests.export_helpers:big_rows_failing_on_multiples_of_7"))
+    (project / "job.toml").write_text(job)
+    run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
+                          "sync"], cwd=project, env=_cli_env(), capture_output=True,
+                         text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    lines = re.split(r"[\r\n]", run.stderr)
+    bar = [line for line in lines if line.startswith("force-curve finalize")]
+    assert bar and "30/30" in bar[-1] and "chunk" in bar[-1], run.stderr
+    assert re.search(r"force-curve finalize took \d+\.\d s", run.stderr)

@@ -24,6 +24,9 @@ from guideloom.cluster.progress import PROGRESS_TOPIC, TOPIC, apply_event
 ROUTE = "/guideloom"
 PLUGIN_NAME = "guideloom-dashboard"
 REFRESH_MS = 500  # how often an open page redraws from the plugin's state (in the browser tab)
+PRELOAD = "guideloom.cluster.dashboard"
+PRELOAD_HINT = (f"start the scheduler with `dask scheduler --preload {PRELOAD}` (guideloom "
+                f"installed there) to get {ROUTE}; the Dask dashboard shows the tasks")
 
 
 def page_link(dashboard_link: str) -> str:
@@ -97,6 +100,15 @@ def register_page() -> None:
     except ImportError:  # no bokeh: distributed runs without a dashboard
         return
     pages.applications.setdefault(ROUTE, guideloom_doc)
+
+
+def page_registered() -> bool:
+    """Whether the page is in distributed's table of dashboard pages (in this process)."""
+    try:
+        from distributed.dashboard import scheduler as pages
+    except ImportError:
+        return False
+    return pages.applications.get(ROUTE) is guideloom_doc
 
 
 def install() -> list[SchedulerPlugin]:

@@ -62,6 +62,12 @@ def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, 
         state["done"] = max(state["done"], int(msg.get("already", 0)))
     elif action == "tasks":
         _add_task(state, msg, now)
+    elif action == "step":  # progress within the current phase (finalize: chunks)
+        if state["phases"]:
+            p = state["phases"][-1]
+            done = int(msg.get("done", 0))
+            p.setdefault("first_step", [now, done])
+            p.update(done=done, total=int(msg.get("total", 0)), unit=msg.get("unit", ""))
     elif action == "skip":
         state["skipped"].append({k: msg.get(k) for k in ("sim_id", "file", "error")})
     elif action == "finish":
@@ -130,8 +136,11 @@ def rates(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     remaining = max(0, state["total"] - state["done"])
     eta: float | None = None
     if state["status"] == "running":
+        current = state["phases"][-1] if state["phases"] else {}
         if state["phase"] in (PLAN, TASKS) and exp_s > 0:
             eta = remaining / exp_s + finalize_estimate(state, written)
+        elif state["phase"] != TASKS and current.get("first_step") and current.get("total"):
+            eta = step_eta(current, now)  # the phase's own progress (finalize: chunks)
         elif state["phase"] == FINALIZE:
             eta = max(0.0, finalize_estimate(state, written) - phase_seconds(state, now)
                       .get(FINALIZE, 0.0))
@@ -144,6 +153,18 @@ def rates(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     }
     return {"experiments_per_s": exp_s, "mb_per_s_decoded": decoded,
             "mb_per_s_written": written, "eta_s": eta, "workers": workers}
+
+
+def step_eta(phase: Mapping[str, Any], now: float) -> float | None:
+    """Seconds left in a phase from its own progress since its first step (``None`` until
+    some progress was made)."""
+    at, first = phase["first_step"]
+    done, total = int(phase["done"]), int(phase["total"])
+    if done >= total:
+        return 0.0
+    if done <= first or now <= at:
+        return None
+    return (total - done) * (now - at) / (done - first)
 
 
 def finalize_estimate(state: Mapping[str, Any], written_mb_s: float) -> float:

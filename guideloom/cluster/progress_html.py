@@ -77,6 +77,9 @@ def export_html(state: Mapping[str, Any], now: float | None = None) -> str:
         running = p["end"] is None and status == "running"
         if name == TASKS and p.get("total"):
             progress = f"{done} / {p['total']} experiments {_bar(done / p['total'])}"
+        elif p.get("unit") and p.get("total"):  # the phase's own progress (finalize: chunks)
+            progress = (f"{p['done']} / {p['total']} {_e(p['unit'])} "
+                        f"{_bar(p['done'] / p['total'])}")
         else:
             progress = "running" if running else "done"
         label = f'<span class="gl-running">{_e(name)}</span>' if running else _e(name)

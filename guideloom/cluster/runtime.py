@@ -305,7 +305,7 @@ def placement(
     if client is None:
         active = active_client()
         if active is not None:
-            _announce(active.dashboard_link, quiet)
+            _announce(active.dashboard_link, quiet, client=active)
             yield _say(Placement(active, "client", worker_count(active), "the active Client"),
                        quiet)
             return
@@ -326,7 +326,7 @@ def placement(
         raise TypeError(
             f"client must be a distributed.Client, an address, 'local[:N]' or 'sync', not "
             f"{client!r}")
-    _announce(getattr(client, "dashboard_link", None), quiet)
+    _announce(getattr(client, "dashboard_link", None), quiet, client=client)
     yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
 
 
@@ -353,7 +353,7 @@ def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, 
                                  f"{jobs} {kind.upper()} worker jobs"), quiet)
         return
     with connect_scheduler(client) as remote:
-        _announce(remote.dashboard_link, quiet)
+        _announce(remote.dashboard_link, quiet, client=remote)
         _first_worker(remote, client)
         yield _say(Placement(remote, "scheduler", worker_count(remote),
                              f"scheduler {client}"), quiet)
@@ -365,17 +365,38 @@ def _say(where: Placement, quiet: bool) -> Placement:
     return where
 
 
-def _announce(link: str | None, quiet: bool, page: bool = False) -> None:
-    """Print the dashboard URL once per process; ``page``: the scheduler serves the guideloom
-    page too (the embedded cluster's), printed beside it."""
+def _announce(link: str | None, quiet: bool, page: bool = False, client: Any = None) -> None:
+    """Print the dashboard URL once per process, and the guideloom page's beside it when the
+    scheduler serves it: ``page`` (the embedded cluster's does), else asked of ``client``'s
+    scheduler (see :func:`serves_page`); when it does not, how to get it."""
     if not link or quiet or link in _printed:
         return
     _printed.add(link)
     logger.info("Dask dashboard: %s", link)
-    if page:
-        from guideloom.cluster.dashboard import page_link
+    from guideloom.cluster.dashboard import PRELOAD_HINT, page_link
 
+    if page or (client is not None and serves_page(client)):
         logger.info("guideloom page: %s (experiments, phases, skips, rates)", page_link(link))
+    elif client is not None:
+        logger.info("guideloom page: not served by this scheduler; %s", PRELOAD_HINT)
+
+
+def serves_page(client: Any) -> bool:
+    """Whether ``client``'s scheduler serves the guideloom page (it runs the page's plugin:
+    the embedded cluster, or ``dask scheduler --preload guideloom.cluster.dashboard``).
+
+    A scheduler without guideloom installed cannot even run the question: no page."""
+    try:
+        return bool(client.run_on_scheduler(_has_page))
+    except Exception:  # noqa: BLE001 - no guideloom there, or run_on_scheduler not allowed
+        return False
+
+
+def _has_page(dask_scheduler: Any = None) -> bool:
+    """Runs on the scheduler: its guideloom plugin is there and the page registered."""
+    from guideloom.cluster.dashboard import PLUGIN_NAME, page_registered
+
+    return PLUGIN_NAME in dask_scheduler.plugins and page_registered()
 
 
 def interrupted() -> None:
@@ -395,6 +416,9 @@ def task_key(stage: str, *parts: Any) -> tuple[Any, ...]:
     archive, job and partition follow in the key.
     """
     return (stage, *parts)
+
+
+IN_FLIGHT_PER_SLOT = 2  # tasks submitted ahead per worker thread (see run_partitions)
 
 
 class _NoProgress:
@@ -471,16 +495,33 @@ def run_partitions(
         from distributed import as_completed
 
         slots = task_slots_by_host(dask)
-        futures = [dask.submit(sized_task, slots, fn, *args, part, key=key(part), pure=False)
-                   for part in parts]
+        # in their order, a few more than the workers run at once: an idle worker takes the
+        # next part, not the last (work stealing takes from the end of a worker's queue), so a
+        # zarr partition finds the partitions before it finished and writes its rows where
+        # they belong
+        window = max(1, IN_FLIGHT_PER_SLOT * sum(slots.values()))
+        pending = list(reversed(parts))
+        futures: list[Any] = []
+
+        def submit_next() -> Any:
+            part = pending.pop()
+            future = dask.submit(sized_task, slots, fn, *args, part, key=key(part), pure=False,
+                                 priority=len(parts) - len(futures))
+            futures.append(future)
+            return future
+
+        first = [submit_next() for _ in range(min(window, len(pending)))]
         try:
             with dask.as_current():
-                completed = as_completed(futures)
+                completed = as_completed(first)
             for future in completed:
                 if future.status == "error":
                     error = future.exception()
+                    pending.clear()
                     dask.cancel([f for f in futures if f is not future])
                     raise error.with_traceback(future.traceback())
+                if pending:
+                    completed.add(submit_next())
                 summary = future.result()
                 results.append(summary)
                 progress.update(done(summary))

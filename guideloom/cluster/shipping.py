@@ -3,31 +3,33 @@
 A job carries user callables (transforms, filters, storage formats). Functions defined in
 ``__main__`` (a script, a notebook cell) are pickled by value by cloudpickle anyway; functions from
 a module beside the script, or named by a workflow's ``python_path``, would be pickled by
-reference, and a worker that cannot import that module fails. :func:`ship_by_value` registers
-such *local* modules (files outside the standard library and every ``site-packages`` folder) with
-:func:`cloudpickle.register_pickle_by_value`, and :func:`pack` serialises a job with cloudpickle,
-so the workers receive the code itself. Installed packages still travel by reference: they must
-be installed on the workers.
+reference, and a worker that cannot import that module fails. For the block of
+:func:`shipped_by_value`, such *local* modules (files outside the standard library and every
+``site-packages`` folder) are registered with :func:`cloudpickle.register_pickle_by_value`, and
+:func:`pack` serialises a job with cloudpickle inside it, so the workers receive the code itself;
+the registration is undone when the block ends. Installed packages still travel by reference:
+they must be installed on the workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import socket
 import sys
 import sysconfig
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import cloudpickle
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.errors import WorkerImportError
 
-_UNPACKED: dict[str, Any] = {}
-_UNPACKED_MAX = 8
+_UNPACKED: BoundedCache[str, Any] = cache("unpacked_transforms")
 
 
 OWN_PACKAGE = "guideloom"
@@ -74,11 +76,15 @@ def _local_modules_of(obj: Any, seen: set[str]) -> list[types.ModuleType]:
     return found
 
 
-def ship_by_value(objects: Iterable[Any]) -> list[str]:
-    """Register the local modules that ``objects`` come from for pickling by value.
+@contextlib.contextmanager
+def shipped_by_value(objects: Iterable[Any]) -> Iterator[list[str]]:
+    """Register the local modules that ``objects`` come from for pickling by value, for the
+    block: :func:`pack` the job inside it. On exit the modules this call registered are
+    unregistered again (those registered before stay), so cloudpickle's process-wide registry
+    is as it was and later pickling in the host process is by reference again.
 
-    Returns:
-        The names of the modules that will travel by value.
+    Yields:
+        The names of the modules that travel by value.
     """
     seen: set[str] = set()
     modules: list[types.ModuleType] = []
@@ -86,10 +92,17 @@ def ship_by_value(objects: Iterable[Any]) -> list[str]:
         if obj is not None:
             modules += _local_modules_of(obj, seen)
             modules += _local_modules_of(type(obj), seen)
-    for module in modules:
-        if module.__name__ not in cloudpickle.list_registry_pickle_by_value():
-            cloudpickle.register_pickle_by_value(module)
-    return [m.__name__ for m in modules]
+    added: list[types.ModuleType] = []
+    try:
+        for module in modules:
+            if module.__name__ not in cloudpickle.list_registry_pickle_by_value():
+                cloudpickle.register_pickle_by_value(module)
+                added.append(module)
+        yield [m.__name__ for m in modules]
+    finally:
+        for module in added:
+            if module.__name__ in cloudpickle.list_registry_pickle_by_value():
+                cloudpickle.unregister_pickle_by_value(module)
 
 
 def pack(obj: Any) -> bytes:
@@ -115,7 +128,5 @@ def unpack(payload: bytes) -> Any:
                 "which this job's transforms use: install it on the workers (modules beside "
                 "your script, or named by a workflow's python_path, are shipped automatically)"
             ) from None
-        if len(_UNPACKED) >= _UNPACKED_MAX:
-            _UNPACKED.pop(next(iter(_UNPACKED)))
-        _UNPACKED[key] = obj
+        _UNPACKED.put(key, obj)
     return obj

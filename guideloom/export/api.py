@@ -77,7 +77,8 @@ class ExportOptions(TypedDict, total=False):
     """The keyword options every export function takes (one place for all their signatures).
 
     Attributes:
-        data_dir: Directory with the experiment files (default: the dataset's, else ./data).
+        data_dir: Directory with the experiment files (default: the dataset's, else ./data),
+            or an ``https://``/fsspec URL or DOI of a release (read by byte ranges).
         dataset: A loaded dataset (needed for views added in memory).
         source: Manifest path when ``dataset`` is not given.
         sim_ids: Allowlist of experiment ids; output rows follow the index table's order (as in

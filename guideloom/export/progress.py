@@ -26,6 +26,8 @@ from guideloom.cluster.progress import (
 )
 from guideloom.cluster.runtime import progress_bar
 
+STEPS_SHOWN = 100  # a phase's progress is sent about this many times
+
 __all__ = ["CHECKSUMS", "FINALIZE", "PHASES", "PLAN", "PUBLISH", "TASKS", "RunMonitor"]
 
 
@@ -51,6 +53,8 @@ class RunMonitor:
         self.show_progress = show_progress
         self._bar: Any = None
         self._shown: tuple[str, float] | None = None  # the phase announced on the terminal
+        self._step_bar: Any = None  # the current phase's own bar (finalize: chunks)
+        self._step_sent: tuple[int, int] | None = None  # (total, done) last sent
         self._emit(TOPIC, "start", view=view, target=target, output=output, total=total,
                    at=started)
 
@@ -104,6 +108,21 @@ class RunMonitor:
                 f"decoded, {r['mb_per_s_written']:.0f} MB/s written", refresh=False)
             self._bar.update(len(summary.get("written", ())) + len(skipped))
 
+    def step(self, done: int, total: int, unit: str = "chunks") -> None:
+        """Progress within the current phase (finalize: chunks of the final arrays), drawn
+        as a bar and sent about every 1% (and at the end)."""
+        if self.show_progress and self._step_bar is None and total:
+            self._step_bar = progress_bar(True, total, unit=unit.rstrip("s"),
+                                          desc=f"{self.view} {self.state['phase']}")
+        if self._step_bar is not None:
+            self._step_bar.update(done - self._step_bar.n)
+        sent = self._step_sent
+        if sent is not None and sent[0] == total and done < total and (
+                done - sent[1] < max(1, total // STEPS_SHOWN)):
+            return
+        self._step_sent = (total, done)
+        self._emit(PROGRESS_TOPIC, "step", done=done, total=total, unit=unit)
+
     def finish(self, status: str = "published", error: str | None = None) -> None:
         """The run ended (``published``, ``failed`` or ``interrupted``; only the first call
         counts)."""
@@ -152,6 +171,10 @@ class RunMonitor:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        if self._step_bar is not None:
+            self._step_bar.close()
+            self._step_bar = None
+        self._step_sent = None
         if self._shown is not None:
             name, since = self._shown
             print(f"guideloom: {self.view} {name} took {time.time() - since:.1f} s",

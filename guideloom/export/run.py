@@ -28,7 +28,7 @@ from guideloom.cluster.runtime import (
     run_partitions,
     task_key,
 )
-from guideloom.cluster.shipping import pack, ship_by_value, unpack
+from guideloom.cluster.shipping import pack, shipped_by_value, unpack
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
@@ -78,6 +78,7 @@ from guideloom.formats.layout import (
     read_export_manifest,
 )
 from guideloom.records import RecordReader, reference_dtypes
+from guideloom.remote.root import is_remote_root
 from guideloom.selection import Selection, check_storable_ids, select
 
 logger = logging.getLogger(__name__)
@@ -130,9 +131,12 @@ class ExportPlan:
 def open_writer(kind: str, staging: Staging, options: Mapping[str, Any]) -> ExportFormat:
     """The registered format ``kind``, bound to the job's staging area for writing."""
     fmt = get_format(kind)
-    if fmt.local_only and not staging.is_local:
+    problem = None if staging.is_local else fmt.url_problem(staging.url)
+    if problem is not None and fmt.local_only:
         raise ValueError(f"{kind} exports need a local (or shared) filesystem path, not "
                          f"{staging.url}; use export_to_zarr for fsspec URLs")
+    if problem is not None:  # a format that writes some URLs, not this one
+        raise ValueError(f"{kind} outputs are {problem}, not {staging.url}")
     return fmt(staging, options)
 
 
@@ -176,6 +180,12 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
+    if is_remote_root(spec.data_dir):  # no local files to stat: URLs, sizes and validators
+        from guideloom.remote.fetch import fetch_bytes
+        from guideloom.remote.locations import remote_fingerprint
+
+        index, _ = fetch_bytes(spec.dataset.data_dir, spec.dataset.index_file, "the index table")
+        return remote_fingerprint(index, selection.locations)[:32]
     index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
                                                "the index table")
     return data_fingerprint(index_file, selection.locations)
@@ -409,9 +419,10 @@ def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
     ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`),
     so workers need only ``guideloom`` installed.
     """
-    ship_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
-                   *writer.user_objects()])
-    shipped = dask.submit(_payload, pack((spec, writer)), pure=False,
+    with shipped_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
+                           *writer.user_objects()]):
+        payload = pack((spec, writer))
+    shipped = dask.submit(_payload, payload, pure=False,
                           key=task_key(SHIPPED_STAGE, spec.view.name, token))
     # in memory before the partitions are submitted: they are then scheduled in their order
     # as for any data at hand (released all at once by a finishing task, they would not be)
@@ -589,6 +600,7 @@ def _execute(spec, writer, schema, todo, dask, shipped, plan, monitor: RunMonito
     )
 
 
+PUBLISH_STEPS = 3  # describe (and fsync) the files, write export.json, rename into place
 VARIES = "varies"  # the "dtype" of a field whose records have different dtypes
 
 
@@ -626,15 +638,20 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
                                     if skipped and not keep.all() else ""))
     staging.update_job(phase=PHASE_FINALIZING)
     fault_point("finalize-started")
+    if hasattr(writer, "finalize_progress"):  # a format that reports its finalize's progress
+        writer.finalize_progress = monitor.step
     writer.finalize(None if keep.all() else keep)
     fault_point("rows-finalized")
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
     monitor.phase(CHECKSUMS)
+    monitor.step(0, 1, "files")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
+    monitor.step(1, 1, "files")
     fault_point("checksums-written")
     monitor.phase(PUBLISH)
+    monitor.step(0, PUBLISH_STEPS, "steps")
     if not writer.needs_schema:  # npz probes a schema for its keys only
         fields = variable_fields(summaries)
     else:
@@ -692,10 +709,13 @@ def _finalize(spec, staging: Staging, writer: ExportFormat, plan: ExportPlan, sc
         staging.write_json(described, describe_published(spec, writer, staging, manifest))
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
+        monitor.step(1, PUBLISH_STEPS, "steps")
         fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
+    monitor.step(2, PUBLISH_STEPS, "steps")
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
     staging.publish(spec.overwrite)
+    monitor.step(PUBLISH_STEPS, PUBLISH_STEPS, "steps")
     return manifest
 
 

@@ -17,7 +17,7 @@ from guideloom.formats.layout import check_output_name
 from guideloom.sources import Location
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
-OutputKind = Literal["npy", "npz", "zarr", "storage"]
+OutputKind = str  # a registered format's kind (guideloom.formats): "npy", "npz", "zarr", …
 OnError = Literal["raise", "skip"]
 RecordTransform = Callable[[dict[str, Any]], Mapping[str, Any]]
 FieldTransform = Callable[[Any], Any]
@@ -73,7 +73,8 @@ class ExportSpec:
         view: The resolved view.
         dataset: The dataset (manifest, index location, added views).
         data_dir: Directory of the experiment files.
-        output: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
+        output: The format's kind (``"npy"``, ``"npz"``, ``"zarr"``, ``"storage"`` or a
+            registered one's, see :mod:`guideloom.formats`).
         target: Output directory, or zarr store path/URL.
         sim_ids: Allowlist of ids, in output order, or ``None`` for the index order.
         where: Row filter, or ``None``.

@@ -135,6 +135,20 @@ class Staging:
                 if posixpath.basename(entry).removesuffix(".json").isdigit()
                 and entry.endswith(".json")]
 
+    def marker(self, index: int) -> dict[str, Any] | None:
+        """The summary of partition ``index``, or ``None`` while it is not finished."""
+        return self._read_json(self.path("parts", f"{index:06d}.json"))
+
+    def write_note(self, index: int, doc: Mapping[str, Any]) -> None:
+        """Store what partition ``index`` has decided before it is finished (a zarr partition:
+        where its rows go), for the partitions after it."""
+        self.fs.makedirs(self.path("notes"), exist_ok=True)  # beside parts/: not markers
+        self.write_json(self.path("notes", f"{index:06d}.json"), doc)
+
+    def note(self, index: int) -> dict[str, Any] | None:
+        """What :meth:`write_note` stored for partition ``index``, if anything."""
+        return self._read_json(self.path("notes", f"{index:06d}.json"))
+
     def markers(self) -> dict[int, dict[str, Any]]:
         """Summaries of the finished partitions."""
         found: dict[int, dict[str, Any]] = {}

@@ -4,18 +4,18 @@
   the data directory or one of its parents, and a target that exists but is neither an empty
   directory nor a guideloom export (valid manifest) holding only its own files (with or without
   ``overwrite``: guideloom replaces only what it wrote; see :mod:`guideloom.export.ownership`).
-* :class:`TargetLock` holds an exclusive lock (``flock``) on ``.NAME.guideloom-lock`` beside the
-  target for the whole run (created ``O_NOFOLLOW`` with mode 0o600; a symlink, hard link or
-  another user's file there is refused, see :mod:`guideloom.private_files`), and refuses a
-  staging directory that is a symlink or another user's; a second run on the same target fails
-  at once, naming the holder (pid, host, start time). The kernel releases the lock when its
+* :class:`TargetLock` holds an exclusive lock (``flock``, or what :mod:`guideloom.os_support`
+  has instead) on ``.NAME.guideloom-lock`` beside the target for the whole run (created
+  ``O_NOFOLLOW`` with mode 0o600; a symlink, hard link or another user's file there is refused,
+  see :mod:`guideloom.private_files`), and refuses a staging directory that is a symlink or
+  another user's; a second run on the same target fails at once, naming the holder (pid,
+  host, start time). The kernel releases the lock when its
   process dies, so a lock left by a killed run is simply taken over. Local targets only
   (fsspec URLs are not locked).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -28,6 +28,7 @@ from guideloom.export.ownership import why_not_replaceable
 from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
 from guideloom.formats.rddac_layout import is_rddac_export
+from guideloom.os_support import is_locked, pread, pwrite, try_lock, unlock
 from guideloom.private_files import check_private_dir, open_private_file
 
 LOCK_SUFFIX = ".guideloom-lock"
@@ -40,7 +41,7 @@ def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
         UnsafeTargetError: The target is protected, or holds something guideloom did not write.
         FileExistsError: A complete export is there and ``overwrite`` is false.
     """
-    if staging.is_local:
+    if staging.is_local and isinstance(data_dir, str | os.PathLike):  # (not a remote root)
         target = Path(staging.target).resolve()
         data = Path(data_dir).resolve()
         protected = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
@@ -92,9 +93,7 @@ class TargetLock:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         while True:
             fd = open_private_file(self.path, "the lock file")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not try_lock(fd, self.path):
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise TargetBusyError(f"another run is writing {self.target}: {holder}; wait "
@@ -114,8 +113,8 @@ class TargetLock:
             self.__exit__(None, None, None)
             raise
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                  "started": time.strftime("%Y-%m-%dT%H:%M:%S")}).encode(), 0)
+        pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                               "started": time.strftime("%Y-%m-%dT%H:%M:%S")}).encode(), 0)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -126,13 +125,14 @@ class TargetLock:
             os.unlink(self.path)  # while still holding the lock: see the inode check above
         except FileNotFoundError:
             pass
-        os.close(self._fd)  # releases the lock
+        unlock(self._fd, self.path)
+        os.close(self._fd)
         self._fd = None
 
 
 def _read_holder(fd: int) -> str:
     try:
-        doc = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        doc = json.loads(pread(fd, 4096, 0) or b"{}")
         return f"pid {doc['pid']} on {doc['host']}, started {doc['started']}"
     except (ValueError, KeyError):
         return "a run that is starting"
@@ -152,11 +152,6 @@ def running_holder(staging: Staging) -> str | None:
     except OSError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(fd)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        return _read_holder(fd) if is_locked(fd, path) else None
     finally:
         os.close(fd)

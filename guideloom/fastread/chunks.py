@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -25,9 +24,11 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+from guideloom.caches import memoize
 from guideloom.errors import FastReadError
 from guideloom.fastread import inflate as _inflate
 from guideloom.fastread.pool import run_all, threads_for
+from guideloom.os_support import pread, preadinto
 
 DEFLATE, SHUFFLE, FLETCHER32 = 1, 2, 3
 _SUPPORTED = {DEFLATE, SHUFFLE, FLETCHER32}
@@ -55,7 +56,7 @@ class RawSource:
 
         Files with a user block (superblock further in) are left to h5py.
         """
-        return cls(fd, start, size) if os.pread(fd, 8, start) == HDF5_SIGNATURE else None
+        return cls(fd, start, size) if pread(fd, 8, start) == HDF5_SIGNATURE else None
 
 
 @dataclass(frozen=True)
@@ -135,11 +136,19 @@ def plan(dset: h5py.Dataset | h5py.h5d.DatasetID,
     if shape is None or 0 in shape:
         return None
     chunk_shape = tuple(int(c) for c in dcpl.get_chunk())
+    return make_plan(tuple(shape), dtype, chunk_shape, filters, fill, _chunk_index(dsid))
+
+
+def make_plan(shape: tuple[int, ...], dtype: np.dtype, chunk_shape: tuple[int, ...],
+              filters: tuple[tuple[int, tuple[int, ...]], ...], fill: np.ndarray,
+              chunks: Sequence[Chunk]) -> Plan:
+    """The plan of a chunked dataset from its parts, however they were read (h5py's chunk
+    queries or :mod:`guideloom.h5native`)."""
     layout = Layout(dtype, chunk_shape, filters, fill, math.prod(chunk_shape) * dtype.itemsize)
-    chunks = sorted(_chunk_index(dsid), key=lambda c: c.address)
+    ordered = sorted(chunks, key=lambda c: c.address)
     grid = math.prod(-(-n // c) for n, c in zip(shape, chunk_shape, strict=True))
-    return Plan(tuple(shape), layout, tuple(chunks), len(chunks) == grid,
-                _in_place(chunk_shape, tuple(shape)))
+    return Plan(shape, layout, tuple(ordered), len(ordered) == grid,
+                _in_place(chunk_shape, shape))
 
 
 def _stored_as_is(dtype: np.dtype, dsid: h5py.h5d.DatasetID) -> bool:
@@ -170,13 +179,35 @@ def _chunk_index(dsid: h5py.h5d.DatasetID) -> list[Chunk]:
     return found
 
 
-def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = None,
+class ChunkBytes:
+    """Stored bytes of chunks fetched beforehand (e.g. in one ranged request), by chunk
+    address: a source for :func:`read` besides a :class:`RawSource`."""
+
+    def __init__(self, stored: dict[int, np.ndarray]):
+        self.stored = stored
+
+    def raw(self, c: Chunk) -> np.ndarray:
+        buf = self.stored.get(c.address)
+        if buf is None or len(buf) < c.size:
+            raise FastReadError(f"no stored bytes for the chunk at {c.address}")
+        return buf
+
+
+def needed(p: Plan, rows: Sequence[int] | np.ndarray | None = None) -> tuple[Chunk, ...]:
+    """The allocated chunks that hold rows ``rows`` (increasing, unique; all when None)."""
+    if rows is None:
+        return p.chunks
+    sel = np.asarray(rows, dtype=np.int64)
+    return tuple(c for c in p.chunks if _hits(p, c, sel))
+
+
+def read(p: Plan, source: RawSource | ChunkBytes, rows: Sequence[int] | np.ndarray | None = None,
          out: np.ndarray | None = None) -> np.ndarray:
     """Decode the dataset, or only rows ``rows`` (increasing, unique) of its first axis.
 
     Args:
         p: The dataset's plan.
-        source: Where its chunks are read from.
+        source: Where its chunks are read from (a descriptor, or bytes fetched before).
         rows: Rows of the first axis to decode (all when None).
         out: A C-contiguous array of the result's shape and dtype to decode into (a buffer
             reused across records saves the page faults of a fresh one); None allocates.
@@ -195,7 +226,7 @@ def read(p: Plan, source: RawSource, rows: Sequence[int] | np.ndarray | None = N
     elif out.shape != out_shape or out.dtype != p.dtype or not out.flags.c_contiguous:
         raise ValueError(f"out is {out.dtype}{out.shape}, expected C-contiguous "
                          f"{p.dtype}{out_shape}")
-    todo = p.chunks if sel is None else tuple(c for c in p.chunks if _hits(p, c, sel))
+    todo = needed(p, sel)
     if not p.complete:
         out[...] = p.layout.fill
     if not todo:
@@ -234,7 +265,8 @@ _RAW, _TARGET = 0, -1
 
 
 def _decode_group(
-    p: Plan, source: RawSource, group: Sequence[Chunk], out: np.ndarray, sel: np.ndarray | None
+    p: Plan, source: RawSource | ChunkBytes, group: Sequence[Chunk], out: np.ndarray,
+    sel: np.ndarray | None,
 ) -> None:
     in_place = sel is None and p.in_place
     flat = out.reshape(-1).view(np.uint8) if in_place else None
@@ -314,17 +346,19 @@ class _ShuffleBatch:
         self.count = 0
 
 
-def _read_raw(buffers: _Buffers, source: RawSource, c: Chunk) -> np.ndarray:
+def _read_raw(buffers: _Buffers, source: RawSource | ChunkBytes, c: Chunk) -> np.ndarray:
+    if isinstance(source, ChunkBytes):
+        return source.raw(c)
     if c.address < 0 or (source.size is not None and c.address + c.size > source.size):
         raise FastReadError(f"chunk at {c.address} (+{c.size}) lies outside the file")
     buf = buffers.get(_RAW, c.size)
-    got = os.preadv(source.fd, [memoryview(buf)[:c.size]], source.start + c.address)
+    got = preadinto(source.fd, memoryview(buf)[:c.size], source.start + c.address)
     if got != c.size:
         raise FastReadError(f"short read: {got} of {c.size} bytes at {c.address}")
     return buf
 
 
-@functools.lru_cache(maxsize=512)
+@memoize("chunk_steps")
 def _steps(
     filters: tuple[tuple[int, tuple[int, ...]], ...], mask: int, itemsize: int
 ) -> tuple[tuple[int, int, int], ...]:

@@ -9,17 +9,19 @@ calls :meth:`ExportFormat.open_reader`. Neither names a format: both look it up 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import fnmatch
 import hashlib
 import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from tokenize import TokenError
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol
 
 import numpy as np
 
 from guideloom.errors import CorruptExportError
+from guideloom.faults import EXECUTOR_POINTS, SCHEMA_POINTS
 from guideloom.formats.checksums import CHECKSUMS_FILE, check_description, files_digests
 from guideloom.formats.layout import (  # noqa: F401 - formats import fail from here
     CROISSANT_FILE,
@@ -27,6 +29,7 @@ from guideloom.formats.layout import (  # noqa: F401 - formats import fail from 
     SIM_IDS_FILE,
     fail,
 )
+from guideloom.formats.options import NoOptions, has_required, make_options, options_schema
 
 _TMP_SUFFIX = re.compile(r"\.tmp-\d+$")  # Staging.write_json's temporary names
 
@@ -59,6 +62,33 @@ class Part(Protocol):
     index: int
     start: int
     stop: int
+
+
+class WorkflowContext(Protocol):
+    """What a format's :meth:`ExportFormat.workflow_options` may use of the workflow file being
+    loaded (see :func:`guideloom.workflow.load_workflow`)."""
+
+    @property
+    def file(self) -> str:
+        """The workflow file."""
+
+    @property
+    def target(self) -> str:
+        """The job's output path (absolute) or URL."""
+
+    @property
+    def import_user_code(self) -> bool:
+        """False on a dry run: references outside guideloom are not imported."""
+
+    def error(self, key: str, message: str) -> NoReturn:
+        """Raise the :class:`~guideloom.errors.WorkflowError` of ``key`` (dotted)."""
+
+    def reference(self, ref: str, key: str) -> Any:
+        """The object a ``module:name`` reference names (a stand-in on a dry run, see
+        :meth:`deferred`)."""
+
+    def deferred(self, value: Any) -> bool:
+        """Whether ``value`` is a reference a dry run did not import."""
 
 
 class PartitionSink:
@@ -147,6 +177,20 @@ class ExportFormat(abc.ABC):
             executor may decode the next record into the same buffers).
         local_only: The format writes local (or shared) paths only, not fsspec URLs.
         file_group: The checksum group whose units are whole files (see :meth:`group_files`).
+        description: One line saying what the output is (``guideloom formats``, the docs,
+            the workflow schema).
+        Options: A frozen dataclass of the format's options with their defaults (see
+            :mod:`guideloom.formats.options`); ``self.settings`` is an instance of it.
+        fault_points: Names of this format's own steps where a crash must be survivable
+            (it calls :func:`guideloom.faults.fault_point` there); with the executor's
+            (:meth:`every_fault_point`) they are what :class:`guideloom.testing.FormatTests`
+            crashes at.
+        skip_fault_points: Points of the format reached only when experiments were skipped
+            (rows are compacted).
+        compressions: The values ``[output] compression`` takes in a workflow file for this
+            kind, the default first; ``None``: the key is not checked (and not used).
+        workflow_table: The options come from the workflow file's ``[output.<kind>]`` table
+            (schema :meth:`table_schema`); ``None``: when :attr:`Options` has fields.
     """
 
     kind: ClassVar[str]
@@ -157,10 +201,69 @@ class ExportFormat(abc.ABC):
     copies_records: ClassVar[bool] = False
     local_only: ClassVar[bool] = True
     file_group: ClassVar[str | None] = None
+    description: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+    fault_points: ClassVar[tuple[str, ...]] = ()
+    skip_fault_points: ClassVar[tuple[str, ...]] = ()
+    compressions: ClassVar[tuple[str, ...] | None] = ("none",)
+    workflow_table: ClassVar[bool | None] = None
 
     def __init__(self, stage: Stage, options: Mapping[str, Any]):
         self.stage = stage
         self.options = dict(options)
+
+    @property
+    def settings(self) -> Any:
+        """The options as an instance of :attr:`Options` (defaults for what was not given)."""
+        return make_options(self.Options, self.options)
+
+    # --- declarations (the registry, the workflow schema and the test kit read them) -------
+    @classmethod
+    def every_fault_point(cls) -> tuple[str, ...]:
+        """The executor's points this format passes, then its own (:attr:`fault_points`,
+        :attr:`skip_fault_points`)."""
+        schema = SCHEMA_POINTS if cls.needs_schema else ()
+        return (*schema, *EXECUTOR_POINTS, *cls.fault_points, *cls.skip_fault_points)
+
+    @classmethod
+    def takes_table(cls) -> bool:
+        """Whether a workflow file gives this format's options as ``[output.<kind>]``."""
+        if cls.workflow_table is not None:
+            return cls.workflow_table
+        return bool(dataclasses.fields(cls.Options))
+
+    @classmethod
+    def table_required(cls) -> bool:
+        """Whether ``[output.<kind>]`` must be given (an option has no default)."""
+        return cls.takes_table() and has_required(cls.Options)
+
+    @classmethod
+    def table_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of ``[output.<kind>]``: derived from :attr:`Options` unless a
+        format declares its own."""
+        return options_schema(cls.Options, cls.description and
+                              f"the options of a {cls.kind!r} output: {cls.description}")
+
+    @classmethod
+    def default_compression(cls) -> str:
+        """The ``compression`` a workflow file gets when it names none."""
+        return cls.compressions[0] if cls.compressions else "none"
+
+    @classmethod
+    def workflow_options(cls, output: Mapping[str, Any], context: WorkflowContext
+                         ) -> dict[str, Any]:
+        """The writer options of a workflow file's ``[output]`` table (already checked
+        against the schema): by default its ``[output.<kind>]`` table as :attr:`Options`
+        with the defaults filled in."""
+        table = output.get(cls.kind, {}) if cls.takes_table() else {}
+        return dataclasses.asdict(cls.Options(**table))
+
+    @classmethod
+    def url_problem(cls, url: str) -> str | None:
+        """Why this format cannot write to the fsspec URL ``url``, or ``None``."""
+        if cls.local_only:
+            return "written to local paths"
+        return None
 
     # --- writing -------------------------------------------------------------------------
     def allocate(self, n_rows: int, schema: Mapping[str, Schema], partition_size: int) -> None:

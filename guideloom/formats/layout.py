@@ -8,7 +8,6 @@ and reads ``export.json``; it imports neither the executor nor Dask.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import posixpath
@@ -17,6 +16,7 @@ from typing import Any, NoReturn
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from guideloom.caches import memoize
 from guideloom.errors import (
     CorruptExportError,
     IncompleteExportError,
@@ -77,7 +77,7 @@ def check_output_name(name: object, where: str) -> str:
     return name  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=4096)
+@memoize("output_names")
 def _reason_cached(name: str) -> str | None:
     return unsafe_name_reason(name)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from guideloom import os_support
 from guideloom.buffers import PAGE, is_aligned
 from guideloom.faults import fault_point
 from guideloom.formats.base import (
@@ -38,7 +39,9 @@ class NpyFormat(ExportFormat):
     """One memory-mapped ``.npy`` per alias."""
 
     kind = "npy"
+    description = "one memory-mapped .npy array per field, rows along the first axis"
     copies_records = True  # pwrite has copied a row when write returns
+    fault_points = ("finalize-alias",)  # each array renamed or compacted into data/
 
     def rows_path(self, alias: str) -> str:
         """Where the rows of ``alias`` are written while the job runs."""
@@ -163,10 +166,9 @@ def reserve_blocks(path: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     size = os.fstat(fd).st_size
     try:
-        os.posix_fallocate(fd, 0, size)
+        os_support.allocate(fd, 0, size)  # False where the platform or file system cannot
     except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            raise file_error(exc, path, f"cannot reserve {size} bytes for") from exc
+        raise file_error(exc, path, f"cannot reserve {size} bytes for") from exc
     finally:
         os.close(fd)
 
@@ -233,8 +235,8 @@ class NpySink(PartitionSink):
             if written - start >= WRITEBACK_BYTES:
                 # start writing this record to disk now, overlapped with reading the next one,
                 # so the fsync at the end of the partition has little left to wait for
-                os.posix_fadvise(self._fds[alias], offset + start, written - start,
-                                 os.POSIX_FADV_DONTNEED)
+                os_support.advise(self._fds[alias], offset + start, written - start,
+                                  "DONTNEED")
             self._bytes += written
             self._sums.add(array_file(alias), row, buf)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from guideloom.formats.base import (
 )
 from guideloom.formats.checksums import RowDigests
 from guideloom.formats.layout import SIM_IDS_FILE
+from guideloom.formats.options import option
 
 TMP_MARK = ".tmp-"
 CHECKSUM_GROUP = "*.npz"  # one checksum per experiment file, over the whole file
@@ -32,18 +34,33 @@ def npz_file(sim_id: Any) -> str:
     return f"{sim_id}.npz"
 
 
+@dataclass(frozen=True)
+class NpzOptions:
+    """Options of an ``npz`` export."""
+
+    compressed: bool = option(False, description="deflate each file (np.savez_compressed)")
+
+
 class NpzFormat(ExportFormat):
     """One ``.npz`` per experiment."""
 
     kind = "npz"
+    description = "one .npz file per experiment (shapes may vary, text allowed)"
+    Options = NpzOptions
+    compressions = ("none", "deflate")  # [output] compression in a workflow file
+    workflow_table = False
     needs_schema = False
     fixed_keys = True  # a reader reads every field of every row
     allow_text = True
     copies_records = True  # the file is written when write returns
     file_group = CHECKSUM_GROUP
 
+    @classmethod
+    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        return {"compressed": output.get("compression", "none") == "deflate"}
+
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
-        return NpzSink(self.stage.path("data"), bool(self.options.get("compressed", False)))
+        return NpzSink(self.stage.path("data"), bool(self.settings.compressed))
 
     def finalize(self, keep: np.ndarray | None) -> None:
         """Remove temporary files that interrupted writes left (they are never published)."""

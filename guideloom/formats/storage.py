@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from guideloom.formats.base import (
 from guideloom.formats.checksums import RowDigests
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.npz import stack_rows
+from guideloom.formats.options import option
 
 RECORD_OFFSETS = "record_offsets.npy"
 CHECKSUM_GROUP = "shard-*.gls"  # one checksum per shard file (a unit holding the shard's rows)
@@ -103,13 +105,38 @@ def reopen_storage(directory: str, description: Mapping[str, Any], trust: bool =
     return getattr(storages, description["class"])(directory, fmt)
 
 
+@dataclass(frozen=True)
+class StorageOptions:
+    """Options of a ``storage`` export."""
+
+    storage: Any = option(description="the GuideLoom storage the shards are written to")
+
+
 class StorageFormat(ExportFormat):
     """Partition ``i`` becomes shard ``i`` of the storage given as option ``storage``."""
 
     kind = "storage"
+    description = "a GuideLoom storage (stream, document or stream-with-meta), one shard per task"
     needs_schema = False
     raw_records = True
     file_group = CHECKSUM_GROUP
+    Options = StorageOptions
+    compressions = None  # [output] compression is not checked for storages (nor used)
+    workflow_table = True  # [output.storage]: class and format of the storage
+
+    @classmethod
+    def table_schema(cls) -> dict[str, Any]:
+        """``[output.storage]`` describes the storage object (see
+        :mod:`guideloom.formats.storage_table`)."""
+        from guideloom.formats.storage_table import TABLE_SCHEMA
+
+        return TABLE_SCHEMA
+
+    @classmethod
+    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        from guideloom.formats.storage_table import build_storage
+
+        return {"storage": build_storage(output[cls.kind], context)}
 
     def __init__(self, stage: Any, options: Mapping[str, Any]):
         super().__init__(stage, options)

@@ -2,16 +2,28 @@
 
 Chunk boundaries lie on partition boundaries, so no two tasks write one chunk; a task buffers a
 chunk's rows and writes it whole. The store is a local path or any fsspec URL the workers reach.
+
+Skipped experiments leave no gap. Arrays of one row per chunk are written at the planned rows
+and their chunks renamed into place at finalize. Arrays of several rows per chunk are written
+where the rows belong whenever the partition can tell: once the partitions before it are
+finished, their markers say where its first row goes (:class:`ZarrSink`), and its chunks go
+straight into the final array. Only what no partition could place (partitions that finished
+before an earlier one, and the partly filled chunks at their ends) is assembled at finalize
+(:func:`place_rows`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import posixpath
 import re
 import shutil
+import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,10 +41,19 @@ from guideloom.formats.base import (
 from guideloom.formats.checksums import RowDigests, digest
 from guideloom.formats.durable import fsync_files, fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
+from guideloom.formats.options import option
 
 ZARR_CHUNK_BYTES = 16 << 20  # upper bound of one zarr chunk
 ONE_ROW_CHUNK_BYTES = 512 << 10  # rows this large get a chunk each (compaction renames them)
+SMALL_CHUNK_BYTES = 1 << 20  # chunks of a quarter partition are at least this large
 COMPACT_GROUP_BYTES = 64 << 20  # source rows one compaction thread holds decoded at once
+PIECES_DIR = "pieces"  # staging: raw rows of the partly filled chunks at placed partitions' ends
+PLACED_KEY = "zarr_placed"  # a partition's summary: where its rows went (see ZarrSink)
+CHECKED_KEY = "zarr_placement_checked"  # job.json: unclaimed chunk files were removed
+FINALIZE_KEY = "zarr_finalize"  # export.json: how finalize completed the chunks (ChunkTally)
+HOLD_BYTES = 256 << 20  # rows a sink holds until it knows where they go (more: planned rows)
+MAX_WALK = 64  # earlier markers a sink reads to learn where its first row goes
+MIN_WAIT_S, MAX_WAIT_S = 10.0, 60.0  # how long a sink waits for the partitions before it
 DEFAULT_COMPRESSOR = "lz4"
 BLOSC_LEVEL = 5
 GZIP_LEVEL = 4
@@ -132,18 +153,20 @@ def check_chunk_files(root: str, name: str, arr: Any) -> None:
 
 def rows_per_chunk(partition_size: int, row_bytes: int) -> int:
     """The largest divisor of ``partition_size`` whose chunk stays under the size bound, or 1
-    for rows of :data:`ONE_ROW_CHUNK_BYTES` or more.
+    for rows of :data:`ONE_ROW_CHUNK_BYTES` or more; a quarter of the partition or less when
+    such a chunk still holds :data:`SMALL_CHUNK_BYTES`.
 
     Chunks then never straddle two partitions, so no two tasks write one chunk; and a chunk of
-    one row moves into place by a rename when skipped rows are left out (no rewrite).
+    one row moves into place by a rename when skipped rows are left out (no rewrite). After a
+    skip, a partition's first and last chunks are shared with its neighbours (their rows go
+    through a piece, see :class:`ZarrSink`): chunks of a quarter partition keep that small.
     """
     if row_bytes >= ONE_ROW_CHUNK_BYTES:
         return 1
-    best = 1
-    for d in range(1, partition_size + 1):
-        if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES:
-            best = d
-    return best
+    fits = [d for d in range(1, partition_size + 1)
+            if partition_size % d == 0 and d * max(row_bytes, 1) <= ZARR_CHUNK_BYTES]
+    quarter = [d for d in fits if 4 * d <= partition_size and d * row_bytes >= SMALL_CHUNK_BYTES]
+    return max(quarter or fits or [1])
 
 
 def dimension_names(alias: str, ndim: int) -> tuple[str, ...]:
@@ -155,11 +178,36 @@ ZARR_GROUP_FILE = "zarr.json"
 _ARRAY_ENTRY = re.compile(r"^(zarr\.json|c(/\d+)+)$")
 
 
+ZARR_COMPRESSORS = ("lz4", "zstd", "gzip", "none")  # the default first
+
+
+@dataclass(frozen=True)
+class ZarrOptions:
+    """Options of a ``zarr`` export."""
+
+    compressor: str | None = option(DEFAULT_COMPRESSOR, enum=list(ZARR_COMPRESSORS),
+                                    description="the chunks' codec (None or 'none': raw)")
+
+
 class ZarrFormat(ExportFormat):
     """A zarr v3 group: one array per alias plus ``sim_ids``."""
 
     kind = "zarr"
+    description = "a zarr v3 group, one array per field chunked along rows (local or fsspec URL)"
     local_only = False
+    Options = ZarrOptions
+    compressions = ZARR_COMPRESSORS  # [output] compression in a workflow file
+    workflow_table = False
+    skip_fault_points = ("compacted-chunk",)  # closing the gaps of skipped rows
+
+    @classmethod
+    def workflow_options(cls, output: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        compression = output.get("compression", cls.default_compression())
+        return {"compressor": None if compression == "none" else compression}
+    #: Called as ``(chunks done, chunks in all)`` while :meth:`finalize` completes the arrays
+    #: (the run's monitor sets it: the finalize phase's progress on the page and terminal).
+    finalize_progress: Callable[[int, int], None] | None = None
+    tally: ChunkTally | None = None
 
     def _rows_url(self) -> str:
         return self.stage.url_of("rows")
@@ -179,41 +227,69 @@ class ZarrFormat(ExportFormat):
             os.makedirs(self.stage.path("rows"))
             group = zarr.open_group(zarr_store(self._rows_url()), mode="a")
         compressor = zarr_compressor(self.options.get("compressor", DEFAULT_COMPRESSOR))
+        data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a",
+                               use_consolidated=False)
         for alias, fs in schema.items():
             check_output_name(alias, "zarr export")
             if alias in group:
                 continue  # resumed job
             row_bytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize
             rpc = rows_per_chunk(partition_size, row_bytes)
-            group.create_array(
-                alias, shape=(n_rows, *fs.shape), chunks=(rpc, *fs.shape),
-                dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
-                config=WRITE_EVERY_CHUNK, dimension_names=dimension_names(alias, 1 + len(fs.shape)),
-            )
+            for where in (group, *((data,) if rpc > 1 else ())):  # data: rows placed there
+                if alias in where:
+                    continue
+                where.create_array(
+                    alias, shape=(n_rows, *fs.shape), chunks=(rpc, *fs.shape),
+                    dtype=np.dtype(fs.dtype), compressors=compressor, fill_value=0,
+                    config=WRITE_EVERY_CHUNK,
+                    dimension_names=dimension_names(alias, 1 + len(fs.shape)),
+                )
         if self.stage.is_local:  # the metadata outlives a power loss before the first marker
             fsync_tree(self.stage.path("rows"))
+            fsync_tree(self.stage.path("data"))
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         assert schema is not None
-        return ZarrSink(self._rows_url(), part, schema,
-                        self.stage.path("rows") if self.stage.is_local else None)
+        return ZarrSink(self.stage, part, schema)
 
     def finalize(self, keep: np.ndarray | None) -> None:
-        """Move each alias's rows into ``data/``; with skipped rows, close the gaps chunk by
-        chunk (see :func:`compact_array`), resuming where an interrupted run stopped."""
+        """Complete each alias's array in ``data/``: rows the partitions placed stay, the
+        others are moved or assembled chunk by chunk (see :func:`place_rows`), resuming where
+        an interrupted run stopped. Without skips or placed rows the planned array is renamed.
+        """
         import zarr
 
         rows = zarr.open_group(zarr_store(self._rows_url()), mode="a", use_consolidated=False)
         data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a",
                                use_consolidated=False)
-        for alias in sorted(rows.array_keys()):
-            if keep is None or keep.all():
-                if alias in data:  # an older run's leftover: the rows here are the job's
+        markers = _stage_markers(self.stage)
+        aliases = sorted(rows.array_keys())
+        n_kept = (int(keep.sum()) if keep is not None
+                  else rows[aliases[0]].shape[0] if aliases else 0)
+        tally = self.tally = ChunkTally(
+            sum(math.ceil(n_kept / rows[a].chunks[0]) for a in aliases),
+            self.finalize_progress)
+        _check_placements(self.stage, markers)
+        placed = {a: {i: m[PLACED_KEY] for i, m in markers.items()
+                      if a in m.get(PLACED_KEY, {}).get("chunks", {})} for a in aliases}
+        job = _read_job(self.stage)
+        if not job.get(CHECKED_KEY):  # once: chunk files no marker claims are from killed tasks
+            for alias in aliases:
+                if alias in data:
+                    _remove_unclaimed(self.stage, alias, data, placed[alias])
+            _update_job(self.stage, **{CHECKED_KEY: True})
+        for alias in aliases:
+            if not placed[alias] and (keep is None or keep.all()):
+                if alias in data:  # unused (nothing placed), or an older run's leftover
                     del data[alias]
+                n_chunks = math.ceil(n_kept / rows[alias].chunks[0])
                 self.stage.move(self.stage.path("rows", alias), self.stage.path("data", alias))
+                tally.add("moved", n_chunks)
                 continue
-            compact_array(self.stage, alias, rows[alias], data, np.flatnonzero(keep))
-            del rows[alias]  # compacted: the data array is complete
+            kept = np.arange(rows[alias].shape[0]) if keep is None else np.flatnonzero(keep)
+            place_rows(self.stage, alias, rows[alias], data, kept, markers, placed[alias],
+                       tally)
+            del rows[alias]  # complete in data/: the planned rows are no longer needed
 
     def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
         """Write ``sim_ids`` (the coordinate of every array's first dimension) and the
@@ -231,7 +307,10 @@ class ZarrFormat(ExportFormat):
             zarr.consolidate_metadata(store)
 
     def manifest_extra(self) -> dict[str, Any]:
-        return {ALL_CHUNKS_KEY: True}
+        extra: dict[str, Any] = {ALL_CHUNKS_KEY: True}
+        if self.tally is not None:  # how finalize found and completed the chunks
+            extra[FINALIZE_KEY] = dict(self.tally.counts)
+        return extra
 
     @classmethod
     def open_reader(cls, root: str, manifest: Mapping[str, Any],
@@ -308,69 +387,580 @@ class ZarrFormat(ExportFormat):
 COMPACT_THREADS = max(1, min(8, os.cpu_count() or 1))  # chunks rewritten at once
 
 
-def compact_array(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray) -> None:
-    """Write ``data[alias]`` holding rows ``kept`` of ``src``, one destination chunk at a time.
+def _check_placements(stage: Any, markers: Mapping[int, Mapping[str, Any]]) -> None:
+    """Refuse to finalize when a partition placed its rows somewhere other than where the
+    finished partitions before it end (a partition run again that read a different number of
+    experiments than the run the later partitions counted on): publishing would leave rows
+    overwritten or zero."""
+    end = 0
+    for index in sorted(markers):
+        marker = markers[index]
+        n = len(marker.get("written", ()))
+        placed = marker.get(PLACED_KEY)
+        if placed is not None and (int(placed["start"]), int(placed["stop"])) != (end, end + n):
+            raise CorruptExportError(
+                f"{stage.url_of('data')}: partition {index} placed its {n} rows at "
+                f"{placed['start']}..{placed['stop']}, but the partitions before it end at row "
+                f"{end} (a partition run again read a different number of experiments); "
+                "remove the staging directory and export again")
+        end += n
 
-    A destination chunk whose rows are exactly one whole source chunk (every chunk, for arrays
-    of one row per chunk) is that chunk's file, renamed; the others are read and written by
-    :data:`COMPACT_THREADS` threads at once, each reading the source rows of a run of
-    destination chunks once (:data:`COMPACT_GROUP_BYTES`). A destination chunk whose file
-    exists is done (zarr writes a chunk file under a temporary name, then renames it), so a
-    rerun after an interrupt does only the chunks left.
+
+def _stage_markers(stage: Any) -> dict[int, dict[str, Any]]:
+    """The finished partitions' summaries (a staging area without markers: none)."""
+    markers = getattr(stage, "markers", None)
+    return dict(markers()) if markers is not None else {}
+
+
+def _read_job(stage: Any) -> dict[str, Any]:
+    read = getattr(stage, "read_job", None)
+    return dict((read() if read is not None else None) or {})
+
+
+def _update_job(stage: Any, **changes: Any) -> None:
+    update = getattr(stage, "update_job", None)
+    if update is not None:
+        update(**changes)
+
+
+class ChunkTally:
+    """How the final arrays' chunks were completed at finalize (``placed``: by the
+    partitions; ``done_before``: by an interrupted finalize; ``moved``: renamed from the
+    planned rows; ``assembled``: written from planned rows and pieces), reported as they go."""
+
+    def __init__(self, total: int, report: Callable[[int, int], None] | None = None):
+        import threading
+
+        self.counts = {"chunks": total, "placed": 0, "done_before": 0, "moved": 0,
+                       "assembled": 0}
+        self.done = 0
+        self._report = report
+        self._lock = threading.Lock()
+        if report is not None:
+            report(0, total)
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[kind] += n
+            self.done += n
+            if self._report is not None:
+                self._report(self.done, self.counts["chunks"])
+
+
+def _chunk_key(arr: Any, j: int) -> str:
+    return arr.metadata.encode_chunk_key((j,) + (0,) * (arr.ndim - 1))
+
+
+def _piece_url(stage: Any, alias: str, lo: int, hi: int) -> str:
+    return stage.url_of(PIECES_DIR, alias, f"{lo}-{hi}.npy")
+
+
+def save_piece(stage: Any, alias: str, lo: int, rows: np.ndarray) -> tuple[str, list[int]]:
+    """Store final rows ``lo…lo+len(rows)-1`` of ``alias`` raw (a chunk they only partly fill,
+    finished by the next partition or at finalize); return the file and ``[lo, hi]``."""
+    import io
+
+    hi = lo + len(rows)
+    url = _piece_url(stage, alias, lo, hi)
+    fs, path = _fs_of(url)
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(rows), allow_pickle=False)
+    tmp = f"{path}.partial"
+    fs.pipe_file(tmp, buf.getvalue())
+    stage.move(tmp, path)
+    return path, [lo, hi]
+
+
+def load_piece(stage: Any, alias: str, lo: int, hi: int) -> np.ndarray:
+    import io
+
+    fs, path = _fs_of(_piece_url(stage, alias, lo, hi))
+    return np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
+
+
+def final_start(stage: Any, index: int) -> tuple[int | None, Mapping[str, Any] | None, int]:
+    """Where partition ``index``'s first written row goes in the published arrays, the
+    placement of the partition before it, and the partition the answer waits for (``None``
+    as the first: an earlier partition has not said yet).
+
+    The markers say it, or the notes partitions write as soon as they know (see
+    :meth:`ZarrSink.close`): a placed partition records where its rows end; for the others
+    their written rows are counted back to one that was placed (at most :data:`MAX_WALK`).
     """
+    if index == 0:
+        return 0, None, -1
+    count, previous = 0, None
+    for q in range(index - 1, max(-1, index - 1 - MAX_WALK), -1):
+        marker = stage.marker(q)
+        if marker is not None:
+            placed, written = marker.get(PLACED_KEY), len(marker["written"])
+        else:  # unfinished, but it may have said where its rows end
+            note = stage.note(q) if hasattr(stage, "note") else None
+            if note is None:
+                return None, None, q
+            placed = note if "stop" in note else None
+            written = int(note.get("written", 0))
+        if q == index - 1:
+            previous = placed
+        if placed is not None:
+            return count + int(placed["stop"]), previous, -1
+        count += written
+        if q == 0:
+            return count, previous, -1
+    return None, None, -1
+
+
+def _event_name(stage: Any, index: int) -> str:
+    """The ``distributed.Event`` set when partition ``index`` of this staging area has noted."""
+    import hashlib
+
+    digest = hashlib.sha256(str(stage.url_of()).encode()).hexdigest()[:16]
+    return f"guideloom-zarr-note-{digest}-{index}"
+
+
+def _in_worker() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def _wake(stage: Any, index: int) -> None:
+    """Wake the partitions waiting for partition ``index``'s note (on a Dask worker)."""
+    if _in_worker():
+        from distributed import Event
+
+        with contextlib.suppress(Exception):  # a lost wake-up costs a wait, not the export
+            Event(_event_name(stage, index)).set()
+
+
+def _wait_for(stage: Any, index: int, seconds: float) -> bool:
+    """Wait (out of the worker's thread pool) up to ``seconds`` for partition ``index``'s
+    note; False when not on a Dask worker or it did not come."""
+    if not _in_worker() or seconds <= 0:
+        return False
+    from distributed import Event, rejoin, secede
+
+    secede()  # the worker runs other tasks meanwhile (the one waited for, perhaps)
+    try:
+        return bool(Event(_event_name(stage, index)).wait(seconds))
+    except Exception:  # noqa: BLE001 - no answer: the rows go to their planned places
+        return False
+    finally:
+        rejoin()
+
+
+class _FinalRows:
+    """One alias's rows written where they belong, from final row ``start`` on: whole chunks
+    into the final array, a chunk the partition only partly fills as a piece (raw rows)."""
+
+    def __init__(self, stage: Any, alias: str, arr: Any, start: int,
+                 carry: np.ndarray | None):
+        self.stage, self.alias, self.arr = stage, alias, arr
+        self.rpc = arr.chunks[0]
+        self.start = start
+        self.chunk_start = start - start % self.rpc
+        # rows held for the chunk being filled, from final row self.first on
+        self.first = self.chunk_start if carry is not None else start
+        self.held: list[np.ndarray] = [] if carry is None else list(carry)
+        self.chunks: list[int] = []
+        self.pieces: list[list[int]] = []
+        self.files: list[str] = []  # local files written (fsynced at close)
+        self.bytes = 0
+        self.added = 0  # rows of this partition
+
+    def add(self, row: np.ndarray) -> None:
+        self.held.append(row)
+        self.added += 1
+        if self.first + len(self.held) == self.chunk_start + self.rpc:
+            self._flush()
+
+    def _flush(self) -> None:
+        block = np.stack(self.held)
+        if self.first == self.chunk_start:  # the whole chunk is here
+            j = self.chunk_start // self.rpc
+            self.arr[self.chunk_start:self.chunk_start + len(block)] = block
+            self.chunks.append(j)
+            self.files.append(_chunk_key(self.arr, j))
+            self.bytes += block.nbytes
+        else:  # its first rows are an earlier partition's, not placed: finalize joins them
+            path, span = save_piece(self.stage, self.alias, self.first, block)
+            self.pieces.append(span)
+            self.files.append(path)
+        self.chunk_start += self.rpc
+        self.first = self.chunk_start
+        self.held = []
+
+    def save_tail(self, rows: Sequence[np.ndarray]) -> list[int] | None:
+        """Before ``rows`` (all of them) are added: store the chunk they end in partly filled,
+        so the next partition can complete it while these rows are still being written."""
+        end = self.start + len(rows)
+        if end % self.rpc == 0:
+            return None
+        lo = max(self.first, end - end % self.rpc)
+        if lo >= end:
+            return None
+        block = np.stack([*self.held, *rows][lo - self.first:])
+        path, span = save_piece(self.stage, self.alias, lo, block)
+        self.pieces.append(span)
+        self.files.append(path)
+        self.tail = span
+        return span
+
+    def close(self, last: bool = False) -> None:
+        """Store the rows left; ``last``: no partition comes after this one, so a chunk this
+        partition holds from its first row is the array's last, written as it is."""
+        if self.held and last and self.first == self.chunk_start:
+            j = self.chunk_start // self.rpc
+            block = np.stack(self.held)
+            self.arr[self.chunk_start:self.chunk_start + len(block)] = block  # zero-padded
+            self.chunks.append(j)
+            self.files.append(_chunk_key(self.arr, j))
+            self.bytes += block.nbytes
+            self.held = []
+        if self.held:  # the last chunk: the next partition, or finalize, completes it
+            span = [self.first, self.first + len(self.held)]
+            if getattr(self, "tail", None) != span:
+                path, span = save_piece(self.stage, self.alias, self.first,
+                                        np.stack(self.held))
+                self.pieces.append(span)
+                self.files.append(path)
+            self.held = []
+
+
+class ZarrSink(PartitionSink):
+    """Copies each record into its chunk's buffer, then writes a chunk whole once all its rows
+    are there. The copy is taken in :meth:`write`, so a transform may return (and reuse) one
+    buffer for every record.
+
+    Arrays of several rows per chunk are written where the rows belong when the partitions
+    before this one are finished (:func:`final_start`): then straight away, else the rows are
+    held (up to :data:`HOLD_BYTES`) and the question asked again at :meth:`close`. Only when it
+    is still open there are they written at their planned rows, for finalize to move.
+    """
+
+    def __init__(self, stage: Any, part: Part, schema: Mapping[str, Schema]):
+        import zarr
+
+        group = zarr.open_group(zarr_store(stage.url_of("rows")), mode="r+")
+        self._arrays = {a: group[a].with_config(WRITE_EVERY_CHUNK) for a in schema}
+        self._stage = stage
+        self._part = part
+        self._local_dir = stage.path() if stage.is_local else None  # files there are fsynced
+        self._written: list[str] = []
+        self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
+        self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
+        self._bytes = 0
+        self._sums = RowDigests()
+        self._final_arrays: dict[str, Any] = {}
+        if any(arr.chunks[0] > 1 for arr in self._arrays.values()):
+            data = zarr.open_group(zarr_store(stage.url_of("data")), mode="r+",
+                                   use_consolidated=False)
+            self._final_arrays = {a: data[a].with_config(WRITE_EVERY_CHUNK)
+                                  for a, arr in self._arrays.items()
+                                  if arr.chunks[0] > 1 and a in data}
+        self._planned = [a for a in self._arrays if a not in self._final_arrays]
+        self._held: list[tuple[int, dict[str, np.ndarray]]] | None = None
+        self._held_bytes = 0
+        self._n_rows = 0  # records written
+        self._opened = time.monotonic()
+        self._placing: dict[str, _FinalRows] | None = None
+        self._start: int | None = None
+        if self._final_arrays and not self._place():
+            self._held = []
+
+    def _place(self, wait: bool = False) -> bool:
+        """Start writing rows where they belong, if this partition can know where; ``wait``:
+        for the partitions before it to say, up to four times as long as this one took to
+        read (within :data:`MIN_WAIT_S` and :data:`MAX_WAIT_S`)."""
+        start, previous, waiting_on = final_start(self._stage, self._part.index)
+        took = time.monotonic() - self._opened
+        deadline = time.monotonic() + min(MAX_WAIT_S, max(MIN_WAIT_S, 4 * took))
+        while start is None and wait and waiting_on >= 0:
+            if not _wait_for(self._stage, waiting_on, deadline - time.monotonic()):
+                return False
+            before = waiting_on
+            start, previous, waiting_on = final_start(self._stage, self._part.index)
+            if start is None and waiting_on == before:
+                return False  # woken by an earlier run's note: nothing new
+        if start is None:
+            return False
+        self._start = start
+        self._placing = {}
+        for alias, arr in self._final_arrays.items():
+            carry = None
+            span = [start - start % arr.chunks[0], start]
+            if span[0] < span[1] and previous is not None and span in (
+                    previous.get("pieces", {}).get(alias) or []):
+                carry = load_piece(self._stage, alias, *span)
+            self._placing[alias] = _FinalRows(self._stage, alias, arr, start, carry)
+        return True
+
+    def _chunk(self, row: int, rpc: int) -> tuple[int, int]:
+        """``(start, stop)`` of the planned chunk of ``rpc`` rows holding ``row``."""
+        start = (row // rpc) * rpc
+        return start, min(start + rpc, self._part.stop)
+
+    def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
+        self._n_rows += 1
+        if self._planned:
+            self._write_planned(row, {a: arrays[a] for a in self._planned if a in arrays},
+                                self._planned)
+        if not self._final_arrays:
+            return
+        rows = {}
+        for alias in self._final_arrays:  # the copy: the caller may reuse its buffer
+            rows[alias] = np.array(arrays[alias], dtype=self._arrays[alias].dtype, copy=True)
+            self._sums.add(alias, row, rows[alias])
+        if self._placing is not None:
+            for alias, value in rows.items():
+                self._placing[alias].add(value)
+            return
+        if self._held is not None:
+            self._held.append((row, rows))
+            self._held_bytes += sum(v.nbytes for v in rows.values())
+            if self._held_bytes <= HOLD_BYTES:
+                return
+            held, self._held = self._held, None  # too much to hold: the planned rows
+            for r, values in held:
+                self._write_planned(r, values, list(self._final_arrays), digest=False)
+            return
+        self._write_planned(row, rows, list(self._final_arrays), digest=False)
+
+    def _write_planned(self, row: int, arrays: Mapping[str, np.ndarray],
+                       aliases: Sequence[str], digest: bool = True) -> None:
+        rpc = self._arrays[aliases[0]].chunks[0]
+        start, stop = self._chunk(row, rpc)
+        key = (start, tuple(aliases))
+        block = self._blocks.get(key)  # type: ignore[call-overload]
+        if block is None:
+            block = self._blocks[key] = {  # type: ignore[index]
+                a: np.zeros((stop - start, *self._arrays[a].shape[1:]),
+                            dtype=self._arrays[a].dtype) for a in aliases}
+            self._present[key] = set()  # type: ignore[index]
+        for alias in aliases:
+            block[alias][row - start] = arrays[alias]  # the copy: the caller may reuse it
+        self._present[key].add(row)  # type: ignore[index]
+        if len(self._present[key]) == stop - max(start, self._part.start):  # type: ignore[index]
+            self._flush(key, digest)
+
+    def _flush(self, key: Any, digest: bool = True) -> None:
+        """Write the planned chunk ``key`` (rows never written, i.e. skipped, stay zero)."""
+        start, aliases = key
+        block, present = self._blocks.pop(key), self._present.pop(key)
+        for alias in aliases:
+            arr, rows = self._arrays[alias], block[alias]
+            if digest:
+                for r in sorted(present):
+                    self._sums.add(alias, r, rows[r - start])  # the row as stored
+            arr[start:start + len(rows)] = rows
+            self._bytes += rows.nbytes
+            key = _chunk_key(arr, start // arr.chunks[0])
+            self._written.append(os.path.join("rows", alias, key))
+
+    def close(self) -> int:
+        """Write the chunks left and make them durable (files, then their folders)."""
+        if self._held is not None:  # still undecided: the earlier partitions may be done now
+            held, self._held = self._held, None
+            placed = self._place(wait=True)
+            if placed and self._placing:  # the next partition may go on from here at once
+                tails = {a: w.save_tail([v[a] for _, v in held])
+                         for a, w in self._placing.items()}
+                self._note(len(held), tails)
+            for r, values in held:
+                if placed:
+                    for alias, value in values.items():
+                        self._placing[alias].add(value)  # type: ignore[index]
+                else:
+                    self._write_planned(r, values, list(self._final_arrays), digest=False)
+        for key in sorted(self._blocks):
+            self._flush(key, digest=key[1] == tuple(self._planned))
+        if self._final_arrays and self._placing is None:  # planned: the next ones count on
+            self._note_planned()
+        last = self._part.stop >= next(iter(self._arrays.values())).shape[0]
+        if self._placing and not getattr(self, "_noted", False):
+            for w in self._placing.values():
+                w.close(last)  # the tail piece first: the note below offers it
+            self._note(next(iter(self._placing.values())).added,
+                       {a: getattr(w, "tail", None) or (w.pieces[-1] if w.pieces else None)
+                        for a, w in self._placing.items()})
+        for alias, rows in (self._placing or {}).items():
+            rows.close(last)
+            self._bytes += rows.bytes
+            self._written += [f if f.startswith("/") or "://" in f
+                              else os.path.join("data", alias, f) for f in rows.files]
+        if self._local_dir is not None:
+            fsync_files([p if os.path.isabs(p) else os.path.join(self._local_dir, p)
+                         for p in self._written], self._local_dir)
+            self._written = []
+        return self._bytes
+
+    def _note(self, n: int, tails: Mapping[str, list[int] | None]) -> None:
+        """Tell the next partitions where this one's rows end (and its last, partly filled
+        chunk), before its chunks are written."""
+        self._noted = True
+        note = getattr(self._stage, "write_note", None)
+        if note is not None and self._start is not None:
+            note(self._part.index, {"start": self._start, "stop": self._start + n,
+                                    "pieces": {a: [t] for a, t in tails.items() if t}})
+            _wake(self._stage, self._part.index)
+
+    def _note_planned(self) -> None:
+        """Tell the next partitions how many rows this one (at its planned rows) wrote."""
+        note = getattr(self._stage, "write_note", None)
+        if note is not None and not getattr(self, "_noted", False):
+            self._noted = True
+            note(self._part.index, {"written": self._n_rows})
+            _wake(self._stage, self._part.index)
+
+    def extra_summary(self) -> dict[str, Any]:
+        """The checksum of every row written (see :mod:`guideloom.formats.checksums`) and,
+        for rows written where they belong, where (``zarr_placed``: final rows, chunks and
+        pieces per alias)."""
+        extra = self._sums.summary()
+        if self._placing is not None and self._start is not None:
+            added = next(iter(self._placing.values())).added
+            extra[PLACED_KEY] = {
+                "start": self._start,
+                "stop": self._start + added,
+                "chunks": {a: r.chunks for a, r in self._placing.items()},
+                "pieces": {a: r.pieces for a, r in self._placing.items()},
+            }
+        return extra
+
+
+
+def _remove_unclaimed(stage: Any, alias: str, data: Any, placed: Mapping[int, Any]) -> None:
+    """Remove the chunk files of ``data/alias`` that no finished partition claims (written by a
+    task that was killed, or whose rows were then written elsewhere)."""
+    try:
+        arr = data[alias]
+    except _UNREADABLE_METADATA:
+        return  # place_rows writes its metadata again
+    claimed = {_chunk_key(arr, int(j)) for p in placed.values()
+               for j in p["chunks"].get(alias, [])}
+    fs, root = _fs_of(stage.url_of("data", alias))
+    for path in fs.find(root):
+        rel = str(path)[len(root.rstrip("/")) + 1:]
+        if rel != "zarr.json" and rel not in claimed:
+            fs.rm(path)
+
+
+def _final_array(stage: Any, data: Any, alias: str, src: Any, n: int) -> Any:
+    """``data[alias]`` shaped for the ``n`` published rows (made, or resized: the chunks
+    past the end go)."""
+    dst = None
     if alias in data:
         try:
             dst = data[alias]
-        except _UNREADABLE_METADATA:  # torn by a power loss: no chunk of it can be trusted
-            del data[alias]
-    if alias not in data:
-        dst = data.create_array(alias, shape=(len(kept), *src.shape[1:]), chunks=src.chunks,
+        except _UNREADABLE_METADATA:  # torn by a power loss: its chunks are still good
+            fs, root = _fs_of(stage.url_of("data", alias))
+            fs.rm(f"{root.rstrip('/')}/zarr.json")
+    if dst is None:
+        dst = data.create_array(alias, shape=(n, *src.shape[1:]), chunks=src.chunks,
                                 dtype=src.dtype, compressors=src.compressors, fill_value=0,
                                 config=WRITE_EVERY_CHUNK,
                                 dimension_names=src.metadata.dimension_names)
-    dst = dst.with_config(WRITE_EVERY_CHUNK)
+    elif dst.shape[0] != n:
+        dst.resize((n, *src.shape[1:]))
+    return dst.with_config(WRITE_EVERY_CHUNK)
+
+
+def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
+               markers: Mapping[int, Mapping[str, Any]],
+               placed: Mapping[int, Mapping[str, Any]], tally: ChunkTally | None = None) -> None:
+    """Complete ``data[alias]`` holding rows ``kept`` (planned rows) of the job, one chunk at a
+    time.
+
+    A chunk whose file exists is done: written where it belongs by a partition (``placed``,
+    their markers claim it) or by an interrupted finalize (zarr writes a chunk file under a
+    temporary name, then renames it), so a rerun does only the chunks left. Of the others, a
+    chunk whose rows are exactly one whole chunk of the planned rows ``src`` (every chunk, for
+    arrays of one row per chunk) is that chunk's file, renamed; the rest are assembled from the
+    planned rows and the placed partitions' pieces by :data:`COMPACT_THREADS` threads, each
+    reading the planned rows of a run of chunks once (:data:`COMPACT_GROUP_BYTES`).
+    """
+    n = len(kept)
+    dst = _final_array(stage, data, alias, src, n)
     fs, src_root = _fs_of(stage.url_of("rows", alias))
     dst_root = _fs_of(stage.url_of("data", alias))[1]
     _remove_partial_chunks(fs, dst_root)
     present = {f[len(dst_root) + 1:] for f in fs.find(dst_root)}
     step, n_src = src.chunks[0], src.shape[0]
-    tail = (0,) * (src.ndim - 1)
+    in_pieces = np.zeros(n_src, dtype=bool)  # planned rows a partition placed
+    for index in placed:
+        m = markers[index]
+        start = int(m["start"])
+        in_pieces[start:start + len(m["written"]) + len(m["skipped"])] = True
+    spans = sorted({tuple(int(v) for v in span) for p in placed.values()
+                    for span in p.get("pieces", {}).get(alias, [])})
+    tally = tally if tally is not None else ChunkTally(math.ceil(n / step))
+    claimed = {_chunk_key(dst, int(j)) for p in placed.values() for j in p["chunks"][alias]}
     rewrite: list[tuple[int, np.ndarray]] = []
-    for j, start in enumerate(range(0, len(kept), step)):
-        key = dst.metadata.encode_chunk_key((j, *tail))
-        if key in present:
-            continue  # done by an interrupted run
+    for j, start in enumerate(range(0, n, step)):
+        key = _chunk_key(dst, j)
+        if key in present:  # placed by a partition, or done by an interrupted run
+            tally.add("placed" if key in claimed else "done_before")
+            continue
         sel = kept[start:start + step]
         first = int(sel[0])
-        whole = (first % step == 0 and int(sel[-1]) - first + 1 == len(sel)
+        whole = (not in_pieces[sel].any() and first % step == 0
+                 and int(sel[-1]) - first + 1 == len(sel)
                  and len(sel) == min(step, n_src - first)
-                 and (len(sel) == step or start + len(sel) == len(kept)))
+                 and (len(sel) == step or start + len(sel) == n))
         if whole:
-            old_key = src.metadata.encode_chunk_key((first // step, *tail))
+            old_key = _chunk_key(src, first // step)
             stage.move(f"{src_root}/{old_key}", _made_parent(fs, f"{dst_root}/{key}"))
+            tally.add("moved")
             fault_point("compacted-chunk")
         else:
             rewrite.append((start, sel))
-    if rewrite:
-        from concurrent.futures import ThreadPoolExecutor
+    if not rewrite:
+        return
+    from concurrent.futures import ThreadPoolExecutor
 
-        row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64)) * src.dtype.itemsize)
-        per_group = max(1, COMPACT_GROUP_BYTES // (row_bytes * step))
-        groups = [rewrite[k:k + per_group] for k in range(0, len(rewrite), per_group)]
+    loaded: dict[tuple[int, int], np.ndarray] = {}
 
-        def copy(group: list[tuple[int, np.ndarray]]) -> None:
-            """One read of the source rows the group's chunks need, then each chunk written."""
-            lo, hi = int(group[0][1][0]), int(group[-1][1][-1])
-            block = src[lo:hi + 1]
-            for start, sel in group:
-                dst[start:start + len(sel)] = block[sel - lo]
-                fault_point("compacted-chunk")
+    def piece_row(f: int) -> np.ndarray:
+        """Final row ``f`` from a piece holding it."""
+        for lo, hi in spans:
+            if lo <= f < hi:
+                if (lo, hi) not in loaded:
+                    loaded[(lo, hi)] = load_piece(stage, alias, lo, hi)
+                return loaded[(lo, hi)][f - lo]
+        raise CorruptExportError(f"{stage.url_of('data', alias)}: row {f} was placed by a "
+                                 "partition but no piece holds it; remove the staging "
+                                 "directory and export again")
 
-        pool = ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact")
-        try:
-            list(pool.map(copy, groups))
-        finally:  # Ctrl-C: the chunks being written finish, the queued ones are dropped
-            pool.shutdown(wait=True, cancel_futures=True)
+    row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64)) * src.dtype.itemsize)
+    per_group = max(1, COMPACT_GROUP_BYTES // (row_bytes * step))
+    groups = [rewrite[k:k + per_group] for k in range(0, len(rewrite), per_group)]
+
+    def copy(group: list[tuple[int, np.ndarray]]) -> None:
+        """One read of the planned rows the group's chunks need, then each chunk written."""
+        wanted = np.concatenate([sel[~in_pieces[sel]] for _, sel in group])
+        lo = int(wanted.min()) if len(wanted) else 0
+        block = src[lo:int(wanted.max()) + 1] if len(wanted) else None
+        for start, sel in group:
+            out = np.empty((len(sel), *src.shape[1:]), dtype=src.dtype)
+            mine = in_pieces[sel]
+            if block is not None and not mine.all():
+                out[~mine] = block[sel[~mine] - lo]
+            for k in np.flatnonzero(mine):
+                out[k] = piece_row(start + int(k))
+            dst[start:start + len(sel)] = out
+            tally.add("assembled")
+            fault_point("compacted-chunk")
+
+    pool = ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="guideloom-compact")
+    try:
+        list(pool.map(copy, groups))
+    finally:  # Ctrl-C: the chunks being written finish, the queued ones are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _made_parent(fs: Any, path: str) -> str:
@@ -383,74 +973,6 @@ def _remove_partial_chunks(fs: Any, root: str) -> None:
     for path in fs.find(root) if fs.exists(root) else []:
         if str(path).endswith(".partial"):
             fs.rm(path)
-
-
-class ZarrSink(PartitionSink):
-    """Copies each record into its chunk's buffer, then writes a chunk whole once all its rows
-    are there. The copy is taken in :meth:`write`, so a transform may return (and reuse) one
-    buffer for every record."""
-
-    def __init__(self, url: str, part: Part, schema: Mapping[str, Schema],
-                 local_dir: str | None = None):
-        import zarr
-
-        group = zarr.open_group(zarr_store(url), mode="r+")
-        self._arrays = {a: group[a].with_config(WRITE_EVERY_CHUNK) for a in schema}
-        self._part = part
-        self._local_dir = local_dir  # the group's folder on a local disk: chunks are fsynced
-        self._written: list[str] = []
-        self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
-        self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
-        self._bytes = 0
-        self._sums = RowDigests()
-
-    def _chunk(self, row: int) -> tuple[int, int]:
-        """``(start, stop)`` of the chunk holding ``row`` (all aliases chunk rows alike)."""
-        rpc = next(iter(self._arrays.values())).chunks[0]
-        start = (row // rpc) * rpc
-        return start, min(start + rpc, self._part.stop)
-
-    def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
-        start, stop = self._chunk(row)
-        block = self._blocks.get(start)
-        if block is None:
-            block = self._blocks[start] = {
-                a: np.zeros((stop - start, *arr.shape[1:]), dtype=arr.dtype)
-                for a, arr in self._arrays.items()}
-            self._present[start] = set()
-        for alias, values in arrays.items():
-            block[alias][row - start] = values  # the copy: the caller may reuse its buffer
-        self._present[start].add(row)
-        rows = range(max(start, self._part.start), stop)
-        if len(self._present[start]) == len(rows):
-            self._flush(start)
-
-    def _flush(self, start: int) -> None:
-        """Write the chunk at ``start`` (rows never written, i.e. skipped, stay zero)."""
-        block, present = self._blocks.pop(start), self._present.pop(start)
-        for alias, arr in self._arrays.items():
-            rows = block[alias]
-            for r in sorted(present):
-                self._sums.add(alias, r, rows[r - start])  # the row as stored
-            arr[start:start + len(rows)] = rows
-            self._bytes += rows.nbytes
-            if self._local_dir is not None:
-                coords = (start // arr.chunks[0],) + (0,) * (arr.ndim - 1)
-                self._written.append(os.path.join(self._local_dir, alias,
-                                                  arr.metadata.encode_chunk_key(coords)))
-
-    def close(self) -> int:
-        """Write the chunks left and make them durable (files, then their folders)."""
-        for start in sorted(self._blocks):
-            self._flush(start)
-        if self._local_dir is not None:
-            fsync_files(self._written, self._local_dir)
-            self._written = []
-        return self._bytes
-
-    def extra_summary(self) -> dict[str, Any]:
-        """The checksum of every row written (see :mod:`guideloom.formats.checksums`)."""
-        return self._sums.summary()
 
 
 _UNREADABLE_METADATA = (ValueError, TypeError)  # JSONDecodeError is a ValueError

@@ -13,12 +13,12 @@ Example:
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from guideloom import os_support
+from guideloom.caches import BoundedCache, cache
 from guideloom.remote.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
 
 __all__ = ["COALESCE_GAP", "ByteSource", "FsspecSource", "LocalFileSource", "clear_source_cache",
@@ -70,7 +70,7 @@ class LocalFileSource:
         return self._size
 
     def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
-        data = os.pread(self._fd, size, offset)
+        data = os_support.pread(self._fd, size, offset)
         if len(data) != size:
             who = f" (experiment {sim_id})" if sim_id is not None else ""
             raise OSError(f"{self._path}{who}: {len(data)} of {size} bytes at offset {offset}")
@@ -164,9 +164,7 @@ class FsspecSource:
         return self.read(total - n, n, sim_id=sim_id)
 
 
-_SOURCE_CACHE: OrderedDict[tuple[Any, ...], ByteSource] = OrderedDict()
-_SOURCE_CACHE_LOCK = threading.Lock()
-SOURCE_CACHE_SIZE = 256  # fsspec sources kept per process
+_SOURCE_CACHE: BoundedCache[tuple[Any, ...], ByteSource] = cache("byte_sources")
 
 
 def open_byte_source(location: str | os.PathLike[str], *, token: str | None = None,
@@ -192,24 +190,17 @@ def open_byte_source(location: str | os.PathLike[str], *, token: str | None = No
     if token is not None:
         storage_options = {**storage_options, "token": token}
     key = (url, token, repr(sorted(storage_options.items())))
-    with _SOURCE_CACHE_LOCK:
-        src = _SOURCE_CACHE.get(key)
-        if src is not None:
-            _SOURCE_CACHE.move_to_end(key)
-            return src
-    src = FsspecSource(url, **storage_options)
-    src._size = size
-    with _SOURCE_CACHE_LOCK:
-        src = _SOURCE_CACHE.setdefault(key, src)
-        while len(_SOURCE_CACHE) > SOURCE_CACHE_SIZE:
-            _SOURCE_CACHE.popitem(last=False)
-    return src
+    def make() -> ByteSource:
+        src = FsspecSource(url, **storage_options)
+        src._size = size
+        return src
+
+    return _SOURCE_CACHE.get_or_create(key, make)
 
 
 def clear_source_cache() -> None:
     """Forget the remote sources this process keeps (the next open starts afresh)."""
     from guideloom.remote.http import clear_http_sources
 
-    with _SOURCE_CACHE_LOCK:
-        _SOURCE_CACHE.clear()
+    _SOURCE_CACHE.clear()
     clear_http_sources()

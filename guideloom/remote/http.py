@@ -30,11 +30,11 @@ import re
 import ssl
 import threading
 import urllib.parse
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from guideloom.caches import BoundedCache, cache
 from guideloom.errors import RemoteChangedError, RemoteReadError, TransientDownloadError
 from guideloom.http_fetch import RETRY_STATUS, Settings, retry_after, with_retries
 from guideloom.remote.ranges import coalesce_ranges, split_coalesced
@@ -53,12 +53,21 @@ T = TypeVar("T")
 _HostKey = tuple[str, str, int]
 
 
+def _close_idle(conns: list[http.client.HTTPConnection]) -> None:
+    while conns:  # list.pop is atomic: a connection taken meanwhile is not closed
+        conns.pop().close()
+
+
 class _ConnectionPool:
-    """Idle keep-alive connections per host; a connection is in use by one thread at a time."""
+    """Idle keep-alive connections per host; a connection is in use by one thread at a time.
+
+    The hosts are the ``http_connections`` cache of :mod:`guideloom.caches`: the host used
+    longest ago has its idle connections closed when too many hosts are kept."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[_HostKey, list[http.client.HTTPConnection]] = {}
+        self._idle: BoundedCache[_HostKey, list[http.client.HTTPConnection]] = cache(
+            "http_connections", close=_close_idle)
         self._context: ssl.SSLContext | None = None
 
     def get(self, key: _HostKey, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
@@ -88,7 +97,10 @@ class _ConnectionPool:
     def put(self, key: _HostKey, conn: http.client.HTTPConnection) -> None:
         """Keep ``conn`` for the next request to ``key`` (or close it when enough are idle)."""
         with self._lock:
-            idle = self._idle.setdefault(key, [])
+            idle = self._idle.get(key)
+            if idle is None:
+                idle = []
+                self._idle.put(key, idle)
             if len(idle) < MAX_IDLE_PER_HOST:
                 idle.append(conn)
                 return
@@ -96,11 +108,7 @@ class _ConnectionPool:
 
     def clear(self) -> None:
         """Close every idle connection."""
-        with self._lock:
-            idle, self._idle = self._idle, {}
-        for conns in idle.values():
-            for conn in conns:
-                conn.close()
+        self._idle.clear()
 
 
 _POOL = _ConnectionPool()
@@ -485,9 +493,7 @@ class HttpRangeSource:
                 url=self._url)
 
 
-_SOURCES: OrderedDict[tuple[Any, ...], HttpRangeSource] = OrderedDict()
-_SOURCES_LOCK = threading.Lock()
-SOURCE_CACHE_SIZE = 256  # sources kept per process, with their size and redirect target
+_SOURCES: BoundedCache[tuple[Any, ...], HttpRangeSource] = cache("http_sources")
 
 
 def http_source(url: str, *, token: str | None = None, settings: Settings | None = None,
@@ -497,14 +503,8 @@ def http_source(url: str, *, token: str | None = None, settings: Settings | None
     settings = settings or Settings()
     token = token if token is not None else settings.token
     key = (url, token, settings)
-    with _SOURCES_LOCK:
-        src = _SOURCES.get(key)
-        if src is not None:
-            _SOURCES.move_to_end(key)
-        else:
-            src = _SOURCES[key] = HttpRangeSource(url, token=token, settings=settings, size=size)
-            while len(_SOURCES) > SOURCE_CACHE_SIZE:
-                _SOURCES.popitem(last=False)
+    src = _SOURCES.get_or_create(
+        key, lambda: HttpRangeSource(url, token=token, settings=settings, size=size))
     if size is not None and src._size is None:
         src._size = size
     return src
@@ -512,8 +512,7 @@ def http_source(url: str, *, token: str | None = None, settings: Settings | None
 
 def clear_http_sources() -> None:
     """Forget the sources :func:`http_source` keeps."""
-    with _SOURCES_LOCK:
-        _SOURCES.clear()
+    _SOURCES.clear()
 
 
 def _rebuild(url: str, token: str | None, settings: Settings, size: int | None

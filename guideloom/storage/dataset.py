@@ -9,8 +9,8 @@ from typing import Any, Generic
 
 import numpy as np
 
-from guideloom.storage.abstract import Closed
-from guideloom.storage.document import AsyncDocumentReader, DocumentReader, DocumentStorage
+from guideloom.storage.document import DocumentStorage
+from guideloom.storage.facade import AsyncClosing, SyncClosing
 from guideloom.storage.types import OutDataT
 
 __all__ = [
@@ -35,39 +35,57 @@ def _as_indices(indices: Any) -> list[int]:
     return array.tolist()
 
 
-class _SequenceReader(Sequence):  # type: ignore[type-arg]
-    """``len``, ``[i]`` (negative counts back), ``[a:b]``, ``[int array]`` and ``get_many``.
+def _check(index: Any, length: int) -> int:
+    """``index`` as an int in ``range(length)`` (negative counts back); bools are refused."""
+    if type(index) is not int:
+        if isinstance(index, bool | np.bool_):
+            raise TypeError("a bool is not an index")
+        index = operator.index(index)
+    if index < 0:
+        index += length
+    if not 0 <= index < length:
+        raise IndexError(f"index out of range for {length} samples")
+    return index
+
+
+class _Indexing:
+    """The keys both dataset readers take: ``i`` (negative counts back), ``a:b``, an int array,
+    list or tuple; every index is checked before any sample is read."""
+
+    storage_reader: Any
+
+    def _close(self) -> None:
+        self.storage_reader.close()
+
+    def __len__(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _wanted(self, key: Any) -> int | list[int]:
+        """The checked index of an int key, or the list of indices of any other key."""
+        if isinstance(key, slice):
+            return list(range(*key.indices(len(self))))
+        if isinstance(key, np.ndarray | list | tuple):
+            return self._many(key)
+        return _check(key, len(self))
+
+    def _many(self, indices: Any) -> list[int]:
+        length = len(self)
+        return [_check(i, length) for i in _as_indices(indices)]
+
+
+class _SequenceReader(_Indexing, SyncClosing, Sequence):  # type: ignore[type-arg]
+    """``len``, ``[i]``, ``[a:b]``, ``[int array]`` and ``get_many``, for blocking code.
 
     A :class:`~collections.abc.Sequence` (``in``, ``index``, ``count``, ``reversed``), as
     GuideLoom 1.1's dataset readers are.
     """
 
-    def open(self) -> None:
-        """Nothing to do: the reader opened its storage when it was created (1.1 calls this)."""
-
-    def __len__(self) -> int:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     def _get(self, index: int) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _check(self, index: Any, length: int) -> int:
-        if type(index) is not int:
-            if isinstance(index, bool | np.bool_):
-                raise TypeError("a bool is not an index")
-            index = operator.index(index)
-        if index < 0:
-            index += length
-        if not 0 <= index < length:
-            raise IndexError(f"index out of range for {length} samples")
-        return index
-
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            return [self._get(i) for i in range(*key.indices(len(self)))]
-        if isinstance(key, np.ndarray | list | tuple):
-            return self.get_many(key)
-        return self._get(self._check(key, len(self)))
+        wanted = self._wanted(key)
+        return self._get(wanted) if type(wanted) is int else [self._get(i) for i in wanted]
 
     def get_many(self, indices: Any) -> list[Any]:
         """Return the samples at ``indices`` (any iterable of ints or an integer array), in order.
@@ -75,42 +93,27 @@ class _SequenceReader(Sequence):  # type: ignore[type-arg]
         Raises:
             IndexError: An index is out of range (nothing is returned).
         """
-        length = len(self)
-        checked = [self._check(i, length) for i in _as_indices(indices)]
-        return [self._get(i) for i in checked]
+        return [self._get(i) for i in self._many(indices)]
 
     def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self._get(i)
 
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()  # type: ignore[attr-defined]
-
-
-class _AsyncSequenceReader:
+class _AsyncSequenceReader(_Indexing, AsyncClosing):
     """``len``, ``await r[i]``, ``await r[a:b]``, ``await r[indices]``, ``get_many``, ``async for``.
 
     Indexing checks the key when the result is awaited (as GuideLoom 1.1 does); several samples
     are read concurrently.
     """
 
-    _check = _SequenceReader._check
-
-    def __len__(self) -> int:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     async def _get(self, index: int) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
     async def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            return list(await asyncio.gather(*map(self._get, range(*key.indices(len(self))))))
-        if isinstance(key, np.ndarray | list | tuple):
-            return await self.get_many(key)
-        return await self._get(self._check(key, len(self)))
+        wanted = self._wanted(key)
+        if type(wanted) is int:
+            return await self._get(wanted)
+        return list(await asyncio.gather(*map(self._get, wanted)))
 
     async def get_many(self, indices: Any) -> list[Any]:
         """Return the samples at ``indices``, in order, read concurrently.
@@ -118,44 +121,42 @@ class _AsyncSequenceReader:
         Raises:
             IndexError: An index is out of range (nothing is read).
         """
-        length = len(self)
-        checked = [self._check(i, length) for i in _as_indices(indices)]
-        return list(await asyncio.gather(*map(self._get, checked)))
-
-    async def open(self) -> None:
-        """Nothing to do: the reader opened its storage when it was created."""
+        return list(await asyncio.gather(*map(self._get, self._many(indices))))
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         for i in range(len(self)):
             yield await self._get(i)
 
-    def close(self) -> Closed:
-        """Close the storage reader (awaiting the result, as 1.1 code does, is optional)."""
-        self.storage_reader.close()  # type: ignore[attr-defined]
-        return Closed()
 
-    async def aclose(self) -> None:
-        """Close the underlying storage reader."""
-        self.close()
-
-    async def __aenter__(self) -> Any:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
-
-
-class StreamDatasetReader(_SequenceReader):
-    """Fixed windows of a stream: ``reader[i]`` is elements ``[i*L, (i+1)*L)``. Thread-safe."""
+class _Windows:
+    """Windows of ``sequence_length`` elements of a stream reader (either façade)."""
 
     def __init__(self, reader: Any, sequence_length: int) -> None:
         self.storage_reader = reader
         self.sequence_length = sequence_length
         self._len = reader.num_elements // sequence_length
-        self._read = reader.read
 
     def __len__(self) -> int:
         return self._len
+
+
+class _Documents:
+    """One sample per document of a document reader (either façade)."""
+
+    def __init__(self, reader: Any) -> None:
+        self.storage_reader = reader
+        self._len = len(reader)
+
+    def __len__(self) -> int:
+        return self._len
+
+
+class StreamDatasetReader(_Windows, _SequenceReader):
+    """Fixed windows of a stream: ``reader[i]`` is elements ``[i*L, (i+1)*L)``. Thread-safe."""
+
+    def __init__(self, reader: Any, sequence_length: int) -> None:
+        super().__init__(reader, sequence_length)
+        self._read = reader.read
 
     def _get(self, index: int) -> Any:
         length = self.sequence_length
@@ -166,10 +167,6 @@ class StreamDatasetReader(_SequenceReader):
             length = self.sequence_length
             return self._read(key * length, length)
         return super().__getitem__(key)
-
-    def close(self) -> None:
-        """Close the underlying storage reader."""
-        self.storage_reader.close()
 
 
 class StreamDataset(Generic[OutDataT]):
@@ -203,7 +200,7 @@ class StreamDataset(Generic[OutDataT]):
         return AsyncStreamDatasetReader(self.storage.async_reader(), self.sequence_length)
 
 
-class AsyncStreamDatasetReader(_AsyncSequenceReader):
+class AsyncStreamDatasetReader(_Windows, _AsyncSequenceReader):
     """Fixed windows of a stream for asyncio code: ``await reader[i]``.
 
     Args:
@@ -212,35 +209,16 @@ class AsyncStreamDatasetReader(_AsyncSequenceReader):
         sequence_length: Elements per window.
     """
 
-    def __init__(self, reader: Any, sequence_length: int) -> None:
-        self.storage_reader = reader
-        self.sequence_length = sequence_length
-        self._len = reader.num_elements // sequence_length
-
-    def __len__(self) -> int:
-        return self._len
-
     async def _get(self, index: int) -> Any:
         length = self.sequence_length
         return await self.storage_reader.read(index * length, length)
 
 
-class DocumentDatasetReader(_SequenceReader):
+class DocumentDatasetReader(_Documents, _SequenceReader):
     """Whole documents: ``reader[i]`` is document ``i``. Thread-safe."""
-
-    def __init__(self, reader: DocumentReader) -> None:
-        self.storage_reader = reader
-        self._len = len(reader)
-
-    def __len__(self) -> int:
-        return self._len
 
     def _get(self, index: int) -> Any:
         return self.storage_reader.read(index)
-
-    def close(self) -> None:
-        """Close the underlying storage reader."""
-        self.storage_reader.close()
 
 
 class DocumentDataset(Generic[OutDataT]):
@@ -265,15 +243,8 @@ class DocumentDataset(Generic[OutDataT]):
         return AsyncDocumentDatasetReader(self.storage.async_reader())
 
 
-class AsyncDocumentDatasetReader(_AsyncSequenceReader):
+class AsyncDocumentDatasetReader(_Documents, _AsyncSequenceReader):
     """Whole documents for asyncio code: ``await reader[i]``, ``await reader[a:b]``."""
-
-    def __init__(self, reader: AsyncDocumentReader) -> None:
-        self.storage_reader = reader
-        self._len = len(reader)
-
-    def __len__(self) -> int:
-        return self._len
 
     async def _get(self, index: int) -> Any:
         return await self.storage_reader.read(index)

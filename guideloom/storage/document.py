@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import operator
 import os
 from array import array
@@ -12,8 +11,9 @@ from typing import Any, Generic
 import numpy as np
 
 from guideloom.errors import FormatContractError
-from guideloom.storage.abstract import Closed
+from guideloom.storage.access import BLOCKING, CONCURRENT, Access, run
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.facade import AsyncReader, SyncReader
 from guideloom.storage.shards import (
     INDEX_DTYPE,
     ShardFileWriter,
@@ -77,93 +77,107 @@ def _checked_indexes(global_indexes: Any, total: int) -> list[int]:
     return wanted
 
 
-class DocumentReader(Generic[OutDataT]):
-    """Reads documents by global index (shard 0's documents first). Thread-safe.
+class DocumentCore:
+    """The async core of both document readers: the shards' record offsets and the format."""
 
-    ``len(reader)`` is the number of documents.
-    """
-
-    def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
-        self._format = storage.format
-        self._shards = open_shards(storage.directory, KIND, storage.read_interface, None, _SECTIONS)
+    def __init__(self, storage: BaseStorage) -> None:
+        self.format = storage.format
+        self.shards = open_shards(storage.directory, KIND, storage.read_interface, None,
+                                  _SECTIONS)
         try:
-            self._offsets: list[np.ndarray] = []
-            self._data_offsets: list[int] = []
-            for shard in self._shards:
+            self.offsets: list[np.ndarray] = []
+            self.data_offsets: list[int] = []
+            for shard in self.shards:
                 offsets = shard.read_index("record_offsets")
                 data_offset, nbytes = shard.section("data")
                 records = shard.footer["records"]
                 check_offsets(shard.path, "record_offsets", offsets, records, nbytes)
-                self._offsets.append(offsets)
-                self._data_offsets.append(data_offset)
+                self.offsets.append(offsets)
+                self.data_offsets.append(data_offset)
         except BaseException:
-            close_shards(self._shards)
+            close_shards(self.shards)
             raise
-        self._files = [shard.file for shard in self._shards]
-        self._starts = [0]
-        for shard in self._shards:
-            self._starts.append(self._starts[-1] + shard.footer["records"])
-        self._total = self._starts[-1]
-
-    def __len__(self) -> int:
-        return self._total
+        self.files = [shard.file for shard in self.shards]
+        self.starts = [0]
+        for shard in self.shards:
+            self.starts.append(self.starts[-1] + shard.footer["records"])
+        self.total = self.starts[-1]
 
     @property
     def num_shards(self) -> int:
         """Number of shards."""
-        return len(self._shards)
+        return len(self.shards)
 
-    @property
-    def total_length(self) -> int:
-        """Number of documents (GuideLoom 1.1's name for ``len(reader)``)."""
-        return self._total
-
-    def length(self, shard: int) -> int:
-        """Return the number of documents in ``shard``.
-
-        Raises:
-            IndexError: ``shard`` is not in ``range(num_shards)``.
-        """
+    def length(self, shard: Any) -> int:
+        """Documents of ``shard`` (``IndexError`` outside ``range(num_shards)``)."""
         number = operator.index(shard)
-        if not 0 <= number < len(self._shards):
+        if not 0 <= number < len(self.shards):
             raise IndexError(
-                f"shard {shard} is out of range: the storage has {len(self._shards)} shards"
+                f"shard {shard} is out of range: the storage has {len(self.shards)} shards"
             )
-        return self._starts[number + 1] - self._starts[number]
+        return self.starts[number + 1] - self.starts[number]
 
     def locate(self, index: Any) -> tuple[int, int]:
         """Return ``(shard, index within shard)`` of document ``index`` (negative counts back)."""
         if type(index) is not int:
             index = operator.index(index)
         if index < 0:
-            index += self._total
-        if not 0 <= index < self._total:
+            index += self.total
+        if not 0 <= index < self.total:
             raise IndexError(
-                f"document index {index} is out of range (outside of size {self._total}, the "
+                f"document index {index} is out of range (outside of size {self.total}, the "
                 "number of documents)"
             )
-        shard = bisect_right(self._starts, index) - 1
-        return shard, index - self._starts[shard]
+        shard = bisect_right(self.starts, index) - 1
+        return shard, index - self.starts[shard]
 
     def span(self, index: Any) -> tuple[int, int, int]:
         """Return ``(shard, byte offset in the shard file, nbytes)`` of document ``index``."""
         shard, local = self.locate(index)
-        offsets = self._offsets[shard]
+        offsets = self.offsets[shard]
         begin, end = int(offsets[local]), int(offsets[local + 1])
-        return shard, self._data_offsets[shard] + begin, end - begin
+        return shard, self.data_offsets[shard] + begin, end - begin
+
+    async def read_encoded(self, access: Access, index: Any) -> tuple[bytes, int]:
+        """Return ``(encoded bytes, shard)`` of document ``index``."""
+        shard, offset, nbytes = self.span(index)
+        return await access.read(self.files[shard], offset, nbytes), shard
+
+    async def read(self, access: Access, index: Any) -> Any:
+        """Return document ``index`` decoded by the format."""
+        shard, offset, nbytes = self.span(index)  # not through read_encoded: one await less
+        return self.format.unpack(await access.read(self.files[shard], offset, nbytes), shard)
+
+    async def read_many(self, access: Access, indexes: Any) -> list[Any]:
+        """Return the documents at ``indexes``, in order; all are checked before any is read."""
+        wanted = _checked_indexes(indexes, self.total)
+        return await access.gather(*(self.read(access, i) for i in wanted))
+
+    def close(self) -> None:
+        """Close the shard files."""
+        close_shards(self.shards)
+
+
+class DocumentReader(SyncReader, Generic[OutDataT]):
+    """Reads documents by global index (shard 0's documents first). Thread-safe.
+
+    ``len(reader)`` is the number of documents.
+    """
+
+    def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
+        super().__init__(DocumentCore(storage))
+
+    def locate(self, index: Any) -> tuple[int, int]:
+        """Return ``(shard, index within shard)`` of document ``index`` (negative counts back)."""
+        return self._core.locate(index)
+
+    def span(self, index: Any) -> tuple[int, int, int]:
+        """Return ``(shard, byte offset in the shard file, nbytes)`` of document ``index``."""
+        return self._core.span(index)
 
     def read_encoded(self, index: Any) -> tuple[bytes, int]:
         """Return ``(encoded bytes, shard)`` of document ``index``."""
-        shard, offset, nbytes = self.span(index)
-        return self._files[shard].read(offset, nbytes), shard
-
-    async def aread_encoded(self, index: Any) -> tuple[bytes, int]:
-        """Asynchronous :meth:`read_encoded` (through the file's ``areadinto``)."""
-        shard, offset, nbytes = self.span(index)
-        buffer = bytearray(nbytes)
-        if nbytes:
-            await self._files[shard].areadinto(offset, buffer)
-        return bytes(buffer), shard
+        return run(self._core.read_encoded(BLOCKING, index))
 
     def read(self, global_index: int) -> OutDataT:
         """Return document ``global_index`` decoded by the format.
@@ -171,8 +185,7 @@ class DocumentReader(Generic[OutDataT]):
         Raises:
             IndexError: No such document.
         """
-        encoded, shard = self.read_encoded(global_index)
-        return self._format.unpack(encoded, shard)
+        return run(self._core.read(BLOCKING, global_index))
 
     def read_many(self, global_indexes: Any) -> list[OutDataT]:
         """Return the documents at ``global_indexes`` (ints or an integer array), in order.
@@ -180,24 +193,10 @@ class DocumentReader(Generic[OutDataT]):
         Raises:
             IndexError: An index is out of range (nothing is read).
         """
-        wanted = _checked_indexes(global_indexes, self._total)
-        return [self.read(i) for i in wanted]
-
-    def open(self) -> None:
-        """Nothing to do: the shards are opened when the reader is created (1.1 calls this)."""
-
-    def close(self) -> None:
-        """Close the shard files."""
-        close_shards(self._shards)
-
-    def __enter__(self) -> DocumentReader[OutDataT]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return run(self._core.read_many(BLOCKING, global_indexes))
 
 
-class AsyncDocumentReader(Generic[OutDataT]):
+class AsyncDocumentReader(AsyncReader, Generic[OutDataT]):
     """asyncio reader of a :class:`DocumentStorage` (GuideLoom 1.1's async document reader).
 
     ``await reader.read(i)`` and ``await reader.read_many(indices)``; use it as an async context
@@ -207,25 +206,7 @@ class AsyncDocumentReader(Generic[OutDataT]):
     """
 
     def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
-        self._reader: DocumentReader[OutDataT] = DocumentReader(storage)
-        self._format = storage.format
-
-    def __len__(self) -> int:
-        return len(self._reader)
-
-    @property
-    def num_shards(self) -> int:
-        """Number of shards."""
-        return self._reader.num_shards
-
-    @property
-    def total_length(self) -> int:
-        """Number of documents."""
-        return self._reader.total_length
-
-    def length(self, shard: int) -> int:
-        """Return the number of documents in ``shard``."""
-        return self._reader.length(shard)
+        super().__init__(DocumentCore(storage))
 
     async def read(self, global_index: int) -> OutDataT:
         """Return document ``global_index`` decoded by the format (negative counts back).
@@ -233,11 +214,7 @@ class AsyncDocumentReader(Generic[OutDataT]):
         Raises:
             IndexError: No such document.
         """
-        encoded, shard = await self._reader.aread_encoded(global_index)
-        return self._format.unpack(encoded, shard)
-
-    async def open(self) -> None:
-        """Nothing to do: the shards are opened when the reader is created."""
+        return await self._core.read(CONCURRENT, global_index)
 
     async def read_many(self, global_indexes: Any) -> list[OutDataT]:
         """Return the documents at ``global_indexes`` (ints or an integer array), in request order.
@@ -247,23 +224,7 @@ class AsyncDocumentReader(Generic[OutDataT]):
         Raises:
             IndexError: An index is out of range (nothing is read).
         """
-        wanted = _checked_indexes(global_indexes, self._reader.total_length)
-        return list(await asyncio.gather(*(self.read(i) for i in wanted)))
-
-    def close(self) -> Closed:
-        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
-        self._reader.close()
-        return Closed()
-
-    async def aclose(self) -> None:
-        """Close the shard files."""
-        self.close()
-
-    async def __aenter__(self) -> AsyncDocumentReader[OutDataT]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        return await self._core.read_many(CONCURRENT, global_indexes)
 
 
 class DocumentStorage(BaseStorage, Generic[InDataT, OutDataT]):

@@ -32,8 +32,10 @@ A missing file, a server error or a refused connection raises an ``OSError`` (a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from guideloom.storage.types import FileReader, ReadInterface
@@ -60,6 +62,20 @@ def _remote_error(url: str, error: BaseException, timeout: float | None = None) 
     status = getattr(error, "status", None)
     what = f"HTTP {status}" if status else f"{type(error).__name__}: {error}"
     return OSError(f"{url}: remote read failed ({what})")
+
+
+@contextlib.contextmanager
+def _naming(url: str, timeout: float | None) -> Iterator[None]:
+    """Re-raise what the block raises as an ``OSError`` naming ``url`` (one that already names
+    it passes unchanged); the sync reads and the awaited reads share it."""
+    try:
+        yield
+    except OSError as error:
+        if url in str(error) and not isinstance(error, FileNotFoundError):
+            raise
+        raise _remote_error(url, error, timeout) from error
+    except Exception as error:  # noqa: BLE001 - re-raised naming the URL
+        raise _remote_error(url, error, timeout) from error
 
 
 class _Span:
@@ -184,14 +200,8 @@ class _HTTPFile(FileReader):
         self._timeout = timeout
         self._readahead = readahead
         self._local = threading.local()
-        try:
+        with _naming(str(url), timeout):
             self._size, start, data = sync(fs.loop, _fetch_tail, fs, url, tail)
-        except OSError as error:
-            if str(url) in str(error) and not isinstance(error, FileNotFoundError):
-                raise
-            raise _remote_error(url, error, timeout) from error
-        except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-            raise _remote_error(url, error, timeout) from error
         self._tail = _Span(start, data)
 
     def _fetch(self, offset: int, nbytes: int) -> bytes:
@@ -199,14 +209,8 @@ class _HTTPFile(FileReader):
             return b""
         from fsspec.asyn import sync
 
-        try:
+        with _naming(self._url, self._timeout):
             data = sync(self._fs.loop, _fetch_range, self._fs, self._url, offset, nbytes)
-        except OSError as error:
-            if self._url in str(error) and not isinstance(error, FileNotFoundError):
-                raise
-            raise _remote_error(self._url, error, self._timeout) from error
-        except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-            raise _remote_error(self._url, error, self._timeout) from error
         return self._check(offset, nbytes, data)
 
     def _check(self, offset: int, nbytes: int, data: bytes) -> bytes:
@@ -259,14 +263,8 @@ class _HTTPFile(FileReader):
             return
         coroutine = _fetch_range(self._fs, self._url, offset, nbytes)
         future = asyncio.run_coroutine_threadsafe(coroutine, self._fs.loop)
-        try:
+        with _naming(self._url, self._timeout):
             data = await asyncio.wrap_future(future)
-        except OSError as error:
-            if self._url in str(error) and not isinstance(error, FileNotFoundError):
-                raise
-            raise _remote_error(self._url, error, self._timeout) from error
-        except Exception as error:  # noqa: BLE001 - re-raised naming the URL
-            raise _remote_error(self._url, error, self._timeout) from error
         view[:] = self._check(offset, nbytes, data)
 
     def close(self) -> None:

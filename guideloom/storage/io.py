@@ -25,6 +25,16 @@ def _short_read(path: str, offset: int, wanted: int, got: int) -> EOFError:
     return EOFError(f"{path}: wanted {wanted} bytes at offset {offset}, the file ends after {got}")
 
 
+def _whole(file: FileReader, offset: int, nbytes: int, data: bytes) -> bytes:
+    """``data`` if it is all ``nbytes``; else the range again through ``readinto`` (which reads
+    on after a short read, or raises ``EOFError``)."""
+    if len(data) == nbytes:
+        return data
+    buffer = bytearray(nbytes)
+    file.readinto(offset, buffer)
+    return bytes(buffer)
+
+
 class _SeekFile(FileReader):
     def __init__(self, path: str) -> None:
         self._path = path
@@ -68,12 +78,7 @@ class _SeekFile(FileReader):
     def read(self, offset: int, nbytes: int) -> bytes:
         handle = self._handle()
         handle.seek(offset)
-        data = handle.read(nbytes)
-        if len(data) != nbytes:
-            buffer = bytearray(nbytes)
-            self.readinto(offset, buffer)
-            return bytes(buffer)
-        return data
+        return _whole(self, offset, nbytes, handle.read(nbytes))
 
     def close(self) -> None:
         with self._lock:
@@ -120,12 +125,7 @@ class _PreadFile(FileReader):
             done += more
 
     def read(self, offset: int, nbytes: int) -> bytes:
-        data = os.pread(self._fd, nbytes, offset)
-        if len(data) != nbytes:
-            buffer = bytearray(nbytes)
-            self.readinto(offset, buffer)
-            return bytes(buffer)
-        return data
+        return _whole(self, offset, nbytes, os.pread(self._fd, nbytes, offset))
 
     def close(self) -> None:
         if self._fd >= 0:

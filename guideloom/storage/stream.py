@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import operator
 import os
 from array import array
@@ -12,8 +11,9 @@ from typing import Any, Generic
 import numpy as np
 
 from guideloom.errors import FormatContractError, StorageError
-from guideloom.storage.abstract import Closed
+from guideloom.storage.access import BLOCKING, CONCURRENT, Access, run
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.facade import AsyncReader, SyncReader
 from guideloom.storage.shards import (
     INDEX_DTYPE,
     OpenShard,
@@ -143,6 +143,8 @@ class StreamIndex:
             self.starts.append(self.starts[-1] + length)
         self.total = self.starts[-1]
         self.starts_array = np.asarray(self.starts, dtype=np.int64)
+        # ``shards`` of a one-shard window, copied for each read (cheaper than building it)
+        self._one_shard = [np.array([n], dtype=np.int64) for n in range(len(shards))]
 
     def check_range(self, start: Any, length: Any, *, wrap: bool = True) -> tuple[int, int]:
         """Return ``(start, length)`` as ints, or raise ``IndexError``.
@@ -196,8 +198,19 @@ class StreamIndex:
             local = 0
         return out
 
-    def read(self, start: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Read a checked range; return ``(elements, shard_lengths, shards)``."""
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return len(self.shards)
+
+    async def read(
+        self, access: Access, start: int, length: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Read a checked range; return ``(elements, shard_lengths, shards)``.
+
+        The shard segments of the range are read through ``access`` (concurrently with
+        :data:`~guideloom.storage.access.CONCURRENT`).
+        """
         out = np.empty(length, dtype=self.dtype)
         if not length:
             empty = np.zeros(0, dtype=np.int64)
@@ -207,44 +220,28 @@ class StreamIndex:
         local = start - self.starts[shard]
         itemsize = self.itemsize
         if local + length <= self.lengths[shard]:  # fast path: one shard
-            self.files[shard].readinto(self.data_offsets[shard] + local * itemsize, raw)
-            return out, np.array([length], dtype=np.int64), np.array([shard], dtype=np.int64)
+            await access.readinto(self.files[shard], self.data_offsets[shard] + local * itemsize,
+                                  raw)
+            return out, np.array([length], dtype=np.int64), self._one_shard[shard].copy()
         segments = self.segments(start, length)
+        jobs = []
         done = 0
         for shard, local, count in segments:
-            self.files[shard].readinto(
-                self.data_offsets[shard] + local * itemsize,
+            jobs.append(access.readinto(
+                self.files[shard], self.data_offsets[shard] + local * itemsize,
                 raw[done * itemsize : (done + count) * itemsize],
-            )
+            ))
             done += count
+        await access.gather(*jobs)
         return (
             out,
             np.array([s[2] for s in segments], dtype=np.int64),
             np.array([s[0] for s in segments], dtype=np.int64),
         )
 
-    async def aread(self, start: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Asynchronous :meth:`read`; the shard segments are read concurrently."""
-        out = np.empty(length, dtype=self.dtype)
-        segments = self.segments(start, length)
-        raw = out.view(np.uint8) if length else None
-        itemsize = self.itemsize
-        jobs = []
-        done = 0
-        for shard, local, count in segments:
-            jobs.append(
-                self.files[shard].areadinto(
-                    self.data_offsets[shard] + local * itemsize,
-                    raw[done * itemsize : (done + count) * itemsize],
-                )
-            )
-            done += count
-        await asyncio.gather(*jobs)
-        return (
-            out,
-            np.array([s[2] for s in segments], dtype=np.int64),
-            np.array([s[0] for s in segments], dtype=np.int64),
-        )
+    def close(self) -> None:
+        """Close the shard files."""
+        close_shards(self.shards)
 
 
 def open_stream_index(storage: BaseStorage, kind: str, sections: tuple[str, ...]) -> StreamIndex:
@@ -269,46 +266,50 @@ def open_stream_index(storage: BaseStorage, kind: str, sections: tuple[str, ...]
         raise
 
 
-class StreamReader(Generic[OutDataT]):
+class StreamCore:
+    """The async core of both stream readers: a :class:`StreamIndex` and the format."""
+
+    def __init__(self, storage: BaseStorage, kind: str = KIND,
+                 sections: tuple[str, ...] = ("data", "record_offsets")) -> None:
+        self.format = storage.format
+        self.index = open_stream_index(storage, kind, sections)
+        self.total = self.index.total
+        self.num_shards = len(self.index.shards)
+        self.length = self.index.length
+        self.close = self.index.close
+
+    async def read(self, access: Access, start: Any, length: Any, wrap: bool = True) -> Any:
+        """The sample decoded from ``length`` elements from ``start`` (see
+        :meth:`StreamIndex.check_range` for ``wrap``)."""
+        index = self.index
+        start, length = index.check_range(start, length, wrap=wrap)
+        return self.format.unpack(*(await index.read(access, start, length)))
+
+
+class StreamSized:
+    """``num_elements`` of a stream reader (both kinds of stream, both façades)."""
+
+    _core: Any
+
+    @property
+    def num_elements(self) -> int:
+        """Total number of elements of the stream."""
+        return self._core.total
+
+
+class StreamReader(StreamSized, SyncReader, Generic[OutDataT]):
     """Reads any global element range of a :class:`StreamStorage`. Thread-safe.
 
     ``len(reader)`` is the total number of elements.
     """
 
     def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
-        self._format = storage.format
-        self._index = open_stream_index(storage, KIND, ("data", "record_offsets"))
-
-    @property
-    def num_elements(self) -> int:
-        """Total number of elements of the stream."""
-        return self._index.total
-
-    @property
-    def num_shards(self) -> int:
-        """Number of shards."""
-        return len(self._index.shards)
+        super().__init__(StreamCore(storage))
 
     @property
     def shard_lengths(self) -> list[int]:
         """Element count of each shard."""
-        return list(self._index.lengths)
-
-    @property
-    def total_length(self) -> int:
-        """Total number of elements (GuideLoom 1.1's name)."""
-        return self._index.total
-
-    def __len__(self) -> int:
-        return self._index.total
-
-    def length(self, shard: int) -> int:
-        """Return the number of elements in ``shard``.
-
-        Raises:
-            IndexError: ``shard`` is not in ``range(num_shards)``.
-        """
-        return self._index.length(shard)
+        return list(self._core.index.lengths)
 
     def read(self, global_index: int, global_length: int) -> OutDataT:
         """Return the sample decoded from ``global_length`` elements from ``global_index``.
@@ -319,9 +320,7 @@ class StreamReader(Generic[OutDataT]):
         Raises:
             IndexError: ``global_index`` is not in the stream or ``global_length < 0``.
         """
-        index = self._index
-        start, length = index.check_range(global_index, global_length)
-        return self._format.unpack(*index.read(start, length))
+        return run(self._core.read(BLOCKING, global_index, global_length))
 
     def read_span(self, start: int, length: int) -> OutDataT:
         """Return the sample decoded from exactly ``[start, start + length)`` (no wrapping).
@@ -329,75 +328,18 @@ class StreamReader(Generic[OutDataT]):
         Raises:
             IndexError: The range is not inside the stream.
         """
-        index = self._index
-        start, length = index.check_range(start, length, wrap=False)
-        return self._format.unpack(*index.read(start, length))
-
-    def open(self) -> None:
-        """Nothing to do: the shards are opened when the reader is created (1.1 calls this)."""
-
-    def close(self) -> None:
-        """Close the shard files."""
-        close_shards(self._index.shards)
-
-    def __enter__(self) -> StreamReader[OutDataT]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return run(self._core.read(BLOCKING, start, length, False))
 
 
-class AsyncStreamReader(Generic[OutDataT]):
+class AsyncStreamReader(StreamSized, AsyncReader, Generic[OutDataT]):
     """asyncio reader of a :class:`StreamStorage`: ``await reader.read(start, length)``."""
 
     def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
-        self._format = storage.format
-        self._index = open_stream_index(storage, KIND, ("data", "record_offsets"))
-
-    @property
-    def num_elements(self) -> int:
-        """Total number of elements of the stream."""
-        return self._index.total
-
-    @property
-    def total_length(self) -> int:
-        """Total number of elements (GuideLoom 1.1's name)."""
-        return self._index.total
-
-    @property
-    def num_shards(self) -> int:
-        """Number of shards."""
-        return len(self._index.shards)
-
-    def __len__(self) -> int:
-        return self._index.total
-
-    def length(self, shard: int) -> int:
-        """Return the number of elements in ``shard`` (``IndexError`` if there is none)."""
-        return self._index.length(shard)
+        super().__init__(StreamCore(storage))
 
     async def read(self, global_index: int, global_length: int) -> OutDataT:
         """Return the sample of ``global_length`` elements from ``global_index`` (wrapping)."""
-        start, length = self._index.check_range(global_index, global_length)
-        return self._format.unpack(*(await self._index.aread(start, length)))
-
-    async def open(self) -> None:
-        """Nothing to do: the shards are opened when the reader is created."""
-
-    async def aclose(self) -> None:
-        """Close the shard files."""
-        close_shards(self._index.shards)
-
-    def close(self) -> Closed:
-        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
-        close_shards(self._index.shards)
-        return Closed()
-
-    async def __aenter__(self) -> AsyncStreamReader[OutDataT]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        return await self._core.read(CONCURRENT, global_index, global_length)
 
 
 class StreamStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 from array import array
@@ -11,16 +10,16 @@ from typing import Any, Generic, NamedTuple
 import numpy as np
 
 from guideloom.errors import FormatContractError, StorageError
-from guideloom.storage.abstract import Closed
+from guideloom.storage.access import BLOCKING, CONCURRENT, Access, run
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.facade import AsyncReader, SyncReader
 from guideloom.storage.shards import (
     INDEX_DTYPE,
     ShardFileWriter,
     check_offsets,
-    close_shards,
     dtype_to_json,
 )
-from guideloom.storage.stream import check_stream, open_stream_index
+from guideloom.storage.stream import StreamCore, StreamSized, check_stream
 from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamWithMetaStorageFormat
 
 __all__ = [
@@ -182,17 +181,17 @@ class _PayloadSpan(NamedTuple):
     cuts: list[int]
 
 
-class StreamWithMetaReader(Generic[OutDataT]):
-    """Reads any global element range of a :class:`StreamWithMetaStorage`. Thread-safe."""
+class StreamWithMetaCore(StreamCore):
+    """The async core of both stream-with-meta readers: the stream, plus each shard's runs and
+    payload offsets."""
 
-    def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
-        self._format = storage.format
-        self._index = open_stream_index(storage, KIND, _SECTIONS)
+    def __init__(self, storage: BaseStorage) -> None:
+        super().__init__(storage, KIND, _SECTIONS)
         try:
             self._run_starts: list[np.ndarray] = []
             self._payload_offsets: list[np.ndarray] = []
             self._payload_base: list[int] = []
-            for shard in self._index.shards:
+            for shard in self.index.shards:
                 runs = shard.read_index("run_starts")
                 elements = shard.footer["elements"]
                 if elements and (
@@ -212,34 +211,9 @@ class StreamWithMetaReader(Generic[OutDataT]):
             self.close()
             raise
 
-    @property
-    def num_elements(self) -> int:
-        """Total number of elements of the stream."""
-        return self._index.total
-
-    @property
-    def total_length(self) -> int:
-        """Total number of elements (GuideLoom 1.1's name)."""
-        return self._index.total
-
-    @property
-    def num_shards(self) -> int:
-        """Number of shards."""
-        return len(self._index.shards)
-
-    def __len__(self) -> int:
-        return self._index.total
-
-    def length(self, shard: int) -> int:
-        """Return the number of elements in ``shard`` (``IndexError`` if there is none)."""
-        return self._index.length(shard)
-
-    def open(self) -> None:
-        """Nothing to do: the shards are opened when the reader is created (1.1 calls this)."""
-
     def _plan(self, start: int, length: int) -> tuple[np.ndarray, list[_PayloadSpan]]:
         """Return the payload index of each element of a checked range and the spans to read."""
-        index = self._index
+        index = self.index
         document_index = np.empty(length, dtype=np.int64)
         spans: list[_PayloadSpan] = []
         payloads = done = 0
@@ -266,19 +240,30 @@ class StreamWithMetaReader(Generic[OutDataT]):
             done += count
         return document_index, spans
 
-    def _decode(
-        self, stream: np.ndarray, document_index: np.ndarray, spans: list[_PayloadSpan],
-        blobs: list[bytes],
-    ) -> OutDataT:
+    async def read(self, access: Access, start: Any, length: Any, wrap: bool = True) -> Any:
+        """The sample of ``length`` elements from ``start``: the stream segments and the
+        payload ranges the window needs are read through ``access`` (at once, concurrently)."""
+        index = self.index
+        start, length = index.check_range(start, length, wrap=wrap)
+        document_index, spans = self._plan(start, length)
+        reads = [access.read(index.files[s.shard], s.offset, s.nbytes) for s in spans]
+        (stream, _, _), *blobs = await access.gather(index.read(access, start, length), *reads)
         document_data: list[bytes] = []
         document_shard: list[int] = []
         for span, blob in zip(spans, blobs, strict=True):
             cuts = span.cuts
             document_data.extend(blob[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
             document_shard.extend([span.shard] * (len(cuts) - 1))
-        return self._format.unpack(
+        return self.format.unpack(
             stream, np.asarray(document_shard, dtype=np.int64), document_index, document_data
         )
+
+
+class StreamWithMetaReader(StreamSized, SyncReader, Generic[OutDataT]):
+    """Reads any global element range of a :class:`StreamWithMetaStorage`. Thread-safe."""
+
+    def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
+        super().__init__(StreamWithMetaCore(storage))
 
     def read(self, global_index: int, global_length: int) -> OutDataT:
         """Return the sample of ``global_length`` elements from ``global_index``.
@@ -288,45 +273,14 @@ class StreamWithMetaReader(Generic[OutDataT]):
         Raises:
             IndexError: ``global_index`` is not in the stream or ``global_length < 0``.
         """
-        return self._read(*self._index.check_range(global_index, global_length))
+        return run(self._core.read(BLOCKING, global_index, global_length))
 
     def read_span(self, start: int, length: int) -> OutDataT:
         """Return the sample decoded from exactly ``[start, start + length)`` (no wrapping)."""
-        return self._read(*self._index.check_range(start, length, wrap=False))
-
-    def _read(self, start: int, length: int) -> OutDataT:
-        index = self._index
-        stream, _, _ = index.read(start, length)
-        document_index, spans = self._plan(start, length)
-        blobs = [index.files[s.shard].read(s.offset, s.nbytes) for s in spans]
-        return self._decode(stream, document_index, spans, blobs)
-
-    async def aread(self, start: int, length: int) -> OutDataT:
-        """Asynchronous :meth:`read`: stream segments and payloads are read concurrently."""
-        index = self._index
-        start, length = index.check_range(start, length)
-        document_index, spans = self._plan(start, length)
-        buffers = [bytearray(s.nbytes) for s in spans]
-        jobs = [
-            index.files[s.shard].areadinto(s.offset, buffer)
-            for s, buffer in zip(spans, buffers, strict=True)
-            if s.nbytes
-        ]
-        (stream, _, _), *_ = await asyncio.gather(index.aread(start, length), *jobs)
-        return self._decode(stream, document_index, spans, [bytes(b) for b in buffers])
-
-    def close(self) -> None:
-        """Close the shard files."""
-        close_shards(self._index.shards)
-
-    def __enter__(self) -> StreamWithMetaReader[OutDataT]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return run(self._core.read(BLOCKING, start, length, False))
 
 
-class AsyncStreamWithMetaReader(Generic[OutDataT]):
+class AsyncStreamWithMetaReader(StreamSized, AsyncReader, Generic[OutDataT]):
     """asyncio reader of a :class:`StreamWithMetaStorage`: ``await reader.read(start, length)``.
 
     Shards are opened and validated when the reader is created; a read awaits the window's stream
@@ -334,29 +288,7 @@ class AsyncStreamWithMetaReader(Generic[OutDataT]):
     """
 
     def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
-        self._reader: StreamWithMetaReader[OutDataT] = StreamWithMetaReader(storage)
-
-    @property
-    def num_elements(self) -> int:
-        """Total number of elements of the stream."""
-        return self._reader.num_elements
-
-    @property
-    def total_length(self) -> int:
-        """Total number of elements (GuideLoom 1.1's name)."""
-        return self._reader.num_elements
-
-    @property
-    def num_shards(self) -> int:
-        """Number of shards."""
-        return self._reader.num_shards
-
-    def __len__(self) -> int:
-        return self._reader.num_elements
-
-    def length(self, shard: int) -> int:
-        """Return the number of elements in ``shard`` (``IndexError`` if there is none)."""
-        return self._reader.length(shard)
+        super().__init__(StreamWithMetaCore(storage))
 
     async def read(self, global_index: int, global_length: int) -> OutDataT:
         """Return the sample of ``global_length`` elements from ``global_index`` (wrapping).
@@ -364,25 +296,7 @@ class AsyncStreamWithMetaReader(Generic[OutDataT]):
         Raises:
             IndexError: ``global_index`` is not in the stream or ``global_length < 0``.
         """
-        return await self._reader.aread(global_index, global_length)
-
-    async def open(self) -> None:
-        """Nothing to do: the shards are opened when the reader is created."""
-
-    def close(self) -> Closed:
-        """Close the shard files (awaiting the result, as 1.1 code does, is optional)."""
-        self._reader.close()
-        return Closed()
-
-    async def aclose(self) -> None:
-        """Close the shard files."""
-        self.close()
-
-    async def __aenter__(self) -> AsyncStreamWithMetaReader[OutDataT]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        return await self._core.read(CONCURRENT, global_index, global_length)
 
 
 class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):

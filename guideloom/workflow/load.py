@@ -9,11 +9,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from guideloom.croissant import Dataset, add_view, load
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
+from guideloom.formats import ExportFormat, get_format, known_formats
+from guideloom.remote.root import is_remote_root, open_root
 from guideloom.workflow.filters import WhereFilter, build_filter
 from guideloom.workflow.references import (
     DeferredReference,
@@ -22,8 +24,6 @@ from guideloom.workflow.references import (
     split_reference,
 )
 from guideloom.workflow.schema import WorkflowError, validate_document
-
-DEFAULT_COMPRESSION = {"npy": "none", "npz": "none", "zarr": "lz4", "storage": "none"}
 
 
 @dataclass
@@ -36,7 +36,8 @@ class Workflow:
         dataset: The loaded dataset (with the ad-hoc view added, if any).
         data_dir: Directory of the experiment files.
         view: The view name.
-        output: ``"npy"``, ``"npz"``, ``"zarr"`` or ``"storage"``.
+        output: The output kind: ``"npy"``, ``"npz"``, ``"zarr"``, ``"storage"`` or a
+            registered format's.
         target: Output path (absolute) or URL.
         sim_ids: Id allowlist, or ``None``.
         where: The declarative row filter, or ``None``.
@@ -50,7 +51,9 @@ class Workflow:
         dashboard: ``[run] dashboard``, or ``None``.
         cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
         document: The parsed file.
-        storage: The GuideLoom storage object of a ``"storage"`` output.
+        format_options: The writer options the output's format made of ``[output]`` (see
+            :meth:`~guideloom.formats.base.ExportFormat.workflow_options`); ``None``: made
+            from ``compression`` when asked for.
     """
 
     file: Path
@@ -72,17 +75,20 @@ class Workflow:
     dashboard: str | None = None
     cluster: dict[str, Any] | None = None
     document: dict[str, Any] = field(default_factory=dict)
-    storage: Any = None
+    format_options: dict[str, Any] | None = None
+
+    @property
+    def storage(self) -> Any:
+        """The GuideLoom storage object of a ``"storage"`` output (its option ``storage``)."""
+        return self.options().get("storage")
 
     def options(self) -> dict[str, Any]:
-        """Writer options for :func:`guideloom.export.build_spec`."""
-        if self.output == "npz":
-            return {"compressed": self.compression == "deflate"}
-        if self.output == "zarr":
-            return {"compressor": None if self.compression == "none" else self.compression}
-        if self.output == "storage":
-            return {"storage": self.storage}
-        return {}
+        """Writer options for :func:`guideloom.export.build_spec`, as the output's format
+        made them from the file."""
+        if self.format_options is not None:
+            return dict(self.format_options)
+        fmt = get_format(self.output)
+        return fmt.workflow_options({"compression": self.compression}, _NO_CONTEXT)
 
     def client_and_batch_options(self) -> tuple[str | None, dict[str, Any]]:
         """The file's ``client`` text (``[run.cluster]`` as ``"slurm:N"``, else ``[run]
@@ -161,10 +167,17 @@ def load_workflow(
             sys.path.insert(0, folder)
 
     ds_doc = doc["dataset"]
-    root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
-        base, ds_doc["data_dir"])
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
-    if not root.is_dir():
+    given = data_dir if data_dir is not None else ds_doc["data_dir"]
+    if is_remote_root(given):  # an https://, fsspec URL or DOI: read by byte ranges
+        try:
+            root: Any = open_root(given)  # type: ignore[arg-type]
+        except (GuideloomError, ValueError) as exc:
+            raise WorkflowError(where, data_key, str(exc)) from exc
+    else:
+        root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
+            base, ds_doc["data_dir"])
+    if not is_remote_root(root) and not root.is_dir():
         raise WorkflowError(where, data_key, f"data directory not found: {root}; "
                                              f"{_missing_data_hint(root)}")
     manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
@@ -195,24 +208,21 @@ def load_workflow(
 
     out = doc["output"]
     kind = out["kind"]
-    if (kind == "storage") != ("storage" in out):
-        key = "output.storage" if kind == "storage" else "output.kind"
-        message = ("missing (required for kind 'storage')" if kind == "storage" else
-                   f"expected 'storage' when output.storage is given, got {kind!r}")
-        raise WorkflowError(where, key, message)
+    fmt = get_format(kind)
+    _check_tables(out, fmt, where)
     if output is not None:
         text = os.fspath(output)
         target = text if "://" in text else str(Path(text).resolve())
     else:
         text = out["path"]
         target = text if "://" in text else str(_relative_to(base, text))
-    if "://" in target and kind != "zarr":
+    problem = fmt.url_problem(target) if "://" in target else None
+    if problem is not None:
+        remote = [f.kind for f in known_formats() if f.url_problem(target) is None]
+        where_to = f"URLs are for {', '.join(remote)}" if remote else "no format writes URLs"
         raise WorkflowError(where, "output.path",
-                            f"{kind!r} outputs are written to local paths; URLs are for zarr, "
-                            f"got {target!r}")
-
-    storage = (_storage(out["storage"], target, where, import_user_code)
-               if kind == "storage" else None)
+                            f"{kind!r} outputs are {problem}; {where_to}, got {target!r}")
+    format_options = fmt.workflow_options(out, _Context(where, target, import_user_code))
 
     run = doc.get("run", {})
     cluster = dict(run["cluster"]) if "cluster" in run else None
@@ -222,13 +232,44 @@ def load_workflow(
         file=file, name=doc.get("name", file.stem), dataset=dataset, data_dir=root,
         view=view_name, output=kind, target=target, sim_ids=sim_ids, where=where_filter,
         transforms=transforms, record_transform=record_transform,
-        compression=out.get("compression", DEFAULT_COMPRESSION[kind]),
+        compression=out.get("compression", fmt.default_compression()),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
         verify_crc=run.get("verify_crc", False),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
-        document=doc,
-        storage=storage,
+        document=doc, format_options=format_options,
     )
+
+
+def _check_tables(out: Mapping[str, Any], fmt: type[ExportFormat], where: str) -> None:
+    """``[output.<kind>]`` is there when the kind needs it, and no other kind's table is."""
+    for other in known_formats():
+        if other.kind != fmt.kind and other.takes_table() and other.kind in out:
+            raise WorkflowError(where, "output.kind", f"expected {other.kind!r} when "
+                                f"output.{other.kind} is given, got {fmt.kind!r}")
+    if fmt.table_required() and fmt.kind not in out:
+        raise WorkflowError(where, f"output.{fmt.kind}",
+                            f"missing (required for kind {fmt.kind!r})")
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What a format's ``workflow_options`` may use of the file being loaded."""
+
+    file: str
+    target: str
+    import_user_code: bool = True
+
+    def error(self, key: str, message: str) -> NoReturn:
+        raise WorkflowError(self.file, key, message)
+
+    def reference(self, ref: str, key: str) -> Any:
+        return _reference(ref, self.file, key, self.import_user_code)
+
+    def deferred(self, value: Any) -> bool:
+        return isinstance(value, DeferredReference)
+
+
+_NO_CONTEXT = _Context("<workflow>", "")
 
 
 def _missing_data_hint(root: Path) -> str:
@@ -305,54 +346,3 @@ def _reference(ref: str, where: str, key: str, import_user_code: bool = True) ->
         return resolve_reference(ref)
     except ValueError as exc:
         raise WorkflowError(where, key, str(exc)) from None
-
-
-_STORAGE_FORMATS = {
-    "StreamStorage": "dtype or format_factory",
-    "DocumentStorage": "format = \"pickle\" or format_factory",
-    "StreamWithMetaStorage": "format_factory",
-}
-
-
-def _storage(doc: Mapping[str, Any], target: str, where: str,
-             import_user_code: bool = True) -> Any:
-    """Build the storage object of ``[output.storage]`` (class plus format)."""
-    import numpy as np
-
-    from guideloom import storage as storages
-
-    cls = doc["class"]
-    given = [k for k in ("dtype", "format", "format_factory") if k in doc]
-    allowed = {"StreamStorage": ("dtype", "format_factory"),
-               "DocumentStorage": ("format", "format_factory"),
-               "StreamWithMetaStorage": ("format_factory",)}[cls]
-    if len(given) != 1 or given[0] not in allowed:
-        key = f"output.storage.{given[0]}" if given else "output.storage"
-        raise WorkflowError(where, key, f"{cls} needs exactly one of: {_STORAGE_FORMATS[cls]}")
-    if "dtype" in doc:
-        fields = []
-        for name, text in doc["dtype"].items():
-            try:
-                fields.append((name, np.dtype(text)))
-            except TypeError as exc:
-                raise WorkflowError(where, f"output.storage.dtype.{name}",
-                                    f"expected a numpy dtype such as '<f4', got {text!r}"
-                                    ) from exc
-        fmt: Any = storages.StreamNumpyFormat(np.dtype(fields))
-    elif "format" in doc:
-        fmt = storages.DocumentPickleFormat()
-    else:
-        factory = _reference(doc["format_factory"], where, "output.storage.format_factory",
-                             import_user_code)
-        if isinstance(factory, DeferredReference):
-            return None  # a dry run calls no factory: the storage is described, not built
-        try:
-            fmt = factory()
-        except Exception as exc:  # noqa: BLE001 - reported with its key
-            raise WorkflowError(where, "output.storage.format_factory",
-                                f"calling it raised {type(exc).__name__}: {exc}") from exc
-    try:
-        return getattr(storages, cls)(target, fmt)
-    except Exception as exc:  # noqa: BLE001 - e.g. a format without the class's contract
-        raise WorkflowError(where, "output.storage",
-                            f"{cls} does not accept this format: {exc}") from exc

@@ -1,14 +1,25 @@
-"""The JSON Schema of workflow files and one-line messages for its violations."""
+"""The JSON Schema of workflow files and one-line messages for its violations.
+
+``schema.json`` is the schema as shipped, for editors and readers; its ``[output]`` part is
+what the registry's formats declare (kinds, ``compression`` values, ``[output.<kind>]``
+tables), and :func:`workflow_schema` rebuilds that part from the registry
+(:func:`output_schema`), so a format registered or installed as a plugin can be named in a
+workflow file with its options. The tests check that the built-ins give the file's part.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from guideloom.errors import WorkflowError
+from guideloom.formats import known_formats, registry_version
+from guideloom.formats.base import ExportFormat
 from guideloom.workflow.schema_check import SubsetValidator
 
 _TYPE_WORDS = {
@@ -22,15 +33,65 @@ _TYPE_WORDS = {
 
 
 @cache
-def workflow_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of workflow files, from ``schema.json``."""
+def file_schema() -> dict[str, Any]:
+    """``schema.json`` as shipped (its ``[output]`` part is the built-in formats')."""
     text = resources.files("guideloom.workflow").joinpath("schema.json").read_text("utf-8")
     return json.loads(text)
 
 
-@cache
+COMMON_OUTPUT_KEYS = ("kind", "path", "compression", "partition_size")
+
+
+def output_schema(formats: Sequence[type[ExportFormat]]) -> dict[str, Any]:
+    """The schema of ``[output]`` for ``formats``: ``kind`` one of theirs, the common keys,
+    each format's ``[output.<kind>]`` table, and per kind the ``compression`` values it
+    takes."""
+    common = file_schema()["properties"]["output"]["properties"]
+    properties: dict[str, Any] = {
+        "kind": {"enum": [f.kind for f in formats]},
+        **{k: copy.deepcopy(common[k]) for k in COMMON_OUTPUT_KEYS[1:]},
+    }
+    for fmt in formats:
+        if fmt.takes_table():
+            properties[fmt.kind] = copy.deepcopy(fmt.table_schema())
+    checks = [{"if": {"properties": {"kind": {"const": fmt.kind}}, "required": ["kind"]},
+               "then": {"properties": {"compression": {"enum": list(fmt.compressions)}}}}
+              for fmt in formats if fmt.compressions is not None]
+    doc: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                           "required": ["kind", "path"], "properties": properties}
+    if checks:
+        doc["allOf"] = checks
+    return doc
+
+
+_lock = threading.Lock()
+_built: dict[int, tuple[dict[str, Any], SubsetValidator]] = {}
+
+
+def _current() -> tuple[dict[str, Any], SubsetValidator]:
+    """The schema for the registry as it is now, and its validator (built once per state)."""
+    version = registry_version()
+    with _lock:
+        found = _built.get(version)
+    if found is None:
+        formats = known_formats()  # may import plugins: outside the lock
+        schema = copy.deepcopy(file_schema())
+        schema["properties"]["output"] = output_schema(formats)
+        found = (schema, SubsetValidator(schema))
+        with _lock:
+            _built.clear()
+            _built[version] = found
+    return found
+
+
+def workflow_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of workflow files: ``schema.json`` with its
+    ``[output]`` part built from the formats registered now (a copy: edit it freely)."""
+    return copy.deepcopy(_current()[0])
+
+
 def _validator() -> SubsetValidator:
-    return SubsetValidator(workflow_schema())
+    return _current()[1]
 
 
 def validate_document(doc: Mapping[str, Any], file: str) -> None:

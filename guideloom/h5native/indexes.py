@@ -1,0 +1,276 @@
+"""Walking HDF5's indexes: old-style group B-trees with their symbol nodes and local heap,
+and the chunk indexes (v1 B-tree, single chunk, implicit, fixed array, extensible array).
+
+Every walk is bounded: nodes are visited once (a cycle is an error), entry counts are checked
+against what fits, and a chunk index yields at most one chunk per grid cell.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from guideloom.h5native.checksum import lookup3
+from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
+from guideloom.h5native.messages import Layout
+from guideloom.h5native.objects import Reader
+
+Chunk = tuple[tuple[int, ...], int, int, int]  # (element offset, filter mask, address, size)
+MAX_DEPTH = 64
+MAX_NODE_ENTRIES = 1 << 16
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+
+
+def group_members(r: Reader, btree: int, heap: int) -> dict[str, int]:
+    """``{name: object header address}`` of an old-style group."""
+    names = _local_heap(r, heap)
+    out: dict[str, int] = {}
+    for snod in _btree_children(r, btree, 0, lambda _n, _k: None):
+        _symbol_node(r, snod, names, out)
+    return out
+
+
+def _local_heap(r: Reader, addr: int) -> tuple[bytes, int]:
+    """The local heap's data segment and its size."""
+    osz, lsz = r.osz, r.lsz
+    buf, o = r.blocks.get(addr, 8 + 2 * lsz + osz, "local heap")
+    if buf[o:o + 4] != b"HEAP" or buf[o + 4] != 0:
+        raise NativeFormatError(f"bad local heap at {addr}")
+    size = r.length(buf, o + 8)
+    data = r.addr(buf, o + 8 + 2 * lsz)
+    if data is None:
+        raise NativeFormatError("local heap without a data segment")
+    return r.blocks.bytes(data, size, "local heap data"), size
+
+
+def _name(heap: tuple[bytes, int], offset: int) -> str:
+    data, size = heap
+    if offset >= size:
+        raise NativeFormatError(f"link name offset {offset} beyond the local heap")
+    end = data.find(b"\0", offset)
+    if end < 0:
+        raise NativeFormatError("unterminated link name in the local heap")
+    return data[offset:end].decode("utf-8", "replace")
+
+
+def _symbol_node(r: Reader, addr: int, heap: tuple[bytes, int], out: dict[str, int]) -> None:
+    osz = r.osz
+    buf, o = r.blocks.get(addr, 8, "symbol table node")
+    if buf[o:o + 4] != b"SNOD" or buf[o + 4] != 1:
+        raise NativeFormatError(f"bad symbol table node at {addr}")
+    n = _U16.unpack_from(buf, o + 6)[0]
+    entry = 2 * osz + 24
+    buf, o = r.blocks.get(addr, 8 + n * entry, "symbol table node")
+    for i in range(n):
+        p = o + 8 + i * entry
+        name = _name(heap, int.from_bytes(buf[p:p + osz], "little"))
+        target = r.addr(buf, p + osz)
+        if _U32.unpack_from(buf, p + 2 * osz)[0] == 2:
+            raise NativeUnsupported(f"soft link {name!r}")
+        if target is None:
+            raise NativeFormatError(f"symbol {name!r} points at an undefined address")
+        out[name] = target
+
+
+def _btree_children(r: Reader, root: int, node_type: int, on_key, rank: int = 0) -> list[int]:
+    """Leaf children of a v1 B-tree; ``on_key(n, key bytes)`` sees each leaf's keys."""
+    osz = r.osz
+    key_size = r.lsz if node_type == 0 else 8 + 8 * (rank + 1)
+    out: list[int] = []
+    seen: set[int] = set()
+    stack = [(root, None)]
+    while stack:
+        addr, want_level = stack.pop()
+        if addr in seen:
+            raise NativeFormatError(f"B-tree cycle at {addr}")
+        seen.add(addr)
+        if len(seen) > MAX_NODE_ENTRIES:
+            raise NativeFormatError("B-tree with too many nodes")
+        head = 8 + 2 * osz
+        buf, o = r.blocks.get(addr, head, "B-tree node")
+        if buf[o:o + 4] != b"TREE" or buf[o + 4] != node_type:
+            raise NativeFormatError(f"bad B-tree node at {addr}")
+        level = buf[o + 5]
+        if want_level is not None and level != want_level:
+            raise NativeFormatError(f"B-tree node at {addr} has level {level}, expected "
+                                    f"{want_level}")
+        if level > MAX_DEPTH:
+            raise NativeFormatError(f"B-tree node at {addr} has level {level}")
+        n = _U16.unpack_from(buf, o + 6)[0]
+        size = head + n * (key_size + osz) + key_size
+        buf, o = r.blocks.get(addr, size, "B-tree node")
+        children = []
+        for i in range(n):
+            p = o + head + i * (key_size + osz)
+            child = r.addr(buf, p + key_size)
+            if child is None:
+                raise NativeFormatError(f"B-tree node at {addr}: undefined child")
+            if level == 0:
+                on_key(child, buf[p:p + key_size])
+                out.append(child)
+            else:
+                children.append(child)
+        stack.extend((c, level - 1) for c in reversed(children))
+    return out
+
+
+def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
+                maxshape: tuple[int | None, ...], itemsize: int) -> list[Chunk]:
+    """The allocated chunks of a chunked dataset, in no particular order."""
+    cs = lay.chunk_shape
+    grid = tuple(-(-n // c) for n, c in zip(shape, cs, strict=True))
+    if lay.address is None or 0 in shape:
+        return []
+    if lay.index == 0:
+        return _btree_chunks(r, lay.address, cs, shape, grid)
+    unfiltered = math.prod(cs) * itemsize
+    if lay.index == 1:
+        size, mask = lay.single_filtered or (unfiltered, 0)
+        return [((0,) * len(shape), mask, lay.address, size)]
+    max_grid = _max_grid(shape, maxshape, cs)
+    if lay.index == 2:
+        return [(_offset(i, max_grid, cs), 0, lay.address + i * unfiltered, unfiltered)
+                for i in _live(grid, max_grid)]
+    if lay.index == 3:
+        entries = _fixed_array(r, lay.address, math.prod(max_grid), unfiltered)
+    else:
+        entries = _extensible_array(r, lay, unfiltered)
+    out = []
+    live = set(_live(grid, max_grid))
+    for i, entry in enumerate(entries):
+        if entry is not None and i in live:
+            addr, size, mask = entry
+            out.append((_offset(i, max_grid, cs), mask, addr, size))
+    return out
+
+
+def _max_grid(shape, maxshape, cs) -> tuple[int, ...]:
+    """Chunks per axis at the maximum shape (the first axis may be unlimited)."""
+    out = []
+    for k, (n, m, c) in enumerate(zip(shape, maxshape, cs, strict=True)):
+        if m is None:
+            if k != 0:
+                raise NativeUnsupported("an unlimited axis other than the first")
+            m = n
+        out.append(-(-max(m, n) // c))
+    return tuple(out)
+
+
+def _live(grid: tuple[int, ...], max_grid: tuple[int, ...]) -> list[int]:
+    """Linear indexes (over ``max_grid``, row-major) of the chunks inside the current shape."""
+    if math.prod(grid) > MAX_NODE_ENTRIES * 64:
+        raise NativeUnsupported(f"{math.prod(grid)} chunks")
+    idx = [0]
+    for g, m in zip(grid, max_grid, strict=True):
+        idx = [i * m + j for i in idx for j in range(g)]
+    return idx
+
+
+def _offset(i: int, max_grid: tuple[int, ...], cs: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for m in reversed(max_grid):
+        i, k = divmod(i, m)
+        out.append(k)
+    return tuple(k * c for k, c in zip(reversed(out), cs, strict=True))
+
+
+def _btree_chunks(r: Reader, root: int, cs, shape, grid) -> list[Chunk]:
+    rank = len(shape)
+    found: list[Chunk] = []
+    limit = math.prod(grid)
+    seen_offsets: set[tuple[int, ...]] = set()
+
+    def on_key(child: int, key: bytes) -> None:
+        size, mask = struct.unpack_from("<II", key, 0)
+        offset = struct.unpack_from(f"<{rank}Q", key, 8)
+        if any(o % c for o, c in zip(offset, cs, strict=True)):
+            raise NativeFormatError(f"chunk offset {offset} not on the chunk grid")
+        if offset in seen_offsets:
+            raise NativeFormatError(f"chunk {offset} listed twice")
+        seen_offsets.add(offset)
+        if len(seen_offsets) > limit:
+            raise NativeFormatError("more chunks than the dataset has room for")
+        if all(o < n for o, n in zip(offset, shape, strict=True)):
+            found.append((offset, mask, child, size))
+
+    _btree_children(r, root, 1, on_key, rank)
+    return found
+
+
+def _check(buf: bytes, o: int, n: int, what: str) -> None:
+    if lookup3(buf[o:o + n]) != _U32.unpack_from(buf, o + n)[0]:
+        raise NativeFormatError(f"{what} checksum mismatch")
+
+
+def _elements(r: Reader, buf: bytes, p: int, n: int, entry: int, client: int,
+              unfiltered: int) -> list[tuple[int, int, int] | None]:
+    out: list[tuple[int, int, int] | None] = []
+    for i in range(n):
+        q = p + i * entry
+        addr = r.addr(buf, q)
+        if addr is None:
+            out.append(None)
+        elif client == 0:
+            out.append((addr, unfiltered, 0))
+        else:
+            width = entry - r.osz - 4
+            size = int.from_bytes(buf[q + r.osz:q + r.osz + width], "little")
+            mask = _U32.unpack_from(buf, q + r.osz + width)[0]
+            out.append((addr, size, mask))
+    return out
+
+
+def _fixed_array(r: Reader, addr: int, n_max: int, unfiltered: int
+                 ) -> list[tuple[int, int, int] | None]:
+    osz, lsz = r.osz, r.lsz
+    size = 8 + lsz + osz
+    buf, o = r.blocks.get(addr, size + 4, "fixed array header")
+    if buf[o:o + 4] != b"FAHD" or buf[o + 4] != 0:
+        raise NativeFormatError(f"bad fixed array header at {addr}")
+    _check(buf, o, size, "fixed array header")
+    client, entry, page_bits = buf[o + 5], buf[o + 6], buf[o + 7]
+    n = r.length(buf, o + 8)
+    block = r.addr(buf, o + 8 + lsz)
+    if n > n_max or entry < osz or entry > osz + 12:
+        raise NativeFormatError(f"fixed array of {n} entries of {entry} bytes")
+    if block is None:
+        return []
+    if n > (1 << page_bits):
+        raise NativeUnsupported("a paged fixed array chunk index")
+    dsize = 6 + osz + n * entry
+    buf, o = r.blocks.get(block, dsize + 4, "fixed array data block")
+    if buf[o:o + 4] != b"FADB":
+        raise NativeFormatError(f"bad fixed array data block at {block}")
+    _check(buf, o, dsize, "fixed array data block")
+    return _elements(r, buf, o + 6 + osz, n, entry, client, unfiltered)
+
+
+def _extensible_array(r: Reader, lay: Layout, unfiltered: int
+                      ) -> list[tuple[int, int, int] | None]:
+    osz, lsz = r.osz, r.lsz
+    addr = lay.address
+    assert addr is not None
+    size = 12 + 6 * lsz + osz
+    buf, o = r.blocks.get(addr, size + 4, "extensible array header")
+    if buf[o:o + 4] != b"EAHD" or buf[o + 4] != 0:
+        raise NativeFormatError(f"bad extensible array header at {addr}")
+    _check(buf, o, size, "extensible array header")
+    client, entry = buf[o + 5], buf[o + 6]
+    idx_elements = buf[o + 8]
+    if entry < osz or entry > osz + 12:
+        raise NativeFormatError(f"extensible array entries of {entry} bytes")
+    stats = [r.length(buf, o + 12 + i * lsz) for i in range(6)]
+    n_secondary, n_data = stats[0], stats[2]
+    realized = stats[5]
+    index = r.addr(buf, o + 12 + 6 * lsz)
+    if index is None:
+        return []
+    if n_secondary or n_data or realized > idx_elements:
+        raise NativeUnsupported("an extensible array chunk index beyond its index block")
+    isize = 6 + osz + idx_elements * entry
+    buf, o = r.blocks.get(index, isize, "extensible array index block")
+    if buf[o:o + 4] != b"EAIB":
+        raise NativeFormatError(f"bad extensible array index block at {index}")
+    return _elements(r, buf, o + 6 + osz, idx_elements, entry, client, unfiltered)

@@ -1,0 +1,182 @@
+"""Experiments of a remote release: zip members located by URL, member and offsets.
+
+:func:`remote_locations` is :func:`guideloom.sources.scan_locations` for a
+:class:`~guideloom.remote.root.RemoteRoot`: it reads each archive's central directory (from the
+local cache when the archive is unchanged, else by one or two ranges) and yields one
+:class:`RemoteLocation` per experiment member. Locations are small and picklable; a Dask worker
+opens its own byte source for each archive (:func:`source_of`, one per archive and process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from guideloom.errors import GuideloomError
+from guideloom.remote.byte_source import ByteSource
+from guideloom.remote.cache import process_cache
+from guideloom.remote.fetch import http_validator, source_of
+from guideloom.remote.root import RemoteRoot
+from guideloom.remote.zipdir import Member, ZipFormatError, read_members
+from guideloom.sources import LOOSE_SUBDIR, Location, add_member_locations, id_parser
+
+if TYPE_CHECKING:
+    from guideloom.croissant import Dataset
+
+DIRECTORY_KIND = "zip-directory"
+
+
+@dataclass(frozen=True)
+class RemoteLocation(Location):
+    """A zip member of a remote archive (``path`` is the archive's URL).
+
+    Attributes:
+        archive_size: The archive's size in bytes (offsets are checked against it).
+        validator: The archive's ETag or Last-Modified when the server gave one.
+        headers: HTTP headers for the archive's requests (kept out of ``repr``).
+    """
+
+    archive_size: int = 0
+    validator: str = ""
+    file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+
+    def cache_key(self) -> str:
+        """The key of this member's cached HDF5 metadata."""
+        return f"{archive_key(self.path, self.archive_size, self.validator)}::{self.member}" \
+               f"@{self.header_offset}+{self.size}"
+
+
+def archive_key(url: str, size: int, validator: str) -> str:
+    """The cache key of one archive: URL, size and validator."""
+    return f"{url}|{size}|{validator}"
+
+
+def location_source(loc: RemoteLocation) -> ByteSource:
+    """The byte source of the archive holding ``loc``."""
+    return source_of(loc.path, loc.archive_size, loc.headers)
+
+
+def _stat(url: str, root: RemoteRoot) -> tuple[int, str]:
+    """The file's size and its ETag or modification time ('' when the server gives none),
+    from one metadata request, asked on every scan: an archive replaced on the server is
+    noticed."""
+    src = source_of(url, None, root.headers)
+    if url.lower().startswith(("http://", "https://")):
+        size, validator = http_validator(url)
+        if getattr(src, "_size", None) not in (None, size):  # replaced: forget the old size
+            src._size = size  # noqa: SLF001
+        return size, validator
+    fs, path = getattr(src, "_fs", None), getattr(src, "_path", None)
+    if fs is None:
+        return src.size(), ""
+    info = fs.info(path)
+    size = int(info["size"])
+    src._size = size  # noqa: SLF001 - the one metadata request answers both
+    validator = next((str(info[k]) for k in ("ETag", "etag", "Last-Modified", "LastModified",
+                                            "last_modified", "mtime", "created") if info.get(k)),
+                     "")
+    return size, validator
+
+
+@dataclass(frozen=True)
+class _Archive:
+    url: str
+    size: int | None
+    validator: str = ""
+
+
+def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
+    """The archives to read: those the manifest names (at ``name`` or ``h5/name``); for a
+    listed root (a DOI) in which none of them is, any ``*.zip`` at the top or in ``h5/``
+    holding experiments (the release also lists ``h5/sample.zip``, whose members repeat
+    those of the full archives)."""
+    found: list[_Archive] = []
+    taken: set[str] = set()
+    for name in ds.archives:
+        for rel in (name, f"{LOOSE_SUBDIR}/{name}"):
+            entry = root.entry(rel)
+            if entry is None:
+                continue
+            if root.listed:
+                found.append(_Archive(entry.url, entry.size, entry.checksum))
+            else:
+                try:
+                    size, validator = _stat(entry.url, root)
+                except (OSError, ValueError, KeyError):  # absent (404): not this candidate
+                    continue
+                found.append(_Archive(entry.url, size, validator))
+            taken.add(rel)
+            break
+    if root.listed and not found:
+        pattern = re.compile(ds.spec.member_pattern)
+        for f in sorted(root.files, key=lambda f: f.relpath):
+            folder, _, base = f.relpath.rpartition("/")
+            if f.relpath in taken or folder not in ("", LOOSE_SUBDIR) \
+                    or not base.lower().endswith(".zip"):
+                continue
+            if ds.archives and not any(pattern.match(m.name.rsplit("/", 1)[-1])
+                                       for m in _members(_Archive(f.url, f.size, f.checksum),
+                                                         root)):
+                continue
+            found.append(_Archive(f.url, f.size, f.checksum))
+    return found
+
+
+def _members(archive: _Archive, root: RemoteRoot) -> list[Member]:
+    """The archive's central directory: from the cache when the archive is unchanged."""
+    src = source_of(archive.url, archive.size, root.headers)
+    try:
+        size = src.size()
+    except (OSError, ValueError) as exc:
+        raise GuideloomError(f"zip archive {archive.url} cannot be read: {exc}") from exc
+    key = archive_key(archive.url, size, archive.validator)
+    cache = process_cache()
+    cached = cache.get(DIRECTORY_KIND, key)
+    if isinstance(cached, list):
+        try:
+            members = [Member.from_json(m) for m in cached]
+            if all(m.header_offset + m.compress_size <= size for m in members):
+                return members
+        except (TypeError, ValueError):
+            pass  # a damaged entry: read the directory again
+    try:
+        members = read_members(src)
+    except (ZipFormatError, OSError) as exc:
+        raise GuideloomError(f"zip archive {archive.url} cannot be read: {exc}") from exc
+    cache.put(DIRECTORY_KIND, key, [m.to_json() for m in members])
+    return members
+
+
+def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
+    """Map every experiment id of the remote release to its :class:`RemoteLocation`.
+
+    Raises:
+        GuideloomError: An archive cannot be read (naming its URL).
+        ManifestError: Two members hold one experiment.
+    """
+    pattern = re.compile(ds.spec.member_pattern)
+    to_id = id_parser(ds)
+    found: dict[Any, Location] = {}
+    for archive in _archives(ds, root):
+        members = _members(archive, root)
+        size = source_of(archive.url, archive.size, root.headers).size()
+        extra = {"archive_size": size, "validator": archive.validator, "headers": root.headers}
+        inflated = {m.name: m.file_size for m in members}
+        add_member_locations(found, archive.url, members, pattern, to_id,
+                             lambda **kw: RemoteLocation(  # noqa: B023 - called at once
+                                 **kw, **extra, file_size=inflated[kw["member"]]))  # noqa: B023
+    return found
+
+
+def remote_fingerprint(index_bytes: bytes, locations: Any) -> str:
+    """The identity of a remote job's input: the index table's bytes and each member's
+    archive URL, size, validator, offsets and CRC (no member data is read)."""
+    digest = hashlib.sha256(hashlib.sha256(index_bytes).digest())
+    for loc in locations:
+        digest.update(f"{loc.sim_id}|{loc.path}|{getattr(loc, 'archive_size', '')}|"
+                      f"{getattr(loc, 'validator', '')}|{loc.member}|{loc.header_offset}|"
+                      f"{loc.size}|{loc.crc};".encode())
+    return digest.hexdigest()

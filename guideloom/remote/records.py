@@ -1,0 +1,391 @@
+"""Reading view records from zip members of a remote release (:class:`RemoteLocation`).
+
+:class:`~guideloom.records.RecordReader` hands remote locations here. Per record:
+
+1. The member's local header and its first :data:`FIRST_READ` bytes come in one range (or,
+   on a later pass, from the local cache: :mod:`guideloom.remote.cache`).
+2. HDF5 metadata is read by h5py through :class:`RemoteMemberFile`, in :data:`BLOCK`-sized
+   blocks that are remembered per member and cached, so a second pass fetches none of it.
+3. The byte ranges of the chunks (or the contiguous data) the view needs are found from that
+   metadata and fetched in one coalesced, concurrent ``read_ranges`` call; h5py then decodes
+   them from memory.
+
+When :mod:`guideloom.h5native` is installed, stored members are read with it instead
+(its ``FileMeta`` cached the same way); anything it does not support, or any error, falls back
+to the h5py path, which also words the errors. Errors name the experiment, the archive URL and
+the member, as for local archives.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from guideloom.caches import BoundedCache, cache
+from guideloom.errors import CorruptDataError, ExperimentReadError
+from guideloom.remote.cache import process_cache
+from guideloom.remote.locations import RemoteLocation, location_source
+from guideloom.remote.zipdir import LOCAL_HEADER
+from guideloom.sources import (
+    DEFLATE_MAX_RATIO,
+    DEFLATE_SLACK,
+    MemberFile,
+    MemoryFile,
+    SeekableReader,
+    checked_data_offset,
+    file_access,
+    inflate_budget,
+)
+from guideloom.sources import raise_corrupt as _corrupt
+from guideloom.zipcrc import crc32
+
+try:  # the native HDF5 reader (guideloom.h5native), when present
+    from guideloom import h5native as _native
+except ImportError:  # pragma: no cover - until it is merged
+    _native = None
+
+BLOCK = 4 << 10  # granularity of HDF5 metadata reads (and of what the cache keeps)
+FIRST_READ = 8 << 10  # member bytes fetched with the local header (superblock, root group)
+NAME_SLACK = 64  # bytes for the local header's extra field (its length is learnt with it)
+RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
+META_KIND = "h5-metadata"
+NATIVE_KIND = "h5native-meta"
+CRC_BLOCK = 4 << 20
+_verified: BoundedCache[str, bool] = cache("remote_crc_verdicts")
+
+
+class MemberMeta:
+    """What is known of one member's bytes: where its data starts and metadata blocks."""
+
+    def __init__(self, data_start: int, blocks: dict[int, bytes] | None = None):
+        self.data_start = data_start
+        self.blocks: dict[int, bytes] = blocks or {}
+        self.changed = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"data_start": self.data_start, "block": BLOCK,
+                "blocks": {str(i): base64.b64encode(b).decode() for i, b in
+                           sorted(self.blocks.items())}}
+
+    @classmethod
+    def from_json(cls, doc: Any, loc: RemoteLocation) -> MemberMeta | None:
+        """The cached entry, if it fits ``loc`` (else ``None``: it is refetched)."""
+        try:
+            start = doc["data_start"]
+            lowest = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())
+            if (doc["block"] != BLOCK or type(start) is not int or not lowest <= start
+                    or start > loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+                    or start + loc.size > loc.archive_size):
+                return None
+            blocks = {}
+            for key, text in doc["blocks"].items():
+                i = int(key)
+                data = base64.b64decode(text, validate=True)
+                if not 0 <= i * BLOCK < loc.size or len(data) != min(BLOCK, loc.size - i * BLOCK):
+                    return None
+                blocks[i] = data
+            return cls(start, blocks)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def _load_meta(loc: RemoteLocation) -> MemberMeta | None:
+    return MemberMeta.from_json(process_cache().get(META_KIND, loc.cache_key()), loc)
+
+
+def _save_meta(loc: RemoteLocation, meta: MemberMeta) -> None:
+    if meta.changed:
+        process_cache().put(META_KIND, loc.cache_key(), meta.to_json())
+        meta.changed = False
+
+
+class RemoteMemberFile(SeekableReader):
+    """The member's bytes for h5py: metadata blocks from :class:`MemberMeta` (fetched and
+    kept while :attr:`recording`), data from ranges fetched beforehand (:meth:`prefetch`) or,
+    failing that, fetched as asked."""
+
+    def __init__(self, loc: RemoteLocation, meta: MemberMeta):
+        super().__init__()
+        self.loc, self.meta = loc, meta
+        self.source = location_source(loc)
+        self._size, self._pos = loc.size, 0
+        self.name = loc.describe()
+        self.recording = True
+        self.failure: ExperimentReadError | None = None  # a fetch failed (HDF5 hides why)
+        self._data: list[tuple[int, bytes]] = []
+        self._starts: list[int] = []
+
+    def _block_len(self, i: int) -> int:
+        return min(BLOCK, self._size - i * BLOCK)
+
+    def _fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        base = self.meta.data_start
+        try:
+            return self.source.read_ranges([(base + o, n) for o, n in ranges])
+        except (OSError, ValueError) as exc:
+            self.failure = ExperimentReadError(
+                f"experiment {self.loc.sim_id}: {self.name}: reading from {self.loc.path} "
+                f"failed ({exc}); check the connection and run again",
+                sim_id=self.loc.sim_id, file=self.name)
+            raise self.failure from exc
+
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Fetch the member ranges ``(offset, size)`` h5py is about to read, in one call."""
+        ranges = [(o, n) for o, n in ranges if n > 0 and 0 <= o and o + n <= self._size]
+        if ranges:
+            self._data = sorted(zip((o for o, _ in ranges), self._fetch(ranges), strict=True))
+            self._starts = [o for o, _ in self._data]
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+        n = min(len(buffer), self._size - self._pos)
+        if n <= 0:
+            return 0
+        out = memoryview(buffer).cast("B")
+        pos, end = self._pos, self._pos + n
+        i = bisect.bisect_right(self._starts, pos) - 1
+        if i >= 0:  # inside a prefetched data range?
+            start, blob = self._data[i]
+            if end <= start + len(blob):
+                out[:n] = blob[pos - start:end - start]
+                self._pos = end
+                return n
+        first, last = pos // BLOCK, (end - 1) // BLOCK
+        blocks = self.meta.blocks
+        missing = [i for i in range(first, last + 1) if i not in blocks]
+        if missing and (not self.recording or n > RECORD_MAX):
+            out[:n] = self._fetch([(pos, n)])[0]
+            self._pos = end
+            return n
+        if missing:
+            got = self._fetch([(i * BLOCK, self._block_len(i)) for i in missing])
+            blocks.update(zip(missing, got, strict=True))
+            self.meta.changed = True
+        joined = b"".join(blocks[i] for i in range(first, last + 1))
+        out[:n] = joined[pos - first * BLOCK:end - first * BLOCK]
+        self._pos = end
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            _save_meta(self.loc, self.meta)
+        super().close()
+
+
+def _first_read(loc: RemoteLocation) -> MemberMeta:
+    """The member's local header and first bytes, in one range; checked as locally."""
+    if loc.defect is not None:
+        _corrupt(loc, loc.defect)
+    src = location_source(loc)
+    if loc.header_offset + LOCAL_HEADER.size > loc.archive_size:
+        _corrupt(loc, "the central directory points past the end of the archive")
+    head = LOCAL_HEADER.size + len(loc.member.encode()) + NAME_SLACK
+    want = min(head + FIRST_READ, loc.archive_size - loc.header_offset)
+    try:
+        blob = src.read(loc.header_offset, want)
+        start = checked_data_offset(loc, blob, lambda n: src.read(
+            loc.header_offset + LOCAL_HEADER.size, n))
+    except (OSError, ValueError) as exc:
+        raise ExperimentReadError(
+            f"experiment {loc.sim_id}: {loc.describe()}: reading from {loc.path} failed "
+            f"({exc}); check the connection and run again",
+            sim_id=loc.sim_id, file=loc.describe()) from exc
+    if start + loc.size > loc.archive_size:
+        _corrupt(loc, "the member's data runs past the end of the archive")
+    meta = MemberMeta(start)
+    have = blob[start - loc.header_offset:]
+    for i in range(min(len(have), loc.size) // BLOCK + 1):  # complete blocks only
+        piece = have[i * BLOCK:(i + 1) * BLOCK]
+        if i * BLOCK < loc.size and len(piece) == min(BLOCK, loc.size - i * BLOCK):
+            meta.blocks[i] = bytes(piece)
+    meta.changed = True
+    return meta
+
+
+def _verify_crc(loc: RemoteLocation, start: int) -> None:
+    """The member's CRC-32 against the central directory's (a whole pass, once per process)."""
+    key = loc.cache_key()
+    if _verified.get(key):
+        return
+    src, crc = location_source(loc), 0
+    for offset in range(0, loc.size, CRC_BLOCK):
+        crc = crc32(src.read(start + offset, min(CRC_BLOCK, loc.size - offset)), crc)
+    if (crc & 0xFFFFFFFF) != loc.crc:
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()}: CRC-32 mismatch (the archive records "
+            f"{loc.crc:08x}, the member's data gives {crc & 0xFFFFFFFF:08x}); the member is "
+            "damaged", sim_id=loc.sim_id, file=loc.describe())
+    _verified.put(key, True)
+
+
+def _inflated(loc: RemoteLocation, start: int) -> MemoryFile:
+    """A deflated member fetched whole and inflated (bounded as locally)."""
+    declared = loc.file_size
+    if declared > loc.size * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
+        _corrupt(loc, f"the member declares {declared} bytes from {loc.size} compressed ones, "
+                      "more than deflate can produce (a zip bomb or a damaged header)")
+    if declared > inflate_budget():
+        _corrupt(loc, "the deflated member does not fit in the memory guideloom inflates in; "
+                      "store it uncompressed")
+    data = location_source(loc).read(start, loc.size)
+    inflater = zlib.decompressobj(-15)
+    try:
+        out = inflater.decompress(data, declared + 1)
+    except zlib.error as exc:
+        _corrupt(loc, f"the member does not inflate ({exc})")
+    if len(out) != declared or (loc.crc is not None and crc32(out) & 0xFFFFFFFF != loc.crc):
+        _corrupt(loc, "the member inflates to other bytes than its header declares (size or "
+                      "CRC-32)")
+    return MemoryFile(memoryview(out))
+
+
+def open_member(loc: RemoteLocation, verify_crc: bool = False
+                ) -> tuple[h5py.h5f.FileID, Any]:
+    """Open the member at ``loc`` with h5py (low level) and return ``(fid, fileobj)``; keep
+    ``fileobj`` until ``fid`` is closed, then close it (that saves learnt metadata).
+
+    Raises:
+        CorruptDataError: The member is damaged or not HDF5 (naming experiment and URL).
+        ExperimentReadError: The server cannot be read.
+    """
+    meta = _load_meta(loc) or _first_read(loc)
+    if verify_crc and loc.crc is not None:
+        _verify_crc(loc, meta.data_start)
+    fileobj: Any = RemoteMemberFile(loc, meta) if loc.stored else _inflated(loc, meta.data_start)
+    fapl = file_access()
+    fapl.set_fileobj_driver(h5py.h5fd.fileobj_driver, fileobj)
+    try:
+        fid = h5py.h5f.open(repr(fileobj).encode("ascii", "replace"), h5py.h5f.ACC_RDONLY,
+                            fapl=fapl)
+    except ExperimentReadError:
+        fileobj.close()
+        raise
+    except (OSError, ValueError) as exc:
+        fileobj.close()
+        if getattr(fileobj, "failure", None) is not None:  # the network, not the bytes
+            raise fileobj.failure from exc
+        raise CorruptDataError(
+            f"experiment {loc.sim_id}: {loc.describe()} is damaged or not an HDF5 file ({exc})",
+            sim_id=loc.sim_id, file=loc.describe()) from exc
+    return fid, fileobj
+
+
+def open_remote(loc: RemoteLocation, verify_crc: bool = False) -> h5py.File:
+    """The member as an ``h5py.File`` (closing it closes what this opened)."""
+    fid, fileobj = open_member(loc, verify_crc)
+    return MemberFile(fid, fileobj)
+
+
+def _needed_ranges(fid: h5py.h5f.FileID, path: str, timesteps: Any) -> list[tuple[int, int]]:
+    """The member byte ranges holding ``path``'s data (the chunks the steps touch); reading
+    the chunk index here, while metadata is recorded, keeps it in the cache."""
+    try:
+        dsid = h5py.h5d.open(fid, path.encode())
+    except (KeyError, ValueError, TypeError, OSError, RuntimeError):
+        return []  # the record path words the error
+    try:
+        offset = dsid.get_offset()
+        if offset is not None:
+            return [(offset, dsid.get_storage_size())]
+        dcpl = dsid.get_create_plist()
+        if dcpl.get_layout() != h5py.h5d.CHUNKED:
+            return []
+        rows = _rows_of(timesteps, dsid.shape)
+        step = dcpl.get_chunk()[0] if dsid.shape else 1
+        out = []
+        for i in range(dsid.get_num_chunks()):
+            info = dsid.get_chunk_info(i)
+            if info.byte_offset is None:
+                continue
+            first = info.chunk_offset[0] if info.chunk_offset else 0
+            if rows is None or any(first <= r < first + step for r in rows):
+                out.append((info.byte_offset, info.size))
+        return out
+    except (OSError, ValueError, RuntimeError):
+        return []
+    finally:
+        dsid.close()
+
+
+def _rows_of(timesteps: Any, shape: tuple[int, ...]) -> list[int] | None:
+    if timesteps is None or not shape:
+        return None
+    n = shape[0]
+    steps = [timesteps] if isinstance(timesteps, int) else list(timesteps)
+    return [s % n for s in steps if -n <= s < n] if n else []
+
+
+def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
+                       into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The HDF5 fields of one record of ``reader``'s view from a remote member, as
+    :meth:`RecordReader.read <guideloom.records.RecordReader.read>` reads them locally (the
+    same checks and errors: this calls its field reader)."""
+    record = _read_native(reader, loc) if _native is not None else None
+    if record is not None:
+        return record
+    record = {}
+    fid, fileobj = open_member(loc, reader.verify_crc)
+    try:
+        h5 = [vf for vf in reader.view.fields if vf.is_h5]
+        if isinstance(fileobj, RemoteMemberFile):
+            ranges = [r for vf in h5 for r in _needed_ranges(fid, vf.h5_path, vf.timesteps)]
+            fileobj.recording = False
+            fileobj.prefetch(ranges)
+        fileno = fid.fileno
+        for vf in h5:
+            record[vf.alias] = reader._read_field(  # noqa: SLF001 - the same checks
+                fid, fileno, None, vf, loc, row, None if into is None else into.get(vf.alias))
+    except ExperimentReadError as exc:
+        failure = getattr(fileobj, "failure", None)
+        if failure is not None and exc is not failure:  # the network, not the bytes
+            raise failure from exc
+        raise
+    finally:
+        fid.close()
+        fileobj.close()
+    return record
+
+
+def _read_native(reader: Any, loc: RemoteLocation) -> dict[str, Any] | None:
+    """The view's HDF5 fields through :mod:`guideloom.h5native`, or ``None`` to use h5py
+    (unsupported layout, a deflated member, CRC checks, or any error: h5py words those)."""
+    if not loc.stored or reader.verify_crc or loc.defect is not None:
+        return None
+    key = loc.cache_key()
+    cache = process_cache()
+    try:
+        meta = _load_meta(loc) or _first_read(loc)
+        cached = cache.get(NATIVE_KIND, key)
+        file_meta = _native.FileMeta.from_json(cached) if cached is not None else None
+        f = _native.open_file(location_source(loc), base=meta.data_start, size=loc.size,
+                              meta=file_meta)
+        record: dict[str, Any] = {}
+        for vf in reader.view.fields:
+            if not vf.is_h5:
+                continue
+            info = f.dataset(vf.h5_path)
+            shape = tuple(info.shape)
+            rows = _rows_of(vf.timesteps, shape)
+            unique = sorted(set(rows)) if rows is not None else None
+            data = f.read(vf.h5_path, rows=unique)
+            if rows is not None:
+                data = data[[unique.index(r) for r in rows]]
+                if isinstance(vf.timesteps, int):
+                    data = data[0]
+            reader._check_byte_order(data.dtype, vf, loc)  # noqa: SLF001
+            record[vf.alias] = data
+        if cached is None:
+            cache.put(NATIVE_KIND, key, f.meta.to_json())
+        _save_meta(loc, meta)
+        return record
+    except CorruptDataError as exc:
+        if "byte-order" in str(exc):
+            raise
+        return None
+    except Exception:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
+        return None

@@ -1,0 +1,134 @@
+"""Importing guideloom, and every module of it, leaves the host process as it was.
+
+Each check runs in a fresh interpreter (``python -c``) so nothing imported by the test session
+hides an effect: the script records the threads, the levels of the loggers the embedded cluster
+used to silence, the signal handlers, the open sockets and ``sys.modules``, imports, and records
+again.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "guideloom"
+
+SNAPSHOT = r"""
+import json, logging, signal, sys, threading
+import psutil
+
+LOGGERS = ("asyncio", "tornado", "tornado.application", "bokeh", "distributed", "dask")
+
+def snapshot():
+    handlers = {}
+    for sig in signal.valid_signals():
+        try:
+            handlers[str(sig)] = repr(signal.getsignal(sig))
+        except (OSError, ValueError):
+            pass
+    return {
+        "threads": sorted(t.name for t in threading.enumerate()),
+        "levels": {n: logging.getLogger(n).level for n in LOGGERS},
+        "root": logging.getLogger().level,
+        "root_handlers": len(logging.getLogger().handlers),
+        "signals": handlers,
+        "sockets": len(psutil.Process().net_connections(kind="all")),
+        "modules": sorted(sys.modules),
+    }
+"""
+
+RUN = SNAPSHOT + r"""
+import importlib
+for name in json.loads(sys.argv[2]):  # third-party packages whose own import has effects
+    importlib.import_module(name)
+before = snapshot()
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+after = snapshot()
+after["files"] = {name: getattr(sys.modules[name], "__file__", None) or ""
+                  for name in set(after["modules"]) - set(before["modules"])}
+print(json.dumps({"before": before, "after": after}))
+"""
+
+#: Imported before the first snapshot: importing distributed applies its logging configuration
+#: (``tornado`` at CRITICAL, ``bokeh`` at ERROR, ...) and multiprocessing's ``__mp_main__``;
+#: that is distributed's doing, measured away so what is left is guideloom's.
+DEPENDENCIES = ["dask", "distributed", "dask.distributed"]
+
+
+def module_names() -> list[str]:
+    """Every importable guideloom module (``__main__`` runs the CLI, so it is left out)."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def effects(names: list[str], tmp_path: Path, first: list[str]) -> tuple[dict, dict]:
+    out = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(names), json.dumps(first)], cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, env=_clean_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["before"], result["after"]
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDELOOM_")}
+    env["GUIDELOOM_DRIVER"] = f"{os.getpid()}:0"  # what a worker sees: still no thread on import
+    return env
+
+
+def assert_unchanged(before: dict, after: dict) -> None:
+    assert after["threads"] == before["threads"], "importing started a thread"
+    assert after["levels"] == before["levels"], "importing changed a logger's level"
+    assert after["root"] == before["root"]
+    assert after["root_handlers"] == before["root_handlers"], "importing configured logging"
+    assert after["signals"] == before["signals"], "importing installed a signal handler"
+    assert after["sockets"] == before["sockets"], "importing opened a socket"
+    assert set(before["modules"]) <= set(after["modules"]), "importing removed a module"
+    outside = {name: path for name, path in after["files"].items()
+               if not name.startswith("guideloom") and path.startswith(str(ROOT))}
+    assert not outside, f"importing guideloom imported repository files: {outside}"
+
+
+def test_import_guideloom_has_no_side_effects(tmp_path):
+    before, after = effects(["guideloom"], tmp_path, [])
+    assert_unchanged(before, after)
+    assert "distributed" not in after["modules"]  # import guideloom stays cheap
+
+
+def test_importing_every_module_has_no_side_effects(tmp_path):
+    names = module_names()
+    assert "guideloom.cluster.watchdog" in names and "guideloom.cluster.embedded" in names
+    before, after = effects(names, tmp_path, DEPENDENCIES)
+    assert_unchanged(before, after)
+    added = set(after["modules"]) - set(before["modules"])
+    assert set(names) <= added
+
+
+def test_the_watchdog_starts_only_when_asked(tmp_path):
+    """The worker preload hook starts it; importing the module does not."""
+    script = (
+        "import os, threading\n"
+        "os.environ['GUIDELOOM_DRIVER'] = f'{os.getpid()}:0'\n"  # a token that names no process
+        "from guideloom.cluster import watchdog\n"
+        "names = lambda: [t.name for t in threading.enumerate()]\n"
+        "assert 'guideloom-driver-watchdog' not in names(), names()\n"
+        "watchdog.POLL_SECONDS = 0.01\n"
+        "assert watchdog.dask_setup(object()) is None\n"
+        "threading.Event().wait(30)\n"  # the watchdog ends the process (exit code 0) long before
+        "raise SystemExit(3)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env=_clean_env())
+    assert out.returncode == 0, out.stderr
