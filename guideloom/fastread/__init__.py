@@ -86,7 +86,6 @@ def read_dataset(
             _fell_back("fastread:unsupported", dsid, "a layout or filter the fast path lacks")
         else:
             try:
-                _inflate_module.refresh()
                 return read(p, source, rows, out)
             except (FastReadError, OSError) as exc:  # h5py judges damaged or unreadable data
                 _fell_back("fastread:error", dsid, f"{type(exc).__name__}: {exc}")
