@@ -165,8 +165,10 @@ def refresh() -> str:
     """Point :data:`inflate_into` at the configured back end (cheap; the fast path calls it
     once per dataset, so a configuration change counts from the next dataset); return its
     name, and count a dataset inflated by a slower one than the fastest (``inflate:NAME``)."""
-    global inflate_into
-    name, inflate_into = backend()
+    global inflate_into, _installed
+    name, chosen = backend()
+    if inflate_into is _installed:  # not replaced from outside (a test's monkeypatch)
+        inflate_into = _installed = chosen
     if name != BACKENDS[0]:
         fallbacks.count(f"inflate:{name}")
     return name
@@ -179,6 +181,7 @@ def _first_use(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
 # Inflates ``src[:n_src]`` into all of ``dst`` (raises InflateError unless the stream decodes to
 # exactly ``len(dst)`` bytes): the back end :func:`refresh` chose, picked at first use.
 inflate_into: Inflater = _first_use
+_installed: Inflater = _first_use  # what refresh() last put there
 
 
 def __getattr__(name: str) -> Any:
