@@ -7,6 +7,7 @@ Heavy or optional parts (Dask, zarr, the storages, the PyTorch loader) are impor
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type checkers and editors see the real objects behind the lazy names
@@ -100,6 +101,10 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.visualization import scan_to_pointcloud as scan_to_pointcloud
 
 __version__ = "0.1.0"
+
+# a library logs and never prints: records go nowhere until the application configures logging
+# (the command line installs its own handler; see docs/configuration.md, "Logging")
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # public name -> module that defines it (imported on first attribute access)
 _LAZY: dict[str, str] = {
@@ -202,6 +207,9 @@ _LAZY: dict[str, str] = {
     "JobqueueTerminated": "guideloom.errors",
     "ClusterStartError": "guideloom.errors",
     "NoJobError": "guideloom.errors",
+    "ConfigError": "guideloom.errors",
+    # every knob (environment variables included), read when used
+    "config": "guideloom.config",
 }
 
 _NEEDS_TORCH = frozenset({"pytorch", "RDDACDataset", "DDACSDataset"})

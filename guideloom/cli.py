@@ -813,10 +813,42 @@ def _exit_interrupted() -> NoReturn:
     os._exit(EXIT_INTERRUPTED)
 
 
+class _StderrLines(logging.Handler):
+    """Each guideloom log record as one line on the current ``sys.stderr`` (what the library
+    printed before it logged): the command line's only handler."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - logging's own contract: never raise from emit
+            self.handleError(record)
+
+
+@contextmanager
+def _log_lines() -> Iterator[None]:
+    """Print the ``guideloom`` loggers' records at ``log_level`` (INFO) and above while the
+    command runs; the logger's level and handlers are as before afterwards."""
+    from guideloom import config
+
+    handler = _StderrLines()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("guideloom")
+    level = root.level
+    root.setLevel(config.get("log_level"))
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (Ctrl-C exits the process with 130)."""
     try:
-        return _main(argv)
+        with _log_lines():
+            return _main(argv)
     except KeyboardInterrupt:
         _exit_interrupted()
 
@@ -830,14 +862,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "command", None) == "demo":
         args.dashboard = args.dashboard or DEFAULT_DASHBOARD
     verbose = getattr(args, "verbose", False)
-    if not verbose:  # errors reach the user as one line; Dask's own logs only with --verbose
-        from guideloom.cluster.embedded import QUIET_LOGGERS
-
-        for name in QUIET_LOGGERS:  # (distributed sets its own levels again when imported:
-            logging.getLogger(name).setLevel(logging.CRITICAL)  # see quiet_dask_logs)
     func: Callable[[argparse.Namespace], int] = args.func
+    from guideloom.cluster import dask_logs
+
     try:
-        return func(args)
+        if verbose:
+            return func(args)
+        # errors reach the user as one line; Dask's own logs only with --verbose (importing
+        # distributed later sets its levels again: the placement quiets them once more)
+        with dask_logs.quieted(import_distributed=False):
+            return func(args)
     except BrokenPipeError:  # `guideloom inspect X | head -1`: the reader has gone
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -8,11 +8,11 @@ place. The server is ``server=``, else ``$GUIDELOOM_DATAVERSE_URL``, else DaRUS;
 from __future__ import annotations
 
 import json
-import os
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from guideloom import config
 from guideloom.errors import DownloadError, UsageError
 from guideloom.http_fetch import HASH_NAMES, Checksum, Settings, get_json
 
@@ -42,7 +42,7 @@ class RemoteFile:
 
 def server_url(server: str | None) -> str:
     """The Dataverse base URL: ``server``, else ``$GUIDELOOM_DATAVERSE_URL``, else DaRUS."""
-    url = (server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
+    url = (server or config.get("dataverse_url") or DEFAULT_SERVER).rstrip("/")  # SERVER_ENV
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise UsageError(f"the server {url!r} is not an http(s) URL")
     return url
@@ -50,7 +50,7 @@ def server_url(server: str | None) -> str:
 
 def api_token(token: str | None) -> str | None:
     """The API token: ``token``, else ``$GUIDELOOM_DATAVERSE_TOKEN`` (``None`` when unset)."""
-    return token or os.environ.get(TOKEN_ENV) or None
+    return token or config.get("dataverse_token") or None  # TOKEN_ENV, read now
 
 
 def safe_part(text: str, what: str, fid: Any) -> str:

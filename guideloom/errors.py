@@ -128,6 +128,10 @@ class FormatContractError(GuideloomError, ValueError):
     """A storage format broke its protocol (wrong dtype, length, key order...)."""
 
 
+class ConfigError(GuideloomError, ValueError):
+    """A configuration key or value (``guideloom.config``, a ``GUIDELOOM_*`` variable) is bad."""
+
+
 class FormatPluginWarning(UserWarning):
     """An export-format plugin (entry point ``guideloom.export_formats``) could not be used:
     it failed to import, is no ``ExportFormat``, or would shadow a built-in kind. It is

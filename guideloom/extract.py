@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guideloom import config
 from guideloom.cluster.embedded import default_worker_count
 from guideloom.cluster.runtime import (
     default_partition_size,
@@ -190,7 +191,8 @@ def extract_zips(
     if plan.items:
         h5_dir.mkdir(exist_ok=True)
         items = plan.items
-        estimate = sum(i.file_size for i in items) / COPY_BYTES_PER_S + len(items) * PER_MEMBER_S
+        estimate = (sum(i.file_size for i in items) / config.get("extract_bytes_per_s")
+                    + len(items) * config.get("extract_per_member_s"))
         n_tasks = len(plan.partitions(default_partition_size(len(items), default_worker_count())))
         with placement(client, estimate_s=estimate, n_tasks=n_tasks) as where:
             size = partition_size or default_partition_size(len(items), where.workers)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 from collections import Counter
@@ -79,7 +78,9 @@ def native_stats() -> dict[str, Any]:
 def native_default() -> bool:
     """Whether records are read natively unless asked otherwise (``GUIDELOOM_NATIVE=0``:
     not)."""
-    return os.environ.get(NATIVE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    from guideloom import config
+
+    return bool(config.get("native"))  # NATIVE_ENV, read now
 
 
 class RecordReader:

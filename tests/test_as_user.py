@@ -19,8 +19,11 @@ import pytest
 from guideloom.demo import make_demo_data
 
 SEED_VIEW = """
+import logging
 import numpy as np
 import guideloom
+logging.getLogger("guideloom").addHandler(logging.StreamHandler())  # its messages on stderr
+logging.getLogger("guideloom").setLevel(logging.INFO)
 from guideloom.streaming import export_to_numpy, load_export
 
 print("top level ran")

@@ -172,9 +172,7 @@ def test_active_client_runs_tasks_named_after_stage_and_view(demo_zip, tmp_path,
                                                               monkeypatch):
     from distributed import get_task_stream
 
-    from guideloom.export import run
-
-    monkeypatch.setattr(run, "DRIVER_PROBE_MAX_S", 0.0)  # probe on a worker, as for big records
+    monkeypatch.setenv("GUIDELOOM_DRIVER_PROBE_MAX_S", "0")  # probe on a worker, as for big records
     with dask_client.as_current(), get_task_stream(dask_client) as stream:
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
                                   record_transform=helpers.first_rows, partition_size=9)

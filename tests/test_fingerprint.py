@@ -77,7 +77,8 @@ def test_dry_runs_of_the_shipped_workflow_print_one_job_id(tmp_path):
 
 
 def test_changed_inputs_or_storage_format_discard_the_staged_job_with_a_notice(tmp_path,
-                                                                              capsys):
+                                                                              caplog):
+    caplog.set_level("INFO", logger="guideloom")
     import guideloom
     from guideloom.export import build_spec, plan_export
     from tests import export_helpers as helpers
@@ -113,7 +114,7 @@ def test_changed_inputs_or_storage_format_discard_the_staged_job_with_a_notice(t
     (staged / "parts" / "000000.json").write_text('{"written": [0], "skipped": []}')
     guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=tmp_path / "d",
                               record_transform=helpers.first_rows, client="sync")
-    err = capsys.readouterr().err
+    err = caplog.text  # a log record of guideloom.export.run (issue 24: the library logs)
     assert "discarded the staged partitions of an earlier run" in err
     assert len(guideloom.load_export(tmp_path / "o")) == 6
 
@@ -135,9 +136,12 @@ def transform(rec):
 '''
 
 RUN_EXPORT = '''
+import logging
 import sys
 sys.path.insert(0, sys.argv[1])
 import guideloom
+logging.getLogger("guideloom").addHandler(logging.StreamHandler())  # its messages on stderr
+logging.getLogger("guideloom").setLevel(logging.INFO)
 import usertransform
 guideloom.export_to_numpy("force-curve", sys.argv[2], data_dir=sys.argv[3], client="sync",
                           record_transform=usertransform.transform, partition_size=2)

@@ -93,7 +93,8 @@ def sync_export(demo_zip, tmp_path_factory):
 
 @pytest.mark.slow
 def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_export, tmp_path,
-                                                     capfd):
+                                                     capfd, caplog):
+    caplog.set_level("INFO", logger="guideloom")  # the dashboard and jobs lines are log records
     marks = tmp_path / "marks"
     marks.mkdir()
     with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120) as client:
@@ -112,7 +113,7 @@ def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_expor
     ran_in = {p.name.split("-")[1] for p in on_workers}
     assert ran_in and ran_in <= jobs
     assert len({p.name.split("-")[0] for p in on_workers}) == 36
-    err = capfd.readouterr().err
+    err = capfd.readouterr().err + caplog.text
     assert "Dask dashboard: http://127.0.0.1:" in err and "ssh -L 8787:127.0.0.1:" in err
     assert f"jobs {', '.join(sorted(jobs, key=int))}" in err
 

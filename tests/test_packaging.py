@@ -133,10 +133,13 @@ def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
                cwd=tmp_path, env=user_env(installed))
     assert "wrote 6 experiments" in make.stdout
     (tmp_path / "export.py").write_text(textwrap.dedent("""
+        import logging
         import numpy as np
         import guideloom
         from guideloom.streaming import export_to_numpy, load_export
 
+        logging.getLogger("guideloom").addHandler(logging.StreamHandler())  # its messages
+        logging.getLogger("guideloom").setLevel(logging.INFO)
         print("top level ran")
         ds = guideloom.load(data_dir="./data")
         guideloom.add_view(ds, "peaks", fields={"force": "force_data"})

@@ -18,8 +18,12 @@ from pathlib import Path
 import guideloom
 
 SCRIPT = textwrap.dedent("""
+    import logging
+
     import numpy as np
     from guideloom.export import export
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the library logs (issue 24)
 
     def mean_force(rec):
         return {"mean": np.asarray(rec["force_data"], dtype=np.float64).mean(axis=0)}

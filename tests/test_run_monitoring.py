@@ -82,8 +82,10 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, monkeypatch,
-                                                          capsys):
+                                                          capsys, caplog):
     from guideloom.cluster.local_procs import start_local_cluster
+
+    caplog.set_level("INFO", logger="guideloom")  # the dashboard lines are log records
 
     monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", "guideloom.cluster.dashboard")
     with start_local_cluster(1, pythonpath=[ROOT], state_dir=tmp_path / "cluster") as procs:
@@ -96,7 +98,7 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
         page = procs.dashboard_url.replace("/status", "/guideloom")
         with NO_PROXY.open(page, timeout=30) as answer:
             assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
-    printed = capsys.readouterr().err
+    printed = capsys.readouterr().err + caplog.text
     assert f"guideloom page: {page} (experiments" in printed, printed  # asked, and it is there
     (state,) = exports.values()
     # the driver's client closed with the run: its last event still arrived
@@ -107,7 +109,8 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
 
 @pytest.mark.cluster
 def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tmp_path,
-                                                                     monkeypatch, capsys):
+                                                                     monkeypatch, capsys,
+                                                                     caplog):
     """A real ``dask scheduler`` we did not start, without guideloom's preload: the printed
     Dask dashboard URL works, no /guideloom URL is printed (it would be missing there), and
     the output says how to get the page."""
@@ -115,13 +118,14 @@ def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tm
 
     from guideloom.cluster.local_procs import start_local_cluster
 
+    caplog.set_level("INFO", logger="guideloom")  # the dashboard lines are log records
     monkeypatch.delenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", raising=False)
     with start_local_cluster(1, pythonpath=[ROOT], state_dir=tmp_path / "cluster") as procs:
         with pytest.warns(SkippedDataWarning):
             guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=damaged,
                                       client=procs.address, partition_size=6, on_error="skip",
                                       record_transform=helpers.first_rows)
-        printed = capsys.readouterr().err
+        printed = capsys.readouterr().err + caplog.text
         (link,) = re.findall(r"Dask dashboard: (\S+)", printed)
         with NO_PROXY.open(link, timeout=30) as answer:
             assert answer.status == 200

@@ -69,12 +69,15 @@ def test_export_to_numpy_warns_at_the_users_call(one_missing, tmp_path, client):
     assert missing and set(missing) == {(Path(__file__), line)}
 
 
-def test_a_warning_raised_while_importing_names_the_importing_line(tmp_path):
+def test_a_warning_about_the_configuration_names_the_line_that_first_uses_it(tmp_path):
+    # the configuration is read at first use, not at import (issue 24): importing warns of
+    # nothing, and the warning names the user's line that needed the inflate back end
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GUIDELOOM_INFLATE": "no-such-back-end"}
-    (tmp_path / "user.py").write_text("import os\nimport guideloom.fastread.inflate\n")
+    (tmp_path / "user.py").write_text("import os\nimport guideloom.fastread.inflate\n"
+                                      "print(guideloom.fastread.INFLATE_BACKEND)\n")
     done = subprocess.run([sys.executable, "-W", "always::RuntimeWarning", "user.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.startswith(f"{tmp_path / 'user.py'}:2: RuntimeWarning: "
+    assert done.stderr.startswith(f"{tmp_path / 'user.py'}:3: RuntimeWarning: "
                                   "GUIDELOOM_INFLATE='no-such-back-end' cannot be used"), \
         done.stderr

@@ -23,8 +23,9 @@ Each worker:
   dashboard stays plain HTTP on 127.0.0.1.
 
 Dask's own log lines (a worker's "Compute Failed", connection errors while the cluster closes) go
-to the workers' log files; in the driver, the ``distributed`` logger is raised to CRITICAL once an
-embedded cluster starts, unless ``verbose`` is asked for. Errors reach the user as exceptions.
+to the workers' log files; in the driver, Dask's loggers are raised to CRITICAL from the cluster's
+start until it has closed, unless ``verbose`` is asked for, and then get their earlier levels back
+(:mod:`guideloom.cluster.dask_logs`). Errors reach the user as exceptions.
 
 One cluster is kept per Python process and reused by later exports (a notebook's second export
 pays no start-up); it is closed at interpreter exit, or earlier by :func:`close_cluster`.
@@ -49,11 +50,15 @@ from typing import Any
 
 import psutil
 
+from guideloom.cluster import dask_logs
+from guideloom.cluster.dask_logs import QUIET_LOGGERS  # noqa: F401 - its old import path
 from guideloom.cluster.security import PROTOCOL, cluster_credentials
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
 from guideloom.errors import ClusterStartError, UnsafeFileError
 from guideloom.fastread import pool as decode_pool
 from guideloom.private_files import private_dir
+
+logger = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 DEFAULT_DASHBOARD = f"{HOST}:8787"
@@ -121,8 +126,8 @@ def scratch_root() -> Path:
         return private_dir(root, "the cluster scratch folder")
     except UnsafeFileError as exc:
         fresh = Path(tempfile.mkdtemp(prefix=f"guideloom-{user}-"))
-        print(f"guideloom: not using {root}: {exc}. This run uses the new private folder "
-              f"{fresh} instead.", file=sys.stderr)
+        logger.warning("guideloom: not using %s: %s. This run uses the new private folder %s "
+                       "instead.", root, exc, fresh)
         atexit.register(_remove_if_empty, fresh)
         return fresh
 
@@ -134,23 +139,17 @@ def _remove_if_empty(folder: Path) -> None:
         pass
 
 
-QUIET_LOGGERS = ("distributed", "tornado", "tornado.application", "asyncio", "bokeh")
-
-
 def quiet_dask_logs() -> None:
-    """Raise Dask's loggers (and those of tornado, asyncio and bokeh it logs through) to
-    CRITICAL in this process: errors reach the user as exceptions, not log lines.
-
-    Distributed configures these loggers when it is imported, so this imports it first.
-    """
-    import distributed  # noqa: F401 - its logging set-up must come before ours
-
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    """Raise Dask's loggers (:data:`QUIET_LOGGERS`) to CRITICAL until a matching
+    :func:`guideloom.cluster.dask_logs.release` (the embedded cluster releases its own hold when
+    it closes)."""
+    dask_logs.hold()
 
 
 def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+    from guideloom import config
+
+    env = {**os.environ, **config.environ()}  # values set with guideloom.config.set too
     env[DRIVER_ENV] = driver_token()
     script_dir = sys.path[0] if sys.path and sys.path[0] else os.getcwd()
     paths = [os.path.abspath(script_dir)]
@@ -170,6 +169,7 @@ class EmbeddedCluster:
     scratch: Path
     dashboard_link: str | None
     pids: list[int] = field(default_factory=list)
+    quiet_logs: bool = False  # holds dask_logs until it closes
 
     def alive(self) -> bool:
         """Whether the scheduler still answers (the client is connected)."""
@@ -197,6 +197,9 @@ class EmbeddedCluster:
             pass
         self.kill_workers()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.quiet_logs:  # after the close: its connection errors stay quiet too
+            self.quiet_logs = False
+            dask_logs.release()
 
     def log_tail(self) -> str:
         """The last lines of every worker's log, for error messages."""
@@ -250,14 +253,20 @@ def start_cluster(
         "host": HOST, "port": 0, "protocol": PROTOCOL, "security": security,
         "dashboard": dashboard is not None,
         "dashboard_address": dashboard or ":0", "local_directory": str(scratch)}}
-    if not verbose:
-        quiet_dask_logs()
-    cluster = SpecCluster(workers=specs, scheduler=scheduler, name="guideloom-embedded",
-                          silence_logs=False, security=security)
-    client = Client(cluster, set_as_default=False)
+    if not verbose:  # until this cluster closes; the host's levels come back then
+        dask_logs.hold()
+    try:
+        cluster = SpecCluster(workers=specs, scheduler=scheduler, name="guideloom-embedded",
+                              silence_logs=False, security=security)
+        client = Client(cluster, set_as_default=False)
+    except BaseException:
+        if not verbose:
+            dask_logs.release()
+        raise
     pids = [w.process.pid for w in cluster.workers.values() if getattr(w, "process", None)]
     link = client.dashboard_link if dashboard is not None else None
-    running = EmbeddedCluster(cluster, client, workers, scratch, link, pids)
+    running = EmbeddedCluster(cluster, client, workers, scratch, link, pids,
+                              quiet_logs=not verbose)
     try:
         client.wait_for_workers(1, timeout=WORKER_START_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - reported with the workers' own words

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import logging
 import os
 import re
 import shlex
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from guideloom import config
 from guideloom.errors import (
     JobqueueConfigError,
     JobqueueError,
@@ -42,6 +44,7 @@ from guideloom.errors import (
 Kind = Literal["slurm", "pbs"]
 KINDS: tuple[str, ...] = ("slurm", "pbs")
 CONFIG_ENV = "GUIDELOOM_JOBQUEUE_CONFIG"
+logger = logging.getLogger(__name__)
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "cluster" / "jobqueue.yaml"
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 LOOPBACK = "127.0.0.1"
@@ -182,7 +185,7 @@ def find_jobqueue_config(
     Returns:
         ``(cluster keyword arguments, description of the source)``.
     """
-    explicit = config_file or os.environ.get(CONFIG_ENV)
+    explicit = config_file or config.get("jobqueue_config")  # CONFIG_ENV, read now
     if explicit:
         return load_jobqueue_config(kind, explicit), str(explicit)
     import dask.config
@@ -599,7 +602,7 @@ def jobqueue_client(
         dashboard_address=dashboard_address, scheduler_host=scheduler_host,
         pythonpath=pythonpath,
     )
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = log or logger.info
     if quiet:
         say = _silent
 

@@ -22,6 +22,8 @@ out (with a progress bar), and the dashboard default.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import re
 import sys
@@ -30,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from guideloom import fastread
-from guideloom.cluster import embedded
+from guideloom import config, fastread
+from guideloom.cluster import dask_logs, embedded
 from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
 SYNC = "sync"
@@ -40,6 +42,8 @@ DEFAULT_DASHBOARD = embedded.DEFAULT_DASHBOARD
 CLIENT_PATTERN = re.compile(
     r"^(local(:[1-9][0-9]*)?|sync|(tcp|tls)://[^\s/:]+:[0-9]+|(slurm|pbs):[1-9][0-9]*)$")
 BATCH_KINDS = ("slurm", "pbs")
+
+logger = logging.getLogger(__name__)
 
 MAX_PARTITION = 64
 MIN_TASK_S = 0.1  # estimated work below which records are not split into more tasks
@@ -237,12 +241,13 @@ def choose_automatically(estimate_s: float, n_tasks: int,
     saving = estimate_s * (1 - 1 / min(cores, n_tasks))
     spread = f"about {estimate_s:.2f} s of work in {_tasks_text(n_tasks)}"
     if embedded.running_cluster() is not None:
-        if saving > WARM_DISPATCH_S:
+        if saving > config.get("warm_dispatch_s"):
             return "local-cluster", f"{spread}; reusing the running local cluster"
         return "in-process", f"{work}; too little to send to the running cluster"
-    if saving > CLUSTER_START_S:
+    start_s = config.get("cluster_start_s")
+    if saving > start_s:
         return "local-cluster", f"{spread}; starting a local cluster of {cores} workers pays"
-    return "in-process", (f"{work}; starting a cluster (~{CLUSTER_START_S:.0f} s) would not pay "
+    return "in-process", (f"{work}; starting a cluster (~{start_s:.0f} s) would not pay "
                           "(client='local' or --scheduler local forces one)")
 
 
@@ -312,31 +317,11 @@ def placement(
         client = LOCAL
     if isinstance(client, str):
         check_client_text(client)
-        if not verbose:
-            embedded.quiet_dask_logs()
-        if client == LOCAL or client.startswith(f"{LOCAL}:"):
-            running, started = embedded.embedded_cluster(
-                _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)
-            _announce(running.dashboard_link, quiet, page=True)
-            reason = "started" if started else "reused"
-            yield _say(Placement(running.client, "local-cluster", running.n_workers,
-                                 f"local cluster of {running.n_workers} workers ({reason})"),
-                       quiet)
-            return
-        kind, _, jobs = client.partition(":")
-        if kind in BATCH_KINDS:
-            from guideloom.cluster.jobqueue import jobqueue_client
-
-            with jobqueue_client(kind, int(jobs), quiet=quiet,  # type: ignore[arg-type]
-                                 **dict(batch_options or {})) as batch:
-                yield _say(Placement(batch, kind, int(jobs),
-                                     f"{jobs} {kind.upper()} worker jobs"), quiet)
-            return
-        with connect_scheduler(client) as remote:
-            _announce(remote.dashboard_link, quiet, client=remote)
-            _first_worker(remote, client)
-            yield _say(Placement(remote, "scheduler", worker_count(remote),
-                                 f"scheduler {client}"), quiet)
+        with contextlib.ExitStack() as quiet_logs:
+            if not verbose:  # while this job runs (the embedded cluster holds until it closes)
+                quiet_logs.enter_context(dask_logs.quieted())
+            yield from _placed_by_text(client, dashboard_address=dashboard_address, quiet=quiet,
+                                       verbose=verbose, batch_options=batch_options)
         return
     if type(client).__name__ != "Client":
         raise TypeError(
@@ -346,9 +331,38 @@ def placement(
     yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
 
 
+def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, verbose: bool,
+                    batch_options: Mapping[str, Any] | None) -> Iterator[Placement]:
+    """The placement of a ``client`` given as text: the embedded cluster, batch jobs or a
+    scheduler address (see :func:`placement`)."""
+    if client == LOCAL or client.startswith(f"{LOCAL}:"):
+        running, started = embedded.embedded_cluster(
+            _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)
+        _announce(running.dashboard_link, quiet, page=True)
+        reason = "started" if started else "reused"
+        yield _say(Placement(running.client, "local-cluster", running.n_workers,
+                             f"local cluster of {running.n_workers} workers ({reason})"),
+                   quiet)
+        return
+    kind, _, jobs = client.partition(":")
+    if kind in BATCH_KINDS:
+        from guideloom.cluster.jobqueue import jobqueue_client
+
+        with jobqueue_client(kind, int(jobs), quiet=quiet,  # type: ignore[arg-type]
+                             **dict(batch_options or {})) as batch:
+            yield _say(Placement(batch, kind, int(jobs),
+                                 f"{jobs} {kind.upper()} worker jobs"), quiet)
+        return
+    with connect_scheduler(client) as remote:
+        _announce(remote.dashboard_link, quiet, client=remote)
+        _first_worker(remote, client)
+        yield _say(Placement(remote, "scheduler", worker_count(remote),
+                             f"scheduler {client}"), quiet)
+
+
 def _say(where: Placement, quiet: bool) -> Placement:
     if not quiet:
-        print(f"guideloom: running {where.mode}: {where.reason}", file=sys.stderr, flush=True)
+        logger.info("guideloom: running %s: %s", where.mode, where.reason)
     return where
 
 
@@ -359,15 +373,13 @@ def _announce(link: str | None, quiet: bool, page: bool = False, client: Any = N
     if not link or quiet or link in _printed:
         return
     _printed.add(link)
-    print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
+    logger.info("Dask dashboard: %s", link)
     from guideloom.cluster.dashboard import PRELOAD_HINT, page_link
 
     if page or (client is not None and serves_page(client)):
-        print(f"guideloom page: {page_link(link)} (experiments, phases, skips, rates)",
-              file=sys.stderr, flush=True)
+        logger.info("guideloom page: %s (experiments, phases, skips, rates)", page_link(link))
     elif client is not None:
-        print(f"guideloom page: not served by this scheduler; {PRELOAD_HINT}",
-              file=sys.stderr, flush=True)
+        logger.info("guideloom page: not served by this scheduler; %s", PRELOAD_HINT)
 
 
 def serves_page(client: Any) -> bool:

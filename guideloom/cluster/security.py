@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from guideloom import config
 from guideloom.errors import SchedulerCredentialsError, UnsafeFileError
 from guideloom.private_files import check_private_dir, private_dir
 
@@ -72,7 +73,7 @@ def cluster_credentials() -> tuple[Any, dict[str, str]]:
 
 def default_state_dir() -> Path:
     """``$GUIDELOOM_CLUSTER_STATE_DIR`` (read now), else ``~/.cache/guideloom/local-cluster``."""
-    return Path(os.environ.get(STATE_DIR_ENV) or LOCAL_STATE_DIR)
+    return Path(config.get("cluster_state_dir") or LOCAL_STATE_DIR)
 
 
 def tls_dir(state_dir: str | os.PathLike[str]) -> Path:
@@ -278,7 +279,7 @@ def candidate_state_dirs() -> list[Path]:
     """Where :func:`find_security` looks: ``$GUIDELOOM_CLUSTER_STATE_DIR``, then the default
     state directories of ``cluster/local.py`` and ``cluster/slurm.py``."""
     seen: list[Path] = []
-    for folder in (os.environ.get(STATE_DIR_ENV), LOCAL_STATE_DIR, SLURM_STATE_DIR):
+    for folder in (config.get("cluster_state_dir"), LOCAL_STATE_DIR, SLURM_STATE_DIR):
         if folder and Path(folder) not in seen:
             seen.append(Path(folder))
     return seen

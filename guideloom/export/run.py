@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import math
 import os
 import platform
-import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from guideloom import __version__
+from guideloom import __version__, config, fallbacks
 from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
@@ -91,6 +91,8 @@ from guideloom.records import RecordReader, reference_dtypes
 from guideloom.remote.readahead import ReadAhead
 from guideloom.remote.root import is_remote_root
 from guideloom.selection import Selection, check_storable_ids, select
+
+logger = logging.getLogger(__name__)
 
 PROBE_ATTEMPTS = 20
 DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
@@ -218,7 +220,8 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     h5_aliases = {f.alias for f in spec.view.fields if f.is_h5}
     nbytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                  for alias, (shape, dtype) in described.items() if alias in h5_aliases)
-    return len(selection.locations) * (nbytes / DECODE_BYTES_PER_S + PER_RECORD_S)
+    return len(selection.locations) * (nbytes / config.get("decode_bytes_per_s")
+                                       + config.get("per_record_s"))
 
 
 def run_export(
@@ -258,7 +261,7 @@ def run_export(
 
             write_report(report, monitor.state)
             if not quiet:
-                print(f"guideloom: run report written to {report}", file=sys.stderr)
+                logger.info("guideloom: run report written to %s", report)
 
 
 def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_progress: bool,
@@ -268,12 +271,12 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
     with TargetLock(staging):  # one run per target; checked again inside the lock
         recovered = staging.recover()
         if recovered and not quiet:
-            print(f"guideloom: {recovered}", file=sys.stderr)
+            logger.info("guideloom: %s", recovered)
         finished = published_by_interrupted_run(spec, staging) if recovered else None
         if finished is not None:
             if not quiet:
-                print(f"guideloom: {staging.url} is complete: an interrupted run of this job had "
-                      "written everything, and its publish is now done", file=sys.stderr)
+                logger.info("guideloom: %s is complete: an interrupted run of this job had "
+                            "written everything, and its publish is now done", staging.url)
             monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite)
@@ -319,8 +322,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         where = Placement(None, "in-process", 1, "only the finalize of an interrupted run is "
                                                  "left")
         if not quiet:
-            print(f"guideloom: running {where.mode}: {where.reason}", file=sys.stderr,
-                  flush=True)
+            logger.info("guideloom: running %s: %s", where.mode, where.reason)
         where_ctx = contextlib.nullcontext(where)
     else:
         where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
@@ -374,9 +376,9 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     }
     resumed = staging.start(job)
     if staging.discarded and not quiet:
-        print(f"guideloom: discarded the staged partitions of an earlier run at {staging.url}: "
-              "they belong to another job (its inputs, code or options changed)",
-              file=sys.stderr)
+        logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
+                    "they belong to another job (its inputs, code or options changed)",
+                    staging.url)
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     shipped = (None if dask is None or finalizing
                else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
@@ -461,7 +463,8 @@ def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Expo
     probe_locs = plan.selection.locations[:PROBE_ATTEMPTS]
     probe_rows = plan.selection.rows[:PROBE_ATTEMPTS]
     per_record_s = estimate / max(1, len(plan.selection.locations))
-    if dask is None or per_record_s < DRIVER_PROBE_MAX_S:  # cheap: no round trip to a worker
+    cheap = per_record_s < config.get("driver_probe_max_s")
+    if dask is None or cheap:  # cheap: no round trip to a worker
         schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference)
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
@@ -526,6 +529,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     job's.
     """
     t0 = time.time()
+    fell_back = fallbacks.snapshot()
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
@@ -593,6 +597,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "dtypes": dtypes,
         "host": platform.node(),
         "verify_crc": spec.verify_crc,
+        "fallbacks": fallbacks.since(fell_back),
     }
     writer.stage.write_marker(part.index, summary)
     fault_point("partition-marked")
@@ -712,6 +717,7 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
         "export_id": uuid.uuid4().hex,
         "guideloom_version": __version__,
         "placement": placed,
+        "fallbacks": fallbacks.total(s.get("fallbacks") or {} for s in summaries),
         # every phase so far; publish_s covers describing the export up to this file (the
         # final rename after it takes milliseconds; the run report has it)
         "timings": {**monitor.timings(), "total_s": round(time.time() - started, 4),

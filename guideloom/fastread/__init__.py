@@ -15,13 +15,15 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import h5py
 import numpy as np
 
+from guideloom import fallbacks
+from guideloom.fastread import inflate as _inflate_module
 from guideloom.fastread.chunks import FastReadError, Plan, RawSource, plan, read
-from guideloom.fastread.inflate import NAME as INFLATE_BACKEND
 from guideloom.fastread.pool import decode_threads, set_decode_threads, share_cores
 
 __all__ = [
@@ -38,6 +40,13 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> object:
+    if name == "INFLATE_BACKEND":  # the inflate back end in use, picked on first use
+        return _inflate_module.backend()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+logger = logging.getLogger(__name__)
 FAST_MIN_BYTES = 1 << 17  # stored bytes from which the fast path beats h5py (see benchmarks)
 
 
@@ -73,11 +82,13 @@ def read_dataset(
         out = None  # not a buffer for this read: allocate as usual
     if source is not None and dsid.get_storage_size() >= min_bytes:
         p = plan(dsid, dcpl)
-        if p is not None:
+        if p is None:
+            _fell_back("fastread:unsupported", dsid, "a layout or filter the fast path lacks")
+        else:
             try:
                 return read(p, source, rows, out)
-            except (FastReadError, OSError):
-                pass  # h5py is the judge of damaged or unreadable data
+            except (FastReadError, OSError) as exc:  # h5py judges damaged or unreadable data
+                _fell_back("fastread:error", dsid, f"{type(exc).__name__}: {exc}")
     if rows is None and shape and 0 not in shape and _plain(dtype):
         # a whole dataset of plain numbers: HDF5's read straight into the array, without
         # the high-level selection machinery (the same call h5py makes for dset[()])
@@ -92,6 +103,14 @@ def read_dataset(
             return out
         return hl[()]
     return hl[[int(r) for r in rows]]
+
+
+def _fell_back(kind: str, dsid: h5py.h5d.DatasetID, why: str) -> None:
+    """Count and log (DEBUG) a read that h5py does instead of the fast path."""
+    fallbacks.count(kind)
+    if logger.isEnabledFor(logging.DEBUG):
+        name = h5py.h5i.get_name(dsid) or b"a dataset"
+        logger.debug("%s: h5py reads %s (%s)", kind, name.decode(errors="replace"), why)
 
 
 def _plain(dtype: np.dtype) -> bool:

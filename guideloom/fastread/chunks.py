@@ -219,6 +219,7 @@ def read(p: Plan, source: RawSource | ChunkBytes, rows: Sequence[int] | np.ndarr
     Raises:
         FastReadError: A chunk is out of the file's range, short, or fails to decode.
     """
+    _inflate.refresh()  # the configured back end, counted when not the fastest
     sel = None if rows is None else np.asarray(rows, dtype=np.int64)
     out_shape = p.shape if sel is None else (len(sel), *p.shape[1:])
     if out is None:

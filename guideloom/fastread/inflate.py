@@ -14,21 +14,26 @@ HDF5's deflate filter stores each chunk as a zlib stream. Back ends, fastest fir
 ``zlib``
     The standard library, always present.
 
-``GUIDELOOM_INFLATE=<name>`` picks a back end (for tests and comparisons); the default is the
-fastest importable one.
+``GUIDELOOM_INFLATE=<name>`` (the ``inflate`` key of :mod:`guideloom.config`) picks a back end
+(for tests and comparisons); the default is the fastest importable one, picked at first use and
+logged at DEBUG.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
+import logging
 import threading
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from guideloom import fallbacks
 from guideloom.errors import InflateError, warn
+
+logger = logging.getLogger(__name__)
 
 BACKENDS = ("libdeflate", "deflate", "isal", "zlib")
 
@@ -129,14 +134,57 @@ def pick(name: str | None = None) -> tuple[str, Inflater]:
     raise AssertionError("zlib is always importable")  # pragma: no cover
 
 
-def _from_environment() -> tuple[str, Inflater]:
-    wanted = os.environ.get("GUIDELOOM_INFLATE") or None
+def _from_config(wanted: str | None) -> tuple[str, Inflater]:
     try:
-        return pick(wanted)
+        chosen = pick(wanted)
     except (ValueError, ImportError, OSError, AttributeError) as exc:
         warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
              RuntimeWarning)
-        return pick()
+        chosen = pick()
+    logger.debug("inflate back end: %s (%s)", chosen[0],
+                 f"asked for {wanted!r}" if wanted else "the fastest importable one")
+    return chosen
 
 
-NAME, inflate_into = _from_environment()
+_chosen: dict[str | None, tuple[str, Inflater]] = {}
+
+
+def backend() -> tuple[str, Inflater]:
+    """``(name, inflater)`` of the configured back end (``inflate`` of :mod:`guideloom.config`,
+    ``GUIDELOOM_INFLATE``), else of the fastest importable one; picked at first use."""
+    from guideloom import config
+
+    wanted = config.get("inflate") or None
+    chosen = _chosen.get(wanted)
+    if chosen is None:
+        chosen = _chosen.setdefault(wanted, _from_config(wanted))
+    return chosen
+
+
+def refresh() -> str:
+    """Point :data:`inflate_into` at the configured back end (cheap; the fast path calls it
+    once per dataset, so a configuration change counts from the next dataset); return its
+    name, and count a dataset inflated by a slower one than the fastest (``inflate:NAME``)."""
+    global inflate_into, _installed
+    name, chosen = backend()
+    if inflate_into is _installed:  # not replaced from outside (a test's monkeypatch)
+        inflate_into = _installed = chosen
+    if name != BACKENDS[0]:
+        fallbacks.count(f"inflate:{name}")
+    return name
+
+
+def _first_use(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
+    backend()[1](src, n_src, dst)
+
+
+# Inflates ``src[:n_src]`` into all of ``dst`` (raises InflateError unless the stream decodes to
+# exactly ``len(dst)`` bytes): the back end :func:`refresh` chose, picked at first use.
+inflate_into: Inflater = _first_use
+_installed: Inflater = _first_use  # what refresh() last put there
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NAME":  # the back end's name (picked on first use, not at import)
+        return backend()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,8 +2,9 @@
 
 Chunk decoding releases the GIL (``preadv``, libdeflate, numpy copies), so a few threads per
 process decode one dataset in parallel. The caller's thread takes one share itself.
-``GUIDELOOM_DECODE_THREADS`` (or :func:`set_decode_threads`) sets the count; the default is the
-number of CPUs this process may run on.
+:func:`set_decode_threads` or the ``decode_threads`` key of :mod:`guideloom.config`
+(``GUIDELOOM_DECODE_THREADS``) sets the count; the default is the number of CPUs this process
+may run on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-_threads: int | None = None
+_threads: int | None = None  # set_decode_threads
+_share: int | None = None  # share_cores
+_pool_size = 0
 
 
 def _forget_after_fork() -> None:
@@ -39,45 +42,47 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _default_threads() -> int:
-    env = os.environ.get(ENV_THREADS)
-    if env:
-        return max(1, int(env))
-    return usable_cpus()
+def _configured() -> int | None:
+    """``decode_threads`` of :mod:`guideloom.config` (``GUIDELOOM_DECODE_THREADS``), if given."""
+    from guideloom import config
+
+    return config.get("decode_threads")
 
 
 def decode_threads() -> int:
-    """Threads (the caller's included) that decode one dataset."""
-    global _threads
-    if _threads is None:
-        _threads = _default_threads()
-    return _threads
+    """Threads (the caller's included) that decode one dataset: the configured
+    ``decode_threads`` (``GUIDELOOM_DECODE_THREADS``, ``guideloom.config.set``), else the count
+    given to :func:`set_decode_threads`, else this process's share set by :func:`share_cores`,
+    else the CPUs it may run on."""
+    configured = _configured()
+    if configured is not None:
+        return configured
+    if _threads is not None:
+        return _threads
+    return _share if _share is not None else usable_cpus()
 
 
 def set_decode_threads(n: int) -> None:
     """Use ``n`` threads (the caller's included) per dataset from now on."""
-    global _threads, _pool
+    global _threads
     if n < 1:
         raise ValueError("decode threads must be at least 1")
-    with _lock:
-        old, _pool, _threads = _pool, None, n
-    if old is not None:
-        old.shutdown(wait=False)
+    _threads = n
 
 
 def share_cores(tasks_on_host: int) -> int:
     """Give this process its share of the host's CPUs when ``tasks_on_host`` tasks run there at
     once (Dask worker processes times their threads); return the decode threads now used.
 
-    ``GUIDELOOM_DECODE_THREADS`` wins when set. Without this, two single-threaded workers on a
-    2-CPU host would each start 2 decode threads: 4 threads on 2 CPUs.
+    A configured ``decode_threads`` (``GUIDELOOM_DECODE_THREADS``) wins when set. Without this,
+    two single-threaded workers on a 2-CPU host would each start 2 decode threads: 4 threads
+    on 2 CPUs.
     """
-    if os.environ.get(ENV_THREADS):
+    global _share, _threads
+    if _configured() is not None:
         return decode_threads()
-    wanted = max(1, usable_cpus() // max(1, tasks_on_host))
-    if wanted != decode_threads():
-        set_decode_threads(wanted)
-    return wanted
+    _share, _threads = max(1, usable_cpus() // max(1, tasks_on_host)), None
+    return _share
 
 
 def threads_for(nbytes: int, n_items: int, min_bytes: int) -> int:
@@ -86,12 +91,20 @@ def threads_for(nbytes: int, n_items: int, min_bytes: int) -> int:
 
 
 def _executor() -> ThreadPoolExecutor:
-    global _pool
+    """The pool, (re)made when the thread count changed since it was started."""
+    global _pool, _pool_size
+    size = max(1, decode_threads() - 1)
     with _lock:
+        old = None
+        if _pool is not None and _pool_size != size:
+            old, _pool = _pool, None
         if _pool is None:
-            _pool = ThreadPoolExecutor(max(1, decode_threads() - 1),
-                                       thread_name_prefix="guideloom-decode")
-        return _pool
+            _pool = ThreadPoolExecutor(size, thread_name_prefix="guideloom-decode")
+            _pool_size = size
+        pool = _pool
+    if old is not None:
+        old.shutdown(wait=False)
+    return pool
 
 
 def run_all(jobs: Sequence[Callable[[], None]]) -> None:

@@ -39,6 +39,7 @@ import fsspec
 import numpy as np
 import xxhash
 
+from guideloom import config
 from guideloom.errors import UnverifiableExportError
 from guideloom.formats.layout import EXPORT_MANIFEST as EXPORT_MANIFEST_NAME
 from guideloom.formats.layout import fail
@@ -54,7 +55,7 @@ DIGEST_CHARS = 16  # hex digits of one checksum; a group's checksums are stored 
 
 def enabled() -> bool:
     """Whether writers take checksums (on unless ``GUIDELOOM_CHECKSUMS=0``)."""
-    return os.environ.get(SWITCH_ENV, "1") != "0"
+    return bool(config.get("checksums"))  # SWITCH_ENV, read now
 
 
 def as_bytes(data: Any) -> Any:

@@ -37,7 +37,9 @@ _SUFFIX = ".json"
 
 def cache_root() -> Path:
     """The guideloom cache directory (not created here)."""
-    explicit = os.environ.get(CACHE_ENV)
+    from guideloom import config
+
+    explicit = config.get("cache_dir")  # CACHE_ENV, read now
     if explicit:
         return Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -46,9 +48,11 @@ def cache_root() -> Path:
 
 def max_bytes() -> int:
     """The cache's size bound in bytes (``$GUIDELOOM_CACHE_MAX_MB``, default 256 MiB)."""
+    from guideloom import config
+
     try:
-        return max(0, int(float(os.environ[SIZE_ENV]) * (1 << 20)))
-    except (KeyError, ValueError):
+        return max(0, int(config.get("cache_max_mb") * (1 << 20)))  # SIZE_ENV, read now
+    except ValueError:  # a bad value: the default, as before
         return DEFAULT_MAX_BYTES
 
 

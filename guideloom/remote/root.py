@@ -18,7 +18,6 @@ their own connections.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import urllib.parse
 from dataclasses import dataclass, field
@@ -149,7 +148,9 @@ def _doi_root(doi: str, server: str | None, token: str | None,
 
     base = dataverse.server_url(server)
     secret = dataverse.api_token(token)
-    version = version or os.environ.get(VERSION_ENV) or dataverse.DEFAULT_VERSION
+    from guideloom import config
+
+    version = version or config.get("dataverse_version") or dataverse.DEFAULT_VERSION
     _, files = dataverse.version_files(version, server=base, doi=doi, token=secret)
     entries = tuple(RemoteFileEntry(f.relpath,
                                     f"{base}/api/access/datafile/{f.id}?format=original",
