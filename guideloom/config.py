@@ -140,6 +140,13 @@ _KNOBS = [
     Knob("dataverse_url", None, str, "Dataverse server of guideloom info/download; unset: "
          "DaRUS"),
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
+    # remote reads (guideloom.remote)
+    Knob("http_timeout", None, float, "Seconds per connect or socket read of a remote read; "
+         "unset: 60", minimum=0),
+    Knob("http_retries", None, int, "Retries of a failed remote read after the first attempt; "
+         "unset: 5", minimum=0),
+    Knob("remote_readahead", 8, int, "Remote records fetched ahead of the one being used (0: "
+         "none)", minimum=0),
     # messages
     Knob("log_level", "INFO", str, "Lowest level of the guideloom log records the command line "
          "prints to stderr (DEBUG shows the fallbacks); Python code configures logging itself",

@@ -31,6 +31,9 @@ SAMPLES = {
     "jobqueue_config": ("/srv/jobqueue.yaml", "/srv/jobqueue.yaml"),
     "dataverse_url": ("https://demo.dataverse.org", "https://demo.dataverse.org"),
     "dataverse_token": ("123e4", "123e4"),  # text stays text
+    "http_timeout": ("2.5", 2.5),
+    "http_retries": ("1", 1),
+    "remote_readahead": ("0", 0),
     "log_level": ("debug", "DEBUG"),
     "decode_bytes_per_s": ("1e8", 1e8),
     "per_record_s": ("0.002", 0.002),

@@ -501,16 +501,15 @@ RETRIES_ENV = "GUIDELOOM_HTTP_RETRIES"  # retries after the first attempt
 
 
 def env_settings() -> Settings:
-    """The default :class:`Settings` of remote reads, with ``$GUIDELOOM_HTTP_TIMEOUT`` and
-    ``$GUIDELOOM_HTTP_RETRIES`` when set (a value that does not parse is ignored)."""
+    """The default :class:`Settings` of remote reads, with the configured ``http_timeout`` and
+    ``http_retries`` (``$GUIDELOOM_HTTP_TIMEOUT``, ``$GUIDELOOM_HTTP_RETRIES``) when set."""
+    from guideloom import config
+
     changes: dict[str, Any] = {}
-    for env, key, kind in ((TIMEOUT_ENV, "timeout", float), (RETRIES_ENV, "retries", int)):
-        try:
-            value = kind(os.environ[env])
-        except (KeyError, ValueError):
-            continue
-        if value >= 0:
-            changes[key] = value
+    for key, field in (("http_timeout", "timeout"), ("http_retries", "retries")):
+        value = config.get(key)
+        if value is not None:
+            changes[field] = value
     return Settings(**changes)
 
 

@@ -12,7 +12,6 @@ when that record is asked for). Local records are read directly.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -26,11 +25,11 @@ DEFAULT_DEPTH = 8
 
 
 def readahead_depth() -> int:
-    """Records kept in flight (``$GUIDELOOM_REMOTE_READAHEAD``, default 8)."""
-    try:
-        return max(0, int(os.environ.get(DEPTH_ENV, DEFAULT_DEPTH)))
-    except ValueError:
-        return DEFAULT_DEPTH
+    """Records kept in flight (configuration ``remote_readahead``,
+    ``$GUIDELOOM_REMOTE_READAHEAD``; default 8)."""
+    from guideloom import config
+
+    return int(config.get("remote_readahead"))
 
 
 class ReadAhead:
