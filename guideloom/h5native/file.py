@@ -123,7 +123,7 @@ class H5File:
         dtype = info.np_dtype
         need = info.size * dtype.itemsize
         if info.layout == "compact":
-            if len(info.compact) < need:
+            if len(info.compact) != need:  # HDF5 refuses a mismatch too
                 raise NativeFormatError(f"compact data of {len(info.compact)} bytes, "
                                         f"expected {need}")
             data = np.frombuffer(info.compact, dtype, count=info.size)

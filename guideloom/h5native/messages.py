@@ -92,6 +92,8 @@ def _dataspace(lsz: int, body: bytes) -> tuple[tuple[int, ...], tuple[int | None
         unlimited = (1 << (8 * lsz)) - 1
         raw = struct.unpack_from(fmt, body, q)
         maxshape: tuple[int | None, ...] = tuple(None if m == unlimited else m for m in raw)
+        if any(m is not None and n > m for n, m in zip(shape, maxshape, strict=True)):
+            raise NativeFormatError(f"dimensions {shape} exceed the maximum {maxshape}")
     else:
         maxshape = shape
     return shape, maxshape

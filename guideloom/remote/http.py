@@ -462,12 +462,15 @@ class HttpRangeSource:
                                      "to a Range request")
 
     def _read_body(self, resp: http.client.HTTPResponse, url: str, size: int) -> bytes:
-        try:
-            body = resp.read()
+        try:  # at most one byte more than asked: a body without a length cannot run forever
+            body = resp.read(size + 1)
         except http.client.IncompleteRead as exc:
             raise TransientDownloadError(
                 f"{_show(url)}: body ended after {len(exc.partial)} of {size} bytes "
                 "(connection closed)") from None
+        if len(body) > size:
+            raise TransientDownloadError(
+                f"{_show(url)}: body has more than the {size} bytes asked for")
         if len(body) != size:
             raise TransientDownloadError(
                 f"{_show(url)}: body has {len(body)} bytes, {size} were asked for")
