@@ -11,7 +11,7 @@ import math
 import struct
 
 from guideloom.h5native.checksum import lookup3
-from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
+from guideloom.h5native.errors import NativeDamageError, NativeFormatError, NativeUnsupported
 from guideloom.h5native.messages import Layout
 from guideloom.h5native.objects import Reader
 
@@ -124,7 +124,7 @@ def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
     if lay.address is None or 0 in shape:
         return []
     if lay.index == 0:
-        return _btree_chunks(r, lay.address, cs, shape, grid)
+        return _btree_chunks(r, lay.address, cs, shape, grid, maxshape)
     unfiltered = math.prod(cs) * itemsize
     if lay.index == 1:
         size, mask = lay.single_filtered or (unfiltered, 0)
@@ -176,8 +176,10 @@ def _offset(i: int, max_grid: tuple[int, ...], cs: tuple[int, ...]) -> tuple[int
     return tuple(k * c for k, c in zip(reversed(out), cs, strict=True))
 
 
-def _btree_chunks(r: Reader, root: int, cs, shape, grid) -> list[Chunk]:
+def _btree_chunks(r: Reader, root: int, cs, shape, grid, maxshape=None) -> list[Chunk]:
     rank = len(shape)
+    bound = tuple(n if m is None else max(m, n) for n, m in zip(shape, maxshape or shape,
+                                                                 strict=True))
     found: list[Chunk] = []
     limit = math.prod(grid)
     seen_offsets: set[tuple[int, ...]] = set()
@@ -187,6 +189,10 @@ def _btree_chunks(r: Reader, root: int, cs, shape, grid) -> list[Chunk]:
         offset = struct.unpack_from(f"<{rank}Q", key, 8)
         if any(o % c for o, c in zip(offset, cs, strict=True)):
             raise NativeFormatError(f"chunk offset {offset} not on the chunk grid")
+        if any(o >= b for o, b in zip(offset, bound, strict=True) if b) or (
+                len(key) >= 16 + 8 * rank and struct.unpack_from("<Q", key, 8 + 8 * rank)[0]):
+            raise NativeDamageError(f"chunk offset {offset} beyond the dataset's maximum shape "
+                                    "(HDF5 reads its chunk as fill values)")
         if offset in seen_offsets:
             raise NativeFormatError(f"chunk {offset} listed twice")
         seen_offsets.add(offset)
