@@ -125,8 +125,7 @@ def _corpus(root: Path) -> list[tuple[bytes, list[str], list[tuple[int, int]]]]:
             d = h5py.h5d.create(f.id, b"cmp", h5py.h5t.STD_I32BE,
                                 h5py.h5s.create_simple((4, 3)), dcpl=dcpl)
             d.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(12, dtype=">i4").reshape(4, 3))
-            names: list[str] = []
-            f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+            names = sorted(n for n in ("a/contig", "b/chunk", "b/gz", "b/fl", "b/ext", "cmp"))
             raw = []
             for n in names:
                 ds = f[n]
