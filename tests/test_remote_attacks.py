@@ -1,0 +1,229 @@
+"""Attacks on reading a release where it lives, and on the zip directory parser.
+
+A hostile server (raw sockets on 127.0.0.1, or Debian's nginx serving hostile files), a hostile
+release (a manifest, a central directory) and hostile archives on local disk: every read stays
+in the directory the user named, in bounded memory and time, and fails with an error naming
+the archive or the experiment.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import guideloom
+from guideloom.errors import CorruptDataError, GuideloomError, RemoteReadError
+from guideloom.http_fetch import Settings
+from guideloom.remote.http import HttpRangeSource
+from guideloom.streaming import iter_view
+from tests.remote_servers import nginx_binary, start_nginx
+
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
+
+
+@contextmanager
+def raw_server(handle) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 whose connections ``handle(sock, request)`` answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                handle(conn, conn.recv(65536).decode("latin-1"))
+            except OSError:
+                pass
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(5)
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_a_range_answer_without_length_that_never_ends_is_cut_at_the_range(tmp_path):
+    """A 206 with the right Content-Range but no Content-Length, then bytes until the client
+    hangs up: the reader read the whole stream into memory (300 MB for a 100-byte range per
+    attempt; a server that never stops exhausts memory). It reads one byte past the range."""
+    sent: list[int] = []
+
+    def forever(conn: socket.socket, request: str) -> None:
+        line = next(v for v in request.split("\r\n") if v.lower().startswith("range:"))
+        first, last = line.split("=", 1)[1].split("-")
+        conn.sendall(f"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {first}-{last}/"
+                     "100000\r\nConnection: close\r\n\r\n".encode())
+        total = 0
+        while total < 400 << 20:  # 400 MB, as if forever
+            conn.sendall(b"x" * (1 << 20))
+            total += 1 << 20
+            sent.append(total)
+
+    before = _maxrss_mb()
+    with raw_server(forever) as port:
+        url = f"http://127.0.0.1:{port}/release/concave.zip"
+        src = HttpRangeSource(url, size=100000, settings=Settings(retries=1, backoff=0.01,
+                                                                  timeout=10))
+        t0 = time.monotonic()
+        with pytest.raises(RemoteReadError, match="more than the 100 bytes") as err:
+            src.read(0, 100)
+    assert url in str(err.value)
+    assert time.monotonic() - t0 < 20
+    assert _maxrss_mb() - before < 100, "the answer was read into memory"
+
+
+def _serve_with_nginx(root: Path, work: Path):
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed (apt-get install nginx)")
+    return start_nginx(root, work)
+
+
+def test_a_manifest_name_with_encoded_dots_does_not_leave_the_release(demo_zip, tmp_path,
+                                                                      monkeypatch):
+    """The manifest names its index table ``%2e%2e/private/process_parameters.csv``: appended
+    unencoded to the release URL, nginx decoded it to ``/private/...`` and guideloom read a
+    file outside the directory the user named. Names are file names: they are encoded."""
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    release, private = site / "release", site / "private"
+    shutil.copytree(demo_zip, release)
+    private.mkdir()
+    (release / "process_parameters.csv").rename(private / "process_parameters.csv")
+    manifest = release / "metadata.json"
+    text = manifest.read_text().replace('"process_parameters.csv"',
+                                        '"%2e%2e/private/process_parameters.csv"')
+    manifest.write_text(text)
+    server = _serve_with_nginx(site, tmp_path / "nginx")
+    try:
+        with pytest.raises((FileNotFoundError, GuideloomError)):
+            guideloom.load(server.url + "/release").index()
+        log = (tmp_path / "nginx" / "access.log").read_text()
+    finally:
+        server.stop()
+    paths = [line.split('"')[1].split()[1] for line in log.splitlines() if '"GET ' in line]
+    assert paths, log
+    outside = [p for p in paths if p != "/" and not p.startswith("/release/")]
+    assert not outside, f"requests outside the release: {outside}"
+    assert not any("private" in p and "%25" not in p for p in paths), paths
+
+
+def _zip64_tail(cd_offset: int, cd_size: int, entries: int, eocd64_at: int) -> bytes:
+    """A zip64 end record, its locator and an EOCD saying 'see zip64'."""
+    rec = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries,
+                      cd_size, cd_offset)
+    loc = struct.pack("<4sLQL", b"PK\x06\x07", 0, eocd64_at, 1)
+    eocd = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF,
+                       0xFFFFFFFF, 0)
+    return rec + loc + eocd
+
+
+def _sparse_archive(path: Path, cd_size: int) -> None:
+    """A sparse 'archive' whose zip64 end record claims a central directory of ``cd_size``
+    bytes just before it (the holes read as zeros)."""
+    total = cd_size + (1 << 20)
+    tail = _zip64_tail(total - 98 - cd_size, cd_size, cd_size // 46, total - 98)
+    with path.open("wb") as fh:
+        fh.truncate(total)
+        fh.seek(total - len(tail))
+        fh.write(tail)
+
+
+@pytest.mark.parametrize("where", ["local", "nginx"])
+def test_a_central_directory_of_a_terabyte_is_refused_at_once(demo_zip, tmp_path, monkeypatch,
+                                                               where):
+    """An archive whose zip64 end record claims a 1 TiB central directory (a sparse file, served
+    as is by nginx): the parser asked for the whole directory in one read (a MemoryError
+    naming nothing locally; a terabyte download remotely). It is refused, naming the archive."""
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "data"
+    shutil.copytree(demo_zip, data)
+    _sparse_archive(data / "concave.zip", 1 << 40)
+    if where == "local":
+        location, server = data, None
+    else:
+        server = _serve_with_nginx(data, tmp_path / "nginx")
+        location = server.url
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(GuideloomError, match="concave.zip.*central directory claims"):
+            list(iter_view("force-curve", data_dir=location))
+        assert time.monotonic() - t0 < 30
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _directory(data: bytes) -> tuple[bytes, list[list], bytes]:
+    end = data.rfind(b"PK\x05\x06")
+    _, _, _, _, _, cd_size, cd_offset, _ = struct.unpack_from("<4s4H2LH", data, end)
+    entries, pos = [], cd_offset
+    while pos < cd_offset + cd_size:
+        fields = list(_CENTRAL.unpack_from(data, pos))
+        n, e, c = fields[12], fields[13], fields[14]
+        start = pos + _CENTRAL.size
+        entries.append([fields, data[start:start + n], data[start + n:start + n + e],
+                        data[start + n + e:start + n + e + c]])
+        pos = start + n + e + c
+    return data[:cd_offset], entries, data[end:]
+
+
+def _rebuild(head: bytes, entries: list[list], eocd: bytes) -> bytes:
+    cd = b""
+    for fields, name, extra, comment in entries:
+        fields[12], fields[13], fields[14] = len(name), len(extra), len(comment)
+        cd += _CENTRAL.pack(*fields) + name + extra + comment
+    end = list(struct.unpack_from("<4s4H2LH", eocd))
+    end[3] = end[4] = len(entries)
+    end[5], end[6] = len(cd), len(head)
+    return head + cd + struct.pack("<4s4H2LH", *end) + eocd[22:]
+
+
+def test_a_zip64_offset_beyond_any_file_names_the_archive(demo_copy):
+    """A zip64 extra field giving a member the offset 2**63: a raw ``OverflowError: Python int
+    too large to convert to C long`` naming neither archive nor experiment."""
+    archive = demo_copy / "concave.zip"
+    head, entries, eocd = _directory(archive.read_bytes())
+    fields = entries[0][0]
+    fields[18] = 0xFFFFFFFF
+    entries[0][2] = struct.pack("<HHQ", 1, 8, 1 << 63) + entries[0][2]
+    archive.write_bytes(_rebuild(head, entries, eocd))
+    with pytest.raises(GuideloomError, match=r"concave.zip cannot be read: member '0000.h5'"):
+        list(iter_view("force-curve", data_dir=demo_copy))
+
+
+@pytest.mark.parametrize("method", [8, 99])
+def test_a_member_that_does_not_inflate_names_the_experiment(demo_copy, method):
+    """A stored member whose directory entry says deflate (8) or an unknown method (99): a raw
+    ``zlib.error`` / ``NotImplementedError`` naming nothing, and ``on_error="skip"`` could not
+    skip it. It is a CorruptDataError naming the experiment and the member."""
+    archive = demo_copy / "concave.zip"
+    head, entries, eocd = _directory(archive.read_bytes())
+    entries[0][0][6] = method
+    archive.write_bytes(_rebuild(head, entries, eocd))
+    with pytest.raises(CorruptDataError, match=r"experiment 0: .*concave.zip::0000.h5: the "
+                                               "member does not inflate"):
+        list(iter_view("force-curve", data_dir=demo_copy, sim_ids=[0]))
+
