@@ -12,6 +12,8 @@ import io
 import random
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -214,3 +216,61 @@ def test_a_chunk_key_beyond_the_maximum_shape_is_refused_not_served_as_fill(demo
         open_file(LocalFileSource(member)).read("force/data")
     with pytest.raises(CorruptDataError, match="experiment 0"):
         list(iter_view("force-curve", data_dir=data, sim_ids=[0]))
+
+
+def test_a_damaged_shuffle_parameter_is_refused_in_bounded_time(demo_loose, tmp_path):
+    """The shuffle filter's element size set to 67,108,868 (two flipped bytes): the native
+    reader looped over 67 million byte planes (minutes per chunk) and HDF5 returns the bytes
+    still shuffled, without an error. The record is refused at once, naming the experiment."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_loose, data)
+    member = data / "h5" / "0000.h5"
+    raw = member.read_bytes()
+    old = b"shuffle\0" + struct.pack("<I", 4)
+    member.write_bytes(raw.replace(old, b"shuffle\0" + struct.pack("<I", 67108868), 1))
+    with h5py.File(member) as f, h5py.File(demo_loose / "h5" / "0000.h5") as g:
+        assert not np.array_equal(f["force/data"][()], g["force/data"][()])  # HDF5: wrong data
+    script = ("import sys\nfrom guideloom.errors import CorruptDataError\n"
+              "from guideloom.streaming import iter_view\n"
+              "try:\n    list(iter_view('force-curve', data_dir=sys.argv[1], sim_ids=[0]))\n"
+              "except CorruptDataError as exc:\n    print('refused:', exc)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(data)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert "refused: experiment 0" in done.stdout, done.stdout + done.stderr
+    assert "shuffle filter" in done.stdout
+
+
+def test_a_moved_chunk_address_in_an_extensible_array_is_refused(tmp_path):
+    """A chunk address inside an extensible array index block changed (the block's checksum no
+    longer matches; h5py refuses): the native reader read that chunk from elsewhere in the
+    file and returned other values without an error."""
+    path = tmp_path / "ext.h5"
+    values = np.arange(20, dtype="<f4")
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("d", data=values, chunks=(5,), maxshape=(None,))
+        addr = f["d"].id.get_chunk_info(1).byte_offset
+    raw = path.read_bytes()
+    index = raw.find(b"EAIB")
+    at = raw.find(struct.pack("<Q", addr), index)
+    assert index > 0 and at > index
+    damaged = raw[:at] + struct.pack("<Q", 256) + raw[at + 8:]
+    assert _h5py_refuses(damaged, "d")
+    with pytest.raises(NativeFormatError, match="checksum"):
+        open_file(PaddedSource(damaged), PAD, len(damaged)).read("d")
+
+
+def test_compact_data_for_an_empty_shape_is_refused(tmp_path):
+    """A compact (4, 3) dataset whose dataspace says (4, 0): h5py refuses, the native reader
+    returned an empty array (an experiment with no rows instead of an error)."""
+    path = tmp_path / "compact.h5"
+    with h5py.File(path, "w") as f:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        d = h5py.h5d.create(f.id, b"cmp", h5py.h5t.STD_I32BE, h5py.h5s.create_simple((4, 3)),
+                            dcpl=dcpl)
+        d.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(12, dtype=">i4").reshape(4, 3))
+    damaged = _patch(path.read_bytes(), struct.pack("<QQQQ", 4, 3, 4, 3),
+                     struct.pack("<QQQQ", 4, 0, 4, 3))
+    assert _h5py_refuses(damaged, "cmp")
+    with pytest.raises(NativeFormatError, match="compact data"):
+        open_file(PaddedSource(damaged), PAD, len(damaged)).read("cmp")

@@ -253,6 +253,19 @@ def _fixed_array(r: Reader, addr: int, n_max: int, unfiltered: int
     return _elements(r, buf, o + 6 + osz, n, entry, client, unfiltered)
 
 
+def _ea_index_addresses(header: bytes, o: int) -> int:
+    """Data and super block addresses an extensible array's index block holds after its
+    elements (from the header's creation parameters, as HDF5 sizes the block)."""
+    max_bits, dblk_min, sblk_min = header[o + 7], header[o + 9], header[o + 10]
+    if dblk_min < 1 or sblk_min < 1 or dblk_min & (dblk_min - 1) or sblk_min & (sblk_min - 1):
+        raise NativeFormatError("extensible array header with bad creation parameters")
+    n_super = 1 + max_bits - (dblk_min.bit_length() - 1)
+    first_super = 2 * (sblk_min.bit_length() - 1)
+    if n_super < first_super:
+        raise NativeFormatError("extensible array header with bad creation parameters")
+    return 2 * (sblk_min - 1) + (n_super - first_super)
+
+
 def _extensible_array(r: Reader, lay: Layout, unfiltered: int
                       ) -> list[tuple[int, int, int] | None]:
     osz, lsz = r.osz, r.lsz
@@ -275,8 +288,9 @@ def _extensible_array(r: Reader, lay: Layout, unfiltered: int
         return []
     if n_secondary or n_data or realized > idx_elements:
         raise NativeUnsupported("an extensible array chunk index beyond its index block")
-    isize = 6 + osz + idx_elements * entry
-    buf, o = r.blocks.get(index, isize, "extensible array index block")
+    isize = 6 + osz + idx_elements * entry + _ea_index_addresses(buf, o) * osz
+    buf, o = r.blocks.get(index, isize + 4, "extensible array index block")
     if buf[o:o + 4] != b"EAIB":
         raise NativeFormatError(f"bad extensible array index block at {index}")
+    _check(buf, o, isize, "extensible array index block")  # a moved chunk address is damage
     return _elements(r, buf, o + 6 + osz, idx_elements, entry, client, unfiltered)
