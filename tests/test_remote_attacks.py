@@ -95,6 +95,30 @@ def test_a_range_answer_without_length_that_never_ends_is_cut_at_the_range(tmp_p
     assert _maxrss_mb() - before < 100, "the answer was read into memory"
 
 
+
+def test_a_server_trickling_one_byte_at_a_time_times_out(tmp_path):
+    """A 206 with the right headers whose body comes one byte every 0.2 s: each byte arrives
+    within the socket timeout, so a 100-byte range took 20 s and a 64 KiB footer would take
+    3.6 hours (per attempt). A range's body must average 4 KiB/s after the timeout."""
+    def trickle(conn: socket.socket, request: str) -> None:
+        line = next(v for v in request.split("\r\n") if v.lower().startswith("range:"))
+        first, last = (int(v) for v in line.split("=", 1)[1].split("-"))
+        conn.sendall(f"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {first}-{last}/"
+                     f"100000\r\nContent-Length: {last - first + 1}\r\n\r\n".encode())
+        for _ in range(last - first + 1):
+            conn.sendall(b"x")
+            time.sleep(0.2)
+
+    with raw_server(trickle) as port:
+        url = f"http://127.0.0.1:{port}/release/concave.zip"
+        src = HttpRangeSource(url, size=100000, settings=Settings(retries=1, backoff=0.01,
+                                                                  timeout=1))
+        t0 = time.monotonic()
+        with pytest.raises(RemoteReadError, match="slower than") as err:
+            src.read(0, 100)
+    assert url in str(err.value)
+    assert time.monotonic() - t0 < 10
+
 def _serve_with_nginx(root: Path, work: Path):
     if nginx_binary() is None:
         pytest.skip("nginx is not installed (apt-get install nginx)")

@@ -29,6 +29,7 @@ import os
 import re
 import ssl
 import threading
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -42,6 +43,8 @@ from guideloom.remote.ranges import coalesce_ranges, split_coalesced
 USER_AGENT = "guideloom-remote"
 TOKEN_HEADER = "X-Dataverse-key"
 MAX_REDIRECTS = 5
+MIN_RATE = 4096  # bytes/s a range's body must average (after the timeout), else it times out
+READ_BLOCK = 1 << 20  # bytes received per read of a body (the rate is checked between reads)
 MAX_IDLE_PER_HOST = 16
 MAX_THREADS = 32  # threads of the process-wide pool that concurrent ranges run on
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
@@ -462,19 +465,37 @@ class HttpRangeSource:
                                      "to a Range request")
 
     def _read_body(self, resp: http.client.HTTPResponse, url: str, size: int) -> bytes:
-        try:  # at most one byte more than asked: a body without a length cannot run forever
-            body = resp.read(size + 1)
+        """Exactly ``size`` body bytes: at most one more is read (a body without a length
+        cannot run forever), and a body slower than :data:`MIN_RATE` bytes per second over the
+        whole range is a timeout (a server trickling one byte per timeout cannot stall it)."""
+        deadline = time.monotonic() + self._settings.timeout + size / MIN_RATE
+        parts: list[bytes] = []
+        got = 0
+        try:
+            while got <= size:
+                part = resp.read1(min(size + 1 - got, READ_BLOCK))  # what one receive brings
+                if not part:
+                    break
+                parts.append(part)
+                got += len(part)
+                if got < size and time.monotonic() > deadline:
+                    raise TransientDownloadError(
+                        f"{_show(url)}: {got} of {size} bytes in "
+                        f"{self._settings.timeout + size / MIN_RATE:.0f} s (slower than "
+                        f"{MIN_RATE} bytes/s)")
         except http.client.IncompleteRead as exc:
             raise TransientDownloadError(
-                f"{_show(url)}: body ended after {len(exc.partial)} of {size} bytes "
+                f"{_show(url)}: body ended after {got + len(exc.partial)} of {size} bytes "
                 "(connection closed)") from None
-        if len(body) > size:
+        if got > size:
             raise TransientDownloadError(
                 f"{_show(url)}: body has more than the {size} bytes asked for")
-        if len(body) != size:
+        if resp.length == 0:
+            resp.read()  # the whole answer is read: this marks it so (the connection is reused)
+        if got != size:
             raise TransientDownloadError(
-                f"{_show(url)}: body has {len(body)} bytes, {size} were asked for")
-        return body
+                f"{_show(url)}: body ended after {got} of {size} bytes (connection closed)")
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _note_size(self, total: int, url: str) -> None:
         with self._lock:
