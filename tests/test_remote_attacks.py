@@ -8,6 +8,7 @@ the archive or the experiment.
 
 from __future__ import annotations
 
+import json
 import resource
 import shutil
 import socket
@@ -251,3 +252,34 @@ def test_a_member_that_does_not_inflate_names_the_experiment(demo_copy, method):
                                                "member does not inflate"):
         list(iter_view("force-curve", data_dir=demo_copy, sim_ids=[0]))
 
+
+
+def test_a_cache_folder_swapped_by_another_user_is_not_followed(tmp_path):
+    """The cache in a shared folder (``GUIDELOOM_CACHE_DIR=/scratch/me``, a folder anyone may
+    write to, no sticky bit): once a long-lived process (a Dask worker) has checked its cache
+    folder, another user renames it away and puts a symbolic link to a folder of theirs in its
+    place, holding a planted entry. The process read the planted entry (made-up zip offsets or
+    HDF5 chunk addresses) and wrote its own entries (the release's URLs) there."""
+    from guideloom.remote.cache import MetaCache, _digest
+    from tests.second_user import second_user, shared_folder
+
+    with shared_folder() as shared, second_user() as other:
+        cache = MetaCache(shared / "mine", limit=1 << 20)
+        cache.put("zip-directory", "https://host/a.zip|10|", [{"name": "0001.h5"}])
+        assert cache.get("zip-directory", "https://host/a.zip|10|") == [{"name": "0001.h5"}]
+        planted = [{"name": "0001.h5", "header_offset": 4}]
+        key = "https://host/b.zip|10|"
+        doc = {"format": "guideloom-remote-cache/1", "kind": "zip-directory", "key": key,
+               "digest": _digest(planted), "payload": planted}
+        entry = cache._file("zip-directory", key).name  # noqa: SLF001 - the file name to plant
+        evil = shared / "evil"
+        script = (f"mkdir -p {evil}/remote && chmod -R 777 {evil} && "
+                  f"printf '%s' '{json.dumps(doc)}' > {evil}/remote/{entry} && "
+                  f"mv {shared}/mine {shared}/mine.old && ln -s {evil} {shared}/mine")
+        other.run("/bin/sh", "-c", script)
+        assert (shared / "mine").is_symlink()
+        got = cache.get("zip-directory", key)
+        cache.put("zip-directory", "https://host/c.zip|10|", [{"name": "0002.h5"}])
+        written = sorted(p.name for p in (evil / "remote").iterdir())
+    assert got is None, "a planted entry was read through the swapped folder"
+    assert written == [entry], "entries were written into the other user's folder"
