@@ -274,3 +274,18 @@ def test_compact_data_for_an_empty_shape_is_refused(tmp_path):
     assert _h5py_refuses(damaged, "cmp")
     with pytest.raises(NativeFormatError, match="compact data"):
         open_file(PaddedSource(damaged), PAD, len(damaged)).read("cmp")
+
+
+
+def test_a_datatype_message_of_version_zero_is_not_read_as_integers(tmp_path):
+    """One byte of a float32 dataset's datatype message zeroed (version 1 class float becomes
+    version 0 class fixed-point): h5py refuses ("bad version number for datatype message"); the
+    native reader served the float32 values as uint32 integers without an error."""
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("d", data=np.linspace(0.5, 3.5, 12, dtype="<f4").reshape(4, 3))
+    float32 = bytes([0x11, 0x20, 0x1F, 0x00]) + struct.pack("<I", 4)  # v1 float, LE, 4 bytes
+    damaged = _patch(path.read_bytes(), float32, b"\0" + float32[1:])
+    assert _h5py_refuses(damaged, "d")
+    with pytest.raises(NativeFormatError, match="datatype message of version 0"):
+        open_file(PaddedSource(damaged), PAD, len(damaged)).read("d")

@@ -105,6 +105,8 @@ def datatype(body: bytes) -> np.dtype:
     if len(body) < 8:
         raise NativeFormatError("short datatype message")
     cls, bits = body[0] & 0x0F, body[1] | body[2] << 8 | body[3] << 16
+    if not 1 <= body[0] >> 4 <= 5:  # HDF5 refuses the others: a flipped nibble, not a type
+        raise NativeFormatError(f"datatype message of version {body[0] >> 4}")
     size = _U32.unpack_from(body, 4)[0]
     order = ">" if bits & 1 else "<"
     if cls == 0:  # fixed-point
