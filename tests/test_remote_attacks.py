@@ -283,3 +283,24 @@ def test_a_cache_folder_swapped_by_another_user_is_not_followed(tmp_path):
         written = sorted(p.name for p in (evil / "remote").iterdir())
     assert got is None, "a planted entry was read through the swapped folder"
     assert written == [entry], "entries were written into the other user's folder"
+
+
+def test_a_damaged_shuffle_parameter_read_remotely_is_refused(demo_zip, tmp_path, monkeypatch):
+    """The shuffle parameter of a stored member set to 67,108,868, the release served by nginx:
+    the remote reader returned the force table with its bytes still shuffled (1.6e-15,
+    6.2e+22, ...) without an error; read locally it is refused. Both refuse it now."""
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    release = site / "release"
+    shutil.copytree(demo_zip, release)
+    archive = release / "concave.zip"
+    old = b"shuffle\0" + struct.pack("<I", 4)
+    archive.write_bytes(archive.read_bytes().replace(
+        old, b"shuffle\0" + struct.pack("<I", 67108868), 1))
+    server = _serve_with_nginx(site, tmp_path / "nginx")
+    try:
+        for where in (release, server.url + "/release"):
+            with pytest.raises(CorruptDataError, match="experiment 0: .*shuffle filter"):
+                list(iter_view("force-curve", data_dir=where, sim_ids=[0]))
+    finally:
+        server.stop()

@@ -28,7 +28,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from guideloom.errors import CorruptDataError, ExperimentReadError
+from guideloom.errors import CorruptDataError, ExperimentReadError, NativeDamageError
 from guideloom.remote.cache import process_cache
 from guideloom.remote.locations import RemoteLocation, location_source
 from guideloom.remote.zipdir import LOCAL_HEADER
@@ -389,5 +389,7 @@ def _read_native(reader: Any, loc: RemoteLocation) -> dict[str, Any] | None:
         if "byte-order" in str(exc):
             raise
         return None
+    except NativeDamageError as exc:  # h5py would read made-up values without an error
+        _corrupt(loc, str(exc))
     except Exception:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
         return None
