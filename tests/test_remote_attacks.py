@@ -35,6 +35,7 @@ _CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
 def raw_server(handle) -> Iterator[int]:
     """A TCP server on 127.0.0.1 whose connections ``handle(sock, request)`` answers."""
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)  # the accept loop sees ``stop`` soon after the test ends
     stop = threading.Event()
 
     def serve(conn: socket.socket) -> None:
@@ -48,8 +49,11 @@ def raw_server(handle) -> Iterator[int]:
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            conn.settimeout(None)
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
@@ -304,3 +308,73 @@ def test_a_damaged_shuffle_parameter_read_remotely_is_refused(demo_zip, tmp_path
                 list(iter_view("force-curve", data_dir=where, sim_ids=[0]))
     finally:
         server.stop()
+
+
+def test_the_token_appears_in_no_output_file_log_message_or_cache(tmp_path):
+    """A DOI export with a token, on a real local cluster, with a run report; then a run with
+    a wrong token and one where the manifest is gone (404): the token is in no file the runs
+    wrote (export, report, cache), in no message, and never reached the store the large files
+    are redirected to. (A guard: this held on main.)"""
+    import os
+    import subprocess
+    import sys
+
+    from tests.dataverse_server import DOI, Faults, make_release, serve
+
+    token = "tok-3f9a1c7e-d0e4-leakcheck"
+    release = make_release(tmp_path, n=6)
+    faults = Faults(redirect_over=100_000, require_token=token)
+    env = {**os.environ, "GUIDELOOM_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("GUIDELOOM_DATAVERSE_TOKEN", None)
+
+    def run(out: str, *extra: str, token_env: str | None = None) -> subprocess.CompletedProcess:
+        e = {**env, "GUIDELOOM_DATAVERSE_URL": server.url}
+        if token_env is not None:
+            e["GUIDELOOM_DATAVERSE_TOKEN"] = token_env
+        return subprocess.run([sys.executable, "-m", "guideloom", "run", "force_signals",
+                               "--data-dir", DOI, "--output", str(tmp_path / out), "--verbose",
+                               *extra], cwd=tmp_path, env=e, capture_output=True, text=True,
+                              timeout=300)
+
+    with serve(release, faults) as server:
+        good = run("out", "--token", token, "--scheduler", "local:2", "--report",
+                   str(tmp_path / "report.html"))
+        assert good.returncode == 0, good.stderr
+        wrong = run("out2", token_env=token + "x")
+        assert wrong.returncode != 0 and "401" in wrong.stderr
+        faults.script.extend(["404"] * 20)
+        gone = run("out3", "--overwrite", token_env=token)
+        assert gone.returncode != 0
+        log = server.log
+    assert (tmp_path / "cache" / "remote").is_dir()
+    leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".zip"
+             and token[:16].encode() in p.read_bytes()]
+    leaks += [name for name, done in (("good", good), ("wrong", wrong), ("gone", gone))
+              if token[:16] in done.stdout + done.stderr]
+    assert not leaks, leaks
+    assert any(e.server == "store" for e in log)
+    assert not any(e.token for e in log if e.server == "store")
+
+
+@pytest.mark.parametrize("target", ["file:///etc/passwd", "ftp://127.0.0.1/x", "loop"])
+def test_redirects_to_other_schemes_and_loops_end_with_a_clear_error(target):
+    """A server redirecting a range request to ``file://``, ``ftp://`` or to itself forever:
+    refused at once (no request to another scheme; at most 5 hops), naming the URL. (A guard:
+    this held on main.)"""
+    hits: list[str] = []
+
+    def redirect(conn: socket.socket, request: str) -> None:
+        hits.append(request.split(" ", 2)[1])
+        where = f"/hop{len(hits)}" if target == "loop" else target
+        conn.sendall(f"HTTP/1.1 302 Found\r\nLocation: {where}\r\nContent-Length: 0\r\n"
+                     "Connection: close\r\n\r\n".encode())
+
+    with raw_server(redirect) as port:
+        url = f"http://127.0.0.1:{port}/api/access/datafile/7"
+        src = HttpRangeSource(url, size=1000, settings=Settings(retries=2, backoff=0.01,
+                                                                timeout=5))
+        with pytest.raises(RemoteReadError, match="not http|redirects") as err:
+            src.read(0, 10)
+    assert url in str(err.value)
+    assert len(hits) <= 6 if target == "loop" else len(hits) == 1
