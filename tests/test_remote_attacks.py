@@ -9,10 +9,13 @@ the archive or the experiment.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -315,10 +318,6 @@ def test_the_token_appears_in_no_output_file_log_message_or_cache(tmp_path):
     a wrong token and one where the manifest is gone (404): the token is in no file the runs
     wrote (export, report, cache), in no message, and never reached the store the large files
     are redirected to. (A guard: this held on main.)"""
-    import os
-    import subprocess
-    import sys
-
     from tests.dataverse_server import DOI, Faults, make_release, serve
 
     token = "tok-3f9a1c7e-d0e4-leakcheck"
@@ -378,3 +377,57 @@ def test_redirects_to_other_schemes_and_loops_end_with_a_clear_error(target):
             src.read(0, 10)
     assert url in str(err.value)
     assert len(hits) <= 6 if target == "loop" else len(hits) == 1
+
+
+def _run_limited(code: str, *args: str, cwd: Path, env: dict | None = None,
+                 memory: int = 1 << 30) -> subprocess.CompletedProcess:
+    """``python -c code args`` with at most ``memory`` bytes of address space (so an attack
+    that makes the reader hold everything fails fast instead of taking the machine down)."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, preexec_fn=limit)
+
+
+def test_a_manifest_claiming_64_gib_is_refused_unread(demo_zip, tmp_path):
+    """nginx serving a ``metadata.json`` of 64 GiB (a sparse file): the manifest was read
+    whole into memory ("it is small"). Files fetched whole are refused above 256 MiB, naming
+    the URL."""
+    site = tmp_path / "site"
+    release = site / "release"
+    shutil.copytree(demo_zip, release)
+    with (release / "metadata.json").open("r+b") as fh:
+        fh.truncate(64 << 30)
+    server = _serve_with_nginx(site, tmp_path / "nginx")
+    code = ("import sys, guideloom\ntry:\n    guideloom.load(sys.argv[1])\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    env = {**os.environ, "GUIDELOOM_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    try:
+        done = _run_limited(code, server.url + "/release", cwd=tmp_path, env=env)
+    finally:
+        server.stop()
+    assert "more than the 256 MiB" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert server.url + "/release/metadata.json" in done.stdout
+
+
+def test_a_dataverse_answer_that_never_ends_is_cut(tmp_path):
+    """A "Dataverse" API that answers the dataset version with JSON that goes on for 400 MB
+    (as if forever): the answer was read whole into memory. It is cut after 256 MiB with an
+    error naming the URL."""
+    def endless(conn: socket.socket, request: str) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Connection: close\r\n\r\n[")
+        block = b"0," * (1 << 19)
+        for _ in range(400):
+            conn.sendall(block)
+
+    code = ("import sys\nfrom guideloom.remote.root import open_root\ntry:\n"
+            "    open_root('doi:10.18419/DARUS-5589', server=sys.argv[1])\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    with raw_server(endless) as port:
+        done = _run_limited(code, f"http://127.0.0.1:{port}", cwd=tmp_path, env=env,
+                            memory=1 << 30)
+    assert "more than 256 MiB of JSON" in done.stdout, done.stdout + done.stderr[-2000:]
