@@ -14,7 +14,12 @@ import numpy as np
 import psutil
 
 from guideloom.croissant import View, ViewField
-from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
+from guideloom.errors import (
+    CorruptDataError,
+    ExperimentReadError,
+    MissingFieldError,
+    NativeDamageError,
+)
 from guideloom.fastread import RawSource, read_dataset
 from guideloom.h5native import H5File, open_file
 from guideloom.remote.locations import RemoteLocation
@@ -193,6 +198,11 @@ class RecordReader:
                         f, vf, loc, None if into is None else into.get(vf.alias))
         except ExperimentReadError:
             raise
+        except NativeDamageError as exc:  # h5py would read made-up values without an error
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: {exc}; the HDF5 file is damaged: "
+                "get a fresh copy, or leave the experiment out",
+                sim_id=loc.sim_id, file=loc.describe()) from exc
         except Exception as exc:  # noqa: BLE001 - h5py words every other failure
             NATIVE_STATS.fell_back(exc)
             return None
