@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -13,6 +14,7 @@ import h5py
 import numpy as np
 import psutil
 
+from guideloom import fallbacks
 from guideloom.croissant import View, ViewField
 from guideloom.errors import (
     CorruptDataError,
@@ -31,6 +33,7 @@ from guideloom.sources import (
     open_location_raw,
 )
 
+logger = logging.getLogger(__name__)
 SIM_ID_KEY = "_sim_id"
 LARGE_FIELD_BYTES = 1 << 30  # fields this large are checked against the memory available
 # HDF5's words for a name that is not there (as opposed to metadata it cannot decode)
@@ -60,6 +63,8 @@ class NativeStats:
 
     def fell_back(self, exc: BaseException) -> None:
         why = f"{type(exc).__name__}: {exc}"[:160]
+        logger.debug("native HDF5 reader fell back to h5py: %s", why)
+        fallbacks.count(f"h5native:{type(exc).__name__}")
         with self._lock:
             self.fallbacks += 1
             if why in self.reasons or len(self.reasons) < self.REASONS:
