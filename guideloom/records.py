@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,7 +13,6 @@ import h5py
 import numpy as np
 import psutil
 
-from guideloom import fallbacks
 from guideloom.croissant import View, ViewField
 from guideloom.errors import (
     CorruptDataError,
@@ -24,6 +22,7 @@ from guideloom.errors import (
 )
 from guideloom.fastread import RawSource, read_dataset
 from guideloom.h5native import H5File, open_file
+from guideloom.h5native.stats import NATIVE_STATS, NativeStats, native_stats  # noqa: F401 - their old home
 from guideloom.remote.locations import RemoteLocation
 from guideloom.sources import (
     ArchiveHandles,
@@ -39,50 +38,6 @@ LARGE_FIELD_BYTES = 1 << 30  # fields this large are checked against the memory 
 # HDF5's words for a name that is not there (as opposed to metadata it cannot decode)
 _ABSENT = re.compile(r"doesn't exist|does not exist|not found", re.IGNORECASE)
 NATIVE_ENV = "GUIDELOOM_NATIVE"  # "0" reads every record through h5py
-
-
-class NativeStats:
-    """Process-wide counts of records read by :mod:`guideloom.h5native` and of those that
-    fell back to h5py, with the first few reasons (see :func:`native_stats`)."""
-
-    REASONS = 20
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.native = 0
-            self.fallbacks = 0
-            self.reasons: Counter[str] = Counter()
-
-    def read_natively(self) -> None:
-        with self._lock:
-            self.native += 1
-
-    def fell_back(self, exc: BaseException) -> None:
-        why = f"{type(exc).__name__}: {exc}"[:160]
-        logger.debug("native HDF5 reader fell back to h5py: %s", why)
-        fallbacks.count(f"h5native:{type(exc).__name__}")
-        with self._lock:
-            self.fallbacks += 1
-            if why in self.reasons or len(self.reasons) < self.REASONS:
-                self.reasons[why] += 1
-
-    def as_dict(self) -> dict[str, Any]:
-        with self._lock:
-            return {"native": self.native, "fallbacks": self.fallbacks,
-                    "reasons": dict(self.reasons)}
-
-
-NATIVE_STATS = NativeStats()
-
-
-def native_stats() -> dict[str, Any]:
-    """``{"native": n, "fallbacks": n, "reasons": {reason: n}}`` for this process: records
-    read without h5py, records read by h5py after the native reader gave up, and why."""
-    return NATIVE_STATS.as_dict()
 
 
 def native_default() -> bool:

@@ -120,7 +120,7 @@ def test_a_record_the_native_reader_cannot_read_is_counted_in_export_json(demo_c
     with h5py.File(target, "w") as f:
         f.create_dataset("force/data", data=np.arange(400, dtype="<f4").reshape(50, 8),
                          chunks=(10, 8), compression="lzf")
-    caplog.set_level(logging.DEBUG, logger="guideloom.records")
+    caplog.set_level(logging.DEBUG, logger="guideloom")
     guideloom.export_to_numpy("force-curve", tmp_path / "out", data_dir=demo_copy,
                               sim_ids=[ident], client="sync")
     manifest = json.loads((tmp_path / "out" / "export.json").read_text())

@@ -54,7 +54,7 @@ from guideloom.cluster import dask_logs
 from guideloom.cluster.dask_logs import QUIET_LOGGERS  # noqa: F401 - its old import path
 from guideloom.cluster.security import PROTOCOL, cluster_credentials
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
-from guideloom.errors import ClusterStartError, UnsafeFileError
+from guideloom.errors import ClusterStartError, UnsafeFileError, warn
 from guideloom.fastread import pool as decode_pool
 from guideloom.private_files import private_dir
 
@@ -118,7 +118,7 @@ def scratch_root() -> Path:
 
     ``$TMPDIR/guideloom-<uid>``, created with mode 0o700. If something else is there (another
     user's folder, a symlink, a folder others can write to), a fresh private folder is made
-    instead (``mkdtemp``) and stderr says so: nobody else's folder is ever used.
+    instead (``mkdtemp``) and a warning says so: nobody else's folder is ever used.
     """
     user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
     root = Path(tempfile.gettempdir()) / f"guideloom-{user}"
@@ -126,8 +126,8 @@ def scratch_root() -> Path:
         return private_dir(root, "the cluster scratch folder")
     except UnsafeFileError as exc:
         fresh = Path(tempfile.mkdtemp(prefix=f"guideloom-{user}-"))
-        logger.warning("guideloom: not using %s: %s. This run uses the new private folder %s "
-                       "instead.", root, exc, fresh)
+        warn(f"guideloom: not using {root}: {exc}. This run uses the new private folder "
+             f"{fresh} instead.")  # a warning: another user's folder, whatever logging says
         atexit.register(_remove_if_empty, fresh)
         return fresh
 

@@ -32,6 +32,7 @@ import numpy as np
 from guideloom import h5native as _native
 from guideloom.caches import BoundedCache, cache
 from guideloom.errors import CorruptDataError, ExperimentReadError, NativeDamageError
+from guideloom.h5native.stats import NATIVE_STATS
 from guideloom.remote.cache import process_cache
 from guideloom.remote.locations import RemoteLocation, location_source
 from guideloom.remote.zipdir import LOCAL_HEADER
@@ -404,8 +405,6 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     ``(None, meta)`` to read with h5py (a deflated member, CRC checks, an unsupported
     feature or any error: h5py words those; ``meta`` is what the first read learnt, so h5py
     does not fetch it again). Counted in :func:`guideloom.records.native_stats`."""
-    from guideloom.records import NATIVE_STATS
-
     if not loc.stored or reader.verify_crc or loc.defect is not None or not reader.native:
         return None, None
     cached = _native_entry(loc)
