@@ -33,7 +33,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import h5py
 import psutil
@@ -55,6 +55,7 @@ from guideloom.errors import (
 from guideloom.fastread.chunks import RawSource
 from guideloom.index_table import short_type
 from guideloom.remote.byte_source import LocalFileSource
+from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import (
     LOCAL_HEADER,
     Member,
@@ -119,8 +120,14 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
 
     Raises:
         GuideloomError: A zip archive is damaged (its central directory cannot be read).
+        TypeError: No ``data_dir`` is given and the dataset is read by URL (not local).
     """
-    root = Path(data_dir if data_dir is not None else ds.data_dir)
+    if data_dir is None:
+        if isinstance(ds.data_dir, RemoteRoot):
+            raise TypeError(f"dataset {ds.name!r} is read by URL ({ds.data_dir.url}), not from "
+                            "a local folder: give data_dir, the folder holding its files")
+        data_dir = ds.data_dir
+    root = Path(data_dir)
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
@@ -212,8 +219,8 @@ def archive_paths(ds: Dataset, root: Path) -> list[Path]:
     """
     found: list[Path] = []
     for name in ds.archives:  # each must stay inside the data directory (symlinks resolved)
-        for folder in ("", LOOSE_SUBDIR):
-            path = ds.file_in_data_dir(root, f"{folder}/{name}" if folder else name,
+        for subdir in ("", LOOSE_SUBDIR):
+            path = ds.file_in_data_dir(root, f"{subdir}/{name}" if subdir else name,
                                        "a zip FileObject's 'name'")
             if path.is_file():
                 found.append(path)
@@ -664,6 +671,7 @@ def inflate_member(loc: Location) -> io.RawIOBase:
         CorruptDataError: The member is a zip bomb, lies about its size, or is damaged
             (naming the experiment and ``archive::member``).
     """
+    assert loc.member is not None, "inflate_member reads a zip member"
     with zipfile.ZipFile(loc.path) as zf:
         try:
             info = zf.getinfo(loc.member)
@@ -686,7 +694,8 @@ def inflate_member(loc: Location) -> io.RawIOBase:
             _corrupt(loc, f"the deflated member's {declared} bytes do not fit in memory")
         view = memoryview(buf)
         got = 0
-        with zf.open(info) as member:
+        # ZipFile.open in mode "r" gives a ZipExtFile (typeshed: IO[bytes], without readinto)
+        with cast(zipfile.ZipExtFile, zf.open(info)) as member:
             while got < declared:
                 n = member.readinto(view[got:got + INFLATE_BLOCK])
                 if not n:
@@ -751,7 +760,7 @@ def checked_data_offset(loc: Location, blob: bytes | memoryview,
     return start
 
 
-def _corrupt(loc: Location, what: str) -> None:
+def _corrupt(loc: Location, what: str) -> NoReturn:
     raise CorruptDataError(
         f"experiment {loc.sim_id}: {loc.describe()}: {what}; the archive is damaged: get a "
         "fresh copy, or leave the experiment out",
@@ -789,8 +798,8 @@ def open_h5(
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
     ds = dataset if dataset is not None else load(data_dir, source, spec=spec)
+    loc = scan_locations(ds, data_dir).get(sim_id)
     root = Path(data_dir) if data_dir is not None else ds.data_dir
-    loc = scan_locations(ds, root).get(sim_id)
     if loc is None:
         raise ExperimentNotFoundError(
             f"experiment {sim_id!r} has no HDF5 file under {root} (looked for loose "
