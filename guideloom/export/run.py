@@ -227,8 +227,8 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     h5_aliases = {f.alias for f in spec.view.fields if f.is_h5}
     nbytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                  for alias, (shape, dtype) in described.items() if alias in h5_aliases)
-    return len(selection.locations) * (nbytes / config.get("decode_bytes_per_s")
-                                       + config.get("per_record_s"))
+    rate, per_record = float(config.get("decode_bytes_per_s")), float(config.get("per_record_s"))
+    return len(selection.locations) * (nbytes / rate + per_record)
 
 
 def run_export(
