@@ -163,6 +163,7 @@ class RecordReader:
         """The HDF5 fields read plus the index columns, in the view's field order."""
         for vf in self.view.fields:
             if not vf.is_h5:
+                assert vf.column is not None  # an index source names its column
                 record[vf.alias] = row[vf.column]
         ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
         ordered[SIM_ID_KEY] = loc.sim_id
@@ -243,6 +244,7 @@ class RecordReader:
         with opened as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
+                    assert vf.column is not None  # an index source names its column
                     value = np.asarray(row[vf.column])
                     out[vf.alias] = (value.shape, value.dtype)
                     continue

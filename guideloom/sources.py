@@ -30,7 +30,7 @@ import os
 import re
 import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -545,7 +545,7 @@ class DescriptorSource:
             raise OSError(f"{self._name}: {len(data)} of {size} bytes at offset {offset}")
         return data
 
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:  # type: ignore[override]
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         return [self.read(o, s) for o, s in ranges]
 
     def close(self) -> None:
