@@ -338,6 +338,11 @@ class NativeFormatError(NativeError):
     out-of-range addresses, bad signatures or checksums, cycles); h5py then words the error."""
 
 
+class NativeDamageError(NativeFormatError):
+    """Damage HDF5 itself reads without error but as made-up values (a chunk key moved past
+    the dataset's maximum shape reads as fill): the record is refused, not read by h5py."""
+
+
 class JobqueueError(GuideloomError):
     """Worker jobs could not be submitted, started or configured (one-line message)."""
 

@@ -188,6 +188,9 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
         time.sleep(min(delay, settings.max_wait))
 
 
+MAX_JSON = 256 << 20  # bytes of one API answer read at most (DaRUS' file list: about 3 MB)
+
+
 def get_json(url: str, settings: Settings, label: str) -> Any:
     """GET a JSON document, with the retries of :func:`with_retries`."""
     import json
@@ -195,7 +198,10 @@ def get_json(url: str, settings: Settings, label: str) -> Any:
     def once() -> Any:
         with urllib.request.urlopen(_request(url, settings, {"Accept": "application/json"}),
                                     timeout=settings.timeout) as resp:
-            body = resp.read()
+            body = resp.read(MAX_JSON + 1)  # a server cannot make us hold more
+        if len(body) > MAX_JSON:
+            raise DownloadError(f"{label}: {url} answered more than {MAX_JSON >> 20} MiB of "
+                                "JSON; that is not a Dataverse answer (check the server URL)")
         try:
             return json.loads(body)
         except ValueError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -13,8 +14,14 @@ import h5py
 import numpy as np
 import psutil
 
+from guideloom import fallbacks
 from guideloom.croissant import View, ViewField
-from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
+from guideloom.errors import (
+    CorruptDataError,
+    ExperimentReadError,
+    MissingFieldError,
+    NativeDamageError,
+)
 from guideloom.fastread import RawSource, read_dataset
 from guideloom.h5native import H5File, open_file
 from guideloom.remote.locations import RemoteLocation
@@ -26,6 +33,7 @@ from guideloom.sources import (
     open_location_raw,
 )
 
+logger = logging.getLogger(__name__)
 SIM_ID_KEY = "_sim_id"
 LARGE_FIELD_BYTES = 1 << 30  # fields this large are checked against the memory available
 # HDF5's words for a name that is not there (as opposed to metadata it cannot decode)
@@ -55,6 +63,8 @@ class NativeStats:
 
     def fell_back(self, exc: BaseException) -> None:
         why = f"{type(exc).__name__}: {exc}"[:160]
+        logger.debug("native HDF5 reader fell back to h5py: %s", why)
+        fallbacks.count(f"h5native:{type(exc).__name__}")
         with self._lock:
             self.fallbacks += 1
             if why in self.reasons or len(self.reasons) < self.REASONS:
@@ -194,6 +204,11 @@ class RecordReader:
                         f, vf, loc, None if into is None else into.get(vf.alias))
         except ExperimentReadError:
             raise
+        except NativeDamageError as exc:  # h5py would read made-up values without an error
+            raise CorruptDataError(
+                f"experiment {loc.sim_id}: {loc.describe()}: {exc}; the HDF5 file is damaged: "
+                "get a fresh copy, or leave the experiment out",
+                sim_id=loc.sim_id, file=loc.describe()) from exc
         except Exception as exc:  # noqa: BLE001 - h5py words every other failure
             NATIVE_STATS.fell_back(exc)
             return None

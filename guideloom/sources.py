@@ -30,6 +30,7 @@ import os
 import re
 import threading
 import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -694,14 +695,17 @@ def inflate_member(loc: Location) -> io.RawIOBase:
             _corrupt(loc, f"the deflated member's {declared} bytes do not fit in memory")
         view = memoryview(buf)
         got = 0
-        # ZipFile.open in mode "r" gives a ZipExtFile (typeshed: IO[bytes], without readinto)
-        with cast(zipfile.ZipExtFile, zf.open(info)) as member:
-            while got < declared:
-                n = member.readinto(view[got:got + INFLATE_BLOCK])
-                if not n:
-                    break
-                got += n
-            extra = member.read(1)  # zipfile stops at the declared size (and checks the CRC)
+        try:
+            # ZipFile.open in mode "r" gives a ZipExtFile (typeshed: IO[bytes], no readinto)
+            with cast(zipfile.ZipExtFile, zf.open(info)) as member:
+                while got < declared:
+                    n = member.readinto(view[got:got + INFLATE_BLOCK])
+                    if not n:
+                        break
+                    got += n
+                extra = member.read(1)  # zipfile stops at the declared size (checks the CRC)
+        except (zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+            _corrupt(loc, f"the member does not inflate ({type(exc).__name__}: {exc})")
     if got != declared or extra:
         _corrupt(loc, f"the member inflates to {'more' if extra else got} bytes, not the "
                       f"{declared} its header declares")

@@ -163,8 +163,12 @@ def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monke
     monkeypatch.setattr(npy, "_open_direct", open_direct)
     monkeypatch.setattr(npy.os, "pwrite", pwrite)
     path = str(tmp_path / "rows.npy")
+    from guideloom import fallbacks
+
+    before = fallbacks.snapshot()
     sink = _write_rows(path)
     assert len(refused) == 1  # tried once, on the first row only
+    assert fallbacks.since(before) == {"npy:o_direct_refused": 1}  # counted for export.json
     assert sink.direct_bytes == 0 and sink._direct["x"] is None
     with pytest.raises(OSError):
         os.fstat(refused[0])  # the refused descriptor was closed

@@ -104,3 +104,25 @@ def test_the_cli_leaves_the_host_logging_as_it_found_it(demo_zip, capsys):
     assert main(["views", str(demo_zip)]) == 0
     assert "force-curve" in capsys.readouterr().out
     assert (list(root.handlers), root.level, _levels()) == (handlers, level, before)
+
+
+def test_a_record_the_native_reader_cannot_read_is_counted_in_export_json(demo_copy, tmp_path,
+                                                                           caplog):
+    """An lzf-compressed force table: h5py reads it, and the export says the native reader
+    fell back (``fallbacks`` in export.json) and logs why at DEBUG."""
+    import h5py
+    import numpy as np
+
+    ds = guideloom.load(data_dir=demo_copy)
+    ident = ds.index().ids[0]
+    target = demo_copy / "h5" / f"{ident:04d}.h5"
+    target.parent.mkdir(exist_ok=True)
+    with h5py.File(target, "w") as f:
+        f.create_dataset("force/data", data=np.arange(400, dtype="<f4").reshape(50, 8),
+                         chunks=(10, 8), compression="lzf")
+    caplog.set_level(logging.DEBUG, logger="guideloom.records")
+    guideloom.export_to_numpy("force-curve", tmp_path / "out", data_dir=demo_copy,
+                              sim_ids=[ident], client="sync")
+    manifest = json.loads((tmp_path / "out" / "export.json").read_text())
+    assert manifest["fallbacks"] == {"h5native:NativeUnsupported": 1}
+    assert any("fell back to h5py" in r.getMessage() for r in caplog.records)

@@ -415,6 +415,9 @@ def _unshuffle(src: np.ndarray, dst: np.ndarray, size: int) -> None:
         dst[:] = src
         return
     n = len(dst) // size
+    if n == 0:  # an element larger than the chunk (a damaged parameter): HDF5 copies the bytes
+        dst[:] = src[:len(dst)]
+        return
     if size in _TREE_SIZES and _LITTLE_ENDIAN and n >= _TREE_MIN_ELEMENTS:
         _unshuffle_tree(src, dst, size, n)
     else:

@@ -10,6 +10,7 @@ field.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from tokenize import TokenError
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom import os_support
+from guideloom import fallbacks, os_support
 from guideloom.buffers import PAGE, is_aligned
 from guideloom.faults import fault_point
 from guideloom.formats.base import (
@@ -30,6 +31,8 @@ from guideloom.formats.base import (
 )
 from guideloom.formats.checksums import RowDigests, row_digests
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
+
+logger = logging.getLogger(__name__)
 
 COPY_BLOCK_BYTES = 64 << 20  # rows copied per step when compacting (bounded memory)
 WRITEBACK_BYTES = 4 << 20  # rows at least this large start their disk writeback at once
@@ -247,6 +250,8 @@ class NpySink(PartitionSink):
         except OSError as exc:
             if exc.errno != errno.EINVAL:
                 raise
+            logger.debug("O_DIRECT write refused for %s: buffered writes", self._paths[alias])
+            fallbacks.count("npy:o_direct_refused")
             os.close(fd)  # this file system's direct I/O wants something else: stop trying
             self._direct[alias] = None
             return 0
@@ -281,7 +286,9 @@ def _open_direct(path: str) -> int | None:
         return None
     try:
         return os.open(path, os.O_WRONLY | flag)
-    except OSError:
+    except OSError as exc:
+        logger.debug("O_DIRECT refused for %s (%s): buffered writes", path, exc)
+        fallbacks.count("npy:o_direct_refused")
         return None
 
 

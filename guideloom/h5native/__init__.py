@@ -17,9 +17,14 @@ Example:
 
 from __future__ import annotations
 
-from guideloom.h5native.errors import NativeError, NativeFormatError, NativeUnsupported
+from guideloom.h5native.errors import (
+    NativeDamageError,
+    NativeError,
+    NativeFormatError,
+    NativeUnsupported,
+)
 from guideloom.h5native.file import H5File, open_file
 from guideloom.h5native.meta import DatasetInfo, FileMeta
 
-__all__ = ["DatasetInfo", "FileMeta", "H5File", "NativeError", "NativeFormatError",
-           "NativeUnsupported", "open_file"]
+__all__ = ["DatasetInfo", "FileMeta", "H5File", "NativeDamageError", "NativeError",
+           "NativeFormatError", "NativeUnsupported", "open_file"]

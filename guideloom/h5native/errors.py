@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from guideloom.errors import NativeError, NativeFormatError, NativeUnsupported
+from guideloom.errors import NativeDamageError, NativeError, NativeFormatError, NativeUnsupported
 
-__all__ = ["NativeError", "NativeFormatError", "NativeUnsupported"]
+__all__ = ["NativeDamageError", "NativeError", "NativeFormatError", "NativeUnsupported"]

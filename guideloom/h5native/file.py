@@ -13,7 +13,7 @@ from guideloom.errors import FastReadError
 from guideloom.fastread import chunks as fastchunks
 from guideloom.h5native import indexes, messages
 from guideloom.h5native.blocks import FIRST_BLOCK, Blocks
-from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
+from guideloom.h5native.errors import NativeDamageError, NativeFormatError, NativeUnsupported
 from guideloom.h5native.meta import DatasetInfo, FileMeta
 from guideloom.h5native.objects import Reader, read_object_header, read_superblock
 from guideloom.remote.byte_source import ByteSource
@@ -124,7 +124,7 @@ class H5File:
         dtype = info.np_dtype
         need = info.size * dtype.itemsize
         if info.layout == "compact":
-            if len(info.compact) < need:
+            if len(info.compact) != need:  # HDF5 refuses a mismatch too
                 raise NativeFormatError(f"compact data of {len(info.compact)} bytes, "
                                         f"expected {need}")
             data = np.frombuffer(info.compact, dtype, count=info.size)
@@ -247,10 +247,18 @@ class H5File:
         flt = messages.filters(messages.find(msgs, messages.FILTERS))
         if any(code not in SUPPORTED_FILTERS for code, _ in flt):
             raise NativeUnsupported(f"filters {[c for c, _ in flt]}")
+        if any(code == fastchunks.SHUFFLE and params and params[0] != dtype.itemsize
+               for code, params in flt):  # HDF5 writes the element size there
+            raise NativeDamageError(f"a shuffle filter for elements of other than "
+                                    f"{dtype.itemsize} bytes (a damaged filter parameter, "
+                                    "which HDF5 reads as bytes left shuffled)")
         fill = messages.fill_value(msgs, dtype)
         if lay.kind != "chunked":
             if flt:
                 raise NativeFormatError("filters on a dataset that is not chunked")
+            if lay.kind == "compact" and len(lay.compact) != math.prod(shape) * dtype.itemsize:
+                raise NativeFormatError(f"compact data of {len(lay.compact)} bytes for shape "
+                                        f"{shape}")  # HDF5 refuses the mismatch too
             return DatasetInfo(shape, maxshape, dtype.str, lay.kind, fill=fill,
                                address=lay.address, nbytes=lay.nbytes, compact=lay.compact)
         if not shape:

@@ -11,7 +11,7 @@ import math
 import struct
 
 from guideloom.h5native.checksum import lookup3
-from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
+from guideloom.h5native.errors import NativeDamageError, NativeFormatError, NativeUnsupported
 from guideloom.h5native.messages import Layout
 from guideloom.h5native.objects import Reader
 
@@ -130,7 +130,7 @@ def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
     if lay.address is None or 0 in shape:
         return []
     if lay.index == 0:
-        return _btree_chunks(r, lay.address, cs, shape, grid)
+        return _btree_chunks(r, lay.address, cs, shape, grid, maxshape)
     unfiltered = math.prod(cs) * itemsize
     if lay.index == 1:
         size, mask = lay.single_filtered or (unfiltered, 0)
@@ -182,8 +182,10 @@ def _offset(i: int, max_grid: tuple[int, ...], cs: tuple[int, ...]) -> tuple[int
     return tuple(k * c for k, c in zip(reversed(out), cs, strict=True))
 
 
-def _btree_chunks(r: Reader, root: int, cs, shape, grid) -> list[Chunk]:
+def _btree_chunks(r: Reader, root: int, cs, shape, grid, maxshape=None) -> list[Chunk]:
     rank = len(shape)
+    bound = tuple(n if m is None else max(m, n) for n, m in zip(shape, maxshape or shape,
+                                                                 strict=True))
     found: list[Chunk] = []
     limit = math.prod(grid)
     seen_offsets: set[tuple[int, ...]] = set()
@@ -193,6 +195,10 @@ def _btree_chunks(r: Reader, root: int, cs, shape, grid) -> list[Chunk]:
         offset = struct.unpack_from(f"<{rank}Q", key, 8)
         if any(o % c for o, c in zip(offset, cs, strict=True)):
             raise NativeFormatError(f"chunk offset {offset} not on the chunk grid")
+        if any(o >= b for o, b in zip(offset, bound, strict=True) if b) or (
+                len(key) >= 16 + 8 * rank and struct.unpack_from("<Q", key, 8 + 8 * rank)[0]):
+            raise NativeDamageError(f"chunk offset {offset} beyond the dataset's maximum shape "
+                                    "(HDF5 reads its chunk as fill values)")
         if offset in seen_offsets:
             raise NativeFormatError(f"chunk {offset} listed twice")
         seen_offsets.add(offset)
@@ -253,6 +259,19 @@ def _fixed_array(r: Reader, addr: int, n_max: int, unfiltered: int
     return _elements(r, buf, o + 6 + osz, n, entry, client, unfiltered)
 
 
+def _ea_index_addresses(header: bytes, o: int) -> int:
+    """Data and super block addresses an extensible array's index block holds after its
+    elements (from the header's creation parameters, as HDF5 sizes the block)."""
+    max_bits, dblk_min, sblk_min = header[o + 7], header[o + 9], header[o + 10]
+    if dblk_min < 1 or sblk_min < 1 or dblk_min & (dblk_min - 1) or sblk_min & (sblk_min - 1):
+        raise NativeFormatError("extensible array header with bad creation parameters")
+    n_super = 1 + max_bits - (dblk_min.bit_length() - 1)
+    first_super = 2 * (sblk_min.bit_length() - 1)
+    if n_super < first_super:
+        raise NativeFormatError("extensible array header with bad creation parameters")
+    return 2 * (sblk_min - 1) + (n_super - first_super)
+
+
 def _extensible_array(r: Reader, lay: Layout, unfiltered: int
                       ) -> list[tuple[int, int, int] | None]:
     osz, lsz = r.osz, r.lsz
@@ -275,8 +294,9 @@ def _extensible_array(r: Reader, lay: Layout, unfiltered: int
         return []
     if n_secondary or n_data or realized > idx_elements:
         raise NativeUnsupported("an extensible array chunk index beyond its index block")
-    isize = 6 + osz + idx_elements * entry
-    buf, o = r.blocks.get(index, isize, "extensible array index block")
+    isize = 6 + osz + idx_elements * entry + _ea_index_addresses(buf, o) * osz
+    buf, o = r.blocks.get(index, isize + 4, "extensible array index block")
     if buf[o:o + 4] != b"EAIB":
         raise NativeFormatError(f"bad extensible array index block at {index}")
+    _check(buf, o, isize, "extensible array index block")  # a moved chunk address is damage
     return _elements(r, buf, o + 6 + osz, idx_elements, entry, client, unfiltered)

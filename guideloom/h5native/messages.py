@@ -92,6 +92,8 @@ def _dataspace(lsz: int, body: bytes) -> tuple[tuple[int, ...], tuple[int | None
         unlimited = (1 << (8 * lsz)) - 1
         raw = struct.unpack_from(fmt, body, q)
         maxshape: tuple[int | None, ...] = tuple(None if m == unlimited else m for m in raw)
+        if any(m is not None and n > m for n, m in zip(shape, maxshape, strict=True)):
+            raise NativeFormatError(f"dimensions {shape} exceed the maximum {maxshape}")
     else:
         maxshape = shape
     return shape, maxshape
@@ -103,6 +105,8 @@ def datatype(body: bytes) -> np.dtype:
     if len(body) < 8:
         raise NativeFormatError("short datatype message")
     cls, bits = body[0] & 0x0F, body[1] | body[2] << 8 | body[3] << 16
+    if not 1 <= body[0] >> 4 <= 5:  # HDF5 refuses the others: a flipped nibble, not a type
+        raise NativeFormatError(f"datatype message of version {body[0] >> 4}")
     size = _U32.unpack_from(body, 4)[0]
     order = ">" if bits & 1 else "<"
     if cls == 0:  # fixed-point

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 import threading
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,18 @@ def _digest(payload: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _open_private_dir(path: Path) -> int:
+    """A descriptor of the folder ``path`` just checked private: entries are opened relative
+    to it, so a folder renamed away and replaced (by a symbolic link, in a folder others may
+    write to) is never followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        os.close(fd)
+        raise UnsafeFileError(f"the guideloom cache directory {path} changed while checked")
+    return fd
+
+
 class MetaCache:
     """The entries of one cache folder (one instance per process: :func:`process_cache`)."""
 
@@ -69,6 +81,7 @@ class MetaCache:
         self.limit = max_bytes() if limit is None else limit
         self._lock = threading.Lock()
         self._ready: bool | None = None
+        self._dir_fd = -1  # the folder checked, held open: names are opened relative to it
         self._total: int | None = None
 
     def _folder(self) -> Path | None:
@@ -77,6 +90,7 @@ class MetaCache:
                 self.root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 private_dir(self.root.parent, "the guideloom cache directory")
                 private_dir(self.root, "the guideloom cache directory")
+                self._dir_fd = _open_private_dir(self.root)
                 self._ready = True
             except (OSError, UnsafeFileError):
                 self._ready = False
@@ -94,18 +108,16 @@ class MetaCache:
         if path is None or self.limit <= 0:
             return None
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self._dir_fd)
             with os.fdopen(fd, "rb") as fh:
                 doc = json.loads(fh.read())
+                if (not isinstance(doc, dict) or doc.get("format") != FORMAT
+                        or doc.get("kind") != kind or doc.get("key") != key
+                        or doc.get("digest") != _digest(doc.get("payload"))):
+                    return None
+                os.utime(fh.fileno())  # recently used: evicted last
         except (OSError, ValueError):
             return None
-        if (not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("kind") != kind
-                or doc.get("key") != key or doc.get("digest") != _digest(doc.get("payload"))):
-            return None
-        try:
-            os.utime(path)  # recently used: evicted last
-        except OSError:
-            pass
         return doc["payload"]
 
     def put(self, kind: str, key: str, payload: Any) -> None:
@@ -115,14 +127,17 @@ class MetaCache:
             return
         data = json.dumps({"format": FORMAT, "kind": kind, "key": key,
                            "digest": _digest(payload), "payload": payload}).encode()
+        dfd = self._dir_fd
+        tmp = f".tmp-{os.getpid()}-{secrets.token_hex(6)}{_SUFFIX}"
         try:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=_SUFFIX)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                         dir_fd=dfd)
             try:
-                with os.fdopen(fd, "wb") as fh:  # mkstemp: mode 0o600
+                with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
-                os.replace(tmp, path)
+                os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dfd)
                 raise
         except OSError:
             return
@@ -135,13 +150,13 @@ class MetaCache:
 
     def _entries(self) -> list[tuple[float, int, Path]]:
         out = []
-        for entry in os.scandir(self.root):
+        for entry in os.scandir(self._dir_fd):
             if entry.name.endswith(_SUFFIX) and not entry.name.startswith("."):
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                out.append((st.st_mtime, st.st_size, Path(entry.path)))
+                out.append((st.st_mtime, st.st_size, self.root / entry.name))
         return out
 
     def _scan_total(self) -> int:
@@ -155,7 +170,7 @@ class MetaCache:
             if total <= self.limit * 3 // 4:
                 break
             try:
-                path.unlink()
+                os.unlink(path.name, dir_fd=self._dir_fd)
                 total -= size
             except OSError:
                 pass
@@ -166,7 +181,10 @@ class MetaCache:
         if self._folder() is None:
             return
         for _, _, path in self._entries():
-            path.unlink(missing_ok=True)
+            try:
+                os.unlink(path.name, dir_fd=self._dir_fd)
+            except FileNotFoundError:
+                pass
         with self._lock:
             self._total = 0
 

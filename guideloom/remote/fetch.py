@@ -74,6 +74,9 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     return int(length), headers.get("ETag") or headers.get("Last-Modified") or ""
 
 
+MAX_WHOLE = 256 << 20  # bytes of a file fetched whole (a manifest, an index table)
+
+
 def fetch_bytes(root: RemoteRoot, relpath: str, what: str) -> tuple[bytes, RemotePath]:
     """The whole file ``relpath`` of ``root`` and its :class:`RemotePath`.
 
@@ -86,7 +89,13 @@ def fetch_bytes(root: RemoteRoot, relpath: str, what: str) -> tuple[bytes, Remot
         raise FileNotFoundError(f"{what} {relpath!r} is not in {root}")
     try:
         src = source_of(entry.url, entry.size, root.headers)
-        return src.read(0, src.size()), RemotePath(entry.url)
+        size = src.size()
+        data = src.read(0, size) if size <= MAX_WHOLE else None
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"{what} not found or not readable: {entry.url} ({exc})") \
             from exc
+    if data is None:
+        raise FileNotFoundError(f"{what} {entry.url} has {size} bytes, more than the "
+                                f"{MAX_WHOLE >> 20} MiB a manifest or index table may have; "
+                                "check the URL")
+    return data, RemotePath(entry.url)

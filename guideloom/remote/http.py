@@ -27,8 +27,10 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +44,8 @@ from guideloom.remote.ranges import coalesce_ranges, split_coalesced
 USER_AGENT = "guideloom-remote"
 TOKEN_HEADER = "X-Dataverse-key"
 MAX_REDIRECTS = 5
+MIN_RATE = 4096  # bytes/s a range's body must average (after the timeout), else it times out
+WATCH_PERIOD = 0.25  # seconds between the watchdog's looks at the bodies being read
 MAX_IDLE_PER_HOST = 16
 MAX_THREADS = 32  # threads of the process-wide pool that concurrent ranges run on
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
@@ -111,7 +115,62 @@ class _ConnectionPool:
         self._idle.clear()
 
 
+class _Watchdog:
+    """Shuts down the socket of a body read past its deadline (one thread per process, waking
+    every :data:`WATCH_PERIOD` seconds while a read is watched): ``http.client`` reads a body in
+    one call, which a server sending a byte per socket timeout would keep alive forever."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: dict[int, list[Any]] = {}  # key -> [deadline, socket, fired]
+        self._next = 0
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, sock: socket.socket | None, deadline: float) -> int | None:
+        """Watch ``sock`` until :meth:`done`; ``None`` (nothing watched) without a socket."""
+        if sock is None:
+            return None
+        with self._lock:
+            self._next += 1
+            key = self._next
+            self._active[key] = [deadline, sock, False]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="guideloom-http-watchdog")
+                self._thread.start()
+        self._wake.set()
+        return key
+
+    def done(self, key: int | None) -> bool:
+        """Stop watching; True when the deadline passed and the socket was shut down."""
+        if key is None:
+            return False
+        with self._lock:
+            entry = self._active.pop(key, None)
+        return bool(entry and entry[2])
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            now = time.monotonic()
+            with self._lock:
+                if not self._active:
+                    self._wake.clear()
+                    continue
+                late = [e for e in self._active.values() if not e[2] and e[0] <= now]
+                for e in late:
+                    e[2] = True
+            for e in late:
+                try:
+                    e[1].shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            time.sleep(WATCH_PERIOD)
+
+
 _POOL = _ConnectionPool()
+_WATCHDOG = _Watchdog()
 _EXECUTOR: ThreadPoolExecutor | None = None
 _EXECUTOR_LOCK = threading.Lock()
 
@@ -125,8 +184,9 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _after_fork() -> None:  # a forked child must not share sockets or threads with its parent
-    global _POOL, _EXECUTOR, _EXECUTOR_LOCK
+    global _POOL, _EXECUTOR, _EXECUTOR_LOCK, _WATCHDOG
     _POOL = _ConnectionPool()
+    _WATCHDOG = _Watchdog()
     _EXECUTOR = None
     _EXECUTOR_LOCK = threading.Lock()
 
@@ -403,7 +463,7 @@ class HttpRangeSource:
                 raise
             break
         try:
-            body = self._body(resp, url, offset, size, permanent)
+            body = self._body(resp, url, offset, size, permanent, conn.sock)
         except BaseException:
             conn.close()
             raise
@@ -414,7 +474,8 @@ class HttpRangeSource:
         return resp.status, resp.headers, body
 
     def _body(self, resp: http.client.HTTPResponse, url: str, offset: int | None, size: int,
-              permanent: Callable[..., RemoteReadError]) -> bytes | None:
+              permanent: Callable[..., RemoteReadError], sock: socket.socket | None = None
+              ) -> bytes | None:
         status = resp.status
         asked = _range_header(offset, size)
         if status == 206:
@@ -438,7 +499,7 @@ class HttpRangeSource:
             if length is not None and length.isdigit() and int(length) != n:
                 raise TransientDownloadError(
                     f"{_show(url)} answered 206 with Content-Length {length} for {n} bytes")
-            return self._read_body(resp, url, n)
+            return self._read_body(resp, url, n, sock)
         if status == 200:
             length = resp.getheader("Content-Length")
             total = int(length) if length is not None and length.isdigit() else None
@@ -451,7 +512,7 @@ class HttpRangeSource:
             if whole:  # the range asked was the whole file
                 assert total is not None
                 self._note_size(total, url)
-                return self._read_body(resp, url, total)
+                return self._read_body(resp, url, total, sock)
             if offset is None and total is not None:
                 self._note_size(total, url)
                 return None  # the caller asks again by offset; the body is not read
@@ -469,17 +530,41 @@ class HttpRangeSource:
         raise TransientDownloadError(f"{_show(url)} answered HTTP {status} {resp.reason} "
                                      "to a Range request")
 
-    def _read_body(self, resp: http.client.HTTPResponse, url: str, size: int) -> bytes:
+    def _read_body(self, resp: http.client.HTTPResponse, url: str, size: int,
+                   sock: socket.socket | None = None) -> bytes:
+        """Exactly ``size`` body bytes: at most one more is read (a body without a length
+        cannot run forever), and a body slower than :data:`MIN_RATE` bytes per second over the
+        whole range is a timeout (a server trickling one byte per timeout cannot stall it:
+        :data:`_WATCHDOG` shuts the socket down at the deadline)."""
+        budget = self._settings.timeout + size / MIN_RATE
+        watch = _WATCHDOG.watch(sock, time.monotonic() + budget)
         try:
-            body = resp.read()
+            body = resp.read(size + 1)
         except http.client.IncompleteRead as exc:
+            if _WATCHDOG.done(watch):
+                raise self._too_slow(url, len(exc.partial), size, budget) from None
             raise TransientDownloadError(
                 f"{_show(url)}: body ended after {len(exc.partial)} of {size} bytes "
                 "(connection closed)") from None
+        except OSError:
+            if _WATCHDOG.done(watch):
+                raise self._too_slow(url, 0, size, budget) from None
+            raise
+        if _WATCHDOG.done(watch) and len(body) != size:  # a body without length, cut short
+            raise self._too_slow(url, len(body), size, budget)
+        if len(body) > size:
+            raise TransientDownloadError(
+                f"{_show(url)}: body has more than the {size} bytes asked for")
         if len(body) != size:
             raise TransientDownloadError(
-                f"{_show(url)}: body has {len(body)} bytes, {size} were asked for")
+                f"{_show(url)}: body ended after {len(body)} of {size} bytes (connection "
+                "closed)")
         return body
+
+    @staticmethod
+    def _too_slow(url: str, got: int, size: int, budget: float) -> TransientDownloadError:
+        return TransientDownloadError(f"{_show(url)}: {got} of {size} bytes in {budget:.0f} s "
+                                      f"(slower than {MIN_RATE} bytes/s)")
 
     def _note_size(self, total: int, url: str) -> None:
         with self._lock:

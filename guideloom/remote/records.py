@@ -31,7 +31,7 @@ import numpy as np
 
 from guideloom import h5native as _native
 from guideloom.caches import BoundedCache, cache
-from guideloom.errors import CorruptDataError, ExperimentReadError
+from guideloom.errors import CorruptDataError, ExperimentReadError, NativeDamageError
 from guideloom.remote.cache import process_cache
 from guideloom.remote.locations import RemoteLocation, location_source
 from guideloom.remote.zipdir import LOCAL_HEADER
@@ -429,6 +429,8 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
                     f, vf, loc, None if into is None else into.get(vf.alias))
     except ExperimentReadError:  # the network, the zip or guideloom's own checks: as locally
         raise
+    except NativeDamageError as exc:  # h5py would read made-up values without an error
+        _corrupt(loc, str(exc))
     except Exception as exc:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
         NATIVE_STATS.fell_back(exc)
         return None, meta

@@ -106,7 +106,7 @@ class RemoteRoot:
         relpath = checked_relpath(relpath, str(self))
         if self.listed:
             return next((f for f in self.files if f.relpath == relpath), None)
-        return RemoteFileEntry(relpath, f"{self.url}/{relpath}")
+        return RemoteFileEntry(relpath, f"{self.url}/{_url_part(self.url, relpath)}")
 
     def path(self, relpath: str) -> RemotePath:
         """The :class:`RemotePath` of ``relpath`` (for messages; it may not exist)."""
@@ -126,6 +126,14 @@ def checked_relpath(name: str, where: str) -> str:
         raise ManifestError(f"{where}: the manifest names {name!r}, which is not a file inside "
                             "the data directory; fix the manifest")
     return name
+
+
+def _url_part(root_url: str, relpath: str) -> str:
+    """``relpath`` as it is appended to ``root_url``: percent-encoded for an http(s) root, so a
+    name is a file name (``%2e%2e``, ``?`` and ``#`` name no other path on the server)."""
+    if root_url.lower().startswith(("http://", "https://")):
+        return urllib.parse.quote(relpath, safe="/")
+    return relpath
 
 
 def open_root(location: str | RemoteRoot, *, server: str | None = None,

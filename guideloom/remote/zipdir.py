@@ -36,6 +36,8 @@ MAX_COMMENT = 0xFFFF
 TAIL_READ = 16 << 10  # bytes read from the end at first: the EOCD and often the directory
 _ZIP64_EXTRA = 0x0001
 _FFFF = 0xFFFFFFFF
+MAX_DIRECTORY = 1 << 28  # bytes of central directory read (about 3 million members)
+MAX_OFFSET = (1 << 63) - 1  # no file is larger: bigger sizes or offsets are damage
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ def find_directory(tail: bytes, tail_offset: int, file_size: int) -> Directory:
     start = cd_offset + concat
     if start < 0 or concat < 0 or start + cd_size > file_size:
         raise ZipFormatError("Bad offset for central directory")
+    if cd_size > MAX_DIRECTORY:
+        raise ZipFormatError(f"the central directory claims {cd_size} bytes, more than the "
+                             f"{MAX_DIRECTORY} guideloom reads (a damaged or hostile archive)")
     return Directory(start, cd_size, entries, concat)
 
 
@@ -175,6 +180,9 @@ def parse_directory(blob: bytes | memoryview, directory: Directory) -> list[Memb
         except UnicodeDecodeError as exc:
             raise ZipFormatError(f"a member name is not UTF-8 ({exc})") from None
         fsize, csize, offset = _zip64_sizes(extra, fsize, csize, offset)
+        if max(fsize, csize, offset + directory.concat) > MAX_OFFSET:
+            raise ZipFormatError(f"member {name.split(chr(0), 1)[0]!r} claims a size or offset "
+                                 "beyond any file (a damaged zip64 field)")
         members.append(Member(name=name.split("\0", 1)[0], name_len=name_len,
                               header_offset=offset + directory.concat, compress_size=csize,
                               file_size=fsize, method=method, crc=crc, flags=flags))

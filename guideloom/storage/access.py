@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from guideloom.storage.types import FileReader
 
@@ -31,8 +31,10 @@ T = TypeVar("T")
 class Access(Protocol):
     """How a reader's core reads byte ranges of its shard files."""
 
-    async def readinto(self, file: FileReader, offset: int, buffer: Any) -> None:
-        """Fill ``buffer`` with the bytes at ``offset`` of ``file``."""
+    def readinto(self, file: FileReader, offset: int, buffer: Any) -> Awaitable[None]:
+        """Fill ``buffer`` with the bytes at ``offset`` of ``file`` (awaited; the blocking access
+        has filled it before it returns)."""
+        ...
 
     async def read(self, file: FileReader, offset: int, nbytes: int) -> bytes:
         """Return ``nbytes`` bytes at ``offset`` of ``file``."""
@@ -41,7 +43,7 @@ class Access(Protocol):
         """Await ``reads`` (concurrently where the access allows) and return their results."""
 
 
-class _Done(tuple):  # type: ignore[type-arg]
+class _Done(tuple[()]):
     """An awaitable that has completed: awaiting it returns ``None`` at once, in C (a tuple's
     iterator), so a blocking read costs no coroutine object."""
 
@@ -49,7 +51,9 @@ class _Done(tuple):  # type: ignore[type-arg]
     __await__ = tuple.__iter__
 
 
-_DONE = _Done()
+# typeshed gives ``tuple.__iter__`` an Iterator, not the Generator ``Awaitable.__await__`` names;
+# an empty tuple's iterator stops at once, which is all ``await`` asks of it
+_DONE = cast("Awaitable[None]", _Done())
 
 
 class _Blocking:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeGuard, TypeVar
 
 from guideloom.storage.io import resolve_read_interface
 from guideloom.storage.shards import ShardFileWriter, check_shard_number, mark_empty
 
-S = TypeVar("S")
+S = TypeVar("S", bound="ShardState")
+#: The storage format type of a storage.
+F = TypeVar("F")
 
 
-def is_url(location: Any) -> bool:
+def is_url(location: Any) -> TypeGuard[str]:
     """Return whether ``location`` is a URL string (``scheme://...``) rather than a local path."""
     return isinstance(location, str) and "://" in location
 
 
-class BaseStorage:
+class BaseStorage(Generic[F]):
     """A directory of shards, a format and a read interface. Cheap to create and to pickle.
 
     ``directory`` is a local path, or a URL (kept as a string) for a remote read interface such
@@ -27,21 +29,21 @@ class BaseStorage:
     def __init__(
         self,
         storage_dir: str | os.PathLike[str] | None,
-        storage_format: Any,
+        storage_format: F | None,
         read_interface: Any = None,
         *,
         directory: str | os.PathLike[str] | None = None,
     ) -> None:
-        if (storage_dir is None) == (directory is None):
+        location = storage_dir if directory is None else directory
+        if location is None or (storage_dir is not None and directory is not None):
             raise TypeError(
                 f"{type(self).__name__}() takes one storage directory: "
                 f"{type(self).__name__}(storage_dir, storage_format)"
             )
         if storage_format is None:
             raise TypeError(f"{type(self).__name__}() needs a storage_format")
-        location = storage_dir if directory is None else directory
         self.directory: Any = location.rstrip("/") if is_url(location) else Path(location)
-        self.format = storage_format
+        self.format: F = storage_format
         self.read_interface = resolve_read_interface(read_interface)
 
     @property
@@ -50,7 +52,7 @@ class BaseStorage:
         return self.directory
 
     @property
-    def storage_format(self) -> Any:
+    def storage_format(self) -> F:
         """The storage format (GuideLoom 1.1's name for :attr:`format`)."""
         return self.format
 
@@ -157,7 +159,7 @@ class BaseWriter(Generic[S]):
                 states.pop(0)
         finally:
             for state in states:
-                state.file.abort()  # type: ignore[attr-defined]
+                state.file.abort()
 
     def abort(self) -> None:
         """Discard everything this writer wrote; existing shards stay as they were."""
@@ -165,7 +167,7 @@ class BaseWriter(Generic[S]):
             return
         self._closed = True
         for state in self._shards.values():
-            state.file.abort()  # type: ignore[attr-defined]
+            state.file.abort()
 
     def __enter__(self) -> BaseWriter[S]:
         return self

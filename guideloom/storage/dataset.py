@@ -11,7 +11,7 @@ import numpy as np
 
 from guideloom.storage.document import DocumentStorage
 from guideloom.storage.facade import AsyncClosing, SyncClosing
-from guideloom.storage.types import OutDataT
+from guideloom.storage.types import SampleT
 
 __all__ = [
     "AsyncDocumentDatasetReader",
@@ -73,7 +73,7 @@ class _Indexing:
         return [_check(i, length) for i in _as_indices(indices)]
 
 
-class _SequenceReader(_Indexing, SyncClosing, Sequence):  # type: ignore[type-arg]
+class _SequenceReader(_Indexing, SyncClosing, Sequence[Any]):
     """``len``, ``[i]``, ``[a:b]``, ``[int array]`` and ``get_many``, for blocking code.
 
     A :class:`~collections.abc.Sequence` (``in``, ``index``, ``count``, ``reversed``), as
@@ -85,7 +85,7 @@ class _SequenceReader(_Indexing, SyncClosing, Sequence):  # type: ignore[type-ar
 
     def __getitem__(self, key: Any) -> Any:
         wanted = self._wanted(key)
-        return self._get(wanted) if type(wanted) is int else [self._get(i) for i in wanted]
+        return [self._get(i) for i in wanted] if isinstance(wanted, list) else self._get(wanted)
 
     def get_many(self, indices: Any) -> list[Any]:
         """Return the samples at ``indices`` (any iterable of ints or an integer array), in order.
@@ -111,7 +111,7 @@ class _AsyncSequenceReader(_Indexing, AsyncClosing):
 
     async def __getitem__(self, key: Any) -> Any:
         wanted = self._wanted(key)
-        if type(wanted) is int:
+        if not isinstance(wanted, list):
             return await self._get(wanted)
         return list(await asyncio.gather(*map(self._get, wanted)))
 
@@ -169,7 +169,7 @@ class StreamDatasetReader(_Windows, _SequenceReader):
         return super().__getitem__(key)
 
 
-class StreamDataset(Generic[OutDataT]):
+class StreamDataset(Generic[SampleT]):
     """Windows of ``sequence_length`` elements over a stream storage.
 
     Works on :class:`StreamStorage` and :class:`StreamWithMetaStorage`. A trailing partial window
@@ -221,14 +221,14 @@ class DocumentDatasetReader(_Documents, _SequenceReader):
         return self.storage_reader.read(index)
 
 
-class DocumentDataset(Generic[OutDataT]):
+class DocumentDataset(Generic[SampleT]):
     """One sample per document of a :class:`DocumentStorage`.
 
     Args:
         storage: The storage to read.
     """
 
-    def __init__(self, storage: DocumentStorage) -> None:
+    def __init__(self, storage: DocumentStorage[Any, SampleT]) -> None:
         self.storage = storage
 
     def __repr__(self) -> str:

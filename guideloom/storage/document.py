@@ -21,7 +21,7 @@ from guideloom.storage.shards import (
     close_shards,
     open_shards,
 )
-from guideloom.storage.types import DocumentStorageFormat, InDataT, OutDataT
+from guideloom.storage.types import DocumentStorageFormat, InDataT, OutDataT, SampleT
 
 __all__ = ["AsyncDocumentReader", "DocumentReader", "DocumentStorage", "DocumentWriter"]
 
@@ -158,13 +158,15 @@ class DocumentCore:
         close_shards(self.shards)
 
 
-class DocumentReader(SyncReader, Generic[OutDataT]):
+class DocumentReader(SyncReader, Generic[SampleT]):
     """Reads documents by global index (shard 0's documents first). Thread-safe.
 
     ``len(reader)`` is the number of documents.
     """
 
-    def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
+    _core: DocumentCore
+
+    def __init__(self, storage: DocumentStorage[Any, SampleT]) -> None:
         super().__init__(DocumentCore(storage))
 
     def locate(self, index: Any) -> tuple[int, int]:
@@ -179,7 +181,7 @@ class DocumentReader(SyncReader, Generic[OutDataT]):
         """Return ``(encoded bytes, shard)`` of document ``index``."""
         return run(self._core.read_encoded(BLOCKING, index))
 
-    def read(self, global_index: int) -> OutDataT:
+    def read(self, global_index: int) -> SampleT:
         """Return document ``global_index`` decoded by the format.
 
         Raises:
@@ -187,7 +189,7 @@ class DocumentReader(SyncReader, Generic[OutDataT]):
         """
         return run(self._core.read(BLOCKING, global_index))
 
-    def read_many(self, global_indexes: Any) -> list[OutDataT]:
+    def read_many(self, global_indexes: Any) -> list[SampleT]:
         """Return the documents at ``global_indexes`` (ints or an integer array), in order.
 
         Raises:
@@ -196,7 +198,7 @@ class DocumentReader(SyncReader, Generic[OutDataT]):
         return run(self._core.read_many(BLOCKING, global_indexes))
 
 
-class AsyncDocumentReader(AsyncReader, Generic[OutDataT]):
+class AsyncDocumentReader(AsyncReader, Generic[SampleT]):
     """asyncio reader of a :class:`DocumentStorage` (GuideLoom 1.1's async document reader).
 
     ``await reader.read(i)`` and ``await reader.read_many(indices)``; use it as an async context
@@ -205,10 +207,12 @@ class AsyncDocumentReader(AsyncReader, Generic[OutDataT]):
     for the HTTP backend), so many reads can be awaited at once.
     """
 
-    def __init__(self, storage: DocumentStorage[Any, OutDataT]) -> None:
+    _core: DocumentCore
+
+    def __init__(self, storage: DocumentStorage[Any, SampleT]) -> None:
         super().__init__(DocumentCore(storage))
 
-    async def read(self, global_index: int) -> OutDataT:
+    async def read(self, global_index: int) -> SampleT:
         """Return document ``global_index`` decoded by the format (negative counts back).
 
         Raises:
@@ -216,7 +220,7 @@ class AsyncDocumentReader(AsyncReader, Generic[OutDataT]):
         """
         return await self._core.read(CONCURRENT, global_index)
 
-    async def read_many(self, global_indexes: Any) -> list[OutDataT]:
+    async def read_many(self, global_indexes: Any) -> list[SampleT]:
         """Return the documents at ``global_indexes`` (ints or an integer array), in request order.
 
         Every index is checked before anything is read; the reads run concurrently.
@@ -227,7 +231,9 @@ class AsyncDocumentReader(AsyncReader, Generic[OutDataT]):
         return await self._core.read_many(CONCURRENT, global_indexes)
 
 
-class DocumentStorage(BaseStorage, Generic[InDataT, OutDataT]):
+class DocumentStorage(
+    BaseStorage[DocumentStorageFormat[InDataT, OutDataT]], Generic[InDataT, OutDataT]
+):
     """Records kept whole, each encoded to bytes by the format.
 
     Args:
@@ -248,7 +254,6 @@ class DocumentStorage(BaseStorage, Generic[InDataT, OutDataT]):
         directory: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(storage_dir, storage_format, read_interface, directory=directory)
-        self.format: DocumentStorageFormat[InDataT, OutDataT] = storage_format
 
     def sync_writer(self) -> DocumentWriter:
         """Return a writer; use it as a context manager (commits on exit)."""

@@ -257,4 +257,6 @@ def resolve_read_interface(
     return read_interface
 
 
-IOReaderAbstract.register(ReadInterface)  # SeekIO() etc. answer isinstance(..., IOReaderAbstract)
+# SeekIO() etc. answer isinstance(..., IOReaderAbstract); ABCMeta.register is typed for concrete
+# classes only (python/mypy#4717), and ReadInterface is abstract
+IOReaderAbstract.register(ReadInterface)  # type: ignore[type-abstract]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 from guideloom.storage.abstract import IOReaderAbstract
@@ -51,7 +52,8 @@ class LegacyReadInterface(ReadInterface):
 
     def __init__(self, backend: IOReaderAbstract) -> None:
         self.backend = backend
-        self._make = backend.sync_reader()
+        # called with what ``join`` returns (the backend's own path type), passed on unchanged
+        self._make: Callable[[Any], Any] = backend.sync_reader()
 
     def is_supported(self) -> bool:  # type: ignore[override]
         """Return what the backend says."""
@@ -79,7 +81,7 @@ class LegacyReadInterface(ReadInterface):
             return super().list_names(directory)
         from guideloom.storage.shards import shard_name
 
-        names = []
+        names: list[str] = []
         while True:
             name = shard_name(len(names))
             try:

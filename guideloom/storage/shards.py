@@ -106,9 +106,12 @@ class ShardFileWriter:
     def _start_writeback(self) -> None:
         """Let the disk work while the writer goes on, so the fsync at commit waits less."""
         self._file.flush()
-        if hasattr(os, "sync_file_range"):  # Linux; elsewhere the fsync does it all
-            os.sync_file_range(self._file.fileno(), self._written_back,
-                               self._position - self._written_back, os.SYNC_FILE_RANGE_WRITE)
+        # Linux only; elsewhere the fsync does it all (typeshed's os stub has neither name)
+        sync_file_range = getattr(os, "sync_file_range", None)
+        write = getattr(os, "SYNC_FILE_RANGE_WRITE", None)
+        if sync_file_range is not None and write is not None:
+            sync_file_range(self._file.fileno(), self._written_back,
+                            self._position - self._written_back, write)
         self._written_back = self._position
 
     def begin_section(self, name: str) -> None:

@@ -6,6 +6,7 @@ import operator
 import os
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import Any, Generic
 
 import numpy as np
@@ -24,7 +25,13 @@ from guideloom.storage.shards import (
     dtype_to_json,
     open_shards,
 )
-from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamStorageFormat
+from guideloom.storage.types import (
+    InDataT,
+    OutDataT,
+    SampleT,
+    StreamDType,
+    StreamStorageFormat,
+)
 
 __all__ = ["AsyncStreamReader", "StreamReader", "StreamStorage", "StreamWriter"]
 
@@ -75,7 +82,9 @@ class StreamWriter(BaseWriter[StreamShardState]):
         super().__init__(storage)
         self._dtype = np.dtype(storage.format.stream_dtype)
         # a format that can pack into a buffer lets records be gathered without a copy each
-        self._pack_into = getattr(storage.format, "pack_into", None)
+        self._pack_into: Callable[[Any, np.ndarray], int | None] | None = getattr(
+            storage.format, "pack_into", None
+        )
         self._gather_len = max(1, _GATHER_BYTES // max(self._dtype.itemsize, 1))
 
     def _new_state(self, file: ShardFileWriter) -> StreamShardState:
@@ -88,10 +97,9 @@ class StreamWriter(BaseWriter[StreamShardState]):
         state = self._shards.get(check_shard_number(shard))
         # a shard's first record is checked before its file is started (a rejected record
         # leaves the shard untouched); later ones are packed straight into the gather buffer
-        n = None
-        if state is not None and self._pack_into is not None:
-            n = self._gather(state, data)
-        if n is None:
+        pack_into = self._pack_into
+        n = None if state is None or pack_into is None else self._gather(pack_into, state, data)
+        if state is None or n is None:
             packed = check_stream(self._storage.format.pack(data), self._dtype, "format.pack()")
             state = state if state is not None else self._state(shard)
             state.flush()
@@ -101,14 +109,19 @@ class StreamWriter(BaseWriter[StreamShardState]):
         state.records += 1
         state.record_offsets.append(state.elements)
 
-    def _gather(self, state: StreamShardState, data: Any) -> int | None:
+    def _gather(
+        self,
+        pack_into: Callable[[Any, np.ndarray], int | None],
+        state: StreamShardState,
+        data: Any,
+    ) -> int | None:
         """Pack ``data`` into the shard's gather buffer; ``None`` if it is larger than that."""
         if state.gather is None:
             state.gather = np.empty(self._gather_len, dtype=self._dtype)
-        n = self._pack_into(data, state.gather[state.gathered:])
+        n = pack_into(data, state.gather[state.gathered:])
         if n is None and state.gathered:
             state.flush()
-            n = self._pack_into(data, state.gather)
+            n = pack_into(data, state.gather)
         if n is not None:
             state.gathered += n
         return n
@@ -297,13 +310,13 @@ class StreamSized:
         return self._core.total
 
 
-class StreamReader(StreamSized, SyncReader, Generic[OutDataT]):
+class StreamReader(StreamSized, SyncReader, Generic[SampleT]):
     """Reads any global element range of a :class:`StreamStorage`. Thread-safe.
 
     ``len(reader)`` is the total number of elements.
     """
 
-    def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
+    def __init__(self, storage: StreamStorage[Any, SampleT, Any]) -> None:
         super().__init__(StreamCore(storage))
 
     @property
@@ -311,7 +324,7 @@ class StreamReader(StreamSized, SyncReader, Generic[OutDataT]):
         """Element count of each shard."""
         return list(self._core.index.lengths)
 
-    def read(self, global_index: int, global_length: int) -> OutDataT:
+    def read(self, global_index: int, global_length: int) -> SampleT:
         """Return the sample decoded from ``global_length`` elements from ``global_index``.
 
         As in GuideLoom 1.1, a read running past the last element continues at element 0, and a
@@ -322,7 +335,7 @@ class StreamReader(StreamSized, SyncReader, Generic[OutDataT]):
         """
         return run(self._core.read(BLOCKING, global_index, global_length))
 
-    def read_span(self, start: int, length: int) -> OutDataT:
+    def read_span(self, start: int, length: int) -> SampleT:
         """Return the sample decoded from exactly ``[start, start + length)`` (no wrapping).
 
         Raises:
@@ -331,18 +344,21 @@ class StreamReader(StreamSized, SyncReader, Generic[OutDataT]):
         return run(self._core.read(BLOCKING, start, length, False))
 
 
-class AsyncStreamReader(StreamSized, AsyncReader, Generic[OutDataT]):
+class AsyncStreamReader(StreamSized, AsyncReader, Generic[SampleT]):
     """asyncio reader of a :class:`StreamStorage`: ``await reader.read(start, length)``."""
 
-    def __init__(self, storage: StreamStorage[Any, OutDataT]) -> None:
+    def __init__(self, storage: StreamStorage[Any, SampleT, Any]) -> None:
         super().__init__(StreamCore(storage))
 
-    async def read(self, global_index: int, global_length: int) -> OutDataT:
+    async def read(self, global_index: int, global_length: int) -> SampleT:
         """Return the sample of ``global_length`` elements from ``global_index`` (wrapping)."""
         return await self._core.read(CONCURRENT, global_index, global_length)
 
 
-class StreamStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
+class StreamStorage(
+    BaseStorage[StreamStorageFormat[InDataT, OutDataT, StreamDType]],
+    Generic[InDataT, OutDataT, StreamDType],
+):
     """Records of fixed-size elements, concatenated into one logical stream over shards.
 
     Args:
@@ -357,14 +373,13 @@ class StreamStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
     def __init__(
         self,
         storage_dir: str | os.PathLike[str] | None = None,
-        storage_format: StreamStorageFormat[InDataT, OutDataT] | None = None,
+        storage_format: StreamStorageFormat[InDataT, OutDataT, StreamDType] | None = None,
         read_interface: Any = None,
         *,
         directory: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(storage_dir, storage_format, read_interface, directory=directory)
-        self.format: StreamStorageFormat[InDataT, OutDataT] = storage_format
-        np.dtype(storage_format.stream_dtype)  # fail early on a format without a dtype
+        np.dtype(self.format.stream_dtype)  # fail early on a format without a dtype
 
     def sync_writer(self) -> StreamWriter:
         """Return a writer; use it as a context manager (commits on exit)."""

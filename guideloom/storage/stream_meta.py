@@ -20,7 +20,13 @@ from guideloom.storage.shards import (
     dtype_to_json,
 )
 from guideloom.storage.stream import StreamCore, StreamSized, check_stream
-from guideloom.storage.types import InDataT, OutDataT, StreamDType, StreamWithMetaStorageFormat
+from guideloom.storage.types import (
+    InDataT,
+    OutDataT,
+    SampleT,
+    StreamDType,
+    StreamWithMetaStorageFormat,
+)
 
 __all__ = [
     "AsyncStreamWithMetaReader",
@@ -259,13 +265,13 @@ class StreamWithMetaCore(StreamCore):
         )
 
 
-class StreamWithMetaReader(StreamSized, SyncReader, Generic[OutDataT]):
+class StreamWithMetaReader(StreamSized, SyncReader, Generic[SampleT]):
     """Reads any global element range of a :class:`StreamWithMetaStorage`. Thread-safe."""
 
-    def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
+    def __init__(self, storage: StreamWithMetaStorage[Any, SampleT, Any]) -> None:
         super().__init__(StreamWithMetaCore(storage))
 
-    def read(self, global_index: int, global_length: int) -> OutDataT:
+    def read(self, global_index: int, global_length: int) -> SampleT:
         """Return the sample of ``global_length`` elements from ``global_index``.
 
         As in GuideLoom 1.1, a read running past the last element continues at element 0.
@@ -275,22 +281,22 @@ class StreamWithMetaReader(StreamSized, SyncReader, Generic[OutDataT]):
         """
         return run(self._core.read(BLOCKING, global_index, global_length))
 
-    def read_span(self, start: int, length: int) -> OutDataT:
+    def read_span(self, start: int, length: int) -> SampleT:
         """Return the sample decoded from exactly ``[start, start + length)`` (no wrapping)."""
         return run(self._core.read(BLOCKING, start, length, False))
 
 
-class AsyncStreamWithMetaReader(StreamSized, AsyncReader, Generic[OutDataT]):
+class AsyncStreamWithMetaReader(StreamSized, AsyncReader, Generic[SampleT]):
     """asyncio reader of a :class:`StreamWithMetaStorage`: ``await reader.read(start, length)``.
 
     Shards are opened and validated when the reader is created; a read awaits the window's stream
     segments and payload ranges concurrently. Use it as an async context manager.
     """
 
-    def __init__(self, storage: StreamWithMetaStorage[Any, OutDataT]) -> None:
+    def __init__(self, storage: StreamWithMetaStorage[Any, SampleT, Any]) -> None:
         super().__init__(StreamWithMetaCore(storage))
 
-    async def read(self, global_index: int, global_length: int) -> OutDataT:
+    async def read(self, global_index: int, global_length: int) -> SampleT:
         """Return the sample of ``global_length`` elements from ``global_index`` (wrapping).
 
         Raises:
@@ -299,7 +305,10 @@ class AsyncStreamWithMetaReader(StreamSized, AsyncReader, Generic[OutDataT]):
         return await self._core.read(CONCURRENT, global_index, global_length)
 
 
-class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]):
+class StreamWithMetaStorage(
+    BaseStorage[StreamWithMetaStorageFormat[InDataT, OutDataT, StreamDType]],
+    Generic[InDataT, OutDataT, StreamDType],
+):
     """A stream of fixed-size elements whose runs carry variable-size payloads.
 
     Use it for annotations on token spans (for example concept lists): each element points at the
@@ -316,14 +325,13 @@ class StreamWithMetaStorage(BaseStorage, Generic[InDataT, OutDataT, StreamDType]
     def __init__(
         self,
         storage_dir: str | os.PathLike[str] | None = None,
-        storage_format: StreamWithMetaStorageFormat[InDataT, OutDataT] | None = None,
+        storage_format: StreamWithMetaStorageFormat[InDataT, OutDataT, StreamDType] | None = None,
         read_interface: Any = None,
         *,
         directory: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(storage_dir, storage_format, read_interface, directory=directory)
-        self.format: StreamWithMetaStorageFormat[InDataT, OutDataT] = storage_format
-        np.dtype(storage_format.stream_dtype)
+        np.dtype(self.format.stream_dtype)
 
     def sync_writer(self) -> StreamWithMetaWriter:
         """Return a writer; use it as a context manager (commits on exit)."""

@@ -15,7 +15,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Hashable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +33,7 @@ __all__ = [
     "FileReader",
     "StreamDType",
     "ReadInterface",
+    "SampleT",
     "StreamStorageFormat",
     "StreamWithMetaStorageFormat",
 ]
@@ -43,10 +44,24 @@ InDataT = TypeVar("InDataT", default=Any)
 OutDataT = TypeVar("OutDataT", default=InDataT)
 #: The NumPy scalar type of one stream element (GuideLoom 1.1's third type parameter).
 StreamDType = TypeVar("StreamDType", default=Any)
+#: The sample type of a reader or dataset (its one type parameter).
+SampleT = TypeVar("SampleT", default=Any)
+
+# The protocols' own type variables carry the variance their methods imply (records go in,
+# samples come out), so a format for a wider record type or a narrower sample type still
+# matches; the storages keep the invariant ones above.
+_InContraT = TypeVar("_InContraT", contravariant=True, default=Any)
+_StreamDTypeCoT = TypeVar("_StreamDTypeCoT", covariant=True, default=Any)
+if TYPE_CHECKING:
+    _OutCoT = TypeVar("_OutCoT", covariant=True, default=_InContraT)
+else:
+    # at run time the default stays the public InDataT, so ``DocumentStorageFormat[MyDoc]``
+    # reads ``(MyDoc, ~InDataT)`` as before (tests/test_storage_types_pythons.py)
+    _OutCoT = TypeVar("_OutCoT", covariant=True, default=InDataT)
 
 
 @runtime_checkable
-class StreamStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
+class StreamStorageFormat(Protocol[_InContraT, _OutCoT, _StreamDTypeCoT]):
     """Encodes records as 1-D arrays of ``stream_dtype`` and decodes read windows.
 
     Generic in the record type, the sample type and the element type, as in GuideLoom 1.1:
@@ -67,13 +82,13 @@ class StreamStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
         if stream_dtype is not None:
             self.stream_dtype = np.dtype(stream_dtype)
 
-    def pack(self, data: InDataT) -> np.ndarray:
+    def pack(self, data: _InContraT) -> np.ndarray:
         """Return ``data`` as a 1-D array of ``stream_dtype``."""
         ...
 
     def unpack(
         self, stream: np.ndarray, shard_lengths: np.ndarray, shards: np.ndarray
-    ) -> OutDataT:
+    ) -> _OutCoT:
         """Return the sample for a read window.
 
         Args:
@@ -85,7 +100,7 @@ class StreamStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
 
 
 @runtime_checkable
-class DocumentStorageFormat(Protocol[InDataT, OutDataT]):
+class DocumentStorageFormat(Protocol[_InContraT, _OutCoT]):
     """Encodes each record whole as bytes.
 
     Generic in the document type: ``class MyDocs(DocumentStorageFormat[MyDoc])`` (GuideLoom 1.1
@@ -93,17 +108,17 @@ class DocumentStorageFormat(Protocol[InDataT, OutDataT]):
     then sees ``reader.read(i)`` of a ``DocumentStorage(directory, MyDocs())`` as ``MyDoc``.
     """
 
-    def pack(self, data: InDataT) -> bytes:
+    def pack(self, data: _InContraT) -> bytes:
         """Return the encoded record."""
         ...
 
-    def unpack(self, encoded_data: bytes, shard: int) -> OutDataT:
+    def unpack(self, encoded_data: bytes, shard: int) -> _OutCoT:
         """Return the record decoded from ``encoded_data``, stored in shard ``shard``."""
         ...
 
 
 @runtime_checkable
-class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
+class StreamWithMetaStorageFormat(Protocol[_InContraT, _OutCoT, _StreamDTypeCoT]):
     """A stream whose elements point at variable-size payloads (for example concept lists).
 
     Generic in the record type, the sample type and the element type:
@@ -124,11 +139,11 @@ class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
         if stream_dtype is not None:
             self.stream_dtype = np.dtype(stream_dtype)
 
-    def size(self, data: InDataT) -> int:
+    def size(self, data: _InContraT) -> int:
         """Return the number of stream elements ``data`` packs to."""
         ...
 
-    def pack(self, data: InDataT) -> Generator[tuple[Hashable, bytes | None], None, np.ndarray]:
+    def pack(self, data: _InContraT) -> Generator[tuple[Hashable, bytes | None], None, np.ndarray]:
         """Yield one ``(key, payload | None)`` per element, then return the 1-D stream array.
 
         Consecutive equal keys share one stored payload, so only the first element of a run needs
@@ -143,7 +158,7 @@ class StreamWithMetaStorageFormat(Protocol[InDataT, OutDataT, StreamDType]):
         document_shard: np.ndarray,
         document_index: np.ndarray,
         document_data: list[bytes],
-    ) -> OutDataT:
+    ) -> _OutCoT:
         """Return the sample for a read window.
 
         Args:
