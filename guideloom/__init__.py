@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type checkers and editors see the real objects behind the lazy names
     # ("X as X": re-exported, also for mypy --strict; tests/test_typing.py checks the list)
+    from guideloom import config as config
     from guideloom import croissant as croissant
     from guideloom import ddacs_visualization as ddacs_visualization
     from guideloom import export as export
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom import streaming as streaming
     from guideloom import types as types
     from guideloom import visualization as visualization
+    from guideloom.caches import clear_caches as clear_caches
     from guideloom.cluster import close_cluster as close_cluster
     from guideloom.cluster import local_cluster as local_cluster
     from guideloom.croissant import DDACS_SPEC as DDACS_SPEC
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.croissant import load as load
     from guideloom.demo import make_demo_data as make_demo_data
     from guideloom.errors import ClusterStartError as ClusterStartError
+    from guideloom.errors import ConfigError as ConfigError
     from guideloom.errors import CorruptDataError as CorruptDataError
     from guideloom.errors import CorruptExportError as CorruptExportError
     from guideloom.errors import DownloadError as DownloadError
