@@ -24,11 +24,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from guideloom.errors import ManifestError
 from guideloom.index_table import read_index, read_index_bytes
-from guideloom.remote.root import RemoteRoot, checked_relpath, is_remote_root
+from guideloom.remote.root import RemotePath, RemoteRoot, checked_relpath, is_remote_root
 
 MANIFEST_NAME = "metadata.json"
 
@@ -235,7 +235,7 @@ class Dataset:
 
     manifest: dict[str, Any]
     manifest_path: Path | None
-    data_dir: Path
+    data_dir: Path | RemoteRoot  # a RemoteRoot: read by URL (guideloom.remote)
     spec: DatasetSpec
     name: str
     index_file: str
@@ -289,8 +289,16 @@ class Dataset:
             self._index_cache = read_index(path, self.id_column, types)
         return self._index_cache
 
-    def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path:
-        """``root / name`` for a file the manifest names, confined to ``root``.
+    @overload
+    def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path: ...
+
+    @overload
+    def file_in_data_dir(self, root: RemoteRoot, name: str, what: str) -> RemotePath: ...
+
+    def file_in_data_dir(self, root: str | Path | RemoteRoot, name: str, what: str
+                         ) -> Path | RemotePath:
+        """``root / name`` for a file the manifest names, confined to ``root`` (for a remote
+        root, its :class:`~guideloom.remote.root.RemotePath`).
 
         Raises:
             ManifestError: ``name`` is absolute, climbs out with ``..``, or resolves (through
@@ -298,7 +306,7 @@ class Dataset:
                 never the file's contents.
         """
         if isinstance(root, RemoteRoot):  # a name inside the remote release, as a URL
-            return root.path(checked_relpath(name, f"{root}: {what}"))  # type: ignore[return-value]
+            return root.path(checked_relpath(name, f"{root}: {what}"))
         return confined(root, name, f"{self.manifest_path or 'the manifest'}: {what}")
 
     @property
@@ -393,7 +401,7 @@ def confined(root: str | Path, name: str, where: str) -> Path:
 
 
 def load(
-    data_dir: str | Path | Mapping[str, Any] | None = None,
+    data_dir: str | Path | RemoteRoot | Mapping[str, Any] | None = None,
     source: str | Path | Mapping[str, Any] | None = None,
     *,
     spec: DatasetSpec | None = None,
@@ -428,12 +436,13 @@ def load(
         from guideloom.remote.dataset import remote_manifest  # https://, s3://, doi:...
 
         manifest, root = remote_manifest(data_dir, source, spec.metadata_file)
-        return _parse(manifest, None, root, spec)  # type: ignore[arg-type]
+        return _parse(manifest, None, root, spec)
     if data_dir is None:  # beside the manifest file, else the spec's default (./data)
         data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
                     else spec.default_data_dir)
     if isinstance(data_dir, Mapping):
         raise TypeError("load() takes one manifest: give data_dir as a path, not a mapping")
+    assert not isinstance(data_dir, RemoteRoot)  # read by URL above
     data_dir = Path(os.path.abspath(data_dir))  # absolute here: Dask workers run elsewhere
     manifest_path: Path | None
     if isinstance(source, Mapping):
@@ -461,7 +470,8 @@ def is_manifest(value: object) -> bool:
 
 
 def _parse(
-    manifest: dict[str, Any], manifest_path: Path | None, data_dir: Path, spec: DatasetSpec
+    manifest: dict[str, Any], manifest_path: Path | None, data_dir: Path | RemoteRoot,
+    spec: DatasetSpec,
 ) -> Dataset:
     where = str(manifest_path or "manifest")
     record_sets = manifest.get("recordSet")

@@ -128,6 +128,7 @@ class RecordReader:
         """The HDF5 fields read plus the index columns, in the view's field order."""
         for vf in self.view.fields:
             if not vf.is_h5:
+                assert vf.column is not None  # an index source names its column
                 record[vf.alias] = row[vf.column]
         ordered = {vf.alias: record[vf.alias] for vf in self.view.fields}
         ordered[SIM_ID_KEY] = loc.sim_id
@@ -213,6 +214,7 @@ class RecordReader:
         with opened as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
+                    assert vf.column is not None  # an index source names its column
                     value = np.asarray(row[vf.column])
                     out[vf.alias] = (value.shape, value.dtype)
                     continue

@@ -50,20 +50,21 @@ SIM_IDS_ORDERS = ("index", "sim_ids")
 
 
 def resolve_dataset(
-    data_dir: str | Path | None, dataset: Dataset | None, source: str | Path | None,
-    spec: DatasetSpec | None = None,
-) -> tuple[Dataset, Path]:
-    """Return the dataset and the directory its files are read from, both with absolute paths.
+    data_dir: str | Path | RemoteRoot | None, dataset: Dataset | None,
+    source: str | Path | None, spec: DatasetSpec | None = None,
+) -> tuple[Dataset, Path | RemoteRoot]:
+    """Return the dataset and the directory its files are read from (absolute paths, or the
+    remote root read by URL).
 
     Relative paths are made absolute against the current directory here, on the driver: the
     job's file locations are shipped to Dask workers, which may run in another directory.
     """
-    if is_remote_root(data_dir) or (data_dir is None and dataset is not None
-                                    and isinstance(dataset.data_dir, RemoteRoot)):
+    given = data_dir if data_dir is not None else None if dataset is None else dataset.data_dir
+    if is_remote_root(given):
         if dataset is None:  # a URL or DOI: nothing to make absolute, nothing to stat
-            dataset = load(data_dir, source, spec=spec)
+            dataset = load(given, source, spec=spec)
             return dataset, dataset.data_dir  # (a DOI is resolved once)
-        return dataset, open_root(data_dir if data_dir is not None else dataset.data_dir)
+        return dataset, open_root(given)
     if dataset is None:
         dataset = load(data_dir, source, spec=spec)
         if isinstance(dataset.data_dir, RemoteRoot):  # the manifest's URL named the folder
@@ -75,7 +76,9 @@ def resolve_dataset(
             dataset, data_dir=Path(os.path.abspath(dataset.data_dir)),
             manifest_path=None if dataset.manifest_path is None
             else Path(os.path.abspath(dataset.manifest_path)))
-    root = Path(os.path.abspath(data_dir if data_dir is not None else dataset.data_dir))
+    local = data_dir if data_dir is not None else dataset.data_dir
+    assert not isinstance(local, RemoteRoot)  # a remote root was returned above
+    root = Path(os.path.abspath(local))
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
     return dataset, root
@@ -103,7 +106,7 @@ def order_sim_ids(ds: Dataset, sim_ids: Iterable[Any], order: SimIdsOrder) -> li
 
 def select(
     ds: Dataset,
-    root: Path,
+    root: Path | RemoteRoot,
     *,
     sim_ids: Iterable[Any] | None = None,
     where: RowFilter | None = None,

@@ -31,10 +31,10 @@ import re
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import h5py
 import psutil
@@ -56,6 +56,7 @@ from guideloom.errors import (
 from guideloom.fastread.chunks import RawSource
 from guideloom.index_table import short_type
 from guideloom.remote.byte_source import LocalFileSource
+from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import (
     LOCAL_HEADER,
     Member,
@@ -120,8 +121,14 @@ def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any,
 
     Raises:
         GuideloomError: A zip archive is damaged (its central directory cannot be read).
+        TypeError: No ``data_dir`` is given and the dataset is read by URL (not local).
     """
-    root = Path(data_dir if data_dir is not None else ds.data_dir)
+    if data_dir is None:
+        if isinstance(ds.data_dir, RemoteRoot):
+            raise TypeError(f"dataset {ds.name!r} is read by URL ({ds.data_dir.url}), not from "
+                            "a local folder: give data_dir, the folder holding its files")
+        data_dir = ds.data_dir
+    root = Path(data_dir)
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
@@ -213,8 +220,8 @@ def archive_paths(ds: Dataset, root: Path) -> list[Path]:
     """
     found: list[Path] = []
     for name in ds.archives:  # each must stay inside the data directory (symlinks resolved)
-        for folder in ("", LOOSE_SUBDIR):
-            path = ds.file_in_data_dir(root, f"{folder}/{name}" if folder else name,
+        for subdir in ("", LOOSE_SUBDIR):
+            path = ds.file_in_data_dir(root, f"{subdir}/{name}" if subdir else name,
                                        "a zip FileObject's 'name'")
             if path.is_file():
                 found.append(path)
@@ -539,7 +546,7 @@ class DescriptorSource:
             raise OSError(f"{self._name}: {len(data)} of {size} bytes at offset {offset}")
         return data
 
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:  # type: ignore[override]
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         return [self.read(o, s) for o, s in ranges]
 
     def close(self) -> None:
@@ -665,6 +672,7 @@ def inflate_member(loc: Location) -> io.RawIOBase:
         CorruptDataError: The member is a zip bomb, lies about its size, or is damaged
             (naming the experiment and ``archive::member``).
     """
+    assert loc.member is not None, "inflate_member reads a zip member"
     with zipfile.ZipFile(loc.path) as zf:
         try:
             info = zf.getinfo(loc.member)
@@ -688,7 +696,8 @@ def inflate_member(loc: Location) -> io.RawIOBase:
         view = memoryview(buf)
         got = 0
         try:
-            with zf.open(info) as member:
+            # ZipFile.open in mode "r" gives a ZipExtFile (typeshed: IO[bytes], no readinto)
+            with cast(zipfile.ZipExtFile, zf.open(info)) as member:
                 while got < declared:
                     n = member.readinto(view[got:got + INFLATE_BLOCK])
                     if not n:
@@ -755,7 +764,7 @@ def checked_data_offset(loc: Location, blob: bytes | memoryview,
     return start
 
 
-def _corrupt(loc: Location, what: str) -> None:
+def _corrupt(loc: Location, what: str) -> NoReturn:
     raise CorruptDataError(
         f"experiment {loc.sim_id}: {loc.describe()}: {what}; the archive is damaged: get a "
         "fresh copy, or leave the experiment out",
@@ -793,8 +802,8 @@ def open_h5(
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
     ds = dataset if dataset is not None else load(data_dir, source, spec=spec)
+    loc = scan_locations(ds, data_dir).get(sim_id)
     root = Path(data_dir) if data_dir is not None else ds.data_dir
-    loc = scan_locations(ds, root).get(sim_id)
     if loc is None:
         raise ExperimentNotFoundError(
             f"experiment {sim_id!r} has no HDF5 file under {root} (looked for loose "

@@ -16,6 +16,7 @@ from guideloom.export.api import (
 )
 from guideloom.reader import Export, load_export
 from guideloom.records import SIM_ID_KEY, RecordReader
+from guideloom.remote.root import RemoteRoot
 from guideloom.selection import RowFilter, SimIdsOrder, resolve_dataset, select
 
 #: The data directory rddac and ddacs default to.
@@ -38,7 +39,7 @@ __all__ = [
 def iter_view(
     view: str | View,
     *,
-    data_dir: str | Path | None = None,
+    data_dir: str | Path | RemoteRoot | None = None,
     dataset: Dataset | None = None,
     source: str | Path | None = None,
     sim_ids: Iterable[Any] | None = None,
@@ -59,7 +60,8 @@ def iter_view(
     Args:
         view: A view name (published or added with :func:`guideloom.add_view`) or a View.
         data_dir: Directory with the files (default: the dataset's, else ``./data``), or an
-            ``https://``/fsspec URL or DOI of a release (read by byte ranges).
+            ``https://``/fsspec URL or DOI of a release, or its
+            :class:`~guideloom.remote.root.RemoteRoot` (read by byte ranges).
         dataset: A loaded dataset (for views added in memory).
         source: The manifest path when ``dataset`` is not given.
         sim_ids: Allowlist of experiment ids; records come in the index table's order (as in

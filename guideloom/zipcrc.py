@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from guideloom.caches import BoundedCache, cache
 from guideloom.errors import CorruptDataError
@@ -22,7 +21,14 @@ from guideloom.os_support import preadinto
 CRC_BLOCK = 4 << 20  # bytes per pread: large enough for full speed, small enough to stay cached
 
 
-def _crc32_function() -> Callable[[Any, int], int]:
+class Crc32(Protocol):
+    """``crc32(data[, value])``: the running CRC-32 of ``data`` continued from ``value``
+    (default 0), as :func:`zlib.crc32` (positional arguments only)."""
+
+    def __call__(self, data: Any, value: int = 0, /) -> int: ...
+
+
+def _crc32_function() -> Crc32:
     """libdeflate's CRC-32 (from the ``deflate`` package) when present, else zlib's; both give
     the zip CRC-32 (benchmarks/crc_cost.py measures them)."""
     try:

@@ -51,6 +51,8 @@ DAMAGE = {
     "zarr array zarr.json": ("zarr", "mean/zarr.json", lambda p: p.write_text('{"broken')),
     "zarr root zarr.json": ("zarr", "zarr.json", lambda p: p.write_text('{"broken')),
     "zarr sim_ids zarr.json": ("zarr", "sim_ids/zarr.json", lambda p: p.write_text("[")),
+    "zarr array made a group": ("zarr", "mean/zarr.json", lambda p: p.write_text(
+        '{"zarr_format": 3, "node_type": "group", "attributes": {}}')),
     "npz export.json torn": ("npz", "export.json",
                              lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])),
 }

@@ -67,7 +67,7 @@ def _add_to_navbar(scheduler: Any) -> None:
 
 def guideloom_doc(scheduler: Any, extra: Mapping[str, Any], doc: Any) -> None:
     """The Bokeh document of the page (called by the dashboard for each browser tab)."""
-    from bokeh.models import Div
+    from bokeh.models.widgets.markups import Div  # (bokeh.models re-exports it untyped)
     from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 
     from guideloom.cluster.progress_html import STYLE, exports_html

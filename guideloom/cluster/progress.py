@@ -34,6 +34,8 @@ def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, 
     newer guideloom on the driver, never breaks the holder).
     """
     action, key, now = msg.get("action"), msg.get("export"), float(msg.get("time", 0.0))
+    if not isinstance(key, str):  # no export named: nothing to update
+        return
     if action == "start":
         exports[key] = {
             "export": key, "view": msg.get("view"), "target": msg.get("target"),

@@ -172,12 +172,12 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
             _feed_reference(key, state[key], digest, seen)
 
 
-def data_fingerprint(index_file: str | os.PathLike[str], locations: Any) -> str:
-    """The identity of a job's input data: the index table's bytes, and each experiment file's
-    name, member, size and modification time (content is not read: that would cost a pass)."""
+def data_fingerprint(index: bytes, locations: Any) -> str:
+    """The identity of a job's input data: the index table's bytes ``index``, and each
+    experiment file's name, member, size and modification time (content is not read: that
+    would cost a pass)."""
     digest = hashlib.sha256()
-    with open(index_file, "rb") as fh:
-        digest.update(hashlib.sha256(fh.read()).digest())
+    digest.update(hashlib.sha256(index).digest())
     stats: dict[str, str] = {}
     for loc in locations:
         stat = stats.get(loc.path)

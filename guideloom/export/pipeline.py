@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -12,15 +12,24 @@ from guideloom.errors import RecordValueError, TransformError
 from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
-from guideloom.records import SIM_ID_KEY, RecordReader
+from guideloom.records import SIM_ID_KEY
 from guideloom.sources import Location
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"
 
 
+class RecordSource(Protocol):
+    """What :func:`produce` reads records from: a
+    :class:`~guideloom.records.RecordReader`, or a
+    :class:`~guideloom.remote.readahead.ReadAhead` over one."""
+
+    def read(self, loc: Location, row: Mapping[str, Any],
+             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]: ...
+
+
 def produce(
-    spec: ExportSpec, reader: RecordReader, loc: Location, row: Mapping[str, Any],
+    spec: ExportSpec, reader: RecordSource, loc: Location, row: Mapping[str, Any],
     *, allow_text: bool = False, raw: bool = False, into: Mapping[str, np.ndarray] | None = None,
 ) -> Any:
     """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.

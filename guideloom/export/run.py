@@ -29,6 +29,7 @@ from guideloom.cluster.runtime import (
     task_key,
 )
 from guideloom.cluster.shipping import pack, shipped_by_value, unpack
+from guideloom.croissant import Dataset
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
@@ -89,7 +90,7 @@ from guideloom.formats.manifest_types import (
 )
 from guideloom.records import RecordReader, reference_dtypes
 from guideloom.remote.readahead import ReadAhead
-from guideloom.remote.root import is_remote_root
+from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
 
 logger = logging.getLogger(__name__)
@@ -191,15 +192,21 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
-    if is_remote_root(spec.data_dir):  # no local files to stat: URLs, sizes and validators
-        from guideloom.remote.fetch import fetch_bytes
+    if isinstance(spec.data_dir, RemoteRoot):  # no local files to stat: URLs, sizes, validators
         from guideloom.remote.locations import remote_fingerprint
 
-        index, _ = fetch_bytes(spec.dataset.data_dir, spec.dataset.index_file, "the index table")
-        return remote_fingerprint(index, selection.locations)[:32]
-    index_file = spec.dataset.file_in_data_dir(spec.dataset.data_dir, spec.dataset.index_file,
-                                               "the index table")
-    return data_fingerprint(index_file, selection.locations)
+        return remote_fingerprint(_index_bytes(spec.dataset), selection.locations)[:32]
+    return data_fingerprint(_index_bytes(spec.dataset), selection.locations)
+
+
+def _index_bytes(ds: Dataset) -> bytes:
+    """The bytes of the index table, read by URL or from the dataset's folder."""
+    if isinstance(ds.data_dir, RemoteRoot):
+        from guideloom.remote.fetch import fetch_bytes
+
+        return fetch_bytes(ds.data_dir, ds.index_file, "the index table")[0]
+    with open(ds.file_in_data_dir(ds.data_dir, ds.index_file, "the index table"), "rb") as fh:
+        return fh.read()
 
 
 TASK_STAGE = "export-part"  # <= 15 characters: the dashboard's progress panel shows it whole
@@ -220,8 +227,8 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     h5_aliases = {f.alias for f in spec.view.fields if f.is_h5}
     nbytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                  for alias, (shape, dtype) in described.items() if alias in h5_aliases)
-    return len(selection.locations) * (nbytes / config.get("decode_bytes_per_s")
-                                       + config.get("per_record_s"))
+    rate, per_record = float(config.get("decode_bytes_per_s")), float(config.get("per_record_s"))
+    return len(selection.locations) * (nbytes / rate + per_record)
 
 
 def run_export(

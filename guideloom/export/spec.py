@@ -15,6 +15,7 @@ from guideloom.croissant import Dataset, View
 from guideloom.export.fingerprint import callable_fingerprint, callable_name
 from guideloom.formats.layout import check_output_name
 from guideloom.formats.manifest_types import TransformNames
+from guideloom.remote.root import RemoteRoot
 from guideloom.sources import Location
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
@@ -73,7 +74,7 @@ class ExportSpec:
     Attributes:
         view: The resolved view.
         dataset: The dataset (manifest, index location, added views).
-        data_dir: Directory of the experiment files.
+        data_dir: Directory of the experiment files (a remote root: read by URL).
         output: The format's kind (``"npy"``, ``"npz"``, ``"zarr"``, ``"storage"`` or a
             registered one's, see :mod:`guideloom.formats`).
         target: Output directory, or zarr store path/URL.
@@ -93,7 +94,7 @@ class ExportSpec:
 
     view: View
     dataset: Dataset
-    data_dir: Path
+    data_dir: Path | RemoteRoot
     output: OutputKind
     target: str
     sim_ids: tuple[Any, ...] | None = None

@@ -30,11 +30,12 @@ from guideloom.formats.layout import EXPORT_MANIFEST
 from guideloom.formats.rddac_layout import is_rddac_export
 from guideloom.os_support import is_locked, pread, pwrite, try_lock, unlock
 from guideloom.private_files import check_private_dir, open_private_file
+from guideloom.remote.root import RemoteRoot
 
 LOCK_SUFFIX = ".guideloom-lock"
 
 
-def check_target(staging: Staging, data_dir: Path, overwrite: bool) -> None:
+def check_target(staging: Staging, data_dir: Path | RemoteRoot, overwrite: bool) -> None:
     """Raise unless the export may be written at ``staging.target``.
 
     Raises:

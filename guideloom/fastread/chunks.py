@@ -353,7 +353,7 @@ def _read_raw(buffers: _Buffers, source: RawSource | ChunkBytes, c: Chunk) -> np
     if c.address < 0 or (source.size is not None and c.address + c.size > source.size):
         raise FastReadError(f"chunk at {c.address} (+{c.size}) lies outside the file")
     buf = buffers.get(_RAW, c.size)
-    got = preadinto(source.fd, memoryview(buf)[:c.size], source.start + c.address)
+    got = preadinto(source.fd, buf.data[:c.size], source.start + c.address)
     if got != c.size:
         raise FastReadError(f"short read: {got} of {c.size} bytes at {c.address}")
     return buf
@@ -503,4 +503,5 @@ def _place(p: Plan, c: Chunk, data: np.ndarray, out: np.ndarray, sel: np.ndarray
         out[(slice(o0, o0 + extent[0]), *inner_out)] = chunk[(slice(0, extent[0]), *inner_in)]
         return
     lo, hi = np.searchsorted(sel, (c.offset[0], c.offset[0] + extent[0]))
-    out[(slice(lo, hi), *inner_out)] = chunk[(sel[lo:hi] - c.offset[0], *inner_in)]
+    rows: tuple[np.ndarray | slice, ...] = (sel[lo:hi] - c.offset[0], *inner_in)
+    out[(slice(lo, hi), *inner_out)] = chunk[rows]

@@ -48,6 +48,7 @@ class PartitionSummary(SummaryExtra):
     dtypes: dict[str, list[str]]  # alias -> every dtype its records had (str: older markers)
     host: str
     verify_crc: NotRequired[bool]
+    fallbacks: NotRequired[dict[str, int]]  # fallback kind -> times taken (guideloom.fallbacks)
 
 
 class ViewField(TypedDict):
@@ -120,6 +121,7 @@ class ManifestTail(TypedDict):
     export_id: str
     guideloom_version: str
     placement: dict[str, Any]
+    fallbacks: NotRequired[dict[str, int]]  # the partitions' fallbacks, summed
     timings: dict[str, float]
     data_dir: str
     created: str

@@ -45,6 +45,7 @@ from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 from guideloom.formats.options import option
 
 if TYPE_CHECKING:  # zarr is imported where it is used (import guideloom stays cheap)
+    from zarr import Array, Group
     from zarr.abc.store import ByteRequest, Store
     from zarr.codecs import BloscCodec, GzipCodec
     from zarr.core.array_spec import ArrayConfigParams
@@ -101,6 +102,20 @@ def zarr_store(url: str, strict: bool = False) -> Store:
     if "://" not in url:
         return zarr.storage.LocalStore(url)
     return zarr.storage.FsspecStore.from_url(url)
+
+
+def member_array(group: Group, name: str, root: str) -> Array[Any]:
+    """``group[name]`` (the group at ``root``), which must be an array: a subgroup there is a
+    :class:`CorruptExportError` naming its ``name/zarr.json``."""
+    return _as_array(group[name], root, name)
+
+
+def _as_array(node: Array[Any] | Group, root: str, name: str) -> Array[Any]:
+    import zarr
+
+    if not isinstance(node, zarr.Array):
+        fail(root, f"{name}/zarr.json", "the metadata of a zarr group where an array belongs")
+    return node
 
 
 def is_chunk_key(key: str) -> bool:
@@ -281,10 +296,11 @@ class ZarrFormat(ExportFormat):
                                use_consolidated=False)
         markers = _stage_markers(self.stage)
         aliases = sorted(rows.array_keys())
+        planned = {a: member_array(rows, a, self._rows_url()) for a in aliases}
         n_kept = (int(keep.sum()) if keep is not None
-                  else rows[aliases[0]].shape[0] if aliases else 0)
+                  else planned[aliases[0]].shape[0] if aliases else 0)
         tally = self.tally = ChunkTally(
-            sum(math.ceil(n_kept / rows[a].chunks[0]) for a in aliases),
+            sum(math.ceil(n_kept / planned[a].chunks[0]) for a in aliases),
             self.finalize_progress)
         _check_placements(self.stage, markers)
         placed = {a: {i: m[PLACED_KEY] for i, m in markers.items()
@@ -299,12 +315,12 @@ class ZarrFormat(ExportFormat):
             if not placed[alias] and (keep is None or keep.all()):
                 if alias in data:  # unused (nothing placed), or an older run's leftover
                     del data[alias]
-                n_chunks = math.ceil(n_kept / rows[alias].chunks[0])
+                n_chunks = math.ceil(n_kept / planned[alias].chunks[0])
                 self.stage.move(self.stage.path("rows", alias), self.stage.path("data", alias))
                 tally.add("moved", n_chunks)
                 continue
-            kept = np.arange(rows[alias].shape[0]) if keep is None else np.flatnonzero(keep)
-            place_rows(self.stage, alias, rows[alias], data, kept, markers, placed[alias],
+            kept = np.arange(planned[alias].shape[0]) if keep is None else np.flatnonzero(keep)
+            place_rows(self.stage, alias, planned[alias], data, kept, markers, placed[alias],
                        tally)
             del rows[alias]  # complete in data/: the planned rows are no longer needed
 
@@ -384,12 +400,12 @@ class ZarrFormat(ExportFormat):
         if group not in manifest["fields"]:
             yield from super().unit_digests(root, manifest, group, n_units)
             return
-        arr = zarr.open_group(zarr_store(root, strict=True), mode="r",
-                              use_consolidated=False)[group]
+        arr = member_array(zarr.open_group(zarr_store(root, strict=True), mode="r",
+                                           use_consolidated=False), group, root)
         step = max(1, arr.chunks[0])
         for start in range(0, arr.shape[0], step):
             try:
-                block = arr[start:start + step]
+                block = np.asarray(arr[start:start + step])
             except CorruptExportError:
                 raise
             except PermissionError as exc:  # unreadable is not damaged
@@ -666,20 +682,24 @@ class ZarrSink(PartitionSink):
         import zarr
 
         group = zarr.open_group(zarr_store(stage.url_of("rows")), mode="r+")
-        self._arrays = {a: group[a].with_config(WRITE_EVERY_CHUNK) for a in schema}
+        rows_url = stage.url_of("rows")
+        self._arrays = {a: member_array(group, a, rows_url).with_config(WRITE_EVERY_CHUNK)
+                        for a in schema}
         self._stage = stage
         self._part = part
         self._local_dir = stage.path() if stage.is_local else None  # files there are fsynced
         self._written: list[str] = []
-        self._blocks: dict[int, dict[str, np.ndarray]] = {}  # chunk start -> alias -> rows
-        self._present: dict[int, set[int]] = {}  # chunk start -> rows written into its block
+        # (chunk start, aliases) -> alias -> rows, and the rows written into that block
+        self._blocks: dict[tuple[int, tuple[str, ...]], dict[str, np.ndarray]] = {}
+        self._present: dict[tuple[int, tuple[str, ...]], set[int]] = {}
         self._bytes = 0
         self._sums = RowDigests()
         self._final_arrays: dict[str, Any] = {}
         if any(arr.chunks[0] > 1 for arr in self._arrays.values()):
             data = zarr.open_group(zarr_store(stage.url_of("data")), mode="r+",
                                    use_consolidated=False)
-            self._final_arrays = {a: data[a].with_config(WRITE_EVERY_CHUNK)
+            data_url = stage.url_of("data")
+            self._final_arrays = {a: member_array(data, a, data_url).with_config(WRITE_EVERY_CHUNK)
                                   for a, arr in self._arrays.items()
                                   if arr.chunks[0] > 1 and a in data}
         self._planned = [a for a in self._arrays if a not in self._final_arrays]
@@ -755,19 +775,19 @@ class ZarrSink(PartitionSink):
         rpc = self._arrays[aliases[0]].chunks[0]
         start, stop = self._chunk(row, rpc)
         key = (start, tuple(aliases))
-        block = self._blocks.get(key)  # type: ignore[call-overload]
+        block = self._blocks.get(key)
         if block is None:
-            block = self._blocks[key] = {  # type: ignore[index]
+            block = self._blocks[key] = {
                 a: np.zeros((stop - start, *self._arrays[a].shape[1:]),
                             dtype=self._arrays[a].dtype) for a in aliases}
-            self._present[key] = set()  # type: ignore[index]
+            self._present[key] = set()
         for alias in aliases:
             block[alias][row - start] = arrays[alias]  # the copy: the caller may reuse it
-        self._present[key].add(row)  # type: ignore[index]
-        if len(self._present[key]) == stop - max(start, self._part.start):  # type: ignore[index]
+        self._present[key].add(row)
+        if len(self._present[key]) == stop - max(start, self._part.start):
             self._flush(key, digest)
 
-    def _flush(self, key: Any, digest: bool = True) -> None:
+    def _flush(self, key: tuple[int, tuple[str, ...]], digest: bool = True) -> None:
         """Write the planned chunk ``key`` (rows never written, i.e. skipped, stay zero)."""
         start, aliases = key
         block, present = self._blocks.pop(key), self._present.pop(key)
@@ -778,8 +798,8 @@ class ZarrSink(PartitionSink):
                     self._sums.add(alias, r, rows[r - start])  # the row as stored
             arr[start:start + len(rows)] = rows
             self._bytes += rows.nbytes
-            key = _chunk_key(arr, start // arr.chunks[0])
-            self._written.append(os.path.join("rows", alias, key))
+            chunk = _chunk_key(arr, start // arr.chunks[0])
+            self._written.append(os.path.join("rows", alias, chunk))
 
     def close(self) -> int:
         """Write the chunks left and make them durable (files, then their folders)."""
@@ -998,7 +1018,7 @@ def _remove_partial_chunks(fs: Any, root: str) -> None:
 _UNREADABLE_METADATA = (ValueError, TypeError)  # JSONDecodeError is a ValueError
 
 
-def open_group_checked(root: str) -> Any:
+def open_group_checked(root: str) -> Group:
     """The zarr group at ``root``, or :class:`CorruptExportError` naming its ``zarr.json``."""
     import zarr
 
@@ -1011,15 +1031,16 @@ def open_group_checked(root: str) -> Any:
         fail(root, "zarr.json", f"unreadable zarr metadata ({type(exc).__name__}: {exc})")
 
 
-def array_checked(root: str, group: Any, name: str) -> Any:
+def array_checked(root: str, group: Group, name: str) -> Array[Any]:
     """``group[name]``, or :class:`CorruptExportError` naming ``name`` (missing) or
-    ``name/zarr.json`` (unreadable)."""
+    ``name/zarr.json`` (unreadable, or a group's)."""
     try:
-        return group[name]
+        node = group[name]
     except KeyError:
         fail(root, name, "missing")
     except _UNREADABLE_METADATA as exc:
         fail(root, f"{name}/zarr.json", f"unreadable zarr metadata ({type(exc).__name__}: {exc})")
+    return _as_array(node, root, name)
 
 
 class ZarrReader(FormatReader):

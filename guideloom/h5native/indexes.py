@@ -83,7 +83,7 @@ def _btree_children(r: Reader, root: int, node_type: int, on_key, rank: int = 0)
     key_size = r.lsz if node_type == 0 else 8 + 8 * (rank + 1)
     out: list[int] = []
     seen: set[int] = set()
-    stack = [(root, None)]
+    stack: list[tuple[int, int | None]] = [(root, None)]  # (node, the level it must have)
     while stack:
         addr, want_level = stack.pop()
         if addr in seen:

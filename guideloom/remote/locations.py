@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from guideloom.errors import GuideloomError
-from guideloom.remote.byte_source import ByteSource
+from guideloom.remote.byte_source import ByteSource, FsspecSource
 from guideloom.remote.cache import process_cache
 from guideloom.remote.fetch import http_validator, source_of
+from guideloom.remote.http import HttpRangeSource
 from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import Member, ZipFormatError, read_members
 from guideloom.sources import LOOSE_SUBDIR, Location, add_member_locations, id_parser
@@ -38,6 +40,7 @@ class RemoteLocation(Location):
         headers: HTTP headers for the archive's requests (kept out of ``repr``).
     """
 
+    member: str  # always a member of an archive (never a loose file)
     archive_size: int = 0
     validator: str = ""
     file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
@@ -66,13 +69,12 @@ def _stat(url: str, root: RemoteRoot) -> tuple[int, str]:
     src = source_of(url, None, root.headers)
     if url.lower().startswith(("http://", "https://")):
         size, validator = http_validator(url)
-        if getattr(src, "_size", None) not in (None, size):  # replaced: forget the old size
-            src._size = size  # noqa: SLF001
+        if isinstance(src, HttpRangeSource) and src._size not in (None, size):  # noqa: SLF001
+            src._size = size  # noqa: SLF001 - replaced: forget the old size
         return size, validator
-    fs, path = getattr(src, "_fs", None), getattr(src, "_path", None)
-    if fs is None:
+    if not isinstance(src, FsspecSource):
         return src.size(), ""
-    info = fs.info(path)
+    info = src._fs.info(src._path)  # noqa: SLF001
     size = int(info["size"])
     src._size = size  # noqa: SLF001 - the one metadata request answers both
     validator = next((str(info[k]) for k in ("ETag", "etag", "Last-Modified", "LastModified",
@@ -163,12 +165,20 @@ def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
     for archive in _archives(ds, root):
         members = _members(archive, root)
         size = source_of(archive.url, archive.size, root.headers).size()
-        extra = {"archive_size": size, "validator": archive.validator, "headers": root.headers}
         inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
-                             lambda **kw: RemoteLocation(  # noqa: B023 - called at once
-                                 **kw, **extra, file_size=inflated[kw["member"]]))  # noqa: B023
+                             _maker(size, archive.validator, root.headers, inflated))
     return found
+
+
+def _maker(archive_size: int, validator: str, headers: tuple[tuple[str, str], ...],
+           inflated: Mapping[str, int]) -> Callable[..., Location]:
+    """What builds one archive's locations for :func:`~guideloom.sources.add_member_locations`
+    (which gives the :class:`~guideloom.sources.Location` fields)."""
+    def make(**kw: Any) -> Location:
+        return RemoteLocation(**kw, archive_size=archive_size, validator=validator,
+                              headers=headers, file_size=inflated[kw["member"]])
+    return make
 
 
 def remote_fingerprint(index_bytes: bytes, locations: Any) -> str:

@@ -386,6 +386,8 @@ class _Prefetched:
 def _native_entry(loc: RemoteLocation) -> tuple[int, Any] | None:
     """The cached ``(data_start, FileMeta)`` of ``loc``, when it fits the archive."""
     doc = process_cache().get(NATIVE_KIND, loc.cache_key())
+    if doc is None:
+        return None
     try:
         start = doc["data_start"]
         lowest = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())

@@ -21,7 +21,7 @@ from __future__ import annotations
 import posixpath
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from guideloom.errors import ManifestError
 from guideloom.remote.byte_source import is_remote
@@ -31,7 +31,7 @@ TOKEN_HEADER = "X-Dataverse-key"
 VERSION_ENV = "GUIDELOOM_DATAVERSE_VERSION"  # the dataset version a DOI reads (default 2.0)
 
 
-def is_remote_root(location: object) -> bool:
+def is_remote_root(location: object) -> TypeGuard[str | RemoteRoot]:
     """True for a ``data_dir`` read remotely: a URL :func:`open_root` understands, a DOI, or
     a :class:`RemoteRoot`."""
     if isinstance(location, RemoteRoot):
