@@ -23,9 +23,12 @@ IDS = list(range(1, 24))  # 7, 14 and 21 fail: skipped
 GOOD = [i for i in IDS if i % 7]
 
 RUN = """
+import logging
 import sys
 import guideloom
 from tests import export_helpers
+
+logging.basicConfig(level=logging.INFO, format="%(message)s")  # the library logs (issue 24)
 
 data, target, transform, client = sys.argv[1:5]
 guideloom.export_to_zarr("force-curve", target, data_dir=data,
