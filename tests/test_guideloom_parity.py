@@ -171,6 +171,7 @@ TYPED = """
 """
 
 
+@pytest.mark.slow  # a mypy run: ~25 s
 def test_type_checker_sees_document_and_metadata_types(tmp_path, monkeypatch):
     mypy = pytest.importorskip("mypy.api", reason="mypy (test extra) is not installed")
     check = tmp_path / "typed.py"

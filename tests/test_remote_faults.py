@@ -108,6 +108,7 @@ ALWAYS = {
 }
 
 
+@pytest.mark.fast_case("503")
 @pytest.mark.parametrize("fault", list(ALWAYS))
 def test_a_server_that_keeps_failing_ends_the_export_naming_experiment_and_url(release,
                                                                              tmp_path, fault):

@@ -46,12 +46,14 @@ def errors(result: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in result.stdout.splitlines() if ": error:" in line]
 
 
+@pytest.mark.slow  # a whole-package mypy run: ~30 s
 def test_mypy_finds_no_errors_in_the_package(mypy_cache):
     result = mypy(mypy_cache, "guideloom")
     assert errors(result) == [], result.stdout[-4000:]
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
 
 
+@pytest.mark.slow  # a whole-package mypy run: ~30 s
 def test_formats_and_export_are_strict_clean(mypy_cache):
     result = mypy(mypy_cache, "--strict", "--follow-imports=silent", "guideloom/formats",
                   "guideloom/export")
@@ -65,6 +67,7 @@ def test_the_real_classes_satisfy_the_format_protocols(mypy_cache):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a whole-package mypy run: ~30 s
 def test_the_lazy_top_level_names_are_typed_for_editors(mypy_cache, tmp_path):
     user = tmp_path / "user_code.py"
     user.write_text("import guideloom\n"
