@@ -20,7 +20,6 @@ import stat
 import subprocess
 import sys
 import threading
-import warnings
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,6 +40,8 @@ from guideloom.remote.cache import MetaCache
 from guideloom.remote.zipdir import read_members
 from guideloom.streaming import iter_view
 from tests.http_server import RangeHandler, Server, Stats
+from tests.remote_helpers import assert_same as _assert_same
+from tests.remote_helpers import records as _records
 from tests.zip_helpers import corrupt_member
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,20 +119,6 @@ def served(demo_zip, tmp_path, cache_dir) -> Iterator[tuple[str, Log, Path]]:
     shutil.copytree(demo_zip, site / "release")
     with serve_logged(site) as (url, log):
         yield url, log, site / "release"
-
-
-def _records(view: str, **kw) -> list[dict]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return list(iter_view(view, **kw))
-
-
-def _assert_same(remote: list[dict], local: list[dict]) -> None:
-    assert [r["_sim_id"] for r in remote] == [r["_sim_id"] for r in local] and local
-    for a, b in zip(remote, local, strict=True):
-        assert a.keys() == b.keys()
-        for key in a:
-            np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), strict=True)
 
 
 def _has_pointcloud(row) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -20,8 +19,9 @@ import guideloom
 from guideloom.errors import GuideloomError
 from guideloom.remote.byte_source import clear_source_cache
 from guideloom.remote.http import close_connections
-from guideloom.streaming import iter_view
 from tests.dataverse_server import Faults, serve
+from tests.remote_helpers import assert_same as _assert_same
+from tests.remote_helpers import records as _records
 
 
 @pytest.fixture
@@ -37,19 +37,6 @@ def release(demo_zip, tmp_path, monkeypatch):
         yield server, f"{server.url}/release"
     close_connections()
     clear_source_cache()
-
-
-def _records(view: str, **kw) -> list[dict]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return list(iter_view(view, **kw))
-
-
-def _assert_same(remote: list[dict], local: list[dict]) -> None:
-    assert [r["_sim_id"] for r in remote] == [r["_sim_id"] for r in local] and local
-    for a, b in zip(remote, local, strict=True):
-        for key in b:
-            np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), strict=True)
 
 
 def _has_pointcloud(row) -> bool:

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import uuid
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,8 @@ import pytest
 import guideloom
 from guideloom.records import native_stats
 from guideloom.remote.byte_source import clear_source_cache
-from guideloom.streaming import iter_view
+from tests.remote_helpers import assert_same as _assert_same
+from tests.remote_helpers import records as _records
 
 pytest.importorskip("s3fs")
 
@@ -50,20 +50,6 @@ def s3_release(seaweedfs_server, demo_zip, tmp_path, monkeypatch):
     clear_source_cache()
     yield f"s3://{prefix}", env
     clear_source_cache()
-
-
-def _records(view: str, **kw) -> list[dict]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return list(iter_view(view, **kw))
-
-
-def _assert_same(remote: list[dict], local: list[dict]) -> None:
-    assert [r["_sim_id"] for r in remote] == [r["_sim_id"] for r in local] and local
-    for a, b in zip(remote, local, strict=True):
-        assert a.keys() == b.keys()
-        for key in a:
-            np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), strict=True)
 
 
 def _complete(row) -> bool:
