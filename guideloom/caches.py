@@ -3,10 +3,11 @@
 Each cache is a :class:`BoundedCache` registered here by name: least recently used entries go
 first once it holds more than its bound (a count of entries and, optionally, of bytes), and an
 entry leaving it — evicted, replaced, popped or cleared — is handed to the cache's ``close``
-hook, so open descriptors, sockets and files are closed and never pile up. The bounds come from
-:func:`_limit` (one place to read them: the environment variable
-``GUIDELOOM_CACHE_<NAME>_ENTRIES`` / ``_BYTES``, else :data:`DEFAULTS`), read when an entry is
-added, so a change takes effect at the next miss.
+hook, so open descriptors, sockets and files are closed and never pile up. The bounds are the
+configuration keys ``cache_<name>_entries`` and ``cache_<name>_bytes`` of
+:mod:`guideloom.config` (``GUIDELOOM_CACHE_<NAME>_ENTRIES`` / ``_BYTES``; defaults
+:data:`DEFAULTS`), read by :func:`_limit` when an entry is added, so a change takes effect at
+the next miss.
 
 After ``fork`` a child must not use its parent's descriptors and connections, nor wait on a lock
 a parent thread held at that moment: every cache gets a fresh lock, and one that closes its
@@ -37,8 +38,6 @@ __all__ = ["DEFAULTS", "BoundedCache", "CacheBound", "cache", "caches", "clear_c
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 F = TypeVar("F", bound=Callable[..., Any])
-
-ENV_PREFIX = "GUIDELOOM_CACHE_"
 
 
 @dataclass(frozen=True)
@@ -82,30 +81,26 @@ DEFAULTS: dict[str, CacheBound] = {
 
 
 def _limit(name: str) -> tuple[int | None, int | None]:
-    """``(entries, bytes)`` bounding the cache ``name``: ``GUIDELOOM_CACHE_<NAME>_ENTRIES`` and
-    ``GUIDELOOM_CACHE_<NAME>_BYTES`` when set (``0`` or ``none``: unbounded), else
-    :data:`DEFAULTS`. The one place cache sizes are read (to move onto ``guideloom.config``).
+    """``(entries, bytes)`` bounding the cache ``name`` (``None``: no bound), from the
+    configuration keys ``cache_<name>_entries`` / ``cache_<name>_bytes`` of
+    :mod:`guideloom.config` (variables ``GUIDELOOM_CACHE_<NAME>_ENTRIES`` / ``_BYTES``; ``0`` or
+    ``none``: unbounded), whose defaults are :data:`DEFAULTS`.
 
     Raises:
-        ValueError: A variable is not a whole number (naming it).
+        ConfigError: A value is not a whole number (naming the key or the variable); a
+            ``ValueError``.
     """
+    from guideloom import config
+
     bound = DEFAULTS.get(name, CacheBound(None))
     out: list[int | None] = []
-    for suffix, default in (("ENTRIES", bound.entries), ("BYTES", bound.nbytes)):
-        var = f"{ENV_PREFIX}{name.upper()}_{suffix}"
-        text = os.environ.get(var, "").strip().lower()
-        if not text:
+    for suffix, default in (("entries", bound.entries), ("bytes", bound.nbytes)):
+        key = f"cache_{name}_{suffix}"
+        if key not in config.KNOBS:
             out.append(default)
             continue
-        if text == "none":
-            out.append(None)
-            continue
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{var}={text!r}: give a whole number of "
-                             f"{suffix.lower()} (0 or 'none' for no bound)") from None
-        out.append(value if value > 0 else None)
+        value = config.get(key)
+        out.append(value if value else None)
     return out[0], out[1]
 
 
