@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guideloom.cache_bounds import DEFAULTS
 from guideloom.errors import ConfigError
 
 __all__ = ["ENV_ONLY", "KNOBS", "Knob", "environ", "get", "set", "source"]
@@ -178,8 +179,6 @@ _KNOBS = [
 def _cache_knobs() -> list[Knob]:
     """``cache_<name>_entries`` (and ``_bytes`` where the cache weighs its entries) for every
     in-process cache of :mod:`guideloom.caches`, read when the cache adds an entry."""
-    from guideloom.caches import DEFAULTS
-
     knobs = []
     for name, bound in DEFAULTS.items():
         knobs.append(Knob(f"cache_{name}_entries", bound.entries or 0, int,
