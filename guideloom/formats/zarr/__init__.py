@@ -30,7 +30,6 @@ Modules, one job each:
 from __future__ import annotations
 
 from guideloom.formats.zarr.checks import (
-    _ARRAY_ENTRY,
     ALL_CHUNKS_KEY,
     ZARR_GROUP_FILE,
     array_checked,
@@ -43,92 +42,38 @@ from guideloom.formats.zarr.chunking import (
     SMALL_CHUNK_BYTES,
     WRITE_EVERY_CHUNK,
     ZARR_CHUNK_BYTES,
-    _chunk_key,
     dimension_names,
     rows_per_chunk,
 )
 from guideloom.formats.zarr.compression import (
-    _BLOSC_CNAMES,
     BLOSC_LEVEL,
     DEFAULT_COMPRESSOR,
     GZIP_LEVEL,
     ZARR_COMPRESSORS,
     zarr_compressor,
 )
-from guideloom.formats.zarr.final_rows import (
-    _FinalRows,
-)
 from guideloom.formats.zarr.finalize import (
     CHECKED_KEY,
     COMPACT_GROUP_BYTES,
     COMPACT_THREADS,
-    _check_placements,
-    _final_array,
-    _made_parent,
-    _read_job,
-    _remove_partial_chunks,
-    _remove_unclaimed,
-    _stage_markers,
-    _update_job,
     place_rows,
 )
-from guideloom.formats.zarr.format import (
-    ZarrFormat,
-    ZarrOptions,
-)
-from guideloom.formats.zarr.pieces import (
-    PIECES_DIR,
-    _piece_url,
-    load_piece,
-    save_piece,
-)
-from guideloom.formats.zarr.placement import (
-    MAX_WALK,
-    PLACED_KEY,
-    _event_name,
-    _in_worker,
-    _wait_for,
-    _wake,
-    final_start,
-)
-from guideloom.formats.zarr.reader import (
-    ZarrReader,
-    take_rows,
-)
-from guideloom.formats.zarr.sink import (
-    HOLD_BYTES,
-    MAX_WAIT_S,
-    MIN_WAIT_S,
-    ZarrSink,
-)
-from guideloom.formats.zarr.store import (
-    _UNREADABLE_METADATA,
-    _as_array,
-    _async_fs,
-    _fs_of,
-    _strict_store,
-    is_chunk_key,
-    member_array,
-    zarr_store,
-)
-from guideloom.formats.zarr.tally import (
-    FINALIZE_KEY,
-    ChunkTally,
-)
+from guideloom.formats.zarr.format import ZarrFormat, ZarrOptions
+from guideloom.formats.zarr.pieces import PIECES_DIR, load_piece, save_piece
+from guideloom.formats.zarr.placement import MAX_WALK, PLACED_KEY, final_start
+from guideloom.formats.zarr.reader import ZarrReader, take_rows
+from guideloom.formats.zarr.sink import HOLD_BYTES, MAX_WAIT_S, MIN_WAIT_S, ZarrSink
+from guideloom.formats.zarr.store import is_chunk_key, member_array, zarr_store
+from guideloom.formats.zarr.tally import FINALIZE_KEY, ChunkTally
 
-# every name guideloom.formats.zarr had as one module (private ones too: tests and
-# callers of that module keep working)
+# the public names of guideloom.formats.zarr when it was one module
 __all__ = [
-    "ALL_CHUNKS_KEY", "array_checked", "_ARRAY_ENTRY", "_as_array", "_async_fs",
-    "_BLOSC_CNAMES", "BLOSC_LEVEL", "check_chunk_files", "_check_placements", "CHECKED_KEY",
-    "_chunk_key", "ChunkTally", "COMPACT_GROUP_BYTES", "COMPACT_THREADS", "DEFAULT_COMPRESSOR",
-    "dimension_names", "_event_name", "expected_chunk_keys", "_final_array", "final_start",
-    "FINALIZE_KEY", "_FinalRows", "_fs_of", "GZIP_LEVEL", "HOLD_BYTES", "_in_worker",
-    "is_chunk_key", "load_piece", "_made_parent", "MAX_WAIT_S", "MAX_WALK", "member_array",
-    "MIN_WAIT_S", "ONE_ROW_CHUNK_BYTES", "open_group_checked", "_piece_url", "PIECES_DIR",
-    "place_rows", "PLACED_KEY", "_read_job", "_remove_partial_chunks", "_remove_unclaimed",
-    "rows_per_chunk", "save_piece", "SMALL_CHUNK_BYTES", "_stage_markers", "_strict_store",
-    "take_rows", "_UNREADABLE_METADATA", "_update_job", "_wait_for", "_wake",
+    "ALL_CHUNKS_KEY", "array_checked", "BLOSC_LEVEL", "check_chunk_files", "CHECKED_KEY",
+    "ChunkTally", "COMPACT_GROUP_BYTES", "COMPACT_THREADS", "DEFAULT_COMPRESSOR",
+    "dimension_names", "expected_chunk_keys", "final_start", "FINALIZE_KEY", "GZIP_LEVEL",
+    "HOLD_BYTES", "is_chunk_key", "load_piece", "MAX_WAIT_S", "MAX_WALK", "member_array",
+    "MIN_WAIT_S", "ONE_ROW_CHUNK_BYTES", "open_group_checked", "PIECES_DIR", "place_rows",
+    "PLACED_KEY", "rows_per_chunk", "save_piece", "SMALL_CHUNK_BYTES", "take_rows",
     "WRITE_EVERY_CHUNK", "ZARR_CHUNK_BYTES", "zarr_compressor", "ZARR_COMPRESSORS",
     "ZARR_GROUP_FILE", "zarr_store", "ZarrFormat", "ZarrOptions", "ZarrReader", "ZarrSink",
 ]

@@ -7,14 +7,14 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from guideloom.formats.base import fail
-from guideloom.formats.zarr.store import _UNREADABLE_METADATA, _as_array, _fs_of, zarr_store
+from guideloom.formats.zarr.store import UNREADABLE_METADATA, as_array, fs_of, zarr_store
 
 if TYPE_CHECKING:  # zarr is imported where it is used (import guideloom stays cheap)
     from zarr import Array, Group
 
 ALL_CHUNKS_KEY = "zarr_all_chunks"  # export.json: every chunk has its file (B7)
 ZARR_GROUP_FILE = "zarr.json"
-_ARRAY_ENTRY = re.compile(r"^(zarr\.json|c(/\d+)+)$")
+ARRAY_ENTRY = re.compile(r"^(zarr\.json|c(/\d+)+)$")
 
 
 def expected_chunk_keys(arr: Any) -> set[str]:
@@ -30,7 +30,7 @@ def expected_chunk_keys(arr: Any) -> set[str]:
 def check_chunk_files(root: str, name: str, arr: Any) -> None:
     """Raise :class:`CorruptExportError` unless every chunk of array ``name`` has its file
     (one listing of the array's folder)."""
-    fs, path = _fs_of(root)
+    fs, path = fs_of(root)
     folder = f"{path.rstrip('/')}/{name}"
     present = {f[len(folder) + 1:] for f in fs.find(folder)}
     missing = sorted(expected_chunk_keys(arr) - present)
@@ -48,7 +48,7 @@ def open_group_checked(root: str) -> Group:
         return zarr.open_group(zarr_store(root, strict=True), mode="r", use_consolidated=False)
     except FileNotFoundError:
         fail(root, "zarr.json", "missing")
-    except _UNREADABLE_METADATA as exc:
+    except UNREADABLE_METADATA as exc:
         fail(root, "zarr.json", f"unreadable zarr metadata ({type(exc).__name__}: {exc})")
 
 
@@ -59,6 +59,6 @@ def array_checked(root: str, group: Group, name: str) -> Array[Any]:
         node = group[name]
     except KeyError:
         fail(root, name, "missing")
-    except _UNREADABLE_METADATA as exc:
+    except UNREADABLE_METADATA as exc:
         fail(root, f"{name}/zarr.json", f"unreadable zarr metadata ({type(exc).__name__}: {exc})")
-    return _as_array(node, root, name)
+    return as_array(node, root, name)

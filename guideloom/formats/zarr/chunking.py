@@ -41,6 +41,6 @@ def dimension_names(alias: str, ndim: int) -> tuple[str, ...]:
     return (SIM_IDS_ARRAY, *(f"{alias}_dim{k}" for k in range(1, ndim)))
 
 
-def _chunk_key(arr: Any, j: int) -> str:
+def chunk_key(arr: Any, j: int) -> str:
     key: str = arr.metadata.encode_chunk_key((j,) + (0,) * (arr.ndim - 1))
     return key

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.formats.zarr.chunking import _chunk_key
+from guideloom.formats.zarr.chunking import chunk_key
 from guideloom.formats.zarr.pieces import save_piece
 
 
-class _FinalRows:
+class FinalRows:
     """One alias's rows written where they belong, from final row ``start`` on: whole chunks
     into the final array, a chunk the partition only partly fills as a piece (raw rows)."""
 
@@ -43,7 +43,7 @@ class _FinalRows:
             j = self.chunk_start // self.rpc
             self.arr[self.chunk_start:self.chunk_start + len(block)] = block
             self.chunks.append(j)
-            self.files.append(_chunk_key(self.arr, j))
+            self.files.append(chunk_key(self.arr, j))
             self.bytes += block.nbytes
         else:  # its first rows are an earlier partition's, not placed: finalize joins them
             path, span = save_piece(self.stage, self.alias, self.first, block)
@@ -77,7 +77,7 @@ class _FinalRows:
             block = np.stack(self.held)
             self.arr[self.chunk_start:self.chunk_start + len(block)] = block  # zero-padded
             self.chunks.append(j)
-            self.files.append(_chunk_key(self.arr, j))
+            self.files.append(chunk_key(self.arr, j))
             self.bytes += block.nbytes
             self.held = []
         if self.held:  # the last chunk: the next partition, or finalize, completes it

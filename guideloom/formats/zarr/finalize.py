@@ -13,10 +13,10 @@ import numpy as np
 
 from guideloom.errors import CorruptExportError
 from guideloom.faults import fault_point
-from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, _chunk_key
+from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, chunk_key
 from guideloom.formats.zarr.pieces import load_piece
 from guideloom.formats.zarr.placement import PLACED_KEY
-from guideloom.formats.zarr.store import _UNREADABLE_METADATA, _fs_of
+from guideloom.formats.zarr.store import UNREADABLE_METADATA, fs_of
 from guideloom.formats.zarr.tally import ChunkTally
 
 COMPACT_GROUP_BYTES = 64 << 20  # source rows one compaction thread holds decoded at once
@@ -24,7 +24,7 @@ CHECKED_KEY = "zarr_placement_checked"  # job.json: unclaimed chunk files were r
 COMPACT_THREADS = max(1, min(8, os.cpu_count() or 1))  # chunks rewritten at once
 
 
-def _check_placements(stage: Any, markers: Mapping[int, Mapping[str, Any]]) -> None:
+def check_placements(stage: Any, markers: Mapping[int, Mapping[str, Any]]) -> None:
     """Refuse to finalize when a partition placed its rows somewhere other than where the
     finished partitions before it end (a partition run again that read a different number of
     experiments than the run the later partitions counted on): publishing would leave rows
@@ -43,33 +43,33 @@ def _check_placements(stage: Any, markers: Mapping[int, Mapping[str, Any]]) -> N
         end += n
 
 
-def _stage_markers(stage: Any) -> dict[int, dict[str, Any]]:
+def stage_markers(stage: Any) -> dict[int, dict[str, Any]]:
     """The finished partitions' summaries (a staging area without markers: none)."""
     markers = getattr(stage, "markers", None)
     return dict(markers()) if markers is not None else {}
 
 
-def _read_job(stage: Any) -> dict[str, Any]:
+def read_job(stage: Any) -> dict[str, Any]:
     read = getattr(stage, "read_job", None)
     return dict((read() if read is not None else None) or {})
 
 
-def _update_job(stage: Any, **changes: Any) -> None:
+def update_job(stage: Any, **changes: Any) -> None:
     update = getattr(stage, "update_job", None)
     if update is not None:
         update(**changes)
 
 
-def _remove_unclaimed(stage: Any, alias: str, data: Any, placed: Mapping[int, Any]) -> None:
+def remove_unclaimed(stage: Any, alias: str, data: Any, placed: Mapping[int, Any]) -> None:
     """Remove the chunk files of ``data/alias`` that no finished partition claims (written by a
     task that was killed, or whose rows were then written elsewhere)."""
     try:
         arr = data[alias]
-    except _UNREADABLE_METADATA:
+    except UNREADABLE_METADATA:
         return  # place_rows writes its metadata again
-    claimed = {_chunk_key(arr, int(j)) for p in placed.values()
+    claimed = {chunk_key(arr, int(j)) for p in placed.values()
                for j in p["chunks"].get(alias, [])}
-    fs, root = _fs_of(stage.url_of("data", alias))
+    fs, root = fs_of(stage.url_of("data", alias))
     for path in fs.find(root):
         rel = str(path)[len(root.rstrip("/")) + 1:]
         if rel != "zarr.json" and rel not in claimed:
@@ -83,8 +83,8 @@ def _final_array(stage: Any, data: Any, alias: str, src: Any, n: int) -> Any:
     if alias in data:
         try:
             dst = data[alias]
-        except _UNREADABLE_METADATA:  # torn by a power loss: its chunks are still good
-            fs, root = _fs_of(stage.url_of("data", alias))
+        except UNREADABLE_METADATA:  # torn by a power loss: its chunks are still good
+            fs, root = fs_of(stage.url_of("data", alias))
             fs.rm(f"{root.rstrip('/')}/zarr.json")
     if dst is None:
         dst = data.create_array(alias, shape=(n, *src.shape[1:]), chunks=src.chunks,
@@ -112,8 +112,8 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
     """
     n = len(kept)
     dst = _final_array(stage, data, alias, src, n)
-    fs, src_root = _fs_of(stage.url_of("rows", alias))
-    dst_root = _fs_of(stage.url_of("data", alias))[1]
+    fs, src_root = fs_of(stage.url_of("rows", alias))
+    dst_root = fs_of(stage.url_of("data", alias))[1]
     _remove_partial_chunks(fs, dst_root)
     present = {f[len(dst_root) + 1:] for f in fs.find(dst_root)}
     step, n_src = src.chunks[0], src.shape[0]
@@ -125,10 +125,10 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
     spans = sorted({tuple(int(v) for v in span) for p in placed.values()
                     for span in p.get("pieces", {}).get(alias, [])})
     tally = tally if tally is not None else ChunkTally(math.ceil(n / step))
-    claimed = {_chunk_key(dst, int(j)) for p in placed.values() for j in p["chunks"][alias]}
+    claimed = {chunk_key(dst, int(j)) for p in placed.values() for j in p["chunks"][alias]}
     rewrite: list[tuple[int, np.ndarray]] = []
     for j, start in enumerate(range(0, n, step)):
-        key = _chunk_key(dst, j)
+        key = chunk_key(dst, j)
         if key in present:  # placed by a partition, or done by an interrupted run
             tally.add("placed" if key in claimed else "done_before")
             continue
@@ -139,7 +139,7 @@ def place_rows(stage: Any, alias: str, src: Any, data: Any, kept: np.ndarray,
                  and len(sel) == min(step, n_src - first)
                  and (len(sel) == step or start + len(sel) == n))
         if whole:
-            old_key = _chunk_key(src, first // step)
+            old_key = chunk_key(src, first // step)
             stage.move(f"{src_root}/{old_key}", _made_parent(fs, f"{dst_root}/{key}"))
             tally.add("moved")
             fault_point("compacted-chunk")

@@ -21,8 +21,8 @@ from guideloom.formats.durable import fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 from guideloom.formats.options import option
 from guideloom.formats.zarr.checks import (
-    _ARRAY_ENTRY,
     ALL_CHUNKS_KEY,
+    ARRAY_ENTRY,
     ZARR_GROUP_FILE,
     array_checked,
     check_chunk_files,
@@ -32,12 +32,12 @@ from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, dimension_names, 
 from guideloom.formats.zarr.compression import DEFAULT_COMPRESSOR, ZARR_COMPRESSORS, zarr_compressor
 from guideloom.formats.zarr.finalize import (
     CHECKED_KEY,
-    _check_placements,
-    _read_job,
-    _remove_unclaimed,
-    _stage_markers,
-    _update_job,
+    check_placements,
     place_rows,
+    read_job,
+    remove_unclaimed,
+    stage_markers,
+    update_job,
 )
 from guideloom.formats.zarr.placement import PLACED_KEY
 from guideloom.formats.zarr.reader import ZarrReader
@@ -127,7 +127,7 @@ class ZarrFormat(ExportFormat):
         rows = zarr.open_group(zarr_store(self._rows_url()), mode="a", use_consolidated=False)
         data = zarr.open_group(zarr_store(self.stage.url_of("data")), mode="a",
                                use_consolidated=False)
-        markers = _stage_markers(self.stage)
+        markers = stage_markers(self.stage)
         aliases = sorted(rows.array_keys())
         planned = {a: member_array(rows, a, self._rows_url()) for a in aliases}
         n_kept = (int(keep.sum()) if keep is not None
@@ -135,15 +135,15 @@ class ZarrFormat(ExportFormat):
         tally = self.tally = ChunkTally(
             sum(math.ceil(n_kept / planned[a].chunks[0]) for a in aliases),
             self.finalize_progress)
-        _check_placements(self.stage, markers)
+        check_placements(self.stage, markers)
         placed = {a: {i: m[PLACED_KEY] for i, m in markers.items()
                       if a in m.get(PLACED_KEY, {}).get("chunks", {})} for a in aliases}
-        job = _read_job(self.stage)
+        job = read_job(self.stage)
         if not job.get(CHECKED_KEY):  # once: chunk files no marker claims are from killed tasks
             for alias in aliases:
                 if alias in data:
-                    _remove_unclaimed(self.stage, alias, data, placed[alias])
-            _update_job(self.stage, **{CHECKED_KEY: True})
+                    remove_unclaimed(self.stage, alias, data, placed[alias])
+            update_job(self.stage, **{CHECKED_KEY: True})
         for alias in aliases:
             if not placed[alias] and (keep is None or keep.all()):
                 if alias in data:  # unused (nothing placed), or an older run's leftover
@@ -220,7 +220,7 @@ class ZarrFormat(ExportFormat):
             folder = posixpath.join(root, name)
             for path in fs.find(folder, withdirs=False):
                 rel = posixpath.relpath(str(path), folder.rstrip("/"))
-                if not _ARRAY_ENTRY.match(rel):
+                if not ARRAY_ENTRY.match(rel):
                     foreign.append(f"{name}{rel}")
         return sorted(foreign)
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.formats.base import Stage
-from guideloom.formats.zarr.store import _fs_of
+from guideloom.formats.zarr.store import fs_of
 
 PIECES_DIR = "pieces"  # staging: raw rows of the partly filled chunks at placed partitions' ends
 
@@ -25,7 +25,7 @@ def save_piece(stage: Any, alias: str, lo: int, rows: np.ndarray) -> tuple[str, 
 
     hi = lo + len(rows)
     url = _piece_url(stage, alias, lo, hi)
-    fs, path = _fs_of(url)
+    fs, path = fs_of(url)
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(rows), allow_pickle=False)
@@ -38,6 +38,6 @@ def save_piece(stage: Any, alias: str, lo: int, rows: np.ndarray) -> tuple[str, 
 def load_piece(stage: Any, alias: str, lo: int, hi: int) -> np.ndarray:
     import io
 
-    fs, path = _fs_of(_piece_url(stage, alias, lo, hi))
+    fs, path = fs_of(_piece_url(stage, alias, lo, hi))
     piece: np.ndarray = np.load(io.BytesIO(fs.cat_file(path)), allow_pickle=False)
     return piece

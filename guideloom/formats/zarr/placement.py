@@ -61,7 +61,7 @@ def _in_worker() -> bool:
     return True
 
 
-def _wake(stage: Any, index: int) -> None:
+def wake(stage: Any, index: int) -> None:
     """Wake the partitions waiting for partition ``index``'s note (on a Dask worker)."""
     if _in_worker():
         from distributed import Event
@@ -70,7 +70,7 @@ def _wake(stage: Any, index: int) -> None:
             Event(_event_name(stage, index)).set()
 
 
-def _wait_for(stage: Any, index: int, seconds: float) -> bool:
+def wait_for(stage: Any, index: int, seconds: float) -> bool:
     """Wait (out of the worker's thread pool) up to ``seconds`` for partition ``index``'s
     note; False when not on a Dask worker or it did not come."""
     if not _in_worker() or seconds <= 0:

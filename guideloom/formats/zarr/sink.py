@@ -13,10 +13,10 @@ import numpy as np
 from guideloom.formats.base import Part, PartitionSink, Schema
 from guideloom.formats.checksums import RowDigests
 from guideloom.formats.durable import fsync_files
-from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, _chunk_key
-from guideloom.formats.zarr.final_rows import _FinalRows
+from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, chunk_key
+from guideloom.formats.zarr.final_rows import FinalRows
 from guideloom.formats.zarr.pieces import load_piece
-from guideloom.formats.zarr.placement import PLACED_KEY, _wait_for, _wake, final_start
+from guideloom.formats.zarr.placement import PLACED_KEY, final_start, wait_for, wake
 from guideloom.formats.zarr.store import member_array, zarr_store
 
 HOLD_BYTES = 256 << 20  # rows a sink holds until it knows where they go (more: planned rows)
@@ -63,7 +63,7 @@ class ZarrSink(PartitionSink):
         self._held_bytes = 0
         self._n_rows = 0  # records written
         self._opened = time.monotonic()
-        self._placing: dict[str, _FinalRows] | None = None
+        self._placing: dict[str, FinalRows] | None = None
         self._start: int | None = None
         if self._final_arrays and not self._place():
             self._held = []
@@ -76,7 +76,7 @@ class ZarrSink(PartitionSink):
         took = time.monotonic() - self._opened
         deadline = time.monotonic() + min(MAX_WAIT_S, max(MIN_WAIT_S, 4 * took))
         while start is None and wait and waiting_on >= 0:
-            if not _wait_for(self._stage, waiting_on, deadline - time.monotonic()):
+            if not wait_for(self._stage, waiting_on, deadline - time.monotonic()):
                 return False
             before = waiting_on
             start, previous, waiting_on = final_start(self._stage, self._part.index)
@@ -92,7 +92,7 @@ class ZarrSink(PartitionSink):
             if span[0] < span[1] and previous is not None and span in (
                     previous.get("pieces", {}).get(alias) or []):
                 carry = load_piece(self._stage, alias, *span)
-            self._placing[alias] = _FinalRows(self._stage, alias, arr, start, carry)
+            self._placing[alias] = FinalRows(self._stage, alias, arr, start, carry)
         return True
 
     def _chunk(self, row: int, rpc: int) -> tuple[int, int]:
@@ -154,7 +154,7 @@ class ZarrSink(PartitionSink):
                     self._sums.add(alias, r, rows[r - start])  # the row as stored
             arr[start:start + len(rows)] = rows
             self._bytes += rows.nbytes
-            chunk = _chunk_key(arr, start // arr.chunks[0])
+            chunk = chunk_key(arr, start // arr.chunks[0])
             self._written.append(os.path.join("rows", alias, chunk))
 
     def close(self) -> int:
@@ -202,7 +202,7 @@ class ZarrSink(PartitionSink):
         if note is not None and self._start is not None:
             note(self._part.index, {"start": self._start, "stop": self._start + n,
                                     "pieces": {a: [t] for a, t in tails.items() if t}})
-            _wake(self._stage, self._part.index)
+            wake(self._stage, self._part.index)
 
     def _note_planned(self) -> None:
         """Tell the next partitions how many rows this one (at its planned rows) wrote."""
@@ -210,7 +210,7 @@ class ZarrSink(PartitionSink):
         if note is not None and not getattr(self, "_noted", False):
             self._noted = True
             note(self._part.index, {"written": self._n_rows})
-            _wake(self._stage, self._part.index)
+            wake(self._stage, self._part.index)
 
     def extra_summary(self) -> dict[str, Any]:
         """The checksum of every row written (see :mod:`guideloom.formats.checksums`) and,

@@ -31,10 +31,10 @@ def zarr_store(url: str, strict: bool = False) -> Store:
 def member_array(group: Group, name: str, root: str) -> Array[Any]:
     """``group[name]`` (the group at ``root``), which must be an array: a subgroup there is a
     :class:`CorruptExportError` naming its ``name/zarr.json``."""
-    return _as_array(group[name], root, name)
+    return as_array(group[name], root, name)
 
 
-def _as_array(node: Array[Any] | Group, root: str, name: str) -> Array[Any]:
+def as_array(node: Array[Any] | Group, root: str, name: str) -> Array[Any]:
     import zarr
 
     if not isinstance(node, zarr.Array):
@@ -66,12 +66,12 @@ def _strict_store(url: str) -> Store:
     if base is zarr.storage.LocalStore:
         store = StrictStore(url)
         return store
-    fs, path = _fs_of(url)
+    fs, path = fs_of(url)
     store = StrictStore(fs=_async_fs(fs), path=path)
     return store
 
 
-def _fs_of(url: str) -> tuple[Any, str]:
+def fs_of(url: str) -> tuple[Any, str]:
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(url)
@@ -85,4 +85,4 @@ def _async_fs(fs: Any) -> Any:
     return fs if getattr(fs, "async_impl", False) else AsyncFileSystemWrapper(fs)
 
 
-_UNREADABLE_METADATA = (ValueError, TypeError)  # JSONDecodeError is a ValueError
+UNREADABLE_METADATA = (ValueError, TypeError)  # JSONDecodeError is a ValueError
