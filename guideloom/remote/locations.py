@@ -38,6 +38,7 @@ class RemoteLocation(Location):
         archive_size: The archive's size in bytes (offsets are checked against it).
         validator: The archive's ETag or Last-Modified when the server gave one.
         headers: HTTP headers for the archive's requests (kept out of ``repr``).
+        options: The root's fsspec storage options (kept out of ``repr``).
     """
 
     member: str  # always a member of an archive (never a loose file)
@@ -45,6 +46,7 @@ class RemoteLocation(Location):
     validator: str = ""
     file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def cache_key(self) -> str:
         """The key of this member's cached HDF5 metadata."""
@@ -59,15 +61,15 @@ def archive_key(url: str, size: int, validator: str) -> str:
 
 def location_source(loc: RemoteLocation) -> ByteSource:
     """The byte source of the archive holding ``loc``."""
-    return source_of(loc.path, loc.archive_size, loc.headers)
+    return source_of(loc.path, loc.archive_size, loc.headers, loc.options)
 
 
 def _stat(url: str, root: RemoteRoot) -> tuple[int, str]:
     """The file's size and its ETag or modification time ('' when the server gives none),
     from one metadata request, asked on every scan: an archive replaced on the server is
     noticed."""
-    src = source_of(url, None, root.headers)
-    if url.lower().startswith(("http://", "https://")):
+    src = source_of(url, None, root.headers, root.options)
+    if isinstance(src, HttpRangeSource):
         size, validator = http_validator(url)
         if isinstance(src, HttpRangeSource) and src._size not in (None, size):  # noqa: SLF001
             src._size = size  # noqa: SLF001 - replaced: forget the old size
@@ -129,7 +131,7 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
 
 def _members(archive: _Archive, root: RemoteRoot) -> list[Member]:
     """The archive's central directory: from the cache when the archive is unchanged."""
-    src = source_of(archive.url, archive.size, root.headers)
+    src = source_of(archive.url, archive.size, root.headers, root.options)
     try:
         size = src.size()
     except (OSError, ValueError) as exc:
@@ -164,20 +166,21 @@ def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
     found: dict[Any, Location] = {}
     for archive in _archives(ds, root):
         members = _members(archive, root)
-        size = source_of(archive.url, archive.size, root.headers).size()
+        size = source_of(archive.url, archive.size, root.headers, root.options).size()
         inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
-                             _maker(size, archive.validator, root.headers, inflated))
+                             _maker(size, archive.validator, root, inflated))
     return found
 
 
-def _maker(archive_size: int, validator: str, headers: tuple[tuple[str, str], ...],
+def _maker(archive_size: int, validator: str, root: RemoteRoot,
            inflated: Mapping[str, int]) -> Callable[..., Location]:
     """What builds one archive's locations for :func:`~guideloom.sources.add_member_locations`
     (which gives the :class:`~guideloom.sources.Location` fields)."""
     def make(**kw: Any) -> Location:
         return RemoteLocation(**kw, archive_size=archive_size, validator=validator,
-                              headers=headers, file_size=inflated[kw["member"]])
+                              headers=root.headers, options=root.options,
+                              file_size=inflated[kw["member"]])
     return make
 
 
