@@ -815,7 +815,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")
-    extract.add_argument("data_dir", type=Path,
+    extract.add_argument("data_dir", type=str,
                          help="the dataset directory: its zip archives are extracted to "
                               "DATA_DIR/h5/")
     extract.add_argument("--manifest", type=Path, default=None,
@@ -845,7 +845,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_make_demo_data)
 
     views = sub.add_parser("views", help="list views with field shapes and dtypes")
-    views.add_argument("data_dir", type=Path)
+    views.add_argument("data_dir", type=str,
+                       help="the data directory, or an https:// or s3:// URL or DOI of a release")
     views.add_argument("--manifest", type=Path, default=None,
                        help="manifest path (default DATA_DIR/metadata.json)")
     views.set_defaults(func=_cmd_views)
