@@ -142,3 +142,28 @@ def test_cli_storage_option_and_workflow_storage_options_in_a_clean_process(
     bad = subprocess.run([*base, str(workflow), "--storage-option", f"{SECRET}"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr and SECRET not in bad.stderr
+
+
+def test_a_failed_cli_run_stores_and_prints_no_secret(private_s3, demo_copy, tmp_path):
+    from tests.zip_helpers import corrupt_member
+
+    corrupt_member(demo_copy / "concave.zip", "0003.h5", 0, b"\0" * 512)  # the superblock
+    url = _upload(private_s3, demo_copy)
+    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+    env.update({"PYTHONPATH": str(REPO), "GUIDELOOM_CACHE_DIR": str(tmp_path / "cache"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+                "AWS_CONFIG_FILE": str(tmp_path / "none")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "guideloom", "run", "force_signals", "--data-dir", url,
+         "--output", str(tmp_path / "out"), "--storage-option", f"key={KEY}",
+         "--storage-option", f"secret={SECRET}",
+         f"--storage-option=client_kwargs={json.dumps({'endpoint_url': private_s3.url})}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "experiment 3" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and SECRET not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "export.json").exists()
+    assert _files_hold(tmp_path, SECRET) == []  # the staged job and its resume hint included
+    status = subprocess.run([sys.executable, "-m", "guideloom", "status", str(tmp_path / "out")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert SECRET not in status.stdout + status.stderr
+    assert "--storage-option secret=..." in status.stdout + proc.stderr, status.stdout
