@@ -182,11 +182,11 @@ def extract_zips(
     from guideloom.croissant import load
     from guideloom.remote.root import is_remote_root
 
-    for where in (data_dir, None if dataset is None else dataset.data_dir):
-        if is_remote_root(where):
+    for given in (data_dir, None if dataset is None else dataset.data_dir):
+        if is_remote_root(given):
             raise ValueError(
                 f"extract writes loose files next to the archives, so it needs a local copy of "
-                f"the release, not {where}: download it with `guideloom download --out DIR "
+                f"the release, not {given}: download it with `guideloom download --out DIR "
                 "--extract` (guideloom.download), or read it where it is with iter_view and the "
                 "exports (data_dir=URL), which fetch only the bytes a view needs")
     started = time.monotonic()

@@ -826,8 +826,9 @@ def _open_remote_h5(ds: Dataset, sim_id: Any, data_dir: Any,
     from guideloom.remote.records import open_remote
     from guideloom.remote.root import open_root
 
-    root = open_root(data_dir if data_dir is not None else ds.data_dir,
-                     storage_options=storage_options)
+    given = data_dir if data_dir is not None else ds.data_dir
+    assert is_remote_root(given)  # (open_h5 sends only remote roots here)
+    root = open_root(given, storage_options=storage_options)
     loc = remote_locations(ds, root, [sim_id]).get(sim_id)
     if loc is None:
         raise ExperimentNotFoundError(

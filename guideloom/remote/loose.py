@@ -82,7 +82,7 @@ def _fsspec_listing(root: RemoteRoot) -> list[tuple[str, str, int | None, str]]:
     """``(relpath, url, size, validator)`` of the files at the top and in ``h5/``."""
     import fsspec
 
-    out = []
+    out: list[tuple[str, str, int | None, str]] = []
     for folder in ("", LOOSE_SUBDIR):
         url = f"{root.url}/{folder}" if folder else root.url
         try:
