@@ -16,8 +16,8 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
-from guideloom.remote.locations import remote_locations
 from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
+from guideloom.remote.scan import release_locations
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -143,7 +143,7 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = (remote_locations(ds, root, [r[ds.id_column] for r in rows])  # by byte ranges
+    available = (release_locations(ds, root, [r[ds.id_column] for r in rows])  # by byte ranges
                  if isinstance(root, RemoteRoot) else scan_locations(ds, root))
     kept, missing = [], []
     for row in rows:

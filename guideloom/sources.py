@@ -31,7 +31,7 @@ import re
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -56,7 +56,7 @@ from guideloom.errors import (
 from guideloom.fastread.chunks import RawSource
 from guideloom.index_table import short_type
 from guideloom.remote.byte_source import LocalFileSource
-from guideloom.remote.root import RemoteRoot, is_remote_root
+from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import (
     LOCAL_HEADER,
     Member,
@@ -779,16 +779,14 @@ def open_h5(
     dataset: Dataset | None = None,
     *,
     spec: DatasetSpec | None = None,
-    storage_options: Mapping[str, Any] | None = None,
 ) -> h5py.File:
     """Open one experiment's HDF5 file, from a loose file or a zip member, read-only.
 
     Returns an ``h5py.File``: use it in a ``with`` block, or call ``close()`` when done. Either
     closes everything this call opened, the zip member's file object included. rddac's argument
     order ``open_h5(id, source, data_dir)`` works too (a ``.json`` path second is the manifest).
-    A remote ``data_dir`` (an ``https://`` or fsspec URL, a DOI; ``storage_options`` for
-    fsspec) is read by byte ranges: h5py asks for the blocks it reads, so walking a whole file
-    costs many round trips (``iter_view`` reads a view's fields with far fewer).
+    Local files only: :func:`guideloom.open_h5` (:func:`guideloom.h5_tools.open_h5`) also
+    opens an experiment of a remote release.
 
     Example:
         >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP
@@ -797,7 +795,7 @@ def open_h5(
         >>> f.attrs["index"], f.close()                           # doctest: +SKIP
 
     Raises:
-        ExperimentNotFoundError: No file holds this experiment (a ``KeyError`` and a
+        ExperimentNotFoundError: No local file holds this experiment (a ``KeyError`` and a
             ``FileNotFoundError``).
         CorruptDataError: The file or member is damaged or not HDF5.
     """
@@ -805,10 +803,7 @@ def open_h5(
 
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
-    ds = dataset if dataset is not None else load(data_dir, source, spec=spec,
-                                                    storage_options=storage_options)
-    if (data_dir is None and isinstance(ds.data_dir, RemoteRoot)) or is_remote_root(data_dir):
-        return _open_remote_h5(ds, sim_id, data_dir, storage_options)
+    ds = dataset if dataset is not None else load(data_dir, source, spec=spec)
     loc = scan_locations(ds, data_dir).get(sim_id)
     root = Path(data_dir) if data_dir is not None else ds.data_dir
     if loc is None:
@@ -817,26 +812,6 @@ def open_h5(
             f"{root}/h5/<id>.h5 files and members of {', '.join(ds.archives) or '*.zip'} in "
             f"{root} and {root}/h5); download it or check the id")
     return open_location(loc)
-
-
-def _open_remote_h5(ds: Dataset, sim_id: Any, data_dir: Any,
-                    storage_options: Mapping[str, Any] | None) -> h5py.File:
-    """:func:`open_h5` of a remote release: the member or loose file read by byte ranges."""
-    from guideloom.remote.locations import RemoteLocation, remote_locations
-    from guideloom.remote.records import open_remote
-    from guideloom.remote.root import open_root
-
-    given = data_dir if data_dir is not None else ds.data_dir
-    assert is_remote_root(given)  # (open_h5 sends only remote roots here)
-    root = open_root(given, storage_options=storage_options)
-    loc = remote_locations(ds, root, [sim_id]).get(sim_id)
-    if loc is None:
-        raise ExperimentNotFoundError(
-            f"experiment {sim_id!r} has no HDF5 file in the remote release {root} (looked for "
-            f"members of {', '.join(ds.archives) or '*.zip'} and loose h5/<id>.h5 files); "
-            "check the id and the URL")
-    assert isinstance(loc, RemoteLocation)
-    return open_remote(loc)
 
 
 # The member-opening pieces guideloom.remote.records shares (a remote member is opened the same

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,13 +171,9 @@ def _members(archive: _Archive, root: RemoteRoot) -> list[Member]:
     return members
 
 
-def remote_locations(ds: Dataset, root: RemoteRoot, ids: Iterable[Any] | None = None
-                     ) -> dict[Any, Location]:
-    """Map every experiment id of the remote release to its :class:`RemoteLocation`.
-
-    Zip members when the release has archives; else loose ``.h5`` files (in ``h5/``, else at
-    the top, as locally; see :func:`~guideloom.remote.loose.loose_locations`), where ``ids``
-    (default: the index table's) are the experiments looked for on a server that cannot list.
+def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
+    """Map every experiment id held in the remote release's archives to its
+    :class:`RemoteLocation` (:func:`~guideloom.remote.scan.release_locations` adds loose files).
 
     Raises:
         GuideloomError: An archive cannot be read (naming its URL).
@@ -186,17 +182,12 @@ def remote_locations(ds: Dataset, root: RemoteRoot, ids: Iterable[Any] | None = 
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
-    archives = _archives(ds, root)
-    for archive in archives:
+    for archive in _archives(ds, root):
         members = _members(archive, root)
         size = source_of(archive.url, archive.size, root.headers, root.options).size()
         inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
                              _maker(size, archive.validator, root, inflated))
-    if not archives:  # no zip: a loose release (h5/<id>.h5), read by byte ranges the same way
-        from guideloom.remote.loose import loose_locations
-
-        found.update(loose_locations(ds, root, ds.index().ids if ids is None else ids))
     return found
 
 
