@@ -167,3 +167,16 @@ def test_a_failed_cli_run_stores_and_prints_no_secret(private_s3, demo_copy, tmp
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert SECRET not in status.stdout + status.stderr
     assert "--storage-option secret=..." in status.stdout + proc.stderr, status.stdout
+
+
+def test_storage_options_for_an_https_root_go_through_fsspec_http(demo_zip, tmp_path,
+                                                                  monkeypatch):
+    from tests.dataverse_server import serve
+
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
+    options = {"headers": {"X-Dataverse-key": "a-header-fsspec-sends"}}
+    with serve(static=demo_zip) as server:
+        _assert_same(_records("force-curve", data_dir=server.url, storage_options=options),
+                     _records("force-curve", data_dir=demo_zip))
+        log = server.log
+    assert log and all(e.token for e in log)  # every request carried the header given
