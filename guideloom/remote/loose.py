@@ -87,6 +87,7 @@ def _fsspec_listing(root: RemoteRoot) -> list[tuple[str, str, int | None, str]]:
         url = f"{root.url}/{folder}" if folder else root.url
         try:
             fs, path = fsspec.core.url_to_fs(url, **root.options)
+            fs.invalidate_cache(path)  # listed afresh on every scan: a replaced file is noticed
             entries = fs.ls(path, detail=True)
         except FileNotFoundError:
             continue
