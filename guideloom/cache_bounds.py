@@ -39,6 +39,8 @@ DEFAULTS: dict[str, CacheBound] = {
     "http_connections": CacheBound(64, None, "idle keep-alive HTTP connections, by host (up to "
                                    "16 each)", "every idle connection of the host"),
     "byte_sources": CacheBound(256, None, "fsspec byte sources, by URL and storage options"),
+    "fsspec_filesystems": CacheBound(32, None, "fsspec filesystems of remote reads, by "
+                                     "protocol and storage options"),
     "remote_meta_dirs": CacheBound(8, None, "the handle on each on-disk metadata cache folder "
                                    "(the files stay on disk)"),
     "unpacked_transforms": CacheBound(8, None, "transforms unpickled on a worker, by the "

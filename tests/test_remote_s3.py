@@ -111,3 +111,25 @@ def test_an_s3_prefix_without_a_release_names_the_url(s3_release, tmp_path):
     assert gone in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_credentials_set_after_a_refused_read_count_once_the_caches_are_cleared(
+        s3_release, demo_zip, monkeypatch, tmp_path):
+    """guideloom keeps its fsspec filesystems in its own caches (not fsspec's instance cache),
+    so credentials given after a refused read reach the next read after clear_caches()."""
+    from tests.remote_servers import S3_ENV_NAMES
+
+    url, env = s3_release
+    for name in S3_ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", env["AWS_ENDPOINT_URL"])  # the keys forgotten
+    with pytest.raises(FileNotFoundError, match="credentials"):
+        guideloom.load(url)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    guideloom.clear_caches()
+    _assert_same(_records("force-curve", data_dir=url, where=_complete),
+                 _records("force-curve", data_dir=demo_zip, where=_complete))

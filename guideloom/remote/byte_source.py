@@ -103,10 +103,8 @@ class FsspecSource:
     filesystems (HTTP, S3) issue concurrently."""
 
     def __init__(self, url: str, fs: Any = None, **storage_options: Any):
-        import fsspec
-
         if fs is None:
-            fs, path = fsspec.core.url_to_fs(url, **storage_options)
+            fs, path = fsspec_filesystem(url, storage_options)
         else:
             path = url
         self._url = url
@@ -174,6 +172,26 @@ def _access_hint(exc: BaseException) -> str:
 
 
 _SOURCE_CACHE: BoundedCache[tuple[Any, ...], ByteSource] = cache("byte_sources")
+_FILESYSTEMS: BoundedCache[tuple[str, str], Any] = cache("fsspec_filesystems")
+
+
+def fsspec_filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
+    """``(filesystem, path)`` for ``url``: one filesystem per protocol and storage options,
+    kept in guideloom's cache (made with ``skip_instance_cache``, so fsspec's own unbounded
+    instance cache does not keep it, and :func:`guideloom.clear_caches` makes the next one
+    afresh, with the credentials the environment holds then). Chained URLs (``a::b``) go to
+    ``fsspec.core.url_to_fs`` as given."""
+    import fsspec
+
+    if "::" in url:
+        return fsspec.core.url_to_fs(url, **storage_options)
+    protocol = fsspec.core.split_protocol(url)[0] or "file"
+    cls = fsspec.get_filesystem_class(protocol)
+    options = {**cls._get_kwargs_from_urls(url), **storage_options}
+    fs = _FILESYSTEMS.get_or_create(
+        (protocol, repr(sorted(options.items()))),
+        lambda: cls(skip_instance_cache=True, **options))
+    return fs, cls._strip_protocol(url)
 
 
 def open_byte_source(location: str | os.PathLike[str], *, token: str | None = None,
@@ -212,4 +230,5 @@ def clear_source_cache() -> None:
     from guideloom.remote.http import clear_http_sources
 
     _SOURCE_CACHE.clear()
+    _FILESYSTEMS.clear()
     clear_http_sources()

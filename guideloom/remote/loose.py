@@ -80,13 +80,13 @@ def _from_listing(files: Iterable[tuple[str, str, int | None, str]], pattern: re
 
 def _fsspec_listing(root: RemoteRoot) -> list[tuple[str, str, int | None, str]]:
     """``(relpath, url, size, validator)`` of the files at the top and in ``h5/``."""
-    import fsspec
+    from guideloom.remote.byte_source import fsspec_filesystem
 
     out: list[tuple[str, str, int | None, str]] = []
     for folder in ("", LOOSE_SUBDIR):
         url = f"{root.url}/{folder}" if folder else root.url
         try:
-            fs, path = fsspec.core.url_to_fs(url, **root.options)
+            fs, path = fsspec_filesystem(url, dict(root.options))
             fs.invalidate_cache(path)  # listed afresh on every scan: a replaced file is noticed
             entries = fs.ls(path, detail=True)
         except FileNotFoundError:
