@@ -51,6 +51,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Let a test module start the long subprocesses of its selected tests now, to run beside
+    the tests before them: a module's ``prestart(items, config)`` (tests/test_typing.py's
+    mypy run). Not for ``--collect-only`` (tests/test_markers.py collects the suite in-process)."""
+    if session.config.option.collectonly:
+        return
+    modules: dict[object, list[pytest.Item]] = {}
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if module is not None and callable(getattr(module, "prestart", None)):
+            modules.setdefault(module, []).append(item)
+    for module, items in modules.items():
+        module.prestart(items, session.config)  # type: ignore[attr-defined]
+
+
 _CACHE_ENV = "GUIDELOOM_CACHE_DIR"
 
 

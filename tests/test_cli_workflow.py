@@ -146,6 +146,7 @@ def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, 
         assert f"where={export.manifest['filters']['where']}" in shown
 
 
+@pytest.mark.slow  # ~2 s; fast: test_export.py's killed worker retried bit-identically
 def test_killed_worker_run_still_completes_bit_identical(tcp_cluster, die_flags, demo_zip,
                                                          tmp_path):
     job = tmp_path / "job.toml"
@@ -347,6 +348,7 @@ def test_demo_end_to_end(tmp_path):
     assert "Dask dashboard: http://127.0.0.1:" in done.stderr
 
 
+@pytest.mark.slow  # ~3 s; fast: test_demo_end_to_end (demo on the embedded cluster, its dashboard)
 @pytest.mark.cluster
 def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path):
     """The README's main command: the embedded cluster by default, and --keep-dashboard keeps
@@ -389,6 +391,7 @@ def test_demo_help_says_it_runs_on_the_embedded_cluster():
     assert "--keep-dashboard [SECONDS]" in text and "until Ctrl-C" in text
 
 
+@pytest.mark.slow  # ~4 s; fast: tests/test_extract.py (on a cluster, --remove-zip)
 @pytest.mark.cluster
 def test_extract_then_run_gives_the_same_export(tmp_path):
     import zipfile

@@ -145,6 +145,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
 
 
+@pytest.mark.slow  # 800 mutations, ~7 s; fast: test_h5native.py's random damage, the refusals
 def test_damaged_metadata_never_gives_other_values_than_h5py(tmp_path):
     """800 seeded metadata mutations (bit flips, bytes and 2/4/8-byte fields set to edge values):
     the native reader reads only inside the file and returns either an error or the values

@@ -150,6 +150,7 @@ def test_export_completes_identically_when_a_worker_job_is_cancelled(
     _assert_same_export(tmp_path / "force", sync_export)
 
 
+@pytest.mark.slow  # ~4 s; fast: the jobs cancelled when their holding process is signalled
 def test_jobs_cancelled_after_an_exception_inside_the_context(slurm):
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(RuntimeError, match="boom"):
@@ -261,6 +262,7 @@ def _lines_until_stop(stream) -> list[str]:
     return lines
 
 
+@pytest.mark.slow  # ~6 s; fast: the same script's submit/cancel, the embedded cluster's TLS refusal
 def test_slurm_script_is_tls_and_its_printed_address_works_from_another_shell(slurm, tmp_path,
                                                                               demo_zip):
     """cluster/slurm.py run from a temporary directory: the scheduler needs TLS, `guideloom

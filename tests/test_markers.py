@@ -70,6 +70,7 @@ def test_an_unregistered_marker_is_an_error(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["*'clustr' not found in `markers` configuration option*"])
 
 
+@pytest.mark.slow  # two real timeouts, ~6 s; fast: the timeout settings and a pytester run above
 def test_a_hanging_test_fails_as_a_timeout_and_the_run_goes_on(pytester: pytest.Pytester,
                                                                tmp_path: Path, request):
     assert request.config.pluginmanager.hasplugin("timeout"), "pytest-timeout is not installed"

@@ -53,6 +53,8 @@ ONCE = {
 }
 
 
+@pytest.mark.fast_case("Range ignored", "503")  # the others ~2-3 s each; every fault is fast in
+# tests/test_remote_transport.py's test_one_bad_answer_is_retried_and_the_bytes_are_right
 @pytest.mark.parametrize("fault", list(ONCE))
 def test_one_bad_answer_during_an_export_is_retried_and_the_rows_are_right(release, demo_zip,
                                                                           tmp_path, fault):

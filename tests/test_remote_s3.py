@@ -77,6 +77,7 @@ def test_s3_release_with_aws_environment_equals_local(s3_release, demo_zip, monk
             np.testing.assert_array_equal(np.asarray(got[i][key]), np.asarray(ref[i][key]))
 
 
+@pytest.mark.slow  # a second interpreter, ~3 s; fast: the same release read in-process
 def test_s3_release_with_fsspec_storage_options_in_a_fresh_process(s3_release, demo_zip,
                                                                    tmp_path):
     url, env = s3_release

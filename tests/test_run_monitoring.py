@@ -107,6 +107,7 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
     assert [p["name"] for p in state["phases"]] == list(PHASES)
 
 
+@pytest.mark.slow  # dask scheduler/worker processes, ~7 s; fast: the page on the embedded cluster
 @pytest.mark.cluster
 def test_a_dask_scheduler_without_the_preload_gets_no_dead_page_link(damaged, tmp_path,
                                                                      monkeypatch, capsys,

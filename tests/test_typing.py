@@ -9,8 +9,10 @@ That the wheel ships ``py.typed`` is checked in tests/test_packaging.py.
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,8 +23,9 @@ SOURCE_ROOT = Path(guideloom.__file__).resolve().parents[1]  # the tree guideloo
 CONFIG = SOURCE_ROOT / "pyproject.toml"
 SEAMS = Path(__file__).with_name("typing_seams.py")
 
+NO_CONFIG = not (CONFIG.is_file() and "[tool.mypy]" in CONFIG.read_text())
 pytestmark = pytest.mark.skipif(
-    not (CONFIG.is_file() and "[tool.mypy]" in CONFIG.read_text()),
+    NO_CONFIG,
     reason=f"guideloom is not imported from a source tree with its pyproject.toml ({SOURCE_ROOT})",
 )
 
@@ -33,13 +36,51 @@ def mypy_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
+def _command(cache: Path, args: tuple[str, ...]) -> list[str]:
+    return [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(cache),
+            "--no-color-output", "--no-error-summary", *args]
+
+
 def mypy(cache: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """``python -m mypy ARGS`` in the source root with its configuration."""
-    return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(CONFIG), "--cache-dir", str(cache),
-         "--no-color-output", "--no-error-summary", *map(str, args)],
-        cwd=SOURCE_ROOT, capture_output=True, text=True, timeout=600,
-    )
+    """``python -m mypy ARGS`` in the source root with its configuration (the run
+    :func:`prestart` started for these arguments, if there is one)."""
+    key = tuple(map(str, args))
+    started = _STARTED.pop(key, None)
+    if started is None:
+        return subprocess.run(_command(cache, key), cwd=SOURCE_ROOT, capture_output=True,
+                              text=True, timeout=600)
+    try:
+        stdout, stderr = started.communicate(timeout=600)
+    except BaseException:  # a timeout or Ctrl-C while waiting: the run ends with the test
+        started.kill()
+        started.communicate()
+        raise
+    return subprocess.CompletedProcess(started.args, started.returncode, stdout, stderr)
+
+
+PROTOCOL_ARGS = ("--strict", "--follow-imports=silent", str(SEAMS))
+_STARTED: dict[tuple[str, ...], subprocess.Popen[str]] = {}
+
+
+def prestart(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Start the protocol check's mypy (a cold run of ~30 s) as collection ends, when it is
+    among the tests to run (tests/conftest.py calls this): it checks while the tests before it
+    run on the other core, and the test reads its result. Same command, its own cache."""
+    if not any(item.name == "test_the_real_classes_satisfy_the_format_protocols"
+               for item in items) or NO_CONFIG:
+        return
+    cache = Path(tempfile.mkdtemp(prefix="guideloom-mypy-cache-"))
+    proc = subprocess.Popen(_command(cache, PROTOCOL_ARGS), cwd=SOURCE_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _STARTED[PROTOCOL_ARGS] = proc
+
+    def stop() -> None:  # the test did not run (-x, Ctrl-C): end the run, drop its cache
+        if _STARTED.pop(PROTOCOL_ARGS, None) is not None:
+            proc.kill()
+            proc.communicate()
+        shutil.rmtree(cache, ignore_errors=True)
+
+    config.add_cleanup(stop)
 
 
 def errors(result: subprocess.CompletedProcess[str]) -> list[str]:
@@ -62,7 +103,7 @@ def test_formats_and_export_are_strict_clean(mypy_cache):
 
 
 def test_the_real_classes_satisfy_the_format_protocols(mypy_cache):
-    result = mypy(mypy_cache, "--strict", "--follow-imports=silent", SEAMS)
+    result = mypy(mypy_cache, *PROTOCOL_ARGS)
     assert errors(result) == [], result.stdout
     assert result.returncode == 0, result.stdout + result.stderr
 

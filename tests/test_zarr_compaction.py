@@ -267,6 +267,7 @@ def test_ctrl_c_while_closing_gaps_then_a_rerun_does_only_the_chunks_left(demo_z
     assert ours.verify().line()
 
 
+@pytest.mark.slow  # ~5 s; fast: the same placement in-process (partitions out of order, small rows)
 def test_on_a_cluster_partitions_wait_for_their_predecessors_and_place_every_chunk(
         demo_zip, tmp_path):
     """Real workers (``local:2``): a partition that finishes before the one before it has
