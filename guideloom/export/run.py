@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
@@ -89,6 +90,7 @@ from guideloom.formats.manifest_types import (
     SummaryExtra,
 )
 from guideloom.records import RecordReader, reference_dtypes
+from guideloom.remote.locations import RemoteLocation
 from guideloom.remote.readahead import ReadAhead
 from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
@@ -521,26 +523,45 @@ def _probe_task(job: Any, reference: Mapping[str, str] | None, locations: Sequen
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
-                    reference: Mapping[str, str] | None, part: Partition) -> PartitionSummary:
+                    reference: Mapping[str, str] | None, part: Partition, *,
+                    ahead: ReadAhead | None = None) -> PartitionSummary:
     spec, writer = _job(job)
-    return run_partition(spec, writer, schema, part, reference)
+    return run_partition(spec, writer, schema, part, reference, ahead=ahead)
+
+
+def job_readahead(spec: ExportSpec, todo: Sequence[Partition],
+                  reference: Mapping[str, str] | None = None) -> ReadAhead | None:
+    """One :class:`ReadAhead` over the remote records of every partition of ``todo``, for
+    partitions run one after another in this process: the next partition's records are
+    fetched while this one's are transformed and written (a partition's own read-ahead would
+    start cold at every partition). ``None`` when no record is remote."""
+    locations = [loc for part in todo for loc in part.locations]
+    if not any(isinstance(loc, RemoteLocation) for loc in locations):
+        return None
+    rows = [row for part in todo for row in part.rows]
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+    return ReadAhead(reader, locations, rows)
 
 
 def run_partition(spec: ExportSpec, writer: ExportFormat,
                   schema: Mapping[str, FieldSchema] | None, part: Partition,
-                  reference: Mapping[str, str] | None = None) -> PartitionSummary:
+                  reference: Mapping[str, str] | None = None, *,
+                  ahead: ReadAhead | None = None) -> PartitionSummary:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
     ``reference`` (see :func:`reference_dtypes`) holds every record's HDF5 datatypes to the
-    job's.
+    job's. ``ahead`` (:func:`job_readahead`, left open) reads the records instead of a
+    read-ahead of this partition's own.
     """
     t0 = time.time()
     fell_back = fallbacks.snapshot()
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
-    ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
+    shared = ahead
+    if ahead is None:
+        reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+        ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -582,10 +603,12 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     if dt not in seen:
                         seen.append(dt)
     except BaseException:
-        ahead.close()
+        if shared is None:
+            ahead.close()
         (sink if overlapped is None else overlapped).abort()
         raise
-    ahead.close()
+    if shared is None:
+        ahead.close()
     t_close = time.perf_counter()
     n_bytes = (sink if overlapped is None else overlapped).close()
     write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)
@@ -617,13 +640,19 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
              reference: Mapping[str, str] | None = None) -> list[PartitionSummary]:
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
-    return run_partitions(
-        dask, _partition_task, todo, args=(job, schema, reference),
-        key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
-        done=lambda s: len(s["written"]) + len(s["skipped"]),
-        progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
-        on_result=monitor.task_done,
-    )
+    ahead = job_readahead(spec, todo, reference) if dask is None else None
+    task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
+    try:
+        return run_partitions(
+            dask, task, todo, args=(job, schema, reference),
+            key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
+            done=lambda s: len(s["written"]) + len(s["skipped"]),
+            progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
+            on_result=monitor.task_done,
+        )
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 PUBLISH_STEPS = 3  # describe (and fsync) the files, write export.json, rename into place
