@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import guideloom
+from guideloom.records import native_stats
 from guideloom.remote.byte_source import clear_source_cache
 from guideloom.remote.http import close_connections
 from guideloom.selection import select
@@ -90,3 +91,22 @@ def test_a_sync_export_fetches_the_next_partitions_records_while_one_is_written(
     for i in range(len(b)):
         for key in b[i]:
             np.testing.assert_array_equal(np.asarray(a[i][key]), np.asarray(b[i][key]))
+
+
+def test_the_schema_probe_takes_the_first_record_from_the_read_ahead(release, tmp_path):
+    server, url = release
+    ds = guideloom.load(url)
+    n = len(select(ds, ds.data_dir, where=_has_pointcloud).locations)
+    before = native_stats()
+    out = guideloom.export_to_zarr("pointcloud-op10", tmp_path / "remote.zarr", data_dir=url,
+                                   where=_has_pointcloud, client="sync", partition_size=4,
+                                   transforms={"pointcloud_op10_z": _negated},
+                                   show_progress=False)
+    after = native_stats()
+    assert out and after["fallbacks"] == before["fallbacks"]
+    # each record read once (n + 1 before: the probe's record was read again)
+    assert after["native"] - before["native"] == n
+
+
+def _negated(z):
+    return -z

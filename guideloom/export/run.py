@@ -44,6 +44,7 @@ from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
+    RecordSource,
     check_keys,
     check_schema,
     produce,
@@ -91,7 +92,7 @@ from guideloom.formats.manifest_types import (
 )
 from guideloom.records import RecordReader, reference_dtypes
 from guideloom.remote.locations import RemoteLocation
-from guideloom.remote.readahead import ReadAhead
+from guideloom.remote.readahead import Peeking, ReadAhead
 from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
 
@@ -392,18 +393,25 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     shipped = (None if dask is None or finalizing
                else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
     reference = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
-    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference)
-    # rows moved on already are never re-made
-    if writer.needs_schema and schema is not None and not finalizing:
-        writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
-        fault_point("allocated")
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
-    n = len(plan.selection.locations)
-    monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
-    monitor.totals(n, _experiments(done.values()))
-    t0 = time.time()
-    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference)
+    # in-process: remote records stream in from here on (the probe takes the first one)
+    ahead = job_readahead(spec, todo, reference) if dask is None and not finalizing else None
+    try:
+        schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference, ahead)
+        # rows moved on already are never re-made
+        if writer.needs_schema and schema is not None and not finalizing:
+            writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+            fault_point("allocated")
+        n = len(plan.selection.locations)
+        monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+        monitor.totals(n, _experiments(done.values()))
+        t0 = time.time()
+        fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference,
+                         ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
@@ -463,7 +471,8 @@ def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
 
 def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: ExportPlan,
             dask: Any, shipped: Any, estimate: float,
-            reference: Mapping[str, str] | None = None) -> dict[str, FieldSchema] | None:
+            reference: Mapping[str, str] | None = None,
+            ahead: ReadAhead | None = None) -> dict[str, FieldSchema] | None:
     if not writer.needs_schema and not writer.fixed_keys:
         return None
     stored = (staging.read_job() or {}).get("schema")
@@ -474,7 +483,8 @@ def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Expo
     per_record_s = estimate / max(1, len(plan.selection.locations))
     cheap = per_record_s < config.get("driver_probe_max_s")
     if dask is None or cheap:  # cheap: no round trip to a worker
-        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference)
+        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference,
+                              None if ahead is None else Peeking(ahead))
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
         future = dask.submit(_probe_task, shipped, reference, probe_locs, probe_rows, key=key,
@@ -487,14 +497,18 @@ def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Expo
 def probe_schema(
     spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]],
     allow_text: bool = False, reference: Mapping[str, str] | None = None,
+    records: RecordSource | None = None,
 ) -> dict[str, FieldSchema]:
     """Shapes and dtypes from the first record that reads (runs on a worker).
 
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
     otherwise the first record is read and transformed (``allow_text``: as the format takes
     it, for formats that fix only the keys). ``reference``: see :func:`reference_dtypes`.
+    ``records`` reads the records instead of a reader of this call's own (the job's
+    read-ahead, :class:`~guideloom.remote.readahead.Peeking`).
     """
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+    source: RecordSource = reader if records is None else records
     if not spec.transforms and spec.record_transform is None and locations:
         try:
             described = reader.shapes(locations[0], rows[0])
@@ -505,7 +519,7 @@ def probe_schema(
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
-            return schema_of(produce(spec, reader, loc, row, allow_text=allow_text))
+            return schema_of(produce(spec, source, loc, row, allow_text=allow_text))
         except ExperimentReadError as exc:
             if spec.on_error == "raise":
                 raise
@@ -637,22 +651,20 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
 def _execute(spec: ExportSpec, writer: ExportFormat,
              schema: Mapping[str, FieldSchema] | None, todo: Sequence[Partition], dask: Any,
              shipped: Any, plan: ExportPlan, monitor: RunMonitor,
-             reference: Mapping[str, str] | None = None) -> list[PartitionSummary]:
+             reference: Mapping[str, str] | None = None,
+             ahead: ReadAhead | None = None) -> list[PartitionSummary]:
+    """Run the partitions ``todo``; ``ahead`` (:func:`job_readahead`, in-process only) reads
+    their records."""
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
-    ahead = job_readahead(spec, todo, reference) if dask is None else None
     task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
-    try:
-        return run_partitions(
-            dask, task, todo, args=(job, schema, reference),
-            key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
-            done=lambda s: len(s["written"]) + len(s["skipped"]),
-            progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
-            on_result=monitor.task_done,
-        )
-    finally:
-        if ahead is not None:
-            ahead.close()
+    return run_partitions(
+        dask, task, todo, args=(job, schema, reference),
+        key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
+        done=lambda s: len(s["written"]) + len(s["skipped"]),
+        progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
+        on_result=monitor.task_done,
+    )
 
 
 PUBLISH_STEPS = 3  # describe (and fsync) the files, write export.json, rename into place
