@@ -9,12 +9,13 @@ from __future__ import annotations
 import shutil
 import threading
 
+import h5py
 import numpy as np
 import pytest
 
 import guideloom
 from guideloom.records import native_stats
-from guideloom.remote.byte_source import clear_source_cache
+from guideloom.remote.byte_source import LocalFileSource, clear_source_cache
 from guideloom.remote.http import close_connections
 from guideloom.selection import select
 from tests.dataverse_server import Faults, serve
@@ -110,3 +111,48 @@ def test_the_schema_probe_takes_the_first_record_from_the_read_ahead(release, tm
 
 def _negated(z):
     return -z
+
+
+class _CountingSource:
+    """A :class:`LocalFileSource` that counts the calls made to it (each a round trip
+    remotely: ``read_ranges`` issues its ranges concurrently)."""
+
+    def __init__(self, path):
+        self.src = LocalFileSource(path)
+        self.name = self.src.name
+        self.calls = 0
+
+    def size(self) -> int:
+        return self.src.size()
+
+    def read(self, offset: int, size: int) -> bytes:
+        self.calls += 1
+        return self.src.read(offset, size)
+
+    def read_ranges(self, ranges):  # noqa: ANN001, ANN201 - the ByteSource protocol
+        self.calls += 1
+        return self.src.read_ranges(ranges)
+
+
+def test_two_chunked_datasets_cost_the_round_trips_of_one(tmp_path):
+    from guideloom.h5native import open_file
+
+    path = tmp_path / "two.h5"
+    a, b = np.arange(60_000, dtype="<f4"), np.arange(60_000, dtype="<f4") * 2
+    with h5py.File(path, "w") as f:  # 600 chunks each: B-trees of a root and ten leaves
+        f.create_dataset("scan/a", data=a, chunks=(100,), compression="gzip", shuffle=True)
+        for i in range(3):  # metadata and data of other datasets in between
+            f.create_dataset(f"other{i}", data=np.ones(5000), chunks=(50,))
+        f.create_dataset("scan/b", data=b, chunks=(100,), compression="gzip", shuffle=True)
+    rounds = {}
+    for together in (False, True):
+        src = _CountingSource(path)
+        h = open_file(src, first_block=16 << 10)
+        if together:
+            h.prefetch(["scan/a", "scan/b"], whole=["scan/a", "scan/b"])
+        np.testing.assert_array_equal(h.read("scan/a"), a)
+        np.testing.assert_array_equal(h.read("scan/b"), b)
+        rounds[together] = src.calls
+    # first block, b's object header, a's leaves with b's, both datasets' chunks
+    assert rounds[True] <= 4 < rounds[False], rounds
+

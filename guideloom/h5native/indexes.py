@@ -122,6 +122,41 @@ def _btree_children(r: Reader, root: int, node_type: int, on_key, rank: int = 0)
     return out
 
 
+def prefetch_btrees(r: Reader, trees: list[tuple[int, int]]) -> None:
+    """Fetch the nodes of the v1 chunk B-trees ``trees`` (``(root, rank)``) level by level:
+    every tree's nodes of one level in one :meth:`Blocks.prefetch` call, so several datasets'
+    indexes cost as many round trips as the deepest one has levels. Nothing is checked here:
+    :func:`chunk_index` walks the held nodes and words any damage."""
+    osz = r.osz
+    head = 8 + 2 * osz
+    seen = {root for root, _ in trees}
+    level_nodes = list(dict(trees).items())
+    for _ in range(MAX_DEPTH):
+        if not level_nodes:
+            return
+        r.blocks.prefetch([(a, head + PREFETCH_ENTRIES * (_chunk_key(k) + osz) + _chunk_key(k))
+                           for a, k in level_nodes])
+        below: list[tuple[int, int]] = []
+        for addr, rank in level_nodes:
+            key_size = _chunk_key(rank)
+            buf, o = r.blocks.get(addr, head, "B-tree node")
+            if buf[o:o + 4] != b"TREE" or buf[o + 4] != 1 or buf[o + 5] == 0:
+                continue  # not a chunk B-tree node, or a leaf (its children are chunks)
+            n = _U16.unpack_from(buf, o + 6)[0]
+            buf, o = r.blocks.get(addr, head + n * (key_size + osz) + key_size, "B-tree node")
+            for i in range(n):
+                child = r.addr(buf, o + head + i * (key_size + osz) + key_size)
+                if child is not None and child not in seen and len(seen) < MAX_NODE_ENTRIES:
+                    seen.add(child)
+                    below.append((child, rank))
+        level_nodes = below
+
+
+def _chunk_key(rank: int) -> int:
+    """Bytes of one key of a v1 chunk B-tree node (size, filter mask, rank + 1 offsets)."""
+    return 8 + 8 * (rank + 1)
+
+
 def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
                 maxshape: tuple[int | None, ...], itemsize: int) -> list[Chunk]:
     """The allocated chunks of a chunked dataset, in no particular order."""
