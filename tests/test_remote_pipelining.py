@@ -120,17 +120,18 @@ class _CountingSource:
     def __init__(self, path):
         self.src = LocalFileSource(path)
         self.name = self.src.name
-        self.calls = 0
+        self.calls = self.ranges = self.bytes = 0
 
     def size(self) -> int:
         return self.src.size()
 
     def read(self, offset: int, size: int) -> bytes:
-        self.calls += 1
-        return self.src.read(offset, size)
+        return self.read_ranges([(offset, size)])[0]
 
     def read_ranges(self, ranges):  # noqa: ANN001, ANN201 - the ByteSource protocol
         self.calls += 1
+        self.ranges += len(ranges)
+        self.bytes += sum(n for _, n in ranges)
         return self.src.read_ranges(ranges)
 
 
@@ -144,7 +145,7 @@ def test_two_chunked_datasets_cost_the_round_trips_of_one(tmp_path):
         for i in range(3):  # metadata and data of other datasets in between
             f.create_dataset(f"other{i}", data=np.ones(5000), chunks=(50,))
         f.create_dataset("scan/b", data=b, chunks=(100,), compression="gzip", shuffle=True)
-    rounds = {}
+    rounds, ranges, sent = {}, {}, {}
     for together in (False, True):
         src = _CountingSource(path)
         h = open_file(src, first_block=16 << 10)
@@ -152,7 +153,11 @@ def test_two_chunked_datasets_cost_the_round_trips_of_one(tmp_path):
             h.prefetch(["scan/a", "scan/b"], whole=["scan/a", "scan/b"])
         np.testing.assert_array_equal(h.read("scan/a"), a)
         np.testing.assert_array_equal(h.read("scan/b"), b)
-        rounds[together] = src.calls
+        rounds[together], ranges[together], sent[together] = src.calls, src.ranges, src.bytes
     # first block, b's object header, a's leaves with b's, both datasets' chunks
     assert rounds[True] <= 4 < rounds[False], rounds
+    # each dataset's leaves as one range across them (chunks lie between): not one per leaf
+    # or chunk, and not many more bytes (metadata blocks of other sizes)
+    assert ranges[True] * 10 < ranges[False], ranges
+    assert sent[True] < 1.25 * sent[False] and sent[True] < path.stat().st_size, sent
 

@@ -26,6 +26,7 @@ from guideloom.remote.byte_source import ByteSource
 SUPPORTED_FILTERS = {fastchunks.DEFLATE, fastchunks.SHUFFLE, fastchunks.FLETCHER32}
 MAX_CHUNK_BYTES = 1 << 32  # HDF5's own limit on one chunk
 LARGE_READ = 1 << 30  # reads from this size are checked against the memory available
+MAX_SPAN = 64 << 20  # bytes fetched across one dataset's B-tree leaves in one range, at most
 MAX_PATH_DEPTH = 64
 
 
@@ -206,11 +207,13 @@ class H5File:
         ``whole`` (read whole next) in one call. Nothing is checked or raised here: the reads
         that follow do that, fetching whatever this did not."""
         keys = [k for k in map(_key, paths) if k and k not in self._infos]
+        read_whole = {_key(p) for p in whole}
         try:
-            headers = [a for a in map(self._header_address, keys) if a is not None]
-            self.blocks.prefetch([(a, self.blocks.miss_block) for a in headers])
+            headers = {k: a for k in keys if (a := self._header_address(k)) is not None}
+            self.blocks.prefetch([(a, self.blocks.miss_block) for a in headers.values()])
             r = self.reader
-            trees = [t for t in map(self._btree_root, headers) if t is not None]
+            trees = [t for k, a in headers.items()
+                     if (t := self._btree_root(a, k in read_whole)) is not None]
             indexes.prefetch_btrees(r, trees)
             for key in keys:
                 self.dataset(key)
@@ -229,18 +232,22 @@ class H5File:
             addr = target
         return addr
 
-    def _btree_root(self, header: int) -> tuple[int, int] | None:
-        """``(address, rank)`` of the v1 B-tree chunk index of the dataset at ``header``."""
+    def _btree_root(self, header: int, whole: bool) -> tuple[int, int, int] | None:
+        """``(address, rank, span)`` of the v1 B-tree chunk index of the dataset at
+        ``header``; ``span``: the bytes its leaves may be fetched across in one range (its
+        values' size when it is read whole, else 0; see :func:`indexes.prefetch_btrees`)."""
         r = self.reader
         msgs = read_object_header(r, header)
         body, space = messages.find(msgs, messages.LAYOUT), messages.find(msgs, messages.DATASPACE)
-        if body is None or space is None:
+        dt_body = messages.find(msgs, messages.DATATYPE)
+        if body is None or space is None or dt_body is None:
             return None
-        rank = len(messages.dataspace(r, space)[0])
-        lay = messages.layout(r, body, rank)
+        shape = messages.dataspace(r, space)[0]
+        lay = messages.layout(r, body, len(shape))
         if lay.kind != "chunked" or lay.index != 0 or lay.address is None:
             return None
-        return lay.address, rank
+        span = math.prod(shape) * messages.datatype(dt_body).itemsize if whole else 0
+        return lay.address, len(shape), min(span, MAX_SPAN)
 
     def _prefetch_chunks(self, paths: Sequence[str]) -> None:
         """The chunks of the chunked datasets ``paths`` not held yet, in one call."""
