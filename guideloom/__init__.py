@@ -74,12 +74,12 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.export import ExportSpec as ExportSpec
     from guideloom.extract import extract_zips as extract_zips
     from guideloom.h5_tools import inspect_h5 as inspect_h5
+    from guideloom.h5_tools import open_h5 as open_h5
     from guideloom.loader import StatefulDataLoader as StatefulDataLoader
     from guideloom.pytorch import DDACSDataset as DDACSDataset
     from guideloom.pytorch import RDDACDataset as RDDACDataset
     from guideloom.reader import Export as Export
     from guideloom.release import download as download
-    from guideloom.sources import open_h5 as open_h5
     from guideloom.storage import DocumentDataset as DocumentDataset
     from guideloom.storage import DocumentPickleFormat as DocumentPickleFormat
     from guideloom.storage import DocumentStorage as DocumentStorage
@@ -122,7 +122,7 @@ _LAZY: dict[str, str] = {
     "h5_tools": "guideloom.h5_tools",
     "inspect_h5": "guideloom.h5_tools",
     "View": "guideloom.croissant",
-    "open_h5": "guideloom.sources",
+    "open_h5": "guideloom.h5_tools",
     "make_demo_data": "guideloom.demo",
     "clear_caches": "guideloom.caches",
     # plots (rddac 2.0's names; matplotlib is the optional extra guideloom[plot])

@@ -3,10 +3,11 @@
 Each cache is a :class:`BoundedCache` registered here by name: least recently used entries go
 first once it holds more than its bound (a count of entries and, optionally, of bytes), and an
 entry leaving it — evicted, replaced, popped or cleared — is handed to the cache's ``close``
-hook, so open descriptors, sockets and files are closed and never pile up. The bounds come from
-:func:`_limit` (one place to read them: the environment variable
-``GUIDELOOM_CACHE_<NAME>_ENTRIES`` / ``_BYTES``, else :data:`DEFAULTS`), read when an entry is
-added, so a change takes effect at the next miss.
+hook, so open descriptors, sockets and files are closed and never pile up. The bounds are the
+configuration keys ``cache_<name>_entries`` and ``cache_<name>_bytes`` of
+:mod:`guideloom.config` (``GUIDELOOM_CACHE_<NAME>_ENTRIES`` / ``_BYTES``; defaults
+:data:`DEFAULTS`), read by :func:`_limit` when an entry is added, so a change takes effect at
+the next miss.
 
 After ``fork`` a child must not use its parent's descriptors and connections, nor wait on a lock
 a parent thread held at that moment: every cache gets a fresh lock, and one that closes its
@@ -28,8 +29,9 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from guideloom.cache_bounds import DEFAULTS, CacheBound
 
 __all__ = ["DEFAULTS", "BoundedCache", "CacheBound", "cache", "caches", "clear_caches",
            "memoize"]
@@ -38,74 +40,28 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 F = TypeVar("F", bound=Callable[..., Any])
 
-ENV_PREFIX = "GUIDELOOM_CACHE_"
-
-
-@dataclass(frozen=True)
-class CacheBound:
-    """The default bound of one named cache and what leaving it does.
-
-    Attributes:
-        entries: Entries kept (``None``: no bound by count).
-        nbytes: Bytes kept, as the cache's ``weigh`` counts them (``None``: no bound by bytes).
-        doc: What the cache holds.
-        closes: What an entry leaving the cache closes (for the docs).
-    """
-
-    entries: int | None
-    nbytes: int | None = None
-    doc: str = ""
-    closes: str = "nothing (plain values)"
-
-
-DEFAULTS: dict[str, CacheBound] = {
-    "archive_fds": CacheBound(64, None, "open zip archive descriptors, by path",
-                              "the descriptor, once no open member file still reads through it"),
-    "archive_listings": CacheBound(64, None, "zip central directories, by archive and its "
-                                   "(inode, size, mtime)"),
-    "crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of local zip members"),
-    "remote_crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of remote zip members"),
-    "h5_header_blocks": CacheBound(4096, 16 << 20, "decoded HDF5 object-header blocks, by "
-                                   "their bytes (h5native)"),
-    "http_sources": CacheBound(256, None, "HTTP range sources, by URL, token and settings "
-                               "(their size and redirect target)"),
-    "http_connections": CacheBound(64, None, "idle keep-alive HTTP connections, by host (up to "
-                                   "16 each)", "every idle connection of the host"),
-    "byte_sources": CacheBound(256, None, "fsspec byte sources, by URL and storage options"),
-    "remote_meta_dirs": CacheBound(8, None, "the handle on each on-disk metadata cache folder "
-                                   "(the files stay on disk)"),
-    "unpacked_transforms": CacheBound(8, None, "transforms unpickled on a worker, by the "
-                                      "digest of their payload"),
-    "chunk_steps": CacheBound(512, None, "HDF5 filter pipelines turned into read steps"),
-    "output_names": CacheBound(4096, None, "verdicts on export output names"),
-}
-
 
 def _limit(name: str) -> tuple[int | None, int | None]:
-    """``(entries, bytes)`` bounding the cache ``name``: ``GUIDELOOM_CACHE_<NAME>_ENTRIES`` and
-    ``GUIDELOOM_CACHE_<NAME>_BYTES`` when set (``0`` or ``none``: unbounded), else
-    :data:`DEFAULTS`. The one place cache sizes are read (to move onto ``guideloom.config``).
+    """``(entries, bytes)`` bounding the cache ``name`` (``None``: no bound), from the
+    configuration keys ``cache_<name>_entries`` / ``cache_<name>_bytes`` of
+    :mod:`guideloom.config` (variables ``GUIDELOOM_CACHE_<NAME>_ENTRIES`` / ``_BYTES``; ``0`` or
+    ``none``: unbounded), whose defaults are :data:`DEFAULTS`.
 
     Raises:
-        ValueError: A variable is not a whole number (naming it).
+        ConfigError: A value is not a whole number (naming the key or the variable); a
+            ``ValueError``.
     """
+    from guideloom import config
+
     bound = DEFAULTS.get(name, CacheBound(None))
     out: list[int | None] = []
-    for suffix, default in (("ENTRIES", bound.entries), ("BYTES", bound.nbytes)):
-        var = f"{ENV_PREFIX}{name.upper()}_{suffix}"
-        text = os.environ.get(var, "").strip().lower()
-        if not text:
+    for suffix, default in (("entries", bound.entries), ("bytes", bound.nbytes)):
+        key = f"cache_{name}_{suffix}"
+        if key not in config.KNOBS:
             out.append(default)
             continue
-        if text == "none":
-            out.append(None)
-            continue
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{var}={text!r}: give a whole number of "
-                             f"{suffix.lower()} (0 or 'none' for no bound)") from None
-        out.append(value if value > 0 else None)
+        value = config.get(key)
+        out.append(value if value else None)
     return out[0], out[1]
 
 

@@ -13,6 +13,7 @@ prints one line and exits with 130. ``--verbose`` lets Dask's log lines and trac
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -126,12 +127,62 @@ def _load_workflow(args: argparse.Namespace):
 
         data_dir = open_root(data_dir, server=args.server, token=args.token)
     return load_workflow(_workflow_path(args.workflow), data_dir=data_dir,
-                         output=args.output, import_user_code=not args.dry_run)
+                         output=args.output, import_user_code=not args.dry_run,
+                         storage_options=_storage_options(args.storage_option))
+
+
+def _storage_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--storage-option``: the value as JSON when it parses (numbers,
+    booleans, objects), else as a string; never shown in an error (it may be a secret)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE (e.g. key=..., client_kwargs.endpoint_url=http://...), not "
+            f"{key + '=...' if sep else 'an argument without ='}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _storage_options(pairs: Sequence[tuple[str, Any]] | None) -> dict[str, Any]:
+    """The ``--storage-option`` pairs as fsspec storage options (a dotted key nests:
+    ``client_kwargs.endpoint_url=...``)."""
+    options: dict[str, Any] = {}
+    for key, value in pairs or ():
+        *parents, last = key.split(".")
+        level = options
+        for part in parents:
+            level = level.setdefault(part, {})
+            if not isinstance(level, dict):
+                raise UsageError(f"--storage-option {key}: {part} is already set to a value")
+        level[last] = value
+    return options
+
+
+_SECRET_FLAGS = ("--storage-option", "--token")
 
 
 def _command_line() -> str:
-    """This command, runnable from any directory (relative paths stay right)."""
-    return f"{shlex.join(['cd', os.getcwd()])} && {shlex.join(['guideloom', *sys.argv[1:]])}"
+    """This command, runnable from any directory (relative paths stay right); the values of
+    ``--storage-option`` and ``--token`` are left out (the hint is stored with the job)."""
+    shown, hide = [], False
+    for arg in sys.argv[1:]:
+        if hide:
+            shown.append(f"{arg.partition('=')[0]}=..." if "=" in arg else "...")
+            hide = False
+            continue
+        flag, eq, value = arg.partition("=")
+        if flag in _SECRET_FLAGS:
+            if eq:
+                shown.append(f"{flag}={value.partition('=')[0]}=..." if "=" in value
+                             else f"{flag}=...")
+            else:
+                shown.append(arg)
+                hide = True
+            continue
+        shown.append(arg)
+    return f"{shlex.join(['cd', os.getcwd()])} && {shlex.join(['guideloom', *shown])}"
 
 
 # --- run ----------------------------------------------------------------------------------
@@ -676,6 +727,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--token", default=argparse.SUPPRESS,
                      help="Dataverse API token for a DOI --data-dir (better: the "
                           "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
+    run.add_argument("--storage-option", action="append", type=_storage_option, default=None,
+                     metavar="KEY=VALUE",
+                     help="an fsspec storage option for a remote --data-dir (repeatable; "
+                          "VALUE is JSON or a string; a dotted KEY nests: "
+                          "client_kwargs.endpoint_url=http://...); see docs/remote.md")
     run.add_argument("--output", default=None,
                      help="write here instead of the file's output.path (path or zarr URL)")
     run.add_argument("--verify-crc", action="store_true",
@@ -759,7 +815,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")
-    extract.add_argument("data_dir", type=Path,
+    extract.add_argument("data_dir", type=str,
                          help="the dataset directory: its zip archives are extracted to "
                               "DATA_DIR/h5/")
     extract.add_argument("--manifest", type=Path, default=None,
@@ -789,7 +845,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_make_demo_data)
 
     views = sub.add_parser("views", help="list views with field shapes and dtypes")
-    views.add_argument("data_dir", type=Path)
+    views.add_argument("data_dir", type=str,
+                       help="the data directory, or an https:// or s3:// URL or DOI of a release")
     views.add_argument("--manifest", type=Path, default=None,
                        help="manifest path (default DATA_DIR/metadata.json)")
     views.set_defaults(func=_cmd_views)

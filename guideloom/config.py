@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guideloom.cache_bounds import DEFAULTS
 from guideloom.errors import ConfigError
 
 __all__ = ["ENV_ONLY", "KNOBS", "Knob", "environ", "get", "set", "source"]
@@ -52,6 +53,7 @@ class Knob:
         minimum: The smallest number allowed (numbers only).
         env: Its environment variable (``GUIDELOOM_`` + the key in capitals), or ``None``.
         choices: The values allowed (text only), or empty for any.
+        unbounded: A bound where ``0`` means none: the environment may also say ``none``.
     """
 
     key: str
@@ -61,6 +63,7 @@ class Knob:
     minimum: float | None = None
     env: str | None = ""
     choices: tuple[str, ...] = ()
+    unbounded: bool = False
 
     @property
     def variable(self) -> str | None:
@@ -94,6 +97,8 @@ class Knob:
         cleaned = text.strip().lower()
         if not cleaned:
             return None
+        if self.unbounded and cleaned == "none":
+            return 0
         try:
             if self.kind is bool:
                 if cleaned not in _TRUE + _FALSE:
@@ -107,6 +112,8 @@ class Knob:
 
 
 def _kind_text(knob: Knob) -> str:
+    if knob.unbounded:
+        return "a whole number (0, or 'none' in the environment: no bound)"
     if knob.kind is bool:
         return "true or false (1/0, yes/no, on/off in the environment)"
     return {int: "an integer", float: "a number", str: "text"}[knob.kind]
@@ -167,6 +174,24 @@ _KNOBS = [
     Knob("extract_per_member_s", 1e-3, float, "guideloom extract: seconds per zip member "
          "beyond its bytes (cost model)", minimum=0.0),
 ]
+
+
+def _cache_knobs() -> list[Knob]:
+    """``cache_<name>_entries`` (and ``_bytes`` where the cache weighs its entries) for every
+    in-process cache of :mod:`guideloom.caches`, read when the cache adds an entry."""
+    knobs = []
+    for name, bound in DEFAULTS.items():
+        knobs.append(Knob(f"cache_{name}_entries", bound.entries or 0, int,
+                          f"Entries kept in the in-process cache of {bound.doc} (0: no bound)",
+                          minimum=0, unbounded=True))
+        if bound.nbytes is not None:
+            knobs.append(Knob(f"cache_{name}_bytes", bound.nbytes, int,
+                              f"Bytes kept in the in-process cache of {bound.doc} (0: no bound)",
+                              minimum=0, unbounded=True))
+    return knobs
+
+
+_KNOBS += _cache_knobs()
 KNOBS: Mapping[str, Knob] = {k.key: k for k in _KNOBS}
 
 # variables read only from the environment: the machinery's, not knobs for users
@@ -176,9 +201,6 @@ ENV_ONLY: Mapping[str, str] = {
     "GUIDELOOM_FAULT_POINT": "Tests: SIGKILL this process at the named fault point",
     "GUIDELOOM_PAUSE_POINT": "Tests: hold this process at the named point …",
     "GUIDELOOM_PAUSE_FIFO": "Tests: … until this FIFO is written",
-    "GUIDELOOM_CACHE_<NAME>_ENTRIES": "Bound of the in-process cache NAME in entries (`0` or "
-                                      "`none`: unbounded; see `guideloom/caches.py`)",
-    "GUIDELOOM_CACHE_<NAME>_BYTES": "… and in bytes",
 }
 
 _lock = threading.Lock()

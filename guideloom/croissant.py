@@ -405,6 +405,7 @@ def load(
     source: str | Path | Mapping[str, Any] | None = None,
     *,
     spec: DatasetSpec | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Dataset:
     """Read a dataset's Croissant manifest.
 
@@ -421,6 +422,9 @@ def load(
         source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
             ``data_dir/metadata.json``.
         spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
+        storage_options: For a remote ``data_dir``: fsspec options (credentials, endpoint,
+            as ``xarray.open_zarr`` takes them), kept with the dataset and sent to the Dask
+            workers that read it; never written to an export or a log.
 
     Returns:
         The parsed :class:`Dataset`.
@@ -428,6 +432,7 @@ def load(
     Raises:
         FileNotFoundError: The data directory or the manifest does not exist.
         ManifestError: The manifest is not valid JSON or lacks what guideloom needs.
+        ValueError: ``storage_options`` with a local ``data_dir``.
     """
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
@@ -435,8 +440,9 @@ def load(
     if is_remote_root(data_dir) or (data_dir is None and is_remote_root(source)):
         from guideloom.remote.dataset import remote_manifest  # https://, s3://, doi:...
 
-        manifest, root = remote_manifest(data_dir, source, spec.metadata_file)
+        manifest, root = remote_manifest(data_dir, source, spec.metadata_file, storage_options)
         return _parse(manifest, None, root, spec)
+    refuse_local_storage_options(storage_options, data_dir)
     if data_dir is None:  # beside the manifest file, else the spec's default (./data)
         data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
                     else spec.default_data_dir)
@@ -459,6 +465,19 @@ def load(
         except json.JSONDecodeError as exc:
             raise ManifestError(f"{manifest_path}: not valid JSON ({exc})") from exc
     return _parse(manifest, manifest_path, data_dir, spec)
+
+
+def refuse_local_storage_options(storage_options: Mapping[str, Any] | None,
+                                 data_dir: object) -> None:
+    """Refuse ``storage_options`` for a local data directory (they would be ignored).
+
+    Raises:
+        ValueError: Naming the directory (never the options' values).
+    """
+    if storage_options:
+        raise ValueError(f"storage_options apply to a remote data_dir (s3://, https://, a DOI), "
+                         f"but data_dir {data_dir!s} is a local folder: leave storage_options "
+                         "out, or give the release's URL")
 
 
 def is_manifest(value: object) -> bool:

@@ -176,9 +176,19 @@ def extract_zips(
         ExtractError: Some members failed (corrupt, unreadable or unwritable); the others were
             extracted, and only archives whose members all succeeded were removed.
         GuideloomError: An archive's central directory cannot be read.
+        ValueError: ``data_dir`` (or the dataset's) is a URL or DOI: extracting writes next to
+            the archives, so it needs a local copy.
     """
     from guideloom.croissant import load
+    from guideloom.remote.root import is_remote_root
 
+    for given in (data_dir, None if dataset is None else dataset.data_dir):
+        if is_remote_root(given):
+            raise ValueError(
+                f"extract writes loose files next to the archives, so it needs a local copy of "
+                f"the release, not {given}: download it with `guideloom download --out DIR "
+                "--extract` (guideloom.download), or read it where it is with iter_view and the "
+                "exports (data_dir=URL), which fetch only the bytes a view needs")
     started = time.monotonic()
     root = Path(os.path.abspath(data_dir))
     ds = dataset if dataset is not None else load(root, source)

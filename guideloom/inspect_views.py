@@ -10,6 +10,7 @@ import numpy as np
 from guideloom.croissant import load
 from guideloom.errors import ExperimentReadError
 from guideloom.records import RecordReader
+from guideloom.remote.root import is_remote_root
 from guideloom.selection import select
 
 _PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape
@@ -20,10 +21,11 @@ def describe_views(data_dir: str | Path, source: str | Path | None = None) -> It
 
     Shapes come from the first experiment (of the first few) whose file has every field.
     """
-    ds = load(data_dir, source)
-    selection = select(ds, Path(data_dir), warn_missing=False)
+    ds = load(data_dir, source)  # a URL or DOI too: the first experiments read by ranges
+    selection = select(ds, ds.data_dir, warn_missing=False)
     yield f"{ds.name}: {len(ds.index())} experiments in the index, " \
-          f"{len(selection.locations)} with local data"
+          f"{len(selection.locations)} with " \
+          f"{'data in the remote release' if is_remote_root(ds.data_dir) else 'local data'}"
     for view in ds.views.values():
         yield f"{view.name}"
         probe = _probe(view, selection)

@@ -8,6 +8,7 @@ dependency and is imported here, never by ``import guideloom``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ def local_mapping(ds: Any) -> dict[str, str]:
     the local copy of that file.
 
     A file is looked for at ``data_dir/<name>`` and then ``data_dir/h5/<name>`` (where
-    ``rddac download`` writes the archives). Files with no local copy are left out.
+    ``rddac download`` writes the archives). Files with no local copy are left out (all of
+    them for a release read by URL: mlcroissant then fetches the manifest's ``contentUrl``).
     """
+    if not isinstance(ds.data_dir, str | os.PathLike):  # a RemoteRoot: nothing is local
+        return {}
     root = Path(ds.data_dir)
     mapping: dict[str, str] = {}
     for node in ds.manifest.get("distribution", []):

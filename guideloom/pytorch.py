@@ -58,6 +58,7 @@ class ViewDataset(IterableDataset):
             member in each worker process; see docs/input-integrity.md).
         spec: A ``DatasetSpec`` for loading the manifest (ignored with ``dataset``).
         sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
+        storage_options: fsspec options for a remote ``data_dir`` (credentials, endpoint).
     """
 
     def __init__(
@@ -77,11 +78,12 @@ class ViewDataset(IterableDataset):
         verify_crc: bool = False,
         spec: Any = None,
         sim_ids_order: str = "index",
+        storage_options: Any = None,
     ) -> None:
         super().__init__()
         from guideloom.selection import resolve_dataset, select
 
-        ds, root = resolve_dataset(data_dir, dataset, source, spec)
+        ds, root = resolve_dataset(data_dir, dataset, source, spec, storage_options)
         if isinstance(view, str):
             ds.view(view)  # an unknown view fails here, not in the workers
         self.view = view

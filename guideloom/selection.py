@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from guideloom.croissant import Dataset, DatasetSpec, load
+from guideloom.croissant import Dataset, DatasetSpec, load, refuse_local_storage_options
 from guideloom.errors import (
     ManifestError,
     MissingDataWarning,
@@ -16,8 +16,8 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
-from guideloom.remote.locations import remote_locations
 from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
+from guideloom.remote.scan import release_locations
 from guideloom.sources import Location, scan_locations
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -52,21 +52,25 @@ SIM_IDS_ORDERS = ("index", "sim_ids")
 def resolve_dataset(
     data_dir: str | Path | RemoteRoot | None, dataset: Dataset | None,
     source: str | Path | None, spec: DatasetSpec | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[Dataset, Path | RemoteRoot]:
     """Return the dataset and the directory its files are read from (absolute paths, or the
-    remote root read by URL).
+    remote root read by URL, with ``storage_options`` for fsspec).
 
     Relative paths are made absolute against the current directory here, on the driver: the
     job's file locations are shipped to Dask workers, which may run in another directory.
+
+    Raises:
+        ValueError: ``storage_options`` for a local data directory.
     """
     given = data_dir if data_dir is not None else None if dataset is None else dataset.data_dir
     if is_remote_root(given):
         if dataset is None:  # a URL or DOI: nothing to make absolute, nothing to stat
-            dataset = load(given, source, spec=spec)
+            dataset = load(given, source, spec=spec, storage_options=storage_options)
             return dataset, dataset.data_dir  # (a DOI is resolved once)
-        return dataset, open_root(given)
+        return dataset, open_root(given, storage_options=storage_options)
     if dataset is None:
-        dataset = load(data_dir, source, spec=spec)
+        dataset = load(data_dir, source, spec=spec, storage_options=storage_options)
         if isinstance(dataset.data_dir, RemoteRoot):  # the manifest's URL named the folder
             return dataset, dataset.data_dir
     elif not isinstance(dataset.data_dir, RemoteRoot) and (
@@ -78,6 +82,7 @@ def resolve_dataset(
             else Path(os.path.abspath(dataset.manifest_path)))
     local = data_dir if data_dir is not None else dataset.data_dir
     assert not isinstance(local, RemoteRoot)  # a remote root was returned above
+    refuse_local_storage_options(storage_options, local)
     root = Path(os.path.abspath(local))
     if not root.is_dir():
         raise FileNotFoundError(f"data directory not found: {root}")
@@ -138,8 +143,8 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = (remote_locations(ds, root) if isinstance(root, RemoteRoot)  # by byte ranges
-                 else scan_locations(ds, root))
+    available = (release_locations(ds, root, [r[ds.id_column] for r in rows])  # by byte ranges
+                 if isinstance(root, RemoteRoot) else scan_locations(ds, root))
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])

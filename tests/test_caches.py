@@ -329,3 +329,22 @@ def test_the_descriptor_of_a_replaced_archive_is_closed_not_kept(demo_copy):
     assert not [p for p in open_now if p.endswith("(deleted)")], open_now
     assert open_now.count(str(archive)) == 1
     guideloom.clear_caches()
+
+
+def test_cache_bounds_are_configuration_keys_set_from_python():
+    from guideloom import config
+
+    assert config.get("cache_archive_fds_entries") == 64
+    assert config.get("cache_h5_header_blocks_bytes") == 16 << 20
+    with config.set(cache_archive_fds_entries=3, cache_h5_header_blocks_bytes=0):
+        assert caches._limit("archive_fds") == (3, None)
+        assert caches._limit("h5_header_blocks") == (4096, None)
+        bounded: caches.BoundedCache[int, int] = caches.BoundedCache("archive_fds")
+        for i in range(5):
+            bounded.put(i, i)
+        assert len(bounded) == 3 and bounded.evictions == 2
+    assert caches._limit("archive_fds") == (64, None)
+    with pytest.raises(guideloom.ConfigError, match="cache_archive_fds_entries must be at least 0"):
+        config.set(cache_archive_fds_entries=-1)
+    # every registered cache has its key, documented in docs/configuration.md's table
+    assert {f"cache_{name}_entries" for name in caches.DEFAULTS} <= set(config.KNOBS)

@@ -42,6 +42,10 @@ SAMPLES = {
     "driver_probe_max_s": ("0", 0.0),
     "extract_bytes_per_s": ("2e9", 2e9),
     "extract_per_member_s": ("0.01", 0.01),
+    # the in-process cache bounds: a number, and "none" for no bound
+    **{key: ("5", 5) for key in config.KNOBS if key.startswith("cache_") and key.endswith(
+        ("_entries", "_bytes")) and key != "cache_output_names_entries"},
+    "cache_output_names_entries": ("none", 0),
 }
 
 

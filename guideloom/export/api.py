@@ -41,6 +41,7 @@ def build_spec(
     verify_crc: bool = False,
     spec: DatasetSpec | None = None,
     sim_ids_order: SimIdsOrder = "index",
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ExportSpec:
     """Build the job description shared by every export function, the CLI and workflows.
 
@@ -49,7 +50,7 @@ def build_spec(
     (``s3://``, ``memory://`` …) are kept as given. The ``sim_ids`` allowlist is put in its
     output order here (``sim_ids_order``), so the spec holds the rows' order.
     """
-    ds, root = resolve_dataset(data_dir, dataset, source, spec)
+    ds, root = resolve_dataset(data_dir, dataset, source, spec, storage_options)
     target_text = os.fspath(target)
     resolved = ds.view(view) if isinstance(view, str) else view
     if sim_ids is not None:
@@ -86,6 +87,9 @@ class ExportOptions(TypedDict, total=False):
             the index table are skipped with a ``MissingDataWarning``.
         sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
         spec: A ``DatasetSpec`` for loading the manifest (ignored with ``dataset``).
+        storage_options: fsspec options for a remote ``data_dir`` (credentials, endpoint, as
+            ``xarray.open_zarr`` takes them). They travel to the Dask workers inside the job,
+            as the rest of the spec does, and are never written to ``export.json`` or a log.
         where: Row filter on the typed index row.
         transforms: ``{alias: fn}`` applied to single fields first.
         record_transform: ``fn(record) -> dict`` applied after ``transforms``; its keys are the
@@ -117,6 +121,7 @@ class ExportOptions(TypedDict, total=False):
     sim_ids: Iterable[Any] | None
     sim_ids_order: SimIdsOrder
     spec: DatasetSpec | None
+    storage_options: Mapping[str, Any] | None
     where: RowFilter | None
     transforms: Mapping[str, FieldTransform] | None
     record_transform: RecordTransform | None
@@ -134,8 +139,8 @@ _OPTIONS_DOC = """
     Args:
         view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
         **options: See :class:`~guideloom.export.api.ExportOptions`: ``data_dir``, ``dataset``,
-            ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``where``, ``transforms``,
-            ``record_transform``,
+            ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``storage_options``, ``where``,
+            ``transforms``, ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
             ``verify_crc``, ``report``.
 """

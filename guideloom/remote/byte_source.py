@@ -126,7 +126,8 @@ class FsspecSource:
                 from guideloom.errors import RemoteReadError
 
                 raise RemoteReadError(f"cannot find the size of {self._url}: "
-                                      f"{type(exc).__name__}: {exc}", url=self._url) from exc
+                                      f"{type(exc).__name__}: {exc}{_access_hint(exc)}",
+                                      url=self._url) from exc
         return self._size
 
     def read(self, offset: int, size: int, *, sim_id: object = None) -> bytes:
@@ -162,6 +163,14 @@ class FsspecSource:
         total = self.size()
         n = max(0, min(size, total))
         return self.read(total - n, n, sim_id=sim_id)
+
+
+def _access_hint(exc: BaseException) -> str:
+    """What to do when the store refused or found no credentials ('' for other errors)."""
+    if isinstance(exc, PermissionError) or "credential" in type(exc).__name__.lower():
+        return ("; pass the credentials and endpoint as storage_options= (or --storage-option "
+                "KEY=VALUE, or the filesystem's own environment variables), see docs/remote.md")
+    return ""
 
 
 _SOURCE_CACHE: BoundedCache[tuple[Any, ...], ByteSource] = cache("byte_sources")

@@ -19,13 +19,15 @@ from guideloom.remote.fetch import fetch_bytes
 from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
 
 
-def remote_manifest(data_dir: Any, source: Any, metadata_file: str
+def remote_manifest(data_dir: Any, source: Any, metadata_file: str,
+                    storage_options: Mapping[str, Any] | None = None
                     ) -> tuple[dict[str, Any], RemoteRoot]:
     """The parsed manifest and the :class:`RemoteRoot` its files are read from.
 
     ``data_dir`` is the release's URL or DOI (``None``: the folder of ``source``'s URL);
     ``source`` the manifest (a URL, a local path, a parsed dict, or ``None`` for
-    ``data_dir/metadata_file``).
+    ``data_dir/metadata_file``); ``storage_options`` the fsspec options of the root (and of
+    a manifest URL).
 
     Raises:
         FileNotFoundError: The manifest is not there.
@@ -33,7 +35,7 @@ def remote_manifest(data_dir: Any, source: Any, metadata_file: str
     """
     if data_dir is None:  # the manifest's URL names the folder
         data_dir = str(source).rsplit("/", 1)[0]
-    root = open_root(data_dir)
+    root = open_root(data_dir, storage_options=storage_options)
     if isinstance(source, Mapping):
         return json.loads(json.dumps(source)), root
     where: Any
@@ -41,7 +43,8 @@ def remote_manifest(data_dir: Any, source: Any, metadata_file: str
         data, where = fetch_bytes(root, metadata_file, "the Croissant manifest")
     elif is_remote_root(source):
         parent, _, name = str(source).rpartition("/")
-        data, where = fetch_bytes(open_root(parent), name, "the Croissant manifest")
+        data, where = fetch_bytes(open_root(parent, storage_options=root.options), name,
+                                  "the Croissant manifest")
     else:
         where = Path(os.path.abspath(source))
         if not where.is_file():

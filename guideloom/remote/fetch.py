@@ -6,6 +6,7 @@ its own source per URL on first use (:func:`source_of`) and reuses it, with its 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from guideloom.remote.byte_source import ByteSource, FsspecSource, open_byte_source
@@ -13,14 +14,17 @@ from guideloom.remote.root import TOKEN_HEADER, RemotePath, RemoteRoot
 
 
 def source_of(url: str, size: int | None = None,
-              headers: tuple[tuple[str, str], ...] = ()) -> ByteSource:
+              headers: tuple[tuple[str, str], ...] = (),
+              options: Mapping[str, Any] | None = None) -> ByteSource:
     """This process's byte source of ``url`` (opened on first use, then reused: see
     :func:`~guideloom.remote.open_byte_source`); the token among ``headers`` goes to the
-    Dataverse server only (:class:`~guideloom.remote.http.HttpRangeSource`)."""
+    Dataverse server only (:class:`~guideloom.remote.http.HttpRangeSource`); ``options``
+    are the root's fsspec storage options."""
     token = dict(headers).get(TOKEN_HEADER)
-    src = open_byte_source(url, token=token, size=size) if token else \
-        open_byte_source(url, size=size) if url.lower().startswith(("http://", "https://")) \
-        else open_byte_source(url)
+    opts = dict(options or {})
+    src = open_byte_source(url, token=token, size=size, **opts) if token else \
+        open_byte_source(url, size=size, **opts) \
+        if url.lower().startswith(("http://", "https://")) else open_byte_source(url, **opts)
     if size and isinstance(src, FsspecSource) and src._size is None:  # noqa: SLF001
         src._size = size  # noqa: SLF001 - known from the listing: no metadata request
     return src
@@ -88,7 +92,7 @@ def fetch_bytes(root: RemoteRoot, relpath: str, what: str) -> tuple[bytes, Remot
     if entry is None:
         raise FileNotFoundError(f"{what} {relpath!r} is not in {root}")
     try:
-        src = source_of(entry.url, entry.size, root.headers)
+        src = source_of(entry.url, entry.size, root.headers, root.options)
         size = src.size()
         data = src.read(0, size) if size <= MAX_WHOLE else None
     except (OSError, ValueError) as exc:

@@ -21,7 +21,7 @@ from guideloom.remote.cache import process_cache
 from guideloom.remote.fetch import http_validator, source_of
 from guideloom.remote.http import HttpRangeSource
 from guideloom.remote.root import RemoteRoot
-from guideloom.remote.zipdir import Member, ZipFormatError, read_members
+from guideloom.remote.zipdir import LOCAL_HEADER, Member, ZipFormatError, read_members
 from guideloom.sources import LOOSE_SUBDIR, Location, add_member_locations, id_parser
 
 if TYPE_CHECKING:
@@ -32,19 +32,30 @@ DIRECTORY_KIND = "zip-directory"
 
 @dataclass(frozen=True)
 class RemoteLocation(Location):
-    """A zip member of a remote archive (``path`` is the archive's URL).
+    """A zip member of a remote archive (``path`` is the archive's URL), or a loose remote
+    ``.h5`` file (``member`` is ``None``, its bytes start at 0, ``archive_size`` is its size).
 
     Attributes:
         archive_size: The archive's size in bytes (offsets are checked against it).
         validator: The archive's ETag or Last-Modified when the server gave one.
         headers: HTTP headers for the archive's requests (kept out of ``repr``).
+        options: The root's fsspec storage options (kept out of ``repr``).
     """
 
-    member: str  # always a member of an archive (never a loose file)
+    member: str | None  # the zip member; None for a loose file
     archive_size: int = 0
     validator: str = ""
     file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def data_bounds(self) -> tuple[int, int]:
+        """The lowest and highest archive offset at which the member's data may start (after
+        its local header, name and extra field); ``(0, 0)`` for a loose file."""
+        if self.member is None:
+            return 0, 0
+        low = self.header_offset + LOCAL_HEADER.size + len(self.member.encode())
+        return low, self.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
 
     def cache_key(self) -> str:
         """The key of this member's cached HDF5 metadata."""
@@ -59,17 +70,21 @@ def archive_key(url: str, size: int, validator: str) -> str:
 
 def location_source(loc: RemoteLocation) -> ByteSource:
     """The byte source of the archive holding ``loc``."""
-    return source_of(loc.path, loc.archive_size, loc.headers)
+    return source_of(loc.path, loc.archive_size, loc.headers, loc.options)
 
 
-def _stat(url: str, root: RemoteRoot) -> tuple[int, str]:
+def stat_file(url: str, root: RemoteRoot) -> tuple[int, str]:
     """The file's size and its ETag or modification time ('' when the server gives none),
     from one metadata request, asked on every scan: an archive replaced on the server is
-    noticed."""
-    src = source_of(url, None, root.headers)
-    if url.lower().startswith(("http://", "https://")):
+    noticed.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+    """
+    src = source_of(url, None, root.headers, root.options)
+    if isinstance(src, HttpRangeSource):
         size, validator = http_validator(url)
-        if isinstance(src, HttpRangeSource) and src._size not in (None, size):  # noqa: SLF001
+        if src._size not in (None, size):  # noqa: SLF001
             src._size = size  # noqa: SLF001 - replaced: forget the old size
         return size, validator
     if not isinstance(src, FsspecSource):
@@ -77,10 +92,14 @@ def _stat(url: str, root: RemoteRoot) -> tuple[int, str]:
     info = src._fs.info(src._path)  # noqa: SLF001
     size = int(info["size"])
     src._size = size  # noqa: SLF001 - the one metadata request answers both
-    validator = next((str(info[k]) for k in ("ETag", "etag", "Last-Modified", "LastModified",
-                                            "last_modified", "mtime", "created") if info.get(k)),
-                     "")
-    return size, validator
+    return size, info_validator(info)
+
+
+def info_validator(info: Mapping[str, Any]) -> str:
+    """The ETag or modification time in an fsspec ``info`` answer ('' when none)."""
+    return next((str(info[k]) for k in ("ETag", "etag", "Last-Modified", "LastModified",
+                                        "last_modified", "mtime", "created") if info.get(k)),
+                "")
 
 
 @dataclass(frozen=True)
@@ -106,7 +125,7 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
                 found.append(_Archive(entry.url, entry.size, entry.checksum))
             else:
                 try:
-                    size, validator = _stat(entry.url, root)
+                    size, validator = stat_file(entry.url, root)
                 except FileNotFoundError:  # absent (404): not this candidate
                     continue
                 found.append(_Archive(entry.url, size, validator))
@@ -129,7 +148,7 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
 
 def _members(archive: _Archive, root: RemoteRoot) -> list[Member]:
     """The archive's central directory: from the cache when the archive is unchanged."""
-    src = source_of(archive.url, archive.size, root.headers)
+    src = source_of(archive.url, archive.size, root.headers, root.options)
     try:
         size = src.size()
     except (OSError, ValueError) as exc:
@@ -153,7 +172,8 @@ def _members(archive: _Archive, root: RemoteRoot) -> list[Member]:
 
 
 def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
-    """Map every experiment id of the remote release to its :class:`RemoteLocation`.
+    """Map every experiment id held in the remote release's archives to its
+    :class:`RemoteLocation` (:func:`~guideloom.remote.scan.release_locations` adds loose files).
 
     Raises:
         GuideloomError: An archive cannot be read (naming its URL).
@@ -164,20 +184,29 @@ def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
     found: dict[Any, Location] = {}
     for archive in _archives(ds, root):
         members = _members(archive, root)
-        size = source_of(archive.url, archive.size, root.headers).size()
+        size = source_of(archive.url, archive.size, root.headers, root.options).size()
         inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
-                             _maker(size, archive.validator, root.headers, inflated))
+                             _maker(size, archive.validator, root, inflated))
     return found
 
 
-def _maker(archive_size: int, validator: str, headers: tuple[tuple[str, str], ...],
+def loose_location(sim_id: Any, url: str, size: int, validator: str, root: RemoteRoot
+                   ) -> RemoteLocation:
+    """The :class:`RemoteLocation` of the loose file ``url`` (``size`` bytes)."""
+    return RemoteLocation(sim_id=sim_id, path=url, member=None, size=size, stored=True,
+                          archive_size=size, validator=validator, file_size=size,
+                          headers=root.headers, options=root.options)
+
+
+def _maker(archive_size: int, validator: str, root: RemoteRoot,
            inflated: Mapping[str, int]) -> Callable[..., Location]:
     """What builds one archive's locations for :func:`~guideloom.sources.add_member_locations`
     (which gives the :class:`~guideloom.sources.Location` fields)."""
     def make(**kw: Any) -> Location:
         return RemoteLocation(**kw, archive_size=archive_size, validator=validator,
-                              headers=headers, file_size=inflated[kw["member"]])
+                              headers=root.headers, options=root.options,
+                              file_size=inflated[kw["member"]])
     return make
 
 

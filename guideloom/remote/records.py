@@ -1,4 +1,5 @@
-"""Reading view records from zip members of a remote release (:class:`RemoteLocation`).
+"""Reading view records from zip members (or loose ``.h5`` files) of a remote release
+(:class:`RemoteLocation`).
 
 :class:`~guideloom.records.RecordReader` hands remote locations here. A stored member is
 read by :mod:`guideloom.h5native`:
@@ -78,9 +79,8 @@ class MemberMeta:
         """The cached entry, if it fits ``loc`` (else ``None``: it is refetched)."""
         try:
             start = doc["data_start"]
-            lowest = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())
-            if (doc["block"] != BLOCK or type(start) is not int or not lowest <= start
-                    or start > loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+            lowest, highest = loc.data_bounds()
+            if (doc["block"] != BLOCK or type(start) is not int or not lowest <= start <= highest
                     or start + loc.size > loc.archive_size):
                 return None
             blocks = {}
@@ -183,13 +183,14 @@ def _first_read(loc: RemoteLocation, first: int = FIRST_READ) -> tuple[MemberMet
     if loc.defect is not None:
         _corrupt(loc, loc.defect)
     src = location_source(loc)
-    if loc.header_offset + LOCAL_HEADER.size > loc.archive_size:
+    loose = loc.member is None  # a loose file: no local header, its bytes start at 0
+    if not loose and loc.header_offset + LOCAL_HEADER.size > loc.archive_size:
         _corrupt(loc, "the central directory points past the end of the archive")
-    head = LOCAL_HEADER.size + len(loc.member.encode()) + NAME_SLACK
+    head = 0 if loc.member is None else LOCAL_HEADER.size + len(loc.member.encode()) + NAME_SLACK
     want = min(head + first, loc.archive_size - loc.header_offset)
     try:
         blob = src.read(loc.header_offset, want)
-        start = checked_data_offset(loc, blob, lambda n: src.read(
+        start = 0 if loose else checked_data_offset(loc, blob, lambda n: src.read(
             loc.header_offset + LOCAL_HEADER.size, n))
     except (OSError, ValueError) as exc:
         raise ExperimentReadError(
@@ -390,9 +391,8 @@ def _native_entry(loc: RemoteLocation) -> tuple[int, Any] | None:
         return None
     try:
         start = doc["data_start"]
-        lowest = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())
-        if (type(start) is not int or not lowest <= start
-                or start > loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+        lowest, highest = loc.data_bounds()
+        if (type(start) is not int or not lowest <= start <= highest
                 or start + loc.size > loc.archive_size):
             return None
         return start, _native.FileMeta.from_json(doc["meta"])

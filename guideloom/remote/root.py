@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import posixpath
 import urllib.parse
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
 from guideloom.errors import ManifestError
@@ -77,12 +78,16 @@ class RemoteRoot:
         files: For a DOI, every file of the dataset version (else empty).
         server: For a DOI, the Dataverse server.
         headers: HTTP headers sent with every request (the API token); kept out of ``repr``.
+        options: fsspec storage options for every file of the root (``storage_options=``:
+            credentials, endpoint); kept out of ``repr``, ``str`` and comparisons, shipped to
+            Dask workers with the job.
     """
 
     url: str
     files: tuple[RemoteFileEntry, ...] = ()
     server: str = ""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.url} on {self.server}" if self.server else self.url
@@ -137,17 +142,40 @@ def _url_part(root_url: str, relpath: str) -> str:
 
 
 def open_root(location: str | RemoteRoot, *, server: str | None = None,
-              token: str | None = None, version: str | None = None) -> RemoteRoot:
+              token: str | None = None, version: str | None = None,
+              storage_options: Mapping[str, Any] | None = None) -> RemoteRoot:
     """The :class:`RemoteRoot` of a URL or DOI (a DOI's file list is fetched here).
+
+    ``storage_options`` (as ``xarray.open_zarr`` or ``pandas.read_csv`` take them) go to
+    fsspec for every file of the root; given for an ``https://`` root they send its reads
+    through fsspec's HTTP filesystem instead of guideloom's own client.
 
     Raises:
         DownloadError: The Dataverse server cannot list the dataset version.
+        TypeError: ``storage_options`` is not a mapping.
     """
+    options = checked_storage_options(storage_options)
     if isinstance(location, RemoteRoot):
-        return location
+        return replace(location, options=options) if options else location
     if location.lower().startswith(DOI_PREFIX):
-        return _doi_root(location, server, token, version)
-    return RemoteRoot(url=location.rstrip("/"))
+        return replace(_doi_root(location, server, token, version), options=options)
+    return RemoteRoot(url=location.rstrip("/"), options=options)
+
+
+def checked_storage_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``storage_options`` (``{}`` for ``None``).
+
+    Raises:
+        TypeError: It is not a mapping with string keys (the message shows no values: they
+            may be secrets).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise TypeError("storage_options must be a dict of fsspec options with string keys "
+                        f"(got {type(options).__name__}), e.g. {{'key': ..., 'secret': ..., "
+                        "'client_kwargs': {'endpoint_url': ...}}")
+    return dict(options)
 
 
 def _doi_root(doi: str, server: str | None, token: str | None,

@@ -134,6 +134,7 @@ def load_workflow(
     data_dir: str | os.PathLike[str] | None = None,
     output: str | os.PathLike[str] | None = None,
     import_user_code: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Workflow:
     """Read, validate and resolve a workflow file; nothing is written and no cluster starts.
 
@@ -144,6 +145,8 @@ def load_workflow(
         path: The ``.toml`` file.
         data_dir: Replaces ``dataset.data_dir`` (relative to the current directory).
         output: Replaces ``output.path`` (relative to the current directory, or a URL).
+        storage_options: fsspec options for a remote data directory, over those of
+            ``dataset.storage_options`` (key by key; the command line's ``--storage-option``).
         import_user_code: Import the modules the file references (``False`` for a dry run:
             references outside guideloom become :class:`DeferredReference`, no format
             factory is called and ``python_path`` is not added to ``sys.path``, so that no
@@ -169,11 +172,17 @@ def load_workflow(
     ds_doc = doc["dataset"]
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
     given = data_dir if data_dir is not None else ds_doc["data_dir"]
+    options = {**ds_doc.get("storage_options", {}), **(storage_options or {})}
     if is_remote_root(given):  # an https://, fsspec URL or DOI: read by byte ranges
         try:
-            root: Any = open_root(given)  # type: ignore[arg-type]
+            root: Any = open_root(given, storage_options=options)  # type: ignore[arg-type]
         except (GuideloomError, ValueError) as exc:
             raise WorkflowError(where, data_key, str(exc)) from exc
+    elif options:
+        raise WorkflowError(where, "dataset.storage_options",
+                            f"storage options apply to a remote data directory (s3://, "
+                            f"https://, a DOI), not to the local folder {given}: remove them "
+                            "or give the release's URL")
     else:
         root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
             base, ds_doc["data_dir"])
