@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import math
@@ -43,6 +44,7 @@ from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
+    RecordSource,
     check_keys,
     check_schema,
     produce,
@@ -89,7 +91,8 @@ from guideloom.formats.manifest_types import (
     SummaryExtra,
 )
 from guideloom.records import RecordReader, reference_dtypes
-from guideloom.remote.readahead import ReadAhead
+from guideloom.remote.locations import RemoteLocation
+from guideloom.remote.readahead import Peeking, ReadAhead
 from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
 
@@ -390,18 +393,25 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     shipped = (None if dask is None or finalizing
                else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
     reference = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
-    schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference)
-    # rows moved on already are never re-made
-    if writer.needs_schema and schema is not None and not finalizing:
-        writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
-        fault_point("allocated")
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
-    n = len(plan.selection.locations)
-    monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
-    monitor.totals(n, _experiments(done.values()))
-    t0 = time.time()
-    fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference)
+    # in-process: remote records stream in from here on (the probe takes the first one)
+    ahead = job_readahead(spec, todo, reference) if dask is None and not finalizing else None
+    try:
+        schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference, ahead)
+        # rows moved on already are never re-made
+        if writer.needs_schema and schema is not None and not finalizing:
+            writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+            fault_point("allocated")
+        n = len(plan.selection.locations)
+        monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+        monitor.totals(n, _experiments(done.values()))
+        t0 = time.time()
+        fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference,
+                         ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
     compute_seconds = time.time() - t0
     fault_point("partitions-done")
     summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
@@ -461,7 +471,8 @@ def _job(job: Any) -> tuple[ExportSpec, ExportFormat]:
 
 def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: ExportPlan,
             dask: Any, shipped: Any, estimate: float,
-            reference: Mapping[str, str] | None = None) -> dict[str, FieldSchema] | None:
+            reference: Mapping[str, str] | None = None,
+            ahead: ReadAhead | None = None) -> dict[str, FieldSchema] | None:
     if not writer.needs_schema and not writer.fixed_keys:
         return None
     stored = (staging.read_job() or {}).get("schema")
@@ -472,7 +483,8 @@ def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Expo
     per_record_s = estimate / max(1, len(plan.selection.locations))
     cheap = per_record_s < config.get("driver_probe_max_s")
     if dask is None or cheap:  # cheap: no round trip to a worker
-        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference)
+        schema = probe_schema(spec, probe_locs, probe_rows, writer.allow_text, reference,
+                              None if ahead is None else Peeking(ahead))
     else:
         key = task_key(PROBE_STAGE, spec.view.name, plan.identity[:JOB_TOKEN_CHARS])
         future = dask.submit(_probe_task, shipped, reference, probe_locs, probe_rows, key=key,
@@ -485,14 +497,18 @@ def _schema(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Expo
 def probe_schema(
     spec: ExportSpec, locations: Sequence[Any], rows: Sequence[Mapping[str, Any]],
     allow_text: bool = False, reference: Mapping[str, str] | None = None,
+    records: RecordSource | None = None,
 ) -> dict[str, FieldSchema]:
     """Shapes and dtypes from the first record that reads (runs on a worker).
 
     Without transforms the shapes are the HDF5 datasets' own, read from metadata only;
     otherwise the first record is read and transformed (``allow_text``: as the format takes
     it, for formats that fix only the keys). ``reference``: see :func:`reference_dtypes`.
+    ``records`` reads the records instead of a reader of this call's own (the job's
+    read-ahead, :class:`~guideloom.remote.readahead.Peeking`).
     """
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+    source: RecordSource = reader if records is None else records
     if not spec.transforms and spec.record_transform is None and locations:
         try:
             described = reader.shapes(locations[0], rows[0])
@@ -503,7 +519,7 @@ def probe_schema(
     errors = []
     for loc, row in zip(locations, rows, strict=True):
         try:
-            return schema_of(produce(spec, reader, loc, row, allow_text=allow_text))
+            return schema_of(produce(spec, source, loc, row, allow_text=allow_text))
         except ExperimentReadError as exc:
             if spec.on_error == "raise":
                 raise
@@ -521,26 +537,45 @@ def _probe_task(job: Any, reference: Mapping[str, str] | None, locations: Sequen
 
 
 def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
-                    reference: Mapping[str, str] | None, part: Partition) -> PartitionSummary:
+                    reference: Mapping[str, str] | None, part: Partition, *,
+                    ahead: ReadAhead | None = None) -> PartitionSummary:
     spec, writer = _job(job)
-    return run_partition(spec, writer, schema, part, reference)
+    return run_partition(spec, writer, schema, part, reference, ahead=ahead)
+
+
+def job_readahead(spec: ExportSpec, todo: Sequence[Partition],
+                  reference: Mapping[str, str] | None = None) -> ReadAhead | None:
+    """One :class:`ReadAhead` over the remote records of every partition of ``todo``, for
+    partitions run one after another in this process: the next partition's records are
+    fetched while this one's are transformed and written (a partition's own read-ahead would
+    start cold at every partition). ``None`` when no record is remote."""
+    locations = [loc for part in todo for loc in part.locations]
+    if not any(isinstance(loc, RemoteLocation) for loc in locations):
+        return None
+    rows = [row for part in todo for row in part.rows]
+    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+    return ReadAhead(reader, locations, rows)
 
 
 def run_partition(spec: ExportSpec, writer: ExportFormat,
                   schema: Mapping[str, FieldSchema] | None, part: Partition,
-                  reference: Mapping[str, str] | None = None) -> PartitionSummary:
+                  reference: Mapping[str, str] | None = None, *,
+                  ahead: ReadAhead | None = None) -> PartitionSummary:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
     ``reference`` (see :func:`reference_dtypes`) holds every record's HDF5 datatypes to the
-    job's.
+    job's. ``ahead`` (:func:`job_readahead`, left open) reads the records instead of a
+    read-ahead of this partition's own.
     """
     t0 = time.time()
     fell_back = fallbacks.snapshot()
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
-    ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
+    shared = ahead
+    if ahead is None:
+        reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+        ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -582,10 +617,12 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     if dt not in seen:
                         seen.append(dt)
     except BaseException:
-        ahead.close()
+        if shared is None:
+            ahead.close()
         (sink if overlapped is None else overlapped).abort()
         raise
-    ahead.close()
+    if shared is None:
+        ahead.close()
     t_close = time.perf_counter()
     n_bytes = (sink if overlapped is None else overlapped).close()
     write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)
@@ -614,11 +651,15 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
 def _execute(spec: ExportSpec, writer: ExportFormat,
              schema: Mapping[str, FieldSchema] | None, todo: Sequence[Partition], dask: Any,
              shipped: Any, plan: ExportPlan, monitor: RunMonitor,
-             reference: Mapping[str, str] | None = None) -> list[PartitionSummary]:
+             reference: Mapping[str, str] | None = None,
+             ahead: ReadAhead | None = None) -> list[PartitionSummary]:
+    """Run the partitions ``todo``; ``ahead`` (:func:`job_readahead`, in-process only) reads
+    their records."""
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
+    task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
     return run_partitions(
-        dask, _partition_task, todo, args=(job, schema, reference),
+        dask, task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]),
         progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar

@@ -13,7 +13,12 @@ from guideloom.errors import FastReadError
 from guideloom.fastread import chunks as fastchunks
 from guideloom.h5native import indexes, messages
 from guideloom.h5native.blocks import FIRST_BLOCK, Blocks
-from guideloom.h5native.errors import NativeDamageError, NativeFormatError, NativeUnsupported
+from guideloom.h5native.errors import (
+    NativeDamageError,
+    NativeError,
+    NativeFormatError,
+    NativeUnsupported,
+)
 from guideloom.h5native.meta import DatasetInfo, FileMeta
 from guideloom.h5native.objects import Reader, read_object_header, read_superblock
 from guideloom.remote.byte_source import ByteSource
@@ -21,6 +26,7 @@ from guideloom.remote.byte_source import ByteSource
 SUPPORTED_FILTERS = {fastchunks.DEFLATE, fastchunks.SHUFFLE, fastchunks.FLETCHER32}
 MAX_CHUNK_BYTES = 1 << 32  # HDF5's own limit on one chunk
 LARGE_READ = 1 << 30  # reads from this size are checked against the memory available
+MAX_SPAN = 64 << 20  # bytes fetched across one dataset's B-tree leaves in one range, at most
 MAX_PATH_DEPTH = 64
 
 
@@ -34,6 +40,7 @@ class H5File:
         self._infos: dict[str, DatasetInfo] = dict(meta.datasets) if meta else {}
         self._groups: dict[int, dict[str, int]] = {}
         self._plans: dict[str, fastchunks.Plan] = {}
+        self._fetched: dict[int, bytes] = {}  # chunk bytes by address (:meth:`prefetch`)
         self._root_cache: tuple[int, int] | None = None
         if meta is not None:
             self._reader: Reader | None = Reader(self.blocks, meta.offset_size, meta.length_size)
@@ -172,6 +179,10 @@ class H5File:
         missing = []
         for c in todo:
             self.blocks.check(c.address, c.size, "chunk")
+            got = self._fetched.get(c.address)
+            if got is not None and len(got) == c.size:
+                found[c.address] = np.frombuffer(got, np.uint8)
+                continue
             held = self.blocks.held(c.address, c.size)
             if held is None:
                 missing.append(c)
@@ -185,6 +196,78 @@ class H5File:
             return fastchunks.read(p, fastchunks.ChunkBytes(found), sel, out)
         except FastReadError as exc:
             raise NativeFormatError(f"dataset {path!r}: {exc}") from exc
+
+    # -- fetching several datasets together ------------------------------------------------
+
+    def prefetch(self, paths: Sequence[str], whole: Sequence[str] = ()) -> None:
+        """Fetch what reading the datasets ``paths`` needs in few round trips, each one
+        ``read_ranges`` call (a remote source coalesces it and issues it concurrently): the
+        object headers of those not described yet, then each level of their v1 B-tree chunk
+        indexes, all datasets' nodes of a level together; then the chunks of the datasets
+        ``whole`` (read whole next) in one call. Nothing is checked or raised here: the reads
+        that follow do that, fetching whatever this did not."""
+        keys = [k for k in map(_key, paths) if k and k not in self._infos]
+        read_whole = {_key(p) for p in whole}
+        try:
+            headers = {k: a for k in keys if (a := self._header_address(k)) is not None}
+            self.blocks.prefetch([(a, self.blocks.miss_block) for a in headers.values()])
+            r = self.reader
+            trees = [t for k, a in headers.items()
+                     if (t := self._btree_root(a, k in read_whole)) is not None]
+            indexes.prefetch_btrees(r, trees)
+            for key in keys:
+                self.dataset(key)
+        except (KeyError, NativeError, struct.error, IndexError, ValueError, OverflowError):
+            pass
+        self._prefetch_chunks(whole)
+
+    def _header_address(self, key: str) -> int | None:
+        """The object header address of ``key`` (its groups read as a lookup reads them)."""
+        _ = self.reader  # reads the superblock: the root group's address
+        addr = self._root
+        for part in key.split("/"):
+            target = self._members(addr).get(part)
+            if target is None:
+                return None
+            addr = target
+        return addr
+
+    def _btree_root(self, header: int, whole: bool) -> tuple[int, int, int] | None:
+        """``(address, rank, span)`` of the v1 B-tree chunk index of the dataset at
+        ``header``; ``span``: the bytes its leaves may be fetched across in one range (its
+        values' size when it is read whole, else 0; see :func:`indexes.prefetch_btrees`)."""
+        r = self.reader
+        msgs = read_object_header(r, header)
+        body, space = messages.find(msgs, messages.LAYOUT), messages.find(msgs, messages.DATASPACE)
+        dt_body = messages.find(msgs, messages.DATATYPE)
+        if body is None or space is None or dt_body is None:
+            return None
+        shape = messages.dataspace(r, space)[0]
+        lay = messages.layout(r, body, len(shape))
+        if lay.kind != "chunked" or lay.index != 0 or lay.address is None:
+            return None
+        span = math.prod(shape) * messages.datatype(dt_body).itemsize if whole else 0
+        return lay.address, len(shape), min(span, MAX_SPAN)
+
+    def _prefetch_chunks(self, paths: Sequence[str]) -> None:
+        """The chunks of the chunked datasets ``paths`` not held yet, in one call."""
+        want: list[tuple[int, int]] = []
+        for path in paths:
+            info = self._infos.get(_key(path))
+            if info is None or info.layout != "chunked":
+                continue
+            for _offset, _mask, addr, size in info.chunks:
+                if (addr not in self._fetched and 0 <= addr and 0 < size
+                        and addr + size <= self.size and self.blocks.held(addr, size) is None):
+                    want.append((addr, size))
+        if len(want) < 2:
+            return
+        try:
+            blobs = self.source.read_ranges([(self.base + a, n) for a, n in want])
+        except OSError:
+            return  # the reads fetch their chunks again and word the error
+        for (addr, _n), blob in zip(want, blobs, strict=True):
+            self._fetched[addr] = blob
 
     # -- metadata ---------------------------------------------------------------------------
 

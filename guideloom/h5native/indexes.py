@@ -122,6 +122,68 @@ def _btree_children(r: Reader, root: int, node_type: int, on_key, rank: int = 0)
     return out
 
 
+def prefetch_btrees(r: Reader, trees: list[tuple[int, int, int]]) -> None:
+    """Fetch the nodes of the v1 chunk B-trees ``trees`` (``(root, rank, span)``) level by
+    level: every tree's nodes of one level in one :meth:`Blocks.prefetch` call, so several
+    datasets' indexes cost as many round trips as the deepest one has levels. A tree's leaves
+    lying within ``span`` bytes of each other are fetched as one range: HDF5 writes them
+    between the chunks, so for a dataset read whole that range is mostly chunks it needs
+    anyway, and one request replaces one per leaf. Nothing is checked here:
+    :func:`chunk_index` walks the held nodes and words any damage."""
+    osz = r.osz
+    head = 8 + 2 * osz
+    seen = {root for root, _, _ in trees}
+    level_nodes = [(root, root, rank, span, False) for root, rank, span in trees]
+    for _ in range(MAX_DEPTH):
+        if not level_nodes:
+            return
+        r.blocks.prefetch(_spanned(level_nodes, head, osz))
+        below: list[tuple[int, int, int, int, bool]] = []
+        for addr, tree, rank, span, _leaf in level_nodes:
+            key_size = _chunk_key(rank)
+            buf, o = r.blocks.get(addr, head, "B-tree node")
+            if buf[o:o + 4] != b"TREE" or buf[o + 4] != 1 or buf[o + 5] == 0:
+                continue  # not a chunk B-tree node, or a leaf (its children are chunks)
+            leaves = buf[o + 5] == 1
+            n = _U16.unpack_from(buf, o + 6)[0]
+            buf, o = r.blocks.get(addr, head + n * (key_size + osz) + key_size, "B-tree node")
+            for i in range(n):
+                child = r.addr(buf, o + head + i * (key_size + osz) + key_size)
+                if child is not None and child not in seen and len(seen) < MAX_NODE_ENTRIES:
+                    seen.add(child)
+                    below.append((child, tree, rank, span, leaves))
+        level_nodes = below
+
+
+def _spanned(nodes: list[tuple[int, int, int, int, bool]], head: int, osz: int
+             ) -> list[tuple[int, int]]:
+    """The ranges that hold ``nodes`` (``(address, tree, rank, span, is a leaf)``): a node
+    each, or one range across a tree's leaves where they lie within its span."""
+    out: list[tuple[int, int]] = []
+    leaves: dict[int, list[tuple[int, int]]] = {}
+    spans: dict[int, int] = {}
+    for addr, tree, rank, span, leaf in nodes:
+        size = head + PREFETCH_ENTRIES * (_chunk_key(rank) + osz) + _chunk_key(rank)
+        if leaf and span:
+            leaves.setdefault(tree, []).append((addr, size))
+            spans[tree] = span
+        else:
+            out.append((addr, size))
+    for tree, ranges in leaves.items():
+        first = min(a for a, _ in ranges)
+        end = max(a + n for a, n in ranges)
+        if len(ranges) > 1 and end - first <= spans[tree]:
+            out.append((first, end - first))
+        else:
+            out.extend(ranges)
+    return out
+
+
+def _chunk_key(rank: int) -> int:
+    """Bytes of one key of a v1 chunk B-tree node (size, filter mask, rank + 1 offsets)."""
+    return 8 + 8 * (rank + 1)
+
+
 def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
                 maxshape: tuple[int | None, ...], itemsize: int) -> list[Chunk]:
     """The allocated chunks of a chunked dataset, in no particular order."""

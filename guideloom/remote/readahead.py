@@ -5,13 +5,17 @@ read one after another, a partition waits ``latency`` per request. :class:`ReadA
 to ``depth`` records of the list it was given in flight on a small thread pool, so the
 latencies overlap. Records come back in the same order, each exactly as
 :meth:`RecordReader.read <guideloom.records.RecordReader.read>` returns it (its errors raised
-when that record is asked for). Local records are read directly.
+when that record is asked for). Local records are read directly. An export whose partitions run
+one after another in one process (``client="sync"``) reads all of them through one
+:class:`ReadAhead` (:func:`guideloom.export.run.job_readahead`), so the next partition's records
+are fetched while one is written.
 
 ``$GUIDELOOM_REMOTE_READAHEAD`` sets ``depth`` (default 8; 0 turns read-ahead off).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -72,6 +76,20 @@ class ReadAhead:
             return self.reader.read(loc, row, into)
         return future.result()
 
+    def peek(self, loc: Any, row: Mapping[str, Any],
+             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """A copy of the record of ``loc`` when it is the next one of the list, which
+        :meth:`read` still returns (so a schema probe does not fetch the first record twice);
+        other locations are read directly. ``into`` is not used."""
+        i = self._pos
+        if self._pool is None or i >= len(self.items) or self.items[i][0] is not loc:
+            return self.reader.read(loc, row)
+        self._fill(i + self.depth)
+        future = self._futures.get(i)
+        if future is None:
+            return self.reader.read(loc, row)
+        return copy.deepcopy(future.result())  # the caller's transforms may change it
+
     def close(self) -> None:
         """Stop the reads not yet started and wait for the running ones."""
         if self._pool is not None:
@@ -83,3 +101,17 @@ class ReadAhead:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Peeking:
+    """``ahead`` for a schema probe: ``read`` is :meth:`ReadAhead.peek`."""
+
+    def __init__(self, ahead: ReadAhead):
+        self.ahead = ahead
+
+    def __getattr__(self, name: str) -> Any:  # shapes() and the reader's other attributes
+        return getattr(self.ahead, name)
+
+    def read(self, loc: Any, row: Mapping[str, Any],
+             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+        return self.ahead.peek(loc, row, into)
