@@ -89,6 +89,7 @@ from guideloom.formats.manifest_types import (
     SummaryExtra,
 )
 from guideloom.records import RecordReader, reference_dtypes
+from guideloom.remote.locations import RemoteLocation
 from guideloom.remote.readahead import ReadAhead
 from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
@@ -526,21 +527,36 @@ def _partition_task(job: Any, schema: Mapping[str, FieldSchema] | None,
     return run_partition(spec, writer, schema, part, reference)
 
 
+def _partition_task_ahead(ahead: ReadAhead, job: Any, schema: Mapping[str, FieldSchema] | None,
+                          reference: Mapping[str, str] | None, part: Partition
+                          ) -> PartitionSummary:
+    spec, writer = _job(job)
+    return run_partition(spec, writer, schema, part, reference, ahead=ahead)
+
+
+def _has_remote(parts: Sequence[Partition]) -> bool:
+    return any(isinstance(loc, RemoteLocation) for p in parts for loc in p.locations)
+
+
 def run_partition(spec: ExportSpec, writer: ExportFormat,
                   schema: Mapping[str, FieldSchema] | None, part: Partition,
-                  reference: Mapping[str, str] | None = None) -> PartitionSummary:
+                  reference: Mapping[str, str] | None = None,
+                  ahead: ReadAhead | None = None) -> PartitionSummary:
     """Read, transform and write one partition; mark it done; return a small summary.
 
     Runs on a worker. Idempotent: a re-run writes the same bytes to the same places.
     ``reference`` (see :func:`reference_dtypes`) holds every record's HDF5 datatypes to the
-    job's.
+    job's. ``ahead``: a :class:`ReadAhead` over this and the following partitions' records
+    (in-process runs; the caller closes it), else one over this partition's is made here.
     """
     t0 = time.time()
     fell_back = fallbacks.snapshot()
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
-    reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
-    ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
+    own = ahead is None
+    if ahead is None:
+        reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+        ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
     overlapped = None
@@ -582,10 +598,12 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     if dt not in seen:
                         seen.append(dt)
     except BaseException:
-        ahead.close()
+        if own:
+            ahead.close()
         (sink if overlapped is None else overlapped).abort()
         raise
-    ahead.close()
+    if own:
+        ahead.close()
     t_close = time.perf_counter()
     n_bytes = (sink if overlapped is None else overlapped).close()
     write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)
@@ -617,13 +635,21 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
              reference: Mapping[str, str] | None = None) -> list[PartitionSummary]:
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
-    return run_partitions(
-        dask, _partition_task, todo, args=(job, schema, reference),
-        key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
-        done=lambda s: len(s["written"]) + len(s["skipped"]),
-        progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
-        on_result=monitor.task_done,
-    )
+    options: dict[str, Any] = {
+        "key": lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
+        "done": lambda s: len(s["written"]) + len(s["skipped"]),
+        "progress": progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
+        "on_result": monitor.task_done,
+    }
+    if dask is None and _has_remote(todo):
+        # in-process partitions run one after another: one read-ahead across all of them, so
+        # the next partition's records are in flight while this one writes and syncs
+        reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+        with ReadAhead(reader, [loc for p in todo for loc in p.locations],
+                       [row for p in todo for row in p.rows]) as ahead:
+            return run_partitions(None, _partition_task_ahead, todo,
+                                  args=(ahead, job, schema, reference), **options)
+    return run_partitions(dask, _partition_task, todo, args=(job, schema, reference), **options)
 
 
 PUBLISH_STEPS = 3  # describe (and fsync) the files, write export.json, rename into place
