@@ -58,7 +58,10 @@ RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
 META_KIND = "h5-metadata"
 NATIVE_KIND = "h5native-meta"
 CRC_BLOCK = 4 << 20
+SPECULATE_MAX = 256 << 10  # member bytes a first read may take to bring a view's data along
+REACH_MARGIN = 0.125  # ... and this share more (compressed chunks differ in size)
 _verified: BoundedCache[str, bool] = cache("remote_crc_verdicts")
+_reach: BoundedCache[tuple[str, ...], int] = cache("remote_view_reach")
 
 
 class MemberMeta:
@@ -353,19 +356,47 @@ def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     return record
 
 
+def _view_key(reader: Any) -> tuple[str, ...]:
+    """What a view reads from each member (its HDF5 paths and steps), as a key."""
+    return tuple(f"{vf.h5_path}[{vf.timesteps!r}]" for vf in reader.view.fields if vf.is_h5)
+
+
+def first_read_size(reader: Any, loc: RemoteLocation) -> int:
+    """Member bytes to fetch with the local header when ``loc``'s metadata is not cached: the
+    native reader's first block, or as far as the view's data reached in the members read
+    before (at most :data:`SPECULATE_MAX`), plus :data:`REACH_MARGIN` of it for members whose
+    chunks are somewhat larger, so that one range brings metadata and data (one round trip
+    per record instead of two)."""
+    reach = _reach.get(_view_key(reader))
+    if reach is None:
+        return NATIVE_FIRST_READ
+    return max(NATIVE_FIRST_READ, min(reach + int(reach * REACH_MARGIN), loc.size))
+
+
+def _learn_reach(reader: Any, reach: int) -> None:
+    """Remember how far into a member the view's reads went (when small enough to fetch
+    along with the metadata next time)."""
+    if reach <= SPECULATE_MAX:
+        key = _view_key(reader)
+        _reach.put(key, max(reach, _reach.get(key) or 0))
+
+
 class _Prefetched:
     """The archive's :class:`ByteSource` with the bytes of one earlier read served from
-    memory (the member's first block, fetched with its local header)."""
+    memory (the member's first bytes, fetched with its local header); :attr:`reach` is the
+    end of the furthest byte asked for, relative to ``start``."""
 
     def __init__(self, source: Any, start: int, blob: bytes):
         self.source, self.start, self.blob = source, start, blob
         self.name = source.name
+        self.reach = 0
 
     def size(self) -> int:
         return self.source.size()
 
     def _held(self, offset: int, size: int) -> bytes | None:
         rel = offset - self.start
+        self.reach = max(self.reach, rel + size)
         if 0 <= rel and rel + size <= len(self.blob):
             return self.blob[rel:rel + size]
         return None
@@ -416,7 +447,7 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
             start, file_meta = cached
             src: Any = location_source(loc)
         else:
-            meta, blob = _first_read(loc, NATIVE_FIRST_READ)
+            meta, blob = _first_read(loc, first_read_size(reader, loc))
             start, file_meta = meta.data_start, None
             src = _Prefetched(location_source(loc), start, blob)
         f = _native.open_file(src, base=start, size=loc.size, meta=file_meta,
@@ -433,6 +464,8 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     except Exception as exc:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
         NATIVE_STATS.fell_back(exc)
         return None, meta
+    if isinstance(src, _Prefetched):
+        _learn_reach(reader, src.reach)
     if file_meta is None or len(f.meta.datasets) != len(file_meta.datasets):
         process_cache().put(NATIVE_KIND, loc.cache_key(),
                             {"data_start": start, "meta": f.meta.to_json()})
