@@ -205,6 +205,9 @@ def _index_bytes(ds: Dataset) -> bytes:
     if isinstance(ds.data_dir, RemoteRoot):
         from guideloom.remote.fetch import fetch_bytes
 
+        fetched = ds.fetched_index_bytes()  # the table the selection read: not fetched again
+        if fetched is not None:
+            return fetched
         return fetch_bytes(ds.data_dir, ds.index_file, "the index table")[0]
     with open(ds.file_in_data_dir(ds.data_dir, ds.index_file, "the index table"), "rb") as fh:
         return fh.read()
