@@ -445,11 +445,11 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     try:
         if cached is not None:
             start, file_meta = cached
-            src: Any = location_source(loc)
+            blob = b""  # nothing held: the wrapper only measures how far the reads reach
         else:
             meta, blob = _first_read(loc, first_read_size(reader, loc))
             start, file_meta = meta.data_start, None
-            src = _Prefetched(location_source(loc), start, blob)
+        src = _Prefetched(location_source(loc), start, blob)
         f = _native.open_file(src, base=start, size=loc.size, meta=file_meta,
                               first_block=NATIVE_FIRST_READ)
         record: dict[str, Any] = {}
@@ -464,10 +464,49 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     except Exception as exc:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
         NATIVE_STATS.fell_back(exc)
         return None, meta
-    if isinstance(src, _Prefetched):
-        _learn_reach(reader, src.reach)
-    if file_meta is None or len(f.meta.datasets) != len(file_meta.datasets):
-        process_cache().put(NATIVE_KIND, loc.cache_key(),
-                            {"data_start": start, "meta": f.meta.to_json()})
+    _learn_reach(reader, src.reach)
+    _keep_native(loc, start, file_meta, f)
     NATIVE_STATS.read_natively()
     return record, None
+
+
+def _keep_native(loc: RemoteLocation, start: int, cached: Any, f: Any) -> None:
+    """Cache what ``f`` parsed of ``loc``'s metadata, unless the cache already had it all."""
+    if cached is None or len(f.meta.datasets) != len(cached.datasets):
+        process_cache().put(NATIVE_KIND, loc.cache_key(),
+                            {"data_start": start, "meta": f.meta.to_json()})
+
+
+def native_datasets(reader: Any, loc: RemoteLocation
+                    ) -> dict[str, tuple[tuple[int, ...], np.dtype]] | None:
+    """``{h5_path: (shape, dtype)}`` of the view's HDF5 fields in the member at ``loc``, from
+    its metadata read by :mod:`guideloom.h5native`: one range (local header and first block)
+    instead of h5py's several, and the parsed metadata is cached, so the record's own read
+    fetches only its data (for :meth:`RecordReader.shapes
+    <guideloom.records.RecordReader.shapes>`, which checks them). ``None`` for h5py to
+    describe it (a deflated member, CRC checks, an unsupported feature or any error: h5py
+    words those)."""
+    if not loc.stored or reader.verify_crc or loc.defect is not None or not reader.native:
+        return None
+    cached = _native_entry(loc)
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        if cached is not None:
+            start, file_meta = cached
+            src: Any = location_source(loc)
+        else:
+            meta, blob = _first_read(loc, NATIVE_FIRST_READ)
+            start, file_meta = meta.data_start, None
+            src = _Prefetched(location_source(loc), start, blob)
+        f = _native.open_file(src, base=start, size=loc.size, meta=file_meta,
+                              first_block=NATIVE_FIRST_READ)
+        for vf in reader.view.fields:
+            if vf.h5_path is not None:
+                info = f.dataset(vf.h5_path)
+                out[vf.h5_path] = (tuple(info.shape), info.np_dtype)
+    except ExperimentReadError:  # the network or the zip: as for h5py
+        raise
+    except Exception:  # noqa: BLE001 - unsupported, damaged, absent: h5py decides and words it
+        return None
+    _keep_native(loc, start, file_meta, f)
+    return out
