@@ -5,7 +5,8 @@ read one after another, a partition waits ``latency`` per request. :class:`ReadA
 to ``depth`` records of the list it was given in flight on a small thread pool, so the
 latencies overlap. Records come back in the same order, each exactly as
 :meth:`RecordReader.read <guideloom.records.RecordReader.read>` returns it (its errors raised
-when that record is asked for). Local records are read directly.
+when that record is asked for). Local records are read directly. An in-process export keeps
+one over all its partitions (:func:`guideloom.export.run.run_partition`'s ``ahead``).
 
 ``$GUIDELOOM_REMOTE_READAHEAD`` sets ``depth`` (default 8; 0 turns read-ahead off).
 """

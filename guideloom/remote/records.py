@@ -5,7 +5,9 @@
 read by :mod:`guideloom.h5native`:
 
 1. The member's local header and its first :data:`NATIVE_FIRST_READ` bytes (superblock,
-   root group and, in files h5py writes, most object headers) come in one range.
+   root group and, in files h5py writes, most object headers) come in one range; once a
+   member of the view has been read, as far as its reads reached (:func:`first_read_size`),
+   so the chunks usually come along and a record costs one round trip.
 2. The native reader parses the metadata of the view's datasets from those bytes (a
    structure outside them costs one more range), and the chunks (or contiguous data) the
    view needs are fetched in one coalesced, concurrent ``read_ranges`` call.
