@@ -368,8 +368,7 @@ def reference_dtypes(view: View, locations: Sequence[Location],
     """
     reader = RecordReader(view)
     seen: dict[str, Counter[str]] = {}
-    for described in _described(reader, list(zip(locations, rows, strict=True))
-                                [:REFERENCE_RECORDS]):
+    for described in described_first(reader, locations, rows, REFERENCE_RECORDS):
         if described is None:
             continue
         for vf in view.fields:
@@ -378,10 +377,14 @@ def reference_dtypes(view: View, locations: Sequence[Location],
     return {alias: counts.most_common(1)[0][0] for alias, counts in seen.items()}
 
 
-def _described(reader: RecordReader, pairs: Sequence[tuple[Location, Mapping[str, Any]]]
-               ) -> list[dict[str, tuple[tuple, np.dtype]] | None]:
-    """:meth:`RecordReader.shapes` of each ``(location, row)`` (``None`` where it cannot be
-    read); remote ones at once, as each costs a round trip."""
+def described_first(reader: RecordReader, locations: Sequence[Location],
+                    rows: Sequence[Mapping[str, Any]], n: int
+                    ) -> list[dict[str, tuple[tuple, np.dtype]] | None]:
+    """:meth:`RecordReader.shapes` of the first ``n`` experiments (``None`` where one cannot
+    be read); remote ones at once, as each costs a round trip (and their metadata is cached
+    for the records' reads)."""
+    pairs = list(zip(locations[:n], rows[:n], strict=True))
+
     def one(pair: tuple[Location, Mapping[str, Any]]) -> dict[str, tuple[tuple, np.dtype]] | None:
         try:
             return reader.shapes(*pair)

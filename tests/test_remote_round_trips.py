@@ -16,7 +16,7 @@ import pytest
 
 import guideloom
 from guideloom.caches import clear_caches
-from guideloom.records import RecordReader, native_stats
+from guideloom.records import REFERENCE_RECORDS, RecordReader, native_stats
 from guideloom.remote.fetch import FIRST_WHOLE, fetch_bytes
 from guideloom.remote.http import close_connections
 from guideloom.remote.records import NATIVE_FIRST_READ
@@ -179,3 +179,22 @@ def test_fetch_bytes_gets_small_files_whole_in_one_request(release, size):
     assert got == data and str(where) == f"{url}/blob.bin"
     assert server.counts.snapshot()["requests"]["/release/blob.bin"] == (
         2 if size > FIRST_WHOLE else 1)
+
+
+def test_an_export_describes_its_first_experiments_at_once(release, tmp_path):
+    server, url, root = release
+    server.faults.latency = 0.05
+    ds = guideloom.load(url)
+    sel = select(ds, ds.data_dir)
+    firsts = {(loc.path.rsplit("/", 1)[-1], loc.header_offset)
+              for loc in sel.locations[:REFERENCE_RECORDS]}
+    n = len(server.log)
+    assert guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "out", dataset=ds,
+                                             client="sync", show_progress=False)
+    described = [e for e in _zip_gets(server.log[n:], root)
+                 if (e.path.rsplit("/", 1)[-1], int(e.range.split("=")[1].split("-")[0]))
+                 in firsts]
+    # one range each (header and metadata), all in flight together: the job's size estimate
+    # and its reference datatypes need them before any record is read
+    assert len(described) == REFERENCE_RECORDS
+    assert _overlap(described) == REFERENCE_RECORDS
