@@ -32,6 +32,8 @@ DEFAULTS: dict[str, CacheBound] = {
                                    "(inode, size, mtime)"),
     "crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of local zip members"),
     "remote_crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of remote zip members"),
+    "remote_view_reach": CacheBound(256, None, "how far into a remote member each view's "
+                                    "reads went (the size of the next first read)"),
     "h5_header_blocks": CacheBound(4096, 16 << 20, "decoded HDF5 object-header blocks, by "
                                    "their bytes (h5native)"),
     "http_sources": CacheBound(256, None, "HTTP range sources, by URL, token and settings "

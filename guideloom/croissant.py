@@ -247,6 +247,7 @@ class Dataset:
     views: dict[str, View]
     archives: tuple[str, ...]
     _index_cache: Any = field(default=None, repr=False, compare=False)
+    _index_fetched: bytes | None = field(default=None, repr=False, compare=False)
     _mlc: Any = field(default=None, repr=False, compare=False)
 
     def __repr__(self) -> str:
@@ -283,11 +284,18 @@ class Dataset:
                 data, where = fetch_bytes(self.data_dir, self.index_file,
                                           "the index table (named by the manifest)")
                 self._index_cache = read_index_bytes(data, where, self.id_column, types)
+                self._index_fetched = data
                 return self._index_cache
             path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
                                          "CSV FileObject's 'name')")
             self._index_cache = read_index(path, self.id_column, types)
         return self._index_cache
+
+    def fetched_index_bytes(self) -> bytes | None:
+        """The bytes of the index table as :meth:`index` fetched them from a remote release
+        (``None`` before that, and for a local one): the job identity is taken from the
+        table the job read, without fetching it again."""
+        return self._index_fetched
 
     @overload
     def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path: ...
@@ -377,6 +385,7 @@ class Dataset:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_index_cache"] = None  # workers re-read the small index when they need it
+        state["_index_fetched"] = None
         state["_mlc"] = None  # rebuilt on demand; mlcroissant objects need not travel
         return state
 

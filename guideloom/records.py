@@ -23,6 +23,7 @@ from guideloom.errors import (
 from guideloom.fastread import RawSource, read_dataset
 from guideloom.h5native import H5File, open_file
 from guideloom.h5native.stats import NATIVE_STATS, NativeStats, native_stats  # noqa: F401 - their old home
+from guideloom.remote.http import run_concurrently
 from guideloom.remote.locations import RemoteLocation
 from guideloom.sources import (
     ArchiveHandles,
@@ -206,8 +207,11 @@ class RecordReader:
         """
         out: dict[str, tuple[tuple, np.dtype]] = {}
         if isinstance(loc, RemoteLocation):
-            from guideloom.remote.records import open_remote
+            from guideloom.remote.records import native_datasets, open_remote
 
+            stored = native_datasets(self, loc)  # one range, cached for the record's read
+            if stored is not None:
+                return self._shapes_of(stored, loc, row)
             opened = open_remote(loc, self.verify_crc)
         else:
             opened = open_location(loc, self.handles, verify_crc=self.verify_crc)
@@ -229,6 +233,27 @@ class RecordReader:
                 check_declared_size(shape, obj.dtype, loc, vf.h5_path)
                 self._check_byte_order(obj.dtype, vf, loc)
                 out[vf.alias] = (shape, obj.dtype)
+        return {a: out[a] for a in self.view.aliases}
+
+    def _shapes_of(self, stored: Mapping[str, tuple[tuple[int, ...], np.dtype]], loc: Location,
+                   row: Mapping[str, Any]) -> dict[str, tuple[tuple, np.dtype]]:
+        """:meth:`shapes` from ``{h5_path: (shape, dtype)}`` read natively (the same checks)."""
+        out: dict[str, tuple[tuple, np.dtype]] = {}
+        for vf in self.view.fields:
+            if not vf.is_h5:
+                assert vf.column is not None  # an index source names its column
+                value = np.asarray(row[vf.column])
+                out[vf.alias] = (value.shape, value.dtype)
+                continue
+            assert vf.h5_path is not None
+            shape, dtype = stored[vf.h5_path]
+            if isinstance(vf.timesteps, int):
+                shape = shape[1:]
+            elif vf.timesteps is not None:
+                shape = (len(vf.timesteps), *shape[1:])
+            check_declared_size(shape, dtype, loc, vf.h5_path)
+            self._check_byte_order(dtype, vf, loc)
+            out[vf.alias] = (shape, dtype)
         return {a: out[a] for a in self.view.aliases}
 
     def _read_field(
@@ -343,15 +368,31 @@ def reference_dtypes(view: View, locations: Sequence[Location],
     """
     reader = RecordReader(view)
     seen: dict[str, Counter[str]] = {}
-    for loc, row in list(zip(locations, rows, strict=True))[:REFERENCE_RECORDS]:
-        try:
-            described = reader.shapes(loc, row)
-        except (ExperimentReadError, OSError):
+    for described in described_first(reader, locations, rows, REFERENCE_RECORDS):
+        if described is None:
             continue
         for vf in view.fields:
             if vf.is_h5:
                 seen.setdefault(vf.alias, Counter())[described[vf.alias][1].str] += 1
     return {alias: counts.most_common(1)[0][0] for alias, counts in seen.items()}
+
+
+def described_first(reader: RecordReader, locations: Sequence[Location],
+                    rows: Sequence[Mapping[str, Any]], n: int
+                    ) -> list[dict[str, tuple[tuple, np.dtype]] | None]:
+    """:meth:`RecordReader.shapes` of the first ``n`` experiments (``None`` where one cannot
+    be read); remote ones at once, as each costs a round trip (and their metadata is cached
+    for the records' reads)."""
+    pairs = list(zip(locations[:n], rows[:n], strict=True))
+
+    def one(pair: tuple[Location, Mapping[str, Any]]) -> dict[str, tuple[tuple, np.dtype]] | None:
+        try:
+            return reader.shapes(*pair)
+        except (ExperimentReadError, OSError):
+            return None
+
+    remote = any(isinstance(loc, RemoteLocation) for loc, _ in pairs)
+    return run_concurrently(one, pairs, len(pairs) if remote else 1)
 
 
 def _absent(f: h5py.File, path: str) -> bool:

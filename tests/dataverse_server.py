@@ -178,6 +178,9 @@ class LogEntry:
     range: str | None
     token: bool
     status: int = 0
+    method: str = "GET"
+    started: float = 0.0  # time.monotonic() when the request came (before the latency)
+    finished: float | None = None  # ... when its answer was sent
 
 
 class _State:
@@ -269,7 +272,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _log(self) -> LogEntry:
         entry = LogEntry(self.role, self.path, self.headers.get("Range"),
-                         self.headers.get("X-Dataverse-key") is not None)
+                         self.headers.get("X-Dataverse-key") is not None,
+                         method="HEAD" if self.head else "GET", started=time.monotonic())
+        self._entry = entry
         with self.state.lock:
             self.state.log.append(entry)
         self.state.counts.request(urllib.parse.urlsplit(self.path).path)
@@ -335,7 +340,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    _entry: LogEntry | None = None  # the request being answered
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._entry = None
+        try:
+            self._get()
+        finally:
+            if self._entry is not None:
+                self._entry.finished = time.monotonic()
+
+    def _get(self) -> None:
         control = urllib.parse.urlsplit(self.path)
         if control.path.startswith("/_control/"):
             return self._control(control)
@@ -432,10 +447,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{total}"})
         bad_range = faults.bad_content_range or scripted == "bad-range"
         shown = start + 1 if ranged and bad_range else start
-        body = memoryview(read(start, end + 1))
+        # a HEAD answers the headers only: the file's bytes are not read (an archive may be
+        # hundreds of MB, which a real server does not read to answer a HEAD either)
+        body = memoryview(b"" if self.head else read(start, end + 1))
         entry.status = 206 if ranged else 200
         self.send_response(entry.status)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(end + 1 - start if self.head else len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
         if ranged:

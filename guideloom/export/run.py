@@ -90,7 +90,12 @@ from guideloom.formats.manifest_types import (
     SkippedRecord,
     SummaryExtra,
 )
-from guideloom.records import RecordReader, reference_dtypes
+from guideloom.records import (
+    REFERENCE_RECORDS,
+    RecordReader,
+    described_first,
+    reference_dtypes,
+)
 from guideloom.remote.locations import RemoteLocation
 from guideloom.remote.readahead import Peeking, ReadAhead
 from guideloom.remote.root import RemoteRoot
@@ -207,6 +212,9 @@ def _index_bytes(ds: Dataset) -> bytes:
     if isinstance(ds.data_dir, RemoteRoot):
         from guideloom.remote.fetch import fetch_bytes
 
+        fetched = ds.fetched_index_bytes()  # the table the selection read: not fetched again
+        if fetched is not None:
+            return fetched
         return fetch_bytes(ds.data_dir, ds.index_file, "the index table")[0]
     with open(ds.file_in_data_dir(ds.data_dir, ds.index_file, "the index table"), "rb") as fh:
         return fh.read()
@@ -223,10 +231,15 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     The bytes come from the HDF5 metadata of the first experiment (no data is read).
     """
     reader = RecordReader(spec.view)
-    try:
-        described = reader.shapes(selection.locations[0], selection.rows[0])
-    except (ExperimentReadError, OSError):
-        described = {}
+    if isinstance(selection.locations[0], RemoteLocation):
+        # the experiments reference_dtypes describes next, at once: one round trip, not two
+        described = described_first(reader, selection.locations, selection.rows,
+                                    REFERENCE_RECORDS)[0] or {}
+    else:
+        try:
+            described = reader.shapes(selection.locations[0], selection.rows[0])
+        except (ExperimentReadError, OSError):
+            described = {}
     h5_aliases = {f.alias for f in spec.view.fields if f.is_h5}
     nbytes = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                  for alias, (shape, dtype) in described.items() if alias in h5_aliases)

@@ -86,6 +86,12 @@ class MetaCache:
 
     def _folder(self) -> Path | None:
         if self._ready is None:
+            with self._lock:  # archives are listed on several threads: check the folder once
+                self._check_folder()
+        return self.root if self._ready else None
+
+    def _check_folder(self) -> None:
+        if self._ready is None:
             try:
                 self.root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 private_dir(self.root.parent, "the guideloom cache directory")
@@ -94,7 +100,6 @@ class MetaCache:
                 self._ready = True
             except (OSError, UnsafeFileError):
                 self._ready = False
-        return self.root if self._ready else None
 
     def _file(self, kind: str, key: str) -> Path | None:
         folder = self._folder()

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from guideloom.errors import RemoteReadError
 from guideloom.remote.byte_source import ByteSource, FsspecSource, open_byte_source
+from guideloom.remote.http import HttpRangeSource
 from guideloom.remote.root import TOKEN_HEADER, RemotePath, RemoteRoot
 
 
@@ -79,6 +81,7 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
 
 
 MAX_WHOLE = 256 << 20  # bytes of a file fetched whole (a manifest, an index table)
+FIRST_WHOLE = 1 << 20  # bytes asked for at first: a smaller file comes whole in one request
 
 
 def fetch_bytes(root: RemoteRoot, relpath: str, what: str) -> tuple[bytes, RemotePath]:
@@ -93,8 +96,7 @@ def fetch_bytes(root: RemoteRoot, relpath: str, what: str) -> tuple[bytes, Remot
         raise FileNotFoundError(f"{what} {relpath!r} is not in {root}")
     try:
         src = source_of(entry.url, entry.size, root.headers, root.options)
-        size = src.size()
-        data = src.read(0, size) if size <= MAX_WHOLE else None
+        data, size = _whole(src)
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"{what} not found or not readable: {entry.url} ({exc})") \
             from exc
@@ -103,3 +105,28 @@ def fetch_bytes(root: RemoteRoot, relpath: str, what: str) -> tuple[bytes, Remot
                                 f"{MAX_WHOLE >> 20} MiB a manifest or index table may have; "
                                 "check the URL")
     return data, RemotePath(entry.url)
+
+
+def _whole(src: ByteSource) -> tuple[bytes | None, int]:
+    """The file's bytes (``None`` when larger than :data:`MAX_WHOLE`) and its size. Over HTTP
+    one request for the last :data:`FIRST_WHOLE` bytes brings a smaller file whole and tells
+    its size (no size request first); the bytes before them come in one more."""
+    if not isinstance(src, HttpRangeSource):
+        size = src.size()
+        return (src.read(0, size) if size <= MAX_WHOLE else None), size
+    try:
+        tail = src.read_tail(FIRST_WHOLE)
+    except RemoteReadError as exc:  # an empty file answers 416 (and its size: 0)
+        try:
+            empty = src.size() == 0
+        except (OSError, ValueError):
+            raise exc from None
+        if empty:
+            return b"", 0
+        raise
+    size = src.size()  # known from the answer
+    if len(tail) >= size:
+        return tail, size
+    if size > MAX_WHOLE:
+        return None, size
+    return src.read(0, size - len(tail)) + tail, size

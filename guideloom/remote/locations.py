@@ -19,7 +19,7 @@ from guideloom.errors import GuideloomError
 from guideloom.remote.byte_source import ByteSource, FsspecSource
 from guideloom.remote.cache import process_cache
 from guideloom.remote.fetch import http_validator, source_of
-from guideloom.remote.http import HttpRangeSource
+from guideloom.remote.http import HttpRangeSource, run_concurrently
 from guideloom.remote.root import RemoteRoot
 from guideloom.remote.zipdir import LOCAL_HEADER, Member, ZipFormatError, read_members
 from guideloom.sources import LOOSE_SUBDIR, Location, add_member_locations, id_parser
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from guideloom.croissant import Dataset
 
 DIRECTORY_KIND = "zip-directory"
+ARCHIVE_LANES = 8  # archives whose HEAD or directory is fetched at once
 
 
 @dataclass(frozen=True)
@@ -116,21 +117,26 @@ def _archives(ds: Dataset, root: RemoteRoot) -> list[_Archive]:
     those of the full archives)."""
     found: list[_Archive] = []
     taken: set[str] = set()
-    for name in ds.archives:
+
+    def find(name: str) -> tuple[str, _Archive] | None:
         for rel in (name, f"{LOOSE_SUBDIR}/{name}"):
             entry = root.entry(rel)
             if entry is None:
                 continue
             if root.listed:
-                found.append(_Archive(entry.url, entry.size, entry.checksum))
-            else:
-                try:
-                    size, validator = stat_file(entry.url, root)
-                except FileNotFoundError:  # absent (404): not this candidate
-                    continue
-                found.append(_Archive(entry.url, size, validator))
-            taken.add(rel)
-            break
+                return rel, _Archive(entry.url, entry.size, entry.checksum)
+            try:
+                size, validator = stat_file(entry.url, root)
+            except FileNotFoundError:  # absent (404): not this candidate
+                continue
+            return rel, _Archive(entry.url, size, validator)
+        return None
+
+    # the archives' HEADs at once: each is a round trip
+    for hit in run_concurrently(find, list(ds.archives), ARCHIVE_LANES):
+        if hit is not None:
+            taken.add(hit[0])
+            found.append(hit[1])
     if root.listed and not found:
         pattern = re.compile(ds.spec.member_pattern)
         for f in sorted(root.files, key=lambda f: f.relpath):
@@ -182,8 +188,9 @@ def remote_locations(ds: Dataset, root: RemoteRoot) -> dict[Any, Location]:
     pattern = re.compile(ds.spec.member_pattern)
     to_id = id_parser(ds)
     found: dict[Any, Location] = {}
-    for archive in _archives(ds, root):
-        members = _members(archive, root)
+    archives = _archives(ds, root)
+    listings = run_concurrently(lambda a: _members(a, root), archives, ARCHIVE_LANES)
+    for archive, members in zip(archives, listings, strict=True):
         size = source_of(archive.url, archive.size, root.headers, root.options).size()
         inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,

@@ -5,7 +5,9 @@
 read by :mod:`guideloom.h5native`:
 
 1. The member's local header and its first :data:`NATIVE_FIRST_READ` bytes (superblock,
-   root group and, in files h5py writes, most object headers) come in one range.
+   root group and, in files h5py writes, most object headers) come in one range; once a
+   member of the view has been read, as far as its reads reached (:func:`first_read_size`),
+   so the chunks usually come along and a record costs one round trip.
 2. The native reader parses the metadata of the view's datasets from those bytes (a
    structure outside them costs one more range), and the chunks (or contiguous data) the
    view needs are fetched in one coalesced, concurrent ``read_ranges`` call.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import base64
 import bisect
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import h5py
@@ -58,7 +60,10 @@ RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
 META_KIND = "h5-metadata"
 NATIVE_KIND = "h5native-meta"
 CRC_BLOCK = 4 << 20
+SPECULATE_MAX = 256 << 10  # member bytes a first read may take to bring a view's data along
+REACH_MARGIN = 0.125  # ... and this share more (compressed chunks differ in size)
 _verified: BoundedCache[str, bool] = cache("remote_crc_verdicts")
+_reach: BoundedCache[tuple[str, ...], int] = cache("remote_view_reach")
 
 
 class MemberMeta:
@@ -353,19 +358,47 @@ def read_remote_fields(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     return record
 
 
+def _view_key(reader: Any) -> tuple[str, ...]:
+    """What a view reads from each member (its HDF5 paths and steps), as a key."""
+    return tuple(f"{vf.h5_path}[{vf.timesteps!r}]" for vf in reader.view.fields if vf.is_h5)
+
+
+def first_read_size(reader: Any, loc: RemoteLocation) -> int:
+    """Member bytes to fetch with the local header when ``loc``'s metadata is not cached: the
+    native reader's first block, or as far as the view's data reached in the members read
+    before (at most :data:`SPECULATE_MAX`), plus :data:`REACH_MARGIN` of it for members whose
+    chunks are somewhat larger, so that one range brings metadata and data (one round trip
+    per record instead of two)."""
+    reach = _reach.get(_view_key(reader))
+    if reach is None:
+        return NATIVE_FIRST_READ
+    return max(NATIVE_FIRST_READ, min(reach + int(reach * REACH_MARGIN), loc.size))
+
+
+def _learn_reach(reader: Any, reach: int) -> None:
+    """Remember how far into a member the view's reads went (when small enough to fetch
+    along with the metadata next time)."""
+    if reach <= SPECULATE_MAX:
+        key = _view_key(reader)
+        _reach.put(key, max(reach, _reach.get(key) or 0))
+
+
 class _Prefetched:
     """The archive's :class:`ByteSource` with the bytes of one earlier read served from
-    memory (the member's first block, fetched with its local header)."""
+    memory (the member's first bytes, fetched with its local header); :attr:`reach` is the
+    end of the furthest byte asked for, relative to ``start``."""
 
     def __init__(self, source: Any, start: int, blob: bytes):
         self.source, self.start, self.blob = source, start, blob
         self.name = source.name
+        self.reach = 0
 
     def size(self) -> int:
         return self.source.size()
 
     def _held(self, offset: int, size: int) -> bytes | None:
         rel = offset - self.start
+        self.reach = max(self.reach, rel + size)
         if 0 <= rel and rel + size <= len(self.blob):
             return self.blob[rel:rel + size]
         return None
@@ -374,7 +407,7 @@ class _Prefetched:
         held = self._held(offset, size)
         return held if held is not None else self.source.read(offset, size)
 
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         out: list[bytes | None] = [self._held(o, n) for o, n in ranges]
         todo = [i for i, b in enumerate(out) if b is None]
         if todo:
@@ -423,11 +456,11 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     try:
         if cached is not None:
             start, file_meta = cached
-            src: Any = location_source(loc)
+            blob = b""  # nothing held: the wrapper only measures how far the reads reach
         else:
-            meta, blob = _first_read(loc, NATIVE_FIRST_READ)
+            meta, blob = _first_read(loc, first_read_size(reader, loc))
             start, file_meta = meta.data_start, None
-            src = _Prefetched(location_source(loc), start, blob)
+        src = _Prefetched(location_source(loc), start, blob)
         f = _native.open_file(src, base=start, size=loc.size, meta=file_meta,
                               first_block=NATIVE_FIRST_READ)
         _prefetch_fields(f, reader.view.fields)
@@ -443,8 +476,49 @@ def _read_native(reader: Any, loc: RemoteLocation, row: Mapping[str, Any],
     except Exception as exc:  # noqa: BLE001 - NativeUnsupported and any surprise: h5py decides
         NATIVE_STATS.fell_back(exc)
         return None, meta
-    if file_meta is None or len(f.meta.datasets) != len(file_meta.datasets):
-        process_cache().put(NATIVE_KIND, loc.cache_key(),
-                            {"data_start": start, "meta": f.meta.to_json()})
+    _learn_reach(reader, src.reach)
+    _keep_native(loc, start, file_meta, f)
     NATIVE_STATS.read_natively()
     return record, None
+
+
+def _keep_native(loc: RemoteLocation, start: int, cached: Any, f: Any) -> None:
+    """Cache what ``f`` parsed of ``loc``'s metadata, unless the cache already had it all."""
+    if cached is None or len(f.meta.datasets) != len(cached.datasets):
+        process_cache().put(NATIVE_KIND, loc.cache_key(),
+                            {"data_start": start, "meta": f.meta.to_json()})
+
+
+def native_datasets(reader: Any, loc: RemoteLocation
+                    ) -> dict[str, tuple[tuple[int, ...], np.dtype]] | None:
+    """``{h5_path: (shape, dtype)}`` of the view's HDF5 fields in the member at ``loc``, from
+    its metadata read by :mod:`guideloom.h5native`: one range (local header and first block)
+    instead of h5py's several, and the parsed metadata is cached, so the record's own read
+    fetches only its data (for :meth:`RecordReader.shapes
+    <guideloom.records.RecordReader.shapes>`, which checks them). ``None`` for h5py to
+    describe it (a deflated member, CRC checks, an unsupported feature or any error: h5py
+    words those)."""
+    if not loc.stored or reader.verify_crc or loc.defect is not None or not reader.native:
+        return None
+    cached = _native_entry(loc)
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        if cached is not None:
+            start, file_meta = cached
+            src: Any = location_source(loc)
+        else:
+            meta, blob = _first_read(loc, NATIVE_FIRST_READ)
+            start, file_meta = meta.data_start, None
+            src = _Prefetched(location_source(loc), start, blob)
+        f = _native.open_file(src, base=start, size=loc.size, meta=file_meta,
+                              first_block=NATIVE_FIRST_READ)
+        for vf in reader.view.fields:
+            if vf.h5_path is not None:
+                info = f.dataset(vf.h5_path)
+                out[vf.h5_path] = (tuple(info.shape), info.np_dtype)
+    except ExperimentReadError:  # the network or the zip: as for h5py
+        raise
+    except Exception:  # noqa: BLE001 - unsupported, damaged, absent: h5py decides and words it
+        return None
+    _keep_native(loc, start, file_meta, f)
+    return out
