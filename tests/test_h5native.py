@@ -272,6 +272,31 @@ def test_random_chunked_datasets_and_rows(tmp_path_factory, shape, data, dtype, 
         np.testing.assert_array_equal(f.read("d", rows), values[rows])
 
 
+@pytest.mark.parametrize("written", [None, (4500,), (10, 2100, 4999)],
+                         ids=["every-page", "one-page", "three-pages"])
+def test_a_paged_fixed_array_index_reads_as_h5py(tmp_path, written):
+    """More chunks than one fixed-array page holds (1,024): the data block's bitmap says
+    which pages are written; the unwritten pages' chunks read as the fill value."""
+    path = tmp_path / "paged.h5"
+    values = _values((5000,), "<f4")
+    with h5py.File(path, "w", libver="latest") as f:
+        d = f.create_dataset("d", shape=(5000,), dtype="<f4", chunks=(1,), fillvalue=-1,
+                             compression="gzip", shuffle=True)
+        if written is None:
+            d[...] = values
+        else:
+            for i in written:
+                d[i] = values[i]
+        f.create_dataset("e", data=_values((6, 11, 16), "<f8"), chunks=(1, 1, 1))
+    with h5py.File(path, "r") as f:
+        want = {name: f[name][()] for name in ("d", "e")}
+    with LocalFileSource(path) as src:
+        f = h5native.open_file(src)
+        for name, values in want.items():
+            np.testing.assert_array_equal(f.read(name), values)
+        np.testing.assert_array_equal(f.read("d", [0, 4500, 4999]), want["d"][[0, 4500, 4999]])
+
+
 # -- metadata records -------------------------------------------------------------------------
 
 

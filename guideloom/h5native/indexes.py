@@ -312,13 +312,43 @@ def _fixed_array(r: Reader, addr: int, n_max: int, unfiltered: int
     if block is None:
         return []
     if n > (1 << page_bits):
-        raise NativeUnsupported("a paged fixed array chunk index")
+        return _fixed_array_pages(r, block, n, entry, client, page_bits, unfiltered)
     dsize = 6 + osz + n * entry
     buf, o = r.blocks.get(block, dsize + 4, "fixed array data block")
     if buf[o:o + 4] != b"FADB":
         raise NativeFormatError(f"bad fixed array data block at {block}")
     _check(buf, o, dsize, "fixed array data block")
     return _elements(r, buf, o + 6 + osz, n, entry, client, unfiltered)
+
+
+def _fixed_array_pages(r: Reader, block: int, n: int, entry: int, client: int, page_bits: int,
+                       unfiltered: int) -> list[tuple[int, int, int] | None]:
+    """The entries of a paged fixed array: its data block holds a bitmap of the pages written
+    (most significant bit first), and the pages of ``2**page_bits`` entries (the last one
+    shorter), each with its checksum, follow the block; an unwritten page's chunks are not
+    allocated."""
+    per_page = 1 << page_bits
+    pages = -(-n // per_page)
+    bitmap_len = -(-pages // 8)
+    dsize = 6 + r.osz + bitmap_len
+    buf, o = r.blocks.get(block, dsize + 4, "fixed array data block")
+    if buf[o:o + 4] != b"FADB":
+        raise NativeFormatError(f"bad fixed array data block at {block}")
+    _check(buf, o, dsize, "fixed array data block")
+    bitmap = buf[o + 6 + r.osz:o + dsize]
+    out: list[tuple[int, int, int] | None] = []
+    page_addr = block + dsize + 4
+    for page in range(pages):
+        count = min(per_page, n - page * per_page)
+        size = count * entry
+        if bitmap[page // 8] & (0x80 >> (page % 8)):
+            pbuf, po = r.blocks.get(page_addr, size + 4, "fixed array data block page")
+            _check(pbuf, po, size, "fixed array data block page")
+            out += _elements(r, pbuf, po, count, entry, client, unfiltered)
+        else:
+            out += [None] * count
+        page_addr += size + 4
+    return out
 
 
 def _ea_index_addresses(header: bytes, o: int) -> int:
