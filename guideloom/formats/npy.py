@@ -69,6 +69,14 @@ class NpyFormat(ExportFormat):
         assert schema is not None
         return NpySink({a: self.rows_path(a) for a in schema}, schema)
 
+    def row_files(self, schema: Mapping[str, Schema]) -> dict[str, tuple[str, int, int]]:
+        out = {}
+        for alias, fs in schema.items():
+            path = self.rows_path(alias)
+            row_bytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize
+            out[array_file(alias)] = (path, npy_data_offset(path), row_bytes)
+        return out
+
     def finalize(self, keep: np.ndarray | None) -> None:
         for name in sorted(os.listdir(self.stage.path("rows"))):
             if not name.endswith(".npy"):
