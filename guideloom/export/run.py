@@ -49,7 +49,6 @@ from guideloom.export.pipeline import (
     reuse_buffers,
     schema_of,
 )
-from guideloom.export.prefetch import Prefetch
 from guideloom.export.prehash import PrefixHashes
 from guideloom.export.progress import (
     CHECKSUMS,
@@ -91,7 +90,6 @@ from guideloom.formats.manifest_types import (
     SummaryExtra,
 )
 from guideloom.records import RecordReader, reference_dtypes
-from guideloom.remote.locations import RemoteLocation
 from guideloom.remote.readahead import ReadAhead
 from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
@@ -570,19 +568,9 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     keys = schema if not writer.needs_schema else None  # fixed keys only: shapes may vary
     schema = None if keys is not None else schema
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
+    ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
+    sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
-    ahead: ReadAhead | Prefetch
-    if first is None and len(part.locations) > 1 and not any(
-            isinstance(loc, RemoteLocation) for loc in part.locations):
-        # local records read on a helper thread while the transform and writes run here
-        ahead = Prefetch(reader, part.locations, part.rows)
-    else:
-        ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
-    try:
-        sink = writer.sink(part, schema)
-    except BaseException:
-        ahead.close()
-        raise
     overlapped = None
     if first is not None and len(part.locations) > 1:
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
