@@ -61,8 +61,10 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _file_object(key: str, path: Path, root: Path) -> dict[str, Any]:
+def _file_object(key: str, path: Path, root: Path,
+                 digests: Mapping[str, str] | None = None) -> dict[str, Any]:
     name = os.path.relpath(path, root) if path.is_relative_to(root) else path.name
+    known = (digests or {}).get(os.path.abspath(path))
     return {
         "@type": "cr:FileObject",
         "@id": f"{FILE_ID_PREFIX}{name}",
@@ -71,7 +73,7 @@ def _file_object(key: str, path: Path, root: Path) -> dict[str, Any]:
         "contentUrl": name,
         "contentSize": f"{path.stat().st_size} B",
         "encodingFormat": _ENCODINGS.get(path.suffix, "application/octet-stream"),
-        "sha256": _sha256(path),
+        "sha256": known or _sha256(path),
     }
 
 
@@ -134,6 +136,7 @@ def describe_export(
     source: Mapping[str, Any] | None = None,
     root: str | os.PathLike[str] | None = None,
     hash_limit: int | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Return a Croissant 1.1 JSON-LD description of a published export.
 
@@ -150,6 +153,8 @@ def describe_export(
         root: The export directory (default: the files' common directory).
         hash_limit: Files larger than this many bytes are described as a one-file ``FileSet``
             instead of a hashed ``FileObject`` (``None``: hash every file).
+        digests: sha256 hex digests already computed, by absolute path: those files are not
+            read again.
 
     Returns:
         The JSON-LD document (``json.dump`` it as ``croissant.json`` in the export directory).
@@ -184,7 +189,7 @@ def describe_export(
             entry = _large_file_set(key, path, root)
             file_ids[key] = ("fileSet", entry["@id"])
         else:
-            entry = _file_object(key, path, root)
+            entry = _file_object(key, path, root, digests)
             file_ids[key] = ("fileObject", entry["@id"])
         distribution.append(entry)
 

@@ -174,3 +174,30 @@ def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monke
         os.fstat(refused[0])  # the refused descriptor was closed
     assert sink.close() == 3 * 8192
     _assert_rows(path)
+
+
+def test_small_buffered_rows_start_their_writeback_in_runs(tmp_path, monkeypatch):
+    from guideloom import os_support
+    from guideloom.formats import npy
+
+    advised: list[tuple[int, int]] = []
+    real = os_support.advise
+
+    def spy(fd, offset, length, advice):
+        advised.append((offset, length))
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os_support, "advise", spy)
+    path = str(tmp_path / "rows.npy")
+    n, row = 400, 32000  # the seed transform's force rows: not whole pages, buffered
+    create_npy(path, (n, row // 4), np.dtype("<f4"))
+    sink = NpySink({"x": path}, {"x": Schema((row // 4,), "<f4")})
+    for i in range(n):
+        sink.write(i, i, {"x": np.full(row // 4, i, "<f4")})
+    sink.close()
+    start = npy_data_offset(path)
+    runs = len(advised)
+    assert runs == n * row // npy.WRITEBACK_BYTES  # 12.8 MB: three runs of >= 4 MiB
+    assert advised[0][0] == start and all(length >= npy.WRITEBACK_BYTES for _, length in advised)
+    assert all(a + la == b for (a, la), (b, _) in zip(advised, advised[1:], strict=False))
+    assert (np.load(path)[:, 0] == np.arange(n)).all()

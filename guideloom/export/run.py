@@ -51,6 +51,7 @@ from guideloom.export.pipeline import (
     reuse_buffers,
     schema_of,
 )
+from guideloom.export.prehash import PrefixHashes
 from guideloom.export.progress import (
     CHECKSUMS,
     FINALIZE,
@@ -410,30 +411,59 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     todo = [p for p in plan.partitions if p.index not in done]
     # in-process: remote records stream in from here on (the probe takes the first one)
     ahead = job_readahead(spec, todo, reference) if dask is None and not finalizing else None
+    hashes = None
     try:
-        schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference, ahead)
-        # rows moved on already are never re-made
-        if writer.needs_schema and schema is not None and not finalizing:
-            writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
-            fault_point("allocated")
-        n = len(plan.selection.locations)
-        monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
-        monitor.totals(n, _experiments(done.values()))
-        t0 = time.time()
-        fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor, reference,
-                         ahead)
+        try:
+            schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference,
+                             ahead)
+            # rows moved on already are never re-made
+            if writer.needs_schema and schema is not None and not finalizing:
+                writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+                fault_point("allocated")
+            n = len(plan.selection.locations)
+            monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+            monitor.totals(n, _experiments(done.values()))
+            hashes = (None if finalizing
+                      else prefix_hashes(writer, schema, staging, dask, done.values()))
+            t0 = time.time()
+            fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
+                             reference, ahead, hashes)
+        finally:
+            if ahead is not None:
+                ahead.close()
+        compute_seconds = time.time() - t0
+        fault_point("partitions-done")
+        summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
+        placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
+        manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
+                             timings={"compute_s": compute_seconds, **task_seconds(summaries)},
+                             started=started, hashes=hashes)
     finally:
-        if ahead is not None:
-            ahead.close()
-    compute_seconds = time.time() - t0
-    fault_point("partitions-done")
-    summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
-    placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
-    manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
-                         timings={"compute_s": compute_seconds, **task_seconds(summaries)},
-                         started=started)
+        if hashes is not None:
+            hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
+
+
+def prefix_hashes(writer: ExportFormat, schema: Mapping[str, FieldSchema] | None,
+                  staging: Staging, dask: Any, done: Iterable[PartitionSummary]
+                  ) -> PrefixHashes | None:
+    """The row files ``croissant.json`` will hash, hashed as their partitions finish; only
+    when the tasks run in this process (each partition's rows are then written and fsynced
+    when its task returns here), else ``None``."""
+    if dask is not None or not staging.is_local or schema is None:
+        return None
+    try:
+        files = {name: f for name, f in writer.row_files(schema).items()
+                 if os.path.getsize(f[0]) <= CROISSANT_HASH_LIMIT}
+    except OSError:
+        return None  # finalize hashes the files as ever
+    if not files:
+        return None
+    hashes = PrefixHashes(files)
+    for summary in done:  # resumed: partitions an earlier run finished
+        hashes.rows_final(summary["start"], _experiments([summary]))
+    return hashes
 
 
 def task_seconds(summaries: Sequence[PartitionSummary]) -> dict[str, float]:
@@ -665,18 +695,25 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
              schema: Mapping[str, FieldSchema] | None, todo: Sequence[Partition], dask: Any,
              shipped: Any, plan: ExportPlan, monitor: RunMonitor,
              reference: Mapping[str, str] | None = None,
-             ahead: ReadAhead | None = None) -> list[PartitionSummary]:
+             ahead: ReadAhead | None = None,
+             hashes: PrefixHashes | None = None) -> list[PartitionSummary]:
     """Run the partitions ``todo``; ``ahead`` (:func:`job_readahead`, in-process only) reads
-    their records."""
+    their records; ``hashes`` (:func:`prefix_hashes`) hashes each finished partition's rows."""
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
+
+    def on_result(summary: PartitionSummary) -> None:
+        monitor.task_done(summary)
+        if hashes is not None:  # its rows are final: hashed while the next partitions run
+            hashes.rows_final(summary["start"], _experiments([summary]))
+
     return run_partitions(
         dask, task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
         done=lambda s: len(s["written"]) + len(s["skipped"]),
         progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
-        on_result=monitor.task_done,
+        on_result=on_result,
     )
 
 
@@ -706,7 +743,8 @@ def variable_fields(summaries: Sequence[PartitionSummary]) -> dict[str, dict[str
 def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: ExportPlan,
               schema: Mapping[str, FieldSchema] | None,
               summaries: list[PartitionSummary], placed: dict[str, Any], monitor: RunMonitor,
-              timings: dict[str, float], started: float) -> ExportManifest:
+              timings: dict[str, float], started: float,
+              hashes: PrefixHashes | None = None) -> ExportManifest:
     ids = plan.selection.ids
     written = {i for s in summaries for i in s["written"]}
     skipped = [x for s in summaries for x in s["skipped"]]
@@ -793,7 +831,9 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     manifest: ExportManifest = {**head, **cast(ManifestExtra, writer.manifest_extra()), **tail}
     if staging.is_local:  # a catalogue entry beside the data; export.json stays the last file
         described = staging.path("data", CROISSANT_NAME)
-        staging.write_json(described, describe_published(spec, writer, staging, manifest))
+        digests = {} if hashes is None else hashes.finish(staging.path("data"))
+        staging.write_json(described, describe_published(spec, writer, staging, manifest,
+                                                         digests))
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
         monitor.step(1, PUBLISH_STEPS, "steps")
@@ -821,14 +861,16 @@ def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[Par
 
 
 def describe_published(spec: ExportSpec, writer: ExportFormat, staging: Staging,
-                       manifest: ExportManifest) -> dict[str, Any]:
+                       manifest: ExportManifest,
+                       digests: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The Croissant 1.1 description of the staged export (``croissant.json``).
 
-    Files up to :data:`CROISSANT_HASH_LIMIT` are hashed (sha256); larger ones are described
+    Files up to :data:`CROISSANT_HASH_LIMIT` are hashed (sha256), unless ``digests`` (by
+    absolute path, from :func:`prefix_hashes`) has theirs; larger ones are described
     without a hash, which would cost a second full read of the export.
     """
     data = staging.path("data")
     files = {key: name if "*" in name else os.path.join(data, name)
              for key, name in writer.described_files(manifest).items()}
     return describe_export(manifest, files, source=spec.dataset.to_jsonld(), root=data,
-                           hash_limit=CROISSANT_HASH_LIMIT)
+                           hash_limit=CROISSANT_HASH_LIMIT, digests=digests)

@@ -422,7 +422,8 @@ def _unshuffle(src: np.ndarray, dst: np.ndarray, size: int) -> None:
         _unshuffle_tree(src, dst, size, n)
     else:
         _unshuffle_strided(src, dst, size, n)
-    dst[n * size:] = src[n * size:len(dst)]  # a tail shorter than one element stays in place
+    if n * size < len(dst):  # a tail shorter than one element stays in place
+        dst[n * size:] = src[n * size:len(dst)]
 
 
 def _unshuffle_strided(src: np.ndarray, dst: np.ndarray, size: int, n: int) -> None:

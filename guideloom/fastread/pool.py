@@ -87,7 +87,10 @@ def share_cores(tasks_on_host: int) -> int:
 
 def threads_for(nbytes: int, n_items: int, min_bytes: int) -> int:
     """Threads worth using for ``n_items`` items of ``nbytes`` decoded bytes in all."""
-    return max(1, min(decode_threads(), n_items, nbytes // max(min_bytes, 1)))
+    most = min(n_items, nbytes // max(min_bytes, 1))
+    if most <= 1:  # a small dataset (most records): one thread, whatever is configured
+        return 1
+    return max(1, min(decode_threads(), most))
 
 
 def _executor() -> ThreadPoolExecutor:

@@ -304,6 +304,13 @@ class ExportFormat(abc.ABC):
         """Move the rows into ``data/``, leaving out rows where ``keep`` is False (driver)."""
         return None
 
+    def row_files(self, schema: Mapping[str, Schema]) -> dict[str, tuple[str, int, int]]:
+        """Files the sinks write rows into in place, each published under its name in
+        ``data/``: ``{name: (path while staged, offset of row 0, bytes per row)}`` (driver,
+        after :meth:`allocate`). An in-process export hashes their final rows while later
+        partitions run (see :mod:`guideloom.export.prehash`); default: none."""
+        return {}
+
     def write_sim_ids(self, sim_ids: np.ndarray, summaries: Sequence[Mapping[str, Any]]) -> None:
         """Write the id of each published row (driver); default ``sim_ids.npy``."""
         with open(self.stage.path("data", SIM_IDS_FILE), "wb") as fh:

@@ -35,7 +35,7 @@ from guideloom.formats.layout import SIM_IDS_FILE, array_file
 logger = logging.getLogger(__name__)
 
 COPY_BLOCK_BYTES = 64 << 20  # rows copied per step when compacting (bounded memory)
-WRITEBACK_BYTES = 4 << 20  # rows at least this large start their disk writeback at once
+WRITEBACK_BYTES = 4 << 20  # buffered rows start their disk writeback in runs of this size
 
 
 class NpyFormat(ExportFormat):
@@ -68,6 +68,14 @@ class NpyFormat(ExportFormat):
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         assert schema is not None
         return NpySink({a: self.rows_path(a) for a in schema}, schema)
+
+    def row_files(self, schema: Mapping[str, Schema]) -> dict[str, tuple[str, int, int]]:
+        out = {}
+        for alias, fs in schema.items():
+            path = self.rows_path(alias)
+            row_bytes = int(np.prod(fs.shape, dtype=np.int64)) * np.dtype(fs.dtype).itemsize
+            out[array_file(alias)] = (path, npy_data_offset(path), row_bytes)
+        return out
 
     def finalize(self, keep: np.ndarray | None) -> None:
         for name in sorted(os.listdir(self.stage.path("rows"))):
@@ -216,6 +224,7 @@ class NpySink(PartitionSink):
             for a, fs in schema.items()
         }
         self._bytes = 0
+        self._unflushed: dict[str, tuple[int, int]] = {}  # buffered rows not yet written back
         self.direct_bytes = 0  # of _bytes, written with direct I/O
         self._sums = RowDigests()
 
@@ -235,13 +244,23 @@ class NpySink(PartitionSink):
             except OSError as exc:
                 raise file_error(exc, self._paths[alias],
                                  f"experiment {sim_id}: cannot write row {row} of") from exc
-            if written - start >= WRITEBACK_BYTES:
-                # start writing this record to disk now, overlapped with reading the next one,
-                # so the fsync at the end of the partition has little left to wait for
-                os_support.advise(self._fds[alias], offset + start, written - start,
-                                  "DONTNEED")
+            if written > start:
+                self._start_writeback(alias, offset + start, written - start)
             self._bytes += written
             self._sums.add(array_file(alias), row, buf)
+
+    def _start_writeback(self, alias: str, offset: int, n: int) -> None:
+        """Start writing buffered rows to disk once a run of them (a partition's rows follow
+        each other) reaches :data:`WRITEBACK_BYTES`, overlapped with reading the next records,
+        so the fsync at the end of the partition has little left to wait for."""
+        run = self._unflushed.get(alias)
+        begin = run[0] if run is not None and run[1] == offset else offset
+        end = offset + n
+        if end - begin >= WRITEBACK_BYTES:
+            os_support.advise(self._fds[alias], begin, end - begin, "DONTNEED")
+            self._unflushed.pop(alias, None)
+        else:
+            self._unflushed[alias] = (begin, end)
 
     def _write_direct(self, alias: str, fd: int, buf: bytes | memoryview, offset: int) -> int:
         """Write what direct I/O takes of ``buf`` (all of it, as a rule); 0 if it refuses."""
