@@ -49,6 +49,13 @@ def native_default() -> bool:
     return bool(config.get("native"))  # NATIVE_ENV, read now
 
 
+
+def _column_shape(vf: ViewField, row: Mapping[str, Any]) -> tuple[tuple, np.dtype]:
+    """``(shape, dtype)`` of a field the index table holds."""
+    assert vf.column is not None  # an index source names its column
+    value = np.asarray(row[vf.column])
+    return value.shape, value.dtype
+
 class RecordReader:
     """Reads the records of one view; keeps archive descriptors open across records.
 
@@ -218,21 +225,12 @@ class RecordReader:
         with opened as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
-                    assert vf.column is not None  # an index source names its column
-                    value = np.asarray(row[vf.column])
-                    out[vf.alias] = (value.shape, value.dtype)
+                    out[vf.alias] = _column_shape(vf, row)
                     continue
                 assert vf.h5_path is not None
                 obj = self._lookup(f, vf.h5_path, vf, loc, row)
                 check_self_contained(obj.id, f.id.fileno, loc, vf.h5_path)
-                shape = tuple(obj.shape)
-                if isinstance(vf.timesteps, int):
-                    shape = shape[1:]
-                elif vf.timesteps is not None:
-                    shape = (len(vf.timesteps), *shape[1:])
-                check_declared_size(shape, obj.dtype, loc, vf.h5_path)
-                self._check_byte_order(obj.dtype, vf, loc)
-                out[vf.alias] = (shape, obj.dtype)
+                out[vf.alias] = self._checked_shape(tuple(obj.shape), obj.dtype, vf, loc)
         return {a: out[a] for a in self.view.aliases}
 
     def _shapes_of(self, stored: Mapping[str, tuple[tuple[int, ...], np.dtype]], loc: Location,
@@ -241,20 +239,23 @@ class RecordReader:
         out: dict[str, tuple[tuple, np.dtype]] = {}
         for vf in self.view.fields:
             if not vf.is_h5:
-                assert vf.column is not None  # an index source names its column
-                value = np.asarray(row[vf.column])
-                out[vf.alias] = (value.shape, value.dtype)
+                out[vf.alias] = _column_shape(vf, row)
                 continue
             assert vf.h5_path is not None
-            shape, dtype = stored[vf.h5_path]
-            if isinstance(vf.timesteps, int):
-                shape = shape[1:]
-            elif vf.timesteps is not None:
-                shape = (len(vf.timesteps), *shape[1:])
-            check_declared_size(shape, dtype, loc, vf.h5_path)
-            self._check_byte_order(dtype, vf, loc)
-            out[vf.alias] = (shape, dtype)
+            out[vf.alias] = self._checked_shape(*stored[vf.h5_path], vf, loc)
         return {a: out[a] for a in self.view.aliases}
+
+    def _checked_shape(self, shape: tuple[int, ...], dtype: np.dtype, vf: ViewField,
+                       loc: Location) -> tuple[tuple, np.dtype]:
+        """A dataset's ``(shape, dtype)`` as the view gives it (time steps taken), checked."""
+        if isinstance(vf.timesteps, int):
+            shape = shape[1:]
+        elif vf.timesteps is not None:
+            shape = (len(vf.timesteps), *shape[1:])
+        assert vf.h5_path is not None
+        check_declared_size(shape, dtype, loc, vf.h5_path)
+        self._check_byte_order(dtype, vf, loc)
+        return shape, dtype
 
     def _read_field(
         self, fid: h5py.h5f.FileID, fileno: Any, raw: RawSource | None, vf: ViewField,
