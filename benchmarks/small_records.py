@@ -196,11 +196,13 @@ def main() -> None:
         gl_args = {"data": str(data), "out": str(work / "gl")}
         rd_args = {"data": str(data), "out": str(work / "rddac"),
                    "transform_file": str(bench.TRANSFORM_FILE), "manifest": manifest}
-        runs: dict[str, list[dict]] = {"guideloom native": [], "guideloom h5py path": [],
-                                       "rddac 2.0": []}
+        unforked_env = {**env, "GUIDELOOM_FORK_START_S": "1e9"}  # never forks: in-process
+        runs: dict[str, list[dict]] = {"guideloom native": [], "guideloom not forked": [],
+                                       "guideloom h5py path": [], "rddac 2.0": []}
         for rep in range(args.reps + 1):  # run 0 warms bytecode and the page cache
             for label, name, a, python, case_env in (
                     ("guideloom native", "gl-export", gl_args, None, env),
+                    ("guideloom not forked", "gl-export", gl_args, None, unforked_env),
                     ("guideloom h5py path", "gl-export", gl_args, None, h5py_env),
                     ("rddac 2.0", "rddac-export", rd_args, rddac_python, env)):
                 if name == "rddac-export" and not manifest:
@@ -222,6 +224,11 @@ def main() -> None:
                      for g, r in zip(runs["guideloom native"], runs["rddac 2.0"], strict=True)]
             print(f"  goal: >= {EXPORT_GOAL}x rddac 2.0: {bench.stats(ratio, fmt='{:.2f}')}x, "
                   f"{bench.verdict(statistics.median(ratio) >= EXPORT_GOAL)}")
+            unforked = [r["export_s"] / g["export_s"] for g, r in
+                        zip(runs["guideloom not forked"], runs["rddac 2.0"], strict=True)]
+            print("  (not forked, GUIDELOOM_FORK_START_S=1e9: "
+                  f"{bench.stats(unforked, fmt='{:.2f}')}x rddac; load average when done: "
+                  f"{os.getloadavg()[0]:.1f})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

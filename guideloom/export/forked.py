@@ -121,10 +121,12 @@ class _Child:
     def __init__(self, pid: int, commands: int, results: int):
         self.pid, self.commands, self.results = pid, commands, results
         self.running: int | None = None  # position in the job's partitions
+        self.stopped = False  # told to end
         self.status: int | None = None
 
     def send(self, position: int) -> None:
         self.running = None if position == _STOP else position
+        self.stopped = position == _STOP
         _write_all(self.commands, _HEAD.pack(b"C", position))
 
     def reap(self, block: bool = True) -> None:
@@ -174,6 +176,9 @@ class ForkedWorkers:
         self._describe = describe
         self.children: list[_Child] = []
         driver = os.getpid()
+        for stream in (sys.stdout, sys.stderr):  # or the children would print it again
+            with contextlib.suppress(Exception):
+                stream.flush()
         try:
             for _ in range(max(1, n)):
                 self.children.append(self._fork(task, driver))
@@ -194,6 +199,9 @@ class ForkedWorkers:
                     other.close()
                 code = _child_main(task, self.parts, driver, down_r, up_w)
             finally:
+                for stream in (sys.stdout, sys.stderr):  # what the child printed itself
+                    with contextlib.suppress(Exception):
+                        stream.flush()
                 os._exit(code)
         os.close(down_r)
         os.close(up_w)
@@ -259,7 +267,7 @@ class ForkedWorkers:
         for child in self.children:
             if kill or child.running is not None:
                 child.kill()
-            else:
+            elif not child.stopped:
                 with contextlib.suppress(OSError):
                     child.send(_STOP)
         for child in self.children:
