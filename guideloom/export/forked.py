@@ -22,6 +22,8 @@ Safety rules:
   keep their markers, so a rerun resumes. An error raised by a partition in a child is
   raised in the driver (the same exception, the child's traceback as a note). Ctrl-C in the
   driver (or any error) kills every child before it propagates.
+* The driver's objects are frozen for the garbage collector while it forks (``gc.freeze``):
+  a child never runs the finalizers of the driver's garbage.
 * Children ignore SIGINT (the driver, which gets the terminal's Ctrl-C too, kills them) and
   end with ``os._exit``: none runs the driver's ``finally`` blocks or ``atexit`` handlers.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import pickle
 import select
@@ -179,12 +182,17 @@ class ForkedWorkers:
         for stream in (sys.stdout, sys.stderr):  # or the children would print it again
             with contextlib.suppress(Exception):
                 stream.flush()
+        # the children never collect what the driver made (its garbage's finalizers run
+        # once, in the driver) and leave those pages shared
+        gc.freeze()
         try:
             for _ in range(max(1, n)):
                 self.children.append(self._fork(task, driver))
         except BaseException:
             self.close(kill=True)
             raise
+        finally:
+            gc.unfreeze()
 
     def _fork(self, task: Callable[[Any], Any], driver: int) -> _Child:
         down_r, down_w = os.pipe()  # partitions to run: driver -> child
