@@ -344,7 +344,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
     in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
     finishing = only_finalize_left(spec, staging, selection)
-    forkable = staging.is_local and not isinstance(spec.data_dir, RemoteRoot)
+    forkable = forkable_job(spec, staging)
     where_ctx: Any
     if finishing is not None and (client is None or isinstance(client, str)):
         # nothing left for workers: no cluster is started for the driver's last steps
@@ -375,6 +375,13 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
             raise
         monitor.finish("published")
         return result
+
+
+def forkable_job(spec: ExportSpec, staging: Staging | None = None) -> bool:
+    """Whether the job's partitions may run in processes forked from the driver: local data
+    to a local target (see :mod:`guideloom.export.forked`)."""
+    staging = staging or Staging.for_target(spec.target)
+    return staging.is_local and not isinstance(spec.data_dir, RemoteRoot)
 
 
 def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection) -> int | None:
