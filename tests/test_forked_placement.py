@@ -32,6 +32,7 @@ DRIVER = """
 import json, sys, threading
 import numpy as np
 import guideloom
+from guideloom.export.api import export
 
 def crop_force(force):
     return np.asarray(force)[:1000]
@@ -46,11 +47,11 @@ try:
     if a.get("crash_at"):
         from guideloom.faults import crash_at
         with crash_at(a["crash_at"]):
-            r = guideloom.export_to_numpy("force-curve", out, data_dir=data, client=a["client"],
-                                          partition_size=4, transforms={"force_data": crop_force})
+            r = export("force-curve", out, kind="npy", data_dir=data, client=a["client"],
+                       partition_size=4, transforms={"force_data": crop_force})
     else:
-        r = guideloom.export_to_numpy("force-curve", out, data_dir=data, client=a["client"],
-                                      partition_size=4, transforms={"force_data": crop_force})
+        r = export("force-curve", out, kind="npy", data_dir=data, client=a["client"],
+                   partition_size=4, transforms={"force_data": crop_force})
 except BaseException as exc:
     print(json.dumps({"error": type(exc).__name__, "message": str(exc),
                       "notes": getattr(exc, "__notes__", [])}), flush=True)

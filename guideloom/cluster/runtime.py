@@ -237,6 +237,11 @@ def fork_problem() -> str | None:
     return problem()
 
 
+def fork_workers(n_tasks: int) -> int:
+    """Processes to fork for a job of ``n_tasks`` tasks: one per CPU this process may use."""
+    return max(1, min(fastread.pool.usable_cpus(), n_tasks))
+
+
 def choose_automatically(estimate_s: float, n_tasks: int,
                          in_process_tasks: int | None = None,
                          forkable: bool = False) -> tuple[str, str]:
@@ -264,10 +269,10 @@ def choose_automatically(estimate_s: float, n_tasks: int,
     start_s = config.get("cluster_start_s")
     if saving > start_s:
         return "local-cluster", f"{spread}; starting a local cluster of {cores} workers pays"
-    if forkable and saving > config.get("fork_start_s"):
+    n = fork_workers(n_tasks)
+    if forkable and n >= 2 and estimate_s * (1 - 1 / n) > config.get("fork_start_s"):
         problem = fork_problem()
         if problem is None:
-            n = min(cores, n_tasks)
             return FORKED, (f"{spread}; too little for a cluster (~{start_s:.0f} s to start): "
                             f"{n} processes forked from this one")
         work = f"{work}; not forked ({problem})"
@@ -283,7 +288,7 @@ def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int,
     cores = embedded.default_worker_count()
     if client is None:
         mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks, forkable)
-        workers = {"in-process": 1, FORKED: min(cores, n_tasks)}.get(mode, cores)
+        workers = {"in-process": 1, FORKED: fork_workers(n_tasks)}.get(mode, cores)
         return workers, f"{mode}: {reason}"
     check_client_text(client)
     if client == SYNC:
@@ -351,8 +356,7 @@ def placement(
             yield _say(Placement(None, mode, 1, reason), quiet)
             return
         if mode == FORKED:
-            cores = embedded.default_worker_count()
-            yield _say(Placement(None, mode, min(cores, max(1, n_tasks)), reason), quiet)
+            yield _say(Placement(None, mode, fork_workers(n_tasks), reason), quiet)
             return
         client = LOCAL
     if isinstance(client, str):
@@ -373,7 +377,7 @@ def placement(
 
 def _forked(client: str, forkable: bool) -> Placement:
     """The placement of ``client="fork[:N]"``: forked processes, or in-process and why not."""
-    workers = _local_workers(client) or embedded.default_worker_count()
+    workers = _local_workers(client) or fastread.pool.usable_cpus()
     problem = fork_problem() if forkable else "only exports of local data to local targets fork"
     if problem is not None:
         return Placement(None, "in-process", 1, f"client={client!r}, but {problem}")
