@@ -254,7 +254,7 @@ class ForkedWorkers:
             raise ForkedWorkerError(
                 f"forked export worker {child.pid} {child.how_it_ended()} while running "
                 f"{self._describe(part)}; the partitions finished before are kept: rerun the "
-                "same export to resume (or pass client='sync' to run it in this process)")
+                "same export to resume")
         kind, length = _HEAD.unpack(head)
         payload = _read_exact(child.results, length) if length else b""
         if kind == _ERROR and payload is not None:
