@@ -309,7 +309,7 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
     workers, where = preview_placement(scheduler, estimate, n_tasks, in_process,
                                        forkable_job(spec))
-    plan = plan_export(spec, workers, selection, estimate)
+    plan = plan_export(spec, workers, selection, estimate, where.startswith("forked"))
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
     n = len(plan.selection.locations)

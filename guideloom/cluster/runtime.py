@@ -180,16 +180,18 @@ def worker_count(client: Any) -> int:
     return max(1, len(workers))
 
 
-def default_partition_size(n: int, workers: int, seconds_per_item: float | None = None) -> int:
+def default_partition_size(n: int, workers: int, seconds_per_item: float | None = None,
+                           dispatch_free: bool = False) -> int:
     """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`
-    (:data:`MAX_SERIAL_PARTITION` with one worker).
+    (:data:`MAX_SERIAL_PARTITION` with one worker, or with ``dispatch_free`` workers: processes
+    forked from the driver, which pay no round trip per task and no work stealing to feed).
 
     With ``seconds_per_item`` (the estimate) and several workers, a task holds at least
     :data:`MIN_TASK_S` of work while every worker still gets one: each task pays a round trip to
     a worker and the fsync of its files, which would outweigh the work of a few small records.
     In-process partitions pay no round trip and stay small (finer resume after a crash).
     """
-    cap = MAX_SERIAL_PARTITION if workers <= 1 else MAX_PARTITION
+    cap = MAX_SERIAL_PARTITION if workers <= 1 or dispatch_free else MAX_PARTITION
     size = math.ceil(n / max(1, 4 * workers))
     per_item = seconds_per_item if seconds_per_item is not None and seconds_per_item > 0 else 0.0
     timed = per_item > 0

@@ -177,24 +177,27 @@ def select_experiments(spec: ExportSpec) -> Selection:
     return selection
 
 
-def partition_size_for(spec: ExportSpec, n: int, workers: int, estimate_s: float | None) -> int:
-    """The job's partition size: the user's, else one sized for ``workers`` and the estimated
-    in-process seconds of all ``n`` records."""
+def partition_size_for(spec: ExportSpec, n: int, workers: int, estimate_s: float | None,
+                       forked: bool = False) -> int:
+    """The job's partition size: the user's, else one sized for ``workers`` (``forked``:
+    processes forked from the driver) and the estimated in-process seconds of all ``n``
+    records."""
     per_item = estimate_s / n if estimate_s is not None and n else None
-    return spec.partition_size or default_partition_size(n, workers, per_item)
+    return spec.partition_size or default_partition_size(n, workers, per_item, forked)
 
 
 def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
-                estimate_s: float | None = None) -> ExportPlan:
+                estimate_s: float | None = None, forked: bool = False) -> ExportPlan:
     """Select the experiments (unless given) and split them into partitions (no data is read).
 
     ``estimate_s`` (from :func:`estimate_seconds`) keeps tasks of tiny records from being split
-    finer than pays.
+    finer than pays; ``forked`` partitions (run by processes forked from the driver) may be as
+    large as in-process ones.
     """
     if selection is None:
         selection = select_experiments(spec)
     check_storable_ids(selection.ids, spec.dataset.index_file)
-    size = partition_size_for(spec, len(selection.locations), workers, estimate_s)
+    size = partition_size_for(spec, len(selection.locations), workers, estimate_s, forked)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
@@ -401,7 +404,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                 where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, where.workers, selection, estimate)
+    plan = plan_export(spec, where.workers, selection, estimate, where.mode == FORKED)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
