@@ -266,7 +266,7 @@ class ForkedWorkers:
             raise ForkedWorkerError(f"forked export worker {child.pid} sent a broken frame "
                                     f"while running {self._describe(part)}")
         summary = dict(self._summary_of(part))
-        summary.setdefault("worker", f"forked:{child.pid}")  # type: ignore[typeddict-item]
+        summary.setdefault("worker", f"forked:{child.pid}")
         child.running = None
         return summary  # type: ignore[return-value]
 
