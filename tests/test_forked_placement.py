@@ -315,3 +315,15 @@ def test_ctrl_c_of_the_driver_stops_its_children(demo_zip, reference, tmp_path):
     code, stdout, _ = run.finish()
     assert code == 3 and json.loads(stdout.splitlines()[-1])["error"] == "KeyboardInterrupt"
     resumed_equal(demo_zip, out, reference)
+
+
+def test_the_driver_killed_at_its_own_fault_point_after_forked_partitions(demo_zip, reference,
+                                                                          tmp_path):
+    out = tmp_path / "out"
+    code, result, err = export(demo_zip, out, env=_env(**{FAULT_ENV: "partitions-done"}))
+    assert code == -signal.SIGKILL, err  # the driver's point: the driver dies, as in-process
+    assert result is None and not out.exists()
+    code, result, err = export(demo_zip, out)
+    assert code == 0, err
+    assert result["resumed"] == 9  # every partition the children wrote was kept
+    assert_same_export(out, reference)
