@@ -2,7 +2,7 @@
 export, with guideloom's native HDF5 reader, its h5py path, plain h5py and rddac 2.0.
 
 Run: ``python3 benchmarks/small_records.py [--n 2000] [--reps 5] [--cache DIR]
-[--rddac-python PY] [--no-export]``
+[--rddac-python PY] [--no-export] [--no-iter]``
 
 One run prints (issue 21, items 3 and 5):
 
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--rddac-python", default=None)
     parser.add_argument("--no-export", action="store_true", help="only the iter_view figures")
+    parser.add_argument("--no-iter", action="store_true", help="only the export figures")
     parser.add_argument("--child", nargs=2, metavar=("NAME", "ARGS_JSON"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -160,31 +161,33 @@ def main() -> None:
     if manifest:
         cases.append(("rddac 2.0", "rddac-iter", {"data": str(data), "manifest": manifest},
                       rddac_python, env))
-    results: dict[str, list[dict]] = {label: [] for label, *_ in cases}
-    for _ in range(args.reps):  # interleaved, so load changes hit every case alike
+    if not args.no_iter:
+        results: dict[str, list[dict]] = {label: [] for label, *_ in cases}
+        for _ in range(args.reps):  # interleaved, so load changes hit every case alike
+            for label, name, a, python, case_env in cases:
+                results[label].append(ours.run(name, a, python=python, env=case_env)[0])
+        print("\n1. iter_view('force-curve'), per record (the second pass of a fresh process): "
+              "wall ms, and the process's CPU ms (less sensitive to a loaded machine)")
         for label, name, a, python, case_env in cases:
-            results[label].append(ours.run(name, a, python=python, env=case_env)[0])
-    print("\n1. iter_view('force-curve'), per record (the second pass of a fresh process): "
-          "wall ms, and the process's CPU ms (less sensitive to a loaded machine)")
-    for label, name, a, python, case_env in cases:
-        runs = results[label]
-        extra = ""
-        if "stats" in runs[0]:
-            s = runs[0]["stats"]
-            extra = f"  native {s['native']}, fallbacks {s['fallbacks']}"
-        print(f"  {label:26s} {bench.stats([r['ms'] for r in runs]):>26s} ms  CPU "
-              f"{bench.stats([r['cpu_ms'] for r in runs]):>24s} ms{extra}")
-        flag = " GUIDELOOM_NATIVE=0" if case_env is h5py_env else ""
-        print(f"    command:{flag} {bench.short(ours.command(name, a, python))}")
-    native_cpu = statistics.median(r["cpu_ms"] for r in results["guideloom native"])
-    print(f"  (native CPU per record: {native_cpu:.3f} ms; load average when done: "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
-    native_ms = statistics.median(r["ms"] for r in results["guideloom native"])
-    h5py_ms = statistics.median(r["ms"] for r in results["guideloom h5py path"])
-    print(f"  goal: native <= {ITER_GOAL_MS} ms per record: {native_ms:.3f} ms, "
-          f"{bench.verdict(native_ms <= ITER_GOAL_MS)} ({h5py_ms / native_ms:.2f}x the h5py path"
-          + (f", {statistics.median(r['ms'] for r in results['rddac 2.0']) / native_ms:.2f}x "
-             "rddac" if manifest else "") + ")")
+            runs = results[label]
+            extra = ""
+            if "stats" in runs[0]:
+                s = runs[0]["stats"]
+                extra = f"  native {s['native']}, fallbacks {s['fallbacks']}"
+            print(f"  {label:26s} {bench.stats([r['ms'] for r in runs]):>26s} ms  CPU "
+                  f"{bench.stats([r['cpu_ms'] for r in runs]):>24s} ms{extra}")
+            flag = " GUIDELOOM_NATIVE=0" if case_env is h5py_env else ""
+            print(f"    command:{flag} {bench.short(ours.command(name, a, python))}")
+        native_cpu = statistics.median(r["cpu_ms"] for r in results["guideloom native"])
+        print(f"  (native CPU per record: {native_cpu:.3f} ms; load average when done: "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+        native_ms = statistics.median(r["ms"] for r in results["guideloom native"])
+        h5py_ms = statistics.median(r["ms"] for r in results["guideloom h5py path"])
+        rddac_ms = (statistics.median(r["ms"] for r in results["rddac 2.0"]) if manifest
+                    else 0.0)
+        print(f"  goal: native <= {ITER_GOAL_MS} ms per record: {native_ms:.3f} ms, "
+              f"{bench.verdict(native_ms <= ITER_GOAL_MS)} ({h5py_ms / native_ms:.2f}x the h5py "
+              "path" + (f", {rddac_ms / native_ms:.2f}x rddac" if manifest else "") + ")")
     if args.no_export:
         return
 
@@ -196,11 +199,13 @@ def main() -> None:
         gl_args = {"data": str(data), "out": str(work / "gl")}
         rd_args = {"data": str(data), "out": str(work / "rddac"),
                    "transform_file": str(bench.TRANSFORM_FILE), "manifest": manifest}
-        runs: dict[str, list[dict]] = {"guideloom native": [], "guideloom h5py path": [],
-                                       "rddac 2.0": []}
+        unforked_env = {**env, "GUIDELOOM_FORK_START_S": "1e9"}  # never forks: in-process
+        runs: dict[str, list[dict]] = {"guideloom native": [], "guideloom not forked": [],
+                                       "guideloom h5py path": [], "rddac 2.0": []}
         for rep in range(args.reps + 1):  # run 0 warms bytecode and the page cache
             for label, name, a, python, case_env in (
                     ("guideloom native", "gl-export", gl_args, None, env),
+                    ("guideloom not forked", "gl-export", gl_args, None, unforked_env),
                     ("guideloom h5py path", "gl-export", gl_args, None, h5py_env),
                     ("rddac 2.0", "rddac-export", rd_args, rddac_python, env)):
                 if name == "rddac-export" and not manifest:
@@ -222,6 +227,11 @@ def main() -> None:
                      for g, r in zip(runs["guideloom native"], runs["rddac 2.0"], strict=True)]
             print(f"  goal: >= {EXPORT_GOAL}x rddac 2.0: {bench.stats(ratio, fmt='{:.2f}')}x, "
                   f"{bench.verdict(statistics.median(ratio) >= EXPORT_GOAL)}")
+            unforked = [r["export_s"] / g["export_s"] for g, r in
+                        zip(runs["guideloom not forked"], runs["rddac 2.0"], strict=True)]
+            print("  (not forked, GUIDELOOM_FORK_START_S=1e9: "
+                  f"{bench.stats(unforked, fmt='{:.2f}')}x rddac; load average when done: "
+                  f"{os.getloadavg()[0]:.1f})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -292,6 +292,7 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     from guideloom.export.run import (
         PROBE_ATTEMPTS,
         estimate_seconds,
+        forkable_job,
         partition_size_for,
         plan_export,
         probe_schema,
@@ -306,8 +307,9 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     estimate = estimate_seconds(spec, selection)
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
     in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
-    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process)
-    plan = plan_export(spec, workers, selection, estimate)
+    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process,
+                                       forkable_job(spec))
+    plan = plan_export(spec, workers, selection, estimate, where.startswith("forked"))
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
     n = len(plan.selection.locations)

@@ -165,6 +165,9 @@ _KNOBS = [
          "(cost model)", minimum=0.0),
     Knob("cluster_start_s", 2.0, float, "Seconds an embedded cluster costs a job (start, "
          "imports, close); a job must save more to start one", minimum=0.0),
+    Knob("fork_start_s", 0.2, float, "Seconds running an export's partitions in processes "
+         "forked from the driver costs it (fork, copy-on-write, per-partition fsyncs); a job "
+         "too small for a cluster must save more to fork", minimum=0.0),
     Knob("warm_dispatch_s", 0.05, float, "Seconds a job costs more on an already running "
          "cluster than in-process", minimum=0.0),
     Knob("driver_probe_max_s", 0.05, float, "A first record estimated cheaper than this is "

@@ -38,6 +38,7 @@ SAMPLES = {
     "decode_bytes_per_s": ("1e8", 1e8),
     "per_record_s": ("0.002", 0.002),
     "cluster_start_s": ("5", 5.0),
+    "fork_start_s": ("0.5", 0.5),
     "warm_dispatch_s": ("0.5", 0.5),
     "driver_probe_max_s": ("0", 0.0),
     "extract_bytes_per_s": ("2e9", 2e9),

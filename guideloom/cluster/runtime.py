@@ -9,6 +9,8 @@ out (with a progress bar), and the dashboard default.
   (:mod:`guideloom.cluster.embedded`) when starting it pays;
 * ``"sync"``: in-process, always;
 * ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
+* ``"fork"`` / ``"fork:N"``: an export's partitions in N processes forked from this one (one per
+  core by default; Linux, local data; see :mod:`guideloom.export.forked`), else in-process;
 * ``"tls://host:port"``: a running ``dask scheduler`` that requires TLS, e.g. one started by
   ``cluster/local.py``; its credentials are found by
   :func:`guideloom.cluster.security.find_security` (a scheduler file named with
@@ -38,9 +40,12 @@ from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
 SYNC = "sync"
 LOCAL = "local"
+FORK = "fork"
+FORKED = "forked"  # the placement mode of partitions run in processes forked from the driver
 DEFAULT_DASHBOARD = embedded.DEFAULT_DASHBOARD
 CLIENT_PATTERN = re.compile(
-    r"^(local(:[1-9][0-9]*)?|sync|(tcp|tls)://[^\s/:]+:[0-9]+|(slurm|pbs):[1-9][0-9]*)$")
+    r"^(local(:[1-9][0-9]*)?|fork(:[1-9][0-9]*)?|sync|(tcp|tls)://[^\s/:]+:[0-9]+"
+    r"|(slurm|pbs):[1-9][0-9]*)$")
 BATCH_KINDS = ("slurm", "pbs")
 
 logger = logging.getLogger(__name__)
@@ -70,7 +75,8 @@ class Placement:
 
     Attributes:
         client: The ``distributed.Client``, or ``None`` for in-process.
-        mode: ``"in-process"``, ``"local-cluster"``, ``"client"`` (a given or active Client) or
+        mode: ``"in-process"``, ``"forked"`` (processes forked from this one, ``client`` is
+            ``None``), ``"local-cluster"``, ``"client"`` (a given or active Client) or
             ``"scheduler"`` (an address).
         workers: Workers the job can use (1 in-process).
         reason: One line saying why, for the terminal and ``export.json``.
@@ -174,16 +180,18 @@ def worker_count(client: Any) -> int:
     return max(1, len(workers))
 
 
-def default_partition_size(n: int, workers: int, seconds_per_item: float | None = None) -> int:
+def default_partition_size(n: int, workers: int, seconds_per_item: float | None = None,
+                           dispatch_free: bool = False) -> int:
     """Items per task: about four tasks per worker, at most :data:`MAX_PARTITION`
-    (:data:`MAX_SERIAL_PARTITION` with one worker).
+    (:data:`MAX_SERIAL_PARTITION` with one worker, or with ``dispatch_free`` workers: processes
+    forked from the driver, which pay no round trip per task and no work stealing to feed).
 
     With ``seconds_per_item`` (the estimate) and several workers, a task holds at least
     :data:`MIN_TASK_S` of work while every worker still gets one: each task pays a round trip to
     a worker and the fsync of its files, which would outweigh the work of a few small records.
     In-process partitions pay no round trip and stay small (finer resume after a crash).
     """
-    cap = MAX_SERIAL_PARTITION if workers <= 1 else MAX_PARTITION
+    cap = MAX_SERIAL_PARTITION if workers <= 1 or dispatch_free else MAX_PARTITION
     size = math.ceil(n / max(1, 4 * workers))
     per_item = seconds_per_item if seconds_per_item is not None and seconds_per_item > 0 else 0.0
     timed = per_item > 0
@@ -224,12 +232,28 @@ def _tasks_text(n: int) -> str:
     return f"{n} task{'s' * (n != 1)}"
 
 
+def fork_problem() -> str | None:
+    """Why an export's partitions cannot run in forked processes here, or ``None``."""
+    from guideloom.export.forked import fork_problem as problem
+
+    return problem()
+
+
+def fork_workers(n_tasks: int) -> int:
+    """Processes to fork for a job of ``n_tasks`` tasks: one per CPU this process may use."""
+    return max(1, min(fastread.pool.usable_cpus(), n_tasks))
+
+
 def choose_automatically(estimate_s: float, n_tasks: int,
-                         in_process_tasks: int | None = None) -> tuple[str, str]:
+                         in_process_tasks: int | None = None,
+                         forkable: bool = False) -> tuple[str, str]:
     """``(mode, reason)`` for ``client=None`` with no active Client.
 
     The work runs in-process unless spreading it over the cores (in ``n_tasks`` tasks) saves
     more than the cluster costs: its start-up when none runs yet, a dispatch when one does.
+    A job that saves too little for a cluster start but more than ``fork_start_s`` runs in
+    processes forked from this one when it is ``forkable`` (an export of local data to a local
+    target) and :func:`fork_problem` finds nothing against it.
     ``in_process_tasks`` is how many tasks the job has when it runs in-process (partitions are
     sized for the workers that run them), which the in-process reasons state.
     """
@@ -247,21 +271,33 @@ def choose_automatically(estimate_s: float, n_tasks: int,
     start_s = config.get("cluster_start_s")
     if saving > start_s:
         return "local-cluster", f"{spread}; starting a local cluster of {cores} workers pays"
+    n = fork_workers(n_tasks)
+    if forkable and n >= 2 and estimate_s * (1 - 1 / n) > config.get("fork_start_s"):
+        problem = fork_problem()
+        if problem is None:
+            return FORKED, (f"{spread}; too little for a cluster (~{start_s:.0f} s to start): "
+                            f"{n} processes forked from this one")
+        work = f"{work}; not forked ({problem})"
     return "in-process", (f"{work}; starting a cluster (~{start_s:.0f} s) would not pay "
                           "(client='local' or --scheduler local forces one)")
 
 
 def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int,
-                      in_process_tasks: int | None = None) -> tuple[int, str]:
+                      in_process_tasks: int | None = None,
+                      forkable: bool = False) -> tuple[int, str]:
     """``(workers, description)`` of where :func:`placement` would run a job; starts nothing
     (a ``tcp://`` scheduler is asked for its worker count)."""
     cores = embedded.default_worker_count()
     if client is None:
-        mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks)
-        return (1 if mode == "in-process" else cores), f"{mode}: {reason}"
+        mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks, forkable)
+        workers = {"in-process": 1, FORKED: fork_workers(n_tasks)}.get(mode, cores)
+        return workers, f"{mode}: {reason}"
     check_client_text(client)
     if client == SYNC:
         return 1, "in-process (sync)"
+    if client == FORK or client.startswith(f"{FORK}:"):
+        where = _forked(client, forkable)
+        return where.workers, f"{where.mode}: {where.reason}"
     if client == LOCAL or client.startswith(f"{LOCAL}:"):
         workers = _local_workers(client) or cores
         return workers, f"local cluster of {workers} workers"
@@ -284,6 +320,7 @@ def placement(
     verbose: bool = False,
     batch_options: Mapping[str, Any] | None = None,
     in_process_tasks: int | None = None,
+    forkable: bool = False,
 ) -> Iterator[Placement]:
     """Decide where a job runs and yield the :class:`Placement` (connected while inside).
 
@@ -299,9 +336,14 @@ def placement(
         verbose: Let Dask's own log lines through.
         batch_options: Keyword arguments for
             :func:`~guideloom.cluster.jobqueue.jobqueue_client` (``"slurm:N"``, ``"pbs:N"``).
+        forkable: The job may run in processes forked from this one (an export of local data
+            to a local target; see :mod:`guideloom.export.forked`).
     """
     if client == SYNC:
         yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)
+        return
+    if isinstance(client, str) and (client == FORK or client.startswith(f"{FORK}:")):
+        yield _say(_forked(client, forkable), quiet)
         return
     if client is None:
         active = active_client()
@@ -310,9 +352,13 @@ def placement(
             yield _say(Placement(active, "client", worker_count(active), "the active Client"),
                        quiet)
             return
-        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks, in_process_tasks)
+        mode, reason = choose_automatically(estimate_s or 0.0, n_tasks, in_process_tasks,
+                                            forkable)
         if mode == "in-process":
             yield _say(Placement(None, mode, 1, reason), quiet)
+            return
+        if mode == FORKED:
+            yield _say(Placement(None, mode, fork_workers(n_tasks), reason), quiet)
             return
         client = LOCAL
     if isinstance(client, str):
@@ -329,6 +375,16 @@ def placement(
             f"{client!r}")
     _announce(getattr(client, "dashboard_link", None), quiet, client=client)
     yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
+
+
+def _forked(client: str, forkable: bool) -> Placement:
+    """The placement of ``client="fork[:N]"``: forked processes, or in-process and why not."""
+    workers = _local_workers(client) or fastread.pool.usable_cpus()
+    problem = fork_problem() if forkable else "only exports of local data to local targets fork"
+    if problem is not None:
+        return Placement(None, "in-process", 1, f"client={client!r}, but {problem}")
+    return Placement(None, FORKED, workers, f"client={client!r}: {workers} processes forked "
+                                            "from this one")
 
 
 def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, verbose: bool,

@@ -14,16 +14,18 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from guideloom import __version__, config, fallbacks
+from guideloom import __version__, config, fallbacks, fastread
 from guideloom.cluster.embedded import close_cluster, default_worker_count
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
+    FORKED,
     Placement,
     default_partition_size,
+    fork_problem,
     placement,
     progress_bar,
     run_partitions,
@@ -102,6 +104,9 @@ from guideloom.remote.readahead import Peeking, ReadAhead
 from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
 
+if TYPE_CHECKING:
+    from guideloom.export.forked import ForkedWorkers
+
 logger = logging.getLogger(__name__)
 
 PROBE_ATTEMPTS = 20
@@ -172,24 +177,27 @@ def select_experiments(spec: ExportSpec) -> Selection:
     return selection
 
 
-def partition_size_for(spec: ExportSpec, n: int, workers: int, estimate_s: float | None) -> int:
-    """The job's partition size: the user's, else one sized for ``workers`` and the estimated
-    in-process seconds of all ``n`` records."""
+def partition_size_for(spec: ExportSpec, n: int, workers: int, estimate_s: float | None,
+                       forked: bool = False) -> int:
+    """The job's partition size: the user's, else one sized for ``workers`` (``forked``:
+    processes forked from the driver) and the estimated in-process seconds of all ``n``
+    records."""
     per_item = estimate_s / n if estimate_s is not None and n else None
-    return spec.partition_size or default_partition_size(n, workers, per_item)
+    return spec.partition_size or default_partition_size(n, workers, per_item, forked)
 
 
 def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
-                estimate_s: float | None = None) -> ExportPlan:
+                estimate_s: float | None = None, forked: bool = False) -> ExportPlan:
     """Select the experiments (unless given) and split them into partitions (no data is read).
 
     ``estimate_s`` (from :func:`estimate_seconds`) keeps tasks of tiny records from being split
-    finer than pays.
+    finer than pays; ``forked`` partitions (run by processes forked from the driver) may be as
+    large as in-process ones.
     """
     if selection is None:
         selection = select_experiments(spec)
     check_storable_ids(selection.ids, spec.dataset.index_file)
-    size = partition_size_for(spec, len(selection.locations), workers, estimate_s)
+    size = partition_size_for(spec, len(selection.locations), workers, estimate_s, forked)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
@@ -339,6 +347,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
     in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
     finishing = only_finalize_left(spec, staging, selection)
+    forkable = forkable_job(spec, staging)
     where_ctx: Any
     if finishing is not None and (client is None or isinstance(client, str)):
         # nothing left for workers: no cluster is started for the driver's last steps
@@ -352,7 +361,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
                               dashboard_address=dashboard_address, quiet=quiet,
                               verbose=verbose, batch_options=batch_options,
-                              in_process_tasks=in_process)
+                              in_process_tasks=in_process, forkable=forkable)
     with where_ctx as where:
         monitor.attach(where.client)
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
@@ -369,6 +378,13 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
             raise
         monitor.finish("published")
         return result
+
+
+def forkable_job(spec: ExportSpec, staging: Staging | None = None) -> bool:
+    """Whether the job's partitions may run in processes forked from the driver: local data
+    to a local target (see :mod:`guideloom.export.forked`)."""
+    staging = staging or Staging.for_target(spec.target)
+    return staging.is_local and not isinstance(spec.data_dir, RemoteRoot)
 
 
 def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection) -> int | None:
@@ -388,7 +404,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                 where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, where.workers, selection, estimate)
+    plan = plan_export(spec, where.workers, selection, estimate, where.mode == FORKED)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
@@ -413,7 +429,9 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     ahead = job_readahead(spec, todo, reference) if dask is None and not finalizing else None
     hashes = None
     try:
-        try:
+        with contextlib.ExitStack() as children:
+            if ahead is not None:
+                children.callback(ahead.close)
             schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference,
                              ahead)
             # rows moved on already are never re-made
@@ -423,14 +441,18 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             n = len(plan.selection.locations)
             monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
             monitor.totals(n, _experiments(done.values()))
+            forked = None
+            if where.mode == FORKED and todo and not finalizing:
+                # before any thread of this job starts (the prefix hashes' one)
+                forked, where = _fork_workers(spec, staging, writer, schema, reference, todo,
+                                              where)
+                if forked is not None:
+                    children.enter_context(forked)
             hashes = (None if finalizing
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
             t0 = time.time()
             fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
-                             reference, ahead, hashes)
-        finally:
-            if ahead is not None:
-                ahead.close()
+                             reference, ahead, hashes, forked)
         compute_seconds = time.time() - t0
         fault_point("partitions-done")
         summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
@@ -443,6 +465,45 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
+
+
+def _fork_workers(spec: ExportSpec, staging: Staging, writer: ExportFormat,
+                  schema: Mapping[str, FieldSchema] | None,
+                  reference: Mapping[str, str] | None, todo: Sequence[Partition],
+                  where: Placement) -> tuple[ForkedWorkers | None, Placement]:
+    """Fork the job's worker processes (see :mod:`guideloom.export.forked`), or say in the
+    placement why the partitions run in this process instead."""
+    from guideloom.export.forked import ForkedWorkers
+
+    problem = fork_problem()
+    if problem is not None:
+        logger.info("guideloom: running in-process: not forked: %s", problem)
+        return None, Placement(None, "in-process", 1, f"not forked: {problem}")
+    n = min(where.workers, len(todo))
+    task = functools.partial(_forked_task, n, (spec, writer), schema, reference)
+
+    def summary_of(part: Partition) -> PartitionSummary:
+        summary = staging.marker(part.index)
+        if summary is None:
+            raise GuideloomError(f"forked export worker finished partition {part.index} "
+                                 "without its marker")
+        return summary
+
+    workers = ForkedWorkers(n, task, todo, summary_of, describe=_describe_partition)
+    return workers, dataclasses.replace(where, workers=n)
+
+
+def _describe_partition(part: Partition) -> str:
+    ids = [loc.sim_id for loc in part.locations]
+    return (f"partition {part.index} (experiments {ids[0]}..{ids[-1]})" if ids
+            else f"partition {part.index}")
+
+
+def _forked_task(n: int, job: Any, schema: Mapping[str, FieldSchema] | None,
+                 reference: Mapping[str, str] | None, part: Partition) -> PartitionSummary:
+    """One partition in a forked worker, its decode threads sized to its share of the CPUs."""
+    fastread.share_cores(n)
+    return _partition_task(job, schema, reference, part)
 
 
 def prefix_hashes(writer: ExportFormat, schema: Mapping[str, FieldSchema] | None,
@@ -696,9 +757,11 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
              shipped: Any, plan: ExportPlan, monitor: RunMonitor,
              reference: Mapping[str, str] | None = None,
              ahead: ReadAhead | None = None,
-             hashes: PrefixHashes | None = None) -> list[PartitionSummary]:
+             hashes: PrefixHashes | None = None,
+             forked: ForkedWorkers | None = None) -> list[PartitionSummary]:
     """Run the partitions ``todo``; ``ahead`` (:func:`job_readahead`, in-process only) reads
-    their records; ``hashes`` (:func:`prefix_hashes`) hashes each finished partition's rows."""
+    their records; ``hashes`` (:func:`prefix_hashes`) hashes each finished partition's rows;
+    ``forked`` runs them in processes forked from this one."""
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
@@ -708,6 +771,8 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
         if hashes is not None:  # its rows are final: hashed while the next partitions run
             hashes.rows_final(summary["start"], _experiments([summary]))
 
+    if forked is not None:
+        return forked.run(on_result)
     return run_partitions(
         dask, task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
