@@ -128,6 +128,11 @@ class FormatContractError(GuideloomError, ValueError):
     """A storage format broke its protocol (wrong dtype, length, key order...)."""
 
 
+class ForkedWorkerError(GuideloomError):
+    """A worker process forked from the driver (placement ``forked``) died while running a
+    partition of an export; the partitions finished before it are kept for a rerun."""
+
+
 class ConfigError(GuideloomError, ValueError):
     """A configuration key or value (``guideloom.config``, a ``GUIDELOOM_*`` variable) is bad."""
 

@@ -1,4 +1,4 @@
-"""Partitions run in processes forked from the driver (guideloom.export.forked): real drivers in
+"""Partitions run in processes forked from the driver (guideloom.cluster.forked): real drivers in
 subprocesses, real SIGKILLs and SIGINTs to a child, to the driver and to its process group,
 the published bytes compared with an in-process export, and reruns that resume."""
 
@@ -226,7 +226,7 @@ def test_no_fork_while_another_thread_runs_in_the_driver(demo_zip, reference, tm
 
 def test_importing_guideloom_starts_and_loads_nothing_for_forking(tmp_path):
     probe = ("import sys, threading, guideloom, guideloom.export.run; "
-             "print('guideloom.export.forked' in sys.modules, threading.active_count())")
+             "print('guideloom.cluster.forked' in sys.modules, threading.active_count())")
     done = subprocess.run([sys.executable, "-c", probe], env=_env(), cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "1"], done.stderr

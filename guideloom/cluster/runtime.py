@@ -10,7 +10,7 @@ out (with a progress bar), and the dashboard default.
 * ``"sync"``: in-process, always;
 * ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
 * ``"fork"`` / ``"fork:N"``: an export's partitions in N processes forked from this one (one per
-  core by default; Linux, local data; see :mod:`guideloom.export.forked`), else in-process;
+  core by default; Linux, local data; see :mod:`guideloom.cluster.forked`), else in-process;
 * ``"tls://host:port"``: a running ``dask scheduler`` that requires TLS, e.g. one started by
   ``cluster/local.py``; its credentials are found by
   :func:`guideloom.cluster.security.find_security` (a scheduler file named with
@@ -234,7 +234,7 @@ def _tasks_text(n: int) -> str:
 
 def fork_problem() -> str | None:
     """Why an export's partitions cannot run in forked processes here, or ``None``."""
-    from guideloom.export.forked import fork_problem as problem
+    from guideloom.cluster.forked import fork_problem as problem
 
     return problem()
 
@@ -337,7 +337,7 @@ def placement(
         batch_options: Keyword arguments for
             :func:`~guideloom.cluster.jobqueue.jobqueue_client` (``"slurm:N"``, ``"pbs:N"``).
         forkable: The job may run in processes forked from this one (an export of local data
-            to a local target; see :mod:`guideloom.export.forked`).
+            to a local target; see :mod:`guideloom.cluster.forked`).
     """
     if client == SYNC:
         yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)

@@ -105,7 +105,7 @@ from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
 
 if TYPE_CHECKING:
-    from guideloom.export.forked import ForkedWorkers
+    from guideloom.cluster.forked import ForkedWorkers
 
 logger = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
 
 def forkable_job(spec: ExportSpec, staging: Staging | None = None) -> bool:
     """Whether the job's partitions may run in processes forked from the driver: local data
-    to a local target (see :mod:`guideloom.export.forked`)."""
+    to a local target (see :mod:`guideloom.cluster.forked`)."""
     staging = staging or Staging.for_target(spec.target)
     return staging.is_local and not isinstance(spec.data_dir, RemoteRoot)
 
@@ -471,9 +471,9 @@ def _fork_workers(spec: ExportSpec, staging: Staging, writer: ExportFormat,
                   schema: Mapping[str, FieldSchema] | None,
                   reference: Mapping[str, str] | None, todo: Sequence[Partition],
                   where: Placement) -> tuple[ForkedWorkers | None, Placement]:
-    """Fork the job's worker processes (see :mod:`guideloom.export.forked`), or say in the
+    """Fork the job's worker processes (see :mod:`guideloom.cluster.forked`), or say in the
     placement why the partitions run in this process instead."""
-    from guideloom.export.forked import ForkedWorkers
+    from guideloom.cluster.forked import ForkedWorkers
 
     problem = fork_problem()
     if problem is not None:

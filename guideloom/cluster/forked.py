@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from guideloom.errors import GuideloomError
+from guideloom.errors import ForkedWorkerError, GuideloomError
 from guideloom.formats.manifest_types import PartitionSummary
 
 FORKED = "forked"  # the placement mode in export.json
@@ -57,10 +57,6 @@ PR_SET_PDEATHSIG = 1
 _HEAD = struct.Struct("<cI")  # frame kind, payload length (or partition position)
 _DONE, _ERROR = b"D", b"E"
 _STOP = 0xFFFFFFFF  # the position that tells a child to end
-
-
-class ForkedWorkerError(GuideloomError):
-    """A forked worker process of an export died while running a partition."""
 
 
 def _prctl() -> Any:
