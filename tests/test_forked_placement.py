@@ -248,6 +248,7 @@ def test_an_error_in_a_forked_partition_is_raised_in_the_driver(demo_loose, tmp_
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # fast sibling: test_an_error_in_a_forked_partition_is_raised_in_the_driver
 def test_an_injected_fault_in_a_child_reaches_the_driver_and_a_rerun_resumes(demo_zip,
                                                                              reference,
                                                                              tmp_path):
@@ -295,6 +296,7 @@ def test_a_sigkill_of_the_driver_alone_ends_its_children(demo_zip, reference, tm
     resumed_equal(demo_zip, out, reference)
 
 
+@pytest.mark.slow  # fast sibling: test_a_sigkill_of_the_driver_alone_ends_its_children
 def test_a_sigkill_of_the_process_group_and_a_rerun(demo_zip, reference, tmp_path):
     out = tmp_path / "out"
     run = Paused(demo_zip, out, tmp_path, new_session=True)
@@ -317,6 +319,7 @@ def test_ctrl_c_of_the_driver_stops_its_children(demo_zip, reference, tmp_path):
     resumed_equal(demo_zip, out, reference)
 
 
+@pytest.mark.slow  # fast sibling: test_a_child_killed_at_a_fault_point_fails_the_export_and_a_rerun_resumes
 def test_the_driver_killed_at_its_own_fault_point_after_forked_partitions(demo_zip, reference,
                                                                           tmp_path):
     out = tmp_path / "out"
