@@ -319,7 +319,8 @@ def test_ctrl_c_of_the_driver_stops_its_children(demo_zip, reference, tmp_path):
     resumed_equal(demo_zip, out, reference)
 
 
-@pytest.mark.slow  # fast sibling: test_a_child_killed_at_a_fault_point_fails_the_export_and_a_rerun_resumes
+# fast sibling: test_a_child_killed_at_a_fault_point_fails_the_export_and_a_rerun_resumes
+@pytest.mark.slow
 def test_the_driver_killed_at_its_own_fault_point_after_forked_partitions(demo_zip, reference,
                                                                           tmp_path):
     out = tmp_path / "out"
