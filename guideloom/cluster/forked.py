@@ -67,16 +67,6 @@ def _prctl() -> Any:
         return None
 
 
-def _stop_idle_pools() -> None:
-    """Stop guideloom's idle decode pool of this process (a child starts its own when needed)."""
-    from guideloom.fastread import pool
-
-    with pool._lock:
-        idle, pool._pool = pool._pool, None
-    if idle is not None:
-        idle.shutdown(wait=True)
-
-
 def fork_problem() -> str | None:
     """Why partitions cannot run in forked processes here and now, or ``None`` when they can.
 
@@ -87,7 +77,9 @@ def fork_problem() -> str | None:
         return "forked workers need Linux (fork and PR_SET_PDEATHSIG)"
     if _prctl() is None:
         return "forked workers need libc's prctl"
-    _stop_idle_pools()
+    from guideloom.fastread import pool
+
+    pool.shutdown()  # guideloom's own idle decode pool: a child starts its own when needed
     others = [t.name for t in threading.enumerate()
               if t is not threading.current_thread() and t.is_alive()]
     if others:

@@ -110,6 +110,16 @@ def _executor() -> ThreadPoolExecutor:
     return pool
 
 
+def shutdown() -> None:
+    """Stop the idle decode pool of this process and wait for its threads to end (the next
+    decode starts a new one); e.g. before forking, which must not copy a running thread."""
+    global _pool
+    with _lock:
+        idle, _pool = _pool, None
+    if idle is not None:
+        idle.shutdown(wait=True)
+
+
 def run_all(jobs: Sequence[Callable[[], None]]) -> None:
     """Run ``jobs``: the first in this thread, the rest on the pool; re-raise the first error.
 
