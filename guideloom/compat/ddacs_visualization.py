@@ -3,9 +3,10 @@
 Names, arguments, defaults and return values follow ``ddacs.visualization``: a function returns
 the Axes alone when it colours nothing, and ``(ax, colorbar)`` when ``values`` are given.
 ``mirror=True`` rebuilds a quarter-symmetric part from its positive quadrant (reflected in
-``y = 0``, then everything in ``x = 0``). The names are importable from
-:mod:`guideloom.visualization` (and ``guideloom``) too, where ddacs code finds them; there
-``plot_point_cloud`` accepts both rddac's and ddacs' call forms. matplotlib (``guideloom[plot]``)
+``y = 0``, then everything in ``x = 0``). Users import them from
+``guideloom.ddacs_visualization`` (a stub of this module), ``guideloom.visualization`` and
+``guideloom``, where ddacs code finds them; ``guideloom.visualization.plot_point_cloud``
+accepts both rddac's and ddacs' call forms. matplotlib (``guideloom[plot]``)
 is imported on first use.
 
 Example:
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.plot_backend import DEFAULT_DPI, pyplot
+from guideloom.compat.plot_backend import DEFAULT_DPI, pyplot
 
 __all__ = [
     "COMPONENT_COLORS",

@@ -12,6 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+__all__ = ["LOOSE_SUBDIR", "local_mapping", "mlcroissant_dataset"]
+
+#: The folder ``rddac download`` writes the archives to, looked in after ``data_dir`` itself.
 LOOSE_SUBDIR = "h5"
 
 

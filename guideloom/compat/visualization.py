@@ -2,11 +2,12 @@
 
 The functions take numpy arrays (e.g. read with :func:`guideloom.open_h5`) and draw on a
 matplotlib Axes, a new figure unless ``ax`` is given. Names, arguments and return values are
-rddac 2.0's. ddacs 3.2's plots (``plot_mesh``, ``plot_vectors``, ``plot_2d_projection``,
-``COMPONENT_COLORS``, ...) live in :mod:`guideloom.ddacs_visualization` and are importable from
-here too; :func:`plot_point_cloud` accepts both packages' call forms. matplotlib is the
-optional extra ``guideloom[plot]``; it is imported when a function is called, never by
-``import guideloom``.
+rddac 2.0's; users import them from ``guideloom.visualization`` (a stub of this module, see
+:mod:`guideloom.compat.aliases`) or ``guideloom``. ddacs 3.2's plots (``plot_mesh``,
+``plot_vectors``, ``plot_2d_projection``, ``COMPONENT_COLORS``, ...) live in
+:mod:`guideloom.compat.ddacs_visualization` and are importable from here too;
+:func:`plot_point_cloud` accepts both packages' call forms. matplotlib is the optional extra
+``guideloom[plot]``; it is imported when a function is called, never by ``import guideloom``.
 
 Example:
     >>> with guideloom.open_h5(4, data_dir="./data") as f:             # doctest: +SKIP
@@ -20,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.plot_backend import DEFAULT_DPI, pyplot
+from guideloom.compat.plot_backend import DEFAULT_DPI, pyplot
 
-#: ddacs 3.2's names, served from guideloom.ddacs_visualization on first access.
+#: ddacs 3.2's names, served from guideloom.compat.ddacs_visualization on first access.
 _DDACS_NAMES = ("COMPONENT_COLORS", "COMPONENT_NAMES", "DEFAULT_AXIS_LIMITS",
                 "DEFAULT_VIEW_AZIMUTH", "DEFAULT_VIEW_ELEVATION", "FALSE_COLOR_CMAP",
                 "plot_2d_projection", "plot_mesh", "plot_vectors")
@@ -53,7 +54,7 @@ _DEFAULT_SIGNALS = ("load_cell_1", "load_cell_2", "load_cell_3", "load_cell_4", 
 
 def __getattr__(name: str) -> Any:
     if name in _DDACS_NAMES:
-        from guideloom import ddacs_visualization
+        from guideloom.compat import ddacs_visualization
 
         return getattr(ddacs_visualization, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -181,10 +182,10 @@ def plot_point_cloud(
     Two call forms share this name. rddac's (the arguments below) returns ``(ax, colorbar)``.
     ddacs' is chosen by any further keyword (``coords=``, ``colorbar_label=``,
     ``axis_limits=``, ``mirror=``, or scatter options such as ``s=``, ``c=``, ``alpha=``) and
-    behaves as :func:`guideloom.ddacs_visualization.plot_point_cloud`: solid red without
+    behaves as :func:`guideloom.compat.ddacs_visualization.plot_point_cloud`: solid red without
     ``values``, ``cmap`` "plasma", all points drawn, the Axes alone returned without
     ``values``. A bare ``plot_point_cloud(xyz)`` is rddac's form; ddacs code that wants the bare
-    Axes back imports ``plot_point_cloud`` from :mod:`guideloom.ddacs_visualization`.
+    Axes back imports ``plot_point_cloud`` from :mod:`guideloom.compat.ddacs_visualization`.
 
     Args:
         points: The xyz positions, e.g. from :func:`scan_to_pointcloud`.
@@ -206,7 +207,7 @@ def plot_point_cloud(
         the Axes, or ``(ax, colorbar)`` when ``values`` are given.
     """
     if ddacs_keywords:
-        from guideloom.ddacs_visualization import plot_point_cloud as ddacs_form
+        from guideloom.compat.ddacs_visualization import plot_point_cloud as ddacs_form
 
         coords = ddacs_keywords.pop("coords", None)
         if (coords is None) == (points is None):
