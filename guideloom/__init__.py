@@ -25,6 +25,15 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.caches import clear_caches as clear_caches
     from guideloom.cluster import close_cluster as close_cluster
     from guideloom.cluster import local_cluster as local_cluster
+    from guideloom.compat.ddacs_visualization import COMPONENT_COLORS as COMPONENT_COLORS
+    from guideloom.compat.ddacs_visualization import plot_2d_projection as plot_2d_projection
+    from guideloom.compat.ddacs_visualization import plot_mesh as plot_mesh
+    from guideloom.compat.ddacs_visualization import plot_vectors as plot_vectors
+    from guideloom.compat.visualization import plot_force as plot_force
+    from guideloom.compat.visualization import plot_point_cloud as plot_point_cloud
+    from guideloom.compat.visualization import plot_scan as plot_scan
+    from guideloom.compat.visualization import plot_traverse as plot_traverse
+    from guideloom.compat.visualization import scan_to_pointcloud as scan_to_pointcloud
     from guideloom.croissant import DDACS_SPEC as DDACS_SPEC
     from guideloom.croissant import RDDAC_SPEC as RDDAC_SPEC
     from guideloom.croissant import Dataset as Dataset
@@ -71,37 +80,28 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.errors import WorkerTimeoutError as WorkerTimeoutError
     from guideloom.errors import WorkflowError as WorkflowError
     from guideloom.export import ExportResult as ExportResult
-    from guideloom.export import ExportSpec as ExportSpec
+    from guideloom.export.api import export_to_numpy as export_to_numpy
+    from guideloom.export.api import export_to_numpy_per_sim as export_to_numpy_per_sim
+    from guideloom.export.api import export_to_storage as export_to_storage
+    from guideloom.export.api import export_to_zarr as export_to_zarr
+    from guideloom.export.spec import ExportSpec as ExportSpec
     from guideloom.extract import extract_zips as extract_zips
     from guideloom.h5_tools import inspect_h5 as inspect_h5
     from guideloom.h5_tools import open_h5 as open_h5
-    from guideloom.loader import StatefulDataLoader as StatefulDataLoader
+    from guideloom.loader.core import StatefulDataLoader as StatefulDataLoader
     from guideloom.pytorch import DDACSDataset as DDACSDataset
     from guideloom.pytorch import RDDACDataset as RDDACDataset
     from guideloom.reader import Export as Export
+    from guideloom.reader import load_export as load_export
     from guideloom.release import download as download
-    from guideloom.storage import DocumentDataset as DocumentDataset
-    from guideloom.storage import DocumentPickleFormat as DocumentPickleFormat
-    from guideloom.storage import DocumentStorage as DocumentStorage
-    from guideloom.storage import StreamDataset as StreamDataset
-    from guideloom.storage import StreamNumpyFormat as StreamNumpyFormat
-    from guideloom.storage import StreamStorage as StreamStorage
-    from guideloom.storage import StreamWithMetaStorage as StreamWithMetaStorage
-    from guideloom.streaming import export_to_numpy as export_to_numpy
-    from guideloom.streaming import export_to_numpy_per_sim as export_to_numpy_per_sim
-    from guideloom.streaming import export_to_storage as export_to_storage
-    from guideloom.streaming import export_to_zarr as export_to_zarr
+    from guideloom.storage.dataset import DocumentDataset as DocumentDataset
+    from guideloom.storage.dataset import StreamDataset as StreamDataset
+    from guideloom.storage.document import DocumentStorage as DocumentStorage
+    from guideloom.storage.formats import DocumentPickleFormat as DocumentPickleFormat
+    from guideloom.storage.formats import StreamNumpyFormat as StreamNumpyFormat
+    from guideloom.storage.stream import StreamStorage as StreamStorage
+    from guideloom.storage.stream_meta import StreamWithMetaStorage as StreamWithMetaStorage
     from guideloom.streaming import iter_view as iter_view
-    from guideloom.streaming import load_export as load_export
-    from guideloom.visualization import COMPONENT_COLORS as COMPONENT_COLORS
-    from guideloom.visualization import plot_2d_projection as plot_2d_projection
-    from guideloom.visualization import plot_force as plot_force
-    from guideloom.visualization import plot_mesh as plot_mesh
-    from guideloom.visualization import plot_point_cloud as plot_point_cloud
-    from guideloom.visualization import plot_scan as plot_scan
-    from guideloom.visualization import plot_traverse as plot_traverse
-    from guideloom.visualization import plot_vectors as plot_vectors
-    from guideloom.visualization import scan_to_pointcloud as scan_to_pointcloud
 
 __version__ = "0.1.0"
 
@@ -125,47 +125,47 @@ _LAZY: dict[str, str] = {
     "open_h5": "guideloom.h5_tools",
     "make_demo_data": "guideloom.demo",
     "clear_caches": "guideloom.caches",
-    # plots (rddac 2.0's names; matplotlib is the optional extra guideloom[plot])
+    # plots (rddac 2.0's names, defined in guideloom.compat; matplotlib: guideloom[plot])
     "visualization": "guideloom.visualization",
-    "plot_scan": "guideloom.visualization",
-    "scan_to_pointcloud": "guideloom.visualization",
-    "plot_point_cloud": "guideloom.visualization",
-    "plot_force": "guideloom.visualization",
-    "plot_traverse": "guideloom.visualization",
-    # ddacs 3.2's plots, top level as ddacs has them (defined in guideloom.ddacs_visualization)
+    "plot_scan": "guideloom.compat.visualization",
+    "scan_to_pointcloud": "guideloom.compat.visualization",
+    "plot_point_cloud": "guideloom.compat.visualization",
+    "plot_force": "guideloom.compat.visualization",
+    "plot_traverse": "guideloom.compat.visualization",
+    # ddacs 3.2's plots, top level as ddacs has them (defined in guideloom.compat)
     "ddacs_visualization": "guideloom.ddacs_visualization",
-    "plot_mesh": "guideloom.visualization",
-    "plot_vectors": "guideloom.visualization",
-    "plot_2d_projection": "guideloom.visualization",
-    "COMPONENT_COLORS": "guideloom.visualization",
+    "plot_mesh": "guideloom.compat.ddacs_visualization",
+    "plot_vectors": "guideloom.compat.ddacs_visualization",
+    "plot_2d_projection": "guideloom.compat.ddacs_visualization",
+    "COMPONENT_COLORS": "guideloom.compat.ddacs_visualization",
     "streaming": "guideloom.streaming",
     "iter_view": "guideloom.streaming",
     "extract_zips": "guideloom.extract",
     # the published release (DaRUS): rddac's `download`, verified and resumable
     "download": "guideloom.release",
     # exports
-    "export_to_numpy": "guideloom.streaming",
-    "export_to_numpy_per_sim": "guideloom.streaming",
-    "export_to_zarr": "guideloom.streaming",
-    "export_to_storage": "guideloom.streaming",
-    "load_export": "guideloom.streaming",
+    "export_to_numpy": "guideloom.export.api",
+    "export_to_numpy_per_sim": "guideloom.export.api",
+    "export_to_zarr": "guideloom.export.api",
+    "export_to_storage": "guideloom.export.api",
+    "load_export": "guideloom.reader",
     "export": "guideloom.export",  # the package; guideloom.export.export is the function
     "Export": "guideloom.reader",
-    "ExportSpec": "guideloom.export",
+    "ExportSpec": "guideloom.export.spec",
     "ExportResult": "guideloom.export",
     # where jobs run
     "local_cluster": "guideloom.cluster",
     "close_cluster": "guideloom.cluster",
     # GuideLoom storages
-    "StreamStorage": "guideloom.storage",
-    "StreamNumpyFormat": "guideloom.storage",
-    "StreamDataset": "guideloom.storage",
-    "DocumentStorage": "guideloom.storage",
-    "DocumentPickleFormat": "guideloom.storage",
-    "DocumentDataset": "guideloom.storage",
-    "StreamWithMetaStorage": "guideloom.storage",
+    "StreamStorage": "guideloom.storage.stream",
+    "StreamNumpyFormat": "guideloom.storage.formats",
+    "StreamDataset": "guideloom.storage.dataset",
+    "DocumentStorage": "guideloom.storage.document",
+    "DocumentPickleFormat": "guideloom.storage.formats",
+    "DocumentDataset": "guideloom.storage.dataset",
+    "StreamWithMetaStorage": "guideloom.storage.stream_meta",
     # training loader
-    "StatefulDataLoader": "guideloom.loader",
+    "StatefulDataLoader": "guideloom.loader.core",
     # GuideLoom 1.1's subpackages named in its __all__ (guideloom.types, guideloom.io)
     "io": "guideloom.io",
     "types": "guideloom.types",

@@ -1,7 +1,7 @@
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
 """Dataset specifications under rddac 2.0's / ddacs 3.2's module name (``rddac.spec``,
-``ddacs.spec``): :class:`DatasetSpec`, :data:`RDDAC_SPEC` and :data:`DDACS_SPEC`, defined in
-:mod:`guideloom.croissant`."""
+``ddacs.spec``), defined in :mod:`guideloom.croissant`."""
 
 from guideloom.croissant import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 
-__all__ = ["DDACS_SPEC", "RDDAC_SPEC", "DatasetSpec"]
+__all__ = ["DDACS_SPEC", "DatasetSpec", "RDDAC_SPEC"]

@@ -1,3 +1,4 @@
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
 """GuideLoom 1.1's ``guideloom.version``: the package version."""
 
 from guideloom import __version__

@@ -1,4 +1,6 @@
-"""GuideLoom 1.1's ``guideloom.dataset``: dataset views, defined in guideloom.storage.dataset."""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""GuideLoom 1.1's ``guideloom.dataset``: dataset views, defined in
+:mod:`guideloom.storage.dataset`."""
 
 from guideloom.storage.dataset import DocumentDataset, StreamDataset
 

@@ -1,8 +1,7 @@
-"""GuideLoom 1.1's import path for :class:`~guideloom.storage.dataset.DocumentDataset`.
-
-GuideLoom 1.1 named the dataset's readers ``DocumentSyncReaderDataset`` and
-``DocumentAsyncReaderDataset``; those names are kept here for guideloom's readers.
-"""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.dataset.DocumentDataset` and its
+readers (1.1's ``DocumentSyncReaderDataset`` / ``DocumentAsyncReaderDataset`` are
+guideloom's ``DocumentDatasetReader`` / ``AsyncDocumentDatasetReader``)."""
 
 from guideloom.storage.dataset import (
     AsyncDocumentDatasetReader,
@@ -10,7 +9,7 @@ from guideloom.storage.dataset import (
     DocumentDatasetReader,
 )
 
-DocumentSyncReaderDataset = DocumentDatasetReader
 DocumentAsyncReaderDataset = AsyncDocumentDatasetReader
+DocumentSyncReaderDataset = DocumentDatasetReader
 
 __all__ = ["DocumentAsyncReaderDataset", "DocumentDataset", "DocumentSyncReaderDataset"]

@@ -1,12 +1,11 @@
-"""GuideLoom 1.1's import path for :class:`~guideloom.storage.dataset.StreamDataset`.
-
-GuideLoom 1.1 named the dataset's readers ``StreamSyncReaderDataset`` and
-``StreamAsyncReaderDataset``; those names are kept here for guideloom's readers.
-"""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""GuideLoom 1.1's import path for :class:`~guideloom.storage.dataset.StreamDataset` and its
+readers (1.1's ``StreamSyncReaderDataset`` / ``StreamAsyncReaderDataset`` are
+guideloom's ``StreamDatasetReader`` / ``AsyncStreamDatasetReader``)."""
 
 from guideloom.storage.dataset import AsyncStreamDatasetReader, StreamDataset, StreamDatasetReader
 
-StreamSyncReaderDataset = StreamDatasetReader
 StreamAsyncReaderDataset = AsyncStreamDatasetReader
+StreamSyncReaderDataset = StreamDatasetReader
 
 __all__ = ["StreamAsyncReaderDataset", "StreamDataset", "StreamSyncReaderDataset"]

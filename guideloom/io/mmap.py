@@ -1,3 +1,4 @@
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
 """GuideLoom 1.1's import path for :class:`~guideloom.storage.io.MmapIO`."""
 
 from guideloom.storage.io import MmapIO

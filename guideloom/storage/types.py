@@ -15,7 +15,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -34,6 +34,7 @@ __all__ = [
     "StreamDType",
     "ReadInterface",
     "SampleT",
+    "StorageFormat",
     "StreamStorageFormat",
     "StreamWithMetaStorageFormat",
 ]
@@ -169,6 +170,15 @@ class StreamWithMetaStorageFormat(Protocol[_InContraT, _OutCoT, _StreamDTypeCoT]
             document_data: The payloads this window needs, in stream order.
         """
         ...
+
+
+#: Any of the three format protocols (GuideLoom 1.1's ``StorageFormat[InT, OutT]``, importable
+#: as ``guideloom.types.StorageFormat``).
+StorageFormat = Union[  # noqa: UP007 - a runtime alias
+    StreamWithMetaStorageFormat[Any, Any, Any],
+    StreamStorageFormat[Any, Any, Any],
+    DocumentStorageFormat[Any, Any],
+]
 
 
 class FileReader(ABC):

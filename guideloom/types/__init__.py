@@ -1,12 +1,7 @@
-"""GuideLoom 1.1's ``guideloom.types``: the format protocols, abstract base classes and aliases.
-
-The classes live in :mod:`guideloom.storage.types` (format protocols) and
-:mod:`guideloom.storage.abstract` (abstract bases); this module keeps 1.1's import path.
-"""
-
-from __future__ import annotations
-
-from typing import Any, Union
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""GuideLoom 1.1's ``guideloom.types``: the format protocols, abstract base classes and
+aliases, defined in :mod:`guideloom.storage.abstract` (abstract bases) and
+:mod:`guideloom.storage.types` (format protocols)."""
 
 from guideloom.storage.abstract import (
     AsyncContextManager,
@@ -32,16 +27,10 @@ from guideloom.storage.abstract import (
 )
 from guideloom.storage.types import (
     DocumentStorageFormat,
+    StorageFormat,
     StreamStorageFormat,
     StreamWithMetaStorageFormat,
 )
-
-#: Any of the three format protocols (GuideLoom 1.1's ``StorageFormat[InT, OutT]``).
-StorageFormat = Union[  # noqa: UP007 - a runtime alias
-    StreamWithMetaStorageFormat[Any, Any, Any],
-    StreamStorageFormat[Any, Any, Any],
-    DocumentStorageFormat[Any, Any],
-]
 
 __all__ = [
     "AsyncContextManager",
