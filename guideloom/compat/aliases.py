@@ -37,9 +37,21 @@ class Alias:
     doc: str
 
 
-_STORAGE_ABSTRACT = "guideloom.storage.abstract"
-_STORAGE_TYPES = "guideloom.storage.types"
+_ABSTRACT = "guideloom.storage.abstract"
+_TYPES = "guideloom.storage.types"
+_IO = "guideloom.storage.io"
 _GL11 = "GuideLoom 1.1's import path for"
+
+# Names a GuideLoom 1.1 module had because it imported them from another public 1.1 module (the
+# module had no ``__all__``, so they were its public names too); the stubs keep them.
+_CONTEXT = ("AsyncContextManager", "SyncContextManager")
+_IO_BASES = ("IOAsyncReaderAbstract", "IOReaderAbstract", "IOSyncReaderAbstract")
+_BUFFERS = ("StorageBufferTypes", "UserBufferTypes")
+_DATASET_BASES = ("DatasetAbstract", "DatasetAsyncReaderAbstract", "DatasetSyncReaderAbstract")
+_STREAM_BASES = ("StreamStorageAbstract", "StreamStorageAsyncReaderAbstract",
+                 "StreamStorageSyncReaderAbstract", "StreamStorageSyncWriterAbstract")
+_DOCUMENT_BASES = ("DocumentStorageAbstract", "DocumentStorageAsyncReaderAbstract",
+                   "DocumentStorageSyncReaderAbstract", "DocumentStorageSyncWriterAbstract")
 
 ALIASES: tuple[Alias, ...] = (
     # ---------------------------------------------------------------- rddac 2.0 / ddacs 3.2
@@ -68,97 +80,99 @@ ALIASES: tuple[Alias, ...] = (
     Alias("guideloom.dataset.document_dataset",
           {"guideloom.storage.dataset": (
               "AsyncDocumentDatasetReader as DocumentAsyncReaderDataset", "DocumentDataset",
-              "DocumentDatasetReader as DocumentSyncReaderDataset")},
+              "DocumentDatasetReader as DocumentSyncReaderDataset"),
+           _ABSTRACT: (*_DATASET_BASES, "DocumentStorageAbstract")},
           f"{_GL11} :class:`~guideloom.storage.dataset.DocumentDataset` and its\n"
           "readers (1.1's ``DocumentSyncReaderDataset`` / ``DocumentAsyncReaderDataset`` are\n"
           "guideloom's ``DocumentDatasetReader`` / ``AsyncDocumentDatasetReader``)."),
     Alias("guideloom.dataset.stream_dataset",
           {"guideloom.storage.dataset": (
               "AsyncStreamDatasetReader as StreamAsyncReaderDataset", "StreamDataset",
-              "StreamDatasetReader as StreamSyncReaderDataset")},
+              "StreamDatasetReader as StreamSyncReaderDataset"),
+           _ABSTRACT: (*_DATASET_BASES, "StreamStorageAbstract")},
           f"{_GL11} :class:`~guideloom.storage.dataset.StreamDataset` and its\n"
           "readers (1.1's ``StreamSyncReaderDataset`` / ``StreamAsyncReaderDataset`` are\n"
           "guideloom's ``StreamDatasetReader`` / ``AsyncStreamDatasetReader``)."),
-    Alias("guideloom.filesystem.document", {"guideloom.filesystem": ("FileSystemDocument",)},
+    Alias("guideloom.filesystem.document",
+          {"guideloom.filesystem": ("FileSystemDocument",), _IO: ("SeekIO",),
+           _ABSTRACT: (*_CONTEXT, *_IO_BASES, *_BUFFERS, "Vector")},
           f"{_GL11} :class:`~guideloom.filesystem.FileSystemDocument`."),
-    Alias("guideloom.filesystem.stream", {"guideloom.filesystem": ("FileSystemStream",)},
+    Alias("guideloom.filesystem.stream",
+          {"guideloom.filesystem": ("FileSystemStream",), _IO: ("SeekIO",),
+           _ABSTRACT: (*_CONTEXT, *_IO_BASES, "Vector")},
           f"{_GL11} :class:`~guideloom.filesystem.FileSystemStream`."),
-    Alias("guideloom.io", {"guideloom.storage.io": ("MmapIO", "PosixPreadIO", "SeekIO")},
+    Alias("guideloom.io", {_IO: ("MmapIO", "PosixPreadIO", "SeekIO")},
           "GuideLoom 1.1's ``guideloom.io``: the file-reading backends, defined in\n"
           ":mod:`guideloom.storage.io`."),
-    Alias("guideloom.io.mmap", {"guideloom.storage.io": ("MmapIO",)},
+    Alias("guideloom.io.mmap", {_IO: ("MmapIO",), _ABSTRACT: _IO_BASES},
           f"{_GL11} :class:`~guideloom.storage.io.MmapIO`."),
-    Alias("guideloom.io.posix_pread", {"guideloom.storage.io": ("PosixPreadIO",)},
+    Alias("guideloom.io.posix_pread", {_IO: ("PosixPreadIO",), _ABSTRACT: _IO_BASES},
           f"{_GL11} :class:`~guideloom.storage.io.PosixPreadIO`."),
-    Alias("guideloom.io.seek", {"guideloom.storage.io": ("SeekIO",)},
+    Alias("guideloom.io.seek", {_IO: ("SeekIO",), _ABSTRACT: _IO_BASES},
           f"{_GL11} :class:`~guideloom.storage.io.SeekIO`."),
     Alias("guideloom.shuffle.feistel", {"guideloom.shuffle": ("FeistelShuffler",)},
           f"{_GL11} :class:`~guideloom.shuffle.FeistelShuffler`."),
     Alias("guideloom.storage.document_storage",
-          {"guideloom.storage.document": ("DocumentStorage",)},
+          {"guideloom.storage.document": ("DocumentStorage",),
+           "guideloom.filesystem": ("FileSystemDocument",), _IO: ("SeekIO",),
+           _ABSTRACT: (*_DOCUMENT_BASES, "IOReaderAbstract", "Vector"),
+           _TYPES: ("DocumentStorageFormat",)},
           f"{_GL11} :class:`~guideloom.storage.DocumentStorage`."),
     Alias("guideloom.storage.stream_meta_storage",
-          {"guideloom.storage.stream_meta": ("StreamWithMetaStorage",)},
+          {"guideloom.storage.stream_meta": ("StreamWithMetaStorage",),
+           "guideloom.filesystem": ("FileSystemDocument", "FileSystemStream"), _IO: ("SeekIO",),
+           _ABSTRACT: (*_STREAM_BASES, "IOReaderAbstract", "Vector"),
+           _TYPES: ("StreamWithMetaStorageFormat",)},
           f"{_GL11} :class:`~guideloom.storage.StreamWithMetaStorage`."),
-    Alias("guideloom.storage.stream_storage", {"guideloom.storage.stream": ("StreamStorage",)},
+    Alias("guideloom.storage.stream_storage",
+          {"guideloom.storage.stream": ("StreamStorage",),
+           "guideloom.filesystem": ("FileSystemStream",), _IO: ("SeekIO",),
+           _ABSTRACT: (*_STREAM_BASES, "IOReaderAbstract", "Vector"),
+           _TYPES: ("StreamStorageFormat",)},
           f"{_GL11} :class:`~guideloom.storage.StreamStorage`."),
     Alias("guideloom.storage_format",
           {"guideloom.storage.formats": ("DocumentPickleFormat", "StreamNumpyFormat")},
           "GuideLoom 1.1's ``guideloom.storage_format``: the storage formats, defined in\n"
           ":mod:`guideloom.storage.formats`."),
     Alias("guideloom.storage_format.document_pickle_format",
-          {"guideloom.storage.formats": ("DocumentPickleFormat",)},
+          {"guideloom.storage.formats": ("DocumentPickleFormat",),
+           _ABSTRACT: ("StorageBufferTypes",), _TYPES: ("DocumentStorageFormat",)},
           f"{_GL11} :class:`~guideloom.storage.formats.DocumentPickleFormat`."),
     Alias("guideloom.storage_format.stream_numpy_format",
-          {"guideloom.storage.formats": ("StreamNumpyFormat",)},
+          {"guideloom.storage.formats": ("StreamNumpyFormat",), _ABSTRACT: ("Vector",),
+           _TYPES: ("StreamStorageFormat",)},
           f"{_GL11} :class:`~guideloom.storage.formats.StreamNumpyFormat`."),
     Alias("guideloom.types",
-          {_STORAGE_ABSTRACT: (
-              "AsyncContextManager", "DatasetAbstract", "DatasetAsyncReaderAbstract",
-              "DatasetSyncReaderAbstract", "DocumentStorageAbstract",
-              "DocumentStorageAsyncReaderAbstract", "DocumentStorageSyncReaderAbstract",
-              "DocumentStorageSyncWriterAbstract", "IOAsyncReaderAbstract", "IOReaderAbstract",
-              "IOSyncReaderAbstract", "StatefulDataLoaderStateDict", "StorageBufferTypes",
-              "StreamStorageAbstract", "StreamStorageAsyncReaderAbstract",
-              "StreamStorageSyncReaderAbstract", "StreamStorageSyncWriterAbstract",
-              "SyncContextManager", "UserBufferTypes", "Vector"),
-           _STORAGE_TYPES: ("DocumentStorageFormat", "StorageFormat", "StreamStorageFormat",
-                            "StreamWithMetaStorageFormat")},
+          {_ABSTRACT: (*_CONTEXT, *_DATASET_BASES, *_DOCUMENT_BASES, *_IO_BASES,
+                       "StatefulDataLoaderStateDict", *_BUFFERS, *_STREAM_BASES, "Vector"),
+           _TYPES: ("DocumentStorageFormat", "StorageFormat", "StreamStorageFormat",
+                    "StreamWithMetaStorageFormat")},
           "GuideLoom 1.1's ``guideloom.types``: the format protocols, abstract base classes and\n"
           "aliases, defined in :mod:`guideloom.storage.abstract` (abstract bases) and\n"
           ":mod:`guideloom.storage.types` (format protocols)."),
-    Alias("guideloom.types.context_manager",
-          {_STORAGE_ABSTRACT: ("AsyncContextManager", "SyncContextManager")},
+    Alias("guideloom.types.context_manager", {_ABSTRACT: _CONTEXT},
           f"{_GL11} the context-manager bases."),
     Alias("guideloom.types.dataset",
-          {_STORAGE_ABSTRACT: ("DatasetAbstract", "DatasetAsyncReaderAbstract",
-                               "DatasetSyncReaderAbstract")},
+          {_ABSTRACT: (*_DATASET_BASES, *_CONTEXT, "DocumentStorageAbstract",
+                       "StreamStorageAbstract")},
           f"{_GL11} the dataset bases."),
-    Alias("guideloom.types.document_storage",
-          {_STORAGE_ABSTRACT: ("DocumentStorageAbstract", "DocumentStorageAsyncReaderAbstract",
-                               "DocumentStorageSyncReaderAbstract",
-                               "DocumentStorageSyncWriterAbstract")},
+    Alias("guideloom.types.document_storage", {_ABSTRACT: (*_DOCUMENT_BASES, *_CONTEXT, "Vector")},
           f"{_GL11} the document-storage bases."),
-    Alias("guideloom.types.document_storage_format", {_STORAGE_TYPES: ("DocumentStorageFormat",)},
+    Alias("guideloom.types.document_storage_format",
+          {_TYPES: ("DocumentStorageFormat",), _ABSTRACT: _BUFFERS},
           f"{_GL11} the document format protocol."),
-    Alias("guideloom.types.io_reader",
-          {_STORAGE_ABSTRACT: ("IOAsyncReaderAbstract", "IOReaderAbstract",
-                               "IOSyncReaderAbstract")},
+    Alias("guideloom.types.io_reader", {_ABSTRACT: (*_IO_BASES, "StorageBufferTypes")},
           f"{_GL11} the file-reader bases."),
-    Alias("guideloom.types.primitive",
-          {_STORAGE_ABSTRACT: ("StorageBufferTypes", "UserBufferTypes", "Vector")},
+    Alias("guideloom.types.primitive", {_ABSTRACT: (*_BUFFERS, "Vector")},
           f"{_GL11} the buffer and vector aliases."),
-    Alias("guideloom.types.stateful_dataloader",
-          {_STORAGE_ABSTRACT: ("StatefulDataLoaderStateDict",)},
+    Alias("guideloom.types.stateful_dataloader", {_ABSTRACT: ("StatefulDataLoaderStateDict",)},
           f"{_GL11} the loader checkpoint type."),
-    Alias("guideloom.types.stream_storage",
-          {_STORAGE_ABSTRACT: ("StreamStorageAbstract", "StreamStorageAsyncReaderAbstract",
-                               "StreamStorageSyncReaderAbstract",
-                               "StreamStorageSyncWriterAbstract")},
+    Alias("guideloom.types.stream_storage", {_ABSTRACT: (*_STREAM_BASES, *_CONTEXT)},
           f"{_GL11} the stream-storage bases."),
-    Alias("guideloom.types.stream_storage_format", {_STORAGE_TYPES: ("StreamStorageFormat",)},
+    Alias("guideloom.types.stream_storage_format",
+          {_TYPES: ("StreamStorageFormat",), _ABSTRACT: ("Vector",)},
           f"{_GL11} the stream format protocol."),
     Alias("guideloom.types.stream_with_meta_storage_format",
-          {_STORAGE_TYPES: ("StreamWithMetaStorageFormat",)},
+          {_TYPES: ("StreamWithMetaStorageFormat",), _ABSTRACT: (*_BUFFERS, "Vector")},
           f"{_GL11} the stream-with-metadata format protocol."),
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib
 import importlib.util
 import logging
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from guideloom.compat.aliases import ALIASES, ALL, Alias
 
-__all__ = ["HEADER", "PACKAGE", "Resolved", "main", "resolve", "stub_file", "stub_text"]
+__all__ = ["HEADER", "PACKAGE", "Resolved", "differing", "main", "resolve", "stub_file",
+           "stub_text", "write"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,16 +58,20 @@ class Resolved:
     exported: list[str]
 
 
-def stub_file(path: str) -> Path:
-    """The file of module ``path`` (a package's ``__init__.py`` where it is a folder)."""
+def stub_file(path: str, package: Path = PACKAGE) -> Path:
+    """The file of module ``path`` under ``package`` (a copy of the ``guideloom`` folder): a
+    package's ``__init__.py`` where the source tree has a folder of that name."""
     parts = path.split(".")
     if parts[0] != "guideloom" or len(parts) < 2:
         raise ValueError(f"{path!r} is not a guideloom submodule")
-    folder = PACKAGE.joinpath(*parts[1:])
-    return folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
+    relative = Path(*parts[1:])
+    if (PACKAGE / relative).is_dir():
+        return package / relative / "__init__.py"
+    return package / relative.with_suffix(".py")
 
 
-def _bound_at_top(module: str) -> set[str]:
+@functools.lru_cache(maxsize=64)
+def _bound_at_top(module: str) -> frozenset[str]:
     """Names a module's own top-level code binds (inside ``if``/``try`` too), read from its
     source: what a module ``__getattr__`` serves is not among them, however often it was used."""
     spec = importlib.util.find_spec(module)
@@ -91,7 +97,7 @@ def _bound_at_top(module: str) -> set[str]:
                     visit(handler.body)
 
     visit(ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body)
-    return bound
+    return frozenset(bound)
 
 
 def _names(target: str, names: tuple[str, ...] | str) -> Iterator[tuple[str, str]]:
@@ -193,14 +199,27 @@ def stub_text(alias: Alias) -> str:
     return "\n".join(lines) + "\n"
 
 
-def differing() -> list[Path]:
-    """The stub files that are missing or differ from what the table generates."""
+def differing(package: Path = PACKAGE) -> list[Path]:
+    """The stub files under ``package`` that are missing or differ from what the table
+    generates."""
     out = []
     for alias in ALIASES:
-        path = stub_file(alias.path)
+        path = stub_file(alias.path, package)
         if not path.is_file() or path.read_text(encoding="utf-8") != stub_text(alias):
             out.append(path)
     return out
+
+
+def write(package: Path = PACKAGE) -> list[Path]:
+    """Write every stub under ``package`` that differs from the table; the files written."""
+    stale = differing(package)
+    for alias in ALIASES:
+        path = stub_file(alias.path, package)
+        if path in stale:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(stub_text(alias), encoding="utf-8")
+            logger.debug("wrote the stub %s", path)
+    return stale
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -210,18 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if a stub differs from the table")
     args = parser.parse_args(argv)
-    stale = differing()
-    if args.check:
-        for path in stale:
-            sys.stdout.write(f"stale: {path.relative_to(PACKAGE.parent)}\n")
-        return 1 if stale else 0
-    for alias in ALIASES:
-        path = stub_file(alias.path)
-        if path in stale:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(stub_text(alias), encoding="utf-8")
-            sys.stdout.write(f"wrote {path.relative_to(PACKAGE.parent)}\n")
-    return 0
+    paths = differing() if args.check else write()
+    verb = "stale" if args.check else "wrote"
+    for path in paths:
+        sys.stdout.write(f"{verb}: {path.relative_to(PACKAGE.parent)}\n")
+    return 1 if args.check and paths else 0
 
 
 if __name__ == "__main__":

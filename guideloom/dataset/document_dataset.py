@@ -3,6 +3,12 @@
 readers (1.1's ``DocumentSyncReaderDataset`` / ``DocumentAsyncReaderDataset`` are
 guideloom's ``DocumentDatasetReader`` / ``AsyncDocumentDatasetReader``)."""
 
+from guideloom.storage.abstract import (
+    DatasetAbstract,
+    DatasetAsyncReaderAbstract,
+    DatasetSyncReaderAbstract,
+    DocumentStorageAbstract,
+)
 from guideloom.storage.dataset import (
     AsyncDocumentDatasetReader,
     DocumentDataset,
@@ -12,4 +18,12 @@ from guideloom.storage.dataset import (
 DocumentAsyncReaderDataset = AsyncDocumentDatasetReader
 DocumentSyncReaderDataset = DocumentDatasetReader
 
-__all__ = ["DocumentAsyncReaderDataset", "DocumentDataset", "DocumentSyncReaderDataset"]
+__all__ = [
+    "DatasetAbstract",
+    "DatasetAsyncReaderAbstract",
+    "DatasetSyncReaderAbstract",
+    "DocumentAsyncReaderDataset",
+    "DocumentDataset",
+    "DocumentStorageAbstract",
+    "DocumentSyncReaderDataset",
+]

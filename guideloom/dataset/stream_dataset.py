@@ -3,9 +3,23 @@
 readers (1.1's ``StreamSyncReaderDataset`` / ``StreamAsyncReaderDataset`` are
 guideloom's ``StreamDatasetReader`` / ``AsyncStreamDatasetReader``)."""
 
+from guideloom.storage.abstract import (
+    DatasetAbstract,
+    DatasetAsyncReaderAbstract,
+    DatasetSyncReaderAbstract,
+    StreamStorageAbstract,
+)
 from guideloom.storage.dataset import AsyncStreamDatasetReader, StreamDataset, StreamDatasetReader
 
 StreamAsyncReaderDataset = AsyncStreamDatasetReader
 StreamSyncReaderDataset = StreamDatasetReader
 
-__all__ = ["StreamAsyncReaderDataset", "StreamDataset", "StreamSyncReaderDataset"]
+__all__ = [
+    "DatasetAbstract",
+    "DatasetAsyncReaderAbstract",
+    "DatasetSyncReaderAbstract",
+    "StreamAsyncReaderDataset",
+    "StreamDataset",
+    "StreamStorageAbstract",
+    "StreamSyncReaderDataset",
+]

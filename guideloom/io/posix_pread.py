@@ -1,6 +1,7 @@
 # Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
 """GuideLoom 1.1's import path for :class:`~guideloom.storage.io.PosixPreadIO`."""
 
+from guideloom.storage.abstract import IOAsyncReaderAbstract, IOReaderAbstract, IOSyncReaderAbstract
 from guideloom.storage.io import PosixPreadIO
 
-__all__ = ["PosixPreadIO"]
+__all__ = ["IOAsyncReaderAbstract", "IOReaderAbstract", "IOSyncReaderAbstract", "PosixPreadIO"]

@@ -2,9 +2,21 @@
 """GuideLoom 1.1's import path for the dataset bases."""
 
 from guideloom.storage.abstract import (
+    AsyncContextManager,
     DatasetAbstract,
     DatasetAsyncReaderAbstract,
     DatasetSyncReaderAbstract,
+    DocumentStorageAbstract,
+    StreamStorageAbstract,
+    SyncContextManager,
 )
 
-__all__ = ["DatasetAbstract", "DatasetAsyncReaderAbstract", "DatasetSyncReaderAbstract"]
+__all__ = [
+    "AsyncContextManager",
+    "DatasetAbstract",
+    "DatasetAsyncReaderAbstract",
+    "DatasetSyncReaderAbstract",
+    "DocumentStorageAbstract",
+    "StreamStorageAbstract",
+    "SyncContextManager",
+]
