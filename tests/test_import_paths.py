@@ -207,7 +207,8 @@ def test_every_guideloom_path_keeps_its_names(module):
 
 def test_every_guideloom_module_is_in_the_list():
     new = sorted(set(package_modules()) - set(DATA["guideloom"]))
-    assert new == [], f"new modules: add them with `python {Path(__file__).name} --record`"
+    assert new == [], ("new modules: add them to the list with `python "
+                       "tests/test_import_paths.py --record`")
 
 
 def test_every_stub_is_what_the_table_generates():
