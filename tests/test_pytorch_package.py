@@ -62,3 +62,12 @@ def test_without_torch_each_import_names_the_extra(module: str) -> None:
                           cwd=ROOT, timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert done.returncode == 0, done.stderr
     assert 'refused: the loader needs PyTorch: pip install "guideloom[torch]"' in done.stdout
+
+
+def test_copies_are_queued_without_waiting_on_cuda_only() -> None:
+    from guideloom.pytorch.stateful_dataloader import _use_non_blocking_transfer
+
+    assert _use_non_blocking_transfer(torch.device("cuda"))
+    assert _use_non_blocking_transfer(torch.device("cuda", 1))
+    assert not _use_non_blocking_transfer(torch.device("cpu"))
+    assert not _use_non_blocking_transfer(torch.device("mps"))

@@ -20,7 +20,13 @@ import numpy as np
 
 from guideloom.errors import warn
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
-from guideloom.loader.torch_adapter import default_collate, move_to_device, pin, require_torch
+from guideloom.loader.torch_adapter import (
+    default_collate,
+    move_to_device,
+    non_blocking_transfer,
+    pin,
+    require_torch,
+)
 from guideloom.shuffle import FeistelShuffler
 
 __all__ = ["StatefulDataLoader", "global_positions"]
@@ -562,7 +568,8 @@ class _LoaderIterator:
                 batch = loader.collate_fn(fetched)
                 batch = pin(batch) if loader.pin_memory else batch
             self._fill()  # keep the workers busy while the consumer trains
-            batch = move_to_device(batch, loader.device, non_blocking=loader.pin_memory)
+            batch = move_to_device(batch, loader.device,
+                                   non_blocking=non_blocking_transfer(loader.device))
         except BaseException:
             self.close()
             raise

@@ -65,6 +65,13 @@ def _stack(values: list[Any]) -> Any:
         return values
 
 
+def non_blocking_transfer(device: Any) -> bool:
+    """Whether copies to ``device`` may be queued without waiting (``non_blocking=True``): on
+    CUDA only, which orders a host-to-device copy before later work on the same stream; MPS and
+    other accelerators make no such promise (GuideLoom 1.1's rule)."""
+    return getattr(device, "type", str(device).split(":", 1)[0]) == "cuda"
+
+
 def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
     """Move every tensor inside ``batch`` (dataclass instances, dicts, lists and tuples are
     walked) to ``device``."""
