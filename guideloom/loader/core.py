@@ -20,7 +20,13 @@ import numpy as np
 
 from guideloom.errors import warn
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
-from guideloom.loader.torch_adapter import default_collate, move_to_device, pin, require_torch
+from guideloom.loader.torch_adapter import (
+    default_collate,
+    move_to_device,
+    non_blocking_transfer,
+    pin,
+    require_torch,
+)
 from guideloom.shuffle import FeistelShuffler
 
 __all__ = ["StatefulDataLoader", "global_positions"]
@@ -241,6 +247,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         *,
         fields: list[str] | None = None,
         trust: bool = False,
+        sequence_length: int | None = None,
         **kwargs: Any,
     ) -> StatefulDataLoader:
         """Load from an export (a ``load_export`` reader, or its directory).
@@ -248,15 +255,26 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         Each batch is one vectorised ``export.batch(indices)`` read; the default collate turns
         its dict of arrays into a dict of tensors. ``trust`` is passed to ``load_export`` for a
         path: needed for pickled exports, whose reading runs code chosen by their author.
+
+        With ``sequence_length``, a stream storage export (kind ``storage``, e.g. the shipped
+        ``force_stream`` workflow's) is served as windows of that many elements, as
+        :meth:`from_storage` serves the storage: the storage class and its format's dtype come
+        from the export's ``export.json``, checked when the export is opened.
+
+        Raises:
+            ValueError: ``sequence_length`` with an export that is not a stream storage.
         """
         require_torch()
         export = export_or_path
         if isinstance(export_or_path, (str, os.PathLike)):
-            from guideloom.streaming import load_export
+            from guideloom.reader import load_export
 
             export = load_export(Path(export_or_path), fields=fields, trust=trust)
         elif fields is not None:
             raise ValueError("fields= applies only when a path is given")
+        if sequence_length is not None:
+            return cls.from_storage(_stream_storage_of(export, trust), collate_fn,
+                                    sequence_length=sequence_length, **kwargs)
         return cls(ExportSource(export), collate_fn, **kwargs)
 
     # ------------------------------------------------------------------ order and sizes
@@ -550,7 +568,8 @@ class _LoaderIterator:
                 batch = loader.collate_fn(fetched)
                 batch = pin(batch) if loader.pin_memory else batch
             self._fill()  # keep the workers busy while the consumer trains
-            batch = move_to_device(batch, loader.device, non_blocking=loader.pin_memory)
+            batch = move_to_device(batch, loader.device,
+                                   non_blocking=non_blocking_transfer(loader.device))
         except BaseException:
             self.close()
             raise
@@ -676,6 +695,27 @@ def _per_rank_batch_size(local_batch_size: int | None, batch_size: int | None) -
         raise ValueError(f"batch_size={batch_size} and local_batch_size={local_batch_size} "
                          "disagree: both name the samples per batch on this rank; pass one")
     return local_batch_size
+
+
+def _stream_storage_of(export: Any, trust: bool) -> Any:
+    """The stream storage a ``storage`` export holds, reopened from its ``export.json``.
+
+    Raises:
+        ValueError: The export is of another kind, or holds a document storage.
+    """
+    from guideloom.formats.storage import reopen_storage
+
+    kind = getattr(export, "kind", None)
+    described = export.manifest.get("storage") if kind == "storage" else None
+    if not described or described.get("class") == "DocumentStorage":
+        what = (f"a {described.get('class')} export" if described
+                else f"a {kind!r} export" if kind else f"a {type(export).__name__}")
+        raise ValueError(
+            f"sequence_length= windows a stream storage export (kind 'storage', class "
+            f"StreamStorage or StreamWithMetaStorage); {getattr(export, 'root', 'this')} is "
+            f"{what}, whose "
+            "samples are its rows: leave sequence_length out")
+    return reopen_storage(str(export.root), described, trust)
 
 
 def _dataset_for(storage: Any, sequence_length: int | None) -> Any:

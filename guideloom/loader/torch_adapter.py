@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,11 +65,23 @@ def _stack(values: list[Any]) -> Any:
         return values
 
 
+def non_blocking_transfer(device: Any) -> bool:
+    """Whether copies to ``device`` may be queued without waiting (``non_blocking=True``): on
+    CUDA only, which orders a host-to-device copy before later work on the same stream; MPS and
+    other accelerators make no such promise (GuideLoom 1.1's rule)."""
+    return getattr(device, "type", str(device).split(":", 1)[0]) == "cuda"
+
+
 def move_to_device(batch: Any, device: Any, non_blocking: bool = False) -> Any:
-    """Move every tensor inside ``batch`` (dicts, lists and tuples are walked) to ``device``."""
+    """Move every tensor inside ``batch`` (dataclass instances, dicts, lists and tuples are
+    walked) to ``device``."""
     torch = require_torch()
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(batch, **{  # the fields set by __init__, as 1.1 does
+            f.name: move_to_device(getattr(batch, f.name), device, non_blocking)
+            for f in dataclasses.fields(batch) if f.init})
     if isinstance(batch, Mapping):
         mapping: Any = type(batch)  # a dict (sub)class, built from pairs
         return mapping((k, move_to_device(v, device, non_blocking)) for k, v in batch.items())

@@ -1,6 +1,11 @@
-"""PyTorch adapters that need no export: :class:`ViewDataset` over ``iter_view``.
+"""PyTorch: rddac's datasets that need no export (:class:`ViewDataset` over ``iter_view``,
+``RDDACDataset``, ``DDACSDataset``) and GuideLoom 1.1's package of the loader.
 
-This module imports torch; without it, importing raises an ``ImportError`` that names the
+A package, as in GuideLoom 1.1: :mod:`guideloom.pytorch.stateful_dataloader` holds
+:class:`StatefulDataLoader` (defined in :mod:`guideloom.loader.core`) and
+:mod:`guideloom.pytorch._move_data_to_device` 1.1's device transfer helper.
+
+This package imports torch; without it, importing raises an ``ImportError`` that names the
 ``guideloom[torch]`` extra.
 """
 
