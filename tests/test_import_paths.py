@@ -77,6 +77,12 @@ LACKING: dict[str, str] = {
         "_compute_requests", "StreamStorage") for n in ("compute_stream_requests", "concat_fast")},
     "guideloom.shuffle.feistel.specialized_scalar_kernels": _GL11_PRIVATE.format(
         "_gfc", "FeistelShuffler"),
+    "guideloom.pytorch.stateful_dataloader.PinMemory": "GuideLoom 1.1's pin-memory stage is a "
+    "torchdata node (torchdata.nodes.BaseNode); guideloom's loader has no torchdata dependency "
+    "and pins in its own worker loop (pin_memory=True)",
+    "guideloom.pytorch.stateful_dataloader.NEVER_SNAPSHOT_INTERVAL": "GuideLoom 1.1's snapshot "
+    "interval of its torchdata nodes, set so that they never snapshot; guideloom's loader keeps "
+    "its state itself and takes no torchdata snapshots",
 }
 
 _NOT_THIS_SESSION = ("to add: {} is being rewritten by another change, so its alias waits "
@@ -86,11 +92,8 @@ _NOT_THIS_SESSION = ("to add: {} is being rewritten by another change, so its al
 #: choices: each is listed so that it is seen, and the test fails once it is fixed.
 PENDING: dict[str, str] = {
     "rddac.h5_tools.RDDAC_SPEC": _NOT_THIS_SESSION.format("guideloom/h5_tools.py"),
-    "rddac.pytorch.RDDAC_SPEC": _NOT_THIS_SESSION.format("guideloom/pytorch.py"),
     "ddacs.h5_tools.DDACS_SPEC": _NOT_THIS_SESSION.format("guideloom/h5_tools.py"),
     "ddacs.h5_tools.DatasetSpec": _NOT_THIS_SESSION.format("guideloom/h5_tools.py"),
-    "ddacs.pytorch.DDACS_SPEC": _NOT_THIS_SESSION.format("guideloom/pytorch.py"),
-    "ddacs.pytorch.DatasetSpec": _NOT_THIS_SESSION.format("guideloom/pytorch.py"),
     "ddacs.croissant.DEFAULT_FIELD_DATA_TYPE": _NOT_THIS_SESSION.format("guideloom/croissant.py")
     + "; ddacs has DDACS_SPEC.default_field_data_type under this name",
     "ddacs.croissant.FIELD_MAP_RECORD_SET": _NOT_THIS_SESSION.format("guideloom/croissant.py")
@@ -98,9 +101,6 @@ PENDING: dict[str, str] = {
     "ddacs.spec.DDACS_SAMPLE_SIM_ID": _NOT_THIS_SESSION.format("guideloom/croissant.py")
     + "; the id (258864) of the sample in DDACS_SPEC.small_test_files, to define beside "
       "DDACS_SPEC and alias in guideloom.spec",
-    "guideloom.pytorch.stateful_dataloader": "to add: 1.1's guideloom.pytorch is a package with "
-    "the module stateful_dataloader (StatefulDataLoader); guideloom/pytorch.py is a module, and "
-    "making it a package waits for the change rewriting it (issue 29)",
 }
 
 

@@ -25,12 +25,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without torch
     raise ImportError(INSTALL_HINT) from exc
 
+from guideloom.croissant import DDACS_SPEC, RDDAC_SPEC, DatasetSpec  # rddac's / ddacs' names
 from guideloom.loader.core import StatefulDataLoader  # GuideLoom 1.1's import path
 from guideloom.shuffle import FeistelShuffler
 
 VIEW_SHUFFLE_NETWORK = "mix"  # see ViewDataset.share
 
-__all__ = ["DEFAULT_DATA_DIR", "DDACSDataset", "RDDACDataset", "StatefulDataLoader", "ViewDataset"]
+__all__ = ["DDACS_SPEC", "DEFAULT_DATA_DIR", "RDDAC_SPEC", "DDACSDataset", "DatasetSpec",
+           "RDDACDataset", "StatefulDataLoader", "ViewDataset"]
 
 #: The data directory rddac and ddacs default to.
 DEFAULT_DATA_DIR = "./data"

@@ -8,9 +8,20 @@ from typing import Any
 
 from guideloom.loader.core import StatefulDataLoader
 from guideloom.loader.torch_adapter import non_blocking_transfer, require_torch
+from guideloom.shuffle import FeistelShuffler as FeistelShuffler
+from guideloom.storage.abstract import DatasetAbstract as DatasetAbstract
+from guideloom.storage.abstract import DatasetSyncReaderAbstract as DatasetSyncReaderAbstract
+from guideloom.storage.abstract import DocumentStorageAbstract as DocumentStorageAbstract
+from guideloom.storage.abstract import StatefulDataLoaderStateDict as StatefulDataLoaderStateDict
+from guideloom.storage.abstract import StreamStorageAbstract as StreamStorageAbstract
+from guideloom.storage.abstract import SyncContextManager as SyncContextManager
+from guideloom.storage.dataset import DocumentDataset as DocumentDataset
+from guideloom.storage.dataset import StreamDataset as StreamDataset
 
 require_torch()  # 1.1's module imports torch: without it, the extra to install is named
 
+# the other names above are those 1.1's module imported from its other public modules,
+# importable here as there
 __all__ = ["StatefulDataLoader"]
 
 
