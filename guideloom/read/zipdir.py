@@ -291,10 +291,12 @@ _MEMBERS: BoundedCache[tuple[str, int, int, int], list[Member]] = cache("archive
 _CHANGED: list[Callable[[str], None]] = []
 
 
-def on_archive_changed(listener: Callable[[str], None]) -> None:
+def on_archive_changed(listener: Callable[[str], None]) -> Callable[[], None]:
     """Call ``listener(path)`` when a local archive listed before has changed since (its
-    members' offsets did too): the member opener forgets the descriptor it keeps open."""
+    members' offsets did too): the member opener forgets the descriptor it keeps open.
+    Returns the function that stops calling it."""
     _CHANGED.append(listener)
+    return lambda: _CHANGED.remove(listener)
 
 
 def archive_members(archive: Path | str) -> list[Member]:
