@@ -123,7 +123,7 @@ def _load_workflow(args: argparse.Namespace):
 
     data_dir = args.data_dir
     if data_dir is not None and data_dir.lower().startswith("doi:"):  # resolved here: --server
-        from guideloom.remote.root import open_root
+        from guideloom.read.roots import open_remote_root as open_root
 
         data_dir = open_root(data_dir, server=args.server, token=args.token)
     return load_workflow(_workflow_path(args.workflow), data_dir=data_dir,

@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import json
 import numbers
 import os
 import re
@@ -27,8 +26,12 @@ from pathlib import Path
 from typing import Any, overload
 
 from guideloom.errors import ManifestError
-from guideloom.index_table import read_index, read_index_bytes
-from guideloom.remote.root import RemotePath, RemoteRoot, checked_relpath, is_remote_root
+from guideloom.index_table import read_index_bytes
+from guideloom.read.files import RemotePath
+from guideloom.read.files import confined as confined
+from guideloom.read.manifest import read_manifest
+from guideloom.read.roots import DataRoot, RemoteRoot, as_root
+from guideloom.read.roots import refuse_local_storage_options as refuse_local_storage_options
 
 MANIFEST_NAME = "metadata.json"
 
@@ -235,7 +238,7 @@ class Dataset:
 
     manifest: dict[str, Any]
     manifest_path: Path | None
-    data_dir: Path | RemoteRoot  # a RemoteRoot: read by URL (guideloom.remote)
+    data_dir: Path | RemoteRoot  # a RemoteRoot: read by URL (guideloom.read.roots)
     spec: DatasetSpec
     name: str
     index_file: str
@@ -278,18 +281,18 @@ class Dataset:
         """
         if self._index_cache is None:
             types = {c.column: c.data_type for c in self.columns.values()}
-            if isinstance(self.data_dir, RemoteRoot):  # fetched by URL (guideloom.remote)
-                from guideloom.remote.fetch import fetch_bytes
-
-                data, where = fetch_bytes(self.data_dir, self.index_file,
-                                          "the index table (named by the manifest)")
-                self._index_cache = read_index_bytes(data, where, self.id_column, types)
+            data, where = self.root.read_bytes(self.index_file, "the index table (the CSV "
+                                               "FileObject's 'name')", self.manifest_path)
+            self._index_cache = read_index_bytes(data, where, self.id_column, types)
+            if not self.root.is_local:  # kept: the job identity is taken from these bytes
                 self._index_fetched = data
-                return self._index_cache
-            path = self.file_in_data_dir(self.data_dir, self.index_file, "the index table (the "
-                                         "CSV FileObject's 'name')")
-            self._index_cache = read_index(path, self.id_column, types)
         return self._index_cache
+
+    @property
+    def root(self) -> DataRoot:
+        """The :class:`~guideloom.read.roots.DataRoot` of :attr:`data_dir` (nothing is
+        fetched): where the index table and the experiments' files are read."""
+        return as_root(self.data_dir)
 
     def fetched_index_bytes(self) -> bytes | None:
         """The bytes of the index table as :meth:`index` fetched them from a remote release
@@ -306,16 +309,14 @@ class Dataset:
     def file_in_data_dir(self, root: str | Path | RemoteRoot, name: str, what: str
                          ) -> Path | RemotePath:
         """``root / name`` for a file the manifest names, confined to ``root`` (for a remote
-        root, its :class:`~guideloom.remote.root.RemotePath`).
+        root, its :class:`~guideloom.read.files.RemotePath`).
 
         Raises:
             ManifestError: ``name`` is absolute, climbs out with ``..``, or resolves (through
                 a symlink) outside ``root``; the message names the manifest entry and the path,
                 never the file's contents.
         """
-        if isinstance(root, RemoteRoot):  # a name inside the remote release, as a URL
-            return root.path(checked_relpath(name, f"{root}: {what}"))
-        return confined(root, name, f"{self.manifest_path or 'the manifest'}: {what}")
+        return as_root(root).file(name, what, self.manifest_path)
 
     @property
     def id_column_type(self) -> str | None:
@@ -390,25 +391,6 @@ class Dataset:
         return state
 
 
-def confined(root: str | Path, name: str, where: str) -> Path:
-    """``root / name``, refused unless it stays inside ``root`` once symlinks are resolved.
-
-    Raises:
-        ManifestError: Naming ``where`` (the manifest entry), ``name`` and where it leads.
-    """
-    base = Path(root).resolve()
-    if not isinstance(name, str) or not name:
-        raise ManifestError(f"{where} is {name!r}, not a file name: fix the manifest")
-    path = Path(root) / name
-    resolved = path.resolve()
-    if Path(name).is_absolute() or not resolved.is_relative_to(base) or resolved == base:
-        raise ManifestError(
-            f"{where} names {name!r}, which is not a file inside the data directory {base} "
-            f"(it leads to {resolved}); a manifest may name only files in its own data "
-            "directory: fix the manifest or move the file there")
-    return path
-
-
 def load(
     data_dir: str | Path | RemoteRoot | Mapping[str, Any] | None = None,
     source: str | Path | Mapping[str, Any] | None = None,
@@ -427,7 +409,7 @@ def load(
             a relative path is made absolute against the current directory. Default: the
             manifest's folder when ``source`` is a path, else ``./data``. An ``https://`` or
             fsspec URL of a release, or its DOI (``doi:10.18419/DARUS-5589``), is read
-            remotely by byte ranges (:mod:`guideloom.remote`).
+            remotely by byte ranges (:mod:`guideloom.read.roots`).
         source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
             ``data_dir/metadata.json``.
         spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
@@ -446,47 +428,9 @@ def load(
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
     spec = spec or DatasetSpec()
-    if is_remote_root(data_dir) or (data_dir is None and is_remote_root(source)):
-        from guideloom.remote.dataset import remote_manifest  # https://, s3://, doi:...
-
-        manifest, root = remote_manifest(data_dir, source, spec.metadata_file, storage_options)
-        return _parse(manifest, None, root, spec)
-    refuse_local_storage_options(storage_options, data_dir)
-    if data_dir is None:  # beside the manifest file, else the spec's default (./data)
-        data_dir = (Path(source).parent if isinstance(source, str | os.PathLike)
-                    else spec.default_data_dir)
-    if isinstance(data_dir, Mapping):
-        raise TypeError("load() takes one manifest: give data_dir as a path, not a mapping")
-    assert not isinstance(data_dir, RemoteRoot)  # read by URL above
-    data_dir = Path(os.path.abspath(data_dir))  # absolute here: Dask workers run elsewhere
-    manifest_path: Path | None
-    if isinstance(source, Mapping):
-        manifest, manifest_path = copy.deepcopy(dict(source)), None
-    else:
-        if source is None and not data_dir.is_dir():
-            raise FileNotFoundError(f"data directory not found: {data_dir}")
-        manifest_path = (Path(os.path.abspath(source)) if source is not None
-                         else data_dir / spec.metadata_file)
-        if not manifest_path.is_file():
-            raise FileNotFoundError(f"Croissant manifest not found: {manifest_path}")
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"{manifest_path}: not valid JSON ({exc})") from exc
-    return _parse(manifest, manifest_path, data_dir, spec)
-
-
-def refuse_local_storage_options(storage_options: Mapping[str, Any] | None,
-                                 data_dir: object) -> None:
-    """Refuse ``storage_options`` for a local data directory (they would be ignored).
-
-    Raises:
-        ValueError: Naming the directory (never the options' values).
-    """
-    if storage_options:
-        raise ValueError(f"storage_options apply to a remote data_dir (s3://, https://, a DOI), "
-                         f"but data_dir {data_dir!s} is a local folder: leave storage_options "
-                         "out, or give the release's URL")
+    manifest, manifest_path, root = read_manifest(data_dir, source, spec.metadata_file,
+                                                  spec.default_data_dir, storage_options)
+    return _parse(manifest, manifest_path, root, spec)
 
 
 def is_manifest(value: object) -> bool:

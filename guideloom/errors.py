@@ -24,7 +24,7 @@ class ManifestError(GuideloomError, ValueError):
 
 
 class ZipFormatError(ValueError):
-    """Bytes that are not a readable zip archive (:mod:`guideloom.remote.zipdir`; callers
+    """Bytes that are not a readable zip archive (:mod:`guideloom.read.zipdir`; callers
     turn it into a :class:`GuideloomError` naming the archive)."""
 
 

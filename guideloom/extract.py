@@ -180,7 +180,7 @@ def extract_zips(
             the archives, so it needs a local copy.
     """
     from guideloom.croissant import load
-    from guideloom.remote.root import is_remote_root
+    from guideloom.read.roots import is_remote_root
 
     for given in (data_dir, None if dataset is None else dataset.data_dir):
         if is_remote_root(given):

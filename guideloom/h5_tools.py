@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
-from guideloom import sources
-from guideloom.remote.root import RemoteRoot, is_remote_root
+from guideloom.errors import ExperimentNotFoundError
+from guideloom.read.h5open import open_location_file
+from guideloom.read.roots import open_root
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset, DatasetSpec
@@ -47,39 +48,14 @@ def open_h5(
 
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)
-    given = data_dir if data_dir is not None else None if dataset is None else dataset.data_dir
-    if not is_remote_root(given) and not (dataset is None and data_dir is None
-                                          and is_remote_root(source)):
-        if storage_options:
-            from guideloom.croissant import refuse_local_storage_options
-
-            refuse_local_storage_options(storage_options, given)
-        return sources.open_h5(sim_id, data_dir, source, dataset, spec=spec)
     ds = dataset if dataset is not None else load(data_dir, source, spec=spec,
                                                     storage_options=storage_options)
-    where = given if given is not None else ds.data_dir
-    assert is_remote_root(where)  # a URL, a DOI, or the remote root it was loaded from
-    return _open_remote(ds, sim_id, where, storage_options)
-
-
-def _open_remote(ds: Dataset, sim_id: Any, given: str | RemoteRoot,
-                 storage_options: Mapping[str, Any] | None) -> h5py.File:
-    """:func:`open_h5` of a remote release: the member or loose file read by byte ranges."""
-    from guideloom.errors import ExperimentNotFoundError
-    from guideloom.remote.locations import RemoteLocation
-    from guideloom.remote.records import open_remote
-    from guideloom.remote.root import open_root
-    from guideloom.remote.scan import release_locations
-
-    root = open_root(given, storage_options=storage_options)
-    loc = release_locations(ds, root, [sim_id]).get(sim_id)
+    root = open_root(data_dir if data_dir is not None else ds.data_dir,
+                     storage_options=storage_options)
+    loc = root.locations(ds, [sim_id]).get(sim_id)
     if loc is None:
-        raise ExperimentNotFoundError(
-            f"experiment {sim_id!r} has no HDF5 file in the remote release {root} (looked for "
-            f"members of {', '.join(ds.archives) or '*.zip'} and loose h5/<id>.h5 files); "
-            "check the id and the URL")
-    assert isinstance(loc, RemoteLocation)
-    return open_remote(loc)
+        raise ExperimentNotFoundError(root.missing_experiment(ds, sim_id))
+    return open_location_file(loc)
 
 
 def inspect_h5(file_or_path: h5py.File | h5py.Group | str | Path) -> None:

@@ -128,7 +128,7 @@ def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> Ind
 def read_index_bytes(data: bytes, path: Any, id_column: str,
                      data_types: Mapping[str, str]) -> IndexTable:
     """:func:`read_index` of the table's bytes (fetched from a remote release); ``path`` (a
-    path or :class:`~guideloom.remote.root.RemotePath`) names it in messages."""
+    path or :class:`~guideloom.read.files.RemotePath`) names it in messages."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -10,7 +10,6 @@ import numpy as np
 from guideloom.croissant import load
 from guideloom.errors import ExperimentReadError
 from guideloom.records import RecordReader
-from guideloom.remote.root import is_remote_root
 from guideloom.selection import select
 
 _PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape
@@ -25,7 +24,7 @@ def describe_views(data_dir: str | Path, source: str | Path | None = None) -> It
     selection = select(ds, ds.data_dir, warn_missing=False)
     yield f"{ds.name}: {len(ds.index())} experiments in the index, " \
           f"{len(selection.locations)} with " \
-          f"{'data in the remote release' if is_remote_root(ds.data_dir) else 'local data'}"
+          f"{'local data' if ds.root.is_local else 'data in the remote release'}"
     for view in ds.views.values():
         yield f"{view.name}"
         probe = _probe(view, selection)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from guideloom.croissant import Dataset, DatasetSpec, load, refuse_local_storage_options
+from guideloom.croissant import Dataset, DatasetSpec, load
 from guideloom.errors import (
     ManifestError,
     MissingDataWarning,
@@ -16,9 +16,8 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
-from guideloom.remote.root import RemoteRoot, is_remote_root, open_root
-from guideloom.remote.scan import release_locations
-from guideloom.sources import Location, scan_locations
+from guideloom.read.locations import Location
+from guideloom.read.roots import RemoteRoot, as_root, job_root
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
 
@@ -63,30 +62,20 @@ def resolve_dataset(
     Raises:
         ValueError: ``storage_options`` for a local data directory.
     """
-    given = data_dir if data_dir is not None else None if dataset is None else dataset.data_dir
-    if is_remote_root(given):
-        if dataset is None:  # a URL or DOI: nothing to make absolute, nothing to stat
-            dataset = load(given, source, spec=spec, storage_options=storage_options)
-            return dataset, dataset.data_dir  # (a DOI is resolved once)
-        return dataset, open_root(given, storage_options=storage_options)
     if dataset is None:
         dataset = load(data_dir, source, spec=spec, storage_options=storage_options)
-        if isinstance(dataset.data_dir, RemoteRoot):  # the manifest's URL named the folder
-            return dataset, dataset.data_dir
-    elif not isinstance(dataset.data_dir, RemoteRoot) and (
-            not Path(dataset.data_dir).is_absolute() or not (
-                dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
-        dataset = replace(  # a Dataset built by hand with relative paths
-            dataset, data_dir=Path(os.path.abspath(dataset.data_dir)),
-            manifest_path=None if dataset.manifest_path is None
-            else Path(os.path.abspath(dataset.manifest_path)))
-    local = data_dir if data_dir is not None else dataset.data_dir
-    assert not isinstance(local, RemoteRoot)  # a remote root was returned above
-    refuse_local_storage_options(storage_options, local)
-    root = Path(os.path.abspath(local))
-    if not root.is_dir():
-        raise FileNotFoundError(f"data directory not found: {root}")
-    return dataset, root
+        # a URL or DOI is opened once, by load (the folder of a manifest's URL too)
+        where = data_dir if data_dir is not None and dataset.root.is_local else dataset.data_dir
+    else:
+        where = data_dir if data_dir is not None else dataset.data_dir
+        if dataset.root.is_local and (
+                not Path(str(dataset.data_dir)).is_absolute() or not (
+                    dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
+            dataset = replace(  # a Dataset built by hand with relative paths
+                dataset, data_dir=Path(os.path.abspath(str(dataset.data_dir))),
+                manifest_path=None if dataset.manifest_path is None
+                else Path(os.path.abspath(dataset.manifest_path)))
+    return dataset, job_root(where, storage_options)
 
 
 def order_sim_ids(ds: Dataset, sim_ids: Iterable[Any], order: SimIdsOrder) -> list[Any]:
@@ -143,8 +132,7 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = (release_locations(ds, root, [r[ds.id_column] for r in rows])  # by byte ranges
-                 if isinstance(root, RemoteRoot) else scan_locations(ds, root))
+    available = as_root(root).locations(ds, [r[ds.id_column] for r in rows])
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])

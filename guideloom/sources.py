@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -50,199 +48,33 @@ from guideloom.errors import (
     CorruptDataError,
     ExperimentNotFoundError,
     ExperimentReadError,
-    GuideloomError,
-    ManifestError,
 )
 from guideloom.fastread.chunks import RawSource
-from guideloom.index_table import short_type
-from guideloom.remote.byte_source import LocalFileSource
-from guideloom.remote.root import RemoteRoot
-from guideloom.remote.zipdir import (
+from guideloom.read.locations import Location as Location  # re-exported: its home is guideloom.read
+from guideloom.read.scan import (  # the scanning half, re-exported: it lives in guideloom.read
+    LOOSE_SUBDIR,  # noqa: F401
+    add_member_locations,  # noqa: F401
+    archive_members,  # noqa: F401
+    archive_paths,  # noqa: F401
+    id_parser,  # noqa: F401
+    scan_locations,
+)
+from guideloom.read.zipdir import (
     LOCAL_HEADER,
-    Member,
     ZipFormatError,
-    overlapping_members,
+    on_archive_changed,
     parse_local_header,
-    read_members,
 )
 from guideloom.zipcrc import verify_member
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset, DatasetSpec
 
-LOOSE_SUBDIR = "h5"
 _NAME_READ = 256  # name bytes read with the local header at once (a longer one costs a read more)
 DEFLATE_MAX_RATIO = 1032  # deflate's largest expansion (258-byte matches from 2-bit codes)
 DEFLATE_SLACK = 1 << 16  # … plus a margin for tiny members
 INFLATE_MEMORY_SHARE = 0.5  # of the memory available, for one deflated member in memory
 INFLATE_BLOCK = 16 << 20  # bytes inflated per read
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where one experiment's HDF5 bytes are.
-
-    Attributes:
-        sim_id: The experiment id.
-        path: The loose ``.h5`` file or the zip archive.
-        member: The member name inside the archive, ``None`` for loose files.
-        header_offset: Offset of the member's local header in the archive.
-        size: The member's stored (compressed) size in bytes.
-        stored: True when the member is stored uncompressed.
-        crc: The member's CRC-32 from the central directory (``None`` for loose files).
-        defect: Why the central directory entry cannot be trusted (its byte range overlaps
-            another member's, or another member names the same id), found when the archive
-            was listed; opening the location raises it as :class:`CorruptDataError`.
-    """
-
-    sim_id: Any
-    path: str
-    member: str | None = None
-    header_offset: int = 0
-    size: int = 0
-    stored: bool = True
-    crc: int | None = None
-    defect: str | None = None
-
-    def describe(self) -> str:
-        """``path`` or ``archive::member``, for messages."""
-        return self.path if self.member is None else f"{self.path}::{self.member}"
-
-
-def id_parser(ds: Dataset) -> Callable[[str], Any]:
-    """Return the function turning a file-name id into an index id."""
-    return int if short_type(ds.id_column_type) == "sc:Integer" else str
-
-
-def scan_locations(ds: Dataset, data_dir: str | Path | None = None) -> dict[Any, Location]:
-    """Map every experiment id with local data to its :class:`Location`.
-
-    Reads directory listings and zip central directories only, never member data.
-
-    Raises:
-        GuideloomError: A zip archive is damaged (its central directory cannot be read).
-        TypeError: No ``data_dir`` is given and the dataset is read by URL (not local).
-    """
-    if data_dir is None:
-        if isinstance(ds.data_dir, RemoteRoot):
-            raise TypeError(f"dataset {ds.name!r} is read by URL ({ds.data_dir.url}), not from "
-                            "a local folder: give data_dir, the folder holding its files")
-        data_dir = ds.data_dir
-    root = Path(data_dir)
-    pattern = re.compile(ds.spec.member_pattern)
-    to_id = id_parser(ds)
-    found: dict[Any, Location] = {}
-    for archive in archive_paths(ds, root):
-        add_member_locations(found, str(archive), archive_members(archive), pattern, to_id)
-    for folder in (root, root / LOOSE_SUBDIR):  # loose files win over zip members, and h5/
-        if not folder.is_dir():  # (the canonical loose folder) over the dataset's root
-            continue
-        if folder != root and folder.is_symlink():
-            ds.file_in_data_dir(root, LOOSE_SUBDIR, "the loose-file folder")
-        here: dict[Any, str] = {}
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            m = pattern.match(entry.name)
-            if m is not None and entry.is_file():
-                if entry.is_symlink():  # a link may point within the data directory only
-                    ds.file_in_data_dir(root, os.path.relpath(entry.path, root),
-                                        "a loose HDF5 file")
-                sim_id = to_id(m.group("id"))
-                if sim_id in here:
-                    raise ManifestError(
-                        f"two loose files hold experiment {sim_id!r}: {here[sim_id]} and "
-                        f"{entry.path}; keep one of them")
-                here[sim_id] = entry.path
-                found[sim_id] = Location(sim_id=sim_id, path=entry.path)
-    return found
-
-
-def add_member_locations(found: dict[Any, Location], archive: str, members: list[Member],
-                         pattern: re.Pattern[str], to_id: Callable[[str], Any],
-                         make: Callable[..., Location] = Location) -> None:
-    """Add a :class:`Location` (built by ``make``) for each experiment member of ``archive``.
-
-    Raises:
-        ManifestError: Two members hold one experiment id.
-    """
-    defects = overlapping_members(members)
-    for info in members:
-        if info.is_dir():
-            continue
-        m = pattern.match(info.name.rsplit("/", 1)[-1])
-        if m is None:
-            continue
-        sim_id = to_id(m.group("id"))
-        if sim_id in found:
-            raise ManifestError(
-                f"two zip members hold experiment {sim_id!r}: {found[sim_id].describe()} "
-                f"and {archive}::{info.name}; keep one of them")
-        found[sim_id] = make(
-            sim_id=sim_id, path=archive, member=info.name, header_offset=info.header_offset,
-            size=info.compress_size, stored=info.stored, crc=info.crc,
-            defect=defects.get(info.name))
-
-
-# Central directories read recently, by archive and its (inode, size, mtime): a training loop
-# calls iter_view once per epoch, and re-parsing a large central directory each time is waste.
-_MEMBERS: BoundedCache[tuple[str, int, int, int], list[Member]] = cache("archive_listings")
-
-
-def archive_members(archive: Path) -> list[Member]:
-    """The archive's central directory entries (cached while the file is unchanged); parsed by
-    :mod:`guideloom.remote.zipdir`, which reads remote archives too.
-
-    Raises:
-        GuideloomError: The archive cannot be read.
-    """
-    try:
-        st = os.stat(archive)
-        key = (str(archive), st.st_ino, st.st_size, st.st_mtime_ns)
-        infos = _MEMBERS.get(key)
-        if infos is None:
-            # the archive changed since it was listed: so did its members' offsets
-            if _MEMBERS.pop_where(lambda k: k[0] != key[0]):
-                _PROCESS_HANDLES.retire(key[0])
-            with LocalFileSource(archive) as src:
-                infos = read_members(src)
-            _MEMBERS.put(key, infos)
-        return infos
-    except (ZipFormatError, OSError) as exc:
-        raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
-
-
-def archive_paths(ds: Dataset, root: Path) -> list[Path]:
-    """The zip archives holding experiments, in the order their members are claimed.
-
-    First the archives the manifest names, each at ``root/<name>`` or else ``root/h5/<name>``
-    (where ``rddac download`` writes them, e.g. ``h5/sample.zip``); then any other ``*.zip`` in
-    ``root/h5`` and ``root`` that holds at least one experiment member (the DDACS-style
-    ``h5/<id>.zip``). rddac and ddacs look in the same two folders.
-    """
-    found: list[Path] = []
-    for name in ds.archives:  # each must stay inside the data directory (symlinks resolved)
-        for subdir in ("", LOOSE_SUBDIR):
-            path = ds.file_in_data_dir(root, f"{subdir}/{name}" if subdir else name,
-                                       "a zip FileObject's 'name'")
-            if path.is_file():
-                found.append(path)
-                break
-    taken = {p.resolve() for p in found}
-    pattern = re.compile(ds.spec.member_pattern)
-    for folder in (root / LOOSE_SUBDIR, root):
-        for path in sorted(folder.glob("*.zip")) if folder.is_dir() else ():
-            if path.resolve() in taken or not path.is_file():
-                continue
-            if ds.archives and not _holds_experiments(path, pattern):
-                continue  # an unrelated zip next to the dataset's own archives
-            ds.file_in_data_dir(root, str(path.relative_to(root)),
-                                "the zip archive found in the data directory")
-            taken.add(path.resolve())
-            found.append(path)
-    return found
-
-
-def _holds_experiments(archive: Path, pattern: re.Pattern[str]) -> bool:
-    return any(pattern.match(i.name.rsplit("/", 1)[-1]) for i in archive_members(archive))
 
 
 class _SeekableReader(io.RawIOBase):
@@ -421,6 +253,7 @@ def _private_cache(name: str, **hooks: Any) -> BoundedCache[Any, Any]:
 
 
 _PROCESS_HANDLES = ArchiveHandles(private=False)
+on_archive_changed(_PROCESS_HANDLES.retire)  # a rewritten archive: its old descriptor retires
 
 
 class MemberFile(h5py.File):

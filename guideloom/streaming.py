@@ -14,9 +14,9 @@ from guideloom.export.api import (
     export_to_storage,
     export_to_zarr,
 )
+from guideloom.read.roots import RemoteRoot
 from guideloom.reader import Export, load_export
 from guideloom.records import SIM_ID_KEY, RecordReader
-from guideloom.remote.root import RemoteRoot
 from guideloom.selection import RowFilter, SimIdsOrder, resolve_dataset, select
 
 #: The data directory rddac and ddacs default to.
@@ -62,7 +62,7 @@ def iter_view(
         view: A view name (published or added with :func:`guideloom.add_view`) or a View.
         data_dir: Directory with the files (default: the dataset's, else ``./data``), or an
             ``https://``/fsspec URL or DOI of a release, or its
-            :class:`~guideloom.remote.root.RemoteRoot` (read by byte ranges).
+            :class:`~guideloom.read.roots.RemoteRoot` (read by byte ranges).
         dataset: A loaded dataset (for views added in memory).
         source: The manifest path when ``dataset`` is not given.
         sim_ids: Allowlist of experiment ids; records come in the index table's order (as in

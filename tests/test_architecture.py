@@ -203,3 +203,113 @@ def test_unknown_kind_lists_the_known_ones(tmp_path):
         assert "npy" in str(exc) and "zarr" in str(exc)
     else:
         raise AssertionError("an unknown kind was accepted")
+
+
+# --- one read path: outside guideloom/read/, nothing asks "is this remote?" -----------------
+
+READ_PACKAGE = "guideloom.read"
+REMOTE_TYPES = ("RemoteRoot", "RemoteLocation")
+# Modules helper RECORDS is converting (the byte sources, member opening and the record
+# reader move into guideloom/read/ in branch i29-records); the lead removes each line at the
+# merge. The test below also fails when a line here is no longer needed.
+KNOWN_REMOTE_IMPORTS = {
+    "guideloom.records": {"guideloom.remote.http", "guideloom.remote.locations",
+                          "guideloom.remote.records"},
+    "guideloom.export.run": {"guideloom.remote.locations", "guideloom.remote.readahead"},
+    "guideloom.streaming": {"guideloom.remote.readahead"},
+    "guideloom.h5native.file": {"guideloom.remote.byte_source"},
+    "guideloom.h5native.blocks": {"guideloom.remote.byte_source"},
+}
+KNOWN_REMOTE_ISINSTANCE = {"guideloom.records", "guideloom.export.run",
+                           "guideloom.remote.readahead"}
+
+
+def is_compat_stub(path: Path) -> bool:
+    """A module whose docstring says it only re-exports what moved."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return doc.startswith("Compatibility stub")
+
+
+def remote_imports(name: str, tree: ast.AST) -> set[str]:
+    """The ``guideloom.remote`` modules (the package itself included) a module imports."""
+    found = set()
+    for module, attr in imported(name, tree):
+        target = f"{module}.{attr}" if f"{module}.{attr}" in MODULES else module
+        if target == "guideloom.remote" or target.startswith("guideloom.remote."):
+            found.add(target)
+    return found
+
+
+def remote_isinstance(tree: ast.AST) -> list[int]:
+    """Lines of ``isinstance(x, T)`` calls whose ``T`` names a remote type."""
+
+    def names(node: ast.AST) -> set[str]:
+        return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node)
+                if isinstance(n, ast.Name | ast.Attribute)}
+
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance"
+            and len(node.args) == 2 and names(node.args[1]) & set(REMOTE_TYPES)]
+
+
+def outside_the_read_package() -> dict[str, Path]:
+    return {name: path for name, path in MODULES.items()
+            if name != READ_PACKAGE and not name.startswith(f"{READ_PACKAGE}.")
+            and not is_compat_stub(path)}
+
+
+def test_the_remote_checks_find_what_they_look_for():
+    tree = ast.parse("from guideloom.remote.root import RemoteRoot\n"
+                     "import guideloom.remote.http\n"
+                     "def f(x):\n"
+                     "    return (isinstance(x, int | RemoteRoot)\n"
+                     "            or isinstance(x, (str, m.RemoteLocation)))\n"
+                     "def g(x):\n"
+                     "    return isinstance(x, DataRoot)\n")
+    assert remote_imports("guideloom.records", tree) == {"guideloom.remote.root",
+                                                         "guideloom.remote.http"}
+    assert remote_isinstance(tree) == [4, 5]
+    assert is_compat_stub(PACKAGE / "remote" / "root.py")
+    assert not is_compat_stub(PACKAGE / "read" / "roots.py")
+
+
+def test_no_module_outside_the_read_package_imports_remote_internals():
+    offenders = {}
+    for name, path in outside_the_read_package().items():
+        if name == "guideloom.remote" or name.startswith("guideloom.remote."):
+            continue  # the remote package's own modules (stubs, or RECORDS's until the merge)
+        found = remote_imports(name, ast.parse(path.read_text()))
+        if found != KNOWN_REMOTE_IMPORTS.get(name, set()):
+            offenders[name] = sorted(found)
+    assert offenders == {}, ("modules outside guideloom/read/ import guideloom.remote (read "
+                             "through guideloom.read.roots / .locations instead), or a known "
+                             f"exception is gone (drop it from KNOWN_REMOTE_IMPORTS): {offenders}")
+
+
+def test_no_module_outside_the_read_package_tests_for_remote_types():
+    offenders = {}
+    for name, path in outside_the_read_package().items():
+        lines = remote_isinstance(ast.parse(path.read_text()))
+        if bool(lines) != (name in KNOWN_REMOTE_ISINSTANCE):
+            offenders[name] = lines
+    assert offenders == {}, ("isinstance of RemoteRoot/RemoteLocation outside guideloom/read/ "
+                             "(ask DataRoot.is_local / Location.is_local, or a root's method), "
+                             f"or a known exception is gone: {offenders}")
+
+
+def test_old_read_paths_are_the_read_package_objects():
+    from guideloom import remote, sources
+    from guideloom.read import locations, roots, scan, zipdir
+    from guideloom.remote import locations as old_locations
+    from guideloom.remote import root as old_root
+    from guideloom.remote import scan as old_scan
+    from guideloom.remote import zipdir as old_zipdir
+
+    assert sources.Location is locations.Location
+    assert old_locations.RemoteLocation is locations.RemoteLocation
+    assert sources.scan_locations is scan.scan_locations
+    assert old_root.RemoteRoot is roots.RemoteRoot
+    assert old_root.open_root is roots.open_remote_root
+    assert old_scan.release_locations is roots.release_locations
+    assert old_zipdir.read_members is zipdir.read_members
+    assert remote.open_byte_source is not None

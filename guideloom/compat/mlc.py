@@ -8,7 +8,6 @@ dependency and is imported here, never by ``import guideloom``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ def local_mapping(ds: Any) -> dict[str, str]:
     ``rddac download`` writes the archives). Files with no local copy are left out (all of
     them for a release read by URL: mlcroissant then fetches the manifest's ``contentUrl``).
     """
-    if not isinstance(ds.data_dir, str | os.PathLike):  # a RemoteRoot: nothing is local
+    if not ds.root.is_local:  # a release read by URL: nothing is local
         return {}
     root = Path(ds.data_dir)
     mapping: dict[str, str] = {}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import os
 import sys
 import types
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.cluster.shipping import is_local_module
+from guideloom.read.fingerprint import local_fingerprint
 
 CODE_HASH_HEX_CHARS = 16  # 64 bits of sha256
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
@@ -173,16 +173,7 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
 
 
 def data_fingerprint(index: bytes, locations: Any) -> str:
-    """The identity of a job's input data: the index table's bytes ``index``, and each
-    experiment file's name, member, size and modification time (content is not read: that
-    would cost a pass)."""
-    digest = hashlib.sha256()
-    digest.update(hashlib.sha256(index).digest())
-    stats: dict[str, str] = {}
-    for loc in locations:
-        stat = stats.get(loc.path)
-        if stat is None:
-            st = os.stat(loc.path)
-            stat = stats[loc.path] = f"{st.st_size}:{st.st_mtime_ns}"
-        digest.update(f"{loc.sim_id}|{os.path.basename(loc.path)}|{loc.member}|{stat};".encode())
-    return digest.hexdigest()[:CODE_HASH_HEX_CHARS * 2]
+    """The identity of a local job's input data (now
+    :func:`guideloom.read.fingerprint.local_fingerprint`, which a data root's
+    :meth:`~guideloom.read.roots.DataRoot.fingerprint` uses)."""
+    return local_fingerprint(index, locations)

@@ -12,8 +12,8 @@ from guideloom.errors import RecordValueError, TransformError
 from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
+from guideloom.read.locations import Location
 from guideloom.records import SIM_ID_KEY
-from guideloom.sources import Location
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"

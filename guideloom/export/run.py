@@ -42,7 +42,6 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
-from guideloom.export.fingerprint import data_fingerprint
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
@@ -93,6 +92,7 @@ from guideloom.formats.manifest_types import (
     SkippedRecord,
     SummaryExtra,
 )
+from guideloom.read.roots import as_root
 from guideloom.records import (
     REFERENCE_RECORDS,
     RecordReader,
@@ -101,7 +101,6 @@ from guideloom.records import (
 )
 from guideloom.remote.locations import RemoteLocation
 from guideloom.remote.readahead import Peeking, ReadAhead
-from guideloom.remote.root import RemoteRoot
 from guideloom.selection import Selection, check_storable_ids, select
 
 if TYPE_CHECKING:
@@ -209,24 +208,12 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
-    if isinstance(spec.data_dir, RemoteRoot):  # no local files to stat: URLs, sizes, validators
-        from guideloom.remote.locations import remote_fingerprint
-
-        return remote_fingerprint(_index_bytes(spec.dataset), selection.locations)[:32]
-    return data_fingerprint(_index_bytes(spec.dataset), selection.locations)
+    return as_root(spec.data_dir).fingerprint(_index_bytes(spec.dataset), selection.locations)
 
 
 def _index_bytes(ds: Dataset) -> bytes:
     """The bytes of the index table, read by URL or from the dataset's folder."""
-    if isinstance(ds.data_dir, RemoteRoot):
-        from guideloom.remote.fetch import fetch_bytes
-
-        fetched = ds.fetched_index_bytes()  # the table the selection read: not fetched again
-        if fetched is not None:
-            return fetched
-        return fetch_bytes(ds.data_dir, ds.index_file, "the index table")[0]
-    with open(ds.file_in_data_dir(ds.data_dir, ds.index_file, "the index table"), "rb") as fh:
-        return fh.read()
+    return ds.root.index_bytes(ds)
 
 
 TASK_STAGE = "export-part"  # <= 15 characters: the dashboard's progress panel shows it whole
@@ -240,7 +227,7 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     The bytes come from the HDF5 metadata of the first experiment (no data is read).
     """
     reader = RecordReader(spec.view)
-    if isinstance(selection.locations[0], RemoteLocation):
+    if not selection.locations[0].is_local:
         # the experiments reference_dtypes describes next, at once: one round trip, not two
         described = described_first(reader, selection.locations, selection.rows,
                                     REFERENCE_RECORDS)[0] or {}
@@ -384,7 +371,7 @@ def forkable_job(spec: ExportSpec, staging: Staging | None = None) -> bool:
     """Whether the job's partitions may run in processes forked from the driver: local data
     to a local target (see :mod:`guideloom.cluster.forked`)."""
     staging = staging or Staging.for_target(spec.target)
-    return staging.is_local and not isinstance(spec.data_dir, RemoteRoot)
+    return staging.is_local and as_root(spec.data_dir).is_local
 
 
 def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection) -> int | None:

@@ -30,7 +30,7 @@ from guideloom.formats.layout import EXPORT_MANIFEST
 from guideloom.formats.rddac_layout import is_rddac_export
 from guideloom.os_support import is_locked, pread, pwrite, try_lock, unlock
 from guideloom.private_files import check_private_dir, open_private_file
-from guideloom.remote.root import RemoteRoot
+from guideloom.read.roots import RemoteRoot
 
 LOCK_SUFFIX = ".guideloom-lock"
 

@@ -15,7 +15,7 @@ from guideloom.croissant import Dataset, add_view, load
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.formats import ExportFormat, get_format, known_formats
-from guideloom.remote.root import is_remote_root, open_root
+from guideloom.read.roots import is_remote_root, open_root
 from guideloom.workflow.filters import WhereFilter, build_filter
 from guideloom.workflow.references import (
     DeferredReference,

@@ -1,0 +1,94 @@
+"""Where one experiment's HDF5 bytes are: a :class:`Location` (a local loose file or zip
+member) or a :class:`RemoteLocation` (a member of a remote archive, or a remote loose file).
+
+Locations are small, frozen and picklable: a job's locations are shipped to Dask workers and
+compared (equal locations are the same input). :attr:`Location.is_local` is the one question
+code above the read package asks of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from guideloom.read.zipdir import LOCAL_HEADER
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where one experiment's HDF5 bytes are.
+
+    Attributes:
+        sim_id: The experiment id.
+        path: The loose ``.h5`` file or the zip archive.
+        member: The member name inside the archive, ``None`` for loose files.
+        header_offset: Offset of the member's local header in the archive.
+        size: The member's stored (compressed) size in bytes.
+        stored: True when the member is stored uncompressed.
+        crc: The member's CRC-32 from the central directory (``None`` for loose files).
+        defect: Why the central directory entry cannot be trusted (its byte range overlaps
+            another member's, or another member names the same id), found when the archive
+            was listed; opening the location raises it as :class:`CorruptDataError`.
+    """
+
+    sim_id: Any
+    path: str
+    member: str | None = None
+    header_offset: int = 0
+    size: int = 0
+    stored: bool = True
+    crc: int | None = None
+    defect: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """True when the bytes are on this machine's file system (read with ``pread``)."""
+        return True
+
+    def describe(self) -> str:
+        """``path`` or ``archive::member``, for messages."""
+        return self.path if self.member is None else f"{self.path}::{self.member}"
+
+
+@dataclass(frozen=True)
+class RemoteLocation(Location):
+    """A zip member of a remote archive (``path`` is the archive's URL), or a loose remote
+    ``.h5`` file (``member`` is ``None``, its bytes start at 0, ``archive_size`` is its size).
+
+    Attributes:
+        archive_size: The archive's size in bytes (offsets are checked against it).
+        validator: The archive's ETag or Last-Modified when the server gave one.
+        headers: HTTP headers for the archive's requests (kept out of ``repr``).
+        options: The root's fsspec storage options (kept out of ``repr``).
+    """
+
+    member: str | None  # the zip member; None for a loose file
+    archive_size: int = 0
+    validator: str = ""
+    file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_local(self) -> bool:
+        """False: the bytes are fetched by range from a server or an object store."""
+        return False
+
+    def data_bounds(self) -> tuple[int, int]:
+        """The lowest and highest archive offset at which the member's data may start (after
+        its local header, name and extra field); ``(0, 0)`` for a loose file."""
+        if self.member is None:
+            return 0, 0
+        low = self.header_offset + LOCAL_HEADER.size + len(self.member.encode())
+        return low, self.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+
+    def cache_key(self) -> str:
+        """The key of this member's cached HDF5 metadata."""
+        return f"{archive_key(self.path, self.archive_size, self.validator)}::{self.member}" \
+               f"@{self.header_offset}+{self.size}"
+
+
+def archive_key(url: str, size: int, validator: str) -> str:
+    """The cache key of one archive: URL, size and validator."""
+    return f"{url}|{size}|{validator}"
