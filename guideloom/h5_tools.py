@@ -66,8 +66,8 @@ def _open_remote(ds: Dataset, sim_id: Any, given: str | RemoteRoot,
                  storage_options: Mapping[str, Any] | None) -> h5py.File:
     """:func:`open_h5` of a remote release: the member or loose file read by byte ranges."""
     from guideloom.errors import ExperimentNotFoundError
+    from guideloom.read.hdf5 import open_h5_file as open_remote
     from guideloom.remote.locations import RemoteLocation
-    from guideloom.remote.records import open_remote
     from guideloom.remote.root import open_root
     from guideloom.remote.scan import release_locations
 
