@@ -43,7 +43,7 @@ from guideloom.read.fileobj import SpanFile
 from guideloom.read.handles import ArchiveHandles
 from guideloom.read.metacache import process_cache
 from guideloom.read.wrappers import MemberMeta, MetadataBlocks, Prefetched
-from guideloom.read.zipmember import Span, corrupt, data_bounds, open_span
+from guideloom.read.zipmember import Span, corrupt, data_bounds, open_span, verify_crc
 
 if TYPE_CHECKING:
     from guideloom.read.types import Located as Location
@@ -381,8 +381,6 @@ def _member_fileobj(loc: Location, handles: ArchiveHandles | None, verify: bool,
     if span.inflated:
         return SpanFile(span.source, span.base, span.size, loc.describe()), None, None
     if verify:
-        from guideloom.read.zipmember import verify_crc
-
         verify_crc(span.source, span.base, loc)
     blocks = MetadataBlocks(span.source, meta, loc.size, loc.describe(), loc.sim_id)
     return _SavingSpanFile(blocks, loc), None, blocks
