@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import h5py
 
 from guideloom.errors import ExperimentNotFoundError
-from guideloom.read.h5open import open_location_file
+from guideloom.read.hdf5 import open_h5_file
 from guideloom.read.roots import open_root
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def open_h5(
     loc = root.locations(ds, [sim_id]).get(sim_id)
     if loc is None:
         raise ExperimentNotFoundError(root.missing_experiment(ds, sim_id))
-    return open_location_file(loc)
+    return open_h5_file(loc)
 
 
 def inspect_h5(file_or_path: h5py.File | h5py.Group | str | Path) -> None:

@@ -96,7 +96,7 @@ def iter_view(
 
 
 def _records(view: View, selection, verify_crc: bool = False) -> Iterator[dict[str, Any]]:
-    from guideloom.remote.readahead import ReadAhead
+    from guideloom.read.readahead import ReadAhead
 
     reader = RecordReader(view, verify_crc=verify_crc)
     with ReadAhead(reader, selection.locations, selection.rows) as ahead:  # remote: fetched ahead

@@ -209,19 +209,9 @@ def test_unknown_kind_lists_the_known_ones(tmp_path):
 
 READ_PACKAGE = "guideloom.read"
 REMOTE_TYPES = ("RemoteRoot", "RemoteLocation")
-# Modules helper RECORDS is converting (the byte sources, member opening and the record
-# reader move into guideloom/read/ in branch i29-records); the lead removes each line at the
-# merge. The test below also fails when a line here is no longer needed.
-KNOWN_REMOTE_IMPORTS = {
-    "guideloom.records": {"guideloom.remote.http", "guideloom.remote.locations",
-                          "guideloom.remote.records"},
-    "guideloom.export.run": {"guideloom.remote.locations", "guideloom.remote.readahead"},
-    "guideloom.streaming": {"guideloom.remote.readahead"},
-    "guideloom.h5native.file": {"guideloom.remote.byte_source"},
-    "guideloom.h5native.blocks": {"guideloom.remote.byte_source"},
-}
-KNOWN_REMOTE_ISINSTANCE = {"guideloom.records", "guideloom.export.run",
-                           "guideloom.remote.readahead"}
+# Known exceptions: none (the test also fails when an entry here is no longer needed).
+KNOWN_REMOTE_IMPORTS: dict[str, set[str]] = {}
+KNOWN_REMOTE_ISINSTANCE: set[str] = set()
 
 
 def is_compat_stub(path: Path) -> bool:
@@ -313,3 +303,87 @@ def test_old_read_paths_are_the_read_package_objects():
     assert old_scan.release_locations is roots.release_locations
     assert old_zipdir.read_members is zipdir.read_members
     assert remote.open_byte_source is not None
+
+
+# --- the read path (issue 29): one layered package, no local/remote branches in it ------------
+READ_INTERNALS = {  # byte transports and the byte layer's helpers: only the read package uses them
+    "guideloom.read.http", "guideloom.read.fsspec_source", "guideloom.read.handles",
+    "guideloom.read.wrappers", "guideloom.read.fileobj", "guideloom.read.metacache",
+    "guideloom.read.ranges", "guideloom.remote.http", "guideloom.remote.ranges",
+    "guideloom.remote.cache",
+}
+TRANSPORT_NAMES = {"HttpRangeSource", "FsspecSource", "LocalFileSource", "DescriptorSource",
+                   "ByteRangeFile", "http_source", "fsspec_filesystem", "url_source"}
+COMPAT_STUBS = {  # old module paths kept as re-exports of guideloom.read
+    "guideloom.remote", "guideloom.remote.byte_source", "guideloom.remote.http",
+    "guideloom.remote.ranges", "guideloom.remote.cache", "guideloom.remote.readahead",
+    "guideloom.remote.records", "guideloom.records", "guideloom.zipcrc", "guideloom.sources",
+    "guideloom.remote.fetch", "guideloom.remote.locations", "guideloom.remote.loose",
+    "guideloom.remote.zipdir", "guideloom.remote.root", "guideloom.remote.scan",
+    "guideloom.remote.dataset",
+}
+NOT_MOVED_YET: set[str] = set()
+ROOT_LAYER = {  # the roots layer names the remote types it defines and builds
+    "guideloom.read.roots", "guideloom.read.locations", "guideloom.read.remote_scan",
+    "guideloom.read.remote_loose", "guideloom.read.fetch", "guideloom.read.manifest",
+    "guideloom.read.files", "guideloom.read.scan", "guideloom.read.fingerprint",
+    "guideloom.read.zipdir",
+}
+RECORD_PATH = [name for name in MODULES if name.startswith("guideloom.read.")
+               and name not in ROOT_LAYER] + [
+    "guideloom.records", "guideloom.remote.records", "guideloom.zipcrc"]
+
+
+def test_byte_transports_are_imported_only_inside_the_read_package():
+    allowed = COMPAT_STUBS | NOT_MOVED_YET
+    offenders = []
+    for name, path in MODULES.items():
+        if name.startswith("guideloom.read") or name in allowed:
+            continue
+        for module, attr in imported(name, ast.parse(path.read_text())):
+            byte_layer = module in ("guideloom.read.byte_source", "guideloom.remote.byte_source",
+                                    "guideloom.remote")
+            if module in READ_INTERNALS or (byte_layer and attr in TRANSPORT_NAMES):
+                offenders.append(f"{name}: from {module} import {attr}")
+    assert offenders == []
+
+
+def test_the_checker_sees_a_transport_import():
+    tree = ast.parse("from guideloom.read.http import HttpRangeSource\n")
+    assert ("guideloom.read.http", "HttpRangeSource") in imported("guideloom.cli", tree)
+
+
+def remote_type_tests(tree: ast.AST) -> list[str]:
+    """``isinstance``/``issubclass`` calls naming a Remote* type, and imports of one."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("isinstance",
+                                                                           "issubclass"):
+            names = {getattr(n, "id", getattr(n, "attr", "")) for n in ast.walk(node.args[1])}
+            found += [n for n in names if n.startswith("Remote")]
+        elif isinstance(node, ast.ImportFrom):
+            found += [a.name for a in node.names if a.name in ("RemoteLocation", "RemoteRoot")]
+    return found
+
+
+def test_the_record_path_does_not_branch_on_remote_types():
+    assert "guideloom.read.records" in RECORD_PATH and "guideloom.read.hdf5" in RECORD_PATH
+    offenders = {name: found for name in RECORD_PATH
+                 if (found := remote_type_tests(ast.parse(MODULES[name].read_text())))}
+    assert offenders == {}
+    assert remote_type_tests(ast.parse("isinstance(loc, RemoteLocation)")) == ["RemoteLocation"]
+
+
+def test_old_read_paths_are_the_read_package():
+    import guideloom.read.byte_source as byte_source
+    import guideloom.read.records as records
+    import guideloom.read.zipmember as zipmember
+    from guideloom import records as old_records
+    from guideloom import sources, zipcrc
+    from guideloom.remote import byte_source as old_byte_source
+
+    assert zipcrc is zipmember  # monkeypatching zipcrc patches the one CRC check
+    assert old_records.RecordReader is records.RecordReader
+    assert old_byte_source.LocalFileSource is byte_source.LocalFileSource
+    assert sources.member_data_offset is zipmember.member_data_offset
+    assert sources.checked_data_offset is zipmember.checked_data_offset

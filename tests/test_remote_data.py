@@ -423,6 +423,37 @@ def test_deflated_remote_members_read_as_locally(served):
                      _records(view, data_dir=root, sim_ids=[0, 1, 5]))
 
 
+def test_deflated_remote_members_pass_their_crc_check_and_a_damaged_one_fails_it(served):
+    """verify_crc=True on a deflated remote member checks the CRC-32 of the inflated bytes (the
+    CRC the archive records), as locally; the old remote path checked the compressed bytes
+    against it and refused every intact deflated member."""
+    import struct
+
+    from tests.zip_helpers import rebuild_archive
+
+    url, _, root = served
+    archive = root / "concave.zip"
+    rebuild_archive(archive, compression=zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(archive) as zf:
+        info = zf.getinfo("0002.h5")
+        entry = zf.start_dir
+        for other in zf.infolist():  # the central entry of 0002.h5
+            if other.filename == "0002.h5":
+                break
+            entry += 46 + len(other.filename.encode()) + len(other.extra) + len(other.comment)
+    with open(archive, "r+b") as fh:  # a wrong CRC-32; the deflate stream itself is intact
+        fh.seek(entry)
+        assert fh.read(4) == b"PK\x01\x02"
+        fh.seek(entry + 16)
+        fh.write(struct.pack("<I", info.CRC ^ 0x5A5A5A5A))
+    _assert_same(_records("force-curve", data_dir=url, sim_ids=[0, 1, 5], verify_crc=True),
+                 _records("force-curve", data_dir=root, sim_ids=[0, 1, 5], verify_crc=True))
+    for data_dir in (root, url):
+        with pytest.raises(CorruptDataError, match=r"0002\.h5 .*Bad CRC-32") as caught:
+            _records("force-curve", data_dir=data_dir, sim_ids=[2], verify_crc=True)
+        assert caught.value.sim_id == 2
+
+
 def test_cache_location_follows_the_environment(tmp_path, monkeypatch):
     from guideloom.remote.cache import cache_root
 

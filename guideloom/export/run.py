@@ -92,6 +92,7 @@ from guideloom.formats.manifest_types import (
     SkippedRecord,
     SummaryExtra,
 )
+from guideloom.read.readahead import Peeking, ReadAhead
 from guideloom.read.roots import as_root
 from guideloom.records import (
     REFERENCE_RECORDS,
@@ -99,8 +100,6 @@ from guideloom.records import (
     described_first,
     reference_dtypes,
 )
-from guideloom.remote.locations import RemoteLocation
-from guideloom.remote.readahead import Peeking, ReadAhead
 from guideloom.selection import Selection, check_storable_ids, select
 
 if TYPE_CHECKING:
@@ -596,7 +595,7 @@ def probe_schema(
     otherwise the first record is read and transformed (``allow_text``: as the format takes
     it, for formats that fix only the keys). ``reference``: see :func:`reference_dtypes`.
     ``records`` reads the records instead of a reader of this call's own (the job's
-    read-ahead, :class:`~guideloom.remote.readahead.Peeking`).
+    read-ahead, :class:`~guideloom.read.readahead.Peeking`).
     """
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
     source: RecordSource = reader if records is None else records
@@ -641,7 +640,7 @@ def job_readahead(spec: ExportSpec, todo: Sequence[Partition],
     fetched while this one's are transformed and written (a partition's own read-ahead would
     start cold at every partition). ``None`` when no record is remote."""
     locations = [loc for part in todo for loc in part.locations]
-    if not any(isinstance(loc, RemoteLocation) for loc in locations):
+    if all(loc.is_local for loc in locations):
         return None
     rows = [row for part in todo for row in part.rows]
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)

@@ -8,7 +8,7 @@ extensible-array indexes) with deflate, shuffle and fletcher32. Chunks are decod
 :class:`NativeFormatError`; callers then read with h5py, the reference.
 
 Example:
-    >>> from guideloom.remote.byte_source import LocalFileSource
+    >>> from guideloom.read.byte_source import LocalFileSource
     >>> with LocalFileSource("0042.h5") as src:                          # doctest: +SKIP
     ...     f = open_file(src)
     ...     force = f.read("force/data")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 
 from guideloom.h5native.errors import NativeFormatError
-from guideloom.remote.byte_source import ByteSource
+from guideloom.read.byte_source import ByteSource
 
 FIRST_BLOCK = 1 << 16
 MISS_BLOCK = 1 << 14  # bytes fetched around a metadata read outside the blocks held

@@ -21,7 +21,7 @@ from guideloom.h5native.errors import (
 )
 from guideloom.h5native.meta import DatasetInfo, FileMeta
 from guideloom.h5native.objects import Reader, read_object_header, read_superblock
-from guideloom.remote.byte_source import ByteSource
+from guideloom.read.byte_source import ByteSource
 
 SUPPORTED_FILTERS = {fastchunks.DEFLATE, fastchunks.SHUFFLE, fastchunks.FLETCHER32}
 MAX_CHUNK_BYTES = 1 << 32  # HDF5's own limit on one chunk

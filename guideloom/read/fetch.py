@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from guideloom.errors import RemoteReadError
+from guideloom.read.byte_source import ByteSource, open_byte_source
 from guideloom.read.files import TOKEN_HEADER, RemoteFiles, RemotePath
-from guideloom.remote.byte_source import ByteSource, FsspecSource, open_byte_source
-from guideloom.remote.http import HttpRangeSource
+from guideloom.read.fsspec_source import FsspecSource
+from guideloom.read.http import HttpRangeSource
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
 
     from guideloom.errors import DownloadError, RemoteReadError
     from guideloom.http_fetch import with_retries
-    from guideloom.remote.http import env_settings
+    from guideloom.read.http import env_settings
 
     settings = env_settings()
 

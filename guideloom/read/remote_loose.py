@@ -27,10 +27,10 @@ from typing import Any
 
 from guideloom.errors import GuideloomError, ManifestError
 from guideloom.read.files import LOOSE_SUBDIR, RemoteFiles, ScannedDataset
+from guideloom.read.fsspec_source import fsspec_filesystem
 from guideloom.read.locations import RemoteLocation
 from guideloom.read.remote_scan import info_validator, loose_location, stat_file
 from guideloom.read.scan import id_parser
-from guideloom.remote.byte_source import fsspec_filesystem
 
 logger = logging.getLogger(__name__)
 

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from guideloom.errors import GuideloomError
+from guideloom.read.byte_source import ByteSource
 from guideloom.read.fetch import http_validator, source_of
 from guideloom.read.files import LOOSE_SUBDIR, RemoteFiles, ScannedDataset
+from guideloom.read.fsspec_source import FsspecSource
+from guideloom.read.http import HttpRangeSource, run_concurrently
 from guideloom.read.locations import Location, RemoteLocation, archive_key
+from guideloom.read.metacache import process_cache
 from guideloom.read.scan import add_member_locations, id_parser
 from guideloom.read.zipdir import Member, ZipFormatError, read_members
-from guideloom.remote.byte_source import ByteSource, FsspecSource
-from guideloom.remote.cache import process_cache
-from guideloom.remote.http import HttpRangeSource, run_concurrently
 
 logger = logging.getLogger(__name__)
 

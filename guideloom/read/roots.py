@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
+from guideloom.read.byte_source import is_remote
 from guideloom.read.fetch import fetch_bytes
 from guideloom.read.files import (
     DOI_PREFIX,
@@ -47,7 +48,6 @@ from guideloom.read.locations import Location
 from guideloom.read.remote_loose import loose_locations
 from guideloom.read.remote_scan import remote_locations
 from guideloom.read.scan import local_locations
-from guideloom.remote.byte_source import is_remote
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from guideloom.caches import BoundedCache, cache
 from guideloom.errors import GuideloomError, ZipFormatError
-from guideloom.remote.byte_source import ByteSource, LocalFileSource
+from guideloom.read.byte_source import ByteSource, LocalFileSource
 
 logger = logging.getLogger(__name__)
 

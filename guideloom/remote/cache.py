@@ -1,203 +1,30 @@
-"""A small local cache of what remote reads learn once: archive directories, HDF5 metadata.
-
-Where: ``$GUIDELOOM_CACHE_DIR``, else ``$XDG_CACHE_HOME/guideloom``, else
-``~/.cache/guideloom``; entries go to its ``remote/`` folder (mode 0o700, files 0o600). Size:
-``$GUIDELOOM_CACHE_MAX_MB`` (default 256 MiB); the entries used longest ago are removed first.
-Clear it by deleting the folder (``rm -rf ~/.cache/guideloom/remote``).
-
-Each entry is one JSON file named by a hash of its key (the file's URL, size and, when the
-server gives them, ETag or Last-Modified), written to a temporary file and renamed into place.
-An entry carries its key and a SHA-256 of its payload: one that does not parse, names another
-key or fails the digest is ignored (and replaced when fetched again). Callers also check the
-payload against the archive before using it, so an entry never makes a read leave the archive.
-The cache never fails a read: when its folder is unusable, nothing is cached.
-"""
+"""Compatibility stub: the on-disk metadata cache now lives in :mod:`guideloom.read.metacache`."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import secrets
-import threading
-from pathlib import Path
-from typing import Any
+from guideloom.read import metacache as _impl
+from guideloom.read.metacache import (
+    CACHE_ENV,
+    DEFAULT_MAX_BYTES,
+    FORMAT,
+    SIZE_ENV,
+    SUBDIR,
+    MetaCache,
+    cache_root,
+    max_bytes,
+    process_cache,
+)
 
-from guideloom.caches import BoundedCache, cache
-from guideloom.errors import UnsafeFileError
-from guideloom.private_files import private_dir
+_digest = _impl._digest
 
-CACHE_ENV = "GUIDELOOM_CACHE_DIR"
-SIZE_ENV = "GUIDELOOM_CACHE_MAX_MB"
-DEFAULT_MAX_BYTES = 256 << 20
-FORMAT = "guideloom-remote-cache/1"
-SUBDIR = "remote"
-_SUFFIX = ".json"
-
-
-def cache_root() -> Path:
-    """The guideloom cache directory (not created here)."""
-    from guideloom import config
-
-    explicit = config.get("cache_dir")  # CACHE_ENV, read now
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "guideloom"
-
-
-def max_bytes() -> int:
-    """The cache's size bound in bytes (``$GUIDELOOM_CACHE_MAX_MB``, default 256 MiB)."""
-    from guideloom import config
-
-    try:
-        return max(0, int(config.get("cache_max_mb") * (1 << 20)))  # SIZE_ENV, read now
-    except ValueError:  # a bad value: the default, as before
-        return DEFAULT_MAX_BYTES
-
-
-def _digest(payload: Any) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _open_private_dir(path: Path) -> int:
-    """A descriptor of the folder ``path`` just checked private: entries are opened relative
-    to it, so a folder renamed away and replaced (by a symbolic link, in a folder others may
-    write to) is never followed."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    info = os.fstat(fd)
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        os.close(fd)
-        raise UnsafeFileError(f"the guideloom cache directory {path} changed while checked")
-    return fd
-
-
-class MetaCache:
-    """The entries of one cache folder (one instance per process: :func:`process_cache`)."""
-
-    def __init__(self, root: Path | None = None, limit: int | None = None):
-        self.root = (root or cache_root()) / SUBDIR
-        self.limit = max_bytes() if limit is None else limit
-        self._lock = threading.Lock()
-        self._ready: bool | None = None
-        self._dir_fd = -1  # the folder checked, held open: names are opened relative to it
-        self._total: int | None = None
-
-    def _folder(self) -> Path | None:
-        if self._ready is None:
-            with self._lock:  # archives are listed on several threads: check the folder once
-                self._check_folder()
-        return self.root if self._ready else None
-
-    def _check_folder(self) -> None:
-        if self._ready is None:
-            try:
-                self.root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                private_dir(self.root.parent, "the guideloom cache directory")
-                private_dir(self.root, "the guideloom cache directory")
-                self._dir_fd = _open_private_dir(self.root)
-                self._ready = True
-            except (OSError, UnsafeFileError):
-                self._ready = False
-
-    def _file(self, kind: str, key: str) -> Path | None:
-        folder = self._folder()
-        if folder is None:
-            return None
-        return folder / (hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest() + _SUFFIX)
-
-    def get(self, kind: str, key: str) -> Any | None:
-        """The payload stored for ``(kind, key)``, or ``None`` (absent, damaged or foreign)."""
-        path = self._file(kind, key)
-        if path is None or self.limit <= 0:
-            return None
-        try:
-            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self._dir_fd)
-            with os.fdopen(fd, "rb") as fh:
-                doc = json.loads(fh.read())
-                if (not isinstance(doc, dict) or doc.get("format") != FORMAT
-                        or doc.get("kind") != kind or doc.get("key") != key
-                        or doc.get("digest") != _digest(doc.get("payload"))):
-                    return None
-                os.utime(fh.fileno())  # recently used: evicted last
-        except (OSError, ValueError):
-            return None
-        return doc["payload"]
-
-    def put(self, kind: str, key: str, payload: Any) -> None:
-        """Store ``payload`` (JSON-able) for ``(kind, key)``; evict old entries past the bound."""
-        path = self._file(kind, key)
-        if path is None or self.limit <= 0:
-            return
-        data = json.dumps({"format": FORMAT, "kind": kind, "key": key,
-                           "digest": _digest(payload), "payload": payload}).encode()
-        dfd = self._dir_fd
-        tmp = f".tmp-{os.getpid()}-{secrets.token_hex(6)}{_SUFFIX}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                         dir_fd=dfd)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except BaseException:
-                os.unlink(tmp, dir_fd=dfd)
-                raise
-        except OSError:
-            return
-        with self._lock:
-            if self._total is None:
-                self._total = self._scan_total()
-            self._total += len(data)
-            if self._total > self.limit:
-                self._total = self._evict()
-
-    def _entries(self) -> list[tuple[float, int, Path]]:
-        out = []
-        for entry in os.scandir(self._dir_fd):
-            if entry.name.endswith(_SUFFIX) and not entry.name.startswith("."):
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                out.append((st.st_mtime, st.st_size, self.root / entry.name))
-        return out
-
-    def _scan_total(self) -> int:
-        return sum(size for _, size, _ in self._entries())
-
-    def _evict(self) -> int:
-        """Remove the least recently used entries until the cache is at 3/4 of its bound."""
-        entries = sorted(self._entries())
-        total = sum(size for _, size, _ in entries)
-        for _, size, path in entries:
-            if total <= self.limit * 3 // 4:
-                break
-            try:
-                os.unlink(path.name, dir_fd=self._dir_fd)
-                total -= size
-            except OSError:
-                pass
-        return total
-
-    def clear(self) -> None:
-        """Remove every entry."""
-        if self._folder() is None:
-            return
-        for _, _, path in self._entries():
-            try:
-                os.unlink(path.name, dir_fd=self._dir_fd)
-            except FileNotFoundError:
-                pass
-        with self._lock:
-            self._total = 0
-
-
-_PROCESS: BoundedCache[tuple[str, int], MetaCache] = cache("remote_meta_dirs")
-
-
-def process_cache() -> MetaCache:
-    """This process's cache for the current ``$GUIDELOOM_CACHE_DIR`` and size bound."""
-    key = (str(cache_root()), max_bytes())
-    return _PROCESS.get_or_create(key, lambda: MetaCache(Path(key[0]), key[1]))
+__all__ = [
+    "CACHE_ENV",
+    "DEFAULT_MAX_BYTES",
+    "FORMAT",
+    "MetaCache",
+    "SIZE_ENV",
+    "SUBDIR",
+    "cache_root",
+    "max_bytes",
+    "process_cache",
+]
