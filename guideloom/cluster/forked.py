@@ -2,8 +2,11 @@
 
 An export of small local records is too short for the embedded Dask cluster (its start costs
 more than the whole job) and too long for one core. :class:`ForkedWorkers` forks ``n`` children
-of the driver once the job is planned (schema probed, output files allocated), so they start
-in milliseconds with every module and the job's objects already in memory. Each child runs
+of the driver once the job is planned, so they start
+in milliseconds with every module and the job's objects already in memory. They are forked
+first, before the job starts anything that runs a thread (zarr's I/O threads, the decode pool),
+and wait while the driver probes the schema and allocates the output files; the facts learnt
+meanwhile (the schema) reach them once, pickled, before their first partition. Each child runs
 the very partition task a Dask worker runs (``run_partition``: rows written at their places in
 the staged files, then the partition's marker); the driver hands out partitions in their order,
 one at a time to whichever child is free, and reads each finished partition's summary back
@@ -56,6 +59,7 @@ FORKED = "forked"  # the placement mode in export.json
 PR_SET_PDEATHSIG = 1
 _HEAD = struct.Struct("<cI")  # frame kind, payload length (or partition position)
 _DONE, _ERROR = b"D", b"E"
+_RUN, _CONTEXT = b"C", b"X"  # driver -> child: a partition to run; the job's context
 _STOP = 0xFFFFFFFF  # the position that tells a child to end
 
 
@@ -83,8 +87,11 @@ def fork_problem() -> str | None:
     others = [t.name for t in threading.enumerate()
               if t is not threading.current_thread() and t.is_alive()]
     if others:
+        zarr = (" (zarr's I/O threads, started by an earlier zarr export or read in this "
+                "process)" if any(n == "zarr_io" or n.startswith("zarr_pool") for n in others)
+                else "")
         return (f"{len(others)} other thread{'s' * (len(others) != 1)} run in this process "
-                f"({', '.join(sorted(others)[:3])}): forking could deadlock")
+                f"({', '.join(sorted(others)[:3])}){zarr}: forking could deadlock")
     return None
 
 
@@ -118,7 +125,10 @@ class _Child:
     def send(self, position: int) -> None:
         self.running = None if position == _STOP else position
         self.stopped = position == _STOP
-        _write_all(self.commands, _HEAD.pack(b"C", position))
+        _write_all(self.commands, _HEAD.pack(_RUN, position))
+
+    def send_context(self, payload: bytes) -> None:
+        _write_all(self.commands, _HEAD.pack(_CONTEXT, len(payload)) + payload)
 
     def reap(self, block: bool = True) -> None:
         if self.status is None:
@@ -148,12 +158,14 @@ class _Child:
 
 
 class ForkedWorkers:
-    """``n`` processes forked from this one, each running ``task(part)`` for the partitions it
-    is handed (see the module docstring). Use as a context manager; :meth:`run` runs them.
+    """``n`` processes forked from this one, each running ``task(context, part)`` for the
+    partitions it is handed (see the module docstring). Use as a context manager; :meth:`run`
+    runs them.
 
     Args:
         n: Children to fork.
         task: Runs one partition in a child (rows and marker written); its return is ignored.
+            ``context`` is what :meth:`run` was given (facts learnt after the fork).
         parts: The job's partitions; children get positions in this sequence.
         summary_of: Reads a finished partition's summary in the driver (its marker).
         describe: Names a partition for error messages.
@@ -208,9 +220,11 @@ class ForkedWorkers:
         """The children's process ids."""
         return [c.pid for c in self.children]
 
-    def run(self, on_result: Callable[[PartitionSummary], None] | None = None
-            ) -> list[PartitionSummary]:
+    def run(self, on_result: Callable[[PartitionSummary], None] | None = None,
+            context: Any = None) -> list[PartitionSummary]:
         """Run every partition; return the summaries as they complete.
+
+        ``context`` (picklable) is sent to every child first and handed to each task.
 
         Raises:
             ForkedWorkerError: A child died while running a partition.
@@ -218,7 +232,9 @@ class ForkedWorkers:
         """
         pending = deque(range(len(self.parts)))
         by_fd = {c.results: c for c in self.children}
+        payload = pickle.dumps(context)
         for child in self.children:
+            child.send_context(payload)
             if pending:
                 child.send(pending.popleft())
         results: list[PartitionSummary] = []
@@ -287,15 +303,22 @@ def _child_main(task: Callable[[Any], Any], parts: Sequence[Any], driver: int,
         return 71
     if os.getppid() != driver:  # the driver died before the request took effect
         return 72
+    context = None
     while True:
         head = _read_exact(commands, _HEAD.size)
         if head is None:
             return 0  # the driver closed the pipe: nothing more to run
-        _, position = _HEAD.unpack(head)
+        kind, position = _HEAD.unpack(head)
+        if kind == _CONTEXT:
+            payload = _read_exact(commands, position) if position else b""
+            if payload is None:
+                return 0
+            context = pickle.loads(payload)  # noqa: S301 - the driver's own anonymous pipe
+            continue
         if position == _STOP or os.getppid() != driver:
             return 0
         try:
-            task(parts[position])
+            task(context, parts[position])
         except BaseException as exc:  # noqa: BLE001 - raised again in the driver
             _write_all(results, _error_frame(exc))
             return 1
