@@ -2,11 +2,11 @@
 
 An export of small local records is too short for the embedded Dask cluster (its start costs
 more than the whole job) and too long for one core. :class:`ForkedWorkers` forks ``n`` children
-of the driver once the job is planned, so they start
-in milliseconds with every module and the job's objects already in memory. They are forked
-first, before the job starts anything that runs a thread (zarr's I/O threads, the decode pool),
-and wait while the driver probes the schema and allocates the output files; the facts learnt
-meanwhile (the schema) reach them once, pickled, before their first partition. Each child runs
+of the driver once the job is planned, so they start in milliseconds with every module and the
+job's objects already in memory. They are forked first, before the job starts anything that
+runs a thread (zarr's I/O threads, the decode pool), and wait while the driver probes the
+schema and allocates the output files; the facts learnt meanwhile (the schema) reach them
+once, pickled, before their first partition. Each child runs
 the very partition task a Dask worker runs (``run_partition``: rows written at their places in
 the staged files, then the partition's marker); the driver hands out partitions in their order,
 one at a time to whichever child is free, and reads each finished partition's summary back
@@ -32,7 +32,8 @@ Safety rules:
 
 The pipes between the driver and its children are anonymous and made for this job, so only
 the driver's own fork writes to them: a child's exception travels pickled (as Dask sends a
-worker's), everything else as small fixed-size frames.
+worker's), and so does the job's context sent to the children, everything else as small
+fixed-size frames.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class ForkedWorkers:
         describe: Names a partition for error messages.
     """
 
-    def __init__(self, n: int, task: Callable[[Any], Any], parts: Sequence[Any],
+    def __init__(self, n: int, task: Callable[[Any, Any], Any], parts: Sequence[Any],
                  summary_of: Callable[[Any], PartitionSummary],
                  describe: Callable[[Any], str] = str):
         self.parts = list(parts)
@@ -194,7 +195,7 @@ class ForkedWorkers:
         finally:
             gc.unfreeze()
 
-    def _fork(self, task: Callable[[Any], Any], driver: int) -> _Child:
+    def _fork(self, task: Callable[[Any, Any], Any], driver: int) -> _Child:
         down_r, down_w = os.pipe()  # partitions to run: driver -> child
         up_r, up_w = os.pipe()  # finished partitions and errors: child -> driver
         pid = os.fork()
@@ -293,7 +294,7 @@ class ForkedWorkers:
         self.close(kill=kind is not None)
 
 
-def _child_main(task: Callable[[Any], Any], parts: Sequence[Any], driver: int,
+def _child_main(task: Callable[[Any, Any], Any], parts: Sequence[Any], driver: int,
                 commands: int, results: int) -> int:
     """A child's life: die with the driver, then run the partitions it is handed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C ends it (SIGKILL)

@@ -10,7 +10,8 @@ out (with a progress bar), and the dashboard default.
 * ``"sync"``: in-process, always;
 * ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
 * ``"fork"`` / ``"fork:N"``: an export's partitions in N processes forked from this one (one per
-  core by default; Linux, local data; see :mod:`guideloom.cluster.forked`), else in-process;
+  core by default; Linux, local data; any format; see :mod:`guideloom.cluster.forked`), else
+  in-process, the placement line saying why;
 * ``"tls://host:port"``: a running ``dask scheduler`` that requires TLS, e.g. one started by
   ``cluster/local.py``; its credentials are found by
   :func:`guideloom.cluster.security.find_security` (a scheduler file named with
