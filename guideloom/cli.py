@@ -287,7 +287,6 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
 
 
 def _print_plan(wf, spec, scheduler: str | None) -> None:
-    from guideloom.cluster.embedded import default_worker_count
     from guideloom.cluster.runtime import preview_placement
     from guideloom.export.run import (
         PROBE_ATTEMPTS,
@@ -305,11 +304,9 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     selection = select_experiments(spec)
     n = len(selection.locations)
     estimate = estimate_seconds(spec, selection)
-    n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
-    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))
-    workers, where = preview_placement(scheduler, estimate, n_tasks, in_process,
-                                       forkable_job(spec))
-    plan = plan_export(spec, workers, selection, estimate, where.startswith("forked"))
+    n_tasks = math.ceil(n / partition_size_for(spec, n, estimate_s=estimate))  # any placement
+    _, where = preview_placement(scheduler, estimate, n_tasks, forkable=forkable_job(spec))
+    plan = plan_export(spec, selection=selection, estimate_s=estimate)
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
     n = len(plan.selection.locations)

@@ -43,22 +43,35 @@ if a.get("thread"):  # another thread in the driver: it must not fork
     stop = threading.Event()
     threading.Thread(target=stop.wait, name="user-thread", daemon=True).start()
 guideloom.config.set(**a.get("config", {}))
+if a.get("log"):  # guideloom's own lines (the placement) on stderr
+    import logging
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+kind = a.get("kind", "npy")
+sized = {} if a.get("default_partitions") else {"partition_size": 4}
 try:
     if a.get("crash_at"):
         from guideloom.faults import crash_at
         with crash_at(a["crash_at"]):
-            r = export("force-curve", out, kind="npy", data_dir=data, client=a["client"],
-                       partition_size=4, transforms={"force_data": crop_force})
+            r = export("force-curve", out, kind=kind, data_dir=data, client=a["client"],
+                       transforms={"force_data": crop_force}, **sized)
     else:
-        r = export("force-curve", out, kind="npy", data_dir=data, client=a["client"],
-                   partition_size=4, transforms={"force_data": crop_force})
+        r = export("force-curve", out, kind=kind, data_dir=data, client=a["client"],
+                   transforms={"force_data": crop_force}, **sized)
+    again = None
+    if a.get("again"):  # a second export in the same process, to out + "-again"
+        again = export("force-curve", out + "-again", kind=kind, data_dir=data,
+                       client=a["client"], transforms={"force_data": crop_force},
+                       **sized).manifest["placement"]
 except BaseException as exc:
     print(json.dumps({"error": type(exc).__name__, "message": str(exc),
                       "notes": getattr(exc, "__notes__", [])}), flush=True)
     sys.exit(3)
 workers = sorted({s.get("worker", "") for s in r.summaries if "worker" in s})
 print(json.dumps({"resumed": r.resumed_partitions, "placement": r.manifest["placement"],
-                  "workers": workers, "driver": __import__("os").getpid()}), flush=True)
+                  "workers": workers, "driver": __import__("os").getpid(), "again": again,
+                  "n_partitions": r.manifest["n_partitions"],
+                  "summaries": {str(s["index"]): s["started"] for s in r.summaries}}),
+      flush=True)
 """
 
 
@@ -109,23 +122,26 @@ def assert_same_export(out: Path, reference: Path) -> None:
 
 
 class Paused:
-    """A driver (fork:2) whose first child to finish a partition waits at :data:`PAUSED`."""
+    """A driver (fork:2 unless ``a`` says otherwise) whose first child to finish a partition
+    waits at :data:`PAUSED` (the driver itself with ``forks=0``: an in-process run)."""
 
-    def __init__(self, data: Path, out: Path, tmp_path: Path, new_session: bool = False):
+    def __init__(self, data: Path, out: Path, tmp_path: Path, new_session: bool = False,
+                 forks: int = 2, **a):
         self.fifo = tmp_path / "pause.fifo"
         os.mkfifo(self.fifo)
         env = _env(**{PAUSE_ENV: PAUSED, PAUSE_FIFO_ENV: str(self.fifo)})
-        self.proc = subprocess.Popen(_command(data, out), env=env, cwd=out.parent,
+        self.proc = subprocess.Popen(_command(data, out, **a), env=env, cwd=out.parent,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=new_session)
         self.holder = self._hold()
         self.children = [c.pid for c in psutil.Process(self.proc.pid).children()]
-        assert len(self.children) == 2, self.children
+        assert len(self.children) == forks, self.children
+        holders = self.children or [self.proc.pid]
         deadline = time.monotonic() + 30  # its open() returns once the FIFO has a writer
         paused: list[int] = []
         while not paused and time.monotonic() < deadline:
-            paused = [pid for pid in self.children if self._has_fifo(pid)]
-        assert paused, "no child holds the FIFO"
+            paused = [pid for pid in holders if self._has_fifo(pid)]
+        assert paused, "no process of the run holds the FIFO"
         self.paused = paused[0]  # the other may pause too: a FIFO with a writer opens at once
 
     def _hold(self) -> int:
@@ -331,3 +347,112 @@ def test_the_driver_killed_at_its_own_fault_point_after_forked_partitions(demo_z
     assert code == 0, err
     assert result["resumed"] == 9  # every partition the children wrote was kept
     assert_same_export(out, reference)
+
+
+# --- every format forks, and the placement printed is the one that ran ----------------------
+@pytest.fixture(scope="module")
+def zarr_reference(demo_zip, tmp_path_factory) -> Path:
+    """The zarr export in this process (client='sync')."""
+    out = tmp_path_factory.mktemp("forked-zarr-ref") / "out.zarr"
+    guideloom.export_to_zarr("force-curve", out, data_dir=demo_zip, client="sync",
+                             partition_size=PART, transforms={"force_data": crop_force})
+    return out
+
+
+def _running_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("guideloom: running ")]
+
+
+def test_a_forced_fork_of_a_zarr_export_forks_before_zarr_starts_its_threads(
+        demo_zip, zarr_reference, tmp_path):
+    """zarr's writer starts I/O threads when it allocates the arrays: the children are forked
+    before, so the placement printed (forked) is the one that runs, and export.json says it.
+    A second zarr export in the same process finds zarr's threads running and says so in its
+    one placement line (in-process)."""
+    out = tmp_path / "out.zarr"
+    code, result, err = export(demo_zip, out, kind="zarr", again=True, log=True)
+    assert code == 0, err
+    assert result["placement"]["mode"] == "forked", result["placement"]
+    assert len(result["workers"]) == 2
+    assert all(w.startswith("forked:") for w in result["workers"])
+    assert json.loads((out / "export.json").read_text())["placement"]["mode"] == "forked"
+    assert files_of(out) == files_of(zarr_reference)
+    assert guideloom.load_export(out).verify().rows == 36
+    again = result["again"]
+    assert again["mode"] == "in-process" and "zarr's I/O threads" in again["reason"], again
+    lines = _running_lines(err)
+    assert len(lines) == 2, lines  # one decision per export
+    assert lines[0] == ("guideloom: running forked: client='fork:2': 2 processes forked from "
+                        "this one")
+    assert lines[1].startswith("guideloom: running in-process: client='fork:2', but "), lines
+
+
+# --- interrupted in one placement, resumed in another ---------------------------------------
+MANY = {"per_record_s": 0.05}  # an estimate that splits the 36 experiments into many partitions
+
+
+def _markers(out: Path) -> dict[str, float]:
+    """The finished partitions of the staged job at ``out``: index -> its start time."""
+    from guideloom.export.staging import Staging
+
+    staging = Staging.for_target(out)
+    return {str(i): s["started"] for i, s in staging.markers().items()}
+
+
+def _killed(data: Path, out: Path, tmp_path: Path, client: str, forks: int) -> dict[str, float]:
+    """Run the export on ``client`` with the default partitioning, SIGKILL the driver's
+    process group once a partition is marked; the markers it left."""
+    run = Paused(data, out, tmp_path, new_session=True, forks=forks, client=client,
+                 default_partitions=True, config=MANY)
+    os.killpg(run.proc.pid, signal.SIGKILL)
+    run.proc.wait(timeout=60)
+    assert run.proc.returncode == -signal.SIGKILL
+    assert gone(run.children) == []
+    run.finish()
+    assert not out.exists()
+    left = _markers(out)
+    assert left, "no partition was marked before the kill"
+    return left
+
+
+def _resumed_elsewhere(data: Path, out: Path, reference: Path, client: str,
+                       left: dict[str, float]) -> dict:
+    code, result, err = export(data, out, client=client, default_partitions=True, config=MANY,
+                               log=True)
+    assert code == 0, err
+    assert "discarded" not in err, err
+    assert result["n_partitions"] == json.loads((reference / "export.json").read_text())[
+        "n_partitions"]
+    assert result["resumed"] == len(left), (result["resumed"], left)
+    for index, started in left.items():  # kept as they were: not one of them was run again
+        assert result["summaries"][index] == started, index
+    assert files_of(out) == files_of(reference)
+    assert guideloom.load_export(out).verify().rows == 36
+    return result
+
+
+@pytest.fixture(scope="module")
+def default_reference(demo_zip, tmp_path_factory) -> Path:
+    """The uninterrupted export with the default partitioning, in-process."""
+    out = tmp_path_factory.mktemp("forked-default-ref") / "out"
+    with guideloom.config.set(**MANY):
+        guideloom.export_to_numpy("force-curve", out, data_dir=demo_zip, client="sync",
+                                  transforms={"force_data": crop_force})
+    return out
+
+
+def test_a_forked_export_killed_resumes_in_process(demo_zip, default_reference, tmp_path):
+    out = tmp_path / "out"
+    left = _killed(demo_zip, out, tmp_path, "fork:2", forks=2)
+    result = _resumed_elsewhere(demo_zip, out, default_reference, "sync", left)
+    assert result["placement"]["mode"] == "in-process"
+
+
+@pytest.mark.cluster
+@pytest.mark.slow  # fast sibling: test_a_forked_export_killed_resumes_in_process
+def test_an_in_process_export_killed_resumes_on_the_local_cluster(demo_zip, default_reference,
+                                                                 tmp_path):
+    out = tmp_path / "out"
+    left = _killed(demo_zip, out, tmp_path, "sync", forks=0)
+    result = _resumed_elsewhere(demo_zip, out, default_reference, "local:2", left)
+    assert result["placement"]["mode"] == "local-cluster"

@@ -2,8 +2,11 @@
 
 An export of small local records is too short for the embedded Dask cluster (its start costs
 more than the whole job) and too long for one core. :class:`ForkedWorkers` forks ``n`` children
-of the driver once the job is planned (schema probed, output files allocated), so they start
-in milliseconds with every module and the job's objects already in memory. Each child runs
+of the driver once the job is planned, so they start in milliseconds with every module and the
+job's objects already in memory. They are forked first, before the job starts anything that
+runs a thread (zarr's I/O threads, the decode pool), and wait while the driver probes the
+schema and allocates the output files; the facts learnt meanwhile (the schema) reach them
+once, pickled, before their first partition. Each child runs
 the very partition task a Dask worker runs (``run_partition``: rows written at their places in
 the staged files, then the partition's marker); the driver hands out partitions in their order,
 one at a time to whichever child is free, and reads each finished partition's summary back
@@ -29,7 +32,8 @@ Safety rules:
 
 The pipes between the driver and its children are anonymous and made for this job, so only
 the driver's own fork writes to them: a child's exception travels pickled (as Dask sends a
-worker's), everything else as small fixed-size frames.
+worker's), and so does the job's context sent to the children, everything else as small
+fixed-size frames.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ FORKED = "forked"  # the placement mode in export.json
 PR_SET_PDEATHSIG = 1
 _HEAD = struct.Struct("<cI")  # frame kind, payload length (or partition position)
 _DONE, _ERROR = b"D", b"E"
+_RUN, _CONTEXT = b"C", b"X"  # driver -> child: a partition to run; the job's context
 _STOP = 0xFFFFFFFF  # the position that tells a child to end
 
 
@@ -83,8 +88,11 @@ def fork_problem() -> str | None:
     others = [t.name for t in threading.enumerate()
               if t is not threading.current_thread() and t.is_alive()]
     if others:
+        zarr = (" (zarr's I/O threads, started by an earlier zarr export or read in this "
+                "process)" if any(n == "zarr_io" or n.startswith("zarr_pool") for n in others)
+                else "")
         return (f"{len(others)} other thread{'s' * (len(others) != 1)} run in this process "
-                f"({', '.join(sorted(others)[:3])}): forking could deadlock")
+                f"({', '.join(sorted(others)[:3])}){zarr}: forking could deadlock")
     return None
 
 
@@ -118,7 +126,10 @@ class _Child:
     def send(self, position: int) -> None:
         self.running = None if position == _STOP else position
         self.stopped = position == _STOP
-        _write_all(self.commands, _HEAD.pack(b"C", position))
+        _write_all(self.commands, _HEAD.pack(_RUN, position))
+
+    def send_context(self, payload: bytes) -> None:
+        _write_all(self.commands, _HEAD.pack(_CONTEXT, len(payload)) + payload)
 
     def reap(self, block: bool = True) -> None:
         if self.status is None:
@@ -148,18 +159,20 @@ class _Child:
 
 
 class ForkedWorkers:
-    """``n`` processes forked from this one, each running ``task(part)`` for the partitions it
-    is handed (see the module docstring). Use as a context manager; :meth:`run` runs them.
+    """``n`` processes forked from this one, each running ``task(context, part)`` for the
+    partitions it is handed (see the module docstring). Use as a context manager; :meth:`run`
+    runs them.
 
     Args:
         n: Children to fork.
         task: Runs one partition in a child (rows and marker written); its return is ignored.
+            ``context`` is what :meth:`run` was given (facts learnt after the fork).
         parts: The job's partitions; children get positions in this sequence.
         summary_of: Reads a finished partition's summary in the driver (its marker).
         describe: Names a partition for error messages.
     """
 
-    def __init__(self, n: int, task: Callable[[Any], Any], parts: Sequence[Any],
+    def __init__(self, n: int, task: Callable[[Any, Any], Any], parts: Sequence[Any],
                  summary_of: Callable[[Any], PartitionSummary],
                  describe: Callable[[Any], str] = str):
         self.parts = list(parts)
@@ -182,7 +195,7 @@ class ForkedWorkers:
         finally:
             gc.unfreeze()
 
-    def _fork(self, task: Callable[[Any], Any], driver: int) -> _Child:
+    def _fork(self, task: Callable[[Any, Any], Any], driver: int) -> _Child:
         down_r, down_w = os.pipe()  # partitions to run: driver -> child
         up_r, up_w = os.pipe()  # finished partitions and errors: child -> driver
         pid = os.fork()
@@ -208,9 +221,11 @@ class ForkedWorkers:
         """The children's process ids."""
         return [c.pid for c in self.children]
 
-    def run(self, on_result: Callable[[PartitionSummary], None] | None = None
-            ) -> list[PartitionSummary]:
+    def run(self, on_result: Callable[[PartitionSummary], None] | None = None,
+            context: Any = None) -> list[PartitionSummary]:
         """Run every partition; return the summaries as they complete.
+
+        ``context`` (picklable) is sent to every child first and handed to each task.
 
         Raises:
             ForkedWorkerError: A child died while running a partition.
@@ -218,7 +233,9 @@ class ForkedWorkers:
         """
         pending = deque(range(len(self.parts)))
         by_fd = {c.results: c for c in self.children}
+        payload = pickle.dumps(context)
         for child in self.children:
+            child.send_context(payload)
             if pending:
                 child.send(pending.popleft())
         results: list[PartitionSummary] = []
@@ -277,7 +294,7 @@ class ForkedWorkers:
         self.close(kill=kind is not None)
 
 
-def _child_main(task: Callable[[Any], Any], parts: Sequence[Any], driver: int,
+def _child_main(task: Callable[[Any, Any], Any], parts: Sequence[Any], driver: int,
                 commands: int, results: int) -> int:
     """A child's life: die with the driver, then run the partitions it is handed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C ends it (SIGKILL)
@@ -287,15 +304,22 @@ def _child_main(task: Callable[[Any], Any], parts: Sequence[Any], driver: int,
         return 71
     if os.getppid() != driver:  # the driver died before the request took effect
         return 72
+    context = None
     while True:
         head = _read_exact(commands, _HEAD.size)
         if head is None:
             return 0  # the driver closed the pipe: nothing more to run
-        _, position = _HEAD.unpack(head)
+        kind, position = _HEAD.unpack(head)
+        if kind == _CONTEXT:
+            payload = _read_exact(commands, position) if position else b""
+            if payload is None:
+                return 0
+            context = pickle.loads(payload)  # noqa: S301 - the driver's own anonymous pipe
+            continue
         if position == _STOP or os.getppid() != driver:
             return 0
         try:
-            task(parts[position])
+            task(context, parts[position])
         except BaseException as exc:  # noqa: BLE001 - raised again in the driver
             _write_all(results, _error_frame(exc))
             return 1

@@ -10,7 +10,8 @@ out (with a progress bar), and the dashboard default.
 * ``"sync"``: in-process, always;
 * ``"local"`` / ``"local:N"``: the embedded local cluster (N workers), always;
 * ``"fork"`` / ``"fork:N"``: an export's partitions in N processes forked from this one (one per
-  core by default; Linux, local data; see :mod:`guideloom.cluster.forked`), else in-process;
+  core by default; Linux, local data; any format; see :mod:`guideloom.cluster.forked`), else
+  in-process, the placement line saying why;
 * ``"tls://host:port"``: a running ``dask scheduler`` that requires TLS, e.g. one started by
   ``cluster/local.py``; its credentials are found by
   :func:`guideloom.cluster.security.find_security` (a scheduler file named with
@@ -210,6 +211,32 @@ def default_partition_size(n: int, workers: int, seconds_per_item: float | None 
                key=lambda s: (_busiest_worker_s(n, s, workers, per_item), -s))
 
 
+# An export's partitions follow from its data alone (the job identity includes them, so an
+# interrupted export resumes on any placement): about TARGET_PARTITIONS of them (four per
+# worker of a cluster of eight), each holding at least MIN_TASK_S of estimated work (a task's
+# round trip and the fsync of its files would outweigh less) but none fewer than MIN_PARTITIONS
+# (two workers both get one), at most MAX_TASK_S (a crash loses little; a large cluster's
+# workers all get some) and at most MAX_SERIAL_PARTITION records.
+TARGET_PARTITIONS = 32
+MIN_PARTITIONS = 2
+MAX_TASK_S = 2.0
+
+
+def job_partition_size(n: int, seconds_per_item: float | None = None) -> int:
+    """Items per partition of an export job of ``n`` records, from the data alone: the same
+    for every placement (in-process, forked, the local cluster, a scheduler, batch jobs).
+
+    ``seconds_per_item`` is the estimate from the data's metadata (see
+    :func:`guideloom.export.run.estimate_seconds`); the rule is in the comment above.
+    """
+    size = math.ceil(n / TARGET_PARTITIONS)
+    if seconds_per_item is not None and seconds_per_item > 0:
+        smallest = min(math.ceil(MIN_TASK_S / seconds_per_item), math.ceil(n / MIN_PARTITIONS))
+        largest = max(1, math.floor(MAX_TASK_S / seconds_per_item))
+        size = max(smallest, min(largest, size))
+    return max(1, min(MAX_SERIAL_PARTITION, size))
+
+
 TASK_OVERHEAD_S = 0.01  # a task's round trip to a worker and the fsync of its files
 
 
@@ -254,8 +281,9 @@ def choose_automatically(estimate_s: float, n_tasks: int,
     A job that saves too little for a cluster start but more than ``fork_start_s`` runs in
     processes forked from this one when it is ``forkable`` (an export of local data to a local
     target) and :func:`fork_problem` finds nothing against it.
-    ``in_process_tasks`` is how many tasks the job has when it runs in-process (partitions are
-    sized for the workers that run them), which the in-process reasons state.
+    ``in_process_tasks`` is how many tasks the job has when it runs in-process, which the
+    in-process reasons state (an extract job's partitions are sized for the workers that run
+    them; an export's are the same everywhere and need no such count).
     """
     cores = embedded.default_worker_count()
     here = n_tasks if in_process_tasks is None else in_process_tasks
@@ -321,8 +349,13 @@ def placement(
     batch_options: Mapping[str, Any] | None = None,
     in_process_tasks: int | None = None,
     forkable: bool = False,
+    finishing: bool = False,
 ) -> Iterator[Placement]:
     """Decide where a job runs and yield the :class:`Placement` (connected while inside).
+
+    This is the job's one placement decision, taken before anything of the job starts: the
+    line it prints (and ``export.json``'s ``placement``) is where the job runs. A forced
+    ``client="fork[:N]"`` that cannot fork here says why in that line and runs in-process.
 
     Args:
         client: See the module docstring.
@@ -338,7 +371,13 @@ def placement(
             :func:`~guideloom.cluster.jobqueue.jobqueue_client` (``"slurm:N"``, ``"pbs:N"``).
         forkable: The job may run in processes forked from this one (an export of local data
             to a local target; see :mod:`guideloom.cluster.forked`).
+        finishing: Only the driver's last steps of an interrupted run are left: with
+            ``client`` ``None`` or text, no cluster is started and nothing forked.
     """
+    if finishing and (client is None or isinstance(client, str)):
+        yield _say(Placement(None, "in-process", 1,
+                             "only the finalize of an interrupted run is left"), quiet)
+        return
     if client == SYNC:
         yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)
         return

@@ -102,7 +102,9 @@ class ExportOptions(TypedDict, total=False):
             :func:`guideloom.cluster.security.find_security` says) or ``"tcp://host:port"``,
             ``"slurm:N"``/``"pbs:N"``, or a
             ``distributed.Client``.
-        partition_size: Experiments per Dask task (default: about 4 tasks per worker, <= 64).
+        partition_size: Experiments per task (default: from the data alone, the same on every
+            placement: about 32 partitions of 0.1 to 2 s of estimated work, at least 2, at most
+            256 experiments; see :func:`guideloom.cluster.runtime.job_partition_size`).
         on_error: ``"raise"`` (default) fails on the first bad experiment, publishing nothing;
             ``"skip"`` leaves bad experiments out and lists them in ``export.json``.
         overwrite: Replace an existing complete export.

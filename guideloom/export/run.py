@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from guideloom import __version__, config, fallbacks, fastread
-from guideloom.cluster.embedded import close_cluster, default_worker_count
+from guideloom.cluster.embedded import close_cluster
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
     FORKED,
     Placement,
-    default_partition_size,
     fork_problem,
+    job_partition_size,
     placement,
     progress_bar,
     run_partitions,
@@ -146,6 +146,7 @@ class ExportPlan:
     partitions: tuple[Partition, ...]
     partition_size: int
     identity: str
+    data: str = ""  # the input's fingerprint, part of the identity
 
     def __repr__(self) -> str:
         return (f"ExportPlan({len(self.selection.locations)} experiments, "
@@ -175,34 +176,41 @@ def select_experiments(spec: ExportSpec) -> Selection:
     return selection
 
 
-def partition_size_for(spec: ExportSpec, n: int, workers: int, estimate_s: float | None,
-                       forked: bool = False) -> int:
-    """The job's partition size: the user's, else one sized for ``workers`` (``forked``:
-    processes forked from the driver) and the estimated in-process seconds of all ``n``
-    records."""
+def partition_size_for(spec: ExportSpec, n: int, workers: int = 1,
+                       estimate_s: float | None = None, forked: bool = False) -> int:
+    """The job's partition size: the user's, else one from the data alone
+    (:func:`~guideloom.cluster.runtime.job_partition_size` of the ``n`` records and their
+    estimated in-process seconds ``estimate_s``), the same wherever the job runs, so an
+    interrupted export resumes on any placement. ``workers`` and ``forked`` (where it runs)
+    change nothing; they stay for older callers."""
+    del workers, forked
     per_item = estimate_s / n if estimate_s is not None and n else None
-    return spec.partition_size or default_partition_size(n, workers, per_item, forked)
+    return spec.partition_size or job_partition_size(n, per_item)
 
 
 def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
                 estimate_s: float | None = None, forked: bool = False) -> ExportPlan:
-    """Select the experiments (unless given) and split them into partitions (no data is read).
+    """Select the experiments (unless given) and split them into partitions.
 
-    ``estimate_s`` (from :func:`estimate_seconds`) keeps tasks of tiny records from being split
-    finer than pays; ``forked`` partitions (run by processes forked from the driver) may be as
-    large as in-process ones.
+    The partitions depend on the data only (see :func:`partition_size_for`; ``workers`` and
+    ``forked`` change nothing): without a ``partition_size`` of the user's, on the estimate
+    ``estimate_s`` of :func:`estimate_seconds`, computed here when not given (it reads the
+    first experiment's HDF5 metadata, no data), so a plan made here is the job's own.
     """
     if selection is None:
         selection = select_experiments(spec)
     check_storable_ids(selection.ids, spec.dataset.index_file)
+    if estimate_s is None and spec.partition_size is None:
+        estimate_s = estimate_seconds(spec, selection)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s, forked)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
         parts.append(Partition(index, start, selection.locations[start:stop],
                                selection.rows[start:stop]))
-    return ExportPlan(selection, tuple(parts), size,
-                      spec.identity(selection.ids, size, _data_fingerprint(spec, selection)))
+    data = _data_fingerprint(spec, selection)
+    return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data),
+                      data)
 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
@@ -330,25 +338,16 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
-    n_tasks = math.ceil(n / partition_size_for(spec, n, default_worker_count(), estimate))
-    in_process = math.ceil(n / partition_size_for(spec, n, 1, estimate))  # as plan_export sizes
     finishing = only_finalize_left(spec, staging, selection)
-    forkable = forkable_job(spec, staging)
-    where_ctx: Any
-    if finishing is not None and (client is None or isinstance(client, str)):
-        # nothing left for workers: no cluster is started for the driver's last steps
+    if finishing is not None:  # this very job's partitions (its identity says so)
         spec = dataclasses.replace(spec, partition_size=finishing)
-        where = Placement(None, "in-process", 1, "only the finalize of an interrupted run is "
-                                                 "left")
-        if not quiet:
-            logger.info("guideloom: running %s: %s", where.mode, where.reason)
-        where_ctx = contextlib.nullcontext(where)
-    else:
-        where_ctx = placement(client, estimate_s=estimate, n_tasks=n_tasks,
-                              dashboard_address=dashboard_address, quiet=quiet,
-                              verbose=verbose, batch_options=batch_options,
-                              in_process_tasks=in_process, forkable=forkable)
-    with where_ctx as where:
+    n_tasks = math.ceil(n / partition_size_for(spec, n, estimate_s=estimate))  # on any placement
+    forkable = forkable_job(spec, staging)
+    # the one placement decision of the job; what it prints is what runs
+    with placement(client, estimate_s=estimate, n_tasks=n_tasks,
+                   dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
+                   batch_options=batch_options, forkable=forkable,
+                   finishing=finishing is not None) as where:
         monitor.attach(where.client)
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
@@ -390,7 +389,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                 where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, where.workers, selection, estimate, where.mode == FORKED)
+    plan = plan_export(spec, selection=selection, estimate_s=estimate)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
@@ -400,22 +399,32 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         "partition_size": plan.partition_size,
         "resume": resume_hint,
     }
+    previous = staging.read_job()
     resumed = staging.start(job)
     if staging.discarded and not quiet:
         logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
-                    "they belong to another job (its inputs, code or options changed)",
-                    staging.url)
+                    "they belong to another job (%s)", staging.url,
+                    discard_reason(spec, plan, previous))
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
-    shipped = (None if dask is None or finalizing
-               else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
-    reference = reference_dtypes(spec.view, plan.selection.locations, plan.selection.rows)
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
-    # in-process: remote records stream in from here on (the probe takes the first one)
-    ahead = job_readahead(spec, todo, reference) if dask is None and not finalizing else None
     hashes = None
     try:
         with contextlib.ExitStack() as children:
+            forked = None
+            if where.mode == FORKED and todo and not finalizing:
+                # first: before the job starts any thread here (zarr's I/O threads when it
+                # allocates, the decode pool, the prefix hashes); the schema follows them
+                forked, where = _fork_workers(spec, staging, writer, todo, where)
+                if forked is not None:
+                    children.enter_context(forked)
+            shipped = (None if dask is None or finalizing
+                       else _ship(spec, writer, dask, plan.identity[:JOB_TOKEN_CHARS]))
+            reference = reference_dtypes(spec.view, plan.selection.locations,
+                                         plan.selection.rows)
+            # in-process: remote records stream in from here on (the probe takes the first)
+            ahead = (job_readahead(spec, todo, reference) if dask is None and not finalizing
+                     else None)
             if ahead is not None:
                 children.callback(ahead.close)
             schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference,
@@ -427,13 +436,6 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             n = len(plan.selection.locations)
             monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
             monitor.totals(n, _experiments(done.values()))
-            forked = None
-            if where.mode == FORKED and todo and not finalizing:
-                # before any thread of this job starts (the prefix hashes' one)
-                forked, where = _fork_workers(spec, staging, writer, schema, reference, todo,
-                                              where)
-                if forked is not None:
-                    children.enter_context(forked)
             hashes = (None if finalizing
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
             t0 = time.time()
@@ -453,20 +455,39 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
 
 
+def discard_reason(spec: ExportSpec, plan: ExportPlan, previous: Mapping[str, Any] | None
+                   ) -> str:
+    """Why a staged job is not this one: ``partitioning changed: 4 → 8 partitions`` when only
+    the partitioning differs (the user passed another ``partition_size``), else that its
+    inputs, code or options changed."""
+    size = (previous or {}).get("partition_size")
+    if (isinstance(size, int) and size != plan.partition_size and previous is not None
+            and previous.get("identity") == spec.identity(plan.selection.ids, size,
+                                                          plan.data)):
+        before = previous.get("n_partitions")
+        return (f"partitioning changed: {before} → {len(plan.partitions)} partitions "
+                f"(partition_size {size} → {plan.partition_size})")
+    return "its inputs, code or options changed"
+
+
 def _fork_workers(spec: ExportSpec, staging: Staging, writer: ExportFormat,
-                  schema: Mapping[str, FieldSchema] | None,
-                  reference: Mapping[str, str] | None, todo: Sequence[Partition],
-                  where: Placement) -> tuple[ForkedWorkers | None, Placement]:
-    """Fork the job's worker processes (see :mod:`guideloom.cluster.forked`), or say in the
-    placement why the partitions run in this process instead."""
+                  todo: Sequence[Partition], where: Placement
+                  ) -> tuple[ForkedWorkers | None, Placement]:
+    """Fork the job's worker processes (see :mod:`guideloom.cluster.forked`) as the placement
+    decided; they get the schema and reference dtypes (``(schema, reference)``) once the
+    driver has them.
+
+    Nothing of the job runs a thread before this point; should another thread have started
+    since the decision (the user's own), the partitions run here and the placement says so.
+    """
     from guideloom.cluster.forked import ForkedWorkers
 
     problem = fork_problem()
     if problem is not None:
-        logger.info("guideloom: running in-process: not forked: %s", problem)
+        logger.info("guideloom: running in-process: not forked after all: %s", problem)
         return None, Placement(None, "in-process", 1, f"not forked: {problem}")
     n = min(where.workers, len(todo))
-    task = functools.partial(_forked_task, n, (spec, writer), schema, reference)
+    task = functools.partial(_forked_task, n, (spec, writer))
 
     def summary_of(part: Partition) -> PartitionSummary:
         summary = staging.marker(part.index)
@@ -485,10 +506,13 @@ def _describe_partition(part: Partition) -> str:
             else f"partition {part.index}")
 
 
-def _forked_task(n: int, job: Any, schema: Mapping[str, FieldSchema] | None,
-                 reference: Mapping[str, str] | None, part: Partition) -> PartitionSummary:
-    """One partition in a forked worker, its decode threads sized to its share of the CPUs."""
+def _forked_task(n: int, job: Any,
+                 context: tuple[Mapping[str, FieldSchema] | None, Mapping[str, str] | None],
+                 part: Partition) -> PartitionSummary:
+    """One partition in a forked worker, its decode threads sized to its share of the CPUs;
+    ``context`` is ``(schema, reference)``, sent by the driver after the fork."""
     fastread.share_cores(n)
+    schema, reference = context
     return _partition_task(job, schema, reference, part)
 
 
@@ -758,7 +782,7 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
             hashes.rows_final(summary["start"], _experiments([summary]))
 
     if forked is not None:
-        return forked.run(on_result)
+        return forked.run(on_result, context=(schema, reference))
     return run_partitions(
         dask, task, todo, args=(job, schema, reference),
         key=lambda part: task_key(TASK_STAGE, spec.view.name, token, part.index),
