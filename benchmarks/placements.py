@@ -118,7 +118,8 @@ def child_placement(a: dict) -> dict:
             count = result.manifest.get("count")
             shutil.rmtree(out / f"e{k}", ignore_errors=True)
         workers_mb = (max(client.run(_worker_peak_mb).values()) if client is not None
-                      else _peak_mb(resource.RUSAGE_CHILDREN))
+                      else _peak_mb(resource.RUSAGE_CHILDREN) if a["placement"] == "fork"
+                      else None)
     finally:
         if client is not None:
             client.close()
@@ -292,8 +293,7 @@ def report(views: list[str], placements: list[str], trees: dict[str, Path],
                 vs_other = f"{med(other) / med(warm):.2f}" if other else "-"
                 print(f"  {placement:10s} {tree:6s} {'/'.join(modes):13s} {show(first):>22s} "
                       f"{show(warm):>22s} {vs_rddac:>8s} {vs_other:>9s} "
-                      f"{max(r['driver_mb'] for r in runs):10.0f} "
-                      f"{max(r['workers_mb'] for r in runs):11.0f}")
+                      f"{max(r['driver_mb'] for r in runs):10.0f} {_mb(runs):>11s}")
     if FORCE in views and "cluster" in placements:
         runs = results.get((FORCE, "cluster", "this"), [])
         warm = [s for r in runs for s in r["warm_s"]]
@@ -309,6 +309,12 @@ def report(views: list[str], placements: list[str], trees: dict[str, Path],
                 line += (f"; >= {GOAL_VS_RDDAC:.0f}x rddac: {ratio:.1f}x "
                          f"({'met' if ratio >= GOAL_VS_RDDAC else 'NOT met'})")
             print(line)
+
+
+def _mb(runs: list[dict]) -> str:
+    """The largest worker peak RSS of the runs ("-": the export ran in the driver)."""
+    peaks = [r["workers_mb"] for r in runs if r.get("workers_mb") is not None]
+    return f"{max(peaks):.0f}" if peaks else "-"
 
 
 def _git_head(tree: Path) -> str:

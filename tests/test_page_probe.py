@@ -97,3 +97,28 @@ def test_the_page_question_is_answered_from_the_plugin_registry_by_name():
         cluster.scheduler.add_plugin(GuideloomDashboard())
         with Client(cluster, set_as_default=False) as after:
             assert page.serves_page(after) is True
+
+
+def test_run_events_reach_the_scheduler_in_order_without_a_wait_per_event(dask_client):
+    """The run's events are queued and sent from the client's loop one after the other: after
+    the one flush a run does at its end, the scheduler has every event, in order."""
+    import uuid
+
+    from guideloom.cluster.events import EventSender
+
+    topic = f"guideloom-test-{uuid.uuid4().hex[:8]}"
+    sender = EventSender(dask_client)
+    for k in range(200):
+        sender.send(topic, {"k": k})
+    assert sender.flush(timeout=60) is True
+    events = dask_client.get_events(topic)
+    assert [msg["k"] for _, msg in events] == list(range(200))
+    # a client closed after Ctrl-C: sending fails quietly, the sender stops trying
+    from distributed import Client
+
+    closed = Client(dask_client.scheduler.address, set_as_default=False)
+    closed.close()
+    dead = EventSender(closed)
+    dead.send(topic, {"k": 200})
+    assert dead.flush(timeout=60) is False and dead.failed
+    assert len(dask_client.get_events(topic)) == 200

@@ -12,6 +12,7 @@ returns at once; the answer is cached per scheduler address (and client).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import threading
@@ -96,9 +97,11 @@ def ask_page(client: Any) -> concurrent.futures.Future[bool]:
     try:
         loop = client.loop.asyncio_loop
         question = client.run_on_scheduler(scheduler_probe(), asynchronous=True)
-        import asyncio
-
-        asyncio.run_coroutine_threadsafe(question, loop).add_done_callback(answered)
+        try:
+            asyncio.run_coroutine_threadsafe(question, loop).add_done_callback(answered)
+        except RuntimeError:  # a closed loop
+            question.close()
+            raise
     except Exception:  # noqa: BLE001 - an asynchronous client, a closed loop: ask in the open
         sent: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
