@@ -456,13 +456,6 @@ def serves_page(client: Any) -> bool:
     return page_module.serves_page(client)
 
 
-def _has_page(dask_scheduler: Any = None) -> bool:
-    """Runs on the scheduler: its guideloom plugin is there and the page registered (kept for
-    callers of this name; :func:`serves_page` sends :func:`guideloom.cluster.page.scheduler_probe`,
-    which imports nothing there)."""
-    return page_module.scheduler_probe()(dask_scheduler)
-
-
 def interrupted() -> None:
     """Stop the embedded cluster at once after Ctrl-C (workers are killed, not retired)."""
     embedded.close_cluster(fast=True)
