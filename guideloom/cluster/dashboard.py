@@ -9,7 +9,8 @@ Two pieces, both in the scheduler's process:
   which shows that state and is linked from the dashboard's navigation bar.
 
 The embedded cluster installs both (:func:`install`). A ``dask scheduler`` started with
-``--preload guideloom.cluster.dashboard`` gets them too (:func:`dask_setup`).
+``--preload guideloom.cluster.dashboard`` gets them too (:func:`dask_setup`). Whether a scheduler
+serves the page is asked without importing this module there (:mod:`guideloom.cluster.page`).
 """
 
 from __future__ import annotations
@@ -19,22 +20,14 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from guideloom.cluster.page import PLUGIN_NAME, PRELOAD, PRELOAD_HINT, ROUTE, page_link
 from guideloom.cluster.progress import PROGRESS_TOPIC, TOPIC, apply_event
 
-ROUTE = "/guideloom"
-PLUGIN_NAME = "guideloom-dashboard"
 REFRESH_MS = 500  # how often an open page redraws from the plugin's state (in the browser tab)
-PRELOAD = "guideloom.cluster.dashboard"
-PRELOAD_HINT = (f"start the scheduler with `dask scheduler --preload {PRELOAD}` (guideloom "
-                f"installed there) to get {ROUTE}; the Dask dashboard shows the tasks")
 
-
-def page_link(dashboard_link: str) -> str:
-    """The guideloom page's URL beside the dashboard's (``…/status`` -> ``…/guideloom``)."""
-    base = dashboard_link.rstrip("/")
-    if base.endswith("/status"):
-        base = base[: -len("/status")]
-    return base + ROUTE
+__all__ = ["PLUGIN_NAME", "PRELOAD", "PRELOAD_HINT", "REFRESH_MS", "ROUTE", "GuideloomDashboard",
+           "dask_setup", "guideloom_doc", "install", "page_link", "page_registered",
+           "register_page"]
 
 
 class GuideloomDashboard(SchedulerPlugin):

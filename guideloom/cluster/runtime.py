@@ -25,6 +25,7 @@ out (with a progress bar), and the dashboard default.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import math
@@ -37,6 +38,7 @@ from typing import Any, TypeVar
 
 from guideloom import config, fastread
 from guideloom.cluster import dask_logs, embedded
+from guideloom.cluster import page as page_module
 from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
 SYNC = "sync"
@@ -387,9 +389,10 @@ def placement(
     if client is None:
         active = active_client()
         if active is not None:
-            _announce(active.dashboard_link, quiet, client=active)
+            asked = _announce(active.dashboard_link, quiet, client=active)
             yield _say(Placement(active, "client", worker_count(active), "the active Client"),
                        quiet)
+            page_module.settle(asked)
             return
         mode, reason = choose_automatically(estimate_s or 0.0, n_tasks, in_process_tasks,
                                             forkable)
@@ -412,8 +415,9 @@ def placement(
         raise TypeError(
             f"client must be a distributed.Client, an address, 'local[:N]' or 'sync', not "
             f"{client!r}")
-    _announce(getattr(client, "dashboard_link", None), quiet, client=client)
+    asked = _announce(getattr(client, "dashboard_link", None), quiet, client=client)
     yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
+    page_module.settle(asked)
 
 
 def _forked(client: str, forkable: bool) -> Placement:
@@ -449,10 +453,11 @@ def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, 
                                  f"{jobs} {kind.upper()} worker jobs"), quiet)
         return
     with connect_scheduler(client) as remote:
-        _announce(remote.dashboard_link, quiet, client=remote)
+        asked = _announce(remote.dashboard_link, quiet, client=remote)
         _first_worker(remote, client)
         yield _say(Placement(remote, "scheduler", worker_count(remote),
                              f"scheduler {client}"), quiet)
+        page_module.settle(asked)  # before the client closes
 
 
 def _say(where: Placement, quiet: bool) -> Placement:
@@ -461,38 +466,33 @@ def _say(where: Placement, quiet: bool) -> Placement:
     return where
 
 
-def _announce(link: str | None, quiet: bool, page: bool = False, client: Any = None) -> None:
+def _announce(link: str | None, quiet: bool, page: bool = False,
+              client: Any = None) -> concurrent.futures.Future[bool] | None:
     """Print the dashboard URL once per process, and the guideloom page's beside it when the
     scheduler serves it: ``page`` (the embedded cluster's does), else asked of ``client``'s
-    scheduler (see :func:`serves_page`); when it does not, how to get it."""
+    scheduler without waiting (see :func:`guideloom.cluster.page.announce_page`: the line
+    follows when the answer arrives); when it does not, how to get it. Returns the pending
+    question, for :func:`guideloom.cluster.page.settle` once the job is done."""
     if not link or quiet or link in _printed:
-        return
+        return None
     _printed.add(link)
     logger.info("Dask dashboard: %s", link)
-    from guideloom.cluster.dashboard import PRELOAD_HINT, page_link
-
-    if page or (client is not None and serves_page(client)):
-        logger.info("guideloom page: %s (experiments, phases, skips, rates)", page_link(link))
-    elif client is not None:
-        logger.info("guideloom page: not served by this scheduler; %s", PRELOAD_HINT)
+    if page:
+        logger.info("guideloom page: %s (experiments, phases, skips, rates)",
+                    page_module.page_link(link))
+        return None
+    if client is None:
+        return None
+    return page_module.announce_page(link, client)
 
 
 def serves_page(client: Any) -> bool:
     """Whether ``client``'s scheduler serves the guideloom page (it runs the page's plugin:
     the embedded cluster, or ``dask scheduler --preload guideloom.cluster.dashboard``).
 
-    A scheduler without guideloom installed cannot even run the question: no page."""
-    try:
-        return bool(client.run_on_scheduler(_has_page))
-    except Exception:  # noqa: BLE001 - no guideloom there, or run_on_scheduler not allowed
-        return False
-
-
-def _has_page(dask_scheduler: Any = None) -> bool:
-    """Runs on the scheduler: its guideloom plugin is there and the page registered."""
-    from guideloom.cluster.dashboard import PLUGIN_NAME, page_registered
-
-    return PLUGIN_NAME in dask_scheduler.plugins and page_registered()
+    Asked without importing anything on the scheduler (see :mod:`guideloom.cluster.page`), so
+    a scheduler without guideloom installed answers too: no page."""
+    return page_module.serves_page(client)
 
 
 def interrupted() -> None:

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from guideloom.cluster.events import EventSender
 from guideloom.cluster.progress import (
     ALL_TOPIC,
     CHECKSUMS,
@@ -50,6 +51,7 @@ class RunMonitor:
         self.exports: dict[str, dict[str, Any]] = {}
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.client: Any = None
+        self._sender: EventSender | None = None
         self.show_progress = show_progress
         self._bar: Any = None
         self._shown: tuple[str, float] | None = None  # the phase announced on the terminal
@@ -65,8 +67,10 @@ class RunMonitor:
 
     def attach(self, client: Any) -> None:
         """Send this run's events so far to ``client``'s scheduler, and later ones as they
-        happen (``None``: stay local)."""
+        happen, without waiting for each (``None``: stay local; see
+        :class:`~guideloom.cluster.events.EventSender`)."""
         self.client = client
+        self._sender = None if client is None else EventSender(client)
         if client is not None:
             for topic, msg in self.events:
                 self._send(topic, msg)
@@ -130,6 +134,8 @@ class RunMonitor:
             return
         self._close_bar()
         self._emit(TOPIC, "finish", status=status, error=error)
+        if self._sender is not None:  # the scheduler has every event before the client closes
+            self._sender.flush()
 
     def timings(self) -> dict[str, float]:
         """Seconds per phase so far, keyed as in ``export.json`` (``plan_s``, ``tasks_s``…)."""
@@ -145,15 +151,15 @@ class RunMonitor:
             self._send(topic, msg)
 
     def _send(self, topic: str, msg: dict[str, Any]) -> None:
-        if getattr(self.client, "status", "running") != "running":  # closed after Ctrl-C
-            self.client = None
+        sender = self._sender
+        if sender is None or sender.failed or getattr(
+                self.client, "status", "running") != "running":  # closed after Ctrl-C
+            self.client = self._sender = None
             return
-        try:  # each call returns once the scheduler has the event: they arrive in order
-            if topic == TOPIC:  # the dashboard's Events page plots the "all" topic
-                self.client.log_event(ALL_TOPIC, {**msg, "action": f"guideloom-{msg['action']}"})
-            self.client.log_event(topic, msg)
-        except Exception:  # noqa: BLE001 - a lost dashboard event must not fail the export
-            self.client = None
+        # queued in order; a lost dashboard event never fails the export
+        if topic == TOPIC:  # the dashboard's Events page plots the "all" topic
+            sender.send(ALL_TOPIC, {**msg, "action": f"guideloom-{msg['action']}"})
+        sender.send(topic, msg)
 
     def _new_bar(self, name: str, total: int | None, detail: str) -> None:
         if not self.show_progress:
