@@ -70,6 +70,26 @@ def module_names() -> list[str]:
     return names
 
 
+def in_an_environment(path: Path, root: Path = ROOT) -> bool:
+    """Whether ``path`` lies in a Python environment inside ``root``: a folder holding
+    ``pyvenv.cfg`` (``python3 -m venv .venv`` in the clone) or ``conda-meta`` (``conda create
+    -p ./env``). Its packages are installed there, not part of the repository."""
+    for folder in path.parents:
+        if folder == root or not folder.is_relative_to(root):
+            return False
+        if (folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir():
+            return True
+    return False
+
+
+def repository_file(path: str, root: Path = ROOT) -> bool:
+    """Whether a module's ``__file__`` is one of the repository's own files."""
+    if not path:
+        return False
+    file = Path(path)
+    return file.is_relative_to(root) and not in_an_environment(file, root)
+
+
 def effects(names: list[str], tmp_path: Path, first: list[str]) -> tuple[dict, dict]:
     out = subprocess.run(
         [sys.executable, "-c", RUN, json.dumps(names), json.dumps(first)], cwd=tmp_path,
@@ -97,8 +117,27 @@ def assert_unchanged(before: dict, after: dict) -> None:
     assert after["sockets"] == before["sockets"], "importing opened a socket"
     assert set(before["modules"]) <= set(after["modules"]), "importing removed a module"
     outside = {name: path for name, path in after["files"].items()
-               if not name.startswith("guideloom") and path.startswith(str(ROOT))}
+               if not name.startswith("guideloom") and repository_file(path)}
     assert not outside, f"importing guideloom imported repository files: {outside}"
+
+
+def test_a_virtual_environment_inside_the_clone_holds_no_repository_files(tmp_path):
+    """``python3 -m venv .venv`` in the clone (a real one): what is installed there is not the
+    repository's; the repository's own files are, and a sibling folder sharing the name's
+    prefix is not."""
+    root = tmp_path / "guideloom"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")],
+                   check=True, timeout=120)
+    (site,) = (root / ".venv" / "lib").glob("python3*/site-packages")
+    installed = site / "h5py" / "__init__.py"
+    installed.parent.mkdir()
+    installed.write_text("")
+    (root / "tests").mkdir()
+    (root / "tests" / "helpers.py").write_text("")
+    assert not repository_file(str(installed), root)
+    assert repository_file(str(root / "tests" / "helpers.py"), root)
+    assert not repository_file(str(tmp_path / "guideloom-venv" / "h5py" / "__init__.py"), root)
+    assert not repository_file("", root)
 
 
 def test_import_guideloom_has_no_side_effects(tmp_path):

@@ -46,6 +46,8 @@ def test_named_archives_are_found_under_h5(demo_copy):
         assert int(f.attrs["index"]) == 7
 
 
+@pytest.mark.skipif(not REFERENCE_MANIFEST.is_file(),
+                    reason="shared/reference (published RDDAC manifest) is not beside this repo")
 def test_sample_zip_under_h5_is_read_with_the_published_manifest(demo_zip, tmp_path):
     """What ``rddac download --small`` leaves: the CSV, metadata.json and ``h5/sample.zip``."""
     shutil.copy(demo_zip / "process_parameters.csv", tmp_path / "process_parameters.csv")

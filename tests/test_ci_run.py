@@ -1,0 +1,115 @@
+"""``.ci/run``: the README's test command and the slow set, both run, both must pass.
+
+The script runs here on small generated suites: a copy of ``.ci/run`` in a folder of its own,
+beside a README.md whose two blocks run real pytest on them (``CI_RUN_NO_INSTALL=1``: no
+system packages are installed, even as root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PASSING = "def test_ok():\n    assert True\n"
+FAILING = "def test_broken():\n    assert False\n"
+SLOW = "import pytest\n\n\n@pytest.mark.slow\ndef test_long():\n    assert {}\n"
+
+README = """# a project
+
+<!-- test-command -->
+```bash
+python3 -m pytest -q -p no:cacheprovider -m "not slow"
+```
+
+<!-- slow-test-command -->
+```bash
+python3 -m pytest -q -p no:cacheprovider -m slow
+```
+"""
+
+
+def project(folder: Path, tests: dict[str, str], readme: str = README) -> Path:
+    """``folder`` with ``.ci/run``, README.md, a pytest.ini registering ``slow``, and ``tests``."""
+    (folder / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "run", folder / ".ci" / "run")
+    (folder / "README.md").write_text(readme)
+    (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: long\n")
+    (folder / "tests").mkdir()
+    for name, text in tests.items():
+        (folder / "tests" / name).write_text(text)
+    return folder
+
+
+def ci_run(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+                "CI_RUN_NO_INSTALL": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    return subprocess.run(["bash", str(folder / ".ci" / "run"), *args], cwd=folder.parent,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+CASES = {
+    "both pass": ({"test_a.py": PASSING, "test_b.py": SLOW.format("True")}, 0, (0, 0)),
+    "the fast set fails": ({"test_a.py": FAILING, "test_b.py": SLOW.format("True")}, 1, (1, 0)),
+    "the slow set fails": ({"test_a.py": PASSING, "test_b.py": SLOW.format("False")}, 1, (0, 1)),
+    "no slow tests": ({"test_a.py": PASSING}, 1, (0, 5)),
+}
+
+
+@pytest.mark.fast_case("the slow set fails", "no slow tests")
+@pytest.mark.parametrize("case", list(CASES))
+def test_both_sets_run_and_both_must_pass(tmp_path, case):
+    tests, code, (fast_code, slow_code) = CASES[case]
+    done = ci_run(project(tmp_path / "repo", tests))
+    out = done.stdout
+    assert done.returncode == code, out + done.stderr
+    # both commands ran, in order, whatever the first one's result
+    fast = out.index('+ python3 -m pytest -q -p no:cacheprovider -m "not slow"')
+    slow = out.index("+ python3 -m pytest -q -p no:cacheprovider -m slow")
+    assert fast < slow
+    said = {0: "passed", 1: "failed (exit code 1)",
+            5: "collected no tests (pytest exit code 5): a failure"}
+    assert f".ci/run: the test command (fast set) {said[fast_code]}" in out, out
+    assert f".ci/run: the slow set {said[slow_code]}" in out, out
+    if code:
+        assert (f".ci/run: FAILED (test command: exit code {fast_code}, slow set: exit code "
+                f"{slow_code})") in done.stderr
+    else:
+        assert out.rstrip().endswith(".ci/run: both sets passed"), out
+
+
+def test_a_readme_without_the_slow_set_block_is_an_error(tmp_path):
+    readme = README[:README.index("<!-- slow-test-command -->")]
+    done = ci_run(project(tmp_path / "repo", {"test_a.py": PASSING}, readme), "--dry-run")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (".ci/run: no command found after <!-- slow-test-command --> "
+                                   "in README.md")
+    assert "+ " not in done.stdout  # nothing ran
+
+
+def test_the_readme_commands_are_the_fast_set_and_the_slow_set_of_the_whole_suite():
+    """What ``.ci/run`` runs here: the README's install and ``-m "not slow"``, then ``-m slow``,
+    the two halves of the whole suite and nothing else."""
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "run"), "--dry-run"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "CI_RUN_NO_INSTALL": "1"})
+    assert done.returncode == 0, done.stderr
+    test_command, slow_command = done.stdout.splitlines()
+    readme = (ROOT / "README.md").read_text()
+    for marker, command in (("test-command", test_command), ("slow-test-command", slow_command)):
+        assert f"<!-- {marker} -->\n```bash\n{command}\n```" in readme
+    install, _, fast = test_command.partition(" && ")
+    assert install == 'python3 -m pip install -e ".[test]" torch==2.13.0'
+    assert fast == 'python3 -m pytest -q -m "not slow"'
+    assert slow_command == "python3 -m pytest -q -m slow"
+
+
+def test_ci_run_is_executable():
+    assert os.access(ROOT / ".ci" / "run", os.X_OK)
+    assert (ROOT / ".ci" / "run").read_text().startswith("#!/usr/bin/env bash\n")
