@@ -22,9 +22,11 @@ import http.client
 import logging
 import os
 import re
+import socket
 import stat
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -184,6 +186,8 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
             reason, wait = str(err), getattr(err, "wait", None)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc
+            if isinstance(cause, socket.gaierror):  # no retry brings a name that is not there
+                raise _unresolved(url, label, cause, give_up) from None
             reason, wait = f"{type(cause).__name__}: {cause}", None
         attempt += 1
         if attempt > settings.retries:
@@ -193,6 +197,17 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
                                 f"(last: {reason}); run the command again to resume") from None
         delay = settings.backoff * 2 ** (attempt - 1) if wait is None else wait
         time.sleep(min(delay, settings.max_wait))
+
+
+def _unresolved(url: str, label: str, cause: socket.gaierror,
+                give_up: Callable[[str, int], Exception] | None) -> Exception:
+    """The error of a host name that does not resolve: said once, without retries."""
+    host = urllib.parse.urlsplit(url).hostname or url
+    reason = f"cannot resolve {host}: no network? ({cause.strerror or cause})"
+    if give_up is not None:
+        return give_up(reason, 1)
+    return DownloadError(f"{label}: {url}: {reason}; check the network and the server name, "
+                         "then run the command again")
 
 
 MAX_JSON = 256 << 20  # bytes of one API answer read at most (DaRUS' file list: about 3 MB)
