@@ -47,7 +47,8 @@ RICH = {
             "cluster": {"kind": "slurm", "jobs": 2, "config_file": "jq.yaml",
                         "wait_timeout": 30.5, "job_options": {"queue": "normal"}}},
 }
-REPLACEMENTS = ["", "x", "sync\n", "a.b:c\n", "npz", "tcp://h:1", "a.b:c", "1bad", 0, -1, 3, 2.0, 0.5, True, False,
+REPLACEMENTS = ["", "x", "sync\n", "a.b:c\n", "npz", "tcp://h:1", "a.b:c", "1bad", 0, -1, 3,
+                2.0, 0.5, True, False,
                 [], [1], ["x", 2], {}, {"field": "f"}, {"in": []}, {"zz": 1},
                 datetime.date(2026, 1, 1)]
 
