@@ -55,14 +55,14 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _timeout(text: str) -> float:
-    """Seconds a network wait may last: a finite number above 0."""
+def _positive(text: str) -> float:
+    """A finite number above 0 (seconds a network wait may last, a rate)."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, not {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, not {text!r}")
     return value
 
 
@@ -544,7 +544,7 @@ def _release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default=None, metavar="URL",
                    help=f"Dataverse server (default ${SERVER_ENV}, else DaRUS)")
     p.add_argument("--doi", default=RDDAC_DOI, help=f"dataset persistent id (default {RDDAC_DOI})")
-    p.add_argument("--timeout", type=_timeout, default=60.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=_positive, default=60.0, metavar="SECONDS",
                    help="seconds per connect or read before a retry (default 60)")
     p.add_argument("--retries", type=_count, default=5, metavar="N",
                    help="retries of the file list and of each file after a 429/5xx, reset or "
@@ -625,6 +625,37 @@ def _cmd_download(args: argparse.Namespace) -> int:
               f"{len(report.present)} were already present and verified")
         if report.extract is not None:
             print(f"extracted {len(report.extract.extracted)} experiments to {plan.out / 'h5'}")
+    return 0
+
+
+def _cmd_serve_release(args: argparse.Namespace) -> int:
+    import threading
+
+    from guideloom.release_server import ReleaseServer, make_demo_release
+
+    root = Path(args.dir)
+    if args.demo:
+        make_demo_release(root, n=args.n)
+    server = ReleaseServer(root, doi=args.doi, port=args.port, rate=args.rate)
+    size = sum(f.size for f in server.files)
+    url = server.url
+    print(f"serving {root} ({len(server.files)} files, {_human_bytes(size)}) as {args.doi} at "
+          f"{url} (127.0.0.1 only); Ctrl-C stops it\n"
+          f"  guideloom info --server {url}\n"
+          f"  guideloom download --small --yes --server {url}\n"
+          f"  guideloom run force_signals --data-dir {args.doi} --server {url} "
+          "--output exports/force-signals", flush=True)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.stop()
+    print("stopped", flush=True)
     return 0
 
 
@@ -850,6 +881,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where --extract runs: sync (default), local, local:N or tcp://HOST:PORT")
     _release_options(dl)
     dl.set_defaults(func=_cmd_download)
+
+    serve = sub.add_parser("serve-release", help="serve a release folder as a Dataverse "
+                                                  "dataset on 127.0.0.1, to try info, download "
+                                                  "and DOI runs offline")
+    serve.add_argument("dir", help="the release folder: metadata.json, process_parameters.csv "
+                                   "and the zips (at the top or in h5/), as download writes")
+    serve.add_argument("--demo", action="store_true",
+                       help="first write a demo release there (make-demo-data and a "
+                            "sample.zip)")
+    serve.add_argument("--n", type=_count, default=12, help="experiments of --demo (default 12)")
+    serve.add_argument("--port", type=_count, default=0,
+                       help="port on 127.0.0.1 (default: a free one, printed)")
+    serve.add_argument("--rate", type=_positive, default=None, metavar="BYTES_PER_S",
+                       help="send bodies at most this fast, to stop a download halfway and "
+                            "resume it (default: as fast as it goes)")
+    from guideloom.dataverse import RDDAC_DOI
+
+    serve.add_argument("--doi", default=RDDAC_DOI,
+                       help=f"the persistent id it answers to (default {RDDAC_DOI})")
+    serve.set_defaults(func=_cmd_serve_release)
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")

@@ -10,7 +10,7 @@ Faults (:class:`Faults`, changeable while the server runs): every Nth access req
 503 or 429, a throttle, a connection reset or a truncated body after N bytes (once per file),
 a wrong ``Content-Range``, ``Range`` ignored, a stall before the answer, damaged bytes (the
 list keeps the MD5 of the good bytes), a required token, a body held after its first block
-(``hold``) and no ``ETag``/``Last-Modified`` (``validators=False``; with them, a stale
+(``hold``), and ``ETag``/``Last-Modified`` headers (``validators=True``; then a stale
 ``If-Range`` gets the whole file, as RFC 9110 says); ``script`` lists faults for the
 next file requests, one each ("reset", "truncate", "bad-range", "ignore-range", "slow", "429",
 "503", "403", "404"). Shaping: ``latency`` seconds before every answer and a ``bandwidth`` cap
@@ -96,7 +96,7 @@ class Faults:
     retry_after: str = "0"  # the Retry-After header of a 429/503
     latency: float = 0.0  # seconds before answering any request (both servers)
     bandwidth: float | None = None  # bytes per second for all bodies together
-    validators: bool = True  # send ETag and Last-Modified (and honour If-Range)
+    validators: bool = False  # send ETag and Last-Modified (and honour If-Range)
     hold: threading.Event | None = None  # after a body's first block, wait until this is set
 
 

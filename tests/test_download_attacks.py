@@ -209,9 +209,10 @@ def test_a_file_changed_on_the_server_after_a_cut_is_not_resumed_into_a_mix(
 def test_an_unchanged_file_is_resumed_with_if_range(tmp_path, release):
     size_only = Release(release.files, checksum_type="none")
     data = served(release, "concave.zip").data
-    part = _cut(tmp_path, size_only, Faults(truncate_after={"concave.zip": len(data) // 2}))
+    part = _cut(tmp_path, size_only, Faults(truncate_after={"concave.zip": len(data) // 2},
+                                            validators=True))
     had = part.stat().st_size
-    with serve(size_only) as server:
+    with serve(size_only, Faults(validators=True)) as server:
         guideloom.download(tmp_path / "out", files=["concave.zip"], server=server.url,
                            show_progress=False)
         log = server.access_log()
@@ -248,3 +249,76 @@ def test_downloaded_files_follow_the_umask_unless_private(tmp_path, release):
     for name in ("metadata.json", "h5/sample.zip"):
         assert stat.S_IMODE((tmp_path / "shared" / name).stat().st_mode) == 0o644, name
         assert stat.S_IMODE((tmp_path / "mine" / name).stat().st_mode) == 0o600, name
+
+
+# --- retries, names that do not resolve, configuration values ---------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "guideloom", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("command", [["download", "--small", "--yes"], ["info"]])
+def test_retries_apply_to_the_file_list_too(tmp_path, release, command):
+    with serve(release, Faults(api_busy=5)) as server:
+        done = cli(tmp_path, *command, "--retries", "1", "--server", server.url)
+        listed = [e for e in server.log if "/api/datasets/" in e.path]
+    assert done.returncode == 1
+    assert [e.status for e in listed] == [503, 503]  # the first attempt and one retry
+    assert "failed after 2 attempts" in done.stderr and "HTTP 503" in done.stderr
+
+
+def test_a_server_name_that_does_not_resolve_is_said_once_without_retries(tmp_path):
+    done = cli(tmp_path, "download", "--small", "--yes", "--retries", "5",
+               "--server", "http://guideloom-no-such-host.invalid")
+    assert done.returncode == 1
+    line = done.stderr.strip().splitlines()[-1]
+    assert "cannot resolve guideloom-no-such-host.invalid: no network?" in line, line
+    assert "attempts" not in line and "to resume" not in line
+
+
+@pytest.mark.parametrize("value", ["1e400", "nan", "-1", "0"])
+def test_a_bad_configuration_value_is_refused_at_once_naming_the_variable(tmp_path, release,
+                                                                         value):
+    with serve(release) as server:
+        done = cli(tmp_path, "views", "doi:10.18419/DARUS-5589", "--server", server.url,
+                   env={"GUIDELOOM_HTTP_TIMEOUT": value})
+        requests = len(server.log)
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert line.startswith(f"guideloom: error: GUIDELOOM_HTTP_TIMEOUT={value!r} must be"), line
+    assert "manifest" not in line and "Traceback" not in line
+    assert requests == 0  # refused before anything was asked
+
+
+def test_the_config_module_refuses_infinite_and_nan_values_naming_the_key():
+    from guideloom import config
+    from guideloom.errors import ConfigError
+
+    for key, value in [("http_timeout", float("inf")), ("http_timeout", 0.0),
+                       ("cache_max_mb", float("nan")), ("decode_bytes_per_s", float("inf"))]:
+        with pytest.raises(ConfigError, match=rf"guideloom.config {key} must be"):
+            config.set(**{key: value})
+
+
+# --- the "From DaRUS" path ---------------------------------------------------------------------
+def test_views_of_a_doi_takes_server_as_info_and_download_do(tmp_path, release):
+    with serve(release) as server:
+        done = cli(tmp_path, "views", "doi:10.18419/DARUS-5589", "--server", server.url)
+        asked = {e.path.split("?")[0] for e in server.log}
+    assert done.returncode == 0, done.stderr
+    assert "force-curve" in done.stdout and "data in the remote release" in done.stdout
+    assert "/api/datasets/:persistentId/versions/2.0" in asked
+
+
+def test_a_wrong_option_names_the_subcommands_help(tmp_path):
+    done = cli(tmp_path, "views", "data", "--bogus")
+    assert done.returncode == 2
+    assert "unrecognized arguments: --bogus (see guideloom views --help)" in done.stderr
