@@ -372,6 +372,7 @@ class Trickle:
         self.sock.close()
 
 
+@pytest.mark.fast_case("command1-True", "command0-False")
 @pytest.mark.parametrize("trickle_head", [True, False])
 @pytest.mark.parametrize("command", [["info"], ["download", "--small", "--yes"]])
 def test_a_trickling_server_fails_in_bounded_time_naming_the_url(tmp_path, command,
