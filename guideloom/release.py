@@ -203,6 +203,17 @@ def _file_matches(path: Path, expected: Expected) -> bool:
     return not Hashes.of_file(path, expected).problems()
 
 
+def _check_patience(timeout: float, retries: int) -> None:
+    """``timeout`` a finite number of seconds above 0, ``retries`` a whole number >= 0."""
+    import math
+
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(f"timeout must be a finite number of seconds above 0, not {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise UsageError(f"retries must be a whole number >= 0, not {retries!r}")
+
+
 def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
                   files: Sequence[str] | None = None, small: bool = False,
                   token: str | None = None, server: str | None = None, doi: str = RDDAC_DOI,
@@ -211,6 +222,7 @@ def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSI
 
     Arguments as for :func:`download`.
     """
+    _check_patience(timeout, retries)
     base = _server(server)
     meta, listed = version_files(version, server=base, doi=doi, token=token, timeout=timeout,
                                  retries=retries)
@@ -272,6 +284,7 @@ def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int 
     Files get the mode the umask allows (``0o600`` with ``private``)."""
     if remove_zip and not extract:
         raise UsageError("--remove-zip deletes the zips after --extract; pass both")
+    _check_patience(timeout, retries)
     t0 = time.perf_counter()
     settings = Settings(timeout=timeout, retries=retries, token=_token(token), parallel=parallel)
     report = DownloadReport(plan.out, present=[f.relpath for f in plan.present])

@@ -392,3 +392,13 @@ def test_a_trickling_server_fails_in_bounded_time_naming_the_url(tmp_path, comma
     assert f"{server.url}/api/datasets/" in line, line
     assert ("no complete answer within 1 s" if trickle_head else "bytes/s for") in line, line
     assert seconds < 30  # python's start and one second of trickle; on main: hours
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("inf"), float("nan")])
+def test_download_refuses_a_timeout_that_is_no_wait(tmp_path, timeout):
+    from guideloom.errors import UsageError
+
+    with pytest.raises(UsageError, match="timeout must be a finite number of seconds above 0"):
+        guideloom.download(tmp_path / "out", small=True, server="http://127.0.0.1:9",
+                           timeout=timeout, show_progress=False)
+    assert not (tmp_path / "out").exists()
