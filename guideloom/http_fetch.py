@@ -24,7 +24,6 @@ import os
 import re
 import socket
 import stat
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -40,6 +39,7 @@ from guideloom.errors import (
     RestartDownloadError,
     TransientDownloadError,
 )
+from guideloom.http_deadline import Pace, open_url
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
@@ -112,7 +112,7 @@ class Settings:
     token: str | None = None
     parallel: int = 4  # files fetched at once (used by guideloom.release)
     connections: int = 16  # byte ranges of one file fetched at once (guideloom.remote.http)
-    min_rate: float = 1024.0  # bytes/s a body must keep up over each `timeout` s (open_url)
+    min_rate: float = 1024.0  # bytes/s a body keeps up over each `timeout` s (http_deadline)
 
 
 def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None
@@ -121,125 +121,6 @@ def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = N
     if settings.token:  # never follows a redirect (DaRUS sends large files to another host)
         req.add_unredirected_header("X-Dataverse-key", settings.token)
     return req
-
-
-class _Watch:
-    """The deadline of one request's answer (status line and headers): when it passes, the
-    request's sockets are shut down, so a server trickling its headers cannot hold us."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.expired = False
-        self._lock = threading.Lock()
-        self._conns: list[http.client.HTTPConnection] = []
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def add(self, conn: http.client.HTTPConnection) -> None:
-        with self._lock:
-            self._conns.append(conn)
-            if self.expired:
-                _shut(conn)
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for conn in self._conns:
-                _shut(conn)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
-def _shut(conn: http.client.HTTPConnection) -> None:
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def _watched(cls: type[http.client.HTTPConnection], watch: _Watch) -> Any:
-    """``cls`` whose connections ``watch`` may shut down once connected."""
-    class Watched(cls):  # type: ignore[valid-type,misc]
-        def connect(self) -> None:
-            super().connect()
-            watch.add(self)
-
-    return Watched
-
-
-class _HTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, watch: _Watch):
-        super().__init__()
-        self.watch = watch
-
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_watched(http_class, self.watch), req, **kwargs)
-
-
-class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, watch: _Watch):
-        super().__init__()
-        self.watch = watch
-
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_watched(http_class, self.watch), req, **kwargs)
-
-
-def open_url(req: urllib.request.Request, settings: Settings) -> Any:
-    """``urlopen(req)`` whose answer (status line and headers, after any redirects) must come
-    within ``settings.timeout`` seconds in all, not only within that per socket read.
-
-    Raises:
-        TransientDownloadError: The answer did not come in time (retried as a timeout is).
-        urllib.error.HTTPError, OSError: As ``urlopen`` raises them.
-    """
-    watch = _Watch(settings.timeout)
-    opener = urllib.request.build_opener(_HTTPHandler(watch), _HTTPSHandler(watch))
-    late = TransientDownloadError(f"timed out: no complete answer within "
-                                  f"{settings.timeout:g} s (the server sends too slowly)")
-    try:
-        resp = opener.open(req, timeout=settings.timeout)
-    except (OSError, http.client.HTTPException):  # HTTPError too: its headers may be cut
-        if watch.expired:
-            raise late from None
-        raise
-    finally:
-        watch.cancel()
-    if watch.expired:  # cut while its headers came: what was parsed is not the answer
-        resp.close()
-        raise late
-    return resp
-
-
-class Pace:
-    """A body must keep up ``settings.min_rate`` bytes/s over each ``settings.timeout``
-    seconds: a server trickling a byte a second cannot hold a download for hours."""
-
-    def __init__(self, settings: Settings):
-        self.window = settings.timeout
-        self.rate = settings.min_rate
-        self.start = time.monotonic()
-        self.got = 0
-
-    def add(self, n: int) -> None:
-        """Count ``n`` bytes received.
-
-        Raises:
-            TransientDownloadError: The last window was slower than the minimum rate.
-        """
-        self.got += n
-        now = time.monotonic()
-        spent = now - self.start
-        if spent >= self.window:
-            if self.got < self.rate * spent:
-                raise TransientDownloadError(
-                    f"the body came at {self.got / spent:.0f} bytes/s for {spent:.0f} s, "
-                    f"below the {self.rate:.0f} bytes/s guideloom waits for")
-            self.start, self.got = now, 0
 
 
 def retry_after(headers: Mapping[str, str] | email.message.Message | None) -> float | None:
@@ -340,8 +221,8 @@ def get_json(url: str, settings: Settings, label: str) -> Any:
 
     def once() -> Any:
         with open_url(_request(url, settings, {"Accept": "application/json"}),
-                      settings) as resp:
-            pace = Pace(settings)
+                      settings.timeout) as resp:
+            pace = Pace(settings.timeout, settings.min_rate)
             parts: list[bytes] = []
             size = 0
             while size <= MAX_JSON and (block := resp.read1(CHUNK)):  # we never hold more
@@ -583,7 +464,7 @@ def _fetch(url: str, folder: _Folder, expected: Expected, settings: Settings, la
         if headers and version is not None:
             headers["If-Range"] = version
         try:
-            resp = open_url(_request(url, settings, headers), settings)
+            resp = open_url(_request(url, settings, headers), settings.timeout)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and headers:  # the partial file does not fit the server's file
                 exc.close()
@@ -611,7 +492,7 @@ def _fetch(url: str, folder: _Folder, expected: Expected, settings: Settings, la
                 raise DownloadError(f"{label}: {url} answered HTTP {resp.status} "
                                     f"{resp.reason} to a download request")
             received = have
-            pace = Pace(settings)
+            pace = Pace(settings.timeout, settings.min_rate)
             with folder.open_part(truncate) as out:
                 if truncate:
                     folder.set_version(now)
