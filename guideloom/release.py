@@ -7,8 +7,14 @@ bar; each is verified against the repository's checksum (MD5 on DaRUS; SHA-1/256
 understood too) and the manifest's ``md5``/``sha256`` when
 ``metadata.json`` lists the file) before it is renamed into place (see
 :mod:`guideloom.http_fetch`). A file already present and verified is not fetched again; the
-checksums verified are remembered in ``OUT/.guideloom-download.json`` (keyed by size and
-modification time) so a second run reads nothing back either.
+checksums verified are remembered in ``OUT/.guideloom-download.json`` (keyed by size,
+modification time, inode, device, owner and ctime: a file replaced or rewritten since, even
+keeping size and mtime, is checked again) so a second run reads nothing back either.
+
+``OUT`` may be a folder other users can write to: the folders below it are made or checked by
+:mod:`guideloom.download_folder` (a link or folder planted by another user is refused), the
+record is read only if it is a file of ours and written by renaming a new file of an
+unguessable name, and a file that is a link or another user's is never "present".
 """
 
 from __future__ import annotations
