@@ -55,6 +55,28 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> float:
+    """A finite number above 0 (seconds a network wait may last, a rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, not {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 (retries, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
+    return value
+
+
 def _scheduler(text: str) -> str:
     from guideloom.cluster.runtime import check_client_text
 
@@ -519,15 +541,19 @@ def _release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", default=None, metavar="URL",
                    help=f"Dataverse server (default ${SERVER_ENV}, else DaRUS)")
     p.add_argument("--doi", default=RDDAC_DOI, help=f"dataset persistent id (default {RDDAC_DOI})")
-    p.add_argument("--timeout", type=_seconds, default=60.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=_positive, default=60.0, metavar="SECONDS",
                    help="seconds per connect or read before a retry (default 60)")
+    p.add_argument("--retries", type=_count, default=5, metavar="N",
+                   help="retries of the file list and of each file after a 429/5xx, reset or "
+                        "timeout, with doubling waits from 0.5 s (default 5; a server name "
+                        "that does not resolve is not retried)")
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     from guideloom.dataverse import dataset_versions, title_of
 
     versions = dataset_versions(server=args.server, doi=args.doi, token=args.token,
-                                timeout=args.timeout)
+                                timeout=args.timeout, retries=args.retries)
     latest = versions[0] if versions else {}
     print(title_of(latest) or args.doi)
     print(f"  persistent id: {args.doi}")
@@ -573,7 +599,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
     version = args.version_option or args.version
     plan = plan_download(args.out, version=version, files=args.files, small=args.small,
                          token=args.token, server=args.server, doi=args.doi,
-                         timeout=args.timeout)
+                         timeout=args.timeout, retries=args.retries)
     quiet = args.quiet
     if not quiet:
         print(f"{plan.title or plan.doi} (version {plan.version}) from {plan.server}")
@@ -588,13 +614,45 @@ def _cmd_download(args: argparse.Namespace) -> int:
     report = run_download(plan, token=args.token, parallel=args.parallel, timeout=args.timeout,
                           retries=args.retries,
                           show_progress=not quiet, extract=args.extract,
-                          remove_zip=args.remove_zip, client=args.scheduler or "sync")
+                          remove_zip=args.remove_zip, client=args.scheduler or "sync",
+                          private=args.private)
     if not quiet:
         print(f"downloaded {len(report.downloaded)} file(s) "
               f"({_human_bytes(report.bytes_fetched)}) in {report.seconds:.1f} s; "
               f"{len(report.present)} were already present and verified")
         if report.extract is not None:
             print(f"extracted {len(report.extract.extracted)} experiments to {plan.out / 'h5'}")
+    return 0
+
+
+def _cmd_serve_release(args: argparse.Namespace) -> int:
+    import threading
+
+    from guideloom.release_server import ReleaseServer, make_demo_release
+
+    root = Path(args.dir)
+    if args.demo:
+        make_demo_release(root, n=args.n)
+    server = ReleaseServer(root, doi=args.doi, port=args.port, rate=args.rate)
+    size = sum(f.size for f in server.files)
+    url = server.url
+    print(f"serving {root} ({len(server.files)} files, {_human_bytes(size)}) as {args.doi} at "
+          f"{url} (127.0.0.1 only); Ctrl-C stops it\n"
+          f"  guideloom info --server {url}\n"
+          f"  guideloom download --small --yes --server {url}\n"
+          f"  guideloom run force_signals --data-dir {args.doi} --server {url} "
+          "--output exports/force-signals", flush=True)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start()
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.stop()
+    print("stopped", flush=True)
     return 0
 
 
@@ -659,7 +717,15 @@ def _cmd_make_demo_data(args: argparse.Namespace) -> int:
 def _cmd_views(args: argparse.Namespace) -> int:
     from guideloom.inspect_views import describe_views
 
-    for line in describe_views(args.data_dir, source=args.manifest):
+    data_dir: Any = args.data_dir
+    if data_dir.lower().startswith("doi:"):  # resolved here, on --server with --token
+        from guideloom.remote.root import open_root
+
+        data_dir = open_root(data_dir, server=args.server, token=args.token)
+    elif args.server is not None:
+        raise UsageError("--server names the Dataverse server a DOI is resolved on; "
+                         f"{args.data_dir} is not a DOI")
+    for line in describe_views(data_dir, source=args.manifest):
         print(line)
     return 0
 
@@ -804,13 +870,34 @@ def build_parser() -> argparse.ArgumentParser:
                     help="no output and no progress bar; implies --yes (errors still on stderr)")
     dl.add_argument("--parallel", type=int, default=4, metavar="N",
                     help="files fetched at once (default 4)")
-    dl.add_argument("--retries", type=int, default=5, metavar="N",
-                    help="retries per file after a 429/5xx, reset or timeout, with doubling "
-                         "waits from 0.5 s (default 5)")
+    dl.add_argument("--private", action="store_true",
+                    help="files readable by you only (mode 0600); default: the mode your umask "
+                         "gives, as for every file you write (colleagues can read a shared "
+                         "copy)")
     dl.add_argument("--scheduler", type=_scheduler, default=None,
                     help="where --extract runs: sync (default), local, local:N or tcp://HOST:PORT")
     _release_options(dl)
     dl.set_defaults(func=_cmd_download)
+
+    serve = sub.add_parser("serve-release", help="serve a release folder as a Dataverse "
+                                                  "dataset on 127.0.0.1, to try info, download "
+                                                  "and DOI runs offline")
+    serve.add_argument("dir", help="the release folder: metadata.json, process_parameters.csv "
+                                   "and the zips (at the top or in h5/), as download writes")
+    serve.add_argument("--demo", action="store_true",
+                       help="first write a demo release there (make-demo-data and a "
+                            "sample.zip)")
+    serve.add_argument("--n", type=_count, default=12, help="experiments of --demo (default 12)")
+    serve.add_argument("--port", type=_count, default=0,
+                       help="port on 127.0.0.1 (default: a free one, printed)")
+    serve.add_argument("--rate", type=_positive, default=None, metavar="BYTES_PER_S",
+                       help="send bodies at most this fast, to stop a download halfway and "
+                            "resume it (default: as fast as it goes)")
+    from guideloom.dataverse import RDDAC_DOI
+
+    serve.add_argument("--doi", default=RDDAC_DOI,
+                       help=f"the persistent id it answers to (default {RDDAC_DOI})")
+    serve.set_defaults(func=_cmd_serve_release)
 
     extract = sub.add_parser("extract", help="turn the zipped layout into loose h5/<id>.h5 "
                                              "files, in parallel, atomically per file")
@@ -848,6 +935,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the data directory, or an https:// or s3:// URL or DOI of a release")
     views.add_argument("--manifest", type=Path, default=None,
                        help="manifest path (default DATA_DIR/metadata.json)")
+    views.add_argument("--server", default=None, metavar="URL",
+                       help="Dataverse server a DOI is resolved on (default "
+                            "$GUIDELOOM_DATAVERSE_URL, else DaRUS)")
+    views.add_argument("--token", default=argparse.SUPPRESS,
+                       help="Dataverse API token for a DOI (better: the "
+                            "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
     views.set_defaults(func=_cmd_views)
     return parser
 
@@ -900,6 +993,15 @@ def _log_lines() -> Iterator[None]:
         root.setLevel(level)
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None
+               ) -> argparse.ArgumentParser:
+    """The parser of ``command`` (``parser`` itself when there is none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (Ctrl-C exits the process with 130)."""
     try:
@@ -912,7 +1014,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # the hint names the subcommand's help, which lists its options
+            _subparser(parser, getattr(args, "command", None)).error(
+                f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, or a usage error already printed as one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if getattr(args, "command", None) == "demo":
@@ -922,6 +1027,9 @@ def _main(argv: Sequence[str] | None) -> int:
     from guideloom.cluster import dask_logs
 
     try:
+        from guideloom import config
+
+        config.check_environment()  # a bad GUIDELOOM_* value fails now, naming the variable
         if verbose:
             return func(args)
         # errors reach the user as one line; Dask's own logs only with --verbose (importing

@@ -25,6 +25,7 @@ this module is (as xarray's ``set_options``, plus the environment).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -34,7 +35,7 @@ from typing import Any
 from guideloom.cache_bounds import DEFAULTS
 from guideloom.errors import ConfigError
 
-__all__ = ["ENV_ONLY", "KNOBS", "Knob", "environ", "get", "set", "source"]
+__all__ = ["ENV_ONLY", "KNOBS", "Knob", "check_environment", "environ", "get", "set", "source"]
 
 PREFIX = "GUIDELOOM_"
 _TRUE = ("1", "true", "yes", "on")
@@ -54,6 +55,7 @@ class Knob:
         env: Its environment variable (``GUIDELOOM_`` + the key in capitals), or ``None``.
         choices: The values allowed (text only), or empty for any.
         unbounded: A bound where ``0`` means none: the environment may also say ``none``.
+        above: ``minimum`` itself is not allowed (a timeout of 0 s waits for nothing).
     """
 
     key: str
@@ -64,6 +66,7 @@ class Knob:
     env: str | None = ""
     choices: tuple[str, ...] = ()
     unbounded: bool = False
+    above: bool = False
 
     @property
     def variable(self) -> str | None:
@@ -81,8 +84,14 @@ class Knob:
               if kind is float else isinstance(value, str))
         if not ok:
             raise ConfigError(f"{where} must be {_kind_text(self)}, not {value!r}")
-        if self.minimum is not None and value < self.minimum:
-            raise ConfigError(f"{where} must be at least {self.minimum:g}, not {value!r}")
+        if kind is float and not math.isfinite(value):
+            raise ConfigError(f"{where} must be a finite number ({self.key}: {self.doc}), "
+                              f"not {value!r}")
+        if self.minimum is not None and (value <= self.minimum if self.above
+                                         else value < self.minimum):
+            bound = "above" if self.above else "at least"
+            raise ConfigError(f"{where} must be {bound} {self.minimum:g} ({self.key}: "
+                              f"{self.doc}), not {value!r}")
         if self.choices and value not in self.choices:
             raise ConfigError(f"{where} must be one of {', '.join(self.choices)}, not {value!r}")
         return float(value) if kind is float else value
@@ -106,7 +115,7 @@ class Knob:
                 value: Any = cleaned in _TRUE
             else:
                 value = self.kind(cleaned)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ConfigError(f"{where}: expected {_kind_text(self)}") from None
         return self.check(value, where)
 
@@ -149,7 +158,7 @@ _KNOBS = [
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
     # remote reads (guideloom.remote)
     Knob("http_timeout", None, float, "Seconds per connect or socket read of a remote read; "
-         "unset: 60", minimum=0),
+         "unset: 60", minimum=0, above=True),
     Knob("http_retries", None, int, "Retries of a failed remote read after the first attempt; "
          "unset: 5", minimum=0),
     Knob("remote_readahead", 8, int, "Remote records fetched ahead of the one being used (0: "
@@ -234,6 +243,20 @@ def get(key: str) -> Any:
         if value is not None:
             return value
     return knob.default
+
+
+def check_environment() -> None:
+    """Read every key's environment variable now (the command line does, before anything
+    else), so that a bad value fails at once, naming the variable, and not later inside a job
+    where another error could hide it.
+
+    Raises:
+        ConfigError: The first variable holding a bad value.
+    """
+    for knob in _KNOBS:
+        text = os.environ.get(knob.variable) if knob.variable else None
+        if text is not None:
+            knob.parse(text)
 
 
 def source(key: str) -> str:

@@ -103,7 +103,7 @@ def title_of(version: dict[str, Any]) -> str:
 
 
 def version_files(version: str, *, server: str | None = None, doi: str = RDDAC_DOI,
-                  token: str | None = None, timeout: float = 60.0
+                  token: str | None = None, timeout: float = 60.0, retries: int = 5
                   ) -> tuple[dict[str, Any], list[RemoteFile]]:
     """The metadata of one dataset version and its files.
 
@@ -113,18 +113,47 @@ def version_files(version: str, *, server: str | None = None, doi: str = RDDAC_D
         doi: The dataset's persistent id.
         token: API token (default ``$GUIDELOOM_DATAVERSE_TOKEN``).
         timeout: Seconds per connect or read.
+        retries: Retries of the request after the first attempt.
+
+    Raises:
+        DownloadError: The list cannot be fetched, or it names a file that would leave the
+            output folder, or two different files at one path (naming both).
     """
-    settings = Settings(timeout=timeout, token=api_token(token))
+    settings = Settings(timeout=timeout, retries=retries, token=api_token(token))
+    what = f"dataset {doi} version {version}"
     data = api_data(server_url(server), f"datasets/:persistentId/versions/{version}", doi,
-                    settings, f"dataset {doi} version {version}")
-    return data, [remote_file(e) for e in data.get("files", [])]
+                    settings, what)
+    return data, unique_paths([remote_file(e) for e in data.get("files", [])], what)
+
+
+def unique_paths(files: list[RemoteFile], what: str) -> list[RemoteFile]:
+    """``files`` with one entry per path (a file listed twice, same id, counts once).
+
+    Raises:
+        DownloadError: Two different files (ids) at one path, which would overwrite each
+            other: the message names both.
+    """
+    seen: dict[str, RemoteFile] = {}
+    out = []
+    for f in files:
+        first = seen.setdefault(f.relpath, f)
+        if first is f:
+            out.append(f)
+        elif first.id != f.id:
+            raise DownloadError(
+                f"{what}: the repository lists two different files at {f.relpath}: file "
+                f"{first.id} ({first.size} bytes) and file {f.id} ({f.size} bytes); one would "
+                "overwrite the other, so nothing is downloaded (tell the dataset's "
+                "maintainers)")
+    return out
 
 
 def dataset_versions(*, server: str | None = None, doi: str = RDDAC_DOI,
-                     token: str | None = None, timeout: float = 60.0) -> list[dict[str, Any]]:
+                     token: str | None = None, timeout: float = 60.0, retries: int = 5
+                     ) -> list[dict[str, Any]]:
     """Every version of the dataset the server shows (newest first), each with ``files``."""
     base = server_url(server)
-    settings = Settings(timeout=timeout, token=api_token(token))
+    settings = Settings(timeout=timeout, retries=retries, token=api_token(token))
     versions = api_data(base, "datasets/:persistentId/versions", doi, settings,
                         f"dataset {doi} versions")
     for v in versions:

@@ -1,8 +1,12 @@
 """Fetch one file over HTTP into place: resumable, verified, never half-written under its name.
 
 The bytes go to ``NAME.part``; a killed run leaves that file and the next run asks for the rest
-with ``Range: bytes=N-``. The MD5 (and SHA-256 when one is known) is computed while the bytes
-arrive; only a file whose size and checksums match is fsynced and renamed to ``NAME``.
+with ``Range: bytes=N-`` and ``If-Range`` naming the version the part is of (its first answer's
+ETag or Last-Modified, kept in ``NAME.part.json``): a file changed on the server since comes
+whole. Where the server names no version and no checksum is known, the rest is not asked for
+(it could be of another version): the file is fetched again, and a log record says so. The
+MD5 (and SHA-256 when one is known) is computed while the bytes arrive; only a file whose size
+and checksums match is fsynced and renamed to ``NAME``.
 
 The client is the standard library's ``urllib`` (one blocking connection per thread): it follows
 redirects, keeps ``Range`` across them and drops headers added as "unredirected" (the API
@@ -15,10 +19,14 @@ import email.message
 import email.utils
 import hashlib
 import http.client
+import logging
 import os
 import re
+import socket
+import stat
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,11 +39,13 @@ from guideloom.errors import (
     RestartDownloadError,
     TransientDownloadError,
 )
+from guideloom.http_deadline import Pace, open_url
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
 USER_AGENT = "guideloom-download"
+logger = logging.getLogger(__name__)
 
 
 HASH_NAMES = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-512": "sha512"}
@@ -102,6 +112,7 @@ class Settings:
     token: str | None = None
     parallel: int = 4  # files fetched at once (used by guideloom.release)
     connections: int = 16  # byte ranges of one file fetched at once (guideloom.remote.http)
+    min_rate: float = 1024.0  # bytes/s a body keeps up over each `timeout` s (http_deadline)
 
 
 def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None
@@ -177,6 +188,8 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
             reason, wait = str(err), getattr(err, "wait", None)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             cause = getattr(exc, "reason", None) or exc
+            if isinstance(cause, socket.gaierror):  # no retry brings a name that is not there
+                raise _unresolved(url, label, cause, give_up) from None
             reason, wait = f"{type(cause).__name__}: {cause}", None
         attempt += 1
         if attempt > settings.retries:
@@ -188,6 +201,17 @@ def with_retries(action: Callable[[], Any], url: str, label: str, settings: Sett
         time.sleep(min(delay, settings.max_wait))
 
 
+def _unresolved(url: str, label: str, cause: socket.gaierror,
+                give_up: Callable[[str, int], Exception] | None) -> Exception:
+    """The error of a host name that does not resolve: said once, without retries."""
+    host = urllib.parse.urlsplit(url).hostname or url
+    reason = f"cannot resolve {host}: no network? ({cause.strerror or cause})"
+    if give_up is not None:
+        return give_up(reason, 1)
+    return DownloadError(f"{label}: {url}: {reason}; check the network and the server name, "
+                         "then run the command again")
+
+
 MAX_JSON = 256 << 20  # bytes of one API answer read at most (DaRUS' file list: about 3 MB)
 
 
@@ -196,9 +220,16 @@ def get_json(url: str, settings: Settings, label: str) -> Any:
     import json
 
     def once() -> Any:
-        with urllib.request.urlopen(_request(url, settings, {"Accept": "application/json"}),
-                                    timeout=settings.timeout) as resp:
-            body = resp.read(MAX_JSON + 1)  # a server cannot make us hold more
+        with open_url(_request(url, settings, {"Accept": "application/json"}),
+                      settings.timeout) as resp:
+            pace = Pace(settings.timeout, settings.min_rate)
+            parts: list[bytes] = []
+            size = 0
+            while size <= MAX_JSON and (block := resp.read1(CHUNK)):  # we never hold more
+                parts.append(block)
+                size += len(block)
+                pace.add(len(block))
+            body = b"".join(parts)
         if len(body) > MAX_JSON:
             raise DownloadError(f"{label}: {url} answered more than {MAX_JSON >> 20} MiB of "
                                 "JSON; that is not a Dataverse answer (check the server URL)")
@@ -228,35 +259,139 @@ def _check_content_range(value: str | None, start: int, size: int | None) -> Non
         raise RestartDownloadError(f"asked for bytes {start}-, got Content-Range {value!r}")
 
 
-def _open_part(part: Path, mode: str) -> Any:
-    """The ``.part`` file for writing, at its end (``"ab"``) or emptied (``"wb"``); a planted
-    symlink or another user's file is refused (:func:`~guideloom.private_files.open_private_file`).
-    """
-    from guideloom.private_files import open_private_file
-
-    fd = open_private_file(part, "the partial download")
-    if mode == "wb":
-        os.ftruncate(fd, 0)
-    os.lseek(fd, 0, os.SEEK_END)
-    return os.fdopen(fd, "wb", closefd=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def part_path(target: Path) -> Path:
     """Where the bytes of ``target`` are written until they are verified."""
     return target.with_name(target.name + ".part")
 
 
+VERSION_SUFFIX = ".json"  # NAME.part.json: the version (ETag or Last-Modified) NAME.part is of
+
+
+def _validator_of(headers: Mapping[str, str] | email.message.Message) -> str | None:
+    """What an ``If-Range`` may name of an answer: a strong ETag, else its Last-Modified."""
+    etag = headers.get("ETag")
+    if etag and not etag.startswith("W/"):
+        return str(etag)
+    modified = headers.get("Last-Modified")
+    return str(modified) if modified else None
+
+
+class _Folder:
+    """The open folder of one download: its ``.part`` file, the version that file is of
+    (``NAME.part.json``) and the final rename, all by name in the folder (``dir_fd``)."""
+
+    def __init__(self, fd: int, target: Path):
+        self.fd = fd
+        self.target = target
+        self.name = target.name
+        self.part = target.name + ".part"
+        self.version_file = self.part + VERSION_SUFFIX
+
+    def shown(self, name: str) -> Path:
+        return self.target.with_name(name)
+
+    def part_size(self) -> int:
+        try:
+            info = os.stat(self.part, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return 0
+        if stat.S_ISLNK(info.st_mode):
+            from guideloom.errors import UnsafeFileError
+
+            raise UnsafeFileError(f"the partial download {self.shown(self.part)} is a symbolic "
+                                  "link (planted by someone?); guideloom does not follow it: "
+                                  "remove it and rerun")
+        return info.st_size
+
+    def open_part(self, truncate: bool) -> Any:
+        """The ``.part`` file for writing at its end (emptied first if ``truncate``); a planted
+        link or another user's file is refused."""
+        from guideloom.private_files import open_private_file
+
+        fd = open_private_file(self.part, "the partial download", dir_fd=self.fd,
+                               shown=str(self.shown(self.part)))
+        if truncate:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)  # empty on disk before a version is recorded for it
+        os.lseek(fd, 0, os.SEEK_END)
+        return os.fdopen(fd, "wb", closefd=True)
+
+    def cut_part(self, size: int) -> None:
+        with self.open_part(False) as fh:
+            os.ftruncate(fh.fileno(), size)
+
+    def hash_part(self, hashes: Hashes) -> int:
+        fd = os.open(self.part, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.fd)
+        done = 0
+        with os.fdopen(fd, "rb") as fh:
+            while block := fh.read(CHUNK):
+                hashes.update(block)
+                done += len(block)
+        return done
+
+    def version(self) -> str | None:
+        """The ``If-Range`` value recorded for the ``.part`` file (None: none, or not ours)."""
+        import json
+
+        try:
+            fd = os.open(self.version_file, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.fd)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                return None
+            doc = json.loads(os.read(fd, 1 << 16))
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        value = doc.get("if_range") if isinstance(doc, dict) else None
+        return value if isinstance(value, str) else None
+
+    def set_version(self, value: str | None) -> None:
+        import json
+
+        from guideloom.private_files import open_private_file
+
+        if value is None:
+            self.remove(self.version_file)
+            return
+        fd = open_private_file(self.version_file, "the partial download's version",
+                               dir_fd=self.fd, shown=str(self.shown(self.version_file)))
+        with os.fdopen(fd, "wb") as fh:
+            fh.truncate(0)
+            fh.write(json.dumps({"if_range": value}).encode() + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def remove(self, name: str) -> None:
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            pass
+
+    def publish(self, mode: int) -> None:
+        """Give the verified ``.part`` its mode and rename it to its final name."""
+        fd = os.open(self.part, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.fd)
+        try:
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(self.part, self.name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        self.remove(self.version_file)
+        os.fsync(self.fd)
+
+
 def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings, label: str,
-               progress: Callable[[int], None] = lambda n: None) -> int:
+               progress: Callable[[int], None] = lambda n: None, root: Path | None = None,
+               mode: int | None = None) -> int:
     """Download ``url`` to ``target`` (resuming ``target.part``); returns the bytes fetched.
+
+    A partial file is continued only when it is provably of the version the server has now:
+    with ``If-Range`` naming the ETag (or Last-Modified) of the answer it began with, or, where
+    the server gave neither, when ``expected`` has a checksum that will catch a mix. Otherwise
+    it is fetched again from byte 0, and a log record says why.
 
     Args:
         url: The file's URL (redirects are followed; the token is not sent after one).
@@ -265,13 +400,29 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
         settings: Timeout, retries and token.
         label: Names the file in errors (e.g. ``h5/concave.zip``).
         progress: Called with the bytes added (negative when a partial file is discarded).
+        root: The output folder: the folders between it and ``target`` are made or checked by
+            :func:`guideloom.download_folder.open_folder` (default ``target``'s own folder).
+        mode: The finished file's mode (default ``0o666`` less the umask).
 
     Raises:
         DownloadError: After the retries, or when the data fails its checksum twice; the
             partial file is removed in the second case, and ``target`` is never touched.
+        UnsafeFileError: A folder on the way or the ``.part`` file was planted by someone.
     """
-    part = part_path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    from guideloom.download_folder import file_mode, open_folder
+
+    root = target.parent if root is None else root
+    fd = open_folder(root, target.parent.relative_to(root).parts)
+    try:
+        return _fetch(url, _Folder(fd, target), expected, settings, label, progress,
+                      file_mode() if mode is None else mode)
+    finally:
+        os.close(fd)
+
+
+def _fetch(url: str, folder: _Folder, expected: Expected, settings: Settings, label: str,
+           progress: Callable[[int], None], mode: int) -> int:
+    target = folder.target
     state = {"fetched": 0, "use_range": True, "mismatches": 0, "counted": 0}
 
     def count(n: int) -> None:
@@ -279,48 +430,72 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
         progress(n)
 
     def discard() -> None:
-        part.unlink(missing_ok=True)
+        folder.remove(folder.part)
+        folder.remove(folder.version_file)
         count(-state["counted"])
 
     def once() -> None:
-        have = part.stat().st_size if part.exists() else 0
+        have = folder.part_size()
         if expected.size is not None and have > expected.size:
             discard()
             have = 0
+        version = folder.version() if have else None
+        if have and version is None and not expected.checksums:
+            logger.warning("%s: cannot resume safely: the server gave no ETag or Last-Modified "
+                           "for it and the file list no checksum, so the %d bytes fetched "
+                           "before may be of another version; fetching the whole file again",
+                           label, have)
+            discard()
+            have = 0
+        if have and have == expected.size and not expected.checksums:
+            have -= 1  # the last byte again, asked with If-Range: proves the version
+            folder.cut_part(have)
         if state["counted"] != have:  # what the bar shows follows what is on disk
             count(have - state["counted"])
         hashes = Hashes(expected)
         if not (expected.size is not None and have == expected.size):
-            _receive(have, hashes)
+            _receive(have, hashes, version)
         else:
-            _hash_prefix(part, hashes)
+            folder.hash_part(hashes)
         _verify(hashes)
 
-    def _receive(have: int, hashes: Hashes) -> None:
+    def _receive(have: int, hashes: Hashes, version: str | None) -> None:
         headers = {"Range": f"bytes={have}-"} if have and state["use_range"] else {}
+        if headers and version is not None:
+            headers["If-Range"] = version
         try:
-            resp = urllib.request.urlopen(_request(url, settings, headers),
-                                          timeout=settings.timeout)
+            resp = open_url(_request(url, settings, headers), settings.timeout)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and headers:  # the partial file does not fit the server's file
                 exc.close()
                 raise RestartDownloadError(f"answered 416 to Range bytes={have}-") from None
             raise
         with resp:
+            now = _validator_of(resp.headers)
             if resp.status == 206 and headers:
                 _check_content_range(resp.headers.get("Content-Range"), have, expected.size)
-                _hash_prefix(part, hashes)
-                mode = "ab"
+                if version is not None and now is not None and now != version \
+                        and now.startswith('"') == version.startswith('"'):
+                    raise RestartDownloadError(f"answered 206 for version {now}, not {version} "
+                                               "that the partial file is of")
+                folder.hash_part(hashes)
+                truncate = False
             elif resp.status == 200:
-                if have:  # the server ignored Range: the whole file comes again
+                if have:  # the file changed (If-Range), or the server ignored Range
+                    if "If-Range" in headers:
+                        logger.info("%s changed on the server since %d bytes of it were "
+                                    "fetched; fetching the new version whole", label, have)
                     count(-have)
                     have = 0
-                mode = "wb"
+                truncate = True
             else:
                 raise DownloadError(f"{label}: {url} answered HTTP {resp.status} "
                                     f"{resp.reason} to a download request")
             received = have
-            with _open_part(part, mode) as out:
+            pace = Pace(settings.timeout, settings.min_rate)
+            with folder.open_part(truncate) as out:
+                if truncate:
+                    folder.set_version(now)
                 try:
                     while block := resp.read1(CHUNK):
                         out.write(block)
@@ -328,6 +503,7 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
                         received += len(block)
                         state["fetched"] += len(block)
                         count(len(block))
+                        pace.add(len(block))  # what came is kept for a resume
                         if expected.size is not None and received > expected.size:
                             raise RestartDownloadError(
                                 f"sent more than the {expected.size} bytes listed")
@@ -356,14 +532,14 @@ def fetch_file(url: str, target: Path, expected: Expected, *, settings: Settings
                                     "written (the repository copy may be damaged: tell its "
                                     "maintainers)")
             raise RestartDownloadError("checksum mismatch; fetching the whole file again", wait=0.0)
-        os.replace(part, target)
-        _fsync_dir(target.parent)
+        folder.publish(mode)
 
     def attempt() -> None:
         try:
             once()
         except RestartDownloadError:
-            part.unlink(missing_ok=True)
+            folder.remove(folder.part)
+            folder.remove(folder.version_file)
             count(-state["counted"])
             state["use_range"] = False
             raise

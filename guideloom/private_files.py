@@ -28,28 +28,42 @@ def _me() -> int:
     return os.geteuid()
 
 
-def open_private_file(path: str | os.PathLike[str], what: str) -> int:
+def open_private_file(path: str | os.PathLike[str], what: str, *, dir_fd: int | None = None,
+                      shown: str | None = None) -> int:
     """A read-write descriptor of the regular file ``path`` that we own (created if absent).
+
+    Args:
+        dir_fd: ``path`` is a name in this open directory (see :func:`os.open`).
+        shown: How errors name the file (default ``path``).
 
     Raises:
         UnsafeFileError: ``path`` is a symlink, not a regular file, has other hard links, or is
             owned by another user (naming ``what`` and the path).
     """
     path = os.fspath(path)
+    name = shown or path
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), PRIVATE_FILE_MODE)
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), PRIVATE_FILE_MODE,
+                     dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP or os.path.islink(path):
-            raise UnsafeFileError(f"{what} {path} is a symbolic link (planted by someone?); "
+        if exc.errno == errno.ELOOP or _is_link(path, dir_fd):
+            raise UnsafeFileError(f"{what} {name} is a symbolic link (planted by someone?); "
                                   "guideloom does not follow it: remove it and rerun") from None
         raise
     try:
-        _check_owned_file(fd, path, what)
+        _check_owned_file(fd, name, what)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _is_link(path: str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _check_owned_file(fd: int, path: str, what: str) -> None:

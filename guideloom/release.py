@@ -7,14 +7,23 @@ bar; each is verified against the repository's checksum (MD5 on DaRUS; SHA-1/256
 understood too) and the manifest's ``md5``/``sha256`` when
 ``metadata.json`` lists the file) before it is renamed into place (see
 :mod:`guideloom.http_fetch`). A file already present and verified is not fetched again; the
-checksums verified are remembered in ``OUT/.guideloom-download.json`` (keyed by size and
-modification time) so a second run reads nothing back either.
+checksums verified are remembered in ``OUT/.guideloom-download.json`` (keyed by size,
+modification time, inode, device, owner and ctime: a file replaced or rewritten since, even
+keeping size and mtime, is checked again) so a second run reads nothing back either.
+
+``OUT`` may be a folder other users can write to: the folders below it are made or checked by
+:mod:`guideloom.download_folder` (a link or folder planted by another user is refused), the
+record is read only if it is a file of ours and written by renaming a new file of an
+unguessable name, and a file that is a link or another user's is never "present".
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,6 +42,7 @@ from guideloom.dataverse import (
 )
 from guideloom.dataverse import api_token as _token
 from guideloom.dataverse import server_url as _server
+from guideloom.download_folder import file_mode, own_file
 from guideloom.errors import DownloadError, UsageError
 from guideloom.http_fetch import (
     Checksum,
@@ -48,6 +58,7 @@ SMALL_FILES = ("process_parameters.csv", "metadata.json", "sample.zip")
 RECORD = ".guideloom-download.json"
 LOCK = ".guideloom-download.lock"
 MANIFEST = "metadata.json"
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -99,35 +110,65 @@ def _select(files: list[RemoteFile], names: Sequence[str] | None, small: bool
     return sorted(chosen, key=lambda f: f.size)
 
 
+def _identity(st: os.stat_result) -> dict[str, int]:
+    """What changes when a file is replaced or rewritten, even keeping its size and mtime: its
+    inode, device and owner, and its ctime (which no one can set back)."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+            "inode": st.st_ino, "device": st.st_dev, "uid": st.st_uid}
+
+
+def _read_own(path: Path) -> str | None:
+    """The text of ``path`` if it is a regular file of ours (a planted link or another user's
+    file is not read), else ``None``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            logger.warning("%s is not a file of yours; it is ignored and replaced", path)
+            return None
+        return fh.read().decode("utf-8", "replace")
+
+
 class _Record:
-    """``OUT/.guideloom-download.json``: checksums verified, by path, size and mtime."""
+    """``OUT/.guideloom-download.json``: checksums verified, by path and file identity
+    (:func:`_identity`); only a record file of ours is read, and it is replaced whole by a
+    rename of a new file of a name nobody could guess."""
 
     def __init__(self, out: Path):
         self.path = out / RECORD
         self.lock = threading.Lock()
         try:
-            self.data: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            self.data = {}
+            data = json.loads(_read_own(self.path) or "{}")
+        except ValueError:
+            data = {}
+        self.data: dict[str, dict[str, Any]] = data if isinstance(data, dict) else {}
 
     def verified(self, f: RemoteFile, target: Path) -> bool:
         entry = self.data.get(f.relpath)
-        try:
-            st = target.stat()
-        except OSError:
+        st = own_file(target)
+        if st is None or not isinstance(entry, dict) or not f.checksum:
             return False
-        return bool(entry and f.checksum and entry.get("checksum") == f.checksum.value
-                    and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns)
+        return entry.get("checksum") == f.checksum.value and all(
+            entry.get(k) == v for k, v in _identity(st).items())
 
     def add(self, f: RemoteFile, target: Path) -> None:
-        st = target.stat()
+        st = own_file(target)
+        if st is None:
+            return
         with self.lock:
             self.data[f.relpath] = {"checksum": f.checksum.value if f.checksum else None,
-                                    "size": st.st_size,
-                                    "mtime_ns": st.st_mtime_ns}
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
-            os.replace(tmp, self.path)
+                                    **_identity(st)}
+            fd, tmp = tempfile.mkstemp(prefix=RECORD + ".", suffix=".tmp", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(json.dumps(self.data, indent=1, sort_keys=True) + "\n")
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
 
 
 def manifest_checksums(path: Path) -> dict[str, dict[str, str]]:
@@ -168,16 +209,29 @@ def _file_matches(path: Path, expected: Expected) -> bool:
     return not Hashes.of_file(path, expected).problems()
 
 
+def _check_patience(timeout: float, retries: int) -> None:
+    """``timeout`` a finite number of seconds above 0, ``retries`` a whole number >= 0."""
+    import math
+
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(f"timeout must be a finite number of seconds above 0, not {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise UsageError(f"retries must be a whole number >= 0, not {retries!r}")
+
+
 def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
                   files: Sequence[str] | None = None, small: bool = False,
                   token: str | None = None, server: str | None = None, doi: str = RDDAC_DOI,
-                  timeout: float = 60.0) -> DownloadPlan:
+                  timeout: float = 60.0, retries: int = 5) -> DownloadPlan:
     """List the version's files, choose them and see which are already present and verified.
 
     Arguments as for :func:`download`.
     """
+    _check_patience(timeout, retries)
     base = _server(server)
-    meta, listed = version_files(version, server=base, doi=doi, token=token, timeout=timeout)
+    meta, listed = version_files(version, server=base, doi=doi, token=token, timeout=timeout,
+                                 retries=retries)
     chosen = _select(listed, files, small)
     if not chosen:
         raise UsageError(f"version {version} of {doi} lists no files")
@@ -188,8 +242,11 @@ def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSI
     sums = manifest_checksums(plan.out / MANIFEST)
     for f in chosen:
         target = plan.out / f.relpath
-        ok = target.is_file() and (record.verified(f, target)
-                                   or _file_matches(target, _expected(f, sums)))
+        ok = own_file(target) is not None and (record.verified(f, target)
+                                               or _file_matches(target, _expected(f, sums)))
+        if not ok and target.is_symlink():
+            logger.info("%s is a symbolic link; it is replaced by the file downloaded",
+                        target)
         if ok and not record.verified(f, target):
             record.add(f, target)
         (plan.present if ok else plan.to_fetch).append(f)
@@ -226,17 +283,20 @@ def _bar(total: int, initial: int, show: bool) -> Any:
 
 def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int = 4,
                  timeout: float = 60.0, retries: int = 5, show_progress: bool = True,
-                 extract: bool = False, remove_zip: bool = False, client: Any = "sync"
-                 ) -> DownloadReport:
-    """Fetch ``plan.to_fetch`` (in ``parallel`` threads), then extract the zips if asked."""
+                 extract: bool = False, remove_zip: bool = False, client: Any = "sync",
+                 private: bool = False) -> DownloadReport:
+    """Fetch ``plan.to_fetch`` (in ``parallel`` threads), then extract the zips if asked.
+
+    Files get the mode the umask allows (``0o600`` with ``private``)."""
     if remove_zip and not extract:
         raise UsageError("--remove-zip deletes the zips after --extract; pass both")
+    _check_patience(timeout, retries)
     t0 = time.perf_counter()
     settings = Settings(timeout=timeout, retries=retries, token=_token(token), parallel=parallel)
     report = DownloadReport(plan.out, present=[f.relpath for f in plan.present])
     plan.out.mkdir(parents=True, exist_ok=True)
     with _out_lock(plan.out):
-        _fetch_all(plan, report, settings, show_progress)
+        _fetch_all(plan, report, settings, show_progress, file_mode(private))
     if extract:
         from guideloom.extract import extract_zips
 
@@ -247,7 +307,7 @@ def run_download(plan: DownloadPlan, *, token: str | None = None, parallel: int 
 
 
 def _fetch_all(plan: DownloadPlan, report: DownloadReport, settings: Settings,
-               show_progress: bool) -> None:
+               show_progress: bool, mode: int) -> None:
     record = _Record(plan.out)
     partial = sum(min(part_path(plan.out / f.relpath).stat().st_size, f.size)
                   for f in plan.to_fetch if part_path(plan.out / f.relpath).is_file())
@@ -263,7 +323,7 @@ def _fetch_all(plan: DownloadPlan, report: DownloadReport, settings: Settings,
             have = part_path(target).stat().st_size if part_path(target).is_file() else 0
             progress(-min(have, f.size))  # fetch_file counts what it finds on disk
             got = fetch_file(url, target, _expected(f, sums), settings=settings,
-                             label=f.relpath, progress=progress)
+                             label=f.relpath, progress=progress, root=plan.out, mode=mode)
             record.add(f, target)
             return got
 
@@ -300,7 +360,8 @@ def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
              remove_zip: bool = False, token: str | None = None, server: str | None = None,
              doi: str = RDDAC_DOI, parallel: int = 4, timeout: float = 60.0, retries: int = 5,
              show_progress: bool = True, client: Any = "sync",
-             confirm: Callable[[DownloadPlan], bool] | None = None) -> DownloadReport:
+             confirm: Callable[[DownloadPlan], bool] | None = None,
+             private: bool = False) -> DownloadReport:
     """Download the published release (or some of its files) into ``out``, verified.
 
     Args:
@@ -317,11 +378,14 @@ def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
         doi: The dataset's persistent id (default the RDDAC release).
         parallel: Files fetched at once.
         timeout: Seconds per connect or read before a retry.
-        retries: Retries per file after the first attempt (429, 5xx, resets, timeouts).
+        retries: Retries of the file list and of each file after the first attempt (429,
+            5xx, resets, timeouts; a server name that does not resolve is not retried).
         show_progress: One progress bar of bytes, rate and time left.
         client: Where ``extract`` runs (see :func:`guideloom.extract_zips`).
         confirm: Called with the plan before anything is fetched; a false answer fetches
             nothing (the report then lists only what was present).
+        private: Files readable by you only (``0o600``); by default they get the mode your
+            umask allows, as every other file you write (so colleagues can read a shared copy).
 
     Raises:
         DownloadError: A file could not be fetched or failed its checksum (named, with its
@@ -330,9 +394,9 @@ def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
         UsageError: A file asked for is not in the version.
     """
     plan = plan_download(out, version=version, files=files, small=small, token=token,
-                         server=server, doi=doi, timeout=timeout)
+                         server=server, doi=doi, timeout=timeout, retries=retries)
     if confirm is not None and plan.to_fetch and not confirm(plan):
         return DownloadReport(plan.out, present=[f.relpath for f in plan.present])
     return run_download(plan, token=token, parallel=parallel, timeout=timeout,
                         retries=retries, show_progress=show_progress, extract=extract,
-                        remove_zip=remove_zip, client=client)
+                        remove_zip=remove_zip, client=client, private=private)

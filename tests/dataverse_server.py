@@ -9,7 +9,9 @@ request (path, Range header, whether an ``X-Dataverse-key`` came, the status ans
 Faults (:class:`Faults`, changeable while the server runs): every Nth access request answered
 503 or 429, a throttle, a connection reset or a truncated body after N bytes (once per file),
 a wrong ``Content-Range``, ``Range`` ignored, a stall before the answer, damaged bytes (the
-list keeps the MD5 of the good bytes) and a required token; ``script`` lists faults for the
+list keeps the MD5 of the good bytes), a required token, a body held after its first block
+(``hold``), and ``ETag``/``Last-Modified`` headers (``validators=True``; then a stale
+``If-Range`` gets the whole file, as RFC 9110 says); ``script`` lists faults for the
 next file requests, one each ("reset", "truncate", "bad-range", "ignore-range", "slow", "429",
 "503", "403", "404"). Shaping: ``latency`` seconds before every answer and a ``bandwidth`` cap
 in bytes per second shared by all bodies (one link), so figures measured on loopback mean
@@ -30,6 +32,7 @@ changes the faults.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import re
@@ -60,6 +63,12 @@ class ServedFile:
     directory: str
     data: bytes
     description: str = ""
+    modified: float = field(default_factory=time.time)  # its Last-Modified (seconds)
+
+    @property
+    def etag(self) -> str:
+        """A strong ETag of the bytes (a new version of the file gets a new one)."""
+        return f'"{hashlib.sha256(self.data).hexdigest()[:32]}"'
 
     @property
     def md5(self) -> str:
@@ -87,6 +96,8 @@ class Faults:
     retry_after: str = "0"  # the Retry-After header of a 429/503
     latency: float = 0.0  # seconds before answering any request (both servers)
     bandwidth: float | None = None  # bytes per second for all bodies together
+    validators: bool = False  # send ETag and Last-Modified (and honour If-Range)
+    hold: threading.Event | None = None  # after a body's first block, wait until this is set
 
 
 class Counts:
@@ -139,7 +150,8 @@ class Release:
     doi: str = DOI
     title: str = "RDDAC test release"
     older_missing: tuple[str, ...] = ("sample.zip",)  # not yet in version 1.0
-    checksum_type: str = "MD5"  # or "SHA-1", as a Dataverse configured for it lists
+    checksum_type: str = "MD5"  # or "SHA-1", as a Dataverse configured for it lists; "none":
+    # the list gives only each file's size
 
     def by_id(self, fid: int) -> ServedFile | None:
         return next((f for f in self.files if f.id == fid), None)
@@ -181,6 +193,7 @@ class LogEntry:
     method: str = "GET"
     started: float = 0.0  # time.monotonic() when the request came (before the latency)
     finished: float | None = None  # ... when its answer was sent
+    if_range: str | None = None  # the If-Range header of the request
 
 
 class _State:
@@ -226,8 +239,11 @@ class _State:
 
 
 def _file_json(f: ServedFile, checksum_type: str = "MD5") -> dict[str, Any]:
+    sums: dict[str, Any]
     if checksum_type == "MD5":
         sums = {"md5": f.md5, "checksum": {"type": "MD5", "value": f.md5}}
+    elif checksum_type == "none":
+        sums = {}
     else:
         sums = {"checksum": {"type": checksum_type, "value": hashlib.new(
             checksum_type.replace("-", "").lower(), f.data).hexdigest()}}
@@ -273,7 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _log(self) -> LogEntry:
         entry = LogEntry(self.role, self.path, self.headers.get("Range"),
                          self.headers.get("X-Dataverse-key") is not None,
-                         method="HEAD" if self.head else "GET", started=time.monotonic())
+                         method="HEAD" if self.head else "GET", started=time.monotonic(),
+                         if_range=self.headers.get("If-Range"))
         self._entry = entry
         with self.state.lock:
             self.state.log.append(entry)
@@ -410,7 +427,9 @@ class _Handler(BaseHTTPRequestHandler):
                 fh.seek(start)
                 return fh.read(stop - start)
 
-        return self._send_data(entry, path, target.stat().st_size, read)
+        st = target.stat()
+        etag = f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"'
+        return self._send_data(entry, path, st.st_size, read, (etag, st.st_mtime))
 
     def _send_file(self, entry: LogEntry, f: ServedFile) -> None:
         data: bytes | bytearray = f.data
@@ -418,10 +437,12 @@ class _Handler(BaseHTTPRequestHandler):
             data = bytearray(f.data)
             data[len(data) // 2] ^= 0xFF
         view = memoryview(data)
-        return self._send_data(entry, f.name, len(data), lambda a, b: view[a:b])
+        return self._send_data(entry, f.name, len(data), lambda a, b: view[a:b],
+                               (f.etag, f.modified))
 
     def _send_data(self, entry: LogEntry, name: str, total: int,
-                   read: Callable[[int, int], bytes | memoryview]) -> None:
+                   read: Callable[[int, int], bytes | memoryview],
+                   version: tuple[str, float] | None = None) -> None:
         faults = self.state.faults
         scripted = self.state.scripted()
         if scripted in ("429", "503"):
@@ -437,6 +458,14 @@ class _Handler(BaseHTTPRequestHandler):
         start, end = 0, total - 1
         m = _RANGE.match(self.headers.get("Range") or "")
         ranged = bool(m) and not faults.ignore_range and scripted != "ignore-range"
+        validators: dict[str, str] = {}
+        if version is not None and faults.validators:
+            validators = {"ETag": version[0],
+                          "Last-Modified": email.utils.formatdate(version[1], usegmt=True)}
+        if_range = self.headers.get("If-Range")
+        if ranged and if_range is not None and if_range not in (
+                validators.get("ETag"), validators.get("Last-Modified")):
+            ranged = False  # another version (or none to compare): the whole file, RFC 9110
         if ranged and not m[1]:  # a suffix: the last N bytes
             start = max(0, total - int(m[2] or 0))
         elif ranged:
@@ -455,6 +484,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(end + 1 - start if self.head else len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
+        for key, value in validators.items():
+            self.send_header(key, value)
         if ranged:
             self.send_header("Content-Range", f"bytes {shown}-{end}/{total}")
         self.end_headers()
@@ -474,6 +505,8 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             self._write(body[sent:sent + n])
             sent += n
+            if faults.hold is not None and sent < len(body):
+                faults.hold.wait(60)  # the test lets the body go on
             if faults.throttle:
                 time.sleep(faults.throttle)
         if cut is not None:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -317,7 +318,8 @@ def test_a_local_file_changed_after_download_is_fetched_again(tmp_path, release)
 
 def test_two_downloads_into_one_directory_do_not_mix(tmp_path, release):
     part = tmp_path / "data" / "h5" / "concave.zip.part"
-    with serve(release, Faults(throttle=0.01)) as server:
+    hold = threading.Event()  # the first command's body waits until the second has answered
+    with serve(release, Faults(hold=hold)) as server:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         first = subprocess.Popen(
             [sys.executable, "-m", "guideloom", "download", "--quiet", "--files",
@@ -331,9 +333,10 @@ def test_two_downloads_into_one_directory_do_not_mix(tmp_path, release):
                 time.sleep(0.005)
             second = cli(tmp_path, "download", "--quiet", "--files", "concave.zip",
                          "--server", server.url)
-            server.faults.throttle = 0.0
+            hold.set()
             out, err = first.communicate(timeout=60)
         finally:
+            hold.set()
             if first.poll() is None:
                 first.kill()
                 first.communicate()

@@ -18,11 +18,16 @@ from typing import Any
 
 import pytest
 from guideloom.workflows import shipped_workflows
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 
 from guideloom.workflow.load import read_document
 from guideloom.workflow.schema import describe_error, workflow_schema
-from guideloom.workflow.schema_check import SubsetValidator
+from guideloom.workflow.schema_check import SubsetValidator, toml_integer
+
+# jsonschema with TOML's types: a float (2.0) is no "integer" (JSON Schema itself says it is)
+TomlValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", toml_integer))
 
 RICH = {
     "name": "rich", "description": "every section", "python_path": ["lib", ".."],
@@ -42,7 +47,8 @@ RICH = {
             "cluster": {"kind": "slurm", "jobs": 2, "config_file": "jq.yaml",
                         "wait_timeout": 30.5, "job_options": {"queue": "normal"}}},
 }
-REPLACEMENTS = ["", "x", "npz", "tcp://h:1", "a.b:c", "1bad", 0, -1, 3, 2.0, 0.5, True, False,
+REPLACEMENTS = ["", "x", "sync\n", "a.b:c\n", "npz", "tcp://h:1", "a.b:c", "1bad", 0, -1, 3,
+                2.0, 0.5, True, False,
                 [], [1], ["x", 2], {}, {"field": "f"}, {"in": []}, {"zz": 1},
                 datetime.date(2026, 1, 1)]
 
@@ -97,7 +103,7 @@ def test_the_schema_is_valid_draft_2020_12_and_uses_only_handled_keywords():
 
 @pytest.mark.slow
 def test_same_violations_in_the_same_order_and_the_same_message_as_jsonschema():
-    reference = Draft202012Validator(workflow_schema())
+    reference = TomlValidator(workflow_schema())
     ours = SubsetValidator(workflow_schema())
     docs = documents()
     invalid = 0
@@ -139,3 +145,51 @@ def test_workflow_run_imports_no_jsonschema_and_no_format_checker(tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("line", "key", "words"), [
+    ('scheduler = "sync\\n"', "run.scheduler", "got 'sync\\n'"),
+    ('scheduler = "local:2\\n"', "run.scheduler", "got 'local:2\\n'"),
+    ("partition_size = 2.0", "output.partition_size", "expected an integer, got 2.0"),
+])
+def test_a_trailing_newline_or_a_whole_float_is_refused_when_the_file_is_read(
+        tmp_path, line, key, words):
+    """TOML's types, checked as TOML's: ``"sync\\n"`` is no scheduler (a pattern's ``$`` took
+    it) and ``2.0`` no integer (JSON Schema's "integer" took it); both failed inside the job."""
+    from guideloom.workflow import WorkflowError
+    from guideloom.workflow.schema import validate_document
+
+    text = shipped_workflows()["force_signals"].read_text()
+    if line.startswith("partition_size"):
+        text = text.replace("partition_size = 4", line)
+    else:
+        text = text.replace("[run]\n", f"[run]\n{line}\n")
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    doc = read_document(path)
+    with pytest.raises(WorkflowError) as info:
+        validate_document(doc, str(path))
+    assert info.value.key == key and words in str(info.value), str(info.value)
+    reference = TomlValidator(workflow_schema())  # jsonschema, with TOML's integer, agrees
+    assert summary(SubsetValidator(workflow_schema()).iter_errors(doc)) == \
+        summary(reference.iter_errors(doc)) != []
+
+
+def test_same_verdicts_as_jsonschema_on_the_typed_keys():
+    """The fast sibling of the slow comparison: every replacement at the keys holding an
+    integer or a pattern-checked string."""
+    reference = TomlValidator(workflow_schema())
+    ours = SubsetValidator(workflow_schema())
+    keys = {("output", "partition_size"), ("run", "scheduler"), ("run", "dashboard"),
+            ("run", "cluster", "jobs"), ("transforms", "record")}
+    checked = 0
+    for path in keys:
+        for replacement in REPLACEMENTS:
+            new = copy.deepcopy(RICH)
+            parent = new
+            for part in path[:-1]:
+                parent = parent[part]
+            parent[path[-1]] = copy.deepcopy(replacement)
+            assert summary(ours.iter_errors(new)) == summary(reference.iter_errors(new)), new
+            checked += 1
+    assert checked == len(keys) * len(REPLACEMENTS)

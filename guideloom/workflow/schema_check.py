@@ -5,7 +5,10 @@ compiles the grammars of ``rfc3987-syntax`` (seconds, on every ``guideloom run``
 files need none of that: this module checks the keywords ``schema.json`` uses, in the order
 ``jsonschema`` does, and reports each problem with the attributes ``jsonschema`` errors have
 (``validator``, ``validator_value``, ``instance``, ``schema``, ``absolute_path``, ``context``),
-so :func:`guideloom.workflow.schema.describe_error` reads either. A schema using any other
+so :func:`guideloom.workflow.schema.describe_error` reads either. Types are TOML's: ``2.0`` is a
+float, never an ``"integer"`` (:func:`is_type`), and the shipped patterns end in ``$(?!\n)``,
+which ends the text in Python's ``re`` and in ECMA-262 alike (a bare ``$`` lets Python take
+``"sync\n"``). A schema using any other
 keyword is refused when it is checked, never silently half-applied; the tests compare the
 results with ``jsonschema`` on many documents.
 """
@@ -218,8 +221,16 @@ def resolve_ref(root: Mapping[str, Any], ref: str) -> Mapping[str, Any]:
     return node
 
 
+def toml_integer(_checker: Any, instance: Any) -> bool:
+    """``jsonschema``'s type check of ``"integer"`` for TOML documents (a float is no
+    integer): ``TypeChecker.redefine("integer", toml_integer)``."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 def is_type(instance: Any, name: str) -> bool:
-    """JSON Schema's types (an integral float is an integer, a boolean is no number)."""
+    """JSON Schema's types, as TOML has them: an integer is an integer, not a float of a
+    whole value (``partition_size = 2.0`` is refused; JSON Schema itself would take it, so the
+    tests compare with ``jsonschema`` given :func:`toml_integer`), a boolean is no number."""
     if name == "boolean":
         return isinstance(instance, bool)
     if isinstance(instance, bool):
@@ -228,8 +239,7 @@ def is_type(instance: Any, name: str) -> bool:
         "object": lambda: isinstance(instance, dict),
         "array": lambda: isinstance(instance, list),
         "string": lambda: isinstance(instance, str),
-        "integer": lambda: isinstance(instance, int)
-        or (isinstance(instance, float) and instance.is_integer()),
+        "integer": lambda: isinstance(instance, int),
         "number": lambda: isinstance(instance, int | float),
         "null": lambda: instance is None,
     }
