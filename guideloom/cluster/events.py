@@ -18,6 +18,8 @@ from typing import Any
 
 FLUSH_S = 5.0  # the longest a finished run waits for the scheduler to take its last events
 
+__all__ = ["FLUSH_S", "EventSender"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -27,6 +27,9 @@ PRELOAD_HINT = (f"start the scheduler with `dask scheduler --preload {PRELOAD}` 
 PAGES_MODULE = "distributed.dashboard.scheduler"  # holds the table of dashboard pages
 SETTLE_S = 5.0  # the longest a finished job waits for a late answer before saying "no page"
 
+__all__ = ["PLUGIN_NAME", "PRELOAD", "PRELOAD_HINT", "ROUTE", "announce_page", "ask_page",
+           "page_link", "scheduler_probe", "serves_page", "settle"]
+
 logger = logging.getLogger(__name__)
 
 _answers: dict[str, bool] = {}  # scheduler address -> serves the page
