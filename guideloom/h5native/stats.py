@@ -1,8 +1,8 @@
 """Counts of the records the native HDF5 reader read and of those it left to h5py.
 
 One process-wide :data:`NATIVE_STATS`, counted by the one record reader
-(:mod:`guideloom.read.records`) for local and remote records alike; each fallback is also logged at DEBUG
-and counted in :mod:`guideloom.fallbacks` (``export.json``'s ``fallbacks``).
+(:mod:`guideloom.read.records`) for local and remote records alike; each fallback is also
+logged at DEBUG and counted in :mod:`guideloom.fallbacks` (``export.json``'s ``fallbacks``).
 """
 
 from __future__ import annotations
