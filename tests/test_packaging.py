@@ -39,7 +39,9 @@ CORE_TESTS = ["test_manifest.py", "test_params.py", "test_iter_view.py", "test_e
 NEEDS_TORCH = ["test_export.py::test_seed_sections_3_to_6",
                "test_export_outputs.py::test_torch_dataloader_with_worker_processes",
                "test_as_user.py::test_readme_python_examples_as_one_plain_script"]
-COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", "build", "dist",
+# .venv/venv: a virtual environment made in the clone (python3 -m venv .venv) is not source
+COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.egg-info",
+                                     "build", "dist",
                                      ".pytest_cache", ".ruff_cache", ".hypothesis", ".mypy_cache")
 
 
