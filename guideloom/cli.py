@@ -719,9 +719,9 @@ def _cmd_views(args: argparse.Namespace) -> int:
 
     data_dir: Any = args.data_dir
     if data_dir.lower().startswith("doi:"):  # resolved here, on --server with --token
-        from guideloom.remote.root import open_root
+        from guideloom.read.roots import open_remote_root
 
-        data_dir = open_root(data_dir, server=args.server, token=args.token)
+        data_dir = open_remote_root(data_dir, server=args.server, token=args.token)
     elif args.server is not None:
         raise UsageError("--server names the Dataverse server a DOI is resolved on; "
                          f"{args.data_dir} is not a DOI")

@@ -22,7 +22,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from guideloom.errors import InjectedFault
 
@@ -48,6 +48,15 @@ _lock = threading.Lock()
 _armed: list[str] = []  # the points crash_at armed, innermost last (threads of the run see it)
 _reached: list[str] = []  # every point passed while recording (see reached_points)
 _recording = [0]
+_pause_hooks: list[Callable[[], object]] = []  # called before a pause point holds the run
+
+
+def before_pause(hook: Callable[[], object]) -> Callable[[], None]:
+    """Call ``hook()`` each time a pause point is about to hold the run, so that what the run
+    reported before it has arrived where a test looks (the run's events at the scheduler,
+    which are otherwise sent without waiting). Returns the function that stops calling it."""
+    _pause_hooks.append(hook)
+    return lambda: _pause_hooks.remove(hook) if hook in _pause_hooks else None
 
 
 @contextlib.contextmanager
@@ -102,5 +111,7 @@ def fault_point(name: str) -> None:
     if os.environ.get(FAULT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
     if os.environ.get(PAUSE_ENV) == name and os.environ.get(PAUSE_FIFO_ENV):
+        for hook in list(_pause_hooks):
+            hook()
         with open(os.environ[PAUSE_FIFO_ENV], "rb") as fifo:
             fifo.read()

@@ -16,6 +16,8 @@ import logging
 import threading
 from typing import Any
 
+from guideloom import faults
+
 FLUSH_S = 5.0  # the longest a finished run waits for the scheduler to take its last events
 
 __all__ = ["FLUSH_S", "EventSender"]
@@ -38,6 +40,12 @@ class EventSender:
         self._idle = threading.Event()
         self._idle.set()
         self._draining = False
+        # held at a pause point, the run's events so far reach the scheduler first
+        self._stop_flushing_at_pauses = faults.before_pause(self.flush)
+
+    def close(self) -> None:
+        """Stop flushing at pause points (the run is over)."""
+        self._stop_flushing_at_pauses()
 
     def send(self, topic: Any, msg: dict[str, Any]) -> None:
         """Queue ``msg`` under ``topic`` (a name or a list of names); returns at once."""

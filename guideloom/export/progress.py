@@ -70,6 +70,8 @@ class RunMonitor:
         happen, without waiting for each (``None``: stay local; see
         :class:`~guideloom.cluster.events.EventSender`)."""
         self.client = client
+        if self._sender is not None:
+            self._sender.close()
         self._sender = None if client is None else EventSender(client)
         if client is not None:
             for topic, msg in self.events:
@@ -136,6 +138,7 @@ class RunMonitor:
         self._emit(TOPIC, "finish", status=status, error=error)
         if self._sender is not None:  # the scheduler has every event before the client closes
             self._sender.flush()
+            self._sender.close()
 
     def timings(self) -> dict[str, float]:
         """Seconds per phase so far, keyed as in ``export.json`` (``plan_s``, ``tasks_s``…)."""
@@ -154,6 +157,8 @@ class RunMonitor:
         sender = self._sender
         if sender is None or sender.failed or getattr(
                 self.client, "status", "running") != "running":  # closed after Ctrl-C
+            if sender is not None:
+                sender.close()
             self.client = self._sender = None
             return
         # queued in order; a lost dashboard event never fails the export
