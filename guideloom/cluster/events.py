@@ -69,15 +69,19 @@ class EventSender:
             drain.close()
             self._drain_here()
 
+    def _next(self) -> tuple[Any, dict[str, Any]] | None:
+        """The next queued event, or ``None`` (nothing left, or sending failed): idle then."""
+        with self._lock:
+            if not self._queue or self.failed:
+                self._queue.clear()
+                self._draining = False
+                self._idle.set()
+                return None
+            return self._queue.popleft()
+
     async def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue or self.failed:
-                    self._queue.clear()
-                    self._draining = False
-                    self._idle.set()
-                    return
-                topic, msg = self._queue.popleft()
+        while (item := self._next()) is not None:
+            topic, msg = item
             try:
                 await self.client.scheduler.log_event(topic=topic, msg=msg)
             except Exception as exc:  # noqa: BLE001 - a lost dashboard event must not fail a run
@@ -85,14 +89,8 @@ class EventSender:
                 self.failed = True
 
     def _drain_here(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue or self.failed:
-                    self._queue.clear()
-                    self._draining = False
-                    self._idle.set()
-                    return
-                topic, msg = self._queue.popleft()
+        while (item := self._next()) is not None:
+            topic, msg = item
             try:
                 self.client.log_event(topic, msg)
             except Exception:  # noqa: BLE001 - as in _drain
