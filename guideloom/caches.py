@@ -18,8 +18,8 @@ closed there; connections are only forgotten (garbage collection closes the chil
 socket, which does not touch the parent's connection: nothing is shut down or sent).
 
 :func:`clear_caches` empties every cache and closes what they held; the next read opens afresh.
-The on-disk cache of remote metadata (:mod:`guideloom.remote.cache`) is not deleted by it
-(``guideloom.remote.cache.process_cache().clear()`` does that).
+The on-disk cache of remote metadata (:mod:`guideloom.read.metacache`) is not deleted by it
+(``guideloom.read.metacache.process_cache().clear()`` does that).
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def clear_caches() -> None:
     A descriptor an open file still reads through (an ``h5py.File`` from
     :func:`guideloom.open_h5` not closed yet) is closed when that file is closed. The on-disk
     cache of remote metadata stays (it is checked on every read and stays valid across
-    processes); ``guideloom.remote.cache.process_cache().clear()`` deletes its entries.
+    processes); ``guideloom.read.metacache.process_cache().clear()`` deletes its entries.
     """
     for found in list(caches()):
         found.clear()

@@ -156,7 +156,7 @@ _KNOBS = [
     Knob("dataverse_url", None, str, "Dataverse server of guideloom info/download; unset: "
          "DaRUS"),
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
-    # remote reads (guideloom.remote)
+    # remote reads (guideloom.read)
     Knob("http_timeout", None, float, "Seconds per connect or socket read of a remote read; "
          "unset: 60", minimum=0, above=True),
     Knob("http_retries", None, int, "Retries of a failed remote read after the first attempt; "

@@ -148,6 +148,10 @@ RDDAC_SPEC = DatasetSpec(
     small_test_files=("process_parameters.csv", "metadata.json", "sample.zip"),
 )
 
+#: The experiment id of ddacs 3.2's sample download (``ddacs.spec.DDACS_SAMPLE_SIM_ID``): the
+#: archive ``<id>.zip`` among :data:`DDACS_SPEC`'s small test files.
+DDACS_SAMPLE_SIM_ID = 258864
+
 #: ddacs 3.2's dataset identity (what ``ddacs.DDACS_SPEC`` holds).
 DDACS_SPEC = DatasetSpec(
     name="DDACS",
@@ -155,8 +159,17 @@ DDACS_SPEC = DatasetSpec(
     dataset_doi="doi:10.18419/DARUS-4801",
     default_version="3.0",
     id_column="index",
-    small_test_files=("process_parameters.csv", "metadata.json", "258864.zip"),
+    small_test_files=("process_parameters.csv", "metadata.json", f"{DDACS_SAMPLE_SIM_ID}.zip"),
 )
+
+#: The preferred ``@id`` of the field-map record set, under ddacs 3.2's module-level name
+#: (``ddacs.croissant.FIELD_MAP_RECORD_SET``, :data:`DDACS_SPEC`'s ``field_map_record_set``).
+FIELD_MAP_RECORD_SET = DDACS_SPEC.field_map_record_set
+
+#: The ``dataType`` a view field without one gets, under ddacs 3.2's module-level name
+#: (``ddacs.croissant.DEFAULT_FIELD_DATA_TYPE``, :data:`DDACS_SPEC`'s
+#: ``default_field_data_type``).
+DEFAULT_FIELD_DATA_TYPE = DDACS_SPEC.default_field_data_type
 
 
 @dataclass(frozen=True)

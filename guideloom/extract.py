@@ -10,7 +10,8 @@
   archive's central directory while copying, it is fsynced and only then renamed to its final
   name: a crash or a corrupt member never leaves a partial file under the final name.
 * Work runs on Dask, one task per partition of members (keys ``("extract", archive, job, i)``).
-  Tasks receive :class:`~guideloom.sources.Location` objects and read the archives themselves.
+  Tasks receive :class:`~guideloom.read.locations.Location` objects and read the archives
+  themselves.
 * With ``remove_zip=True`` an archive is deleted only once every one of its members is loose
   and verified (extracted now, or already present with the member's size).
 """
@@ -44,14 +45,9 @@ from guideloom.errors import (
     summarize_ids,
 )
 from guideloom.os_support import preadinto
-from guideloom.sources import (
-    LOOSE_SUBDIR,
-    Location,
-    archive_paths,
-    id_parser,
-    member_data_offset,
-    scan_locations,
-)
+from guideloom.read.locations import Location
+from guideloom.read.scan import LOOSE_SUBDIR, archive_paths, id_parser, scan_locations
+from guideloom.read.zipmember import member_data_offset
 
 if TYPE_CHECKING:
     from guideloom.croissant import Dataset
@@ -227,7 +223,7 @@ def extract_zips(
 def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> ExtractPlan:
     """Decide what to extract from the archives' central directories (no member data is read).
 
-    Two members naming one id are refused by :func:`~guideloom.sources.scan_locations`.
+    Two members naming one id are refused by :func:`~guideloom.read.scan.scan_locations`.
     """
     root = Path(root)
     pattern = re.compile(ds.spec.member_pattern)

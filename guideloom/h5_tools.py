@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
+from guideloom.croissant import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 from guideloom.errors import ExperimentNotFoundError
 from guideloom.read.hdf5 import open_h5_file
 from guideloom.read.roots import open_root
 
 if TYPE_CHECKING:
-    from guideloom.croissant import Dataset, DatasetSpec
+    from guideloom.croissant import Dataset
 
-__all__ = ["DEFAULT_DATA_DIR", "inspect_h5", "open_h5"]
+#: ``DDACS_SPEC``, ``RDDAC_SPEC`` and ``DatasetSpec`` are here because rddac's and ddacs'
+#: ``h5_tools`` had them (their ``spec`` argument's default and type).
+__all__ = ["DDACS_SPEC", "DEFAULT_DATA_DIR", "RDDAC_SPEC", "DatasetSpec", "inspect_h5", "open_h5"]
 
 #: The data directory rddac and ddacs default to.
 DEFAULT_DATA_DIR = "./data"
@@ -32,7 +35,7 @@ def open_h5(
     storage_options: Mapping[str, Any] | None = None,
 ) -> h5py.File:
     """Open one experiment's HDF5 file, from a loose file or a zip member, read-only
-    (:func:`guideloom.sources.open_h5`, whose arguments these are).
+    (rddac's ``open_h5(id, source, data_dir)`` order works too).
 
     A remote ``data_dir`` (an ``https://`` or fsspec URL, a DOI, or a dataset loaded from one;
     ``storage_options`` for fsspec) is read by byte ranges: h5py asks for the blocks it reads,

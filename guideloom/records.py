@@ -1,7 +1,6 @@
-"""Compatibility stub: reading one view record now lives in :mod:`guideloom.read.records`
-(the checks it applies in :mod:`guideloom.read.hdf5`)."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: reading one view record, defined in :mod:`guideloom.read.records`
+(its checks in :mod:`guideloom.read.hdf5`)."""
 
 from guideloom.h5native.stats import NATIVE_STATS, NativeStats, native_stats
 from guideloom.read.hdf5 import LARGE_FIELD_BYTES, check_declared_size, check_self_contained
@@ -19,10 +18,10 @@ __all__ = [
     "LARGE_FIELD_BYTES",
     "NATIVE_ENV",
     "NATIVE_STATS",
-    "REFERENCE_RECORDS",
-    "SIM_ID_KEY",
     "NativeStats",
+    "REFERENCE_RECORDS",
     "RecordReader",
+    "SIM_ID_KEY",
     "check_declared_size",
     "check_self_contained",
     "described_first",

@@ -2,6 +2,6 @@
 """Dataset specifications under rddac 2.0's / ddacs 3.2's module name (``rddac.spec``,
 ``ddacs.spec``), defined in :mod:`guideloom.croissant`."""
 
-from guideloom.croissant import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
+from guideloom.croissant import DDACS_SAMPLE_SIM_ID, DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 
-__all__ = ["DDACS_SPEC", "DatasetSpec", "RDDAC_SPEC"]
+__all__ = ["DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "DatasetSpec", "RDDAC_SPEC"]

@@ -14,9 +14,9 @@ from guideloom.export.api import (
     export_to_storage,
     export_to_zarr,
 )
+from guideloom.read.records import SIM_ID_KEY, RecordReader
 from guideloom.read.roots import RemoteRoot
 from guideloom.reader import Export, load_export
-from guideloom.records import SIM_ID_KEY, RecordReader
 from guideloom.selection import RowFilter, SimIdsOrder, resolve_dataset, select
 
 #: The data directory rddac and ddacs default to.

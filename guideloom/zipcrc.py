@@ -1,12 +1,6 @@
-"""Compatibility stub: the CRC-32 checks of zip members now live in
-:mod:`guideloom.read.zipmember` (one check and one verdict cache for local and remote members).
-
-This name is that module itself (not a copy of its names), so that replacing one of its
-functions here (``monkeypatch.setattr(zipcrc, "member_crc", ...)``) replaces the one the
-checks call.
-"""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: the CRC-32 checks of zip members, which is the module
+:mod:`guideloom.read.zipmember` itself (one check and one verdict cache)."""
 
 import sys
 

@@ -85,23 +85,9 @@ LACKING: dict[str, str] = {
     "its state itself and takes no torchdata snapshots",
 }
 
-_NOT_THIS_SESSION = ("to add: {} is being rewritten by another change, so its alias waits "
-                     "(issue 29)")
-
 #: ``predecessor module.name`` (or a whole module) -> what is still to do. Real gaps, not
 #: choices: each is listed so that it is seen, and the test fails once it is fixed.
-PENDING: dict[str, str] = {
-    "rddac.h5_tools.RDDAC_SPEC": _NOT_THIS_SESSION.format("guideloom/h5_tools.py"),
-    "ddacs.h5_tools.DDACS_SPEC": _NOT_THIS_SESSION.format("guideloom/h5_tools.py"),
-    "ddacs.h5_tools.DatasetSpec": _NOT_THIS_SESSION.format("guideloom/h5_tools.py"),
-    "ddacs.croissant.DEFAULT_FIELD_DATA_TYPE": _NOT_THIS_SESSION.format("guideloom/croissant.py")
-    + "; ddacs has DDACS_SPEC.default_field_data_type under this name",
-    "ddacs.croissant.FIELD_MAP_RECORD_SET": _NOT_THIS_SESSION.format("guideloom/croissant.py")
-    + "; ddacs has DDACS_SPEC.field_map_record_set under this name",
-    "ddacs.spec.DDACS_SAMPLE_SIM_ID": _NOT_THIS_SESSION.format("guideloom/croissant.py")
-    + "; the id (258864) of the sample in DDACS_SPEC.small_test_files, to define beside "
-      "DDACS_SPEC and alias in guideloom.spec",
-}
+PENDING: dict[str, str] = {}
 
 
 def ours(release: str, module: str) -> str:

@@ -21,11 +21,12 @@ import importlib
 import importlib.util
 import logging
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from guideloom.compat.aliases import ALIASES, ALL, Alias
+from guideloom.compat.aliases import ALIASES, ALL, MODULE, Alias
 
 __all__ = ["HEADER", "PACKAGE", "Resolved", "differing", "main", "resolve", "stub_file",
            "stub_text", "write"]
@@ -166,10 +167,41 @@ def _string_list(prefix: str, items: list[str], end: str) -> list[str]:
     return [f"{prefix}[", *(f"    {q}," for q in quoted), *([closing] if closing else []), "]"]
 
 
+def _docstring(doc: str) -> str:
+    """``doc`` in triple quotes, its words refilled where a line would pass the line length."""
+    text = f'"""{doc}"""'
+    if max(len(line) for line in text.splitlines()) <= _LINE:
+        return text
+    return textwrap.fill(" ".join(text.split()), width=_LINE, break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def _private(name: str) -> bool:
+    """``_x`` but not ``__x__``: bound by the stub, left out of its ``__all__``."""
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _module_target(alias: Alias) -> str | None:
+    """The target module of a :data:`~guideloom.compat.aliases.MODULE` entry, else ``None``."""
+    targets = [t for t, names in alias.names.items() if names == MODULE]
+    if not targets:
+        return None
+    if len(alias.names) != 1:
+        raise ValueError(f"{alias.path}: a MODULE entry has one target and no other names")
+    importlib.import_module(targets[0])
+    return targets[0]
+
+
 def stub_text(alias: Alias) -> str:
     """The source of the stub module for ``alias``."""
+    lines = [HEADER, _docstring(alias.doc), ""]
+    target = _module_target(alias)
+    if target is not None:
+        package, _, name = target.rpartition(".")
+        lines += ["import sys", "", f"from {package} import {name}", "",
+                  f"sys.modules[__name__] = {name}"]
+        return "\n".join(lines) + "\n"
     r = resolve(alias)
-    lines = [HEADER, f'"""{alias.doc}"""', ""]
     if r.lazy:
         lines += ["import importlib", "from typing import Any", ""]
     for module in sorted(r.eager):
@@ -182,7 +214,7 @@ def stub_text(alias: Alias) -> str:
         lines.append("#: Names the target serves on first access (its module ``__getattr__``).")
         entries = [f'    "{name}": ("{t}", "{s}"),' for name, (t, s) in sorted(r.lazy.items())]
         lines += ["_LAZY = {", *entries, "}", ""]
-    eager_names = [n for n in r.exported if n not in r.lazy]
+    eager_names = [n for n in r.exported if n not in r.lazy and not _private(n)]
     lines += _string_list("__all__ = ", eager_names, ", *_LAZY]" if r.lazy else "]")
     if r.lazy:
         lines += [

@@ -13,7 +13,7 @@ from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
 from guideloom.read.locations import Location
-from guideloom.records import SIM_ID_KEY
+from guideloom.read.records import SIM_ID_KEY
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"
@@ -21,8 +21,8 @@ TEXT_KINDS = "US"
 
 class RecordSource(Protocol):
     """What :func:`produce` reads records from: a
-    :class:`~guideloom.records.RecordReader`, or a
-    :class:`~guideloom.remote.readahead.ReadAhead` over one."""
+    :class:`~guideloom.read.records.RecordReader`, or a
+    :class:`~guideloom.read.readahead.ReadAhead` over one."""
 
     def read(self, loc: Location, row: Mapping[str, Any],
              into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]: ...

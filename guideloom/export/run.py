@@ -93,13 +93,13 @@ from guideloom.formats.manifest_types import (
     SummaryExtra,
 )
 from guideloom.read.readahead import Peeking, ReadAhead
-from guideloom.read.roots import as_root
-from guideloom.records import (
+from guideloom.read.records import (
     REFERENCE_RECORDS,
     RecordReader,
     described_first,
     reference_dtypes,
 )
+from guideloom.read.roots import as_root
 from guideloom.selection import Selection, check_storable_ids, select
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Reading HDF5 datasets without h5py, from any :class:`~guideloom.remote.byte_source.ByteSource`.
+"""Reading HDF5 datasets without h5py, from any :class:`~guideloom.read.byte_source.ByteSource`.
 
 Handles what experiment files hold: superblocks v0 to v3, object headers v1 and v2, old-style
 and compact groups, fixed-point and IEEE float datatypes in either byte order, compact,

@@ -24,8 +24,8 @@ def source_of(url: str, size: int | None = None,
               headers: tuple[tuple[str, str], ...] = (),
               options: Mapping[str, Any] | None = None) -> ByteSource:
     """This process's byte source of ``url`` (opened on first use, then reused: see
-    :func:`~guideloom.remote.open_byte_source`); the token among ``headers`` goes to the
-    Dataverse server only (:class:`~guideloom.remote.http.HttpRangeSource`); ``options``
+    :func:`~guideloom.read.byte_source.open_byte_source`); the token among ``headers`` goes to the
+    Dataverse server only (:class:`~guideloom.read.http.HttpRangeSource`); ``options``
     are the root's fsspec storage options."""
     token = dict(headers).get(TOKEN_HEADER)
     opts = dict(options or {})
@@ -40,7 +40,7 @@ def source_of(url: str, size: int | None = None,
 def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     """The size of the file at ``url`` and its ETag or Last-Modified ('' when none), from one
     ``HEAD`` request (an archive replaced on the server is noticed by these); a 429/5xx answer,
-    a reset or a timeout is retried as ranged reads are (:func:`~guideloom.remote.http.
+    a reset or a timeout is retried as ranged reads are (:func:`~guideloom.read.http.
     env_settings`).
 
     Raises:

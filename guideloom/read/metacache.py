@@ -56,7 +56,8 @@ def max_bytes() -> int:
         return DEFAULT_MAX_BYTES
 
 
-def _digest(payload: Any) -> str:
+def payload_digest(payload: Any) -> str:
+    """The SHA-256 of ``payload`` as canonical JSON: the digest an entry is checked by."""
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -118,7 +119,7 @@ class MetaCache:
                 doc = json.loads(fh.read())
                 if (not isinstance(doc, dict) or doc.get("format") != FORMAT
                         or doc.get("kind") != kind or doc.get("key") != key
-                        or doc.get("digest") != _digest(doc.get("payload"))):
+                        or doc.get("digest") != payload_digest(doc.get("payload"))):
                     return None
                 os.utime(fh.fileno())  # recently used: evicted last
         except (OSError, ValueError):
@@ -131,7 +132,7 @@ class MetaCache:
         if path is None or self.limit <= 0:
             return
         data = json.dumps({"format": FORMAT, "kind": kind, "key": key,
-                           "digest": _digest(payload), "payload": payload}).encode()
+                           "digest": payload_digest(payload), "payload": payload}).encode()
         dfd = self._dir_fd
         tmp = f".tmp-{os.getpid()}-{secrets.token_hex(6)}{_SUFFIX}"
         try:

@@ -203,7 +203,7 @@ class RemoteRoot(DataRoot):
         return bool(self.server)
 
     def storage_options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`~guideloom.remote.open_byte_source`."""
+        """Keyword arguments for :func:`~guideloom.read.byte_source.open_byte_source`."""
         return {"headers": dict(self.headers)} if self.headers else {}
 
     def entry(self, relpath: str) -> RemoteFileEntry | None:

@@ -1,6 +1,6 @@
 """What the read layers need of a location: the :class:`Located` protocol.
 
-The location types themselves (:class:`guideloom.sources.Location` and the remote
+The location types themselves (:class:`guideloom.read.locations.Location` and the remote
 ``RemoteLocation``) live with the code that scans a data root; the read layers depend only on
 these fields. A location may carry more (``archive_size``, ``validator``, ``headers``,
 ``options``, ``file_size``, ``cache_key()``): the byte layer and the HDF5 layer use those
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 
 class Located(Protocol):
-    """Where one experiment's HDF5 bytes are (see :class:`guideloom.sources.Location`)."""
+    """Where one experiment's HDF5 bytes are (see :class:`guideloom.read.locations.Location`)."""
 
     @property
     def sim_id(self) -> Any: ...

@@ -1,4 +1,4 @@
-"""Zip archive directories read from a :class:`~guideloom.remote.ByteSource` by offset.
+"""Zip archive directories read from a :class:`~guideloom.read.byte_source.ByteSource` by offset.
 
 One parser serves local archives (:func:`archive_members`, which caches a local archive's
 listing while the file is unchanged) and remote ones

@@ -15,7 +15,7 @@ Every check of a member is written here once, for local and remote archives alik
 
 The result is a :class:`Span`: ``size`` bytes from ``base`` of a byte source (the archive
 itself for a stored member, an in-memory source for an inflated one). The zip directory
-itself is parsed by :mod:`guideloom.remote.zipdir`.
+itself is parsed by :mod:`guideloom.read.zipdir`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
-"""Reading experiment bytes where they are: local files, HTTP servers, object stores.
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: byte sources, defined in the bytes layer of
+:mod:`guideloom.read`."""
 
-Everything above this package reads through a :class:`ByteSource`: a file of known size whose
-bytes are fetched by offset, one range at a time or many at once (coalesced and concurrent where
-the transport allows). :func:`open_byte_source` picks the implementation from the URL.
-"""
-
-from __future__ import annotations
-
-from guideloom.remote.byte_source import (
+from guideloom.read.byte_source import (
     ByteSource,
-    FsspecSource,
     LocalFileSource,
     clear_source_cache,
-    coalesce_ranges,
     is_remote,
     open_byte_source,
-    split_coalesced,
 )
-from guideloom.remote.http import HttpRangeSource
+from guideloom.read.fsspec_source import FsspecSource
+from guideloom.read.http import HttpRangeSource
+from guideloom.read.ranges import coalesce_ranges, split_coalesced
 
 __all__ = [
     "ByteSource",

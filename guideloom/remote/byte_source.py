@@ -1,7 +1,6 @@
-"""Compatibility stub: the ByteSource protocol and the local and fsspec sources now live in
-:mod:`guideloom.read.byte_source` and :mod:`guideloom.read.fsspec_source`."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: the ByteSource protocol and the local and fsspec sources, defined
+in :mod:`guideloom.read.byte_source` and :mod:`guideloom.read.fsspec_source`."""
 
 from guideloom.read.byte_source import (
     REMOTE_SCHEMES,
@@ -14,15 +13,8 @@ from guideloom.read.byte_source import (
     source_for,
     url_source,
 )
-from guideloom.read.fsspec_source import (
-    FsspecSource,
-    fsspec_filesystem,
-)
-from guideloom.read.ranges import (
-    COALESCE_GAP,
-    coalesce_ranges,
-    split_coalesced,
-)
+from guideloom.read.fsspec_source import FsspecSource, fsspec_filesystem
+from guideloom.read.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
 
 __all__ = [
     "ByteSource",

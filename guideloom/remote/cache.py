@@ -1,8 +1,7 @@
-"""Compatibility stub: the on-disk metadata cache now lives in :mod:`guideloom.read.metacache`."""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: the on-disk metadata cache, defined in
+:mod:`guideloom.read.metacache`."""
 
-from __future__ import annotations
-
-from guideloom.read import metacache as _impl
 from guideloom.read.metacache import (
     CACHE_ENV,
     DEFAULT_MAX_BYTES,
@@ -12,10 +11,11 @@ from guideloom.read.metacache import (
     MetaCache,
     cache_root,
     max_bytes,
+    payload_digest,
     process_cache,
 )
 
-_digest = _impl._digest
+_digest = payload_digest
 
 __all__ = [
     "CACHE_ENV",

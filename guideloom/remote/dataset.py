@@ -1,7 +1,6 @@
-"""Compatibility stub: the manifest of a remote release is now read by
-guideloom.read.manifest."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: a remote release's manifest, read by
+:mod:`guideloom.read.manifest`."""
 
 from guideloom.read.manifest import remote_manifest
 

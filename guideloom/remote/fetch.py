@@ -1,7 +1,6 @@
-"""Compatibility stub: per-process byte sources and fetching small files whole now live in
-guideloom.read.fetch."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: small files fetched whole, defined in
+:mod:`guideloom.read.fetch`."""
 
 from guideloom.read.fetch import FIRST_WHOLE, MAX_WHOLE, fetch_bytes, http_validator, source_of
 

@@ -1,6 +1,5 @@
-"""Compatibility stub: the HTTP range source now lives in :mod:`guideloom.read.http`."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: the HTTP range source, defined in :mod:`guideloom.read.http`."""
 
 from guideloom.read.http import (
     EXPIRED_STATUS,

@@ -1,8 +1,7 @@
-"""Compatibility stub: remote locations now live in guideloom.read.locations, the remote
-archive scan in guideloom.read.remote_scan and the input fingerprint in
-guideloom.read.fingerprint."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: remote locations (:mod:`guideloom.read.locations`), the remote
+archive scan (:mod:`guideloom.read.remote_scan`) and the input fingerprint
+(:mod:`guideloom.read.fingerprint`)."""
 
 from guideloom.read.fingerprint import remote_fingerprint
 from guideloom.read.locations import RemoteLocation, archive_key
@@ -16,6 +15,15 @@ from guideloom.read.remote_scan import (
     stat_file,
 )
 
-__all__ = ["ARCHIVE_LANES", "DIRECTORY_KIND", "RemoteLocation", "archive_key", "info_validator",
-           "location_source", "loose_location", "remote_fingerprint", "remote_locations",
-           "stat_file"]
+__all__ = [
+    "ARCHIVE_LANES",
+    "DIRECTORY_KIND",
+    "RemoteLocation",
+    "archive_key",
+    "info_validator",
+    "location_source",
+    "loose_location",
+    "remote_fingerprint",
+    "remote_locations",
+    "stat_file",
+]

@@ -1,7 +1,6 @@
-"""Compatibility stub: the loose files of a remote release are now found by
-guideloom.read.remote_loose."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: a remote release's loose files, found by
+:mod:`guideloom.read.remote_loose`."""
 
 from guideloom.read.remote_loose import (
     FALLBACK_FORMATS,

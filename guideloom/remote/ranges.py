@@ -1,15 +1,7 @@
-"""Compatibility stub: coalescing byte ranges now lives in :mod:`guideloom.read.ranges`."""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: coalescing byte ranges, defined in
+:mod:`guideloom.read.ranges`."""
 
-from __future__ import annotations
+from guideloom.read.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
 
-from guideloom.read.ranges import (
-    COALESCE_GAP,
-    coalesce_ranges,
-    split_coalesced,
-)
-
-__all__ = [
-    "COALESCE_GAP",
-    "coalesce_ranges",
-    "split_coalesced",
-]
+__all__ = ["COALESCE_GAP", "coalesce_ranges", "split_coalesced"]

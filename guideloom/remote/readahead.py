@@ -1,19 +1,7 @@
-"""Compatibility stub: the record read-ahead now lives in :mod:`guideloom.read.readahead`."""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: the record read-ahead, defined in
+:mod:`guideloom.read.readahead`."""
 
-from __future__ import annotations
+from guideloom.read.readahead import DEFAULT_DEPTH, DEPTH_ENV, Peeking, ReadAhead, readahead_depth
 
-from guideloom.read.readahead import (
-    DEFAULT_DEPTH,
-    DEPTH_ENV,
-    Peeking,
-    ReadAhead,
-    readahead_depth,
-)
-
-__all__ = [
-    "DEFAULT_DEPTH",
-    "DEPTH_ENV",
-    "Peeking",
-    "ReadAhead",
-    "readahead_depth",
-]
+__all__ = ["DEFAULT_DEPTH", "DEPTH_ENV", "Peeking", "ReadAhead", "readahead_depth"]

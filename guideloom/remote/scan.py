@@ -1,7 +1,6 @@
-"""Compatibility stub: the experiments of a remote release are now scanned by
-guideloom.read.roots (:meth:`RemoteRoot.locations <guideloom.read.roots.RemoteRoot.locations>`)."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: a remote release's experiments, scanned by
+:mod:`guideloom.read.roots`."""
 
 from guideloom.read.roots import release_locations
 

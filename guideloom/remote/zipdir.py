@@ -1,6 +1,6 @@
-"""Compatibility stub: the zip directory parser now lives in guideloom.read.zipdir."""
-
-from __future__ import annotations
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier read path: the zip directory parser, defined in
+:mod:`guideloom.read.zipdir`."""
 
 from guideloom.read.zipdir import (
     LOCAL_HEADER,
@@ -21,6 +21,21 @@ from guideloom.read.zipdir import (
     read_members,
 )
 
-__all__ = ["LOCAL_HEADER", "LOCAL_SIG", "MAX_COMMENT", "MAX_DIRECTORY", "MAX_OFFSET", "TAIL_READ",
-           "UTF8_NAME", "ZIP_STORED", "Directory", "Member", "ZipFormatError", "find_directory",
-           "overlapping_members", "parse_directory", "parse_local_header", "read_members"]
+__all__ = [
+    "Directory",
+    "LOCAL_HEADER",
+    "LOCAL_SIG",
+    "MAX_COMMENT",
+    "MAX_DIRECTORY",
+    "MAX_OFFSET",
+    "Member",
+    "TAIL_READ",
+    "UTF8_NAME",
+    "ZIP_STORED",
+    "ZipFormatError",
+    "find_directory",
+    "overlapping_members",
+    "parse_directory",
+    "parse_local_header",
+    "read_members",
+]
