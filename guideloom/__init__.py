@@ -34,13 +34,6 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.compat.visualization import plot_scan as plot_scan
     from guideloom.compat.visualization import plot_traverse as plot_traverse
     from guideloom.compat.visualization import scan_to_pointcloud as scan_to_pointcloud
-    from guideloom.croissant import DDACS_SPEC as DDACS_SPEC
-    from guideloom.croissant import RDDAC_SPEC as RDDAC_SPEC
-    from guideloom.croissant import Dataset as Dataset
-    from guideloom.croissant import DatasetSpec as DatasetSpec
-    from guideloom.croissant import View as View
-    from guideloom.croissant import add_view as add_view
-    from guideloom.croissant import load as load
     from guideloom.demo import make_demo_data as make_demo_data
     from guideloom.errors import ClusterStartError as ClusterStartError
     from guideloom.errors import ConfigError as ConfigError
@@ -94,6 +87,13 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.reader import Export as Export
     from guideloom.reader import load_export as load_export
     from guideloom.release import download as download
+    from guideloom.select.manifest import DDACS_SPEC as DDACS_SPEC
+    from guideloom.select.manifest import RDDAC_SPEC as RDDAC_SPEC
+    from guideloom.select.manifest import Dataset as Dataset
+    from guideloom.select.manifest import DatasetSpec as DatasetSpec
+    from guideloom.select.manifest import View as View
+    from guideloom.select.manifest import add_view as add_view
+    from guideloom.select.manifest import load as load
     from guideloom.storage.dataset import DocumentDataset as DocumentDataset
     from guideloom.storage.dataset import StreamDataset as StreamDataset
     from guideloom.storage.document import DocumentStorage as DocumentStorage
@@ -112,16 +112,16 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 # public name -> module that defines it (imported on first attribute access)
 _LAZY: dict[str, str] = {
     # manifest, views and experiment files
-    "load": "guideloom.croissant",
-    "add_view": "guideloom.croissant",
-    "Dataset": "guideloom.croissant",
-    "DatasetSpec": "guideloom.croissant",
-    "RDDAC_SPEC": "guideloom.croissant",
-    "DDACS_SPEC": "guideloom.croissant",
+    "load": "guideloom.select.manifest",
+    "add_view": "guideloom.select.manifest",
+    "Dataset": "guideloom.select.manifest",
+    "DatasetSpec": "guideloom.select.manifest",
+    "RDDAC_SPEC": "guideloom.select.manifest",
+    "DDACS_SPEC": "guideloom.select.manifest",
     "croissant": "guideloom.croissant",
     "h5_tools": "guideloom.h5_tools",
     "inspect_h5": "guideloom.h5_tools",
-    "View": "guideloom.croissant",
+    "View": "guideloom.select.manifest",
     "open_h5": "guideloom.h5_tools",
     "make_demo_data": "guideloom.demo",
     "clear_caches": "guideloom.caches",

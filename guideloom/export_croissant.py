@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.croissant import CROISSANT_CONTEXT, timesteps_to_json_path
 from guideloom.formats.layout import CROISSANT_FILE
+from guideloom.select.manifest import CROISSANT_CONTEXT, timesteps_to_json_path
 
 __all__ = ["CROISSANT_NAME", "describe_export"]
 

@@ -50,7 +50,7 @@ from guideloom.read.scan import LOOSE_SUBDIR, archive_paths, id_parser, scan_loc
 from guideloom.read.zipmember import member_data_offset
 
 if TYPE_CHECKING:
-    from guideloom.croissant import Dataset
+    from guideloom.select.manifest import Dataset
 
 CHUNK_BYTES = 8 << 20
 # In-process cost model (copy + CRC-32 of a stored member; see cluster.runtime.placement).
@@ -175,8 +175,8 @@ def extract_zips(
         ValueError: ``data_dir`` (or the dataset's) is a URL or DOI: extracting writes next to
             the archives, so it needs a local copy.
     """
-    from guideloom.croissant import load
     from guideloom.read.roots import is_remote_root
+    from guideloom.select.manifest import load
 
     for given in (data_dir, None if dataset is None else dataset.data_dir):
         if is_remote_root(given):

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import h5py
 
-from guideloom.croissant import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 from guideloom.errors import ExperimentNotFoundError
 from guideloom.read.hdf5 import open_h5_file
 from guideloom.read.roots import open_root
+from guideloom.select.manifest import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 
 if TYPE_CHECKING:
-    from guideloom.croissant import Dataset
+    from guideloom.select.manifest import Dataset
 
 #: ``DDACS_SPEC``, ``RDDAC_SPEC`` and ``DatasetSpec`` are here because rddac's and ddacs'
 #: ``h5_tools`` had them (their ``spec`` argument's default and type).
@@ -47,7 +47,7 @@ def open_h5(
             ``FileNotFoundError``).
         CorruptDataError: The file or member is damaged or not HDF5.
     """
-    from guideloom.croissant import is_manifest, load
+    from guideloom.select.manifest import is_manifest, load
 
     if is_manifest(data_dir) and not is_manifest(source):
         data_dir, source = source, data_dir  # rddac's order: open_h5(id, source, data_dir)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from guideloom.croissant import load
 from guideloom.errors import ExperimentReadError
 from guideloom.read.records import RecordReader
+from guideloom.select.manifest import load
 from guideloom.selection import select
 
 _PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from guideloom.croissant import Dataset, DatasetSpec, load
 from guideloom.errors import (
     ManifestError,
     MissingDataWarning,
@@ -18,6 +17,7 @@ from guideloom.errors import (
 )
 from guideloom.read.locations import Location
 from guideloom.read.roots import RemoteRoot, as_root, job_root
+from guideloom.select.manifest import Dataset, DatasetSpec, load
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
 

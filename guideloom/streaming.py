@@ -6,7 +6,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from guideloom.croissant import Dataset, DatasetSpec, View
 from guideloom.errors import MissingDataWarning
 from guideloom.export.api import (
     export_to_numpy,
@@ -17,6 +16,7 @@ from guideloom.export.api import (
 from guideloom.read.records import SIM_ID_KEY, RecordReader
 from guideloom.read.roots import RemoteRoot
 from guideloom.reader import Export, load_export
+from guideloom.select.manifest import Dataset, DatasetSpec, View
 from guideloom.selection import RowFilter, SimIdsOrder, resolve_dataset, select
 
 #: The data directory rddac and ddacs default to.
@@ -71,7 +71,7 @@ def iter_view(
         verify_crc: Check the CRC-32 of each stored zip member before its data is used (a
             whole pass over the member, once per process). By default a member read in part is
             trusted; see "Input integrity" in the README.
-        spec: A :class:`~guideloom.croissant.DatasetSpec` for loading the manifest (ignored
+        spec: A :class:`~guideloom.select.manifest.DatasetSpec` for loading the manifest (ignored
             with ``dataset``).
         sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
         storage_options: fsspec options for a remote ``data_dir`` (credentials, endpoint:

@@ -48,6 +48,7 @@ _TYPES = "guideloom.storage.types"
 _IO = "guideloom.storage.io"
 _GL11 = "GuideLoom 1.1's import path for"
 _READ = "guideloom's earlier read path"
+_MOVED = "guideloom's earlier flat path of"
 
 # Names a GuideLoom 1.1 module had because it imported them from another public 1.1 module (the
 # module had no ``__all__``, so they were its public names too); the stubs keep them.
@@ -63,10 +64,10 @@ _DOCUMENT_BASES = ("DocumentStorageAbstract", "DocumentStorageAsyncReaderAbstrac
 ALIASES: tuple[Alias, ...] = (
     # ---------------------------------------------------------------- rddac 2.0 / ddacs 3.2
     Alias("guideloom.spec",
-          {"guideloom.croissant": ("DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "RDDAC_SPEC",
+          {"guideloom.select.manifest": ("DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "RDDAC_SPEC",
                                    "DatasetSpec")},
           "Dataset specifications under rddac 2.0's / ddacs 3.2's module name (``rddac.spec``,\n"
-          "``ddacs.spec``), defined in :mod:`guideloom.croissant`."),
+          "``ddacs.spec``), defined in :mod:`guideloom.select.manifest`."),
     Alias("guideloom.visualization", {"guideloom.compat.visualization": ALL},
           "rddac 2.0's ``visualization`` (and ddacs 3.2's plots, as ddacs code finds them),\n"
           "defined in :mod:`guideloom.compat.visualization`."),
@@ -194,6 +195,9 @@ ALIASES: tuple[Alias, ...] = (
     Alias("guideloom.mlc_compat", {"guideloom.compat.mlc": ALL},
           "guideloom's earlier path of the ``mlcroissant.Dataset`` face, defined in\n"
           ":mod:`guideloom.compat.mlc`."),
+    # -------------- guideloom's earlier flat modules, moved into their layers (the module itself)
+    Alias("guideloom.croissant", {"guideloom.select.manifest": MODULE},
+          f"{_MOVED} the Croissant manifest parser, :mod:`guideloom.select.manifest`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

@@ -1,4 +1,4 @@
-"""The ``mlcroissant.Dataset`` face of a :class:`~guideloom.croissant.Dataset`, built on demand.
+"""The ``mlcroissant.Dataset`` face of a :class:`~guideloom.select.manifest.Dataset`, on demand.
 
 Code written for rddac 2.0 / ddacs 3.2 receives an ``mlcroissant.Dataset`` from ``load`` and uses
 ``ds.metadata.record_sets``, ``ds.mapping`` and ``ds.records(record_set)``. guideloom parses the

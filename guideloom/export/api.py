@@ -8,7 +8,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from guideloom.croissant import Dataset, DatasetSpec, View
 from guideloom.export.fingerprint import callable_name
 from guideloom.export.run import ExportResult, run_export
 from guideloom.export.spec import (
@@ -18,6 +17,7 @@ from guideloom.export.spec import (
     RecordTransform,
 )
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
+from guideloom.select.manifest import Dataset, DatasetSpec, View
 from guideloom.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
 
 

@@ -32,7 +32,6 @@ from guideloom.cluster.runtime import (
     task_key,
 )
 from guideloom.cluster.shipping import pack, shipped_by_value, unpack
-from guideloom.croissant import Dataset
 from guideloom.errors import (
     ExperimentReadError,
     GuideloomError,
@@ -100,6 +99,7 @@ from guideloom.read.records import (
     reference_dtypes,
 )
 from guideloom.read.roots import as_root
+from guideloom.select.manifest import Dataset
 from guideloom.selection import Selection, check_storable_ids, select
 
 if TYPE_CHECKING:

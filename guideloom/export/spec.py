@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from guideloom.croissant import Dataset, View
 from guideloom.export.fingerprint import callable_fingerprint, callable_name
 from guideloom.formats.layout import check_output_name
 from guideloom.formats.manifest_types import TransformNames
 from guideloom.read.locations import Location
 from guideloom.read.roots import RemoteRoot
+from guideloom.select.manifest import Dataset, View
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
 OutputKind = str  # a registered format's kind (guideloom.formats): "npy", "npz", "zarr", …

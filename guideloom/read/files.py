@@ -69,7 +69,7 @@ class RemoteFiles(Protocol):
 
 
 class ScanSpec(Protocol):
-    """What scanning reads of a :class:`~guideloom.croissant.DatasetSpec`."""
+    """What scanning reads of a :class:`~guideloom.select.manifest.DatasetSpec`."""
 
     @property
     def member_pattern(self) -> str: ...
@@ -79,7 +79,7 @@ class ScanSpec(Protocol):
 
 
 class ScannedDataset(Protocol):
-    """What scanning reads of a :class:`~guideloom.croissant.Dataset`."""
+    """What scanning reads of a :class:`~guideloom.select.manifest.Dataset`."""
 
     @property
     def name(self) -> str: ...

@@ -3,7 +3,7 @@
 :func:`guideloom.load` calls :func:`read_manifest`. When ``data_dir`` (or ``source``) is an
 ``https://``/fsspec URL or a DOI (:func:`remote_manifest`), ``metadata.json`` is fetched whole
 (it is small; so is the index table, fetched by :meth:`Dataset.index
-<guideloom.croissant.Dataset.index>`), the HDF5 archives are read later by byte ranges.
+<guideloom.select.manifest.Dataset.index>`), the HDF5 archives are read later by byte ranges.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from typing import Any
 import h5py
 import numpy as np
 
-from guideloom.croissant import View, ViewField
 from guideloom.errors import CorruptDataError, ExperimentReadError, NativeDamageError
 from guideloom.fastread import RawSource, read_dataset
 from guideloom.h5native import H5File
@@ -38,6 +37,7 @@ from guideloom.read.hdf5 import (
 )
 from guideloom.read.http import run_concurrently
 from guideloom.read.types import Located as Location
+from guideloom.select.manifest import View, ViewField
 
 __all__ = ["LARGE_FIELD_BYTES", "NATIVE_ENV", "NATIVE_STATS", "REFERENCE_RECORDS", "SIM_ID_KEY",
            "NativeStats", "RecordReader", "check_declared_size", "check_self_contained",

@@ -61,7 +61,7 @@ INDEX_WHAT = "the index table (the CSV FileObject's 'name')"
 
 
 class IndexedDataset(ScannedDataset, Protocol):
-    """What a root reads of a :class:`~guideloom.croissant.Dataset` for its index table."""
+    """What a root reads of a :class:`~guideloom.select.manifest.Dataset` for its index table."""
 
     @property
     def index_file(self) -> str: ...

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from guideloom.croissant import Dataset, add_view, load
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.formats import ExportFormat, get_format, known_formats
 from guideloom.read.roots import is_remote_root, open_root
+from guideloom.select.manifest import Dataset, add_view, load
 from guideloom.workflow.filters import WhereFilter, build_filter
 from guideloom.workflow.references import (
     DeferredReference,

@@ -1,0 +1,885 @@
+"""Croissant 1.1 manifests: record sets, the HDF5 field map, the index table and views.
+
+The manifest is read as plain JSON (no mlcroissant). Nothing dataset-specific is hard-coded: the
+index file, its id column and the field-map record set are found in the manifest, and a
+:class:`DatasetSpec` can name them where a manifest is ambiguous. The defaults fit RDDAC.
+
+Example:
+    >>> import guideloom
+    >>> ds = guideloom.load(data_dir="./data")                      # doctest: +SKIP
+    >>> guideloom.add_view(ds, "force-signals", fields={
+    ...     "force": "force_data",                                   # field-map entry
+    ...     "geometry": "process-parameters/geometry",               # index column
+    ...     "first_rows": ("force_data", [0, 1, 2]),                 # timestep slicing
+    ... })                                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, overload
+
+from guideloom.errors import ManifestError
+from guideloom.index_table import read_index_bytes
+from guideloom.read.files import RemotePath
+from guideloom.read.files import confined as confined
+from guideloom.read.manifest import read_manifest
+from guideloom.read.roots import DataRoot, RemoteRoot, as_root
+from guideloom.read.roots import refuse_local_storage_options as refuse_local_storage_options
+
+MANIFEST_NAME = "metadata.json"
+
+#: Timestep selection along the first axis of an HDF5 dataset: all, one step, or a list of steps.
+Timesteps = None | int | tuple[int, ...]
+
+_REGEX_META = re.compile(r"[\\^$.|?*+()\[\]{}]")
+
+#: The JSON-LD ``@context`` of the Croissant documents guideloom writes (the demo manifest,
+#: an export's ``croissant.json``): schema.org, the Croissant vocabulary and its terms.
+CROISSANT_CONTEXT: dict[str, Any] = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "sc": "https://schema.org/",
+    "cr": "http://mlcommons.org/croissant/",
+    "dct": "http://purl.org/dc/terms/",
+    "arrayShape": "cr:arrayShape",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "containedIn": "cr:containedIn",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileObject": "cr:fileObject",
+    "fileProperty": "cr:fileProperty",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isArray": "cr:isArray",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "source": "cr:source",
+    "transform": "cr:transform",
+}
+
+#: JSON-LD terms that added views use, declared in ``@context`` when a manifest lacks them.
+_VIEW_TERMS = {
+    "field": "cr:field",
+    "jsonPath": "cr:jsonPath",
+    "references": "cr:references",
+    "source": "cr:source",
+    "transform": "cr:transform",
+}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How to find the pieces of a dataset where the manifest leaves a choice.
+
+    The first fields are rddac 2.0's / ddacs 3.2's ``DatasetSpec`` fields, in their order; all
+    have defaults here. guideloom reads the manifest first: ``process_parameters_file`` and
+    ``field_map_record_set`` are preferred when the manifest offers several candidates,
+    ``metadata_file`` names the manifest in ``data_dir`` and ``default_data_dir`` is the default
+    data directory; the identity fields (``name``, ``prog``, ``dataset_doi``,
+    ``default_version``, ``darus_base_url``, ``small_test_files``, ``id_format``,
+    ``default_field_data_type``) are kept for code that reads them.
+
+    Args:
+        name: Display name (``"RDDAC"``).
+        prog: Command-line program name (``"rddac"``).
+        dataset_doi: DaRUS persistent identifier.
+        default_version: Dataset version its downloader fetches by default.
+        darus_base_url: DaRUS instance.
+        process_parameters_file: Preferred index table file name.
+        metadata_file: The manifest's file name inside ``data_dir``.
+        id_column: Index column holding the experiment id; default: the index record set's key.
+        id_format: How rddac formats an id as a member name (``"{:04d}"`` -> ``0042.h5``).
+        small_test_files: Files of the small download.
+        default_data_dir: The data directory when none is given.
+        field_map_record_set: Preferred ``@id`` of the field-map record set.
+        default_field_data_type: ``dataType`` rddac gives a view field whose source has none.
+        index_file: File name of the index table, strictly; default: the CSV ``FileObject``
+            that the index record set reads.
+        field_map: ``@id`` of the record set that maps field names to HDF5 paths, strictly;
+            default: the record set whose fields read a ``FileSet`` through a ``regex``
+            transform.
+        member_pattern: Regular expression for HDF5 file names (loose or zip members); its group
+            ``id`` is the experiment id, so ``0042.h5`` and ``42.h5`` both name id 42.
+    """
+
+    name: str = ""
+    prog: str = ""
+    dataset_doi: str = ""
+    default_version: str = ""
+    darus_base_url: str = "https://darus.uni-stuttgart.de"
+    process_parameters_file: str = "process_parameters.csv"
+    metadata_file: str = MANIFEST_NAME
+    id_column: str | None = None
+    id_format: str = "{}"
+    small_test_files: tuple[str, ...] = ()
+    default_data_dir: str = "./data"
+    field_map_record_set: str = "field-map"
+    default_field_data_type: str = "sc:Float"
+    index_file: str | None = None
+    field_map: str | None = None
+    member_pattern: str = r"^(?P<id>\d+)\.h5$"
+
+
+#: rddac 2.0's dataset identity (what ``rddac.RDDAC_SPEC`` holds).
+RDDAC_SPEC = DatasetSpec(
+    name="RDDAC",
+    prog="rddac",
+    dataset_doi="doi:10.18419/DARUS-5589",
+    default_version="2.0",
+    id_column="index",
+    id_format="{:04d}",
+    small_test_files=("process_parameters.csv", "metadata.json", "sample.zip"),
+)
+
+#: The experiment id of ddacs 3.2's sample download (``ddacs.spec.DDACS_SAMPLE_SIM_ID``): the
+#: archive ``<id>.zip`` among :data:`DDACS_SPEC`'s small test files.
+DDACS_SAMPLE_SIM_ID = 258864
+
+#: ddacs 3.2's dataset identity (what ``ddacs.DDACS_SPEC`` holds).
+DDACS_SPEC = DatasetSpec(
+    name="DDACS",
+    prog="ddacs",
+    dataset_doi="doi:10.18419/DARUS-4801",
+    default_version="3.0",
+    id_column="index",
+    small_test_files=("process_parameters.csv", "metadata.json", f"{DDACS_SAMPLE_SIM_ID}.zip"),
+)
+
+#: The preferred ``@id`` of the field-map record set, under ddacs 3.2's module-level name
+#: (``ddacs.croissant.FIELD_MAP_RECORD_SET``, :data:`DDACS_SPEC`'s ``field_map_record_set``).
+FIELD_MAP_RECORD_SET = DDACS_SPEC.field_map_record_set
+
+#: The ``dataType`` a view field without one gets, under ddacs 3.2's module-level name
+#: (``ddacs.croissant.DEFAULT_FIELD_DATA_TYPE``, :data:`DDACS_SPEC`'s
+#: ``default_field_data_type``).
+DEFAULT_FIELD_DATA_TYPE = DDACS_SPEC.default_field_data_type
+
+
+@dataclass(frozen=True)
+class FieldMapEntry:
+    """One HDF5 dataset declared in the field map."""
+
+    id: str
+    name: str
+    h5_path: str
+    data_type: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class IndexColumn:
+    """One typed column of the index table."""
+
+    id: str
+    name: str
+    column: str
+    data_type: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewField:
+    """One output of a view: an HDF5 dataset (optionally sliced) or an index column.
+
+    Attributes:
+        alias: Key of the value in each record.
+        source_id: ``@id`` of the referenced field-map entry or index field.
+        h5_path: HDF5 path for field-map sources, else ``None``.
+        column: Index column for index sources, else ``None``.
+        timesteps: Selection along the first HDF5 axis (field-map sources only).
+    """
+
+    alias: str
+    source_id: str
+    h5_path: str | None = None
+    column: str | None = None
+    timesteps: Timesteps = None
+    data_type: str | None = None
+
+    @property
+    def is_h5(self) -> bool:
+        """True when the value comes from an HDF5 dataset."""
+        return self.h5_path is not None
+
+
+@dataclass
+class View:
+    """A named selection of fields; one record per experiment."""
+
+    name: str
+    id: str
+    fields: tuple[ViewField, ...]
+    description: str = ""
+    added: bool = False
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The record keys, in order."""
+        return tuple(f.alias for f in self.fields)
+
+    @property
+    def h5_fields(self) -> tuple[ViewField, ...]:
+        """The fields read from HDF5."""
+        return tuple(f for f in self.fields if f.is_h5)
+
+    def __repr__(self) -> str:
+        return f"View({self.name!r}, fields={list(self.aliases)}{', added' if self.added else ''})"
+
+
+@dataclass
+class Dataset:
+    """A parsed manifest plus where its files live.
+
+    Use :func:`load` to build one; :func:`add_view` adds views in memory.
+    """
+
+    manifest: dict[str, Any]
+    manifest_path: Path | None
+    data_dir: Path | RemoteRoot  # a RemoteRoot: read by URL (guideloom.read.roots)
+    spec: DatasetSpec
+    name: str
+    index_file: str
+    id_column: str
+    index_record_set: str
+    field_map_id: str
+    field_map: dict[str, FieldMapEntry]
+    columns: dict[str, IndexColumn]
+    views: dict[str, View]
+    archives: tuple[str, ...]
+    _index_cache: Any = field(default=None, repr=False, compare=False)
+    _index_fetched: bytes | None = field(default=None, repr=False, compare=False)
+    _mlc: Any = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.name!r}, data_dir={str(self.data_dir)!r}, "
+                f"views={len(self.views)}, fields={len(self.field_map)}, "
+                f"columns={len(self.columns)})")
+
+    def view(self, name: str) -> View:
+        """Return the view called ``name`` (its ``name`` or ``@id``).
+
+        Raises:
+            ValueError: The view does not exist; the message lists the views that do.
+        """
+        found = self.views.get(name)
+        if found is None:
+            found = next((v for v in self.views.values() if v.id == name), None)
+        if found is None:
+            raise ValueError(
+                f"unknown view {name!r}; views in {self.name!r}: {', '.join(self.views)}"
+            )
+        return found
+
+    def index(self):
+        """The typed index table (read once, then cached).
+
+        Raises:
+            ManifestError: The manifest names an index table outside the data directory.
+        """
+        if self._index_cache is None:
+            types = {c.column: c.data_type for c in self.columns.values()}
+            data, where = self.root.read_bytes(self.index_file, "the index table (the CSV "
+                                               "FileObject's 'name')", self.manifest_path)
+            self._index_cache = read_index_bytes(data, where, self.id_column, types)
+            if not self.root.is_local:  # kept: the job identity is taken from these bytes
+                self._index_fetched = data
+        return self._index_cache
+
+    @property
+    def root(self) -> DataRoot:
+        """The :class:`~guideloom.read.roots.DataRoot` of :attr:`data_dir` (nothing is
+        fetched): where the index table and the experiments' files are read."""
+        return as_root(self.data_dir)
+
+    def fetched_index_bytes(self) -> bytes | None:
+        """The bytes of the index table as :meth:`index` fetched them from a remote release
+        (``None`` before that, and for a local one): the job identity is taken from the
+        table the job read, without fetching it again."""
+        return self._index_fetched
+
+    @overload
+    def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path: ...
+
+    @overload
+    def file_in_data_dir(self, root: RemoteRoot, name: str, what: str) -> RemotePath: ...
+
+    def file_in_data_dir(self, root: str | Path | RemoteRoot, name: str, what: str
+                         ) -> Path | RemotePath:
+        """``root / name`` for a file the manifest names, confined to ``root`` (for a remote
+        root, its :class:`~guideloom.read.files.RemotePath`).
+
+        Raises:
+            ManifestError: ``name`` is absolute, climbs out with ``..``, or resolves (through
+                a symlink) outside ``root``; the message names the manifest entry and the path,
+                never the file's contents.
+        """
+        return as_root(root).file(name, what, self.manifest_path)
+
+    @property
+    def id_column_type(self) -> str | None:
+        """The Croissant ``dataType`` of the id column."""
+        col = self.columns.get(self.id_column)
+        return col.data_type if col else None
+
+    def to_jsonld(self) -> dict[str, Any]:
+        """Return the manifest as a Croissant dict, with added views as record sets.
+
+        The result validates with mlcroissant: timestep slicing is a ``jsonPath`` transform and
+        views mixing index columns with HDF5 fields declare the join on the index key. Pass it to
+        :func:`load` (``source=``) to read the views back.
+        """
+        doc = copy.deepcopy(self.manifest)
+        context = doc.get("@context")
+        if isinstance(context, dict) and any(v.added for v in self.views.values()):
+            for term, iri in _VIEW_TERMS.items():  # terms the added views use
+                context.setdefault(term, iri)
+        record_sets = [rs for rs in doc.get("recordSet", []) if not self._is_added(rs)]
+        key = self.columns.get(self.id_column)
+        index_key = key.id if key is not None else None
+        record_sets.extend(
+            _view_to_record_set(v, index_key) for v in self.views.values() if v.added
+        )
+        doc["recordSet"] = record_sets
+        return doc
+
+    def _is_added(self, record_set: Mapping[str, Any]) -> bool:
+        view = self.views.get(record_set.get("name", ""))
+        return bool(view and view.added)
+
+    # --- what code written for mlcroissant.Dataset (rddac 2.0's load) uses -------------------
+    @property
+    def jsonld(self) -> dict[str, Any]:
+        """The manifest as a Croissant dict, added views included (see :meth:`to_jsonld`)."""
+        return self.to_jsonld()
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """``FileObject`` ``@id`` -> local file, for the manifest's files found under data_dir."""
+        from guideloom.mlc_compat import local_mapping
+
+        return local_mapping(self)
+
+    def mlcroissant(self) -> Any:
+        """The ``mlcroissant.Dataset`` of this manifest (built on first use; needs mlcroissant).
+
+        guideloom itself never needs it; it answers :attr:`metadata` and :meth:`records`.
+        """
+        if self._mlc is None:
+            from guideloom.mlc_compat import mlcroissant_dataset
+
+            self._mlc = mlcroissant_dataset(self)
+        return self._mlc
+
+    @property
+    def metadata(self) -> Any:
+        """mlcroissant's ``Metadata`` (``.record_sets``, ``.distribution``, ``.name``...)."""
+        return self.mlcroissant().metadata
+
+    def records(self, record_set: str, **kwargs: Any) -> Any:
+        """mlcroissant's records of ``record_set``; for HDF5 views prefer
+        :func:`guideloom.streaming.iter_view`, which reads only what the view needs."""
+        return self.mlcroissant().records(record_set, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_index_cache"] = None  # workers re-read the small index when they need it
+        state["_index_fetched"] = None
+        state["_mlc"] = None  # rebuilt on demand; mlcroissant objects need not travel
+        return state
+
+
+def load(
+    data_dir: str | Path | RemoteRoot | Mapping[str, Any] | None = None,
+    source: str | Path | Mapping[str, Any] | None = None,
+    *,
+    spec: DatasetSpec | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Dataset:
+    """Read a dataset's Croissant manifest.
+
+    Both argument orders work: guideloom's ``load(data_dir, source)`` and rddac's
+    ``load(source, data_dir)``. A first positional argument that is a manifest (a parsed dict,
+    or a path ending in ``.json``) is taken as ``source``, and the second then as ``data_dir``.
+
+    Args:
+        data_dir: Directory with the index table and the HDF5 files (zipped or loose);
+            a relative path is made absolute against the current directory. Default: the
+            manifest's folder when ``source`` is a path, else ``./data``. An ``https://`` or
+            fsspec URL of a release, or its DOI (``doi:10.18419/DARUS-5589``), is read
+            remotely by byte ranges (:mod:`guideloom.read.roots`).
+        source: The manifest: a path to a JSON file, a parsed dict, or ``None`` for
+            ``data_dir/metadata.json``.
+        spec: Overrides for what the manifest leaves open (see :class:`DatasetSpec`).
+        storage_options: For a remote ``data_dir``: fsspec options (credentials, endpoint,
+            as ``xarray.open_zarr`` takes them), kept with the dataset and sent to the Dask
+            workers that read it; never written to an export or a log.
+
+    Returns:
+        The parsed :class:`Dataset`.
+
+    Raises:
+        FileNotFoundError: The data directory or the manifest does not exist.
+        ManifestError: The manifest is not valid JSON or lacks what guideloom needs.
+        ValueError: ``storage_options`` with a local ``data_dir``.
+    """
+    if is_manifest(data_dir) and not is_manifest(source):
+        data_dir, source = source, data_dir  # rddac's order: load(source, data_dir)
+    spec = spec or DatasetSpec()
+    manifest, manifest_path, root = read_manifest(data_dir, source, spec.metadata_file,
+                                                  spec.default_data_dir, storage_options)
+    return _parse(manifest, manifest_path, root, spec)
+
+
+def is_manifest(value: object) -> bool:
+    """True for what can only be a manifest: a dict, or a path naming a ``.json`` file."""
+    if isinstance(value, Mapping):
+        return True
+    return (isinstance(value, str | os.PathLike) and os.fspath(value).lower().endswith(".json")
+            and not os.path.isdir(value))
+
+
+def _parse(
+    manifest: dict[str, Any], manifest_path: Path | None, data_dir: Path | RemoteRoot,
+    spec: DatasetSpec,
+) -> Dataset:
+    where = str(manifest_path or "manifest")
+    record_sets = manifest.get("recordSet")
+    if not isinstance(record_sets, list) or not record_sets:
+        raise ManifestError(f"{where}: no recordSet list")
+    distribution = {d.get("@id"): d for d in manifest.get("distribution", []) if "@id" in d}
+
+    index_rs, index_file = _find_index_record_set(record_sets, distribution, spec, where)
+    columns = {
+        f["name"]: IndexColumn(
+            id=f["@id"],
+            name=f["name"],
+            column=_extract_column(f) or f["name"],
+            data_type=f.get("dataType"),
+        )
+        for f in index_rs.get("field", [])
+    }
+    id_column = spec.id_column or _key_column(index_rs, columns)
+    if id_column is None:
+        raise ManifestError(
+            f"{where}: record set {index_rs['@id']!r} has no key; "
+            "name the id column with DatasetSpec(id_column=...)"
+        )
+    field_map_rs = _find_field_map(record_sets, spec, where)
+    entries = {
+        f["name"]: FieldMapEntry(
+            id=f["@id"],
+            name=f["name"],
+            h5_path=_h5_path(f, where),
+            data_type=f.get("dataType"),
+            description=f.get("description", ""),
+        )
+        for f in field_map_rs.get("field", [])
+    }
+    ds = Dataset(
+        manifest=manifest,
+        manifest_path=manifest_path,
+        data_dir=data_dir,
+        spec=spec,
+        name=str(manifest.get("name", data_dir.name)),
+        index_file=index_file,
+        id_column=id_column,
+        index_record_set=index_rs["@id"],
+        field_map_id=field_map_rs["@id"],
+        field_map=entries,
+        columns=columns,
+        views={},
+        archives=tuple(
+            d["name"]
+            for d in distribution.values()
+            if d.get("encodingFormat") == "application/zip" and d.get("name")
+        ),
+    )
+    for rs in record_sets:
+        if rs["@id"] in (index_rs["@id"], field_map_rs["@id"]):
+            continue
+        view = _parse_view(ds, rs, where)
+        if view is not None:
+            ds.views[view.name] = view
+    return ds
+
+
+def _find_index_record_set(
+    record_sets: list[dict[str, Any]],
+    distribution: Mapping[str, Mapping[str, Any]],
+    spec: DatasetSpec,
+    where: str,
+) -> tuple[dict[str, Any], str]:
+    found: list[tuple[dict[str, Any], str]] = []
+    for rs in record_sets:
+        for f in rs.get("field", []):
+            file_id = (f.get("source", {}).get("fileObject") or {}).get("@id")
+            obj = distribution.get(file_id) if file_id else None
+            if obj is None:
+                continue
+            name = obj.get("name", "")
+            is_csv = obj.get("encodingFormat") == "text/csv" or name.endswith(".csv")
+            if is_csv and (spec.index_file is None or spec.index_file == name):
+                found.append((rs, spec.index_file or name))
+    for rs, name in found:  # rddac's file name first, when several CSVs are read
+        if name == spec.process_parameters_file:
+            return rs, name
+    if found:
+        return found[0]
+    wanted = f"the CSV {spec.index_file!r}" if spec.index_file else "a CSV FileObject"
+    raise ManifestError(f"{where}: no record set reads {wanted} (the index table)")
+
+
+def _extract_column(f: Mapping[str, Any]) -> str | None:
+    return (f.get("source", {}).get("extract") or {}).get("column")
+
+
+def _key_column(rs: Mapping[str, Any], columns: Mapping[str, IndexColumn]) -> str | None:
+    key = rs.get("key")
+    if isinstance(key, list):
+        key = key[0] if len(key) == 1 else None
+    key_id = key.get("@id") if isinstance(key, Mapping) else key
+    for col in columns.values():
+        if col.id == key_id:
+            return col.column
+    return None
+
+
+def _find_field_map(
+    record_sets: list[dict[str, Any]], spec: DatasetSpec, where: str
+) -> dict[str, Any]:
+    if spec.field_map is not None:
+        for rs in record_sets:
+            if spec.field_map in (rs.get("@id"), rs.get("name")):
+                return rs
+        raise ManifestError(f"{where}: field-map record set {spec.field_map!r} not found")
+    found = [
+        rs for rs in record_sets
+        if rs.get("field") and all(
+            "fileSet" in f.get("source", {}) and _regex_of(f) is not None for f in rs["field"])
+    ]
+    for rs in found:  # rddac's record set name first, when several qualify
+        if spec.field_map_record_set in (rs.get("@id"), rs.get("name")):
+            return rs
+    if found:
+        return found[0]
+    raise ManifestError(
+        f"{where}: no field-map record set (fields reading a FileSet through a regex transform)"
+    )
+
+
+def _regex_of(f: Mapping[str, Any]) -> str | None:
+    transforms = f.get("source", {}).get("transform") or []
+    if isinstance(transforms, Mapping):
+        transforms = [transforms]
+    for t in transforms:
+        if isinstance(t, Mapping) and "regex" in t:
+            return str(t["regex"])
+    return None
+
+
+def _h5_path(f: Mapping[str, Any], where: str) -> str:
+    regex = _regex_of(f)
+    if regex is None:
+        raise ManifestError(f"{where}: field-map field {f.get('@id')!r} names no HDF5 path")
+    literal = regex.strip("^$")
+    if _REGEX_META.search(literal):
+        raise ManifestError(
+            f"{where}: field-map field {f.get('@id')!r} uses the pattern {regex!r}; guideloom "
+            "reads literal HDF5 paths only"
+        )
+    return literal
+
+
+def _parse_view(ds: Dataset, rs: Mapping[str, Any], where: str) -> View | None:
+    fields: list[ViewField] = []
+    for f in rs.get("field", []):
+        src = f.get("source", {})
+        ref = (src.get("field") or {}).get("@id") if isinstance(src, Mapping) else None
+        if ref is None:
+            return None  # not a view over the field map / index (some other record set)
+        timesteps = _timesteps_of(src)
+        fields.append(
+            _resolve(ds, str(rs.get("name", rs["@id"])), f["name"], ref, timesteps, where)
+        )
+    if not fields:
+        return None
+    return View(
+        name=str(rs.get("name", rs["@id"])),
+        id=str(rs["@id"]),
+        fields=tuple(fields),
+        description=str(rs.get("description", "")),
+    )
+
+
+def _timesteps_of(src: Mapping[str, Any]) -> Timesteps:
+    transforms = src.get("transform") or []
+    if isinstance(transforms, Mapping):
+        transforms = [transforms]
+    for t in transforms:
+        if isinstance(t, Mapping) and "jsonPath" in t:
+            return timesteps_from_json_path(str(t["jsonPath"]))
+        if isinstance(t, Mapping) and "timesteps" in t:  # guideloom before the jsonPath form
+            return _check_timesteps(t["timesteps"], "manifest", "timesteps")
+    return None
+
+
+_JSON_PATH = re.compile(r"^\$(?:\[(?P<inner>[^\]]*)\])?$")
+_INT = re.compile(r"^-?\d+$")
+
+
+def timesteps_to_json_path(timesteps: Timesteps) -> str | None:
+    """Return the Croissant ``jsonPath`` transform selecting ``timesteps`` on the first axis.
+
+    ``None`` → no transform; ``5`` → ``$[5]`` (one step, the axis is dropped); ``(0, 2, 4)`` →
+    ``$[0,2,4]``; a one-step list ``(3,)`` → the slice ``$[3:4]`` (the axis is kept, which
+    ``$[3]`` would drop). These are the forms rddac 2.0 writes, except the one-step list, which
+    rddac writes as ``$[3]``.
+    """
+    if timesteps is None:
+        return None
+    if isinstance(timesteps, int):
+        return f"$[{timesteps}]"
+    if len(timesteps) == 1:
+        step = timesteps[0]
+        return "$[-1:]" if step == -1 else f"$[{step}:{step + 1}]"
+    return "$[" + ",".join(str(step) for step in timesteps) + "]"
+
+
+def timesteps_from_json_path(expression: str) -> Timesteps:
+    """Parse a ``jsonPath`` transform written by :func:`timesteps_to_json_path` or by rddac.
+
+    Accepts ``$`` and ``$[*]`` (everything), ``$[n]``, ``$[a,b,...]`` and ``$[a:b]`` slices with
+    both ends given (or ``$[-k:]``).
+
+    Raises:
+        ManifestError: Any other JSONPath (guideloom selects along the first axis only).
+    """
+    match = _JSON_PATH.match(expression.replace(" ", ""))
+    inner = match.group("inner") if match else ""
+    if match is not None and inner in (None, "*"):
+        return None
+    if match is not None and _INT.match(inner):
+        return int(inner)
+    parts = inner.split(",")
+    if match is not None and len(parts) > 1 and all(_INT.match(p) for p in parts):
+        return tuple(int(p) for p in parts)
+    ends = inner.split(":")
+    if match is not None and len(ends) == 2 and _INT.match(ends[0]):
+        start = int(ends[0])
+        if ends[1] == "" and start < 0:
+            return tuple(range(start, 0))
+        stop = int(ends[1]) if _INT.match(ends[1]) else None
+        if stop is not None and start < stop and (start >= 0 or stop < 0):
+            return tuple(range(start, stop))
+    raise ManifestError(f"unsupported jsonPath {expression!r}: guideloom reads $[n], $[a,b,...] "
+                        "and $[a:b] (first axis only)")
+
+
+def _resolve(
+    ds: Dataset, view: str, alias: str, ref: str, timesteps: Timesteps, where: str
+) -> ViewField:
+    """Resolve a field reference to a :class:`ViewField`, or raise naming both sides."""
+    prefix, _, name = ref.rpartition("/")
+    index_prefixes = {ds.index_record_set, _record_set_name(ds, ds.index_record_set)}
+    if prefix in index_prefixes and name in ds.columns:
+        if timesteps is not None:
+            raise ValueError(
+                f"view {view!r} field {alias!r}: timestep slicing applies to HDF5 fields only, "
+                f"not to the index column {ref!r}"
+            )
+        col = ds.columns[name]
+        return ViewField(alias, col.id, column=col.column, data_type=col.data_type)
+    if prefix in ("", ds.field_map_id, _record_set_name(ds, ds.field_map_id)):
+        entry = ds.field_map.get(name)
+        if entry is not None:
+            return ViewField(
+                alias, entry.id, h5_path=entry.h5_path, timesteps=timesteps,
+                data_type=entry.data_type,
+            )
+    raise ValueError(
+        f"view {view!r} field {alias!r} references {ref!r}, which does not exist in {where}; "
+        f"field-map fields: {', '.join(ds.field_map)}; index columns: "
+        f"{', '.join(f'{ds.index_record_set}/{c}' for c in ds.columns)}"
+    )
+
+
+def _record_set_name(ds: Dataset, rs_id: str) -> str:
+    for rs in ds.manifest.get("recordSet", []):
+        if rs.get("@id") == rs_id:
+            return str(rs.get("name", rs_id))
+    return rs_id
+
+
+def _check_timesteps(value: object, view: str, alias: str) -> Timesteps:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"view {view!r} field {alias!r}: timesteps must be None, an int or a "
+                         f"list of ints, not the bool {value!r}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        steps = list(value)
+        if not steps:
+            raise ValueError(f"view {view!r} field {alias!r}: empty timestep list")
+        for s in steps:
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+                raise ValueError(
+                    f"view {view!r} field {alias!r}: timestep {s!r} is not an int"
+                )
+        return tuple(int(s) for s in steps)
+    raise ValueError(
+        f"view {view!r} field {alias!r}: timesteps must be None, an int or a list of ints, "
+        f"not {type(value).__name__}"
+    )
+
+
+FieldRef = str | tuple[str, None | int | Sequence[int]]
+
+#: rddac 2.0's names for a field reference and a timestep selection in :func:`add_view`.
+FieldSpec = FieldRef
+TimestepSpec = None | int | list
+
+#: The data directory rddac and ddacs default to.
+DEFAULT_DATA_DIR = "./data"
+
+
+def add_view(ds: Dataset, name: str, fields: Mapping[str, FieldRef]) -> Dataset:
+    """Add a view to ``ds`` in memory (the manifest on disk is never changed).
+
+    Args:
+        ds: The dataset; it is changed and returned.
+        name: The new view's name. Re-adding a name replaces that added view; published
+            views cannot be shadowed.
+        fields: ``alias -> reference``: a bare field-map name (``"force_data"``), a
+            ``"field-map/<name>"`` id, an index column ``"process-parameters/<column>"``,
+            or ``(field_map_ref, timesteps)`` with ``timesteps`` ``None``, an int or a list
+            of ints selecting rows along the first HDF5 axis.
+
+    Returns:
+        ``ds``, for chaining.
+
+    Raises:
+        ValueError: An unknown reference, bad timesteps, or a clash with a published view.
+    """
+    existing = ds.views.get(name)
+    if existing is not None and not existing.added:
+        raise ValueError(f"view {name!r} is published in the manifest; choose another name")
+    if not fields:
+        raise ValueError(f"view {name!r} needs at least one field")
+    resolved = []
+    for alias, ref in fields.items():
+        timesteps: Timesteps = None
+        if isinstance(ref, tuple):
+            if len(ref) != 2:
+                raise ValueError(
+                    f"view {name!r} field {alias!r}: expected (field_id, timesteps), got {ref!r}"
+                )
+            ref, raw_steps = ref
+            timesteps = _check_timesteps(raw_steps, name, alias)
+        if not isinstance(ref, str):
+            raise ValueError(f"view {name!r} field {alias!r}: reference must be a str, not {ref!r}")
+        resolved.append(_resolve(ds, name, alias, ref, timesteps, "the dataset"))
+    ds.views[name] = View(name=name, id=name, fields=tuple(resolved), added=True)
+    ds._mlc = None  # the mlcroissant face, if built, is rebuilt with the new view
+    return ds
+
+
+def _view_to_record_set(view: View, index_key: str | None) -> dict[str, Any]:
+    """Return ``view`` as a Croissant record set that mlcroissant validates.
+
+    Timestep slicing is a standard ``jsonPath`` transform, and a view that mixes index columns
+    with HDF5 fields declares the join: its first HDF5 field ``references`` the index key (the
+    encoding rddac 2.0 uses).
+    """
+    mixed = any(f.is_h5 for f in view.fields) and any(not f.is_h5 for f in view.fields)
+    join_on = next((f.alias for f in view.fields if f.is_h5), None) if mixed else None
+    fields = []
+    for f in view.fields:
+        source: dict[str, Any] = {"field": {"@id": f.source_id}}
+        json_path = timesteps_to_json_path(f.timesteps)
+        if json_path is not None:
+            source["transform"] = [{"jsonPath": json_path}]
+        entry: dict[str, Any] = {
+            "@type": "cr:Field",
+            "@id": f"{view.id}/{f.alias}",
+            "name": f.alias,
+        }
+        if f.data_type:
+            entry["dataType"] = f.data_type
+        if f.alias == join_on and index_key is not None:
+            entry["references"] = {"field": {"@id": index_key}}
+        entry["source"] = source
+        fields.append(entry)
+    return {"@type": "cr:RecordSet", "@id": view.id, "name": view.name, "field": fields}
+
+
+
+# --- rddac 2.0 / ddacs 3.2 helpers over a loaded dataset (theirs take an mlcroissant.Dataset;
+# these take a guideloom Dataset, or an mlcroissant one) ------------------------------------
+
+
+def field_map(ds: Any) -> dict[str, Any]:
+    """Map each field-map field name to its mlcroissant ``Field`` (needs mlcroissant).
+
+    ``field_map(ds)["force_data"].source.transforms[0].regex`` is the HDF5 path, as in rddac.
+    guideloom's own parse of the same entries is ``ds.field_map`` (no mlcroissant needed).
+    """
+    rs_id = ds.field_map_id if isinstance(ds, Dataset) else "field-map"
+    rs = next((r for r in ds.metadata.record_sets if r.id == rs_id), None)
+    return {} if rs is None else {f.name: f for f in rs.fields}
+
+
+def process_parameters_descriptions(ds: Any) -> dict[str, str]:
+    """Map each index-table column to its description in the manifest (``""`` when none)."""
+    if isinstance(ds, Dataset):
+        for rs in ds.manifest.get("recordSet", []):
+            if rs.get("@id") == ds.index_record_set:
+                return {str(f["name"]): str(f.get("description") or "")
+                        for f in rs.get("field", [])}
+        return {}
+    rs = next((r for r in ds.metadata.record_sets if r.id == "process-parameters"), None)
+    return {} if rs is None else {f.name: (f.description or "") for f in rs.fields}
+
+
+def dataset_name(ds: Any) -> str:
+    """The manifest's ``name`` (``""`` when it has none)."""
+    if isinstance(ds, Dataset):
+        return str(ds.manifest.get("name") or "")
+    return ds.metadata.name or ""
+
+
+def resolve_source(source: str | Path | None = None, data_dir: str | Path | None = None,
+                   spec: DatasetSpec | None = None) -> str:
+    """The manifest :func:`load` reads: ``source`` if given, else ``data_dir/metadata.json``.
+
+    guideloom never downloads: where rddac falls back to the DaRUS URL, this raises.
+
+    Raises:
+        FileNotFoundError: Neither is given or the manifest is not in ``data_dir``.
+    """
+    if source is not None:
+        return str(source)
+    spec = spec or DatasetSpec()
+    local = Path(data_dir if data_dir is not None else spec.default_data_dir) / spec.metadata_file
+    if local.is_file():
+        return str(local)
+    raise FileNotFoundError(
+        f"Croissant manifest not found: {local}; download the dataset first (guideloom reads "
+        "local files only)")
