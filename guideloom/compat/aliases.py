@@ -198,6 +198,8 @@ ALIASES: tuple[Alias, ...] = (
     # -------------- guideloom's earlier flat modules, moved into their layers (the module itself)
     Alias("guideloom.croissant", {"guideloom.select.manifest": MODULE},
           f"{_MOVED} the Croissant manifest parser, :mod:`guideloom.select.manifest`."),
+    Alias("guideloom.index_table", {"guideloom.select.index": MODULE},
+          f"{_MOVED} the typed index table, :mod:`guideloom.select.index`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
-from guideloom.index_table import short_type
 from guideloom.read.files import LOOSE_SUBDIR, ScannedDataset
 from guideloom.read.locations import Location
 from guideloom.read.zipdir import Member, archive_members, overlapping_members
+from guideloom.select.index import short_type
 
 __all__ = ["LOOSE_SUBDIR", "add_member_locations", "archive_members", "archive_paths",
            "id_parser", "local_locations", "scan_locations"]

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, overload
 
 from guideloom.errors import ManifestError
-from guideloom.index_table import read_index_bytes
 from guideloom.read.files import RemotePath
 from guideloom.read.files import confined as confined
 from guideloom.read.manifest import read_manifest
 from guideloom.read.roots import DataRoot, RemoteRoot, as_root
 from guideloom.read.roots import refuse_local_storage_options as refuse_local_storage_options
+from guideloom.select.index import read_index_bytes
 
 MANIFEST_NAME = "metadata.json"
 
