@@ -10,7 +10,7 @@ import numpy as np
 from guideloom.errors import ExperimentReadError
 from guideloom.read.records import RecordReader
 from guideloom.select.manifest import load
-from guideloom.selection import select
+from guideloom.select.selection import select
 
 _PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape
 

@@ -17,7 +17,7 @@ from guideloom.read.records import SIM_ID_KEY, RecordReader
 from guideloom.read.roots import RemoteRoot
 from guideloom.reader import Export, load_export
 from guideloom.select.manifest import Dataset, DatasetSpec, View
-from guideloom.selection import RowFilter, SimIdsOrder, resolve_dataset, select
+from guideloom.select.selection import RowFilter, SimIdsOrder, resolve_dataset, select
 
 #: The data directory rddac and ddacs default to.
 DEFAULT_DATA_DIR = "./data"

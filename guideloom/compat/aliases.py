@@ -200,6 +200,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} the Croissant manifest parser, :mod:`guideloom.select.manifest`."),
     Alias("guideloom.index_table", {"guideloom.select.index": MODULE},
           f"{_MOVED} the typed index table, :mod:`guideloom.select.index`."),
+    Alias("guideloom.selection", {"guideloom.select.selection": MODULE},
+          f"{_MOVED} choosing a job's experiments, :mod:`guideloom.select.selection`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

@@ -18,7 +18,7 @@ from guideloom.export.spec import (
 )
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 from guideloom.select.manifest import Dataset, DatasetSpec, View
-from guideloom.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
+from guideloom.select.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
 
 
 def build_spec(

@@ -100,7 +100,7 @@ from guideloom.read.records import (
 )
 from guideloom.read.roots import as_root
 from guideloom.select.manifest import Dataset
-from guideloom.selection import Selection, check_storable_ids, select
+from guideloom.select.selection import Selection, check_storable_ids, select
 
 if TYPE_CHECKING:
     from guideloom.cluster.forked import ForkedWorkers

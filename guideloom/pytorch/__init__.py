@@ -88,7 +88,7 @@ class ViewDataset(IterableDataset):
         storage_options: Any = None,
     ) -> None:
         super().__init__()
-        from guideloom.selection import resolve_dataset, select
+        from guideloom.select.selection import resolve_dataset, select
 
         ds, root = resolve_dataset(data_dir, dataset, source, spec, storage_options)
         if isinstance(view, str):
