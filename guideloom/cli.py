@@ -715,7 +715,7 @@ def _cmd_make_demo_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_views(args: argparse.Namespace) -> int:
-    from guideloom.inspect_views import describe_views
+    from guideloom.select.views import describe_views
 
     data_dir: Any = args.data_dir
     if data_dir.lower().startswith("doi:"):  # resolved here, on --server with --token

@@ -1,48 +1,8 @@
-"""Describing a dataset's views: fields, sources, shapes and dtypes from one experiment."""
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""guideloom's earlier flat path of describing a dataset's views, :mod:`guideloom.select.views`."""
 
-from __future__ import annotations
+import sys
 
-from collections.abc import Iterator
-from pathlib import Path
+from guideloom.select import views
 
-import numpy as np
-
-from guideloom.errors import ExperimentReadError
-from guideloom.read.records import RecordReader
-from guideloom.select.manifest import load
-from guideloom.select.selection import select
-
-_PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape
-
-
-def describe_views(data_dir: str | Path, source: str | Path | None = None) -> Iterator[str]:
-    """Yield printable lines: one per view, one per field with its shape and dtype.
-
-    Shapes come from the first experiment (of the first few) whose file has every field.
-    """
-    ds = load(data_dir, source)  # a URL or DOI too: the first experiments read by ranges
-    selection = select(ds, ds.data_dir, warn_missing=False)
-    yield f"{ds.name}: {len(ds.index())} experiments in the index, " \
-          f"{len(selection.locations)} with " \
-          f"{'local data' if ds.root.is_local else 'data in the remote release'}"
-    for view in ds.views.values():
-        yield f"{view.name}"
-        probe = _probe(view, selection)
-        for vf in view.fields:
-            src = vf.h5_path if vf.is_h5 else f"{ds.index_file}:{vf.column}"
-            if probe is None:
-                shape = "(no experiment with these fields found)"
-            else:
-                value = np.asarray(probe[vf.alias])
-                shape = f"shape={value.shape} dtype={value.dtype}"
-            yield f"  {vf.alias:32s} {src:34s} {shape}"
-
-
-def _probe(view, selection):
-    reader = RecordReader(view)
-    for loc, row in list(zip(selection.locations, selection.rows, strict=True))[:_PROBE_LIMIT]:
-        try:
-            return reader.read(loc, row)
-        except ExperimentReadError:
-            continue
-    return None
+sys.modules[__name__] = views

@@ -202,6 +202,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} the typed index table, :mod:`guideloom.select.index`."),
     Alias("guideloom.selection", {"guideloom.select.selection": MODULE},
           f"{_MOVED} choosing a job's experiments, :mod:`guideloom.select.selection`."),
+    Alias("guideloom.inspect_views", {"guideloom.select.views": MODULE},
+          f"{_MOVED} describing a dataset's views, :mod:`guideloom.select.views`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),
