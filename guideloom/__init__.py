@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom import streaming as streaming
     from guideloom import types as types
     from guideloom import visualization as visualization
-    from guideloom.caches import clear_caches as clear_caches
     from guideloom.cluster import close_cluster as close_cluster
     from guideloom.cluster import local_cluster as local_cluster
     from guideloom.compat.ddacs_visualization import COMPONENT_COLORS as COMPONENT_COLORS
@@ -87,6 +86,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.reader import Export as Export
     from guideloom.reader import load_export as load_export
     from guideloom.release import download as download
+    from guideloom.runtime.caches import clear_caches as clear_caches
     from guideloom.select.manifest import DDACS_SPEC as DDACS_SPEC
     from guideloom.select.manifest import RDDAC_SPEC as RDDAC_SPEC
     from guideloom.select.manifest import Dataset as Dataset
@@ -124,7 +124,7 @@ _LAZY: dict[str, str] = {
     "View": "guideloom.select.manifest",
     "open_h5": "guideloom.h5_tools",
     "make_demo_data": "guideloom.demo",
-    "clear_caches": "guideloom.caches",
+    "clear_caches": "guideloom.runtime.caches",
     # plots (rddac 2.0's names, defined in guideloom.compat; matplotlib: guideloom[plot])
     "visualization": "guideloom.visualization",
     "plot_scan": "guideloom.compat.visualization",

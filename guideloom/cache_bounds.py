@@ -1,4 +1,4 @@
-"""The default bound of every in-process cache (:mod:`guideloom.caches` owns the caches;
+"""The default bound of every in-process cache (:mod:`guideloom.runtime.caches` owns the caches;
 :mod:`guideloom.config` makes a key of each bound). Imports nothing of guideloom."""
 
 from __future__ import annotations

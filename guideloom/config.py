@@ -190,7 +190,7 @@ _KNOBS = [
 
 def _cache_knobs() -> list[Knob]:
     """``cache_<name>_entries`` (and ``_bytes`` where the cache weighs its entries) for every
-    in-process cache of :mod:`guideloom.caches`, read when the cache adds an entry."""
+    in-process cache of :mod:`guideloom.runtime.caches`, read when the cache adds an entry."""
     knobs = []
     for name, bound in DEFAULTS.items():
         knobs.append(Knob(f"cache_{name}_entries", bound.entries or 0, int,

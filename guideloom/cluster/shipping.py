@@ -26,8 +26,8 @@ from typing import Any
 
 import cloudpickle
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.errors import WorkerImportError
+from guideloom.runtime.caches import BoundedCache, cache
 
 _UNPACKED: BoundedCache[str, Any] = cache("unpacked_transforms")
 

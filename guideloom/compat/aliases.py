@@ -204,6 +204,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} choosing a job's experiments, :mod:`guideloom.select.selection`."),
     Alias("guideloom.inspect_views", {"guideloom.select.views": MODULE},
           f"{_MOVED} describing a dataset's views, :mod:`guideloom.select.views`."),
+    Alias("guideloom.caches", {"guideloom.runtime.caches": MODULE},
+          f"{_MOVED} the in-process caches, :mod:`guideloom.runtime.caches`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

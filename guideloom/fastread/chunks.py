@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from guideloom.caches import memoize
 from guideloom.errors import FastReadError
 from guideloom.fastread import inflate as _inflate
 from guideloom.fastread.pool import run_all, threads_for
 from guideloom.os_support import pread, preadinto
+from guideloom.runtime.caches import memoize
 
 DEFLATE, SHUFFLE, FLETCHER32 = 1, 2, 3
 _SUPPORTED = {DEFLATE, SHUFFLE, FLETCHER32}

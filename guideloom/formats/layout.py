@@ -16,7 +16,6 @@ from typing import NoReturn, cast
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from guideloom.caches import memoize
 from guideloom.errors import (
     CorruptExportError,
     IncompleteExportError,
@@ -24,6 +23,7 @@ from guideloom.errors import (
     UnsafeNameError,
 )
 from guideloom.formats.manifest_types import ExportManifest
+from guideloom.runtime.caches import memoize
 
 EXPORT_MANIFEST = "export.json"
 MANIFEST_FORMAT = "guideloom-export"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.h5native.blocks import Blocks
 from guideloom.h5native.checksum import lookup3
 from guideloom.h5native.errors import NativeFormatError, NativeUnsupported
+from guideloom.runtime.caches import BoundedCache, cache
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 CONTINUATION = 0x10

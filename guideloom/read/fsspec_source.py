@@ -6,8 +6,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.read.ranges import coalesce_ranges, split_coalesced
+from guideloom.runtime.caches import BoundedCache, cache
 
 logger = logging.getLogger(__name__)
 

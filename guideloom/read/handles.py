@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any
 
-from guideloom.caches import BoundedCache, cache
+from guideloom.runtime.caches import BoundedCache, cache
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ArchiveLease:
 class ArchiveHandles:
     """Open archive descriptors, kept across records and shared by threads of one process.
 
-    At most ``GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES`` (see :mod:`guideloom.caches`) stay open;
+    At most ``GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES`` (see :mod:`guideloom.runtime.caches`) stay open;
     the least recently used is closed once the files reading through it are closed.
 
     Args:

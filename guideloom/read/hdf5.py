@@ -35,7 +35,6 @@ import numpy as np
 import psutil
 
 from guideloom import h5native as native
-from guideloom.caches import BoundedCache, cache, on_clear
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
 from guideloom.fastread.chunks import RawSource
 from guideloom.read.byte_source import ByteSource, high_latency, is_remote, source_for
@@ -44,6 +43,7 @@ from guideloom.read.handles import ArchiveHandles
 from guideloom.read.metacache import process_cache
 from guideloom.read.wrappers import MemberMeta, MetadataBlocks, Prefetched
 from guideloom.read.zipmember import Span, corrupt, data_bounds, open_span, verify_crc
+from guideloom.runtime.caches import BoundedCache, cache, on_clear
 
 if TYPE_CHECKING:
     from guideloom.read.types import Located as Location

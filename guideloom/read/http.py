@@ -36,10 +36,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.errors import RemoteChangedError, RemoteReadError, TransientDownloadError
 from guideloom.http_fetch import RETRY_STATUS, Settings, retry_after, with_retries
 from guideloom.read.ranges import coalesce_ranges, split_coalesced
+from guideloom.runtime.caches import BoundedCache, cache
 
 USER_AGENT = "guideloom-remote"
 TOKEN_HEADER = "X-Dataverse-key"
@@ -65,7 +65,7 @@ def _close_idle(conns: list[http.client.HTTPConnection]) -> None:
 class _ConnectionPool:
     """Idle keep-alive connections per host; a connection is in use by one thread at a time.
 
-    The hosts are the ``http_connections`` cache of :mod:`guideloom.caches`: the host used
+    The hosts are the ``http_connections`` cache of :mod:`guideloom.runtime.caches`: the host used
     longest ago has its idle connections closed when too many hosts are kept."""
 
     def __init__(self) -> None:

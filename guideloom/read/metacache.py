@@ -23,9 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.errors import UnsafeFileError
 from guideloom.private_files import private_dir
+from guideloom.runtime.caches import BoundedCache, cache
 
 CACHE_ENV = "GUIDELOOM_CACHE_DIR"
 SIZE_ENV = "GUIDELOOM_CACHE_MAX_MB"

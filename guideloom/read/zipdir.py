@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.errors import GuideloomError, ZipFormatError
 from guideloom.read.byte_source import ByteSource, LocalFileSource
+from guideloom.runtime.caches import BoundedCache, cache
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,6 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
-from guideloom.caches import BoundedCache, cache
 from guideloom.errors import CorruptDataError, ExperimentReadError, ZipFormatError
 from guideloom.os_support import pread, preadinto
 from guideloom.read.byte_source import ByteSource, source_for
@@ -49,6 +48,7 @@ from guideloom.read.zipdir import (
     parse_local_header,
     read_members,
 )
+from guideloom.runtime.caches import BoundedCache, cache
 
 if TYPE_CHECKING:
     from guideloom.read.types import Located as Location
