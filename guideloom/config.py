@@ -32,8 +32,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guideloom.cache_bounds import DEFAULTS
 from guideloom.errors import ConfigError
+from guideloom.runtime.cache_bounds import DEFAULTS
 
 __all__ = ["ENV_ONLY", "KNOBS", "Knob", "check_environment", "environ", "get", "set", "source"]
 

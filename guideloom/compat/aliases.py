@@ -206,6 +206,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} describing a dataset's views, :mod:`guideloom.select.views`."),
     Alias("guideloom.caches", {"guideloom.runtime.caches": MODULE},
           f"{_MOVED} the in-process caches, :mod:`guideloom.runtime.caches`."),
+    Alias("guideloom.cache_bounds", {"guideloom.runtime.cache_bounds": MODULE},
+          f"{_MOVED} the caches' default bounds, :mod:`guideloom.runtime.cache_bounds`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

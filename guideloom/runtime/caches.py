@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-from guideloom.cache_bounds import DEFAULTS, CacheBound
+from guideloom.runtime.cache_bounds import DEFAULTS, CacheBound
 
 __all__ = ["DEFAULTS", "BoundedCache", "CacheBound", "cache", "caches", "clear_caches",
            "memoize"]
