@@ -302,7 +302,7 @@ class UnsafeNameError(GuideloomError, ValueError):
 
 class UnsafeFileError(GuideloomError, ValueError):
     """A file or folder guideloom creates in a shared place is not ours: a symlink, a hard link,
-    another user's, or writable by others (see :mod:`guideloom.private_files`)."""
+    another user's, or writable by others (see :mod:`guideloom.runtime.private_files`)."""
 
 
 class LocalClusterError(RuntimeError):

@@ -56,7 +56,7 @@ from guideloom.cluster.security import PROTOCOL, cluster_credentials
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
 from guideloom.errors import ClusterStartError, UnsafeFileError, warn
 from guideloom.fastread import pool as decode_pool
-from guideloom.private_files import private_dir
+from guideloom.runtime.private_files import private_dir
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ import psutil
 
 from guideloom.cluster import security as sec
 from guideloom.errors import LocalClusterError
-from guideloom.private_files import private_dir
+from guideloom.runtime.private_files import private_dir
 
 HOST = "127.0.0.1"
 STATE_FILE_NAME = "local-cluster.json"

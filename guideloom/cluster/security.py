@@ -28,7 +28,7 @@ from typing import Any
 
 from guideloom import config
 from guideloom.errors import SchedulerCredentialsError, UnsafeFileError
-from guideloom.private_files import check_private_dir, private_dir
+from guideloom.runtime.private_files import check_private_dir, private_dir
 
 PROTOCOL = "tls"
 SCHEME = f"{PROTOCOL}://"

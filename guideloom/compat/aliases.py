@@ -208,6 +208,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} the in-process caches, :mod:`guideloom.runtime.caches`."),
     Alias("guideloom.cache_bounds", {"guideloom.runtime.cache_bounds": MODULE},
           f"{_MOVED} the caches' default bounds, :mod:`guideloom.runtime.cache_bounds`."),
+    Alias("guideloom.private_files", {"guideloom.runtime.private_files": MODULE},
+          f"{_MOVED} files safe in shared folders, :mod:`guideloom.runtime.private_files`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

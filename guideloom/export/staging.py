@@ -32,7 +32,7 @@ from guideloom.faults import fault_point
 from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 from guideloom.formats.manifest_types import PartitionSummary
-from guideloom.private_files import private_dir
+from guideloom.runtime.private_files import private_dir
 
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
 _TEMPORARY = re.compile(r"\.tmp-\d+$")

@@ -7,7 +7,7 @@
 * :class:`TargetLock` holds an exclusive lock (``flock``, or what :mod:`guideloom.os_support`
   has instead) on ``.NAME.guideloom-lock`` beside the target for the whole run (created
   ``O_NOFOLLOW`` with mode 0o600; a symlink, hard link or another user's file there is refused,
-  see :mod:`guideloom.private_files`), and refuses a staging directory that is a symlink or
+  see :mod:`guideloom.runtime.private_files`), and refuses a staging directory that is a symlink or
   another user's; a second run on the same target fails at once, naming the holder (pid,
   host, start time). The kernel releases the lock when its
   process dies, so a lock left by a killed run is simply taken over. Local targets only
@@ -29,8 +29,8 @@ from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
 from guideloom.formats.rddac_layout import is_rddac_export
 from guideloom.os_support import is_locked, pread, pwrite, try_lock, unlock
-from guideloom.private_files import check_private_dir, open_private_file
 from guideloom.read.roots import RemoteRoot
+from guideloom.runtime.private_files import check_private_dir, open_private_file
 
 LOCK_SUFFIX = ".guideloom-lock"
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import UnsafeFileError
-from guideloom.private_files import private_dir
 from guideloom.runtime.caches import BoundedCache, cache
+from guideloom.runtime.private_files import private_dir
 
 CACHE_ENV = "GUIDELOOM_CACHE_DIR"
 SIZE_ENV = "GUIDELOOM_CACHE_MAX_MB"
