@@ -210,6 +210,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} the caches' default bounds, :mod:`guideloom.runtime.cache_bounds`."),
     Alias("guideloom.private_files", {"guideloom.runtime.private_files": MODULE},
           f"{_MOVED} files safe in shared folders, :mod:`guideloom.runtime.private_files`."),
+    Alias("guideloom.fallbacks", {"guideloom.runtime.fallbacks": MODULE},
+          f"{_MOVED} the fallback counts, :mod:`guideloom.runtime.fallbacks`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

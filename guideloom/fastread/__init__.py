@@ -21,10 +21,10 @@ from collections.abc import Sequence
 import h5py
 import numpy as np
 
-from guideloom import fallbacks
 from guideloom.fastread import inflate as _inflate_module
 from guideloom.fastread.chunks import FastReadError, Plan, RawSource, plan, read
 from guideloom.fastread.pool import decode_threads, set_decode_threads, share_cores
+from guideloom.runtime import fallbacks
 
 __all__ = [
     "INFLATE_BACKEND",

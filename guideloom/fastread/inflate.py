@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from guideloom import fallbacks
 from guideloom.errors import InflateError, warn
+from guideloom.runtime import fallbacks
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ class PartitionSummary(SummaryExtra):
     dtypes: dict[str, list[str]]  # alias -> every dtype its records had (str: older markers)
     host: str
     verify_crc: NotRequired[bool]
-    fallbacks: NotRequired[dict[str, int]]  # fallback kind -> times taken (guideloom.fallbacks)
+    fallbacks: NotRequired[dict[str, int]]  # fallback kind -> times taken (guideloom.runtime.fallbacks)
 
 
 class ViewField(TypedDict):

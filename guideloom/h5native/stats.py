@@ -2,7 +2,7 @@
 
 One process-wide :data:`NATIVE_STATS`, counted by the one record reader
 (:mod:`guideloom.read.records`) for local and remote records alike; each fallback is also
-logged at DEBUG and counted in :mod:`guideloom.fallbacks` (``export.json``'s ``fallbacks``).
+logged at DEBUG and counted in :mod:`guideloom.runtime.fallbacks` (``export.json``'s ``fallbacks``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from guideloom import fallbacks
+from guideloom.runtime import fallbacks
 
 __all__ = ["NATIVE_STATS", "NativeStats", "native_stats"]
 
