@@ -212,6 +212,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} files safe in shared folders, :mod:`guideloom.runtime.private_files`."),
     Alias("guideloom.fallbacks", {"guideloom.runtime.fallbacks": MODULE},
           f"{_MOVED} the fallback counts, :mod:`guideloom.runtime.fallbacks`."),
+    Alias("guideloom.buffers", {"guideloom.runtime.buffers": MODULE},
+          f"{_MOVED} aligned buffers, :mod:`guideloom.runtime.buffers`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

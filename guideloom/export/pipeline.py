@@ -7,13 +7,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from guideloom.buffers import aligned_empty
 from guideloom.errors import RecordValueError, TransformError
 from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
 from guideloom.read.locations import Location
 from guideloom.read.records import SIM_ID_KEY
+from guideloom.runtime.buffers import aligned_empty
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"
