@@ -44,10 +44,10 @@ from guideloom.errors import (
     ExtractError,
     summarize_ids,
 )
-from guideloom.os_support import preadinto
 from guideloom.read.locations import Location
 from guideloom.read.scan import LOOSE_SUBDIR, archive_paths, id_parser, scan_locations
 from guideloom.read.zipmember import member_data_offset
+from guideloom.runtime.os_support import preadinto
 
 if TYPE_CHECKING:
     from guideloom.select.manifest import Dataset

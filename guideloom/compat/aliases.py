@@ -214,6 +214,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} the fallback counts, :mod:`guideloom.runtime.fallbacks`."),
     Alias("guideloom.buffers", {"guideloom.runtime.buffers": MODULE},
           f"{_MOVED} aligned buffers, :mod:`guideloom.runtime.buffers`."),
+    Alias("guideloom.os_support", {"guideloom.runtime.os_support": MODULE},
+          f"{_MOVED} what the operating system offers, :mod:`guideloom.runtime.os_support`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

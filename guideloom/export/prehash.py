@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from guideloom.os_support import preadinto
+from guideloom.runtime.os_support import preadinto
 
 BLOCK_BYTES = 8 << 20  # bytes read (and hashed) per step
 

@@ -4,7 +4,7 @@
   the data directory or one of its parents, and a target that exists but is neither an empty
   directory nor a guideloom export (valid manifest) holding only its own files (with or without
   ``overwrite``: guideloom replaces only what it wrote; see :mod:`guideloom.export.ownership`).
-* :class:`TargetLock` holds an exclusive lock (``flock``, or what :mod:`guideloom.os_support`
+* :class:`TargetLock` holds an exclusive lock (``flock``, or what :mod:`guideloom.runtime.os_support`
   has instead) on ``.NAME.guideloom-lock`` beside the target for the whole run (created
   ``O_NOFOLLOW`` with mode 0o600; a symlink, hard link or another user's file there is refused,
   see :mod:`guideloom.runtime.private_files`), and refuses a staging directory that is a symlink or
@@ -28,8 +28,8 @@ from guideloom.export.ownership import why_not_replaceable
 from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
 from guideloom.formats.rddac_layout import is_rddac_export
-from guideloom.os_support import is_locked, pread, pwrite, try_lock, unlock
 from guideloom.read.roots import RemoteRoot
+from guideloom.runtime.os_support import is_locked, pread, pwrite, try_lock, unlock
 from guideloom.runtime.private_files import check_private_dir, open_private_file
 
 LOCK_SUFFIX = ".guideloom-lock"

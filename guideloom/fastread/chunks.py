@@ -27,8 +27,8 @@ import numpy as np
 from guideloom.errors import FastReadError
 from guideloom.fastread import inflate as _inflate
 from guideloom.fastread.pool import run_all, threads_for
-from guideloom.os_support import pread, preadinto
 from guideloom.runtime.caches import memoize
+from guideloom.runtime.os_support import pread, preadinto
 
 DEFLATE, SHUFFLE, FLETCHER32 = 1, 2, 3
 _SUPPORTED = {DEFLATE, SHUFFLE, FLETCHER32}

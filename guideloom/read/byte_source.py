@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from guideloom import os_support
 from guideloom.read.fsspec_source import FsspecSource, fsspec_filesystem
 from guideloom.read.handles import ArchiveHandles, ArchiveLease, process_handles
 from guideloom.read.http import TOKEN_HEADER
 from guideloom.read.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
+from guideloom.runtime import os_support
 from guideloom.runtime.caches import BoundedCache, cache
 
 if TYPE_CHECKING:

@@ -38,7 +38,6 @@ except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, ZipFormatError
-from guideloom.os_support import pread, preadinto
 from guideloom.read.byte_source import ByteSource, source_for
 from guideloom.read.fileobj import MemorySource
 from guideloom.read.handles import ArchiveHandles, process_handles
@@ -49,6 +48,7 @@ from guideloom.read.zipdir import (
     read_members,
 )
 from guideloom.runtime.caches import BoundedCache, cache
+from guideloom.runtime.os_support import pread, preadinto
 
 if TYPE_CHECKING:
     from guideloom.read.types import Located as Location

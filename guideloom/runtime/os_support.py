@@ -1,0 +1,230 @@
+"""What the operating system offers, and the fallback where it does not.
+
+Linux has every call guideloom uses; macOS lacks ``posix_fallocate``, ``posix_fadvise`` and
+``O_DIRECT``; Windows lacks ``fcntl``, ``os.pread`` and ``os.preadv`` too. Code that would call
+one of them calls the function here instead, which uses the call where it exists and otherwise
+does the same work another way (or, for hints such as read-ahead advice, nothing):
+
+============================  ===========================================================
+capability                    fallback
+============================  ===========================================================
+``os.preadv`` / ``os.pread``  ``os.pread``, else ``lseek`` + ``read`` under a lock
+``os.pwrite``                 ``lseek`` + ``write`` under a lock
+``os.posix_fallocate``        none: blocks are allocated as the rows are written
+``os.posix_fadvise``          none (a hint)
+``os.O_DIRECT``               ``0``: buffered writes
+``fcntl.flock``               ``msvcrt.locking`` on Windows, else a ``<lock>.pid`` file
+============================  ===========================================================
+
+Capabilities are looked up once, when this module is imported.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from typing import Any
+
+__all__ = [
+    "HAS_FADVISE",
+    "HAS_FALLOCATE",
+    "HAS_PREAD",
+    "HAS_PREADV",
+    "LOCKING",
+    "O_DIRECT",
+    "advise",
+    "allocate",
+    "is_locked",
+    "pread",
+    "preadinto",
+    "pwrite",
+    "try_lock",
+    "unlock",
+]
+
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows
+    _fcntl = None  # type: ignore[assignment]
+_msvcrt: Any = None
+if _fcntl is None:
+    try:
+        import msvcrt as _msvcrt  # type: ignore[no-redef]
+    except ImportError:
+        _msvcrt = None
+_preadv = getattr(os, "preadv", None)
+_pread = getattr(os, "pread", None)
+_pwrite = getattr(os, "pwrite", None)
+_fallocate = getattr(os, "posix_fallocate", None)
+_fadvise = getattr(os, "posix_fadvise", None)
+
+HAS_PREADV = _preadv is not None
+HAS_PREAD = _pread is not None
+HAS_FALLOCATE = _fallocate is not None
+HAS_FADVISE = _fadvise is not None and hasattr(os, "POSIX_FADV_RANDOM")
+#: ``os.O_DIRECT`` where the platform has it, else ``0`` (no direct I/O).
+O_DIRECT: int = getattr(os, "O_DIRECT", 0)
+#: How :func:`try_lock` locks: ``"flock"``, ``"msvcrt"`` or ``"pidfile"``.
+LOCKING = "flock" if _fcntl is not None else "msvcrt" if _msvcrt is not None else "pidfile"
+
+_LOCK_BYTE = 1 << 30  # msvcrt locks bytes (mandatorily): one far past what a lock file holds
+_seek_lock = threading.Lock()  # the lseek fallback moves the descriptor's shared position
+
+
+# --------------------------------------------------------------------------- positional reads
+def preadinto(fd: int, buffer: Any, offset: int) -> int:
+    """Read into ``buffer`` from ``offset`` of ``fd`` without moving its position (as far as
+    the platform allows); return the bytes read (fewer at the end of the file)."""
+    if _preadv is not None:
+        return _preadv(fd, [buffer], offset)
+    view = memoryview(buffer).cast("B")
+    if _pread is not None:
+        data = _pread(fd, len(view), offset)
+        view[: len(data)] = data
+        return len(data)
+    with _seek_lock:
+        os.lseek(fd, offset, os.SEEK_SET)
+        done = 0
+        while done < len(view):
+            data = os.read(fd, len(view) - done)
+            if not data:
+                break
+            view[done : done + len(data)] = data
+            done += len(data)
+        return done
+
+
+def pread(fd: int, nbytes: int, offset: int) -> bytes:
+    """``os.pread(fd, nbytes, offset)``, or its fallback (fewer bytes at the end of the file)."""
+    if _pread is not None:
+        return _pread(fd, nbytes, offset)
+    buffer = bytearray(nbytes)
+    return bytes(buffer[: preadinto(fd, buffer, offset)])
+
+
+def pwrite(fd: int, data: Any, offset: int) -> int:
+    """``os.pwrite(fd, data, offset)``, or ``lseek`` + ``write``; return the bytes written."""
+    if _pwrite is not None:
+        return _pwrite(fd, data, offset)
+    with _seek_lock:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.write(fd, data)
+
+
+# --------------------------------------------------------------------------- allocation, hints
+def allocate(fd: int, offset: int, length: int) -> bool:
+    """Reserve the blocks of ``[offset, offset + length)``; return whether they were reserved
+    (``False`` where the platform or the file system cannot; other errors raise)."""
+    if _fallocate is None:
+        return False
+    try:
+        _fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return False
+        raise
+    return True
+
+
+def advise(fd: int, offset: int, length: int, advice: str) -> bool:
+    """``posix_fadvise`` with ``POSIX_FADV_<advice>`` (``"RANDOM"``, ``"DONTNEED"``...) where
+    the platform has it; return whether the hint was given."""
+    value = getattr(os, f"POSIX_FADV_{advice}", None)
+    if _fadvise is None or value is None:
+        return False
+    _fadvise(fd, offset, length, value)
+    return True
+
+
+# --------------------------------------------------------------------------- advisory locks
+def try_lock(fd: int, path: str, *, shared: bool = False) -> bool:
+    """Lock the open file ``fd`` (at ``path``) without waiting; return whether it was locked.
+
+    ``flock`` where there is ``fcntl``; ``msvcrt.locking`` of one byte past the file's contents
+    on Windows (always exclusive); elsewhere ``<path>.pid`` created exclusively, naming this
+    process (a file whose process has ended is taken over). The lock ends with :func:`unlock`,
+    or when the process dies (with ``flock``/``msvcrt``).
+    """
+    if _fcntl is not None:
+        try:
+            _fcntl.flock(fd, (_fcntl.LOCK_SH if shared else _fcntl.LOCK_EX) | _fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+    if _msvcrt is not None:
+        return _msvcrt_locking(fd, _msvcrt.LK_NBLCK)
+    return _pidfile_lock(path, shared)
+
+
+def unlock(fd: int, path: str) -> None:
+    """Release a lock taken by :func:`try_lock` (closing ``fd`` also does, but for a pid file)."""
+    if _fcntl is not None:
+        _fcntl.flock(fd, _fcntl.LOCK_UN)
+    elif _msvcrt is not None:
+        _msvcrt_locking(fd, _msvcrt.LK_UNLCK)
+    elif _pidfile_owner(path) == os.getpid():
+        try:
+            os.unlink(f"{path}.pid")
+        except FileNotFoundError:
+            pass
+
+
+def is_locked(fd: int, path: str) -> bool:
+    """Whether another process holds the lock of ``fd`` (at ``path``) now."""
+    if LOCKING == "pidfile":
+        owner = _pidfile_owner(path)
+        return owner is not None and owner != os.getpid() and _alive(owner)
+    if not try_lock(fd, path, shared=True):
+        return True
+    unlock(fd, path)
+    return False
+
+
+def _msvcrt_locking(fd: int, mode: int) -> bool:
+    """``msvcrt.locking`` of the lock byte; return whether it succeeded."""
+    with _seek_lock:
+        os.lseek(fd, _LOCK_BYTE, os.SEEK_SET)
+        try:
+            _msvcrt.locking(fd, mode, 1)
+        except OSError:
+            return False
+    return True
+
+
+def _pidfile_owner(path: str) -> int | None:
+    try:
+        with open(f"{path}.pid", encoding="ascii") as handle:
+            return int(handle.read().strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid)
+
+
+def _pidfile_lock(path: str, shared: bool) -> bool:
+    owner = _pidfile_owner(path)
+    if owner is not None and owner != os.getpid() and _alive(owner):
+        return False
+    if shared:
+        return True  # nobody holds it; a shared "lock" of a pid file needs no file
+    marker = f"{path}.pid"
+    if owner is not None:  # its process ended: take the lock over
+        try:
+            os.unlink(marker)
+        except FileNotFoundError:
+            pass
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False  # another process took it over first
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
+    return True
