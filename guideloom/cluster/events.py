@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any
 
-from guideloom import faults
+from guideloom.runtime import faults
 
 FLUSH_S = 5.0  # the longest a finished run waits for the scheduler to take its last events
 

@@ -216,6 +216,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} aligned buffers, :mod:`guideloom.runtime.buffers`."),
     Alias("guideloom.os_support", {"guideloom.runtime.os_support": MODULE},
           f"{_MOVED} what the operating system offers, :mod:`guideloom.runtime.os_support`."),
+    Alias("guideloom.faults", {"guideloom.runtime.faults": MODULE},
+          f"{_MOVED} the test fault points, :mod:`guideloom.runtime.faults`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

@@ -64,7 +64,6 @@ from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
-from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.checksums import (
     CHECKSUMS_FILE,
@@ -99,6 +98,7 @@ from guideloom.read.records import (
     reference_dtypes,
 )
 from guideloom.read.roots import as_root
+from guideloom.runtime.faults import fault_point
 from guideloom.select.manifest import Dataset
 from guideloom.select.selection import Selection, check_storable_ids, select
 

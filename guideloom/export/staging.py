@@ -28,10 +28,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from guideloom.errors import UnsafeTargetError
 from guideloom.export.ownership import why_not_replaceable
-from guideloom.faults import fault_point
 from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 from guideloom.formats.manifest_types import PartitionSummary
+from guideloom.runtime.faults import fault_point
 from guideloom.runtime.private_files import private_dir
 
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID

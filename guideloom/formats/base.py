@@ -21,7 +21,6 @@ from typing import Any, ClassVar, NoReturn, Protocol
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.faults import EXECUTOR_POINTS, SCHEMA_POINTS
 from guideloom.formats.checksums import CHECKSUMS_FILE, check_description, files_digests
 from guideloom.formats.layout import (  # noqa: F401 - formats import fail from here
     CROISSANT_FILE,
@@ -33,6 +32,7 @@ from guideloom.formats.layout import (
 )
 from guideloom.formats.manifest_types import PartitionSummary
 from guideloom.formats.options import NoOptions, has_required, make_options, options_schema
+from guideloom.runtime.faults import EXECUTOR_POINTS, SCHEMA_POINTS
 
 _TMP_SUFFIX = re.compile(r"\.tmp-\d+$")  # Staging.write_json's temporary names
 
@@ -208,7 +208,7 @@ class ExportFormat(abc.ABC):
         Options: A frozen dataclass of the format's options with their defaults (see
             :mod:`guideloom.formats.options`); ``self.settings`` is an instance of it.
         fault_points: Names of this format's own steps where a crash must be survivable
-            (it calls :func:`guideloom.faults.fault_point` there); with the executor's
+            (it calls :func:`guideloom.runtime.faults.fault_point` there); with the executor's
             (:meth:`every_fault_point`) they are what :class:`guideloom.testing.FormatTests`
             crashes at.
         skip_fault_points: Points of the format reached only when experiments were skipped

@@ -17,7 +17,7 @@ process (``client="sync"``):
 - resume: a run crashed after its first partition is resumed (that partition is not redone)
   and gives the same files as a clean run;
 - every fault point (:meth:`~guideloom.formats.base.ExportFormat.every_fault_point`): a run
-  crashed there (:func:`guideloom.faults.crash_at`) leaves the old export or none, never a
+  crashed there (:func:`guideloom.runtime.faults.crash_at`) leaves the old export or none, never a
   half one, and the next run publishes the files of a clean run; and a run passes every point
   the format declares;
 - ``verify``: a clean export verifies, one with a flipped byte does not;
@@ -43,8 +43,8 @@ import pytest
 import guideloom
 from guideloom.demo import make_demo_data
 from guideloom.errors import CorruptExportError, IncompleteExportError, InjectedFault
-from guideloom.faults import crash_at, reached_points
 from guideloom.formats import ExportFormat, format_kinds, register_format, unregister_format
+from guideloom.runtime.faults import crash_at, reached_points
 from guideloom.testing.transforms import SKIPPED_ID, first_rows, first_rows_skipping
 
 VOLATILE = frozenset({"export.json", "croissant.json"})  # timings and dates differ between runs

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from guideloom.errors import CorruptExportError
-from guideloom.faults import fault_point
 from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, chunk_key
 from guideloom.formats.zarr.pieces import load_piece
 from guideloom.formats.zarr.placement import PLACED_KEY
 from guideloom.formats.zarr.store import UNREADABLE_METADATA, fs_of
 from guideloom.formats.zarr.tally import ChunkTally
+from guideloom.runtime.faults import fault_point
 
 COMPACT_GROUP_BYTES = 64 << 20  # source rows one compaction thread holds decoded at once
 CHECKED_KEY = "zarr_placement_checked"  # job.json: unclaimed chunk files were removed
