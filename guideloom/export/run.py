@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from guideloom import __version__, config, fallbacks, fastread
+from guideloom import __version__, config, fastread
 from guideloom.cluster.embedded import close_cluster
 from guideloom.cluster.runtime import (
     DEFAULT_DASHBOARD,
@@ -98,6 +98,7 @@ from guideloom.read.records import (
     reference_dtypes,
 )
 from guideloom.read.roots import as_root
+from guideloom.runtime import fallbacks
 from guideloom.runtime.faults import fault_point
 from guideloom.select.manifest import Dataset
 from guideloom.select.selection import Selection, check_storable_ids, select

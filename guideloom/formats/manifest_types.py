@@ -48,7 +48,8 @@ class PartitionSummary(SummaryExtra):
     dtypes: dict[str, list[str]]  # alias -> every dtype its records had (str: older markers)
     host: str
     verify_crc: NotRequired[bool]
-    fallbacks: NotRequired[dict[str, int]]  # fallback kind -> times taken (guideloom.runtime.fallbacks)
+    # fallback kind -> times taken (guideloom.runtime.fallbacks)
+    fallbacks: NotRequired[dict[str, int]]
 
 
 class ViewField(TypedDict):

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from guideloom import fallbacks, os_support
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -29,6 +28,7 @@ from guideloom.formats.base import (
 )
 from guideloom.formats.checksums import RowDigests, row_digests
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
+from guideloom.runtime import fallbacks, os_support
 from guideloom.runtime.buffers import PAGE, is_aligned
 from guideloom.runtime.faults import fault_point
 

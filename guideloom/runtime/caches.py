@@ -225,8 +225,8 @@ def cache(name: str, *, close: Callable[[Any], None] | None = None,
         ValueError: ``name`` has no bound in :data:`DEFAULTS` (add one there, documented).
     """
     if name not in DEFAULTS:
-        raise ValueError(f"cache {name!r} has no entry in guideloom.runtime.caches.DEFAULTS; add its "
-                         "bound there")
+        raise ValueError(f"cache {name!r} has no entry in guideloom.runtime.caches.DEFAULTS; "
+                         "add its bound there")
     with _REGISTRY_LOCK:
         found = _REGISTRY.get(name)
         if found is None:
