@@ -8,8 +8,8 @@
   :mod:`guideloom.runtime.os_support` has instead) on ``.NAME.guideloom-lock`` beside the target
   for the whole run (created ``O_NOFOLLOW`` with mode 0o600; a symlink, hard link or another
   user's file there is refused, see :mod:`guideloom.runtime.private_files`), and refuses a
-  staging directory that is a symlink or another user's; a second run on the same target fails at once, naming the holder (pid,
-  host, start time). The kernel releases the lock when its
+  staging directory that is a symlink or another user's; a second run on the same target fails
+  at once, naming the holder (pid, host, start time). The kernel releases the lock when its
   process dies, so a lock left by a killed run is simply taken over. Local targets only
   (fsspec URLs are not locked).
 """
