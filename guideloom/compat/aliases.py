@@ -218,6 +218,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} what the operating system offers, :mod:`guideloom.runtime.os_support`."),
     Alias("guideloom.faults", {"guideloom.runtime.faults": MODULE},
           f"{_MOVED} the test fault points, :mod:`guideloom.runtime.faults`."),
+    Alias("guideloom.export_croissant", {"guideloom.export.publish": MODULE},
+          f"{_MOVED} an export's Croissant description, :mod:`guideloom.export.publish`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

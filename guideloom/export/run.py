@@ -60,10 +60,10 @@ from guideloom.export.progress import (
     TASKS,
     RunMonitor,
 )
+from guideloom.export.publish import CROISSANT_NAME, describe_export
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
-from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.checksums import (
     CHECKSUMS_FILE,
