@@ -76,8 +76,8 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.export.api import export_to_numpy_per_sim as export_to_numpy_per_sim
     from guideloom.export.api import export_to_storage as export_to_storage
     from guideloom.export.api import export_to_zarr as export_to_zarr
+    from guideloom.export.extract import extract_zips as extract_zips
     from guideloom.export.spec import ExportSpec as ExportSpec
-    from guideloom.extract import extract_zips as extract_zips
     from guideloom.h5_tools import inspect_h5 as inspect_h5
     from guideloom.h5_tools import open_h5 as open_h5
     from guideloom.loader.core import StatefulDataLoader as StatefulDataLoader
@@ -140,7 +140,7 @@ _LAZY: dict[str, str] = {
     "COMPONENT_COLORS": "guideloom.compat.ddacs_visualization",
     "streaming": "guideloom.streaming",
     "iter_view": "guideloom.streaming",
-    "extract_zips": "guideloom.extract",
+    "extract_zips": "guideloom.export.extract",
     # the published release (DaRUS): rddac's `download`, verified and resumable
     "download": "guideloom.release",
     # exports

@@ -658,7 +658,7 @@ def _cmd_serve_release(args: argparse.Namespace) -> int:
 
 # --- extract ------------------------------------------------------------------------------
 def _cmd_extract(args: argparse.Namespace) -> int:
-    from guideloom.extract import ExtractError, extract_zips
+    from guideloom.export.extract import ExtractError, extract_zips
 
     try:
         with _warnings_as_lines():

@@ -220,6 +220,8 @@ ALIASES: tuple[Alias, ...] = (
           f"{_MOVED} the test fault points, :mod:`guideloom.runtime.faults`."),
     Alias("guideloom.export_croissant", {"guideloom.export.publish": MODULE},
           f"{_MOVED} an export's Croissant description, :mod:`guideloom.export.publish`."),
+    Alias("guideloom.extract", {"guideloom.export.extract": MODULE},
+          f"{_MOVED} the zip-to-loose extraction job, :mod:`guideloom.export.extract`."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),
