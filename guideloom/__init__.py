@@ -94,6 +94,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.select.manifest import View as View
     from guideloom.select.manifest import add_view as add_view
     from guideloom.select.manifest import load as load
+    from guideloom.select.stream import iter_view as iter_view
     from guideloom.storage.dataset import DocumentDataset as DocumentDataset
     from guideloom.storage.dataset import StreamDataset as StreamDataset
     from guideloom.storage.document import DocumentStorage as DocumentStorage
@@ -101,7 +102,6 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.storage.formats import StreamNumpyFormat as StreamNumpyFormat
     from guideloom.storage.stream import StreamStorage as StreamStorage
     from guideloom.storage.stream_meta import StreamWithMetaStorage as StreamWithMetaStorage
-    from guideloom.streaming import iter_view as iter_view
 
 __version__ = "0.1.0"
 
@@ -139,7 +139,7 @@ _LAZY: dict[str, str] = {
     "plot_2d_projection": "guideloom.compat.ddacs_visualization",
     "COMPONENT_COLORS": "guideloom.compat.ddacs_visualization",
     "streaming": "guideloom.streaming",
-    "iter_view": "guideloom.streaming",
+    "iter_view": "guideloom.select.stream",
     "extract_zips": "guideloom.export.extract",
     # the published release (DaRUS): rddac's `download`, verified and resumable
     "download": "guideloom.release",

@@ -1,10 +1,7 @@
-"""Streaming view records and exporting them (``iter_view``, exports, ``load_export``)."""
-
-from __future__ import annotations
-
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
-from typing import Any
+# Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
+"""rddac 2.0's ``streaming``: the records of a view (``iter_view``, defined in
+:mod:`guideloom.select.stream`), the exports (defined in :mod:`guideloom.export.api`)
+and their reader (:mod:`guideloom.reader`)."""
 
 from guideloom.errors import MissingDataWarning
 from guideloom.export.api import (
@@ -13,20 +10,16 @@ from guideloom.export.api import (
     export_to_storage,
     export_to_zarr,
 )
-from guideloom.read.records import SIM_ID_KEY, RecordReader
-from guideloom.read.roots import RemoteRoot
+from guideloom.h5_tools import DEFAULT_DATA_DIR
+from guideloom.read.records import SIM_ID_KEY
 from guideloom.reader import Export, load_export
-from guideloom.select.manifest import Dataset, DatasetSpec, View
-from guideloom.select.selection import RowFilter, SimIdsOrder, resolve_dataset, select
-
-#: The data directory rddac and ddacs default to.
-DEFAULT_DATA_DIR = "./data"
+from guideloom.select.stream import iter_view
 
 __all__ = [
     "DEFAULT_DATA_DIR",
-    "SIM_ID_KEY",
-    "MissingDataWarning",
     "Export",
+    "MissingDataWarning",
+    "SIM_ID_KEY",
     "export_to_numpy",
     "export_to_numpy_per_sim",
     "export_to_storage",
@@ -34,72 +27,3 @@ __all__ = [
     "iter_view",
     "load_export",
 ]
-
-
-def iter_view(
-    view: str | View,
-    *,
-    data_dir: str | Path | RemoteRoot | None = None,
-    dataset: Dataset | None = None,
-    source: str | Path | None = None,
-    sim_ids: Iterable[Any] | None = None,
-    where: RowFilter | None = None,
-    verify_crc: bool = False,
-    spec: DatasetSpec | None = None,
-    sim_ids_order: SimIdsOrder = "index",
-    storage_options: Mapping[str, Any] | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Yield one record per experiment of ``view``.
-
-    Each record maps the view's aliases to values (HDF5 fields as numpy arrays with slicing
-    applied, index columns as typed scalars) plus ``"_sim_id"``, the experiment id.
-
-    The view, the filters and the local files are checked when this is called; records are
-    read lazily, one experiment at a time. Ids without local data, and ids of ``sim_ids`` that
-    are not in the index table, are skipped with a :class:`~guideloom.errors.MissingDataWarning`.
-
-    Args:
-        view: A view name (published or added with :func:`guideloom.add_view`) or a View.
-        data_dir: Directory with the files (default: the dataset's, else ``./data``), or an
-            ``https://``/fsspec URL or DOI of a release, or its
-            :class:`~guideloom.read.roots.RemoteRoot` (read by byte ranges).
-        dataset: A loaded dataset (for views added in memory).
-        source: The manifest path when ``dataset`` is not given.
-        sim_ids: Allowlist of experiment ids; records come in the index table's order (as in
-            rddac), or in the allowlist's own order with ``sim_ids_order="sim_ids"``.
-        where: Row filter on the typed index row, e.g. ``lambda row: row["split"] == "train"``.
-        verify_crc: Check the CRC-32 of each stored zip member before its data is used (a
-            whole pass over the member, once per process). By default a member read in part is
-            trusted; see "Input integrity" in the README.
-        spec: A :class:`~guideloom.select.manifest.DatasetSpec` for loading the manifest (ignored
-            with ``dataset``).
-        sim_ids_order: ``"index"`` (default) or ``"sim_ids"``, see ``sim_ids``.
-        storage_options: fsspec options for a remote ``data_dir`` (credentials, endpoint:
-            ``{"key": ..., "secret": ..., "client_kwargs": {"endpoint_url": ...}}``).
-
-    Example:
-        >>> for rec in guideloom.streaming.iter_view("force-curve", data_dir="./data",
-        ...                                          sim_ids=[0]):          # doctest: +SKIP
-        ...     print(rec["force_data"].shape, rec["_sim_id"])
-
-    Raises:
-        ValueError: Unknown view, or an id listed twice in ``sim_ids``.
-        guideloom.errors.ExperimentReadError: A file is damaged or lacks a field (raised when
-            that record is reached): a :class:`~guideloom.errors.CorruptDataError` for damaged
-            data or metadata (or a CRC-32 mismatch), a
-            :class:`~guideloom.errors.MissingFieldError` for an absent field.
-    """
-    ds, root = resolve_dataset(data_dir, dataset, source, spec, storage_options)
-    resolved = ds.view(view) if isinstance(view, str) else view
-    selection = select(ds, root, sim_ids=sim_ids, where=where, order=sim_ids_order)
-    return _records(resolved, selection, verify_crc)
-
-
-def _records(view: View, selection, verify_crc: bool = False) -> Iterator[dict[str, Any]]:
-    from guideloom.read.readahead import ReadAhead
-
-    reader = RecordReader(view, verify_crc=verify_crc)
-    with ReadAhead(reader, selection.locations, selection.rows) as ahead:  # remote: fetched ahead
-        for loc, row in zip(selection.locations, selection.rows, strict=True):
-            yield ahead.read(loc, row)
-

@@ -68,6 +68,17 @@ ALIASES: tuple[Alias, ...] = (
                                    "DatasetSpec")},
           "Dataset specifications under rddac 2.0's / ddacs 3.2's module name (``rddac.spec``,\n"
           "``ddacs.spec``), defined in :mod:`guideloom.select.manifest`."),
+    Alias("guideloom.streaming",
+          {"guideloom.select.stream": ("iter_view",),
+           "guideloom.export.api": ("export_to_numpy", "export_to_numpy_per_sim",
+                                    "export_to_storage", "export_to_zarr"),
+           "guideloom.reader": ("Export", "load_export"),
+           "guideloom.read.records": ("SIM_ID_KEY",),
+           "guideloom.errors": ("MissingDataWarning",),
+           "guideloom.h5_tools": ("DEFAULT_DATA_DIR",)},
+          "rddac 2.0's ``streaming``: the records of a view (``iter_view``, defined in\n"
+          ":mod:`guideloom.select.stream`), the exports (defined in :mod:`guideloom.export.api`)\n"
+          "and their reader (:mod:`guideloom.reader`)."),
     Alias("guideloom.visualization", {"guideloom.compat.visualization": ALL},
           "rddac 2.0's ``visualization`` (and ddacs 3.2's plots, as ddacs code finds them),\n"
           "defined in :mod:`guideloom.compat.visualization`."),

@@ -106,7 +106,7 @@ class ReaderSource:
 
 
 class ExportSource:
-    """Serve a :func:`guideloom.streaming.load_export` reader: one vectorised read per batch."""
+    """Serve a :func:`guideloom.reader.load_export` reader: one vectorised read per batch."""
 
     def __init__(self, export: Any) -> None:
         self.export = export

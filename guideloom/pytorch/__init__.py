@@ -135,7 +135,7 @@ class ViewDataset(IterableDataset):
         return [self.sim_ids[i] for i in order[slot::stride]]
 
     def __iter__(self) -> Iterator[Any]:
-        from guideloom.streaming import iter_view
+        from guideloom.select.stream import iter_view
 
         info = get_worker_info()
         ids = self.share(info.id, info.num_workers) if info is not None else self.share()
