@@ -306,7 +306,7 @@ class _Folder:
     def open_part(self, truncate: bool) -> Any:
         """The ``.part`` file for writing at its end (emptied first if ``truncate``); a planted
         link or another user's file is refused."""
-        from guideloom.runtime.private_files import open_private_file
+        from guideloom.private_files import open_private_file
 
         fd = open_private_file(self.part, "the partial download", dir_fd=self.fd,
                                shown=str(self.shown(self.part)))
@@ -352,7 +352,7 @@ class _Folder:
     def set_version(self, value: str | None) -> None:
         import json
 
-        from guideloom.runtime.private_files import open_private_file
+        from guideloom.private_files import open_private_file
 
         if value is None:
             self.remove(self.version_file)

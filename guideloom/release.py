@@ -256,8 +256,8 @@ def plan_download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSI
 @contextmanager
 def _out_lock(out: Path) -> Iterator[None]:
     """Hold ``OUT/.guideloom-download.lock``: two downloads never write the same files."""
-    from guideloom.runtime.os_support import try_lock, unlock
-    from guideloom.runtime.private_files import open_private_file
+    from guideloom.os_support import try_lock, unlock
+    from guideloom.private_files import open_private_file
 
     path = str(out / LOCK)
     fd = open_private_file(path, "the download lock")
