@@ -4,6 +4,7 @@ alone, and formats looked up in one registry (a third-party format plugs in)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -390,3 +391,148 @@ def test_old_read_paths_are_the_read_package():
     assert old_byte_source.LocalFileSource is byte_source.LocalFileSource
     assert sources.member_data_offset is zipmember.member_data_offset
     assert sources.checked_data_offset is zipmember.checked_data_offset
+
+
+# --- the layout (issue 29): a top level that reads as the architecture -------------------------
+#: The real modules at guideloom/'s top level: the public entry points, one per public area
+#: (docs/architecture.md, "The top level"). Every other top-level module is a generated stub.
+ENTRY_POINTS = {
+    "guideloom": "the package: the headline names, each imported from where it is defined",
+    "guideloom.__main__": "`python -m guideloom` runs the command line",
+    "guideloom.cli": "the `guideloom` command line",
+    "guideloom.config": "every knob of guideloom (a public area: guideloom.config.get/set)",
+    "guideloom.errors": "every exception and warning class (a public area)",
+    "guideloom.reader": "load_export, the reader of every export kind; it stands alone (it must "
+                        "not import the export package: test_the_reader_depends_on_...)",
+    "guideloom.demo": "make_demo_data, the demo dataset of the tutorials and tests",
+    "guideloom.h5_tools": "open_h5/inspect_h5: one experiment's file, local or remote (rddac's "
+                          "and ddacs' h5_tools module, with their names)",
+}
+#: Top-level modules still to move into their layer, each with the reason it waits.
+_RELEASE_WAITS = (
+    "the release/download group moves into guideloom/release/ after the change editing it today "
+    "is merged; moving it needs one decision first: read/http.py uses http_fetch's retry policy "
+    "and read/roots.py uses dataverse, while release.py reaches the read path through "
+    "extract_zips, so under one package whose __init__ is release.py they form an import cycle "
+    "(docs/architecture.md, 'Not moved yet')")
+TOP_LEVEL_WAITING = {f"guideloom.{name}": _RELEASE_WAITS for name in (
+    "release", "dataverse", "http_fetch", "http_deadline", "download_folder", "release_server")}
+#: The layer packages (docs/architecture.md); a top-level folder not listed holds stubs only.
+LAYERS = {"read", "select", "export", "formats", "cluster", "loader", "storage", "workflow",
+          "compat", "runtime", "fastread", "h5native", "shuffle", "filesystem", "pytorch",
+          "testing"}
+
+
+def is_generated_stub(path: Path) -> bool:
+    return path.read_text(encoding="utf-8").startswith(HEADER)
+
+
+def test_every_top_level_module_is_an_entry_point_or_a_generated_stub():
+    top = {module_name(p): p for p in PACKAGE.glob("*.py")}
+    loose = sorted(name for name, path in top.items()
+                   if name not in ENTRY_POINTS and name not in TOP_LEVEL_WAITING
+                   and not is_generated_stub(path))
+    assert loose == [], ("move these into their layer (git mv; the old path becomes an entry of "
+                         "guideloom/compat/aliases.py) or list them as entry points")
+    listed = {**ENTRY_POINTS, **TOP_LEVEL_WAITING}
+    assert sorted(n for n in listed if n not in top or is_generated_stub(top[n])) == []
+    assert all(reason.strip() for reason in listed.values())
+
+
+def test_every_top_level_folder_is_a_layer_or_holds_stubs_only():
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert LAYERS <= folders
+    not_stubs = {name: sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / name).rglob("*.py")
+                              if not is_generated_stub(p))
+                 for name in folders - LAYERS}
+    assert {k: v for k, v in not_stubs.items() if v} == {}
+
+
+def module_aliases(name: str, tree: ast.AST) -> dict[str, str]:
+    """Local name -> guideloom module it is bound to, for the module's imports of modules."""
+    bound = {}
+    is_package = MODULES[name].name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("guideloom"):
+                    bound[a.asname or "guideloom"] = a.name if a.asname else "guideloom"
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[: len(name.split(".")) - node.level + is_package]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for a in node.names:
+                if f"{module}.{a.name}" in MODULES:
+                    bound[a.asname or a.name] = f"{module}.{a.name}"
+    return bound
+
+
+def private_attributes(name: str, tree: ast.AST) -> list[str]:
+    """``module._x`` reached through an imported guideloom module (``mod._x``,
+    ``guideloom.a.b._x``): a private name taken across modules without an import statement."""
+    bound = module_aliases(name, tree)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            continue
+        chain, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if not isinstance(value, ast.Name) or value.id not in bound:
+            continue
+        module = ".".join([bound[value.id], *reversed(chain)])
+        if module in MODULES and module != name:
+            found.append(f"{name}: {module}.{node.attr}")
+    return found
+
+
+def test_the_private_attribute_check_sees_one():
+    tree = ast.parse("import guideloom.read.metacache\nfrom guideloom.read import zipdir as z\n"
+                     "x = guideloom.read.metacache._SUFFIX\ny = z._parse\nok = z.__name__\n")
+    assert private_attributes("guideloom.cli", tree) == [
+        "guideloom.cli: guideloom.read.metacache._SUFFIX",
+        "guideloom.cli: guideloom.read.zipdir._parse"]
+
+
+#: ``module: module._x`` -> why that module reaches into another's private name (none today).
+PRIVATE_ACROSS_MODULES: dict[str, str] = {}
+
+
+def test_no_private_name_is_reached_through_another_module():
+    """The import check above sees ``from m import _x``; this sees ``m._x`` after ``import m``."""
+    found = [hit for name, path in MODULES.items()
+             for hit in private_attributes(name, ast.parse(path.read_text()))]
+    assert sorted(h for h in found if h not in PRIVATE_ACROSS_MODULES) == []
+    assert sorted(k for k in PRIVATE_ACROSS_MODULES if k not in found) == [], "stale entries"
+    assert all(reason.strip() for reason in PRIVATE_ACROSS_MODULES.values())
+
+
+#: Modules that import only with torch installed.
+_TORCH_MODULES = ("guideloom.pytorch", "guideloom.loader.torch_adapter")
+
+
+@pytest.mark.slow  # ~15-40 s: every module imported first, one after the other, in one process;
+# fast sibling: test_no_import_cycles_anywhere_in_the_package (the static graph of all imports)
+def test_every_module_imports_first_without_a_cycle():
+    """Each module imported as the first guideloom module of a process (guideloom's modules are
+    dropped from ``sys.modules`` before each): an import cycle that breaks from some entry point
+    (``cannot import name ... partially initialized module``) fails here."""
+    names = sorted(n for n in MODULES if not n.endswith("__main__")
+                   and not (n.startswith(_TORCH_MODULES) and importlib.util.find_spec("torch")
+                            is None))
+    code = ("import importlib, sys, traceback\n"
+            f"failed = []\nfor name in {names!r}:\n"
+            "    for key in [k for k in sys.modules if k.split('.')[0] == 'guideloom']:\n"
+            "        del sys.modules[key]\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except Exception as exc:\n"
+            "        failed.append(f'{name}: {type(exc).__name__}: {exc}')\n"
+            "print('\\n'.join(failed))\nsys.exit(1 if failed else 0)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
