@@ -2,7 +2,11 @@
 """guideloom's earlier flat path of aligned buffers, :mod:`guideloom.runtime.buffers`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import buffers
+from guideloom.runtime import buffers as _module
 
-sys.modules[__name__] = buffers
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.buffers import *  # noqa: F403
+
+sys.modules[__name__] = _module

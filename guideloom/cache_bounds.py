@@ -3,7 +3,11 @@
 :mod:`guideloom.runtime.cache_bounds`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import cache_bounds
+from guideloom.runtime import cache_bounds as _module
 
-sys.modules[__name__] = cache_bounds
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.cache_bounds import *  # noqa: F403
+
+sys.modules[__name__] = _module

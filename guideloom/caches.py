@@ -2,7 +2,11 @@
 """guideloom's earlier flat path of the in-process caches, :mod:`guideloom.runtime.caches`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import caches
+from guideloom.runtime import caches as _module
 
-sys.modules[__name__] = caches
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.caches import *  # noqa: F403
+
+sys.modules[__name__] = _module

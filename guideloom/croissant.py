@@ -3,7 +3,11 @@
 :mod:`guideloom.select.manifest`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.select import manifest
+from guideloom.select import manifest as _module
 
-sys.modules[__name__] = manifest
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.select.manifest import *  # noqa: F403
+
+sys.modules[__name__] = _module

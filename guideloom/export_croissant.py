@@ -3,7 +3,11 @@
 :mod:`guideloom.export.publish`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.export import publish
+from guideloom.export import publish as _module
 
-sys.modules[__name__] = publish
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.export.publish import *  # noqa: F403
+
+sys.modules[__name__] = _module

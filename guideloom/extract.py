@@ -3,7 +3,11 @@
 :mod:`guideloom.export.extract`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.export import extract
+from guideloom.export import extract as _module
 
-sys.modules[__name__] = extract
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.export.extract import *  # noqa: F403
+
+sys.modules[__name__] = _module

@@ -2,7 +2,11 @@
 """guideloom's earlier flat path of the fallback counts, :mod:`guideloom.runtime.fallbacks`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import fallbacks
+from guideloom.runtime import fallbacks as _module
 
-sys.modules[__name__] = fallbacks
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.fallbacks import *  # noqa: F403
+
+sys.modules[__name__] = _module

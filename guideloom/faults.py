@@ -2,7 +2,11 @@
 """guideloom's earlier flat path of the test fault points, :mod:`guideloom.runtime.faults`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import faults
+from guideloom.runtime import faults as _module
 
-sys.modules[__name__] = faults
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.faults import *  # noqa: F403
+
+sys.modules[__name__] = _module

@@ -2,7 +2,11 @@
 """guideloom's earlier flat path of describing a dataset's views, :mod:`guideloom.select.views`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.select import views
+from guideloom.select import views as _module
 
-sys.modules[__name__] = views
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.select.views import *  # noqa: F403
+
+sys.modules[__name__] = _module

@@ -3,7 +3,11 @@
 :mod:`guideloom.runtime.os_support`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import os_support
+from guideloom.runtime import os_support as _module
 
-sys.modules[__name__] = os_support
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.os_support import *  # noqa: F403
+
+sys.modules[__name__] = _module

@@ -3,7 +3,11 @@
 :mod:`guideloom.runtime.private_files`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.runtime import private_files
+from guideloom.runtime import private_files as _module
 
-sys.modules[__name__] = private_files
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.runtime.private_files import *  # noqa: F403
+
+sys.modules[__name__] = _module

@@ -3,7 +3,11 @@
 :mod:`guideloom.select.selection`."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.select import selection
+from guideloom.select import selection as _module
 
-sys.modules[__name__] = selection
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.select.selection import *  # noqa: F403
+
+sys.modules[__name__] = _module

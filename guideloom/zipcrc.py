@@ -3,7 +3,11 @@
 :mod:`guideloom.read.zipmember` itself (one check and one verdict cache)."""
 
 import sys
+from typing import TYPE_CHECKING
 
-from guideloom.read import zipmember
+from guideloom.read import zipmember as _module
 
-sys.modules[__name__] = zipmember
+if TYPE_CHECKING:  # what a type checker sees: the module's names
+    from guideloom.read.zipmember import *  # noqa: F403
+
+sys.modules[__name__] = _module

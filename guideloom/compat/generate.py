@@ -198,8 +198,11 @@ def stub_text(alias: Alias) -> str:
     target = _module_target(alias)
     if target is not None:
         package, _, name = target.rpartition(".")
-        lines += ["import sys", "", f"from {package} import {name}", "",
-                  f"sys.modules[__name__] = {name}"]
+        lines += ["import sys", "from typing import TYPE_CHECKING", "",
+                  f"from {package} import {name} as _module", "",
+                  "if TYPE_CHECKING:  # what a type checker sees: the module's names",
+                  f"    from {target} import *  # noqa: F403", "",
+                  "sys.modules[__name__] = _module"]
         return "\n".join(lines) + "\n"
     r = resolve(alias)
     if r.lazy:
