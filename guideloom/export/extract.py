@@ -76,14 +76,14 @@ class ExtractReport:
         failed: Ids whose extraction failed (the call then raises :class:`ExtractError`).
     """
 
-    extracted: list = field(default_factory=list)
-    skipped_existing: list = field(default_factory=list)
+    extracted: list[Any] = field(default_factory=list)
+    skipped_existing: list[Any] = field(default_factory=list)
     removed_archives: list[str] = field(default_factory=list)
     bytes: int = 0
     seconds: float = 0.0
     kept_archives: dict[str, str] = field(default_factory=dict)
     cleaned_tmp: list[str] = field(default_factory=list)
-    failed: list = field(default_factory=list)
+    failed: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
