@@ -371,7 +371,7 @@ class Dataset:
     @property
     def mapping(self) -> dict[str, str]:
         """``FileObject`` ``@id`` -> local file, for the manifest's files found under data_dir."""
-        from guideloom.mlc_compat import local_mapping
+        from guideloom.compat.mlc import local_mapping
 
         return local_mapping(self)
 
@@ -381,7 +381,7 @@ class Dataset:
         guideloom itself never needs it; it answers :attr:`metadata` and :meth:`records`.
         """
         if self._mlc is None:
-            from guideloom.mlc_compat import mlcroissant_dataset
+            from guideloom.compat.mlc import mlcroissant_dataset
 
             self._mlc = mlcroissant_dataset(self)
         return self._mlc
