@@ -549,22 +549,29 @@ def _experiments(summaries: Iterable[PartitionSummary]) -> int:
     return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
 
 
-SHIPPED_STAGE = "export-job"  # the task group of the job's payload (one task)
+SHIPPED_STAGE = "export-job"  # the task group of a large job's payload (one task)
+INLINE_JOB_BYTES = 256 * 1024  # a job up to this size travels inside each task
 
 
 def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
-    """The job (spec and writer) as cloudpickle bytes, in a future the tasks depend on.
+    """The job (spec and writer) as cloudpickle bytes, for the tasks to unpack.
 
-    The bytes are the argument of a task keyed ``("export-job", view, job)`` (not scattered
-    data, which showed as an unexplained ``bytes`` group), so the scheduler holds them: when
-    the worker that has the result dies, the scheduler computes it again elsewhere and the
-    partition tasks are retried, instead of failing with lost dependencies. User code from
-    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`),
-    so workers need only ``guideloom`` installed.
+    A job of up to :data:`INLINE_JOB_BYTES` (a seed workflow's is about 10 kB) is the bytes
+    themselves, an argument of every task: the tasks then have no dependency, so the
+    scheduler spreads them over the idle workers at once instead of queueing them where the
+    payload is, and a worker that dies takes nothing with it. A larger job (a transform that
+    holds big arrays) is sent once, as the argument of a task keyed ``("export-job", view,
+    job)`` (not scattered data, which showed as an unexplained ``bytes`` group), so the
+    scheduler holds it: when the worker that has the result dies, the scheduler computes it
+    again elsewhere and the partition tasks are retried, instead of failing with lost
+    dependencies. User code from ``__main__`` and local modules travels by value (see
+    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
     """
     with shipped_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                            *writer.user_objects()]):
         payload = pack((spec, writer))
+    if len(payload) <= INLINE_JOB_BYTES:
+        return payload
     shipped = dask.submit(_payload, payload, pure=False,
                           key=task_key(SHIPPED_STAGE, spec.view.name, token))
     # in memory before the partitions are submitted: they are then scheduled in their order
