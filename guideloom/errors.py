@@ -120,6 +120,12 @@ class WorkerImportError(GuideloomError):
     """A Dask worker cannot import a module the job's code needs."""
 
 
+class LoaderArgumentError(GuideloomError, TypeError, ValueError):
+    """An argument a loader constructor takes, given where it does not apply (e.g.
+    ``sequence_length`` for a document storage); GuideLoom 1.1 raised ``TypeError`` there and
+    earlier guideloom ``ValueError``, so it is both."""
+
+
 class StorageError(GuideloomError, ValueError):
     """A storage directory or shard cannot be read safely (gap, truncation, dtype mismatch...)."""
 
