@@ -420,10 +420,20 @@ def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionEr
     detail = ""
     try:
         st = os.stat(path)
-        detail = (f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}; this process "
-                  f"runs as uid {os.geteuid()})")
+        detail = (f" (owner {_user(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}; this "
+                  f"process runs as {_user(os.geteuid())})")
     except OSError:
         pass
     return PermissionError(exc.errno or errno.EACCES,
                            f"cannot {doing} {path}: permission denied{detail}; ask its owner "
                            "for access")
+
+
+def _user(uid: int) -> str:
+    """``name (uid N)``, or ``uid N`` for a uid without an account."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"

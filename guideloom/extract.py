@@ -44,6 +44,7 @@ from guideloom.errors import (
     summarize_ids,
 )
 from guideloom.os_support import preadinto
+from guideloom.read.access import open_fd
 from guideloom.sources import (
     LOOSE_SUBDIR,
     Location,
@@ -401,7 +402,7 @@ class _ArchiveReader:
 
     def fd(self, path: str) -> int:
         if path not in self._fds:
-            self._fds[path] = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._fds[path] = open_fd(path)
         return self._fds[path]
 
     def open_member(self, loc: Location) -> Any:
