@@ -420,8 +420,8 @@ def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionEr
     detail = ""
     try:
         st = os.stat(path)
-        detail = (f" (owner {_user(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}; this "
-                  f"process runs as {_user(os.geteuid())})")
+        detail = (f" (owner {user_text(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}; this "
+                  f"process runs as {user_text(os.geteuid())})")
     except OSError:
         pass
     return PermissionError(exc.errno or errno.EACCES,
@@ -429,7 +429,7 @@ def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionEr
                            "for access")
 
 
-def _user(uid: int) -> str:
+def user_text(uid: int) -> str:
     """``name (uid N)``, or ``uid N`` for a uid without an account."""
     try:
         import pwd
