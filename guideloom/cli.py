@@ -216,11 +216,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scheduler, batch = _client_choice(args, wf)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
-        with _warnings_as_lines():
+        with _warnings_as_lines(), wf.trusting():
             _print_plan(wf, spec, scheduler)
         return 0
-    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose, batch,
-                                             report=args.report)
+    with wf.trusting():  # the file's dataset.trusted_roots, while the job reads the data
+        result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose,
+                                                 batch, report=args.report)
     _print_summary(result, seconds, resumed_exps)
     return 0
 

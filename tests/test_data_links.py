@@ -178,3 +178,26 @@ def test_trust_root_on_the_command_line(shared):
     assert done.returncode == 0, done.stderr
     by_env = run(GUIDELOOM_TRUSTED_ROOTS=str(store))
     assert by_env.returncode == 0, by_env.stderr
+
+
+def test_trusted_roots_in_a_workflow_file(shared, tmp_path):
+    """``dataset.trusted_roots`` of a workflow file: her link into the store is followed
+    while the workflow loads and runs, and only then."""
+    from guideloom.export import run_export
+    from guideloom.workflow.load import load_workflow
+
+    data, store, user = shared
+    (data / "h5").rename(store / "h5")
+    user.run("ln", "-s", str(store / "h5"), str(data / "h5"))
+    text = (f'[dataset]\ndata_dir = "{data}"\n{{trust}}[view]\nname = "force-curve"\n'
+            f'[output]\nkind = "npz"\npath = "{tmp_path / "out"}"\n')
+    (tmp_path / "refused.toml").write_text(text.format(trust=""))
+    with pytest.raises(ManifestError, match="--trust-root DIR"):
+        run_export(load_workflow(tmp_path / "refused.toml").to_spec(), client="sync")
+    (tmp_path / "trusted.toml").write_text(text.format(trust=f'trusted_roots = ["{store}"]\n'))
+    wf = load_workflow(tmp_path / "trusted.toml")
+    assert wf.trusted_roots == (str(store),)
+    with wf.trusting():
+        run_export(wf.to_spec(), client="sync")
+    assert len(guideloom.load_export(tmp_path / "out")) == 36
+    assert not config.get("trusted_roots")  # nothing is left trusted after it
