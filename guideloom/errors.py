@@ -411,11 +411,19 @@ class UnverifiableExportError(GuideloomError):
     before guideloom took them, or with them turned off): only the open-time checks ran."""
 
 
+class NamedPermissionError(PermissionError):
+    """A file we may not read or write, named with its owner and mode (its text is just that
+    message, without ``[Errno 13]``)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
 def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionError:
     """A :class:`PermissionError` whose message names the file, its owner and mode, and who we
     are: a file we may not read is not a damaged one."""
     path = exc.filename
-    if path is None:
+    if path is None or isinstance(exc, NamedPermissionError):
         return exc
     detail = ""
     try:
@@ -424,9 +432,9 @@ def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionEr
                   f"process runs as {user_text(os.geteuid())})")
     except OSError:
         pass
-    return PermissionError(exc.errno or errno.EACCES,
-                           f"cannot {doing} {path}: permission denied{detail}; ask its owner "
-                           "for access")
+    return NamedPermissionError(exc.errno or errno.EACCES,
+                                f"cannot {doing} {path}: permission denied{detail}; ask its "
+                                "owner for access")
 
 
 def user_text(uid: int) -> str:

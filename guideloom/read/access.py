@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from guideloom.errors import permission_denied
+from guideloom.errors import NamedPermissionError, permission_denied
 
 __all__ = ["data_file", "denied", "open_fd", "read_bytes"]
 
@@ -22,12 +22,10 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 def denied(path: str | os.PathLike[str], exc: PermissionError) -> PermissionError:
     """``exc`` (raised opening ``path``) as a :class:`PermissionError` whose message names
     ``path``, its owner and mode, and the user this process runs as."""
-    if getattr(exc, "guideloom_named", False):
+    if isinstance(exc, NamedPermissionError):
         return exc
     filename = exc.filename if isinstance(exc.filename, str) and exc.filename else path
-    named = permission_denied(PermissionError(exc.errno, exc.strerror, os.fspath(filename)))
-    named.guideloom_named = True  # type: ignore[attr-defined]
-    return named
+    return permission_denied(PermissionError(exc.errno, exc.strerror, os.fspath(filename)))
 
 
 @contextmanager
