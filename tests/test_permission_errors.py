@@ -118,3 +118,19 @@ def test_a_data_file_of_mode_0000_is_a_permission_error_naming_it(demo_layouts, 
     out = _run_on(data, tmp_path)
     assert (f"cannot read {data / name}: permission denied (owner root (uid 0), mode 0000"
             in out), out
+
+
+def test_extract_names_an_archive_of_another_user_with_owner_and_mode(demo_layouts, tmp_path):
+    from tests.second_user import second_user
+
+    data = tmp_path / "data"
+    shutil.copytree(demo_layouts["zip"], data)
+    with second_user() as user:
+        os.chown(data / "convex.zip", user.uid, user.gid)
+        (data / "convex.zip").chmod(0o600)
+        done = _unprivileged("extract", str(data), "--scheduler", "sync", cwd=tmp_path)
+        out = done.stdout + done.stderr
+        assert done.returncode == 1, out
+        assert (f"cannot read {data / 'convex.zip'}: permission denied (owner {user.name} "
+                f"(uid {user.uid}), mode 0600") in out, out
+        assert "damaged" not in out and "Traceback" not in out and "[Errno" not in out, out
