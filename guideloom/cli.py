@@ -216,11 +216,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scheduler, batch = _client_choice(args, wf)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
-        with _warnings_as_lines():
+        with _warnings_as_lines(), wf.trusting():
             _print_plan(wf, spec, scheduler)
         return 0
-    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose, batch,
-                                             report=args.report)
+    with wf.trusting():  # the file's dataset.trusted_roots, while the job reads the data
+        result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose,
+                                                 batch, report=args.report)
     _print_summary(result, seconds, resumed_exps)
     return 0
 
@@ -797,6 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an fsspec storage option for a remote --data-dir (repeatable; "
                           "VALUE is JSON or a string; a dotted KEY nests: "
                           "client_kwargs.endpoint_url=http://...); see docs/remote.md")
+    _add_trust_root(run)
     run.add_argument("--output", default=None,
                      help="write here instead of the file's output.path (path or zarr URL)")
     run.add_argument("--verify-crc", action="store_true",
@@ -910,6 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="delete each archive once all its members are loose and verified")
     extract.add_argument("--overwrite", action="store_true",
                          help="extract members even when a loose file already exists")
+    _add_trust_root(extract)
     _add_cluster_options(extract, workflow=False)
     extract.set_defaults(func=_cmd_extract)
 
@@ -941,8 +944,27 @@ def build_parser() -> argparse.ArgumentParser:
     views.add_argument("--token", default=argparse.SUPPRESS,
                        help="Dataverse API token for a DOI (better: the "
                             "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
+    _add_trust_root(views)
     views.set_defaults(func=_cmd_views)
     return parser
+
+
+def _add_trust_root(parser: argparse.ArgumentParser) -> None:
+    """``--trust-root DIR`` (repeatable): links of other users into DIR are followed."""
+    parser.add_argument("--trust-root", action="append", default=None, metavar="DIR",
+                        help="follow symbolic links of the data directory that other users "
+                             "made when they lead into DIR (repeatable; your own links are "
+                             "followed anyway; adds to $GUIDELOOM_TRUSTED_ROOTS)")
+
+
+def _trust_roots(args: argparse.Namespace) -> None:
+    """Add ``--trust-root`` folders to the configuration's ``trusted_roots``."""
+    from guideloom import config
+
+    given = getattr(args, "trust_root", None)
+    if given:
+        kept = (config.get("trusted_roots") or "").split(os.pathsep)
+        config.set(trusted_roots=[*filter(None, kept), *(os.path.abspath(d) for d in given)])
 
 
 def _exit_interrupted() -> NoReturn:
@@ -1030,6 +1052,7 @@ def _main(argv: Sequence[str] | None) -> int:
         from guideloom import config
 
         config.check_environment()  # a bad GUIDELOOM_* value fails now, naming the variable
+        _trust_roots(args)
         if verbose:
             return func(args)
         # errors reach the user as one line; Dask's own logs only with --verbose (importing

@@ -417,19 +417,37 @@ class UnverifiableExportError(GuideloomError):
     before guideloom took them, or with them turned off): only the open-time checks ran."""
 
 
+class NamedPermissionError(PermissionError):
+    """A file we may not read or write, named with its owner and mode (its text is just that
+    message, without ``[Errno 13]``)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
 def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionError:
     """A :class:`PermissionError` whose message names the file, its owner and mode, and who we
     are: a file we may not read is not a damaged one."""
     path = exc.filename
-    if path is None:
+    if path is None or isinstance(exc, NamedPermissionError):
         return exc
     detail = ""
     try:
         st = os.stat(path)
-        detail = (f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}; this process "
-                  f"runs as uid {os.geteuid()})")
+        detail = (f" (owner {user_text(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}; this "
+                  f"process runs as {user_text(os.geteuid())})")
     except OSError:
         pass
-    return PermissionError(exc.errno or errno.EACCES,
-                           f"cannot {doing} {path}: permission denied{detail}; ask its owner "
-                           "for access")
+    return NamedPermissionError(exc.errno or errno.EACCES,
+                                f"cannot {doing} {path}: permission denied{detail}; ask its "
+                                "owner for access")
+
+
+def user_text(uid: int) -> str:
+    """``name (uid N)``, or ``uid N`` for a uid without an account."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
+from guideloom.read.access import read_bytes
 from guideloom.read.byte_source import is_remote
 from guideloom.read.fetch import fetch_bytes
 from guideloom.read.files import (
@@ -152,7 +153,7 @@ class LocalRoot(DataRoot):
         path = self.file(relpath, what, manifest)
         if not path.is_file():
             raise FileNotFoundError(f"{what} not found: {path}")
-        return path.read_bytes(), path
+        return read_bytes(path), path
 
     def locations(self, ds: ScannedDataset, ids: Iterable[Any] | None = None
                   ) -> dict[Any, Location]:

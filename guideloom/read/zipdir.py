@@ -319,5 +319,7 @@ def archive_members(archive: Path | str) -> list[Member]:
                 infos = read_members(src)
             _MEMBERS.put(key, infos)
         return infos
+    except PermissionError:
+        raise  # named by the byte source (guideloom.read.access)
     except (ZipFormatError, OSError) as exc:
         raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc
