@@ -51,6 +51,7 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     import urllib.request
 
     from guideloom.errors import DownloadError, RemoteReadError
+    from guideloom.http_deadline import open_url
     from guideloom.http_fetch import with_retries
     from guideloom.read.http import env_settings
 
@@ -59,9 +60,8 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     def once() -> Any:
         req = urllib.request.Request(url, method="HEAD",
                                      headers={"User-Agent": "guideloom-remote"})
-        try:
-            with urllib.request.urlopen(  # noqa: S310 - http(s) only
-                    req, timeout=timeout or settings.timeout) as resp:
+        try:  # the answer within the timeout in all (http_deadline)
+            with open_url(req, timeout or settings.timeout) as resp:
                 return resp.headers
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 410):  # not retried
