@@ -54,7 +54,7 @@ class TrickleServer:
                     conn.sendall(head)
                     if request.startswith("HEAD "):
                         return
-                body = head if self.head else b"x" * length
+                body = _padded(head) if self.head else b"x" * length
                 for byte in body:
                     if self.stop.wait(self.gap):
                         return
@@ -82,6 +82,12 @@ def _head(request: str, size: int) -> tuple[bytes, int]:
     if m is not None:
         lines.append(f"Content-Range: bytes {first}-{last}/{size}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode(), length
+
+
+def _padded(head: bytes) -> bytes:
+    """``head`` with a long header (legal, under http.client's 64 KiB a line): trickled, it
+    lasts minutes."""
+    return head[:-2] + b"X-Padding: " + b"p" * 8000 + b"\r\n\r\n"
 
 
 def bounded(action: Callable[[], Any], seconds: float) -> tuple[BaseException | None, float]:

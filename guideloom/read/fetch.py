@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from guideloom.errors import RemoteReadError
+from guideloom.errors import ConfigError, RemoteReadError
 from guideloom.read.byte_source import ByteSource, open_byte_source
 from guideloom.read.files import TOKEN_HEADER, RemoteFiles, RemotePath
 from guideloom.read.fsspec_source import FsspecSource
@@ -102,6 +102,8 @@ def fetch_bytes(root: RemoteFiles, relpath: str, what: str) -> tuple[bytes, Remo
     try:
         src = source_of(entry.url, entry.size, root.headers, root.options)
         data, size = _whole(src)
+    except ConfigError:  # a bad setting (GUIDELOOM_HTTP_TIMEOUT=0) is no missing manifest
+        raise
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"{what} not found or not readable: {entry.url} ({exc})") \
             from exc
