@@ -86,3 +86,21 @@ def test_cache_clear_removes_every_entry_and_says_so(release, tmp_path):
     assert done.stdout.strip().startswith(f"removed {len(before)} entries (")
     assert str(cache / "remote") in done.stdout
     assert entries(cache) == []
+
+
+def test_a_damaged_remote_archive_names_the_cache_and_how_to_clear_it(release, tmp_path):
+    from guideloom.errors import CorruptDataError
+
+    folder, url = release
+    archive = folder / "concave.zip"
+    with archive.open("r+b") as fh:  # the first member's local header names another file
+        fh.seek(30)
+        name = fh.read(1)
+        fh.seek(30)
+        fh.write(b"9" if name != b"9" else b"8")
+    with pytest.raises(CorruptDataError) as info:
+        records("force-curve", data_dir=url)
+    message = str(info.value)
+    assert f"{url}/concave.zip" in message and "the archive is damaged" in message, message
+    assert "guideloom cache clear" in message, message
+    assert str(tmp_path / "cache" / "remote") in message, message
