@@ -696,6 +696,15 @@ def _cmd_workflows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache_clear(args: argparse.Namespace) -> int:
+    from guideloom.read.roots import clear_remote_cache
+
+    folder, count, size = clear_remote_cache()
+    print(f"removed {count} entr{'y' if count == 1 else 'ies'} ({size / 1024:.0f} KiB) from "
+          f"{folder}")
+    return 0
+
+
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
@@ -946,6 +955,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
     _add_trust_root(views)
     views.set_defaults(func=_cmd_views)
+
+    cache_cmd = sub.add_parser("cache", help="the on-disk cache of what remote reads learnt "
+                                             "(archive directories, HDF5 metadata)")
+    cache_sub = cache_cmd.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    clear = cache_sub.add_parser("clear", help="remove every entry (they are learnt again "
+                                               "on the next remote read)")
+    clear.set_defaults(func=_cmd_cache_clear)
     return parser
 
 

@@ -244,6 +244,22 @@ class RestartDownloadError(TransientDownloadError):
     attempt starts again from byte 0 without ``Range``."""
 
 
+class RangeIgnoredError(TransientDownloadError):
+    """A server answered a ``Range`` request with ``200`` and the whole file (used inside
+    :mod:`guideloom.read.http`: asked once more, then a :class:`RemoteReadError`)."""
+
+
+class DeadlineError(TimeoutError):
+    """A deadline of :func:`guideloom.http_deadline.within` passed (not a socket timeout of the
+    client); callers word it naming the URL."""
+
+
+class TooSlowError(OSError):
+    """An HTTP answer missed a deadline of :mod:`guideloom.http_deadline` (inside
+    :mod:`guideloom.storage.http`: an ``OSError`` that fsspec's ``sync`` passes unchanged; the
+    caller sees the ``TimeoutError`` it is)."""
+
+
 class RemoteReadError(GuideloomError, OSError):
     """Byte ranges of a remote file could not be read (after the retries, or at once for a
     permanent answer such as 404): an ``OSError``, as a failed local read is.
