@@ -181,9 +181,10 @@ _KNOBS = [
     Knob("dataverse_url", None, str, "Dataverse server of guideloom info/download; unset: "
          "DaRUS"),
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
-    # remote reads (guideloom.remote)
-    Knob("http_timeout", None, float, "Seconds per connect or socket read of a remote read; "
-         "unset: 60", minimum=0, above=True),
+    # remote reads (guideloom.read, guideloom.http_deadline)
+    Knob("http_timeout", None, float, "Seconds an HTTP request's answer (status line and "
+         "headers) may take in all, and the base of its body's deadline (plus 1 s per 4 KiB; "
+         "1 KiB/s for a body of unknown size); unset: 60", minimum=0, above=True),
     Knob("http_retries", None, int, "Retries of a failed remote read after the first attempt; "
          "unset: 5", minimum=0),
     Knob("remote_readahead", 8, int, "Remote records fetched ahead of the one being used (0: "
