@@ -396,6 +396,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     print(f"{status.target}: {status.line()}")
     if status.problem is not None:
         return EXIT_FAILED
+    if not status.complete and not status.job:  # running (starting): nothing staged yet
+        return 0
     if not status.complete:
         if status.last_partition_age_s is not None:
             print(f"last partition finished {status.last_partition_age_s:.0f} s ago")

@@ -174,8 +174,10 @@ def _project(damaged: Path, tmp_path: Path) -> Path:
 
 def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp_path):
     project = _project(damaged, tmp_path)
+    # every phase shown, however short (by default a phase under 1 s gets no line)
     run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
-                          "sync", "--report", "report.html"], cwd=project, env=_cli_env(),
+                          "sync", "--report", "report.html"], cwd=project,
+                         env=_cli_env(GUIDELOOM_PHASE_LINE_S="0"),
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
@@ -186,6 +188,28 @@ def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp
     assert "closing the gaps of 1 skipped experiments" in run.stderr
     page = (project / "report.html").read_text()
     assert '<tr class="gl-skip"><td>4</td>' in page
+
+
+def test_a_sub_second_cli_run_prints_no_line_for_its_short_phases(damaged, tmp_path):
+    """By default the phases after the tasks are shown only once they last ``phase_line_s``
+    (1 s): a sub-second job prints its tasks bar and summary, not six ``took 0.0 s`` lines
+    and two bars of one step each."""
+    project = _project(damaged, tmp_path)
+    run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
+                          "sync", "--report", "report.html"], cwd=project, env=_cli_env(),
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    timings = json.loads((project / "out" / "export.json").read_text())["timings"]
+    after = ("finalize", "checksums", "publish")
+    short = [p for p in after if timings[f"{p}_s"] < 0.8]  # (margins: timed apart from the
+    assert short, timings  # terminal's timer; on a loaded machine a phase may last longer)
+    for phase in short:
+        assert f"force-curve {phase} " not in run.stderr, run.stderr
+    for phase in [p for p in after if timings[f"{p}_s"] > 1.2]:
+        assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
+    bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
+    assert bar and "36/36" in bar[-1], run.stderr  # the tasks bar stays
+    assert not re.search(r"\d+/\d+ \[[^]]*(file|step)/s", run.stderr), run.stderr
 
 
 def _open_for_writing(fifo: Path, opened: list[int]) -> None:
@@ -237,6 +261,36 @@ def test_status_tells_a_running_finalize_from_an_interrupted_one(damaged, tmp_pa
     assert proc.wait(timeout=120) == 0
     assert "complete: 6/6 partitions done (36/36 experiments; 35 written, 1 skipped)" in \
         _status(project)
+
+
+def test_status_in_the_first_moments_of_a_run_says_it_is_starting(damaged, tmp_path):
+    """The run holds the target's lock but has staged nothing yet (held at the point right
+    after the lock): ``status`` names it running, with its pid, not "no export"."""
+    project = _project(damaged, tmp_path)
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = _cli_env(GUIDELOOM_PAUSE_POINT="target-locked", GUIDELOOM_PAUSE_FIFO=str(fifo))
+    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "job.toml",
+                             "--scheduler", "sync"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    opened: list[int] = []
+    opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(120)
+        assert opened, "the run never took the target's lock"
+        assert not (project / "out").exists()
+        shown = _status(project)
+        assert f"out: running (starting), pid {proc.pid} on " in shown, shown
+        assert "no export" not in shown and "interrupted" not in shown
+    finally:
+        if opened:
+            os.close(opened[0])  # the paused run goes on
+        else:
+            proc.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # frees the opener thread
+    assert proc.wait(timeout=120) == 0
+    assert "complete: 6/6 partitions done" in _status(project)
 
 
 class GatedRun:

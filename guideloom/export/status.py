@@ -84,6 +84,8 @@ class JobStatus:
         """One line: ``complete: 9/9 partitions done (…)`` or ``incomplete: 4/9 …``."""
         if self.problem is not None:
             return f"damaged: {self.problem}"
+        if not self.job and self.running is not None:  # the lock is held, nothing staged yet
+            return f"running (starting), {self.running}"
         if self.complete:
             return (f"complete: {self.partitions}/{self.partitions} partitions done "
                     f"({self.experiments}/{self.experiments} experiments; {self.written} "
@@ -107,8 +109,11 @@ def staging_for(path: str | os.PathLike[str]) -> Staging:
 def job_status(path: str | os.PathLike[str]) -> JobStatus:
     """The state of the export at ``path`` (its target or its staging directory).
 
+    A run that holds the target's lock but has not staged its job yet (it is planning, or
+    starting its cluster) is ``running (starting)``.
+
     Raises:
-        NoJobError: Neither an export nor a staged job is there.
+        NoJobError: Neither an export nor a staged job is there, and no run holds the lock.
     """
     staging = staging_for(path)
     if staging.target_complete():
@@ -128,6 +133,9 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
                          skipped=skipped, manifest=m, problem=problem)
     job = staging.read_job()
     if job is None:
+        holder = running_holder(staging)
+        if holder is not None:  # a run holds the lock and has not staged its job yet
+            return JobStatus(staging.url, False, 0, 0, 0, 0, running=holder)
         if staging.target_exists():
             raise NoJobError(f"{staging.url} is not a guideloom export (no export.json) and no "
                              "job is staged for it")
