@@ -968,6 +968,8 @@ class _StderrLines(logging.Handler):
     """Each guideloom log record as one line on the current ``sys.stderr`` (what the library
     printed before it logged): the command line's only handler."""
 
+    terminal = True  # records reach stderr: the library prints no line of its own beside them
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             sys.stderr.write(self.format(record) + "\n")

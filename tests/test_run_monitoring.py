@@ -383,6 +383,25 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
             assert 'href="guideloom"' in status.read().decode()
         state = _plugin_state(run)  # what the page shows, held by the scheduler plugin
         assert (state["done"], state["total"], state["phase"]) == (16, 36, "read-transform-write")
+        # tasks finished, not submitted: 4 of the 9 partitions have reported (the rest wait)
+        from guideloom.cluster.progress_html import export_html
+
+        assert "16 / 36 experiments" in export_html(state)
+        assert "; 4 of 9 tasks finished" in export_html(state)
+        # the same numbers as JSON, over HTTP, for scripts and curl
+        with NO_PROXY.open(run.page + "/json", timeout=30) as answer:
+            assert answer.status == 200
+            assert answer.headers["Content-Type"].startswith("application/json")
+            shown = json.loads(answer.read())
+        (mine,) = [e for e in shown["exports"] if e["export"] == state["export"]]
+        assert mine["status"] == "running" and mine["phase"] == "read-transform-write"
+        assert mine["experiments"] == {"done": 16, "total": 36, "written": 15, "skipped": 1}
+        assert mine["tasks"] == {"finished": 4, "total": 9}
+        assert [p["name"] for p in mine["phases"]] == ["plan", "read-transform-write"]
+        assert mine["phases"][-1]["running"] and not mine["phases"][0]["running"]
+        assert [s["sim_id"] for s in mine["skipped"]] == ["4"]
+        assert mine["placement"]["mode"] == "local-cluster"
+        assert mine["rates"]["experiments_per_s"] > 0
         assert [s["sim_id"] for s in state["skipped"]] == ["4"]
         assert DAMAGED in state["skipped"][0]["error"]
         assert state["bytes_decoded"] > 0
@@ -551,9 +570,10 @@ def test_cli_zarr_run_draws_the_finalize_bar_in_chunks(damaged, tmp_path):
            .replace("tests.export_helpers:first_rows",
                     "tests.export_helpers:big_rows_failing_on_multiples_of_7"))
     (project / "job.toml").write_text(job)
+    # the bar of a finalize however short (by default one under 1 s is not drawn)
     run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
-                          "sync"], cwd=project, env=_cli_env(), capture_output=True,
-                         text=True, timeout=180)
+                          "sync"], cwd=project, env=_cli_env(GUIDELOOM_PHASE_LINE_S="0"),
+                         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     lines = re.split(r"[\r\n]", run.stderr)
     bar = [line for line in lines if line.startswith("force-curve finalize")]

@@ -371,7 +371,9 @@ def placement(
             placement line states this one when the job stays in-process.
         dashboard_address: Where the embedded cluster's dashboard listens (127.0.0.1 by
             default; a busy port is replaced by a free one); ``None`` disables it.
-        quiet: Print neither the placement line nor the dashboard URL.
+        quiet: Log neither the placement line nor the dashboard URL; on the embedded local
+            cluster they are logged anyway, and ``quiet`` silences the one line printed on
+            stderr when logging does not show them (:mod:`guideloom.cluster.announce`).
         verbose: Let Dask's own log lines through.
         batch_options: Keyword arguments for
             :func:`~guideloom.cluster.jobqueue.jobqueue_client` (``"slurm:N"``, ``"pbs:N"``).
