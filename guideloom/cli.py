@@ -278,9 +278,12 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
                 kept = job_status(spec.target)
             except NoJobError:
                 kept = None
-            hint = (f" ({kept.partitions_done} finished partitions are kept in "
-                    f"{kept.staging_dir}; rerun to resume)"
-                    if kept is not None and not kept.complete and kept.partitions_done else "")
+            hint = ""
+            if kept is not None and not kept.complete and kept.failed is not None:
+                hint = f" ({kept.rerun_advice()})"  # what a rerun keeps, and what it does not
+            elif kept is not None and not kept.complete and kept.partitions_done:
+                hint = (f" ({kept.kept_text} are kept in {kept.staging_dir}; rerun to "
+                        "resume)")
             raise JobFailedError(f"job failed: {_one_line(exc)}{hint}") from exc
     return result, time.perf_counter() - t0, result.resumed_experiments
 
@@ -405,6 +408,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
               f"{status.job.get('output')}, staging area {status.staging_dir}")
         if status.running is not None:
             print(f"running now ({status.running}); wait for it, or stop it")
+        elif status.failed is not None:
+            print(f"not running (failed): {status.rerun_advice()}")
         elif not status.lock_visible:
             print(f"running, or interrupted: {status.resume_hint} to resume it")
         else:

@@ -293,6 +293,63 @@ def test_status_in_the_first_moments_of_a_run_says_it_is_starting(damaged, tmp_p
     assert "complete: 6/6 partitions done" in _status(project)
 
 
+FAILING_JOB = (CLI_JOB.replace("tests.export_helpers:first_rows",
+                               "tests.export_helpers:fail_on_multiples_of_7")
+               .replace("partition_size = 6", "partition_size = 2")
+               .replace('[run]\non_error = "skip"\n', ""))
+
+
+def test_a_failed_transform_says_failed_and_which_partitions_a_rerun_keeps(demo_copy,
+                                                                           tmp_path):
+    """A transform raises at experiment 7 (partition 3 of 18): the run and ``status`` say
+    "failed", not "interrupted", and name the partitions a rerun of the same job keeps (0-2);
+    the unchanged rerun keeps them and fails again; a real SIGKILL of a rerun reads as
+    interrupted; a changed job (``on_error = "skip"``) discards them and completes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    os.replace(demo_copy, project / "data")
+    (project / "job.toml").write_text(FAILING_JOB)
+    cmd = [sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler", "sync"]
+    failed = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
+                            timeout=180)
+    assert failed.returncode == 1, failed.stderr
+    assert "allocated" not in FAILING_JOB  # (the kill point below is the executor's own)
+    (line,) = [x for x in failed.stderr.splitlines() if x.startswith("guideloom: error:")]
+    assert "job failed: experiment 7 (" in line and "rerun to resume" not in line, line
+    assert "a rerun of this same job keeps the 3 of 18 partitions (0-2) staged in " in line
+    assert "fails again where this run failed unless the cause was outside the job" in line
+    assert "a job with a fixed transform, other data or other options is another job" in line
+    shown = _status(project)
+    assert ("out: failed: 3/18 partitions done (6/36 experiments); in read-transform-write: "
+            "TransformError: experiment 7 (") in shown, shown
+    assert "not running (failed): a rerun of this same job keeps the 3 of 18 partitions (0-2)" \
+        in shown
+    assert "interrupted" not in shown
+
+    again = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
+                           timeout=180)
+    assert again.returncode == 1 and "job failed: experiment 7 (" in again.stderr
+    assert "keeps the 3 of 18 partitions (0-2)" in again.stderr  # kept, not redone
+    assert "failed: 3/18 partitions done" in _status(project)
+
+    # a rerun killed (SIGKILL) once it has resumed the job (its rows allocated): interrupted
+    killed = subprocess.run(cmd, cwd=project, timeout=180, capture_output=True,
+                            env=_cli_env(GUIDELOOM_FAULT_POINT="allocated"))
+    assert killed.returncode == -9
+    shown = _status(project)
+    assert "; interrupted in read-transform-write" in shown, shown
+    assert "not running (interrupted)" in shown and ": failed:" not in shown, shown
+
+    fixed = FAILING_JOB + '[run]\non_error = "skip"\n'
+    (project / "job.toml").write_text(fixed)
+    done = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "discarded the staged partitions of an earlier run" in done.stderr
+    assert "complete: 18/18 partitions done (36/36 experiments; 31 written, 5 skipped)" in \
+        _status(project)
+
+
 class GatedRun:
     """An export of the damaged demo data on the embedded cluster, in a thread, held with a
     ``distributed.Event`` once 16 experiments (partitions 0-3, one skip) are done."""

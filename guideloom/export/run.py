@@ -63,7 +63,7 @@ from guideloom.export.progress import (
     RunMonitor,
 )
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
-from guideloom.export.staging import PHASE_FINALIZING, Staging
+from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
@@ -407,6 +407,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     }
     previous = staging.read_job()
     resumed = staging.start(job)
+    if resumed and (previous or {}).get(FAILED_KEY):
+        staging.update_job(**{FAILED_KEY: None})  # this run may end otherwise
     if staging.discarded and not quiet:
         logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
                     "they belong to another job (%s)", staging.url,
@@ -457,11 +459,26 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
                              timings={"compute_s": compute_seconds, **task_seconds(summaries)},
                              started=started, hashes=hashes)
+    except Exception as exc:  # the job failed (not Ctrl-C, not a kill): status says so
+        record_failure(staging, exc)
+        raise
     finally:
         if hashes is not None:
             hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
+
+
+def record_failure(staging: Staging, exc: BaseException) -> None:
+    """Store in the staged job that its run failed, and with what (``guideloom status`` says
+    "failed", not "interrupted"); a failure to store it never hides ``exc``."""
+    try:
+        if staging.read_job() is not None:
+            error = " ".join(f"{type(exc).__name__}: {exc}".split())
+            staging.update_job(**{FAILED_KEY: {"error": error,
+                                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")}})
+    except (OSError, ValueError) as problem:
+        logger.debug("guideloom: could not record the failure in the staged job: %s", problem)
 
 
 def discard_reason(spec: ExportSpec, plan: ExportPlan, previous: Mapping[str, Any] | None
