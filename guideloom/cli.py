@@ -417,7 +417,43 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_fields(m: Mapping[str, Any]) -> None:
+    print("fields:")
+    for alias, fs in sorted(m["fields"].items()):
+        shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
+        dtype = _dtype_name(fs["dtype"])
+        if fs.get("dtypes"):  # records of different dtypes (npz)
+            dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
+        print(f"  {alias:28s} {shape:22s} dtype {dtype}")
+
+
+def _inspect_rddac(path: str) -> int:
+    """An rddac/ddacs export folder (no ``export.json``): what ``load_export`` reads from it,
+    with its warning; its shapes and row counts checked as ``load_export`` checks them."""
+    from guideloom.errors import IncompleteExportError
+    from guideloom.reader import load_export
+
+    print(f"export: {path}")
+    try:
+        with _warnings_as_lines():
+            m = load_export(path).manifest
+    except IncompleteExportError as exc:  # as a damaged guideloom export: named, exit 1
+        print(f"status: damaged: {_one_line(exc)}")
+        return EXIT_FAILED
+    print(f"kind: {m['kind']} (written by {m.get('written_by')})")
+    print(f"records: {m['count']}")
+    _print_fields(m)
+    print(f"sim_ids: dtype {_dtype_name(m['sim_ids_dtype'])}")
+    print("status: unverified: no export.json, so no checksums, view, filters or transforms "
+          "are recorded; shapes and row counts checked")
+    return 0
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from guideloom.formats.rddac_layout import is_rddac_export
+
+    if is_rddac_export(args.export):  # load_export reads it (with a warning): so does this
+        return _inspect_rddac(str(args.export))
     status = _status(args.export)
     if status.problem is not None:
         print(f"export: {status.target}")
@@ -432,13 +468,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
     print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
     print(f"records: {m['count']}")
-    print("fields:")
-    for alias, fs in sorted(m["fields"].items()):
-        shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
-        dtype = _dtype_name(fs["dtype"])
-        if fs.get("dtypes"):  # records of different dtypes (npz)
-            dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
-        print(f"  {alias:28s} {shape:22s} dtype {dtype}")
+    _print_fields(m)
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
