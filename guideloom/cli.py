@@ -461,7 +461,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if not status.complete:
         print(f"export: {status.target}")
-        print(f"status: {status.line()}; rerun the job to finish it")
+        if status.running is not None:  # (running, or starting: nothing to advise)
+            print(f"status: {status.line()}")
+        elif status.failed is not None:
+            print(f"status: {status.line()}; {status.rerun_advice()}")
+        else:
+            print(f"status: {status.line()}; rerun the job to finish it")
         return 0
     root, m = status.target, status.manifest
     print(f"export: {root}")

@@ -283,6 +283,12 @@ def test_status_in_the_first_moments_of_a_run_says_it_is_starting(damaged, tmp_p
         shown = _status(project)
         assert f"out: running (starting), pid {proc.pid} on " in shown, shown
         assert "no export" not in shown and "interrupted" not in shown
+        inspected = subprocess.run([sys.executable, "-m", "guideloom", "inspect", "out"],
+                                   cwd=project, env=_cli_env(), capture_output=True,
+                                   text=True, timeout=60)
+        assert inspected.stdout.splitlines()[-1] == (
+            f"status: running (starting), pid {proc.pid} on "
+            + shown.split(f"pid {proc.pid} on ", 1)[1].splitlines()[0]), inspected.stdout
     finally:
         if opened:
             os.close(opened[0])  # the paused run goes on
@@ -325,6 +331,13 @@ def test_a_failed_transform_says_failed_and_which_partitions_a_rerun_keeps(demo_
     assert "not running (failed): a rerun of this same job keeps the 3 of 18 partitions (0-2)" \
         in shown
     assert "interrupted" not in shown
+    inspected = subprocess.run([sys.executable, "-m", "guideloom", "inspect", "out"],
+                               cwd=project, env=_cli_env(), capture_output=True, text=True,
+                               timeout=60)
+    assert inspected.returncode == 0, inspected.stderr
+    assert "status: failed: 3/18 partitions done" in inspected.stdout
+    assert "a rerun of this same job keeps the 3 of 18 partitions (0-2)" in inspected.stdout
+    assert "rerun the job to finish it" not in inspected.stdout
 
     again = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
                            timeout=180)
