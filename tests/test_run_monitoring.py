@@ -299,6 +299,39 @@ def test_status_in_the_first_moments_of_a_run_says_it_is_starting(damaged, tmp_p
     assert "complete: 6/6 partitions done" in _status(project)
 
 
+def test_a_starting_run_stopped_by_ctrl_c_leaves_no_running_status(damaged, tmp_path):
+    """Held right after taking the lock, a real SIGINT ends the run (exit 130, one line); the
+    lock goes with it, so ``status`` no longer says running."""
+    import signal
+
+    project = _project(damaged, tmp_path)
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = _cli_env(GUIDELOOM_PAUSE_POINT="target-locked", GUIDELOOM_PAUSE_FIFO=str(fifo))
+    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "job.toml",
+                             "--scheduler", "sync"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    opened: list[int] = []
+    opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(120)
+        assert opened, "the run never took the target's lock"
+        assert "running (starting), pid " in _status(project)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if opened:
+            os.close(opened[0])
+        else:
+            proc.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "guideloom: interrupted"
+    after = subprocess.run([sys.executable, "-m", "guideloom", "status", "out"], cwd=project,
+                           env=_cli_env(), capture_output=True, text=True, timeout=60)
+    assert after.returncode == 2 and "no export and no staged job" in after.stderr, after
+
+
 FAILING_JOB = (CLI_JOB.replace("tests.export_helpers:first_rows",
                                "tests.export_helpers:fail_on_multiples_of_7")
                .replace("partition_size = 6", "partition_size = 2")
