@@ -279,9 +279,12 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
                 kept = job_status(spec.target)
             except NoJobError:
                 kept = None
-            hint = (f" ({kept.partitions_done} finished partitions are kept in "
-                    f"{kept.staging_dir}; rerun to resume)"
-                    if kept is not None and not kept.complete and kept.partitions_done else "")
+            hint = ""
+            if kept is not None and not kept.complete and kept.failed is not None:
+                hint = f" ({kept.rerun_advice()})"  # what a rerun keeps, and what it does not
+            elif kept is not None and not kept.complete and kept.partitions_done:
+                hint = (f" ({kept.kept_text} are kept in {kept.staging_dir}; rerun to "
+                        "resume)")
             raise JobFailedError(f"job failed: {_one_line(exc)}{hint}") from exc
     return result, time.perf_counter() - t0, result.resumed_experiments
 
@@ -397,6 +400,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     print(f"{status.target}: {status.line()}")
     if status.problem is not None:
         return EXIT_FAILED
+    if not status.complete and not status.job:  # running (starting): nothing staged yet
+        return 0
     if not status.complete:
         if status.last_partition_age_s is not None:
             print(f"last partition finished {status.last_partition_age_s:.0f} s ago")
@@ -404,6 +409,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
               f"{status.job.get('output')}, staging area {status.staging_dir}")
         if status.running is not None:
             print(f"running now ({status.running}); wait for it, or stop it")
+        elif status.failed is not None:
+            print(f"not running (failed): {status.rerun_advice()}")
         elif not status.lock_visible:
             print(f"running, or interrupted: {status.resume_hint} to resume it")
         else:
@@ -411,21 +418,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_inspect(args: argparse.Namespace) -> int:
-    status = _status(args.export)
-    if status.problem is not None:
-        print(f"export: {status.target}")
-        print(f"status: {status.line()}")
-        return EXIT_FAILED
-    if not status.complete:
-        print(f"export: {status.target}")
-        print(f"status: {status.line()}; rerun the job to finish it")
-        return 0
-    root, m = status.target, status.manifest
-    print(f"export: {root}")
-    print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
-    print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
-    print(f"records: {m['count']}")
+def _print_fields(m: Mapping[str, Any]) -> None:
     print("fields:")
     for alias, fs in sorted(m["fields"].items()):
         shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
@@ -433,6 +426,55 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         if fs.get("dtypes"):  # records of different dtypes (npz)
             dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
         print(f"  {alias:28s} {shape:22s} dtype {dtype}")
+
+
+def _inspect_rddac(path: str) -> int:
+    """An rddac/ddacs export folder (no ``export.json``): what ``load_export`` reads from it,
+    with its warning; its shapes and row counts checked as ``load_export`` checks them."""
+    from guideloom.errors import IncompleteExportError
+    from guideloom.reader import load_export
+
+    print(f"export: {path}")
+    try:
+        with _warnings_as_lines():
+            m = load_export(path).manifest
+    except IncompleteExportError as exc:  # as a damaged guideloom export: named, exit 1
+        print(f"status: damaged: {_one_line(exc)}")
+        return EXIT_FAILED
+    print(f"kind: {m['kind']} (written by {m.get('written_by')})")
+    print(f"records: {m['count']}")
+    _print_fields(m)
+    print(f"sim_ids: dtype {_dtype_name(m['sim_ids_dtype'])}")
+    print("status: unverified: no export.json, so no checksums, view, filters or transforms "
+          "are recorded; shapes and row counts checked")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from guideloom.formats.rddac_layout import is_rddac_export
+
+    if is_rddac_export(args.export):  # load_export reads it (with a warning): so does this
+        return _inspect_rddac(str(args.export))
+    status = _status(args.export)
+    if status.problem is not None:
+        print(f"export: {status.target}")
+        print(f"status: {status.line()}")
+        return EXIT_FAILED
+    if not status.complete:
+        print(f"export: {status.target}")
+        if status.running is not None:  # (running, or starting: nothing to advise)
+            print(f"status: {status.line()}")
+        elif status.failed is not None:
+            print(f"status: {status.line()}; {status.rerun_advice()}")
+        else:
+            print(f"status: {status.line()}; rerun the job to finish it")
+        return 0
+    root, m = status.target, status.manifest
+    print(f"export: {root}")
+    print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
+    print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
+    print(f"records: {m['count']}")
+    _print_fields(m)
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
@@ -1003,6 +1045,8 @@ def _exit_interrupted() -> NoReturn:
 class _StderrLines(logging.Handler):
     """Each guideloom log record as one line on the current ``sys.stderr`` (what the library
     printed before it logged): the command line's only handler."""
+
+    terminal = True  # records reach stderr: the library prints no line of its own beside them
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

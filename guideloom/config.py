@@ -193,6 +193,8 @@ _KNOBS = [
     Knob("log_level", "INFO", str, "Lowest level of the guideloom log records the command line "
          "prints to stderr (DEBUG shows the fallbacks); Python code configures logging itself",
          choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    Knob("phase_line_s", 1.0, float, "Seconds a phase after the tasks must last before the "
+         "terminal shows its line and progress bar (0: every phase)", minimum=0.0),
     # the cost model that decides where a job runs (benchmarks/export.py measures them)
     Knob("decode_bytes_per_s", 400e6, float, "In-process export speed in decoded bytes/s "
          "(cost model)", minimum=1.0),

@@ -36,6 +36,7 @@ SAMPLES = {
     "http_retries": ("1", 1),
     "remote_readahead": ("0", 0),
     "log_level": ("debug", "DEBUG"),
+    "phase_line_s": ("0", 0.0),
     "decode_bytes_per_s": ("1e8", 1e8),
     "per_record_s": ("0.002", 0.002),
     "cluster_start_s": ("5", 5.0),

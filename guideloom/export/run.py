@@ -55,6 +55,7 @@ from guideloom.export.pipeline import (
 from guideloom.export.prehash import PrefixHashes
 from guideloom.export.progress import (
     CHECKSUMS,
+    CLUSTER_START,
     FINALIZE,
     PLAN,
     PUBLISH,
@@ -62,7 +63,7 @@ from guideloom.export.progress import (
     RunMonitor,
 )
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
-from guideloom.export.staging import PHASE_FINALIZING, Staging
+from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
 from guideloom.export_croissant import CROISSANT_NAME, describe_export
 from guideloom.faults import fault_point
@@ -295,6 +296,7 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
                    batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     staging = Staging.for_target(spec.target)
     with TargetLock(staging):  # one run per target; checked again inside the lock
+        fault_point("target-locked")  # (status: "running (starting)" until the job is staged)
         recovered = staging.recover()
         if recovered and not quiet:
             logger.info("guideloom: %s", recovered)
@@ -348,6 +350,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
                    dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
                    batch_options=batch_options, forkable=forkable,
                    finishing=finishing is not None) as where:
+        if where.cluster_start_s is not None:  # its own phase, within the plan phase
+            now = time.time()
+            monitor.phase(CLUSTER_START, at=now - where.cluster_start_s)
+            monitor.phase(PLAN, at=now)
         monitor.attach(where.client)
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
@@ -401,6 +407,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     }
     previous = staging.read_job()
     resumed = staging.start(job)
+    if resumed and (previous or {}).get(FAILED_KEY):
+        staging.update_job(**{FAILED_KEY: None})  # this run may end otherwise
     if staging.discarded and not quiet:
         logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
                     "they belong to another job (%s)", staging.url,
@@ -434,7 +442,10 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                 writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
                 fault_point("allocated")
             n = len(plan.selection.locations)
-            monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+            kept = len(plan.partitions) - len(todo)
+            monitor.phase(TASKS, total=n, tasks=len(todo),
+                          detail=f"{_tasks_text(len(todo))} to run"
+                                 + (f", {kept} kept from an earlier run" if kept else ""))
             monitor.totals(n, _experiments(done.values()))
             hashes = (None if finalizing
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
@@ -448,11 +459,26 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
                              timings={"compute_s": compute_seconds, **task_seconds(summaries)},
                              started=started, hashes=hashes)
+    except Exception as exc:  # the job failed (not Ctrl-C, not a kill): status says so
+        record_failure(staging, exc)
+        raise
     finally:
         if hashes is not None:
             hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
+
+
+def record_failure(staging: Staging, exc: BaseException) -> None:
+    """Store in the staged job that its run failed, and with what (``guideloom status`` says
+    "failed", not "interrupted"); a failure to store it never hides ``exc``."""
+    try:
+        if staging.read_job() is not None:
+            error = " ".join(f"{type(exc).__name__}: {exc}".split())
+            staging.update_job(**{FAILED_KEY: {"error": error,
+                                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")}})
+    except (OSError, ValueError) as problem:
+        logger.debug("guideloom: could not record the failure in the staged job: %s", problem)
 
 
 def discard_reason(spec: ExportSpec, plan: ExportPlan, previous: Mapping[str, Any] | None
@@ -543,6 +569,10 @@ def task_seconds(summaries: Sequence[PartitionSummary]) -> dict[str, float]:
     return {"read_transform_s": round(sum(float(s.get("read_transform_s", 0.0))
                                           for s in summaries), 4),
             "write_s": round(sum(float(s.get("write_s", 0.0)) for s in summaries), 4)}
+
+
+def _tasks_text(n: int) -> str:
+    return f"{n} task{'s' * (n != 1)}"
 
 
 def _experiments(summaries: Iterable[PartitionSummary]) -> int:
