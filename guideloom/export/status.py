@@ -85,8 +85,9 @@ class JobStatus:
                 f"{self.staging_dir} and runs the rest, so it fails again where this run "
                 "failed unless the cause was outside the job (a file, a worker, the machine)"
                 if self.done_indices else "nothing is kept")
-        return (f"{keep}; a job with a fixed transform, other data or other options is "
-                "another job: it starts over and discards what is staged")
+        return (f"{keep}; {self.resume_hint} to run it again; a job with a fixed transform, "
+                "other data or other options is another job: it starts over and discards what "
+                "is staged")
 
     @property
     def phase(self) -> str:
