@@ -1,16 +1,20 @@
 """Benchmark: ``StreamStorage`` write throughput next to GuideLoom 1.1 on the same data.
 
 Writes ``--tokens`` int32 tokens with a uint32 document-id field as one record per document
-(1..4095 tokens) over ``--shards`` shards, with this package and with GuideLoom 1.1
-(``guideloom==1.1.0``, which needs Python 3.13: its side runs in a subprocess of
-``--gl11-python``, default ``/work/venv-gl11/bin/python``). Both write to the same file system,
-in turn, ``--repeats`` times; the best tokens/s of each are printed with their ratio. Ours
-includes what 1.1 does not do: record offsets, the footer, fsync and the atomic rename.
+(1..4095 tokens, or exactly ``--append-tokens`` each) over ``--shards`` shards, with this
+package and with GuideLoom 1.1 (``guideloom==1.1.0``, which needs Python 3.13: its side runs in
+a subprocess of ``--gl11-python``, default ``/work/venv-gl11/bin/python``). Both write to the
+same file system, in turn, ``--repeats`` times; the best tokens/s of each are printed with
+their ratio. Both are timed until the data is durable: ours fsyncs each shard when it commits
+it (one fsync per shard, not per append) and renames it into place; 1.1 never fsyncs, so its
+side fsyncs every file it wrote and the directories after its writer closes, inside its
+timing. Ours also writes what 1.1 does not: record offsets and the footer.
 
 Run from the repository root::
 
-    python3 benchmarks/stream_write.py                 # 20 M tokens
-    python3 benchmarks/stream_write.py --tokens 5e6    # quicker
+    python3 benchmarks/stream_write.py                          # 20 M tokens
+    python3 benchmarks/stream_write.py --tokens 5e6             # quicker
+    python3 benchmarks/stream_write.py --append-tokens 8192     # 8192-token appends
 """
 
 from __future__ import annotations
@@ -50,14 +54,27 @@ with storage.sync_writer() as writer:
         begin, end = bounds[doc], bounds[doc + 1]
         writer.append(doc // per_shard, {"tokens": tokens[begin:end],
                                          "document_ids": np.full(end - begin, doc, dtype="<u4")})
+import os
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("*"), reverse=True):  # durable, as ours
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.fsync(fd)
+os.close(fd)
 print(json.dumps({"tokens_per_s": len(tokens) / (time.perf_counter() - started)}))
 """
 
 
-def make_documents(tokens: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return (tokens, document boundaries) with documents of 1..4095 tokens."""
+def make_documents(tokens: int, seed: int, append_tokens: int = 0) -> tuple[np.ndarray,
+                                                                            np.ndarray]:
+    """Return (tokens, document boundaries) with documents of 1..4095 tokens, or of exactly
+    ``append_tokens`` each (the last one shorter)."""
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(1, 4096, size=tokens // 1024 + 16)
+    lengths = (np.full(tokens // append_tokens + 1, append_tokens) if append_tokens
+               else rng.integers(1, 4096, size=tokens // 1024 + 16))
     bounds = np.concatenate(([0], np.cumsum(lengths)))
     bounds = bounds[bounds < tokens]
     bounds = np.append(bounds, tokens)
@@ -91,11 +108,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=float, default=20e6)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--append-tokens", type=int, default=0,
+                        help="tokens per append (0: documents of 1..4095 tokens)")
     parser.add_argument("--gl11-python", type=Path, default=GL11_PYTHON)
     parser.add_argument("--dir", type=Path, default=None,
                         help="where to write (default: the temporary directory)")
     args = parser.parse_args()
-    tokens, bounds = make_documents(int(args.tokens), seed=0)
+    tokens, bounds = make_documents(int(args.tokens), seed=0,
+                                    append_tokens=args.append_tokens)
     ours, theirs = [], []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         root = Path(tmp)
@@ -110,7 +130,8 @@ def main() -> None:
                 shutil.rmtree(root / "gl11")
     where = args.dir or tempfile.gettempdir()
     print(f"StreamStorage write: {len(tokens) / 1e6:.0f} M tokens, {len(bounds) - 1} documents, "
-          f"{args.shards} shards, best of {args.repeats} (run in turn), under {where}")
+          f"{args.shards} shards, best of {args.repeats} (run in turn), under {where}; "
+          f"appends of {args.append_tokens or '1..4095'} tokens; both timed until durable")
     print(f"{'writer':22s} {'M tokens/s':>11s}")
     print(f"{'guideloom (this)':22s} {max(ours) / 1e6:11.1f}")
     if not theirs:

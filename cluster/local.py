@@ -8,7 +8,8 @@ Usage:
     python3 cluster/local.py stop [--state-dir DIR]
 
 ``start`` returns once the scheduler reports all workers, and prints the scheduler address
-(``tls://127.0.0.1:PORT``), the dashboard URL and how to connect: ``guideloom run WORKFLOW
+(``tls://127.0.0.1:PORT``), the dashboard URL, the ``/guideloom`` page's URL (the scheduler
+preloads ``guideloom.cluster.dashboard``) and how to connect: ``guideloom run WORKFLOW
 --scheduler tls://127.0.0.1:PORT`` finds the credentials in the state folder (``DIR/tls``,
 readable by you only); from Python, ``Client(address,
 security=guideloom.cluster.security.load(DIR))``. ``--no-tls`` starts plain-TCP processes that
@@ -113,12 +114,16 @@ def main(argv: list[str] | None = None) -> int:
                 pythonpath=args.pythonpath,
                 timeout=args.timeout,
                 tls=not args.no_tls,
+                page=True,  # the /guideloom page beside the dashboard
             )
         except (cluster_procs.LocalClusterError, UnsafeFileError, TimeoutError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         print(f"scheduler: {procs.address}")
         print(f"dashboard: {procs.dashboard_url or '(disabled)'}")
+        if procs.page_url is not None:
+            print(f"page:      {procs.page_url} (guideloom's exports: experiments, phases, "
+                  "skips, rates)")
         print(f"workers:   {len(procs.workers)} (1 thread each)")
         print(f"pids:      {' '.join(map(str, procs.pids))}")
         print(f"state:     {procs.state_file}")
@@ -141,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"scheduler: {status['address']} ({'up' if status['running'] else 'down'})")
         print(f"dashboard: {status['dashboard_url']}")
+        if status.get("page_url"):
+            print(f"page:      {status['page_url']}")
         print(f"workers:   {status['n_workers']} connected")
         print(f"tls:       {'on' if status.get('tls') else 'off (plain TCP)'}")
         print(f"pids:      {status['running_pids']} alive of {status['pids']}")

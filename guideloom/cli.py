@@ -216,11 +216,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scheduler, batch = _client_choice(args, wf)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
-        with _warnings_as_lines():
+        with _warnings_as_lines(), wf.trusting():
             _print_plan(wf, spec, scheduler)
         return 0
-    result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose, batch,
-                                             report=args.report)
+    with wf.trusting():  # the file's dataset.trusted_roots, while the job reads the data
+        result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose,
+                                                 batch, report=args.report)
     _print_summary(result, seconds, resumed_exps)
     return 0
 
@@ -278,9 +279,12 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
                 kept = job_status(spec.target)
             except NoJobError:
                 kept = None
-            hint = (f" ({kept.partitions_done} finished partitions are kept in "
-                    f"{kept.staging_dir}; rerun to resume)"
-                    if kept is not None and not kept.complete and kept.partitions_done else "")
+            hint = ""
+            if kept is not None and not kept.complete and kept.failed is not None:
+                hint = f" ({kept.rerun_advice()})"  # what a rerun keeps, and what it does not
+            elif kept is not None and not kept.complete and kept.partitions_done:
+                hint = (f" ({kept.kept_text} are kept in {kept.staging_dir}; rerun to "
+                        "resume)")
             raise JobFailedError(f"job failed: {_one_line(exc)}{hint}") from exc
     return result, time.perf_counter() - t0, result.resumed_experiments
 
@@ -396,6 +400,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     print(f"{status.target}: {status.line()}")
     if status.problem is not None:
         return EXIT_FAILED
+    if not status.complete and not status.job:  # running (starting): nothing staged yet
+        return 0
     if not status.complete:
         if status.last_partition_age_s is not None:
             print(f"last partition finished {status.last_partition_age_s:.0f} s ago")
@@ -403,6 +409,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
               f"{status.job.get('output')}, staging area {status.staging_dir}")
         if status.running is not None:
             print(f"running now ({status.running}); wait for it, or stop it")
+        elif status.failed is not None:
+            print(f"not running (failed): {status.rerun_advice()}")
         elif not status.lock_visible:
             print(f"running, or interrupted: {status.resume_hint} to resume it")
         else:
@@ -410,21 +418,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_inspect(args: argparse.Namespace) -> int:
-    status = _status(args.export)
-    if status.problem is not None:
-        print(f"export: {status.target}")
-        print(f"status: {status.line()}")
-        return EXIT_FAILED
-    if not status.complete:
-        print(f"export: {status.target}")
-        print(f"status: {status.line()}; rerun the job to finish it")
-        return 0
-    root, m = status.target, status.manifest
-    print(f"export: {root}")
-    print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
-    print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
-    print(f"records: {m['count']}")
+def _print_fields(m: Mapping[str, Any]) -> None:
     print("fields:")
     for alias, fs in sorted(m["fields"].items()):
         shape = "variable shape" if fs["shape"] is None else f"shape {tuple(fs['shape'])}"
@@ -432,6 +426,55 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         if fs.get("dtypes"):  # records of different dtypes (npz)
             dtype += f" ({', '.join(_dtype_name(d) for d in fs['dtypes'])})"
         print(f"  {alias:28s} {shape:22s} dtype {dtype}")
+
+
+def _inspect_rddac(path: str) -> int:
+    """An rddac/ddacs export folder (no ``export.json``): what ``load_export`` reads from it,
+    with its warning; its shapes and row counts checked as ``load_export`` checks them."""
+    from guideloom.errors import IncompleteExportError
+    from guideloom.reader import load_export
+
+    print(f"export: {path}")
+    try:
+        with _warnings_as_lines():
+            m = load_export(path).manifest
+    except IncompleteExportError as exc:  # as a damaged guideloom export: named, exit 1
+        print(f"status: damaged: {_one_line(exc)}")
+        return EXIT_FAILED
+    print(f"kind: {m['kind']} (written by {m.get('written_by')})")
+    print(f"records: {m['count']}")
+    _print_fields(m)
+    print(f"sim_ids: dtype {_dtype_name(m['sim_ids_dtype'])}")
+    print("status: unverified: no export.json, so no checksums, view, filters or transforms "
+          "are recorded; shapes and row counts checked")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from guideloom.formats.rddac_layout import is_rddac_export
+
+    if is_rddac_export(args.export):  # load_export reads it (with a warning): so does this
+        return _inspect_rddac(str(args.export))
+    status = _status(args.export)
+    if status.problem is not None:
+        print(f"export: {status.target}")
+        print(f"status: {status.line()}")
+        return EXIT_FAILED
+    if not status.complete:
+        print(f"export: {status.target}")
+        if status.running is not None:  # (running, or starting: nothing to advise)
+            print(f"status: {status.line()}")
+        elif status.failed is not None:
+            print(f"status: {status.line()}; {status.rerun_advice()}")
+        else:
+            print(f"status: {status.line()}; rerun the job to finish it")
+        return 0
+    root, m = status.target, status.manifest
+    print(f"export: {root}")
+    print(f"kind: {m['kind']}" + _options_text(m.get("options", {})))
+    print(f"view: {m['view']} ({', '.join(f['alias'] for f in m.get('view_fields', []))})")
+    print(f"records: {m['count']}")
+    _print_fields(m)
     filters = m.get("filters", {})
     ids = filters.get("sim_ids")
     print(f"filters: sim_ids={'all' if ids is None else len(ids)}, "
@@ -695,6 +738,15 @@ def _cmd_workflows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache_clear(args: argparse.Namespace) -> int:
+    from guideloom.read.roots import clear_remote_cache
+
+    folder, count, size = clear_remote_cache()
+    print(f"removed {count} entr{'y' if count == 1 else 'ies'} ({size / 1024:.0f} KiB) from "
+          f"{folder}")
+    return 0
+
+
 # --- existing commands --------------------------------------------------------------------
 def _cmd_make_demo_data(args: argparse.Namespace) -> int:
     from guideloom.demo import make_demo_data
@@ -797,6 +849,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an fsspec storage option for a remote --data-dir (repeatable; "
                           "VALUE is JSON or a string; a dotted KEY nests: "
                           "client_kwargs.endpoint_url=http://...); see docs/remote.md")
+    _add_trust_root(run)
     run.add_argument("--output", default=None,
                      help="write here instead of the file's output.path (path or zarr URL)")
     run.add_argument("--verify-crc", action="store_true",
@@ -910,6 +963,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="delete each archive once all its members are loose and verified")
     extract.add_argument("--overwrite", action="store_true",
                          help="extract members even when a loose file already exists")
+    _add_trust_root(extract)
     _add_cluster_options(extract, workflow=False)
     extract.set_defaults(func=_cmd_extract)
 
@@ -941,8 +995,34 @@ def build_parser() -> argparse.ArgumentParser:
     views.add_argument("--token", default=argparse.SUPPRESS,
                        help="Dataverse API token for a DOI (better: the "
                             "GUIDELOOM_DATAVERSE_TOKEN environment variable)")
+    _add_trust_root(views)
     views.set_defaults(func=_cmd_views)
+
+    cache_cmd = sub.add_parser("cache", help="the on-disk cache of what remote reads learnt "
+                                             "(archive directories, HDF5 metadata)")
+    cache_sub = cache_cmd.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    clear = cache_sub.add_parser("clear", help="remove every entry (they are learnt again "
+                                               "on the next remote read)")
+    clear.set_defaults(func=_cmd_cache_clear)
     return parser
+
+
+def _add_trust_root(parser: argparse.ArgumentParser) -> None:
+    """``--trust-root DIR`` (repeatable): links of other users into DIR are followed."""
+    parser.add_argument("--trust-root", action="append", default=None, metavar="DIR",
+                        help="follow symbolic links of the data directory that other users "
+                             "made when they lead into DIR (repeatable; your own links are "
+                             "followed anyway; adds to $GUIDELOOM_TRUSTED_ROOTS)")
+
+
+def _trust_roots(args: argparse.Namespace) -> None:
+    """Add ``--trust-root`` folders to the configuration's ``trusted_roots``."""
+    from guideloom import config
+
+    given = getattr(args, "trust_root", None)
+    if given:
+        kept = (config.get("trusted_roots") or "").split(os.pathsep)
+        config.set(trusted_roots=[*filter(None, kept), *(os.path.abspath(d) for d in given)])
 
 
 def _exit_interrupted() -> NoReturn:
@@ -965,6 +1045,8 @@ def _exit_interrupted() -> NoReturn:
 class _StderrLines(logging.Handler):
     """Each guideloom log record as one line on the current ``sys.stderr`` (what the library
     printed before it logged): the command line's only handler."""
+
+    terminal = True  # records reach stderr: the library prints no line of its own beside them
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -1030,6 +1112,7 @@ def _main(argv: Sequence[str] | None) -> int:
         from guideloom import config
 
         config.check_environment()  # a bad GUIDELOOM_* value fails now, naming the variable
+        _trust_roots(args)
         if verbose:
             return func(args)
         # errors reach the user as one line; Dask's own logs only with --verbose (importing

@@ -56,6 +56,8 @@ class Knob:
         choices: The values allowed (text only), or empty for any.
         unbounded: A bound where ``0`` means none: the environment may also say ``none``.
         above: ``minimum`` itself is not allowed (a timeout of 0 s waits for nothing).
+        paths: Text naming absolute folders separated by ``os.pathsep`` (a list of them may
+            be given to :func:`set`).
     """
 
     key: str
@@ -67,6 +69,7 @@ class Knob:
     choices: tuple[str, ...] = ()
     unbounded: bool = False
     above: bool = False
+    paths: bool = False
 
     @property
     def variable(self) -> str | None:
@@ -78,6 +81,8 @@ class Knob:
         if value is None:
             return None
         kind = self.kind
+        if self.paths:
+            return self._check_paths(value, where)
         ok = (isinstance(value, bool) if kind is bool
               else isinstance(value, int) and not isinstance(value, bool) if kind is int
               else isinstance(value, int | float) and not isinstance(value, bool)
@@ -96,9 +101,26 @@ class Knob:
             raise ConfigError(f"{where} must be one of {', '.join(self.choices)}, not {value!r}")
         return float(value) if kind is float else value
 
+    def _check_paths(self, value: Any, where: str) -> str | None:
+        """``value`` (text, a path or a list of them) as ``os.pathsep``-separated text."""
+        if isinstance(value, str | os.PathLike):
+            value = os.fspath(value).split(os.pathsep)
+        if not isinstance(value, list | tuple) or not all(
+                isinstance(p, str | os.PathLike) for p in value):
+            raise ConfigError(f"{where} must be folders (text separated by {os.pathsep!r}, "
+                              f"or a list), not {value!r}")
+        folders = [os.fspath(p) for p in value if os.fspath(p)]
+        for folder in folders:
+            if not os.path.isabs(folder) or "\0" in folder:
+                raise ConfigError(f"{where} must name absolute folders ({self.key}: "
+                                  f"{self.doc}), not {folder!r}")
+        return os.pathsep.join(folders) or None
+
     def parse(self, text: str) -> Any:
         """The value of the environment variable's ``text``."""
         where = f"{self.variable}={text!r}"
+        if self.paths:
+            return self.check(text, where)
         if self.kind is str:
             if self.choices:  # log levels and the like: any case
                 text = next((c for c in self.choices if c.lower() == text.lower()), text)
@@ -141,6 +163,9 @@ _KNOBS = [
          "2.0, the release rddac 2.0 downloads"),
     Knob("cache_dir", None, str, "guideloom's on-disk cache (remote indexes); unset: "
          "$XDG_CACHE_HOME/guideloom, else ~/.cache/guideloom"),
+    Knob("trusted_roots", None, str, "Folders (absolute, separated by ':') into which a "
+         "data directory's symbolic links made by other users are followed (--trust-root "
+         "adds to them); your own links are followed anyway", paths=True),
     Knob("cache_max_mb", 256.0, float, "Size bound of the on-disk cache in MiB (the entries "
          "used longest ago go first)", minimum=0.0),
     # writing
@@ -156,9 +181,10 @@ _KNOBS = [
     Knob("dataverse_url", None, str, "Dataverse server of guideloom info/download; unset: "
          "DaRUS"),
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
-    # remote reads (guideloom.read)
-    Knob("http_timeout", None, float, "Seconds per connect or socket read of a remote read; "
-         "unset: 60", minimum=0, above=True),
+    # remote reads (guideloom.read, guideloom.http_deadline)
+    Knob("http_timeout", None, float, "Seconds an HTTP request's answer (status line and "
+         "headers) may take in all, and the base of its body's deadline (plus 1 s per 4 KiB; "
+         "1 KiB/s for a body of unknown size); unset: 60", minimum=0, above=True),
     Knob("http_retries", None, int, "Retries of a failed remote read after the first attempt; "
          "unset: 5", minimum=0),
     Knob("remote_readahead", 8, int, "Remote records fetched ahead of the one being used (0: "
@@ -167,6 +193,8 @@ _KNOBS = [
     Knob("log_level", "INFO", str, "Lowest level of the guideloom log records the command line "
          "prints to stderr (DEBUG shows the fallbacks); Python code configures logging itself",
          choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    Knob("phase_line_s", 1.0, float, "Seconds a phase after the tasks must last before the "
+         "terminal shows its line and progress bar (0: every phase)", minimum=0.0),
     # the cost model that decides where a job runs (benchmarks/export.py measures them)
     Knob("decode_bytes_per_s", 400e6, float, "In-process export speed in decoded bytes/s "
          "(cost model)", minimum=1.0),

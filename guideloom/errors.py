@@ -120,6 +120,12 @@ class WorkerImportError(GuideloomError):
     """A Dask worker cannot import a module the job's code needs."""
 
 
+class LoaderArgumentError(GuideloomError, TypeError, ValueError):
+    """An argument a loader constructor takes, given where it does not apply (e.g.
+    ``sequence_length`` for a document storage); GuideLoom 1.1 raised ``TypeError`` there and
+    earlier guideloom ``ValueError``, so it is both."""
+
+
 class StorageError(GuideloomError, ValueError):
     """A storage directory or shard cannot be read safely (gap, truncation, dtype mismatch...)."""
 
@@ -236,6 +242,22 @@ class TransientDownloadError(GuideloomError):
 class RestartDownloadError(TransientDownloadError):
     """The partial file cannot be continued (wrong ``Content-Range``, bad checksum): the next
     attempt starts again from byte 0 without ``Range``."""
+
+
+class RangeIgnoredError(TransientDownloadError):
+    """A server answered a ``Range`` request with ``200`` and the whole file (used inside
+    :mod:`guideloom.read.http`: asked once more, then a :class:`RemoteReadError`)."""
+
+
+class DeadlineError(TimeoutError):
+    """A deadline of :func:`guideloom.http_deadline.within` passed (not a socket timeout of the
+    client); callers word it naming the URL."""
+
+
+class TooSlowError(OSError):
+    """An HTTP answer missed a deadline of :mod:`guideloom.http_deadline` (inside
+    :mod:`guideloom.storage.http`: an ``OSError`` that fsspec's ``sync`` passes unchanged; the
+    caller sees the ``TimeoutError`` it is)."""
 
 
 class RemoteReadError(GuideloomError, OSError):
@@ -411,19 +433,37 @@ class UnverifiableExportError(GuideloomError):
     before guideloom took them, or with them turned off): only the open-time checks ran."""
 
 
+class NamedPermissionError(PermissionError):
+    """A file we may not read or write, named with its owner and mode (its text is just that
+    message, without ``[Errno 13]``)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
 def permission_denied(exc: PermissionError, doing: str = "read") -> PermissionError:
     """A :class:`PermissionError` whose message names the file, its owner and mode, and who we
     are: a file we may not read is not a damaged one."""
     path = exc.filename
-    if path is None:
+    if path is None or isinstance(exc, NamedPermissionError):
         return exc
     detail = ""
     try:
         st = os.stat(path)
-        detail = (f" (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}; this process "
-                  f"runs as uid {os.geteuid()})")
+        detail = (f" (owner {user_text(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}; this "
+                  f"process runs as {user_text(os.geteuid())})")
     except OSError:
         pass
-    return PermissionError(exc.errno or errno.EACCES,
-                           f"cannot {doing} {path}: permission denied{detail}; ask its owner "
-                           "for access")
+    return NamedPermissionError(exc.errno or errno.EACCES,
+                                f"cannot {doing} {path}: permission denied{detail}; ask its "
+                                "owner for access")
+
+
+def user_text(uid: int) -> str:
+    """``name (uid N)``, or ``uid N`` for a uid without an account."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"

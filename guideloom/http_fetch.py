@@ -39,7 +39,7 @@ from guideloom.errors import (
     RestartDownloadError,
     TransientDownloadError,
 )
-from guideloom.http_deadline import Pace, open_url
+from guideloom.http_deadline import BODY_MIN_RATE, Pace, open_url
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 CHUNK = 1 << 18  # bytes reach the .part file as they arrive (read1), at most this many at once
@@ -112,7 +112,7 @@ class Settings:
     token: str | None = None
     parallel: int = 4  # files fetched at once (used by guideloom.release)
     connections: int = 16  # byte ranges of one file fetched at once (guideloom.remote.http)
-    min_rate: float = 1024.0  # bytes/s a body keeps up over each `timeout` s (http_deadline)
+    min_rate: float = BODY_MIN_RATE  # bytes/s a body keeps up over each `timeout` s
 
 
 def _request(url: str, settings: Settings, headers: Mapping[str, str] | None = None

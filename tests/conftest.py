@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from guideloom.demo import make_demo_data
+from tests.power_loss import Disk, no_disk_reason
 
 REFERENCE_MANIFEST = Path(__file__).resolve().parents[2] / "shared/reference/rddac-metadata.json"
 
@@ -212,3 +214,17 @@ def seaweedfs_server(tmp_path_factory):
     server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
     yield server
     server.stop(grace=0.1)  # its gRPC servers wait 15 s for a graceful stop; nothing to keep
+
+
+@pytest.fixture
+def disk(tmp_path):
+    """A fresh loop-mounted ext4 file system that :meth:`Disk.power_loss` can cut."""
+    reason = no_disk_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        disk = Disk(tmp_path / "disk.img", tmp_path / "disk")
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"no loop-mounted ext4 here: {exc.stderr or exc}")
+    yield disk
+    disk.close()

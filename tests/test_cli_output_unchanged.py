@@ -69,6 +69,7 @@ def run_cases(tmp: Path) -> dict[str, dict[str, object]]:
     """Run every case in ``tmp`` in order; return each one's exit code and masked streams."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDELOOM_")}
     env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
+    env["GUIDELOOM_PHASE_LINE_S"] = "0"  # every phase's line, however short, as main printed
     seen: dict[str, dict[str, object]] = {}
     for name, args, extra in CASES:
         done = subprocess.run([sys.executable, "-m", "guideloom", *args], cwd=tmp,

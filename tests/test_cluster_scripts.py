@@ -342,6 +342,45 @@ def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zi
 
 @pytest.mark.cluster
 @pytest.mark.slow
+def test_local_script_scheduler_serves_the_guideloom_page_and_its_json(demo_zip, tmp_path):
+    """guideloom's own launcher preloads the page: the printed page URL and its JSON answer
+    over HTTP, and a run on that scheduler prints the page's URL, not how to get one."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    work = tmp_path / "work"
+    work.mkdir()
+    started = _run_local("start", "--workers", "1", "--state-dir", "state", cwd=work)
+    try:
+        assert started.returncode == 0, started.stderr
+        shown = _printed(started.stdout)
+        page = shown["page"].split()[0]
+        assert page == shown["dashboard"].replace("/status", "/guideloom"), started.stdout
+        with opener.open(page, timeout=30) as answer:
+            assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+        with opener.open(page + "/json", timeout=30) as answer:
+            assert json.loads(answer.read()) == {"exports": []}
+        done = _guideloom("run", "force_signals", "--scheduler", shown["scheduler"],
+                          "--data-dir", str(demo_zip), "--output", "out", cwd=work)
+        assert done.returncode == 0, done.stderr
+        assert f"guideloom page: {page} (experiments" in done.stderr, done.stderr
+        assert "not served by this scheduler" not in done.stderr
+        with opener.open(page + "/json", timeout=30) as answer:
+            (export,) = json.loads(answer.read())["exports"]
+        manifest = json.loads((work / "out" / "export.json").read_text())
+        assert export["status"] == "published"
+        assert export["experiments"]["done"] == export["experiments"]["total"] == (
+            manifest["count"] + len(manifest["skipped"]))
+        assert export["tasks"]["finished"] == manifest["n_partitions"]
+        status = _run_local("status", "--state-dir", "state", cwd=work)
+        assert f"page:      {page}" in status.stdout, status.stdout
+    finally:
+        stopped = _run_local("stop", "--state-dir", "state", cwd=work)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
 def test_local_script_no_tls_is_plain_tcp_and_says_it_is_less_safe(tmp_path):
     from distributed import Client
 

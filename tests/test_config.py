@@ -25,6 +25,7 @@ SAMPLES = {
     "native": ("0", False),
     "dataverse_version": ("1.0", "1.0"),
     "cache_dir": ("/srv/cache", "/srv/cache"),
+    "trusted_roots": ("/scratch/rddac:/srv/h5:", "/scratch/rddac:/srv/h5"),
     "cache_max_mb": ("64", 64.0),
     "checksums": ("0", False),
     "cluster_state_dir": ("/srv/state", "/srv/state"),
@@ -35,6 +36,7 @@ SAMPLES = {
     "http_retries": ("1", 1),
     "remote_readahead": ("0", 0),
     "log_level": ("debug", "DEBUG"),
+    "phase_line_s": ("0", 0.0),
     "decode_bytes_per_s": ("1e8", 1e8),
     "per_record_s": ("0.002", 0.002),
     "cluster_start_s": ("5", 5.0),
@@ -123,6 +125,18 @@ def test_set_checks_values_and_names_the_key():
     with pytest.raises(ConfigError, match="must be one of DEBUG, INFO"):
         config.set(log_level="LOUD")
     assert config.source("decode_threads") in ("default", "environment")
+
+
+def test_trusted_roots_are_absolute_folders_given_as_text_or_a_list(monkeypatch):
+    with config.set(trusted_roots=["/scratch/a", Path("/scratch/b")]):
+        assert config.get("trusted_roots") == "/scratch/a:/scratch/b"
+    with pytest.raises(ConfigError, match="trusted_roots must name absolute folders.*'rel'"):
+        config.set(trusted_roots="/a:rel")
+    with pytest.raises(ConfigError, match="trusted_roots must be folders"):
+        config.set(trusted_roots=3)
+    monkeypatch.setenv("GUIDELOOM_TRUSTED_ROOTS", "scratch")
+    with pytest.raises(ConfigError, match="GUIDELOOM_TRUSTED_ROOTS='scratch' must name absolute"):
+        config.check_environment()
 
 
 def test_set_beats_the_environment_and_undoes_itself(monkeypatch):

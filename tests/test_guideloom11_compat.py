@@ -759,6 +759,42 @@ def test_loader_is_a_dataclass_usable_with_replace(tmp_path):
         assert len(bigger) == 3
 
 
+def test_loader_state_is_where_guideloom11_keeps_it(tmp_path):
+    """1.1 code (and its tests) read ``loader._state``: the epoch, the observation offset and
+    whether an iterator is active; ``replace(loader)`` starts at the beginning."""
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+
+    loader = StatefulDataLoader(_documents(tmp_path, 12), _ids, local_batch_size=2,
+                                world_size=2, rank=1)
+    assert (loader._state.epoch, loader._state.observation_offset) == (0, 0)
+    assert not loader._state.active
+    iterator = iter(loader)
+    next(iterator), next(iterator)
+    assert loader._state.active and loader._state.observation_offset == 8  # 2 steps of 2 x 2
+    fresh = dataclasses.replace(loader)
+    assert not fresh._state.active and fresh._state.observation_offset == 0
+    assert fresh._state is not loader._state
+    assert list(iterator) == [[9, 11]]
+    assert not loader._state.active and loader._state.epoch == 1
+    assert loader._state.observation_offset == 0
+    fresh.load_state_dict({**loader.state_dict(), "observation_offset": 4})
+    assert (fresh._state.epoch, fresh._state.observation_offset) == (1, 4)
+
+
+def test_sequence_length_where_it_does_not_apply_is_a_type_and_a_value_error(tmp_path):
+    pytest.importorskip("torch")
+    from guideloom import StatefulDataLoader
+    from guideloom.errors import LoaderArgumentError
+
+    docs = DocumentStorage(tmp_path / "d", DocumentPickleFormat())
+    with docs.sync_writer() as writer:
+        writer.append(0, 1)
+    for error in (TypeError, ValueError, LoaderArgumentError):  # 1.1: TypeError; we: ValueError
+        with pytest.raises(error, match="sequence_length"):
+            StatefulDataLoader.from_storage(docs, _ids, sequence_length=4)
+
+
 def test_loader_shuffles_in_guideloom11s_order_and_resumes(tmp_path):
     pytest.importorskip("torch")
     from guideloom import StatefulDataLoader

@@ -290,3 +290,35 @@ def test_a_datatype_message_of_version_zero_is_not_read_as_integers(tmp_path):
     assert _h5py_refuses(damaged, "d")
     with pytest.raises(NativeFormatError, match="datatype message of version 0"):
         open_file(PaddedSource(damaged), PAD, len(damaged)).read("d")
+
+
+def test_a_chunk_index_entry_pointing_at_another_chunks_bytes_is_refused(demo_loose, tmp_path):
+    """One B-tree entry of the force table pointed at another chunk's bytes (address and size
+    of that chunk, its own coordinates kept): HDF5 (h5py) serves the other chunk's rows twice
+    without an error (issue 30, C9). Overlapping chunk extents are damage: the record is
+    refused, naming the experiment and the file."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_loose, data)
+    member = data / "h5" / "0000.h5"
+    with h5py.File(member) as f:
+        ds = f["force/data"]
+        chunks = {ds.id.get_chunk_info(i).chunk_offset: ds.id.get_chunk_info(i)
+                  for i in range(ds.id.get_num_chunks())}
+        original = ds[()]
+        rows, cols = ds.chunks
+    assert len(chunks) >= 2 and len(original.shape) == 2
+    first, second = chunks[(0, 0)], chunks[(0, cols)]
+    entry = struct.pack("<IIQQQQ", second.size, second.filter_mask, 0, cols, 0,
+                        second.byte_offset)
+    member.write_bytes(_patch(member.read_bytes(), entry, struct.pack(
+        "<IIQQQQ", first.size, first.filter_mask, 0, cols, 0, first.byte_offset)))
+    with h5py.File(member) as f:  # HDF5: the first chunk's rows served twice, no error
+        served = f["force/data"][()]
+    width = min(cols, original.shape[1] - cols)
+    assert np.array_equal(served[:rows, cols:cols + width], original[:rows, :width])
+    assert not np.array_equal(served, original)
+    with pytest.raises(NativeFormatError, match="overlap those of chunk"):
+        open_file(LocalFileSource(member)).read("force/data")
+    with pytest.raises(CorruptDataError, match="experiment 0") as info:
+        list(iter_view("force-curve", data_dir=data, sim_ids=[0]))
+    assert str(member) in str(info.value) and "overlap" in str(info.value)

@@ -188,16 +188,30 @@ def test_a_manifest_naming_an_index_outside_the_data_directory_never_shows_it(de
         assert not (tmp_path / "o").exists()
 
 
+def _foreign_link(link: Path, target: Path, user) -> None:
+    """``link`` -> ``target``, owned by ``user`` (as if she had made it: a link's owner is
+    whoever made it, and only root can change it)."""
+    import os
+
+    link.symlink_to(target)
+    os.lchown(link, user.uid, user.gid)
+
+
 def test_a_symlink_out_of_the_data_directory_is_refused(demo_copy, tmp_path):
+    """A link another user made, leading out, is refused (issue 30: your own links are
+    followed; tests/test_data_links.py)."""
     from guideloom.errors import ManifestError
+    from tests.second_user import second_user
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (demo_copy / "concave.zip").rename(elsewhere / "concave.zip")
-    (demo_copy / "concave.zip").symlink_to(elsewhere / "concave.zip")
-    with pytest.raises(ManifestError, match=r"'concave.zip', which is not a file inside"):
-        guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
-                                  record_transform=_rows, client="sync")
+    with second_user() as user:
+        _foreign_link(demo_copy / "concave.zip", elsewhere / "concave.zip", user)
+        with pytest.raises(ManifestError, match=r"'concave.zip', which passes the symbolic "
+                                                r"link .*concave.zip, made by "):
+            guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
+                                      record_transform=_rows, client="sync")
     inside = demo_copy / "archives"  # a symlink that stays inside is fine
     inside.mkdir()
     (demo_copy / "concave.zip").unlink()
@@ -210,33 +224,38 @@ def test_a_symlink_out_of_the_data_directory_is_refused(demo_copy, tmp_path):
 
 def test_a_loose_file_or_folder_linking_out_of_the_data_directory_is_refused(demo_loose,
                                                                              tmp_path):
+    """Links another user made, leading out, are refused; links inside are followed (issue
+    30: your own links are followed wherever they lead; tests/test_data_links.py)."""
     import shutil
 
     from guideloom.errors import ManifestError
+    from tests.second_user import second_user
 
     data = tmp_path / "data"
     shutil.copytree(demo_loose, data)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (data / "h5" / "0003.h5").rename(elsewhere / "0003.h5")
-    (data / "h5" / "0003.h5").symlink_to(elsewhere / "0003.h5")
-    with pytest.raises(ManifestError, match=r"a loose HDF5 file names 'h5/0003.h5', which is "
-                                             r"not a file inside"):
-        list(guideloom.iter_view("force-curve", data_dir=data))
-    inside = data / "kept"  # a link that stays inside the data directory is fine
-    inside.mkdir()
-    (data / "h5" / "0003.h5").unlink()
-    (elsewhere / "0003.h5").rename(inside / "0003.h5")
-    (data / "h5" / "0003.h5").symlink_to(inside / "0003.h5")
-    reference = {r["_sim_id"]: r["force_data"] for r in guideloom.iter_view("force-curve",
-                                                                        data_dir=demo_loose)}
-    linked = {r["_sim_id"]: r["force_data"] for r in guideloom.iter_view("force-curve",
-                                                                     data_dir=data)}
-    assert linked.keys() == reference.keys() and np.array_equal(linked[3], reference[3])
-    (data / "h5").rename(elsewhere / "h5")  # the whole loose folder, linked from elsewhere
-    (data / "h5").symlink_to(elsewhere / "h5")
-    with pytest.raises(ManifestError, match=r"names 'h5(/concave\.zip)?', which is not a file"):
-        list(guideloom.iter_view("force-curve", data_dir=data))
+    with second_user() as user:
+        _foreign_link(data / "h5" / "0003.h5", elsewhere / "0003.h5", user)
+        with pytest.raises(ManifestError, match=r"a loose HDF5 file names 'h5/0003.h5', which "
+                                                 r"passes the symbolic link"):
+            list(guideloom.iter_view("force-curve", data_dir=data))
+        inside = data / "kept"  # a link that stays inside the data directory is fine
+        inside.mkdir()
+        (data / "h5" / "0003.h5").unlink()
+        (elsewhere / "0003.h5").rename(inside / "0003.h5")
+        _foreign_link(data / "h5" / "0003.h5", inside / "0003.h5", user)
+        reference = {r["_sim_id"]: r["force_data"]
+                     for r in guideloom.iter_view("force-curve", data_dir=demo_loose)}
+        linked = {r["_sim_id"]: r["force_data"]
+                  for r in guideloom.iter_view("force-curve", data_dir=data)}
+        assert linked.keys() == reference.keys() and np.array_equal(linked[3], reference[3])
+        (data / "h5").rename(elsewhere / "h5")  # the whole loose folder, linked from elsewhere
+        _foreign_link(data / "h5", elsewhere / "h5", user)
+        with pytest.raises(ManifestError, match=r"names 'h5(/concave\.zip)?', which passes the "
+                                                 r"symbolic link"):
+            list(guideloom.iter_view("force-curve", data_dir=data))
 
 
 @pytest.mark.parametrize("kind", ["npy", "zarr"])

@@ -7,6 +7,7 @@ import os
 import pickle
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -194,3 +195,36 @@ def test_exporting_onto_an_rddac_export_needs_overwrite(demo_zip, pointcloud_ids
     assert not names & {"pointcloud_op10_z.npy", "pointcloud_op10_luminescence.npy"}
     assert guideloom.load_export(out).sim_ids.tolist() == [1, 2]
     shutil.rmtree(out)
+
+
+@pytest.mark.fast_case("numpy")
+@pytest.mark.parametrize("how", ["rddac", "numpy"])
+def test_cli_inspect_shows_what_load_export_reads_from_an_rddac_export(how, demo_zip,
+                                                                      pointcloud_ids, tmp_path):
+    out = tmp_path / "rddac-export"
+    write_rddac_export(how, demo_zip, out, pointcloud_ids)
+    with pytest.warns(UnverifiedExportWarning) as caught:
+        export = guideloom.load_export(out)
+    done = subprocess.run([sys.executable, "-m", "guideloom", "inspect", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # the API's warning, as the command line's one warning line
+    assert done.stderr == f"guideloom: warning: {caught[0].message}\n", done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"export: {out}"
+    assert lines[1] == "kind: npy (written by rddac/ddacs export_to_numpy (no export.json))"
+    assert lines[2] == f"records: {len(export)}" and len(export) == len(pointcloud_ids)
+    fields = {line.split()[0]: line for line in lines if line.startswith("  ")}
+    assert sorted(fields) == sorted(export.fields)
+    for alias in export.fields:
+        shape = tuple(export.manifest["fields"][alias]["shape"])
+        assert f"shape {shape}" in fields[alias] and "dtype float32" in fields[alias]
+    assert lines[-1].startswith("status: unverified: no export.json")
+    full = (out / "pointcloud_op10_z.npy").read_bytes()
+    (out / "pointcloud_op10_z.npy").write_bytes(full[:-100])  # truncated: refused, named
+    damaged = subprocess.run([sys.executable, "-m", "guideloom", "inspect", str(out)],
+                             capture_output=True, text=True, timeout=120)
+    assert damaged.returncode == 1, damaged.stderr  # as a damaged guideloom export
+    assert damaged.stdout.splitlines()[0] == f"export: {out}"
+    assert damaged.stdout.splitlines()[1].startswith("status: damaged: ")
+    assert "pointcloud_op10_z.npy" in damaged.stdout, damaged.stdout

@@ -40,3 +40,15 @@ def test_readme_python_examples_run_each_on_its_own(tmp_path):
     assert (tmp_path / "exports" / "force-signals" / "export.json").is_file()
     assert any("('blankholder_force', 'force', 'label_geometry', 'max_total_force')" in out
                for out in outputs)
+
+
+def test_every_download_line_of_the_readme_runs_without_a_prompt():
+    """A download line copied into a script, a CI job or a SLURM job must not stop at the
+    ``[y/N]`` question: each passes ``--yes`` (or ``--quiet``, which implies it)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [line.split("#")[0] for line in text.splitlines()
+             if line.lstrip().startswith("guideloom download")]
+    assert len(lines) >= 3, lines
+    asking = [line for line in lines if "--yes" not in line and "--quiet" not in line]
+    assert asking == [], asking
+

@@ -174,8 +174,10 @@ def _project(damaged: Path, tmp_path: Path) -> Path:
 
 def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp_path):
     project = _project(damaged, tmp_path)
+    # every phase shown, however short (by default a phase under 1 s gets no line)
     run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
-                          "sync", "--report", "report.html"], cwd=project, env=_cli_env(),
+                          "sync", "--report", "report.html"], cwd=project,
+                         env=_cli_env(GUIDELOOM_PHASE_LINE_S="0"),
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
@@ -186,6 +188,28 @@ def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp
     assert "closing the gaps of 1 skipped experiments" in run.stderr
     page = (project / "report.html").read_text()
     assert '<tr class="gl-skip"><td>4</td>' in page
+
+
+def test_a_sub_second_cli_run_prints_no_line_for_its_short_phases(damaged, tmp_path):
+    """By default the phases after the tasks are shown only once they last ``phase_line_s``
+    (1 s): a sub-second job prints its tasks bar and summary, not six ``took 0.0 s`` lines
+    and two bars of one step each."""
+    project = _project(damaged, tmp_path)
+    run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
+                          "sync", "--report", "report.html"], cwd=project, env=_cli_env(),
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    timings = json.loads((project / "out" / "export.json").read_text())["timings"]
+    after = ("finalize", "checksums", "publish")
+    short = [p for p in after if timings[f"{p}_s"] < 0.8]  # (margins: timed apart from the
+    assert short, timings  # terminal's timer; on a loaded machine a phase may last longer)
+    for phase in short:
+        assert f"force-curve {phase} " not in run.stderr, run.stderr
+    for phase in [p for p in after if timings[f"{p}_s"] > 1.2]:
+        assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
+    bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
+    assert bar and "36/36" in bar[-1], run.stderr  # the tasks bar stays
+    assert not re.search(r"\d+/\d+ \[[^]]*(file|step)/s", run.stderr), run.stderr
 
 
 def _open_for_writing(fifo: Path, opened: list[int]) -> None:
@@ -236,6 +260,139 @@ def test_status_tells_a_running_finalize_from_an_interrupted_one(damaged, tmp_pa
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # frees the opener thread
     assert proc.wait(timeout=120) == 0
     assert "complete: 6/6 partitions done (36/36 experiments; 35 written, 1 skipped)" in \
+        _status(project)
+
+
+def test_status_in_the_first_moments_of_a_run_says_it_is_starting(damaged, tmp_path):
+    """The run holds the target's lock but has staged nothing yet (held at the point right
+    after the lock): ``status`` names it running, with its pid, not "no export"."""
+    project = _project(damaged, tmp_path)
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = _cli_env(GUIDELOOM_PAUSE_POINT="target-locked", GUIDELOOM_PAUSE_FIFO=str(fifo))
+    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "job.toml",
+                             "--scheduler", "sync"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    opened: list[int] = []
+    opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(120)
+        assert opened, "the run never took the target's lock"
+        assert not (project / "out").exists()
+        shown = _status(project)
+        assert f"out: running (starting), pid {proc.pid} on " in shown, shown
+        assert "no export" not in shown and "interrupted" not in shown
+        inspected = subprocess.run([sys.executable, "-m", "guideloom", "inspect", "out"],
+                                   cwd=project, env=_cli_env(), capture_output=True,
+                                   text=True, timeout=60)
+        assert inspected.stdout.splitlines()[-1] == (
+            f"status: running (starting), pid {proc.pid} on "
+            + shown.split(f"pid {proc.pid} on ", 1)[1].splitlines()[0]), inspected.stdout
+    finally:
+        if opened:
+            os.close(opened[0])  # the paused run goes on
+        else:
+            proc.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # frees the opener thread
+    assert proc.wait(timeout=120) == 0
+    assert "complete: 6/6 partitions done" in _status(project)
+
+
+def test_a_starting_run_stopped_by_ctrl_c_leaves_no_running_status(damaged, tmp_path):
+    """Held right after taking the lock, a real SIGINT ends the run (exit 130, one line); the
+    lock goes with it, so ``status`` no longer says running."""
+    import signal
+
+    project = _project(damaged, tmp_path)
+    fifo = tmp_path / "pause"
+    os.mkfifo(fifo)
+    env = _cli_env(GUIDELOOM_PAUSE_POINT="target-locked", GUIDELOOM_PAUSE_FIFO=str(fifo))
+    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "job.toml",
+                             "--scheduler", "sync"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    opened: list[int] = []
+    opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
+    opener.start()
+    try:
+        opener.join(120)
+        assert opened, "the run never took the target's lock"
+        assert "running (starting), pid " in _status(project)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if opened:
+            os.close(opened[0])
+        else:
+            proc.kill()
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "guideloom: interrupted"
+    after = subprocess.run([sys.executable, "-m", "guideloom", "status", "out"], cwd=project,
+                           env=_cli_env(), capture_output=True, text=True, timeout=60)
+    assert after.returncode == 2 and "no export and no staged job" in after.stderr, after
+
+
+FAILING_JOB = (CLI_JOB.replace("tests.export_helpers:first_rows",
+                               "tests.export_helpers:fail_on_multiples_of_7")
+               .replace("partition_size = 6", "partition_size = 2")
+               .replace('[run]\non_error = "skip"\n', ""))
+
+
+def test_a_failed_transform_says_failed_and_which_partitions_a_rerun_keeps(demo_copy,
+                                                                           tmp_path):
+    """A transform raises at experiment 7 (partition 3 of 18): the run and ``status`` say
+    "failed", not "interrupted", and name the partitions a rerun of the same job keeps (0-2);
+    the unchanged rerun keeps them and fails again; a real SIGKILL of a rerun reads as
+    interrupted; a changed job (``on_error = "skip"``) discards them and completes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    os.replace(demo_copy, project / "data")
+    (project / "job.toml").write_text(FAILING_JOB)
+    cmd = [sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler", "sync"]
+    failed = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
+                            timeout=180)
+    assert failed.returncode == 1, failed.stderr
+    assert "allocated" not in FAILING_JOB  # (the kill point below is the executor's own)
+    (line,) = [x for x in failed.stderr.splitlines() if x.startswith("guideloom: error:")]
+    assert "job failed: experiment 7 (" in line and "rerun to resume" not in line, line
+    assert "a rerun of this same job keeps the 3 of 18 partitions (0-2) staged in " in line
+    assert "fails again where this run failed unless the cause was outside the job" in line
+    assert "a job with a fixed transform, other data or other options is another job" in line
+    shown = _status(project)
+    assert ("out: failed: 3/18 partitions done (6/36 experiments); in read-transform-write: "
+            "TransformError: experiment 7 (") in shown, shown
+    assert "not running (failed): a rerun of this same job keeps the 3 of 18 partitions (0-2)" \
+        in shown
+    assert "interrupted" not in shown
+    inspected = subprocess.run([sys.executable, "-m", "guideloom", "inspect", "out"],
+                               cwd=project, env=_cli_env(), capture_output=True, text=True,
+                               timeout=60)
+    assert inspected.returncode == 0, inspected.stderr
+    assert "status: failed: 3/18 partitions done" in inspected.stdout
+    assert "a rerun of this same job keeps the 3 of 18 partitions (0-2)" in inspected.stdout
+    assert "rerun the job to finish it" not in inspected.stdout
+
+    again = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
+                           timeout=180)
+    assert again.returncode == 1 and "job failed: experiment 7 (" in again.stderr
+    assert "keeps the 3 of 18 partitions (0-2)" in again.stderr  # kept, not redone
+    assert "failed: 3/18 partitions done" in _status(project)
+
+    # a rerun killed (SIGKILL) once it has resumed the job (its rows allocated): interrupted
+    killed = subprocess.run(cmd, cwd=project, timeout=180, capture_output=True,
+                            env=_cli_env(GUIDELOOM_FAULT_POINT="allocated"))
+    assert killed.returncode == -9
+    shown = _status(project)
+    assert "; interrupted in read-transform-write" in shown, shown
+    assert "not running (interrupted)" in shown and ": failed:" not in shown, shown
+
+    fixed = FAILING_JOB + '[run]\non_error = "skip"\n'
+    (project / "job.toml").write_text(fixed)
+    done = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "discarded the staged partitions of an earlier run" in done.stderr
+    assert "complete: 18/18 partitions done (36/36 experiments; 31 written, 5 skipped)" in \
         _status(project)
 
 
@@ -329,6 +486,25 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
             assert 'href="guideloom"' in status.read().decode()
         state = _plugin_state(run)  # what the page shows, held by the scheduler plugin
         assert (state["done"], state["total"], state["phase"]) == (16, 36, "read-transform-write")
+        # tasks finished, not submitted: 4 of the 9 partitions have reported (the rest wait)
+        from guideloom.cluster.progress_html import export_html
+
+        assert "16 / 36 experiments" in export_html(state)
+        assert "; 4 of 9 tasks finished" in export_html(state)
+        # the same numbers as JSON, over HTTP, for scripts and curl
+        with NO_PROXY.open(run.page + "/json", timeout=30) as answer:
+            assert answer.status == 200
+            assert answer.headers["Content-Type"].startswith("application/json")
+            shown = json.loads(answer.read())
+        (mine,) = [e for e in shown["exports"] if e["export"] == state["export"]]
+        assert mine["status"] == "running" and mine["phase"] == "read-transform-write"
+        assert mine["experiments"] == {"done": 16, "total": 36, "written": 15, "skipped": 1}
+        assert mine["tasks"] == {"finished": 4, "total": 9}
+        assert [p["name"] for p in mine["phases"]] == ["plan", "read-transform-write"]
+        assert mine["phases"][-1]["running"] and not mine["phases"][0]["running"]
+        assert [s["sim_id"] for s in mine["skipped"]] == ["4"]
+        assert mine["placement"]["mode"] == "local-cluster"
+        assert mine["rates"]["experiments_per_s"] > 0
         assert [s["sim_id"] for s in state["skipped"]] == ["4"]
         assert DAMAGED in state["skipped"][0]["error"]
         assert state["bytes_decoded"] > 0
@@ -337,10 +513,11 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
         assert 1 <= len(workers) <= 2 and all(w.startswith("tls://127.0.0.1:") for w in workers)
         assert sum(w["experiments"] for w in workers.values()) == 16
         assert all(w["busy_s"] > 0 and w["bytes_decoded"] > 0 for w in workers.values())
-        # no stray groups: the export's tasks and its payload, named so the progress panel
-        # shows them whole (the payload was once an unexplained "bytes" group)
+        # no stray groups: the export's tasks, named so the progress panel shows them whole
+        # (the payload was once an unexplained "bytes" group; a job this small travels inside
+        # each task, a large one as an "export-job" task: tests/test_worker_loss.py)
         groups = {key_split(name) for name in scheduler.task_groups}
-        assert groups == {"export-part", "export-job"}, groups
+        assert groups == {"export-part"}, groups
         assert all(len(g) <= 15 for g in groups)
         actions = [m["action"] for _, m in run.client.get_events("all")
                    if m.get("export") == state["export"]]
@@ -496,9 +673,10 @@ def test_cli_zarr_run_draws_the_finalize_bar_in_chunks(damaged, tmp_path):
            .replace("tests.export_helpers:first_rows",
                     "tests.export_helpers:big_rows_failing_on_multiples_of_7"))
     (project / "job.toml").write_text(job)
+    # the bar of a finalize however short (by default one under 1 s is not drawn)
     run = subprocess.run([sys.executable, "-m", "guideloom", "run", "job.toml", "--scheduler",
-                          "sync"], cwd=project, env=_cli_env(), capture_output=True,
-                         text=True, timeout=180)
+                          "sync"], cwd=project, env=_cli_env(GUIDELOOM_PHASE_LINE_S="0"),
+                         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     lines = re.split(r"[\r\n]", run.stderr)
     bar = [line for line in lines if line.startswith("force-curve finalize")]

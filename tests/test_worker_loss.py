@@ -1,8 +1,10 @@
 """A worker process killed while a job runs: Dask retries its tasks elsewhere and the export
-completes, equal to an undisturbed one (the job's payload is recomputable, not scattered)."""
+completes, equal to an undisturbed one (a large job's payload is recomputable, not scattered;
+a small one travels inside every task)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 
 import guideloom
+from guideloom.export.run import INLINE_JOB_BYTES
 from tests import export_helpers as helpers
 
 pytestmark = pytest.mark.cluster  # every test here runs on a real Dask cluster
@@ -34,6 +37,13 @@ def gated_first_rows(rec):
     while not (gate / "go").exists():
         threading.Event().wait(0.02)
     return helpers.first_rows(rec)
+
+
+def gated_with_ballast(rec, ballast: bytes):
+    """:func:`gated_first_rows`, holding ``ballast``: a job too large to travel in every task
+    (as a transform that holds a lookup table is), so it is sent once as the job's payload."""
+    assert len(ballast) > INLINE_JOB_BYTES
+    return gated_first_rows(rec)
 
 
 def _dependency_holders(dask_scheduler) -> list[int]:
@@ -73,7 +83,9 @@ def test_killing_the_worker_that_holds_the_job_payload_retries_elsewhere(demo_zi
             try:
                 outcome["result"] = guideloom.export_to_numpy(
                     "force-curve", tmp_path / "out", data_dir=demo_zip, client=client,
-                    record_transform=gated_first_rows, partition_size=len(ids), sim_ids=ids)
+                    record_transform=functools.partial(
+                        gated_with_ballast, ballast=os.urandom(2 * INLINE_JOB_BYTES)),
+                    partition_size=len(ids), sim_ids=ids)
             except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
                 outcome["error"] = exc
 

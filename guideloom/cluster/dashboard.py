@@ -6,7 +6,9 @@ Two pieces, both in the scheduler's process:
   the events the driver logs (``Client.log_event``, see :mod:`guideloom.cluster.progress`);
 * a Bokeh page, added to distributed's own table of dashboard pages
   (``distributed.dashboard.scheduler.applications``) before the scheduler starts its dashboard,
-  which shows that state and is linked from the dashboard's navigation bar.
+  which shows that state and is linked from the dashboard's navigation bar;
+* the same numbers as JSON at ``/guideloom/json`` (for scripts and ``curl``), a handler the
+  plugin adds to the scheduler's HTTP server when it starts.
 
 The embedded cluster installs both (:func:`install`). A ``dask scheduler`` started with
 ``--preload guideloom.cluster.dashboard`` gets them too (:func:`dask_setup`). Whether a scheduler
@@ -15,19 +17,20 @@ serves the page is asked without importing this module there (:mod:`guideloom.cl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from guideloom.cluster.page import PLUGIN_NAME, PRELOAD, PRELOAD_HINT, ROUTE, page_link
-from guideloom.cluster.progress import PROGRESS_TOPIC, TOPIC, apply_event
+from guideloom.cluster.page import JSON_ROUTE, PLUGIN_NAME, PRELOAD, PRELOAD_HINT, ROUTE, page_link
+from guideloom.cluster.progress import PROGRESS_TOPIC, TOPIC, apply_event, summary
 
 REFRESH_MS = 500  # how often an open page redraws from the plugin's state (in the browser tab)
 
-__all__ = ["PLUGIN_NAME", "PRELOAD", "PRELOAD_HINT", "REFRESH_MS", "ROUTE", "GuideloomDashboard",
-           "dask_setup", "guideloom_doc", "install", "page_link", "page_registered",
-           "register_page"]
+__all__ = ["JSON_ROUTE", "PLUGIN_NAME", "PRELOAD", "PRELOAD_HINT", "REFRESH_MS", "ROUTE",
+           "GuideloomDashboard", "dask_setup", "exports_json", "guideloom_doc", "install",
+           "page_link", "page_registered", "register_page"]
 
 
 class GuideloomDashboard(SchedulerPlugin):
@@ -39,8 +42,9 @@ class GuideloomDashboard(SchedulerPlugin):
         self.exports: dict[str, dict[str, Any]] = {}
 
     async def start(self, scheduler: Any) -> None:
-        """Add the page to the dashboard's navigation bar."""
+        """Add the page to the dashboard's navigation bar, and its JSON to the HTTP server."""
         _add_to_navbar(scheduler)
+        _add_json_route(scheduler)
 
     def log_event(self, topic: str, msg: Any) -> None:
         """Apply a guideloom event (other topics are ignored)."""
@@ -56,6 +60,30 @@ def _add_to_navbar(scheduler: Any) -> None:
     pages = template_variables(scheduler)["pages"]  # the list every page's navbar shows
     if ROUTE.strip("/") not in pages:
         pages.append(ROUTE.strip("/"))
+
+
+def exports_json(scheduler: Any, now: float | None = None) -> dict[str, Any]:
+    """What ``/guideloom/json`` answers: ``{"exports": [...]}``, running exports first, then
+    the recent ones (newest first), each as :func:`guideloom.cluster.progress.summary`."""
+    plugin = scheduler.plugins.get(PLUGIN_NAME)
+    exports = plugin.exports.values() if plugin is not None else ()
+    order = sorted(exports, key=lambda s: (s["status"] != "running", -float(s["started"])))
+    return {"exports": [summary(s, now) for s in order]}
+
+
+def _add_json_route(scheduler: Any) -> None:
+    app = getattr(scheduler, "http_application", None)
+    if app is None:  # no HTTP server
+        return
+    from tornado import web
+
+    class ExportsJSON(web.RequestHandler):
+        def get(self) -> None:
+            self.set_header("Content-Type", "application/json")
+            self.set_header("Cache-Control", "no-store")
+            self.write(json.dumps(exports_json(scheduler)))
+
+    app.add_handlers(r".*", [(JSON_ROUTE, ExportsJSON)])
 
 
 def guideloom_doc(scheduler: Any, extra: Mapping[str, Any], doc: Any) -> None:

@@ -37,6 +37,8 @@ from typing import Any
 import psutil
 
 from guideloom.cluster import security as sec
+from guideloom.cluster.page import PRELOAD as PAGE_PRELOAD
+from guideloom.cluster.page import page_link
 from guideloom.errors import LocalClusterError
 from guideloom.runtime.private_files import private_dir
 
@@ -120,6 +122,7 @@ class LocalClusterProcesses:
         scheduler: The scheduler process record.
         workers: One record per worker (nanny) process.
         tls: Whether the processes talk TLS (credentials in ``state_dir/tls``).
+        page: Whether the scheduler serves the ``/guideloom`` page (preloaded).
     """
 
     address: str
@@ -128,6 +131,14 @@ class LocalClusterProcesses:
     scheduler: ProcessRecord
     workers: list[ProcessRecord]
     tls: bool = False
+    page: bool = False
+
+    @property
+    def page_url(self) -> str | None:
+        """The ``/guideloom`` page's URL when the scheduler preloads it, else ``None``."""
+        if self.dashboard_url is None or not self.page:
+            return None
+        return page_link(self.dashboard_url)
 
     @property
     def pids(self) -> list[int]:
@@ -164,6 +175,7 @@ class LocalClusterProcesses:
             "scheduler": asdict(self.scheduler),
             "workers": [asdict(w) for w in self.workers],
             "tls": self.tls,
+            "page": self.page,
         }
 
     @classmethod
@@ -176,6 +188,7 @@ class LocalClusterProcesses:
             scheduler=ProcessRecord(**data["scheduler"]),
             workers=[ProcessRecord(**w) for w in data["workers"]],
             tls=bool(data.get("tls", False)),
+            page=bool(data.get("page", False)),
         )
 
     def write_state(self) -> Path:
@@ -337,6 +350,7 @@ def start_local_cluster(
     pythonpath: Sequence[str | os.PathLike[str]] = (),
     timeout: float = 60.0,
     tls: bool = True,
+    page: bool = False,
 ) -> LocalClusterProcesses:
     """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes on 127.0.0.1.
 
@@ -361,6 +375,9 @@ def start_local_cluster(
             :attr:`LocalClusterProcesses.security` or
             :func:`guideloom.cluster.security.load`). ``False``: plain TCP, which any local
             user can use to run code as you (less safe).
+        page: The scheduler preloads ``guideloom.cluster.dashboard``: the dashboard gets the
+            ``/guideloom`` page (:attr:`LocalClusterProcesses.page_url`), as
+            ``cluster/local.py start`` does.
 
     Returns:
         The started processes; call :meth:`LocalClusterProcesses.stop` or use as a context
@@ -409,10 +426,12 @@ def start_local_cluster(
     sched_argv += ["--dashboard-address", f"{HOST}:{dashboard_port or 0}"]
     if dashboard_port is None:
         sched_argv.append("--no-dashboard")
+    elif page:  # guideloom's /guideloom page beside the Dask dashboard (the scheduler imports it)
+        sched_argv += ["--preload", PAGE_PRELOAD]
     scheduler = _spawn("scheduler", sched_argv, sdir / "scheduler.log", env, sdir)
     procs = LocalClusterProcesses(
         address="", dashboard_url=None, state_dir=sdir, scheduler=scheduler, workers=[],
-        tls=use_tls,
+        tls=use_tls, page=page and dashboard_port is not None,
     )
     try:
         info = _wait_for_scheduler_file(scheduler, scheduler_file, timeout)
@@ -518,6 +537,7 @@ def cluster_status(
         "running_pids": procs.running_pids(),
         "n_workers": None,
         "tls": procs.tls,
+        "page_url": procs.page_url,
     }
     status["running"] = procs.scheduler.is_running()
     if status["running"]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 ROUTE = "/guideloom"
+JSON_ROUTE = ROUTE + "/json"  # the page's numbers as JSON
 PLUGIN_NAME = "guideloom-dashboard"
 PRELOAD = "guideloom.cluster.dashboard"
 PRELOAD_HINT = (f"start the scheduler with `dask scheduler --preload {PRELOAD}` (guideloom "
@@ -27,8 +28,8 @@ PRELOAD_HINT = (f"start the scheduler with `dask scheduler --preload {PRELOAD}` 
 PAGES_MODULE = "distributed.dashboard.scheduler"  # holds the table of dashboard pages
 SETTLE_S = 5.0  # the longest a finished job waits for a late answer before saying "no page"
 
-__all__ = ["PLUGIN_NAME", "PRELOAD", "PRELOAD_HINT", "ROUTE", "announce_page", "ask_page",
-           "page_link", "scheduler_probe", "serves_page", "settle"]
+__all__ = ["JSON_ROUTE", "PLUGIN_NAME", "PRELOAD", "PRELOAD_HINT", "ROUTE", "announce_page",
+           "ask_page", "page_link", "scheduler_probe", "serves_page", "settle"]
 
 logger = logging.getLogger(__name__)
 

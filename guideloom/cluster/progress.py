@@ -20,9 +20,13 @@ PROGRESS_TOPIC = "guideloom-progress"  # one event per finished partition
 ALL_TOPIC = "all"  # what the dashboard's Events page shows
 PLAN, TASKS, FINALIZE, CHECKSUMS, PUBLISH = (
     "plan", "read-transform-write", "finalize", "checksums", "publish")
-PHASES = (PLAN, TASKS, FINALIZE, CHECKSUMS, PUBLISH)
-TIMING_KEYS = {PLAN: "plan_s", TASKS: "tasks_s", FINALIZE: "finalize_s",
-               CHECKSUMS: "checksums_s", PUBLISH: "publish_s"}
+PHASES = (PLAN, TASKS, FINALIZE, CHECKSUMS, PUBLISH)  # every export's phases
+# starting the embedded local cluster, inside the plan phase: a phase of its own when the job
+# started one (the plan phase goes on after it)
+CLUSTER_START = "cluster-start"
+ALL_PHASES = (PLAN, CLUSTER_START, TASKS, FINALIZE, CHECKSUMS, PUBLISH)
+TIMING_KEYS = {PLAN: "plan_s", CLUSTER_START: "cluster_start_s", TASKS: "tasks_s",
+               FINALIZE: "finalize_s", CHECKSUMS: "checksums_s", PUBLISH: "publish_s"}
 KEEP_EXPORTS = 20  # finished exports a state holder remembers
 MB = 1e6
 
@@ -56,7 +60,7 @@ def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, 
         state["phase"] = msg.get("name")
         state["phases"].append({"name": msg.get("name"), "start": now, "end": None,
                                 "done": 0, "total": msg.get("total"),
-                                "detail": msg.get("detail", "")})
+                                "detail": msg.get("detail", ""), "tasks": msg.get("tasks")})
     elif action == "placement":
         state["placement"] = dict(msg.get("placement") or {})
     elif action == "total":
@@ -114,6 +118,40 @@ def _add_task(state: dict[str, Any], msg: Mapping[str, Any], now: float) -> None
                            "experiments": n, "skipped": int(msg.get("skipped", 0))})
     state["samples"].append([now, state["done"], state["bytes_decoded"],
                              state["bytes_written"]])
+
+
+def summary(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
+    """One export's numbers as plain JSON values (what the page shows, for scripts and
+    ``curl``: ``/guideloom/json``): experiments done of the total, tasks finished of those
+    the run submits, the phases with their seconds, rates and ETA, skips, placement."""
+    now = time.time() if now is None else now
+    spent = phase_seconds(state, now)
+    tasks = next((p.get("tasks") for p in state["phases"] if p["name"] == TASKS), None)
+    return {
+        "export": state["export"], "view": state["view"], "target": state["target"],
+        "output": state.get("output"), "status": state["status"], "phase": state["phase"],
+        "experiments": {"done": state["done"], "total": state["total"],
+                        "written": state["written"], "skipped": len(state["skipped"])},
+        "tasks": {"finished": tasks_finished(state), "total": tasks},
+        "phases": [_phase_summary(p, state["status"], now) for p in state["phases"]],
+        "elapsed_s": round(sum(spent.values()), 4),
+        "rates": rates(state, now),
+        "skipped": [dict(s) for s in state["skipped"]],
+        "placement": state.get("placement"), "error": state.get("error"),
+        "started": state["started"], "updated": state["updated"],
+    }
+
+
+def _phase_summary(phase: Mapping[str, Any], status: str, now: float) -> dict[str, Any]:
+    end = now if phase["end"] is None else phase["end"]
+    return {"name": phase["name"], "seconds": round(max(0.0, end - phase["start"]), 4),
+            "running": phase["end"] is None and status == "running", "done": phase.get("done"),
+            "total": phase.get("total"), "unit": phase.get("unit", "")}
+
+
+def tasks_finished(state: Mapping[str, Any]) -> int:
+    """Tasks of this run that have finished (their summaries arrived)."""
+    return len(state["tasks"])
 
 
 def phase_seconds(state: Mapping[str, Any], now: float | None = None) -> dict[str, float]:

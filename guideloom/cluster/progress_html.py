@@ -12,7 +12,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from guideloom.cluster.progress import PHASES, TASKS, phase_seconds, rates
+from guideloom.cluster.progress import (
+    ALL_PHASES,
+    CLUSTER_START,
+    TASKS,
+    phase_seconds,
+    rates,
+    tasks_finished,
+)
 
 STYLE = """
 .gl-export { font-family: sans-serif; font-size: 13px; margin: 0 0 18px 0; }
@@ -69,14 +76,18 @@ def export_html(state: Mapping[str, Any], now: float | None = None) -> str:
         + "</table>")
     rows = []
     seen = {p["name"]: p for p in state["phases"]}
-    for name in PHASES:
+    for name in ALL_PHASES:
         p = seen.get(name)
+        if p is None and name == CLUSTER_START:
+            continue  # the job started no cluster
         if p is None:
             rows.append(f"<tr><td>{_e(name)}</td><td>waiting</td><td></td><td></td></tr>")
             continue
         running = p["end"] is None and status == "running"
         if name == TASKS and p.get("total"):
             progress = f"{done} / {p['total']} experiments {_bar(done / p['total'])}"
+            if p.get("tasks") is not None:  # finished, not submitted: what "done" means here
+                progress += f"; {tasks_finished(state)} of {p['tasks']} tasks finished"
         elif p.get("unit") and p.get("total"):  # the phase's own progress (finalize: chunks)
             progress = (f"{p['done']} / {p['total']} {_e(p['unit'])} "
                         f"{_bar(p['done'] / p['total'])}")

@@ -31,13 +31,14 @@ import logging
 import math
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from guideloom import config, fastread
-from guideloom.cluster import dask_logs, embedded
+from guideloom.cluster import announce, dask_logs, embedded
 from guideloom.cluster import page as page_module
 from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
@@ -83,12 +84,15 @@ class Placement:
             ``"scheduler"`` (an address).
         workers: Workers the job can use (1 in-process).
         reason: One line saying why, for the terminal and ``export.json``.
+        cluster_start_s: Seconds spent starting the embedded local cluster for this job
+            (``None``: none was started); the run reports it as its own phase.
     """
 
     client: Any
     mode: str
     workers: int
     reason: str
+    cluster_start_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The placement as recorded in ``export.json``."""
@@ -367,7 +371,9 @@ def placement(
             placement line states this one when the job stays in-process.
         dashboard_address: Where the embedded cluster's dashboard listens (127.0.0.1 by
             default; a busy port is replaced by a free one); ``None`` disables it.
-        quiet: Print neither the placement line nor the dashboard URL.
+        quiet: Log neither the placement line nor the dashboard URL; on the embedded local
+            cluster they are logged anyway, and ``quiet`` silences the one line printed on
+            stderr when logging does not show them (:mod:`guideloom.cluster.announce`).
         verbose: Let Dask's own log lines through.
         batch_options: Keyword arguments for
             :func:`~guideloom.cluster.jobqueue.jobqueue_client` (``"slurm:N"``, ``"pbs:N"``).
@@ -435,13 +441,20 @@ def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, 
     """The placement of a ``client`` given as text: the embedded cluster, batch jobs or a
     scheduler address (see :func:`placement`)."""
     if client == LOCAL or client.startswith(f"{LOCAL}:"):
+        began = time.monotonic()
         running, started = embedded.embedded_cluster(
             _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)
-        _announce(running.dashboard_link, quiet, page=True)
+        start_s = time.monotonic() - began if started else None
+        link = running.dashboard_link
+        _announce(link, False, page=True)  # records, whatever quiet says (see _say)
         reason = "started" if started else "reused"
-        yield _say(Placement(running.client, "local-cluster", running.n_workers,
-                             f"local cluster of {running.n_workers} workers ({reason})"),
-                   quiet)
+        where = _say(Placement(running.client, "local-cluster", running.n_workers,
+                               f"local cluster of {running.n_workers} workers ({reason})",
+                               cluster_start_s=start_s), False)
+        urls = (f"dashboard {link}, guideloom page {page_module.page_link(link)}" if link
+                else "no dashboard")
+        announce.tell(logger, f"guideloom: running {where.mode}: {where.reason}; {urls}", quiet)
+        yield where
         return
     kind, _, jobs = client.partition(":")
     if kind in BATCH_KINDS:
@@ -525,13 +538,15 @@ class _NoProgress:
         pass
 
 
-def progress_bar(show: bool, total: int, *, initial: int = 0, unit: str, desc: str) -> Any:
-    """A tqdm bar, or a silent stand-in when ``show`` is false."""
+def progress_bar(show: bool, total: int, *, initial: int = 0, unit: str, desc: str,
+                 delay: float = 0.0) -> Any:
+    """A tqdm bar, or a silent stand-in when ``show`` is false; ``delay``: seconds before it
+    is first drawn (a bar that ends sooner is never drawn)."""
     if not show:
         return _NoProgress()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, unit=unit, desc=desc)
+    return tqdm(total=total, initial=initial, unit=unit, desc=desc, delay=delay)
 
 
 def task_slots_by_host(client: Any) -> dict[str, int]:

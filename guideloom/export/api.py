@@ -115,6 +115,11 @@ class ExportOptions(TypedDict, total=False):
         report: Write a self-contained HTML run report there after the run (phase timeline,
             task stream per worker, throughput over time, skipped experiments, placement),
             also after a failed run.
+        quiet: Print nothing on stderr of the job's own: on the embedded local cluster
+            (``client="local"``, ``"local:N"``, or the default choosing it) an export prints
+            one line (where it runs, the dashboard's and the ``/guideloom`` page's URLs)
+            unless logging already shows guideloom's records on stderr; the log records are
+            emitted either way. In-process exports print nothing.
     """
 
     data_dir: str | Path | None
@@ -134,9 +139,10 @@ class ExportOptions(TypedDict, total=False):
     overwrite: bool
     verify_crc: bool
     report: str | Path | None
+    quiet: bool
 
 
-_RUN_OPTIONS = ("show_progress", "client", "report")
+_RUN_OPTIONS = ("show_progress", "client", "report", "quiet")
 _OPTIONS_DOC = """
     Args:
         view: A view name (published, or added with :func:`guideloom.add_view`) or a View.
@@ -144,7 +150,7 @@ _OPTIONS_DOC = """
             ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``storage_options``, ``where``,
             ``transforms``, ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
-            ``verify_crc``, ``report``.
+            ``verify_crc``, ``report``, ``quiet``.
 """
 
 

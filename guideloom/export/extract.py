@@ -44,6 +44,7 @@ from guideloom.errors import (
     ExtractError,
     summarize_ids,
 )
+from guideloom.read.access import data_file, open_fd
 from guideloom.read.locations import Location
 from guideloom.read.scan import LOOSE_SUBDIR, archive_paths, id_parser, scan_locations
 from guideloom.read.zipmember import member_data_offset
@@ -234,7 +235,7 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
     plan = ExtractPlan([], [], {}, [])
     for archive in archive_paths(ds, root):
         st = os.stat(archive)
-        with zipfile.ZipFile(archive) as zf:  # scan_locations already proved it readable
+        with data_file(archive), zipfile.ZipFile(archive) as zf:
             infos = zf.infolist()
         ap = _ArchivePlan(str(archive), (st.st_size, st.st_mtime_ns))
         plan.archives.append(ap)
@@ -287,7 +288,7 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
 def file_crc32(path: str) -> int:
     """The CRC-32 of a whole file, as zip archives record it."""
     crc = 0
-    with open(path, "rb") as fh:
+    with data_file(path), open(path, "rb") as fh:
         while block := fh.read(CRC_BLOCK_BYTES):
             crc = zlib.crc32(block, crc)
     return crc
@@ -397,12 +398,13 @@ class _ArchiveReader:
 
     def fd(self, path: str) -> int:
         if path not in self._fds:
-            self._fds[path] = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._fds[path] = open_fd(path)
         return self._fds[path]
 
     def open_member(self, loc: Location) -> Any:
         if loc.path not in self._zips:
-            zf = self._zips[loc.path] = zipfile.ZipFile(loc.path)
+            with data_file(loc.path):
+                zf = self._zips[loc.path] = zipfile.ZipFile(loc.path)
             self._infos[loc.path] = {i.header_offset: i for i in zf.infolist()}
         info = self._infos[loc.path].get(loc.header_offset)
         if info is None or info.filename != loc.member:

@@ -4,15 +4,18 @@ the state they build are in :mod:`guideloom.cluster.progress`."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from guideloom import config
 from guideloom.cluster.events import EventSender
 from guideloom.cluster.progress import (
     ALL_TOPIC,
     CHECKSUMS,
+    CLUSTER_START,
     FINALIZE,
     PHASES,
     PLAN,
@@ -29,7 +32,8 @@ from guideloom.cluster.runtime import progress_bar
 
 STEPS_SHOWN = 100  # a phase's progress is sent about this many times
 
-__all__ = ["CHECKSUMS", "FINALIZE", "PHASES", "PLAN", "PUBLISH", "TASKS", "RunMonitor"]
+__all__ = ["CHECKSUMS", "CLUSTER_START", "FINALIZE", "PHASES", "PLAN", "PUBLISH", "TASKS",
+           "RunMonitor"]
 
 
 class RunMonitor:
@@ -55,6 +59,9 @@ class RunMonitor:
         self.show_progress = show_progress
         self._bar: Any = None
         self._shown: tuple[str, float] | None = None  # the phase announced on the terminal
+        self._announce: threading.Timer | None = None  # announces a phase that lasts
+        self._terminal = threading.Lock()  # the announcing timer and the phase's end
+        self._shown_phase = 0  # counts the phases the terminal showed or skipped
         self._step_bar: Any = None  # the current phase's own bar (finalize: chunks)
         self._step_sent: tuple[int, int] | None = None  # (total, done) last sent
         self._emit(TOPIC, "start", view=view, target=target, output=output, total=total,
@@ -78,10 +85,11 @@ class RunMonitor:
                 self._send(topic, msg)
 
     def phase(self, name: str, *, total: int | None = None, detail: str = "",
-              at: float | None = None) -> None:
-        """A new phase starts (the previous one ends); ``at``: its start time if earlier."""
+              at: float | None = None, tasks: int | None = None) -> None:
+        """A new phase starts (the previous one ends); ``at``: its start time if earlier;
+        ``tasks``: the tasks it runs (the tasks phase), against which finished ones count."""
         self._close_bar()
-        self._emit(TOPIC, "phase", at=at, name=name, total=total, detail=detail)
+        self._emit(TOPIC, "phase", at=at, name=name, total=total, detail=detail, tasks=tasks)
         self._new_bar(name, total, detail)
 
     def placement(self, placed: Mapping[str, Any]) -> None:
@@ -119,7 +127,8 @@ class RunMonitor:
         as a bar and sent about every 1% (and at the end)."""
         if self.show_progress and self._step_bar is None and total:
             self._step_bar = progress_bar(True, total, unit=unit.rstrip("s"),
-                                          desc=f"{self.view} {self.state['phase']}")
+                                          desc=f"{self.view} {self.state['phase']}",
+                                          delay=float(config.get("phase_line_s")))
         if self._step_bar is not None:
             self._step_bar.update(done - self._step_bar.n)
         sent = self._step_sent
@@ -172,13 +181,28 @@ class RunMonitor:
         if name == TASKS:
             self._bar = progress_bar(True, int(total or 0), unit="exp",
                                      desc=f"{self.view} {name}")
-        elif name != PLAN:
-            print(f"guideloom: {self.view} {name}{f' ({detail})' if detail else ''} ...",
-                  file=sys.stderr, flush=True)
-            self._shown = (name, time.time())
+        elif name not in (PLAN, CLUSTER_START):  # shown once it lasts long enough to matter
+            line = f"guideloom: {self.view} {name}{f' ({detail})' if detail else ''} ..."
+            since, number = time.time(), self._shown_phase
+            wait = float(config.get("phase_line_s"))
+            if wait <= 0:
+                self._say(line, name, since, number)
+                return
+            self._announce = threading.Timer(wait, self._say, (line, name, since, number))
+            self._announce.daemon = True
+            self._announce.start()
+
+    def _say(self, line: str, name: str, since: float, number: int) -> None:
+        """Print a phase's first line (it has lasted; its duration follows when it ends)."""
+        with self._terminal:
+            if number != self._shown_phase:
+                return  # the phase ended meanwhile
+            print(line, file=sys.stderr, flush=True)
+            self._shown = (name, since)
 
     def _close_bar(self) -> None:
-        """End the terminal's view of the current phase (its bar, or its duration)."""
+        """End the terminal's view of the current phase (its bar, or its duration when it
+        was announced)."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -186,8 +210,13 @@ class RunMonitor:
             self._step_bar.close()
             self._step_bar = None
         self._step_sent = None
-        if self._shown is not None:
-            name, since = self._shown
-            print(f"guideloom: {self.view} {name} took {time.time() - since:.1f} s",
-                  file=sys.stderr, flush=True)
-            self._shown = None
+        with self._terminal:
+            self._shown_phase += 1
+            if self._announce is not None:
+                self._announce.cancel()
+                self._announce = None
+            if self._shown is not None:
+                name, since = self._shown
+                print(f"guideloom: {self.view} {name} took {time.time() - since:.1f} s",
+                      file=sys.stderr, flush=True)
+                self._shown = None

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from guideloom.cluster.progress import MB, PHASES, phase_seconds
+from guideloom.cluster.progress import ALL_PHASES, MB, PHASES, phase_seconds
 from guideloom.cluster.progress_html import STYLE, export_html
 
 PAGE = """<!DOCTYPE html>
@@ -41,8 +41,8 @@ PAGE = """<!DOCTYPE html>
 </html>
 """
 
-PHASE_COLOURS = dict(zip(PHASES, ("#999999", "#2c7fb8", "#f03b20", "#31a354", "#756bb1"),
-                         strict=True))
+PHASE_COLOURS = dict(zip(ALL_PHASES, ("#999999", "#fdae6b", "#2c7fb8", "#f03b20", "#31a354",
+                                      "#756bb1"), strict=True))
 
 
 def _placement_html(placed: Mapping[str, Any] | None) -> str:
@@ -64,7 +64,7 @@ def _plots(state: Mapping[str, Any], now: float) -> Any:
     # (type: ignore below) bokeh's figure.pyi declares the options as dataclass InitVars, which
     # mypy does not read as parameters of figure()
     timeline = figure(title="phases", height=160, sizing_mode="stretch_width",  # type: ignore[call-arg]
-                      y_range=[p for p in PHASES if any(q["name"] == p for q in phases)][::-1]  # type: ignore[arg-type]
+                      y_range=[p for p in ALL_PHASES if any(q["name"] == p for q in phases)][::-1]  # type: ignore[arg-type]
                       or list(PHASES), x_axis_label="seconds since the start",
                       name="phase_timeline")
     source = ColumnDataSource({

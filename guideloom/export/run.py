@@ -54,6 +54,7 @@ from guideloom.export.pipeline import (
 from guideloom.export.prehash import PrefixHashes
 from guideloom.export.progress import (
     CHECKSUMS,
+    CLUSTER_START,
     FINALIZE,
     PLAN,
     PUBLISH,
@@ -62,7 +63,7 @@ from guideloom.export.progress import (
 )
 from guideloom.export.publish import CROISSANT_NAME, describe_export
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
-from guideloom.export.staging import PHASE_FINALIZING, Staging
+from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
 from guideloom.formats import ExportFormat, get_format
 from guideloom.formats.checksums import (
@@ -296,6 +297,7 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
                    batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
     staging = Staging.for_target(spec.target)
     with TargetLock(staging):  # one run per target; checked again inside the lock
+        fault_point("target-locked")  # (status: "running (starting)" until the job is staged)
         recovered = staging.recover()
         if recovered and not quiet:
             logger.info("guideloom: %s", recovered)
@@ -349,6 +351,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
                    dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
                    batch_options=batch_options, forkable=forkable,
                    finishing=finishing is not None) as where:
+        if where.cluster_start_s is not None:  # its own phase, within the plan phase
+            now = time.time()
+            monitor.phase(CLUSTER_START, at=now - where.cluster_start_s)
+            monitor.phase(PLAN, at=now)
         monitor.attach(where.client)
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
@@ -402,6 +408,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     }
     previous = staging.read_job()
     resumed = staging.start(job)
+    if resumed and (previous or {}).get(FAILED_KEY):
+        staging.update_job(**{FAILED_KEY: None})  # this run may end otherwise
     if staging.discarded and not quiet:
         logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
                     "they belong to another job (%s)", staging.url,
@@ -435,7 +443,10 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                 writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
                 fault_point("allocated")
             n = len(plan.selection.locations)
-            monitor.phase(TASKS, total=n, detail=f"{len(todo)} of {len(plan.partitions)} tasks")
+            kept = len(plan.partitions) - len(todo)
+            monitor.phase(TASKS, total=n, tasks=len(todo),
+                          detail=f"{_tasks_text(len(todo))} to run"
+                                 + (f", {kept} kept from an earlier run" if kept else ""))
             monitor.totals(n, _experiments(done.values()))
             hashes = (None if finalizing
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
@@ -449,11 +460,26 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
                              timings={"compute_s": compute_seconds, **task_seconds(summaries)},
                              started=started, hashes=hashes)
+    except Exception as exc:  # the job failed (not Ctrl-C, not a kill): status says so
+        record_failure(staging, exc)
+        raise
     finally:
         if hashes is not None:
             hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries)
+
+
+def record_failure(staging: Staging, exc: BaseException) -> None:
+    """Store in the staged job that its run failed, and with what (``guideloom status`` says
+    "failed", not "interrupted"); a failure to store it never hides ``exc``."""
+    try:
+        if staging.read_job() is not None:
+            error = " ".join(f"{type(exc).__name__}: {exc}".split())
+            staging.update_job(**{FAILED_KEY: {"error": error,
+                                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")}})
+    except (OSError, ValueError) as problem:
+        logger.debug("guideloom: could not record the failure in the staged job: %s", problem)
 
 
 def discard_reason(spec: ExportSpec, plan: ExportPlan, previous: Mapping[str, Any] | None
@@ -546,26 +572,37 @@ def task_seconds(summaries: Sequence[PartitionSummary]) -> dict[str, float]:
             "write_s": round(sum(float(s.get("write_s", 0.0)) for s in summaries), 4)}
 
 
+def _tasks_text(n: int) -> str:
+    return f"{n} task{'s' * (n != 1)}"
+
+
 def _experiments(summaries: Iterable[PartitionSummary]) -> int:
     return sum(len(s["written"]) + len(s["skipped"]) for s in summaries)
 
 
-SHIPPED_STAGE = "export-job"  # the task group of the job's payload (one task)
+SHIPPED_STAGE = "export-job"  # the task group of a large job's payload (one task)
+INLINE_JOB_BYTES = 256 * 1024  # a job up to this size travels inside each task
 
 
 def _ship(spec: ExportSpec, writer: ExportFormat, dask: Any, token: str) -> Any:
-    """The job (spec and writer) as cloudpickle bytes, in a future the tasks depend on.
+    """The job (spec and writer) as cloudpickle bytes, for the tasks to unpack.
 
-    The bytes are the argument of a task keyed ``("export-job", view, job)`` (not scattered
-    data, which showed as an unexplained ``bytes`` group), so the scheduler holds them: when
-    the worker that has the result dies, the scheduler computes it again elsewhere and the
-    partition tasks are retried, instead of failing with lost dependencies. User code from
-    ``__main__`` and local modules travels by value (see :mod:`guideloom.cluster.shipping`),
-    so workers need only ``guideloom`` installed.
+    A job of up to :data:`INLINE_JOB_BYTES` (a seed workflow's is about 10 kB) is the bytes
+    themselves, an argument of every task: the tasks then have no dependency, so the
+    scheduler spreads them over the idle workers at once instead of queueing them where the
+    payload is, and a worker that dies takes nothing with it. A larger job (a transform that
+    holds big arrays) is sent once, as the argument of a task keyed ``("export-job", view,
+    job)`` (not scattered data, which showed as an unexplained ``bytes`` group), so the
+    scheduler holds it: when the worker that has the result dies, the scheduler computes it
+    again elsewhere and the partition tasks are retried, instead of failing with lost
+    dependencies. User code from ``__main__`` and local modules travels by value (see
+    :mod:`guideloom.cluster.shipping`), so workers need only ``guideloom`` installed.
     """
     with shipped_by_value([*spec.transforms.values(), spec.record_transform, spec.where,
                            *writer.user_objects()]):
         payload = pack((spec, writer))
+    if len(payload) <= INLINE_JOB_BYTES:
+        return payload
     shipped = dask.submit(_payload, payload, pure=False,
                           key=task_key(SHIPPED_STAGE, spec.view.name, token))
     # in memory before the partitions are submitted: they are then scheduled in their order

@@ -37,6 +37,7 @@ from guideloom.runtime.private_files import private_dir
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
 _TEMPORARY = re.compile(r"\.tmp-\d+$")
 PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
+FAILED_KEY = "failed"  # job.json: {"error", "at"} of a run that failed (None once rerun)
 PHASE_PUBLISHING = "publishing"  # data/ is complete; it is being renamed to the target
 
 

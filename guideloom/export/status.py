@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guideloom.errors import IncompleteExportError, NoJobError
-from guideloom.export.staging import PHASE_FINALIZING, PHASE_PUBLISHING, Staging
+from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, PHASE_PUBLISHING, Staging
 from guideloom.export.target import running_holder
 from guideloom.formats import get_format
 from guideloom.formats.layout import read_export_manifest, resolve_target, target_of_staging_dir
@@ -41,6 +41,7 @@ class JobStatus:
         running: Who runs the job now (``"pid … on …, started …"``; local targets), or
             ``None`` when no run holds the target's lock (an interrupted job).
         lock_visible: Whether ``running`` is known (a URL target's lock is not visible).
+        done_indices: The finished partitions' indices (incomplete jobs).
     """
 
     target: str
@@ -58,6 +59,35 @@ class JobStatus:
     problem: str | None = None
     running: str | None = None
     lock_visible: bool = True
+    done_indices: tuple[int, ...] = ()
+
+    @property
+    def failed(self) -> str | None:
+        """The error a run of this job failed with (the staged job records it), or ``None``
+        (never failed, or a run holds it now)."""
+        failure = self.job.get(FAILED_KEY)
+        if self.running is not None or not isinstance(failure, dict):
+            return None
+        return str(failure.get("error", "an error"))
+
+    @property
+    def kept_text(self) -> str:
+        """Which partitions are finished: ``4 of 9 partitions (0-3)``."""
+        return (f"{len(self.done_indices)} of {self.partitions} partitions "
+                f"({ranges_text(self.done_indices)})" if self.done_indices
+                else f"none of {self.partitions} partitions")
+
+    def rerun_advice(self) -> str:
+        """What a rerun of a failed job can keep: only this very job (same data, transforms
+        and options) keeps the finished partitions, and it fails again where this run did
+        unless the cause was outside the job; a changed transform is another job."""
+        keep = (f"a rerun of this same job keeps the {self.kept_text} staged in "
+                f"{self.staging_dir} and runs the rest, so it fails again where this run "
+                "failed unless the cause was outside the job (a file, a worker, the machine)"
+                if self.done_indices else "nothing is kept")
+        return (f"{keep}; {self.resume_hint} to run it again; a job with a fixed transform, "
+                "other data or other options is another job: it starts over and discards what "
+                "is staged")
 
     @property
     def phase(self) -> str:
@@ -84,6 +114,8 @@ class JobStatus:
         """One line: ``complete: 9/9 partitions done (…)`` or ``incomplete: 4/9 …``."""
         if self.problem is not None:
             return f"damaged: {self.problem}"
+        if not self.job and self.running is not None:  # the lock is held, nothing staged yet
+            return f"running (starting), {self.running}"
         if self.complete:
             return (f"complete: {self.partitions}/{self.partitions} partitions done "
                     f"({self.experiments}/{self.experiments} experiments; {self.written} "
@@ -92,9 +124,26 @@ class JobStatus:
                 f"({self.experiments_done}/{self.experiments} experiments)")
         if self.running is not None:
             return f"running: {self.phase}; {done}"
+        if self.failed is not None:
+            return f"failed: {done}; in {self.phase}: {self.failed}"
         if not self.lock_visible:
             return f"incomplete: {done}; in {self.phase} (running or interrupted)"
         return f"incomplete: {done}; interrupted in {self.phase}"
+
+
+def ranges_text(indices: tuple[int, ...] | list[int]) -> str:
+    """``0-3, 5, 7-8`` for the indices ``0 1 2 3 5 7 8``."""
+    out: list[str] = []
+    ordered = sorted(set(indices))
+    start = prev = None
+    for i in [*ordered, None]:
+        if i is not None and prev is not None and i == prev + 1:
+            prev = i
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = i
+    return ", ".join(out)
 
 
 def staging_for(path: str | os.PathLike[str]) -> Staging:
@@ -107,8 +156,11 @@ def staging_for(path: str | os.PathLike[str]) -> Staging:
 def job_status(path: str | os.PathLike[str]) -> JobStatus:
     """The state of the export at ``path`` (its target or its staging directory).
 
+    A run that holds the target's lock but has not staged its job yet (it is planning, or
+    starting its cluster) is ``running (starting)``.
+
     Raises:
-        NoJobError: Neither an export nor a staged job is there.
+        NoJobError: Neither an export nor a staged job is there, and no run holds the lock.
     """
     staging = staging_for(path)
     if staging.target_complete():
@@ -128,6 +180,9 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
                          skipped=skipped, manifest=m, problem=problem)
     job = staging.read_job()
     if job is None:
+        holder = running_holder(staging)
+        if holder is not None:  # a run holds the lock and has not staged its job yet
+            return JobStatus(staging.url, False, 0, 0, 0, 0, running=holder)
         if staging.target_exists():
             raise NoJobError(f"{staging.url} is not a guideloom export (no export.json) and no "
                              "job is staged for it")
@@ -141,4 +196,4 @@ def job_status(path: str | os.PathLike[str]) -> JobStatus:
     return JobStatus(staging.url, False, len(markers), int(job["n_partitions"]), done,
                      int(job["n_records"]), job=job, staging_dir=staging.root,
                      last_partition_age_s=age, running=running_holder(staging),
-                     lock_visible=staging.is_local)
+                     lock_visible=staging.is_local, done_indices=tuple(sorted(markers)))

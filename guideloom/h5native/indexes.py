@@ -186,7 +186,36 @@ def _chunk_key(rank: int) -> int:
 
 def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
                 maxshape: tuple[int | None, ...], itemsize: int) -> list[Chunk]:
-    """The allocated chunks of a chunked dataset, in no particular order."""
+    """The allocated chunks of a chunked dataset, in no particular order.
+
+    Raises:
+        NativeDamageError: Two chunks' bytes overlap (an index entry pointing at another
+            chunk's bytes: HDF5 serves that chunk's rows twice, without an error).
+    """
+    return disjoint(_chunk_index(r, lay, shape, maxshape, itemsize))
+
+
+def disjoint(chunks: list[Chunk]) -> list[Chunk]:
+    """``chunks``, refused when the byte extents of two of them overlap.
+
+    Raises:
+        NativeDamageError: Naming both chunks and their extents.
+    """
+    reach, last = -1, None
+    for chunk in sorted((c for c in chunks if c[3] > 0), key=lambda c: c[2]):
+        offset, _, addr, size = chunk
+        if last is not None and addr < reach:
+            raise NativeDamageError(
+                f"the bytes of chunk {offset} (at {addr}, {size} bytes) overlap those of chunk "
+                f"{last[0]} (at {last[2]}, {last[3]} bytes): one chunk index entry points at "
+                "another chunk's bytes (HDF5 would serve its rows twice)")
+        if addr + size > reach:
+            reach, last = addr + size, chunk
+    return chunks
+
+
+def _chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
+                 maxshape: tuple[int | None, ...], itemsize: int) -> list[Chunk]:
     cs = lay.chunk_shape
     grid = tuple(-(-n // c) for n, c in zip(shape, cs, strict=True))
     if lay.address is None or 0 in shape:

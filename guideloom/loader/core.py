@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from guideloom.errors import warn
+from guideloom.errors import LoaderArgumentError, warn
 from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
 from guideloom.loader.torch_adapter import (
     default_collate,
@@ -44,6 +44,31 @@ def global_positions(
     """
     positions = base + rank + world_size * np.arange(local_batch_size, dtype=np.int64)
     return positions[positions < end]
+
+
+@dataclasses.dataclass(eq=False)
+class LoaderState:
+    """Where a loader is in its order (GuideLoom 1.1 keeps the same as ``loader._state``).
+
+    Attributes:
+        epoch: The epoch the next batch belongs to.
+        observation_offset: Positions of the epoch's global order delivered so far.
+        held: The loader's newest iterator, weakly (a dropped iterator is not active).
+    """
+
+    epoch: int = 0
+    observation_offset: int = 0
+    held: weakref.ReferenceType[_LoaderIterator] | None = None
+
+    def iterator(self) -> _LoaderIterator | None:
+        """The iterator still delivering this epoch, if any."""
+        iterator = self.held() if self.held is not None else None
+        return iterator if iterator is not None and not iterator.finished else None
+
+    @property
+    def active(self) -> bool:
+        """Whether an iterator of the loader is still delivering (not drained or closed)."""
+        return self.iterator() is not None
 
 
 SourceT = TypeVar("SourceT")
@@ -178,9 +203,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         self.prefetch = int(prefetch)
         self.pin_memory = pin_memory
         self._num_samples = len(source)
-        self._epoch = 0
-        self._offset = 0
-        self._iterator: weakref.ReferenceType[_LoaderIterator] | None = None
+        self._state = LoaderState()
         self._process_pool: cf.ProcessPoolExecutor | None = None
         self._closed = False
         self._warned_empty = False
@@ -209,8 +232,8 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         self._closed = False
         if self._num_samples < self.global_batch_size:
             raise ValueError(
-                f"the dataset has {self._num_samples} samples, fewer than one global batch of "
-                f"{self.global_batch_size} (local_batch_size={self.local_batch_size} x "
+                f"the dataset has fewer elements ({self._num_samples}), fewer than one global "
+                f"batch of {self.global_batch_size} (local_batch_size={self.local_batch_size} x "
                 f"world_size={self.world_size}); lower the batch size"
             )
 
@@ -281,7 +304,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
     @property
     def epoch(self) -> int:
         """The epoch the next batch belongs to."""
-        return self._epoch
+        return self._state.epoch
 
     @property
     def batch_size(self) -> int:
@@ -303,7 +326,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         n, g = self._num_samples, self.global_batch_size
         if not self.drop_last:
             return n
-        return self._offset + (n - self._offset) // g * g
+        return self._state.observation_offset + (n - self._state.observation_offset) // g * g
 
     def order(self, epoch: int) -> Callable[[np.ndarray], np.ndarray]:
         """Return the map from global positions to sample indices for ``epoch``."""
@@ -329,8 +352,8 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         if self._active_iterator() is not None:
             raise RuntimeError("cannot set the epoch while an iterator of this loader is active")
-        if epoch != self._epoch:
-            self._epoch, self._offset = epoch, 0
+        if epoch != self._state.epoch:
+            self._state.epoch, self._state.observation_offset = epoch, 0
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -340,8 +363,8 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         to the consumers of all ranks; batches prefetched but not yet delivered do not count.
         """
         return {
-            "epoch": self._epoch,
-            "observation_offset": self._offset,
+            "epoch": self._state.epoch,
+            "observation_offset": self._state.observation_offset,
             "shuffle": self.shuffle,
             "shuffle_seed": self.shuffle_seed,
             "drop_last": self.drop_last,
@@ -381,7 +404,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                 )
             else:  # no explicit seed: continue the checkpointed order
                 self.shuffle_seed = int(seed)
-        self._epoch, self._offset = epoch, offset
+        self._state.epoch, self._state.observation_offset = epoch, offset
 
     # ------------------------------------------------------------------ stall counters
     def stats(self, reset: bool = False) -> dict[str, Any]:
@@ -405,8 +428,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
 
     # ------------------------------------------------------------------ iteration
     def _active_iterator(self) -> _LoaderIterator | None:
-        iterator = self._iterator() if self._iterator is not None else None
-        return iterator if iterator is not None and not iterator.finished else None
+        return self._state.iterator()
 
     def __iter__(self) -> Iterator[Any]:
         if self._closed:
@@ -416,7 +438,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             previous.close()
         self._warn_if_epochs_are_empty()
         iterator = _LoaderIterator(self)
-        self._iterator = weakref.ref(iterator)
+        self._state.held = weakref.ref(iterator)
         return iterator
 
     def _warn_if_epochs_are_empty(self) -> None:
@@ -488,9 +510,9 @@ class _LoaderIterator:
         self._pending: collections.deque[tuple[int, Any]] = collections.deque()
         self._pool: cf.Executor | None = None
         self._owns_pool = False
-        self._epoch = loader._epoch
-        self._order = loader.order(loader._epoch)
-        self._next_base = loader._offset
+        self._epoch = loader._state.epoch
+        self._order = loader.order(loader._state.epoch)
+        self._next_base = loader._state.observation_offset
         self._end = loader._epoch_end()
         self._advanced = False
         self._handed_out: float | None = None  # when the last batch left next()
@@ -550,7 +572,7 @@ class _LoaderIterator:
             self._fill()
             if not self._pending:
                 if not self._advanced:  # an epoch without batches still ends
-                    loader._epoch, loader._offset = self._epoch + 1, 0
+                    loader._state.epoch, loader._state.observation_offset = self._epoch + 1, 0
                 ended = self._next_base >= self._end and self._epoch_stats.batches
                 self.close()
                 if ended and loader.stats_summary:
@@ -575,7 +597,8 @@ class _LoaderIterator:
             raise
         # the epoch ends when the iterator is exhausted (as in GuideLoom 1.1): a checkpoint
         # taken after the last batch but before that resumes with an empty rest of the epoch
-        loader._offset = min(base + loader.global_batch_size, loader._num_samples)
+        state = loader._state
+        state.observation_offset = min(base + loader.global_batch_size, loader._num_samples)
         self._handed_out = time.perf_counter()
         waited = self._handed_out - entered
         loader._stats.waited(waited)
@@ -736,11 +759,13 @@ def _dataset_for(storage: Any, sequence_length: int | None) -> Any:
         return st.StreamDataset(storage, sequence_length=sequence_length)
     if isinstance(storage, st.DocumentStorage):
         if sequence_length is not None:
-            raise ValueError("document storages take no sequence_length (a sample is a document)")
+            raise LoaderArgumentError(
+                "document storages take no sequence_length (a sample is a document)")
         return st.DocumentDataset(storage)
     if hasattr(storage, "sync_reader"):
         if sequence_length is not None:
-            raise ValueError("sequence_length applies to storages, not to an opened dataset")
+            raise LoaderArgumentError(
+                "sequence_length applies to storages, not to an opened dataset")
         return storage
     raise TypeError(
         f"unsupported storage type {type(storage).__name__}: expected a GuideLoom storage"

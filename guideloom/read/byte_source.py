@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from guideloom.read.access import open_fd
 from guideloom.read.fsspec_source import FsspecSource, fsspec_filesystem
 from guideloom.read.handles import ArchiveHandles, ArchiveLease, process_handles
 from guideloom.read.http import TOKEN_HEADER
@@ -101,7 +102,7 @@ class LocalFileSource:
                  name: str | None = None):
         if fd is None:
             assert path is not None, "a LocalFileSource needs a path or a descriptor"
-            fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_fd(path)
             owned = True
         self._fd, self._owned, self._lease = fd, owned, lease
         self._size: int | None

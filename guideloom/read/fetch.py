@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from guideloom.errors import RemoteReadError
+from guideloom.errors import ConfigError, RemoteReadError
 from guideloom.read.byte_source import ByteSource, open_byte_source
 from guideloom.read.files import TOKEN_HEADER, RemoteFiles, RemotePath
 from guideloom.read.fsspec_source import FsspecSource
@@ -51,6 +51,7 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     import urllib.request
 
     from guideloom.errors import DownloadError, RemoteReadError
+    from guideloom.http_deadline import open_url
     from guideloom.http_fetch import with_retries
     from guideloom.read.http import env_settings
 
@@ -59,9 +60,8 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     def once() -> Any:
         req = urllib.request.Request(url, method="HEAD",
                                      headers={"User-Agent": "guideloom-remote"})
-        try:
-            with urllib.request.urlopen(  # noqa: S310 - http(s) only
-                    req, timeout=timeout or settings.timeout) as resp:
+        try:  # the answer within the timeout in all (http_deadline)
+            with open_url(req, timeout or settings.timeout) as resp:
                 return resp.headers
         except urllib.error.HTTPError as exc:
             if exc.code in (404, 410):  # not retried
@@ -102,6 +102,8 @@ def fetch_bytes(root: RemoteFiles, relpath: str, what: str) -> tuple[bytes, Remo
     try:
         src = source_of(entry.url, entry.size, root.headers, root.options)
         data, size = _whole(src)
+    except ConfigError:  # a bad setting (GUIDELOOM_HTTP_TIMEOUT=0) is no missing manifest
+        raise
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"{what} not found or not readable: {entry.url} ({exc})") \
             from exc

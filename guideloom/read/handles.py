@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Any
 
+from guideloom.read.access import open_fd
 from guideloom.runtime.caches import BoundedCache, cache
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ class _ArchiveFd:
     __slots__ = ("_lock", "closed", "fd", "retired", "users")
 
     def __init__(self, path: str) -> None:
-        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.fd = open_fd(path)
         self._lock = threading.Lock()
         self.users = 0
         self.retired = self.closed = False

@@ -37,6 +37,7 @@ import psutil
 from guideloom import h5native as native
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
 from guideloom.fastread.chunks import RawSource
+from guideloom.read.access import data_file
 from guideloom.read.byte_source import ByteSource, high_latency, is_remote, source_for
 from guideloom.read.fileobj import SpanFile
 from guideloom.read.handles import ArchiveHandles
@@ -328,7 +329,8 @@ def open_h5py(loc: Location, handles: ArchiveHandles | None = None, *, verify: b
     try:
         path = local_path(loc)
         if path is not None:
-            fid = h5py.h5f.open(os.fsencode(path), flags, fapl=_SEC2_ACCESS)
+            with data_file(path):
+                fid = h5py.h5f.open(os.fsencode(path), flags, fapl=_SEC2_ACCESS)
             return H5pyOpen(loc, fid, RawSource.checked(fid.get_vfd_handle()), None)
         fileobj, raw, blocks = _member_fileobj(loc, handles, verify, learnt)
         name = repr(fileobj).encode("ascii", "replace")  # as h5py.File names file objects
@@ -344,8 +346,8 @@ def open_h5py(loc: Location, handles: ArchiveHandles | None = None, *, verify: b
             if blocks is not None and blocks.failure is not None:  # the network, not the bytes
                 raise blocks.failure from exc
             raise
-    except ExperimentReadError:
-        raise
+    except (ExperimentReadError, PermissionError):
+        raise  # a file we may not read is named (guideloom.read.access), never "damaged"
     except FileNotFoundError as exc:
         raise ExperimentReadError(
             f"experiment {loc.sim_id}: file {loc.describe()} disappeared ({exc})",

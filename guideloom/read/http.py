@@ -6,11 +6,13 @@ coalesced ranges on a few threads at once (``Settings.connections``), so no opti
 (aiohttp) is needed and a Dask worker reuses its connections from task to task.
 
 Every answer is checked before its bytes are used: a ``206`` whose ``Content-Range`` is exactly the
-range asked and whose body has exactly that length. A ``200`` to a ``Range`` request (the server
-ignores ``Range``), a wrong ``Content-Range``, a short body, a reset connection, a timeout and
-``429``/``5xx`` (waiting as ``Retry-After`` says) are retried with backoff
-(:func:`guideloom.http_fetch.with_retries`), then raised as a
-:class:`~guideloom.errors.RemoteReadError` naming the URL, the bytes and the experiment.
+range asked and whose body has exactly that length. A wrong ``Content-Range``, a short body, a
+reset connection, a timeout and ``429``/``5xx`` (waiting as ``Retry-After`` says) are retried
+with backoff (:func:`guideloom.http_fetch.with_retries`), then raised as a
+:class:`~guideloom.errors.RemoteReadError` naming the URL, the bytes and the experiment. A
+``200`` with the whole file to a ``Range`` request is asked once more at once (a cache filling
+itself may answer so), and a second one fails at once, saying what the server must support.
+The answer and the body have the deadlines of :mod:`guideloom.http_deadline`.
 
 Redirects are followed (DaRUS sends file bytes to a second server) and the final URL is
 remembered; when it stops working (``403``/``404``/``410``: a signed URL that expired) the
@@ -36,7 +38,20 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from guideloom.errors import RemoteChangedError, RemoteReadError, TransientDownloadError
+from guideloom.errors import (
+    RangeIgnoredError,
+    RemoteChangedError,
+    RemoteReadError,
+    TransientDownloadError,
+)
+from guideloom.http_deadline import RANGE_MIN_RATE as MIN_RATE  # noqa: F401 - remote.http's
+from guideloom.http_deadline import (
+    WATCH_PERIOD,  # noqa: F401 - re-exported by remote.http
+    answer_late,
+    body_budget,
+    body_late,
+    watchdog,
+)
 from guideloom.http_fetch import RETRY_STATUS, Settings, retry_after, with_retries
 from guideloom.read.ranges import coalesce_ranges, split_coalesced
 from guideloom.runtime.caches import BoundedCache, cache
@@ -44,14 +59,14 @@ from guideloom.runtime.caches import BoundedCache, cache
 USER_AGENT = "guideloom-remote"
 TOKEN_HEADER = "X-Dataverse-key"
 MAX_REDIRECTS = 5
-MIN_RATE = 4096  # bytes/s a range's body must average (after the timeout), else it times out
-WATCH_PERIOD = 0.25  # seconds between the watchdog's looks at the bodies being read
 MAX_IDLE_PER_HOST = 16
 MAX_THREADS = 32  # threads of the process-wide pool that concurrent ranges run on
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 EXPIRED_STATUS = frozenset({403, 404, 410})  # a remembered redirect target no longer valid
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 _DEFAULT_PORT = {"http": 80, "https": 443}
+# what a keep-alive connection the server closed while idle raises on its next request
+_IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 T = TypeVar("T")
 _HostKey = tuple[str, str, int]
@@ -115,62 +130,7 @@ class _ConnectionPool:
         self._idle.clear()
 
 
-class _Watchdog:
-    """Shuts down the socket of a body read past its deadline (one thread per process, waking
-    every :data:`WATCH_PERIOD` seconds while a read is watched): ``http.client`` reads a body in
-    one call, which a server sending a byte per socket timeout would keep alive forever."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active: dict[int, list[Any]] = {}  # key -> [deadline, socket, fired]
-        self._next = 0
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, sock: socket.socket | None, deadline: float) -> int | None:
-        """Watch ``sock`` until :meth:`done`; ``None`` (nothing watched) without a socket."""
-        if sock is None:
-            return None
-        with self._lock:
-            self._next += 1
-            key = self._next
-            self._active[key] = [deadline, sock, False]
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="guideloom-http-watchdog")
-                self._thread.start()
-        self._wake.set()
-        return key
-
-    def done(self, key: int | None) -> bool:
-        """Stop watching; True when the deadline passed and the socket was shut down."""
-        if key is None:
-            return False
-        with self._lock:
-            entry = self._active.pop(key, None)
-        return bool(entry and entry[2])
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            now = time.monotonic()
-            with self._lock:
-                if not self._active:
-                    self._wake.clear()
-                    continue
-                late = [e for e in self._active.values() if not e[2] and e[0] <= now]
-                for e in late:
-                    e[2] = True
-            for e in late:
-                try:
-                    e[1].shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            time.sleep(WATCH_PERIOD)
-
-
 _POOL = _ConnectionPool()
-_WATCHDOG = _Watchdog()
 _EXECUTOR: ThreadPoolExecutor | None = None
 _EXECUTOR_LOCK = threading.Lock()
 
@@ -184,9 +144,8 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _after_fork() -> None:  # a forked child must not share sockets or threads with its parent
-    global _POOL, _EXECUTOR, _EXECUTOR_LOCK, _WATCHDOG
+    global _POOL, _EXECUTOR, _EXECUTOR_LOCK
     _POOL = _ConnectionPool()
-    _WATCHDOG = _Watchdog()
     _EXECUTOR = None
     _EXECUTOR_LOCK = threading.Lock()
 
@@ -383,8 +342,22 @@ class HttpRangeSource:
             return cls(f"cannot read {_byte_span(offset, size)} of {self._url}{who}: {reason}",
                        url=self._url, ranges=[span], sim_id=sim_id)
 
-        return with_retries(lambda: self._attempt(offset, size, permanent, probe), self._url,
-                            _byte_span(offset, size), self._settings, give_up=give_up)
+        def attempt() -> bytes:
+            try:
+                return self._attempt(offset, size, permanent, probe)
+            except RangeIgnoredError:  # one such answer may come from a cache filling itself
+                pass
+            try:
+                return self._attempt(offset, size, permanent, probe)
+            except RangeIgnoredError as exc:  # no retry will change a server's abilities
+                raise permanent(
+                    f"{exc}, twice in a row; remote reads need a server that answers HTTP "
+                    "Range requests (206 Partial Content with Content-Range), as Dataverse "
+                    "and static file servers do: download the release (guideloom download) "
+                    "and read it locally, or serve it with Range support") from None
+
+        return with_retries(attempt, self._url, _byte_span(offset, size), self._settings,
+                            give_up=give_up)
 
     def _attempt(self, offset: int | None, size: int,
                  permanent: Callable[..., RemoteReadError], probe: bool = False) -> bytes:
@@ -451,24 +424,32 @@ class HttpRangeSource:
             conn, reused = _POOL.get(key, timeout)
             with self._lock:
                 self.requests += 1
+            dog, watch = watchdog(), None
             try:
+                if conn.sock is None:
+                    conn.connect()  # each step within the socket timeout
+                # the answer (status line, headers) within the timeout in all (http_deadline)
+                watch = dog.watch(conn.sock, time.monotonic() + timeout)
                 conn.request("GET", target, headers=headers)
                 resp = conn.getresponse()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                if reused and not fresh_try:  # the server closed an idle keep-alive connection
-                    continue
+                if dog.done(watch):
+                    raise TransientDownloadError(f"{_show(url)}: {answer_late(timeout)}"
+                                                 ) from None
+                if reused and not fresh_try and isinstance(exc, _IDLE_CLOSED):
+                    continue  # the server closed an idle keep-alive connection
+                if isinstance(exc, ssl.SSLCertVerificationError):
+                    raise self._untrusted(key, exc, permanent) from None
                 raise
-            except ssl.SSLCertVerificationError as exc:  # retrying cannot make it trusted
-                conn.close()
-                raise permanent(
-                    f"the TLS certificate of {key[1]}:{key[2]} is not trusted "
-                    f"({exc.verify_message or exc}); if the server is right, point SSL_CERT_FILE "
-                    "at the CA certificate that signs it") from None
             except BaseException:
+                dog.done(watch)
                 conn.close()
                 raise
             break
+        if dog.done(watch):  # cut while the headers came: what was parsed is not the answer
+            conn.close()
+            raise TransientDownloadError(f"{_show(url)}: {answer_late(timeout)}")
         try:
             body = self._body(resp, url, offset, size, permanent, conn.sock)
         except BaseException:
@@ -479,6 +460,15 @@ class HttpRangeSource:
         else:
             conn.close()
         return resp.status, resp.headers, body
+
+    @staticmethod
+    def _untrusted(key: _HostKey, exc: ssl.SSLCertVerificationError,
+                   permanent: Callable[..., RemoteReadError]) -> RemoteReadError:
+        """Retrying cannot make a certificate trusted: a permanent error."""
+        return permanent(
+            f"the TLS certificate of {key[1]}:{key[2]} is not trusted "
+            f"({exc.verify_message or exc}); if the server is right, point SSL_CERT_FILE "
+            "at the CA certificate that signs it")
 
     def _body(self, resp: http.client.HTTPResponse, url: str, offset: int | None, size: int,
               permanent: Callable[..., RemoteReadError], sock: socket.socket | None = None
@@ -523,7 +513,7 @@ class HttpRangeSource:
             if offset is None and total is not None:
                 self._note_size(total, url)
                 return None  # the caller asks again by offset; the body is not read
-            raise TransientDownloadError(
+            raise RangeIgnoredError(
                 f"{_show(url)} answered 200 with the whole file to Range {asked} (the server "
                 "ignores Range requests)")
         if status == 416:
@@ -540,24 +530,25 @@ class HttpRangeSource:
     def _read_body(self, resp: http.client.HTTPResponse, url: str, size: int,
                    sock: socket.socket | None = None) -> bytes:
         """Exactly ``size`` body bytes: at most one more is read (a body without a length
-        cannot run forever), and a body slower than :data:`MIN_RATE` bytes per second over the
-        whole range is a timeout (a server trickling one byte per timeout cannot stall it:
-        :data:`_WATCHDOG` shuts the socket down at the deadline)."""
-        budget = self._settings.timeout + size / MIN_RATE
-        watch = _WATCHDOG.watch(sock, time.monotonic() + budget)
+        cannot run forever), and a body slower than :func:`~guideloom.http_deadline.body_budget`
+        allows is a timeout (a server trickling one byte per timeout cannot stall it: the
+        :func:`~guideloom.http_deadline.watchdog` shuts the socket down at the deadline)."""
+        budget = body_budget(self._settings.timeout, size)
+        dog = watchdog()
+        watch = dog.watch(sock, time.monotonic() + budget)
         try:
             body = resp.read(size + 1)
         except http.client.IncompleteRead as exc:
-            if _WATCHDOG.done(watch):
+            if dog.done(watch):
                 raise self._too_slow(url, len(exc.partial), size, budget) from None
             raise TransientDownloadError(
                 f"{_show(url)}: body ended after {len(exc.partial)} of {size} bytes "
                 "(connection closed)") from None
         except OSError:
-            if _WATCHDOG.done(watch):
+            if dog.done(watch):
                 raise self._too_slow(url, 0, size, budget) from None
             raise
-        if _WATCHDOG.done(watch) and len(body) != size:  # a body without length, cut short
+        if dog.done(watch) and len(body) != size:  # a body without length, cut short
             raise self._too_slow(url, len(body), size, budget)
         if len(body) > size:
             raise TransientDownloadError(
@@ -570,8 +561,7 @@ class HttpRangeSource:
 
     @staticmethod
     def _too_slow(url: str, got: int, size: int, budget: float) -> TransientDownloadError:
-        return TransientDownloadError(f"{_show(url)}: {got} of {size} bytes in {budget:.0f} s "
-                                      f"(slower than {MIN_RATE} bytes/s)")
+        return TransientDownloadError(f"{_show(url)}: {body_late(got, size, budget)}")
 
     def _note_size(self, total: int, url: str) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
+from guideloom.read.access import read_bytes
 from guideloom.read.roots import (
     RemoteRoot,
     is_remote_root,
@@ -61,8 +62,8 @@ def read_manifest(data_dir: Any, source: Any, metadata_file: str, default_data_d
     if not manifest_path.is_file():
         raise FileNotFoundError(f"Croissant manifest not found: {manifest_path}")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(read_bytes(manifest_path).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{manifest_path}: not valid JSON ({exc})") from exc
     return manifest, manifest_path, folder
 
@@ -97,7 +98,7 @@ def remote_manifest(data_dir: Any, source: Any, metadata_file: str,
         where = Path(os.path.abspath(source))
         if not where.is_file():
             raise FileNotFoundError(f"Croissant manifest not found: {where}")
-        data = where.read_bytes()
+        data = read_bytes(where)
     try:
         return json.loads(data.decode("utf-8")), root
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -3,10 +3,12 @@
 Where: ``$GUIDELOOM_CACHE_DIR``, else ``$XDG_CACHE_HOME/guideloom``, else
 ``~/.cache/guideloom``; entries go to its ``remote/`` folder (mode 0o700, files 0o600). Size:
 ``$GUIDELOOM_CACHE_MAX_MB`` (default 256 MiB); the entries used longest ago are removed first.
-Clear it by deleting the folder (``rm -rf ~/.cache/guideloom/remote``).
+Clear it with ``guideloom cache clear`` (:func:`clear_cache`); an error the cache could cause
+names it (:func:`cache_hint`).
 
 Each entry is one JSON file named by a hash of its key (the file's URL, size and, when the
-server gives them, ETag or Last-Modified), written to a temporary file and renamed into place.
+server gives them, ETag or Last-Modified; else a fingerprint of the archive's central
+directory, read again on each scan), written to a temporary file and renamed into place.
 An entry carries its key and a SHA-256 of its payload: one that does not parse, names another
 key or fails the digest is ignored (and replaced when fetched again). Callers also check the
 payload against the archive before using it, so an entry never makes a read leave the archive.
@@ -182,17 +184,20 @@ class MetaCache:
                 pass
         return total
 
-    def clear(self) -> None:
-        """Remove every entry."""
+    def clear(self) -> tuple[int, int]:
+        """Remove every entry; returns how many were removed and their bytes."""
         if self._folder() is None:
-            return
-        for _, _, path in self._entries():
+            return 0, 0
+        count = size = 0
+        for _, nbytes, path in self._entries():
             try:
                 os.unlink(path.name, dir_fd=self._dir_fd)
             except FileNotFoundError:
-                pass
+                continue
+            count, size = count + 1, size + nbytes
         with self._lock:
             self._total = 0
+        return count, size
 
 
 _PROCESS: BoundedCache[tuple[str, int], MetaCache] = cache("remote_meta_dirs")
@@ -202,3 +207,19 @@ def process_cache() -> MetaCache:
     """This process's cache for the current ``$GUIDELOOM_CACHE_DIR`` and size bound."""
     key = (str(cache_root()), max_bytes())
     return _PROCESS.get_or_create(key, lambda: MetaCache(Path(key[0]), key[1]))
+
+
+def clear_cache() -> tuple[Path, int, int]:
+    """Remove every entry of this user's cache (``guideloom cache clear``): its folder, and how
+    many entries of how many bytes were removed."""
+    cache = process_cache()
+    return (cache.root, *cache.clear())
+
+
+def cache_hint(loc: Any) -> str:
+    """What an error about the remote file of ``loc`` adds: the cache holds what was learnt of
+    it ('' for a local file)."""
+    if getattr(loc, "is_local", True):
+        return ""
+    return (f" (if it was replaced on the server: guideloom cache clear forgets what guideloom "
+            f"learnt of it, in {cache_root() / SUBDIR})")

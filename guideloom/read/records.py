@@ -36,6 +36,7 @@ from guideloom.read.hdf5 import (
     view_shape,
 )
 from guideloom.read.http import run_concurrently
+from guideloom.read.metacache import cache_hint
 from guideloom.read.types import Located as Location
 from guideloom.select.manifest import View, ViewField
 
@@ -169,7 +170,7 @@ class RecordReader:
         except NativeDamageError as exc:  # h5py would read made-up values without an error
             raise CorruptDataError(
                 f"experiment {loc.sim_id}: {loc.describe()}: {exc}; the HDF5 file is damaged: "
-                "get a fresh copy, or leave the experiment out",
+                f"get a fresh copy, or leave the experiment out{cache_hint(loc)}",
                 sim_id=loc.sim_id, file=loc.describe()) from exc
         except Exception as exc:  # noqa: BLE001 - h5py words every other failure
             NATIVE_STATS.fell_back(exc)

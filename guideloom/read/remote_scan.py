@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guideloom.errors import GuideloomError
+from guideloom.errors import ConfigError, GuideloomError
 from guideloom.read.byte_source import ByteSource
 from guideloom.read.fetch import http_validator, source_of
 from guideloom.read.files import LOOSE_SUBDIR, RemoteFiles, ScannedDataset
@@ -25,7 +25,7 @@ from guideloom.read.http import HttpRangeSource, run_concurrently
 from guideloom.read.locations import Location, RemoteLocation, archive_key
 from guideloom.read.metacache import process_cache
 from guideloom.read.scan import add_member_locations, id_parser
-from guideloom.read.zipdir import Member, ZipFormatError, read_members
+from guideloom.read.zipdir import Member, ZipFormatError, read_directory, read_members
 
 logger = logging.getLogger(__name__)
 
@@ -110,18 +110,27 @@ def _archives(ds: ScannedDataset, root: RemoteFiles) -> list[_Archive]:
                 continue
             if ds.archives and not any(pattern.match(m.name.rsplit("/", 1)[-1])
                                        for m in _members(_Archive(f.url, f.size, f.checksum),
-                                                         root)):
+                                                         root)[0]):
                 continue
             found.append(_Archive(f.url, f.size, f.checksum))
     return found
 
 
-def _members(archive: _Archive, root: RemoteFiles) -> list[Member]:
-    """The archive's central directory: from the cache when the archive is unchanged."""
+def _members(archive: _Archive, root: RemoteFiles) -> tuple[list[Member], str]:
+    """The archive's central directory and the validator its cache entries are keyed on: from
+    the cache when the archive is unchanged. Where the server names no version (no ETag,
+    Last-Modified or checksum), the directory is read again on every scan and its fingerprint
+    (:func:`~guideloom.read.zipdir.read_directory`) is the version: an archive replaced by
+    another of the same size is never read through what was learnt of the old one."""
     src = source_of(archive.url, archive.size, root.headers, root.options)
     try:
         size = src.size()
-    except (OSError, ValueError) as exc:
+        if not archive.validator:
+            members, fingerprint = read_directory(src)
+            return members, f"zip-directory:{fingerprint}"
+    except ConfigError:
+        raise
+    except (ZipFormatError, OSError, ValueError) as exc:
         raise GuideloomError(f"zip archive {archive.url} cannot be read: {exc}") from exc
     key = archive_key(archive.url, size, archive.validator)
     cache = process_cache()
@@ -130,7 +139,7 @@ def _members(archive: _Archive, root: RemoteFiles) -> list[Member]:
         try:
             members = [Member.from_json(m) for m in cached]
             if all(m.header_offset + m.compress_size <= size for m in members):
-                return members
+                return members, archive.validator
         except (TypeError, ValueError):
             pass  # a damaged entry: read the directory again
     try:
@@ -138,7 +147,7 @@ def _members(archive: _Archive, root: RemoteFiles) -> list[Member]:
     except (ZipFormatError, OSError) as exc:
         raise GuideloomError(f"zip archive {archive.url} cannot be read: {exc}") from exc
     cache.put(DIRECTORY_KIND, key, [m.to_json() for m in members])
-    return members
+    return members, archive.validator
 
 
 def remote_locations(ds: ScannedDataset, root: RemoteFiles) -> dict[Any, Location]:
@@ -154,11 +163,11 @@ def remote_locations(ds: ScannedDataset, root: RemoteFiles) -> dict[Any, Locatio
     found: dict[Any, Location] = {}
     archives = _archives(ds, root)
     listings = run_concurrently(lambda a: _members(a, root), archives, ARCHIVE_LANES)
-    for archive, members in zip(archives, listings, strict=True):
+    for archive, (members, validator) in zip(archives, listings, strict=True):
         size = source_of(archive.url, archive.size, root.headers, root.options).size()
         inflated = {m.name: m.file_size for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
-                             _maker(size, archive.validator, root, inflated))
+                             _maker(size, validator, root, inflated))
     return found
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
+from guideloom.read.access import read_bytes
 from guideloom.read.byte_source import is_remote
 from guideloom.read.fetch import fetch_bytes
 from guideloom.read.files import (
@@ -54,7 +55,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["DOI_PREFIX", "TOKEN_HEADER", "VERSION_ENV", "DataRoot", "LocalRoot",
            "RemoteFileEntry", "RemotePath", "RemoteRoot", "as_root", "checked_relpath",
            "checked_storage_options", "is_remote_root", "job_root", "open_remote_root",
-           "open_root", "refuse_local_storage_options", "release_locations"]
+           "clear_remote_cache", "open_root", "refuse_local_storage_options",
+           "release_locations"]
 
 VERSION_ENV = "GUIDELOOM_DATAVERSE_VERSION"  # the dataset version a DOI reads (default 2.0)
 INDEX_WHAT = "the index table (the CSV FileObject's 'name')"
@@ -152,7 +154,7 @@ class LocalRoot(DataRoot):
         path = self.file(relpath, what, manifest)
         if not path.is_file():
             raise FileNotFoundError(f"{what} not found: {path}")
-        return path.read_bytes(), path
+        return read_bytes(path), path
 
     def locations(self, ds: ScannedDataset, ids: Iterable[Any] | None = None
                   ) -> dict[Any, Location]:
@@ -382,3 +384,12 @@ def _doi_root(doi: str, server: str | None, token: str | None,
     headers = ((TOKEN_HEADER, secret),) if secret else ()
     logger.debug("DOI %s on %s: %d files", doi, base, len(entries))
     return RemoteRoot(url=doi, files=entries, server=base, headers=headers)
+
+
+def clear_remote_cache() -> tuple[Path, int, int]:
+    """Forget what remote reads learnt on disk (``guideloom cache clear``): the cache folder,
+    and how many entries of how many bytes were removed
+    (:func:`guideloom.read.metacache.clear_cache`)."""
+    from guideloom.read.metacache import clear_cache
+
+    return clear_cache()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
+from guideloom.read.access import data_file
 from guideloom.read.files import LOOSE_SUBDIR, ScannedDataset
 from guideloom.read.locations import Location
 from guideloom.read.zipdir import Member, archive_members, overlapping_members
@@ -73,7 +74,9 @@ def local_locations(ds: ScannedDataset, root: Path) -> dict[Any, Location]:
         if folder != root and folder.is_symlink():
             ds.file_in_data_dir(root, LOOSE_SUBDIR, "the loose-file folder")
         here: dict[Any, str] = {}
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        with data_file(folder):
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        for entry in entries:
             m = pattern.match(entry.name)
             if m is not None and entry.is_file():
                 if entry.is_symlink():  # a link may point within the data directory only

@@ -13,6 +13,7 @@ remote reader fetches the header and the member's first block in one range).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import struct
@@ -228,6 +229,19 @@ def read_members(source: ByteSource, tail_read: int = TAIL_READ) -> list[Member]
         ZipFormatError: The archive is not a zip or its directory is damaged.
         OSError: The bytes cannot be read.
     """
+    return read_directory(source, tail_read)[0]
+
+
+def read_directory(source: ByteSource, tail_read: int = TAIL_READ) -> tuple[list[Member], str]:
+    """:func:`read_members` and a fingerprint of what they were parsed from (a SHA-256 of the
+    central directory and of where the end records put it): an archive replaced by another
+    of the same size has another fingerprint, so it may stand in for a version (an ETag)
+    where the server gives none.
+
+    Raises:
+        ZipFormatError: The archive is not a zip or its directory is damaged.
+        OSError: The bytes cannot be read.
+    """
     size = source.size()
     if size < _EOCD.size:
         raise ZipFormatError("File is not a zip file")
@@ -239,13 +253,17 @@ def read_members(source: ByteSource, tail_read: int = TAIL_READ) -> list[Member]
     except ZipFormatError:
         if tail_offset == 0 or want >= MAX_COMMENT + _EOCD.size + _EOCD64.size + _LOCATOR.size:
             raise
-        return read_members(source, MAX_COMMENT + _EOCD.size + _EOCD64.size + _LOCATOR.size)
+        return read_directory(source, MAX_COMMENT + _EOCD.size + _EOCD64.size + _LOCATOR.size)
     if directory.offset >= tail_offset:
         start = directory.offset - tail_offset
         blob: bytes | memoryview = memoryview(tail)[start:start + directory.size]
     else:
         blob = source.read(directory.offset, directory.size)
-    return parse_directory(blob, directory)
+    members = parse_directory(blob, directory)
+    digest = hashlib.sha256(f"{size}|{directory.offset}|{directory.size}|{directory.entries}|"
+                            f"{directory.concat}|".encode())
+    digest.update(blob)
+    return members, digest.hexdigest()
 
 
 def overlapping_members(members: Sequence[Member]) -> dict[str, str]:
@@ -319,5 +337,7 @@ def archive_members(archive: Path | str) -> list[Member]:
                 infos = read_members(src)
             _MEMBERS.put(key, infos)
         return infos
+    except PermissionError:
+        raise  # named by the byte source (guideloom.read.access)
     except (ZipFormatError, OSError) as exc:
         raise GuideloomError(f"zip archive {archive} cannot be read: {exc}") from exc

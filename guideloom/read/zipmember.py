@@ -111,9 +111,11 @@ class Span:
 
 def corrupt(loc: Location, what: str) -> NoReturn:
     """Raise :class:`CorruptDataError` for a damaged member, naming the experiment and file."""
+    from guideloom.read.metacache import cache_hint
+
     raise CorruptDataError(
         f"experiment {loc.sim_id}: {loc.describe()}: {what}; the archive is damaged: get a "
-        "fresh copy, or leave the experiment out",
+        f"fresh copy, or leave the experiment out{cache_hint(loc)}",
         sim_id=loc.sim_id, file=loc.describe(),
     )
 
@@ -448,10 +450,12 @@ def inflate(source: ByteSource, start: int, loc: Location) -> memoryview:
         corrupt(loc, f"the member inflates to {got} bytes, not the {declared} its header "
                      "declares")
     if loc.crc is not None and (crc & 0xFFFFFFFF) != loc.crc:
+        from guideloom.read.metacache import cache_hint
+
         raise CorruptDataError(
             f"experiment {loc.sim_id}: {loc.describe()} is damaged: Bad CRC-32 of the inflated "
             f"member (the archive records {loc.crc:08x}, its data gives {crc & 0xFFFFFFFF:08x});"
-            " get a fresh copy, or leave the experiment out",
+            f" get a fresh copy, or leave the experiment out{cache_hint(loc)}",
             sim_id=loc.sim_id, file=loc.describe())
     return view
 

@@ -122,7 +122,9 @@ def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> Ind
     """
     if not path.is_file():
         raise FileNotFoundError(f"index table not found: {path} (named by the manifest)")
-    return read_index_bytes(path.read_bytes(), path, id_column, data_types)
+    from guideloom.read.access import read_bytes  # the permission error naming owner and mode
+
+    return read_index_bytes(read_bytes(path), path, id_column, data_types)
 
 
 def read_index_bytes(data: bytes, path: Any, id_column: str,

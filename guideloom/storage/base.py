@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any, Generic, TypeGuard, TypeVar
 
 from guideloom.storage.io import resolve_read_interface
-from guideloom.storage.shards import ShardFileWriter, check_shard_number, mark_empty
+from guideloom.storage.shards import (
+    ShardFileWriter,
+    check_shard_number,
+    fsync_directory,
+    mark_empty,
+)
 
 S = TypeVar("S", bound="ShardState")
 #: The storage format type of a storage.
@@ -152,11 +157,21 @@ class BaseWriter(Generic[S]):
         self._closed = True
         if not self._shards:
             mark_empty(self._storage.directory, self.kind)
+        # a group commit: every shard is sealed and its write-back started, then each is
+        # fsynced and renamed, then the directory once (the disk works on all at once)
         states = list(self._shards.values())
+        sealed: list[S] = []
         try:
-            while states:
-                self._finish(states[0])
+            for state in states:
+                state.file.deferred = True
+                self._finish(state)
+                sealed.append(state)
+            while sealed:
+                sealed[0].file.publish()
+                sealed.pop(0)
                 states.pop(0)
+            if self._shards:
+                fsync_directory(Path(self._storage.directory))
         finally:
             for state in states:
                 state.file.abort()

@@ -23,7 +23,11 @@ It uses fsspec's HTTP filesystem (``pip install "guideloom[http]"`` for aiohttp)
   (``Content-Length``) or sends more bytes than the range requested is refused after at most
   one byte too many, naming the URL and both sizes; an index page is read up to 16 MiB.
 * **Finite waits.** Connecting and each read from the socket give up after ``timeout`` seconds
-  (30 by default) with a ``TimeoutError`` naming the URL, instead of aiohttp's 300 s total.
+  (30 by default) with a ``TimeoutError`` naming the URL, instead of aiohttp's 300 s total; and
+  as every HTTP request of guideloom (:mod:`guideloom.http_deadline`), the answer's status line
+  and headers must come within ``timeout`` in all, a range's body within
+  :func:`~guideloom.http_deadline.body_budget`, an index page's body at a minimum rate: a
+  server trickling a byte per second cannot hold a read.
 
 A missing file, a server error or a refused connection raises an ``OSError`` (a
 ``FileNotFoundError`` for 404) whose message names the URL. Remote storages are read-only.
@@ -38,6 +42,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from guideloom.errors import DeadlineError, TooSlowError, TransientDownloadError
+from guideloom.http_deadline import (
+    BODY_MIN_RATE,
+    Pace,
+    answer_late,
+    body_budget,
+    body_late,
+    within,
+)
 from guideloom.storage.types import FileReader, ReadInterface
 
 __all__ = ["HTTPIO"]
@@ -70,6 +83,8 @@ def _naming(url: str, timeout: float | None) -> Iterator[None]:
     it passes unchanged); the sync reads and the awaited reads share it."""
     try:
         yield
+    except TooSlowError as error:
+        raise TimeoutError(str(error)) from None
     except OSError as error:
         if url in str(error) and not isinstance(error, FileNotFoundError):
             raise
@@ -94,9 +109,23 @@ class _Span:
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
 
 
-async def _read_at_most(response: Any, limit: int, url: str, asked: str) -> bytes:
+async def _read_at_most(response: Any, limit: int, url: str, asked: str,
+                        timeout: float, exact: bool = True) -> bytes:
     """The body of ``response``, refused once it exceeds ``limit`` bytes (``asked`` says what
-    was requested, for the message); never buffers more than ``limit + 1`` bytes."""
+    was requested, for the message); never buffers more than ``limit + 1`` bytes. A range's
+    body (``exact``) must come within :func:`~guideloom.http_deadline.body_budget`, another
+    keep up :data:`~guideloom.http_deadline.BODY_MIN_RATE` over each ``timeout`` seconds."""
+    if not exact:
+        return await _read_body(response, limit, url, asked, Pace(timeout, BODY_MIN_RATE))
+    budget = body_budget(timeout, limit)
+    try:
+        return await within(_read_body(response, limit, url, asked, None), budget)
+    except DeadlineError:
+        raise TooSlowError(f"{url}: {asked}: {body_late(None, limit, budget)}") from None
+
+
+async def _read_body(response: Any, limit: int, url: str, asked: str, pace: Pace | None
+                     ) -> bytes:
     declared = response.content_length
     if declared is not None and declared > limit:
         raise OSError(
@@ -110,6 +139,11 @@ async def _read_at_most(response: Any, limit: int, url: str, asked: str) -> byte
         if not chunk:
             return b"".join(chunks)
         total += len(chunk)
+        if pace is not None:
+            try:
+                pace.add(len(chunk))
+            except TransientDownloadError as error:
+                raise TooSlowError(f"{url}: {asked}: {error}") from None
         if total > limit:
             raise OSError(
                 f"{url}: asked for {asked} ({limit} bytes) and the server sent more; refused "
@@ -118,16 +152,28 @@ async def _read_at_most(response: Any, limit: int, url: str, asked: str) -> byte
         chunks.append(chunk)
 
 
-async def _get(fs: Any, url: str, limit: int, asked: str,
-               span: tuple[int, int] | None = None) -> bytes:
-    """GET ``url`` (bytes ``span = (first, last)`` when given) reading at most ``limit`` body
-    bytes; a ranged answer must be exactly that span."""
+async def _answer(fs: Any, url: str, timeout: float, headers: dict[str, str] | None = None,
+                  method: str = "GET") -> Any:
+    """The response of one request to ``url``: its status line and headers within ``timeout``
+    seconds in all (:mod:`guideloom.http_deadline`)."""
     session = await fs.set_session()
     kwargs = dict(getattr(fs, "kwargs", {}))
-    headers = dict(kwargs.pop("headers", {}))
+    merged = {**kwargs.pop("headers", {}), **(headers or {})}
+    try:
+        return await within(session.request(method, url, headers=merged, **kwargs), timeout)
+    except DeadlineError:
+        raise TooSlowError(f"{url}: {answer_late(timeout)}") from None
+
+
+async def _get(fs: Any, url: str, limit: int, asked: str,
+               span: tuple[int, int] | None = None, timeout: float = DEFAULT_TIMEOUT_S
+               ) -> bytes:
+    """GET ``url`` (bytes ``span = (first, last)`` when given) reading at most ``limit`` body
+    bytes; a ranged answer must be exactly that span."""
+    headers = {}
     if span is not None:
         headers["Range"] = f"bytes={span[0]}-{span[1]}"
-    async with session.get(url, headers=headers, **kwargs) as response:
+    async with await _answer(fs, url, timeout, headers) as response:
         if response.status == 404:
             raise FileNotFoundError(url)
         response.raise_for_status()
@@ -144,17 +190,14 @@ async def _get(fs: Any, url: str, limit: int, asked: str,
                     f"{url}: the server answered a Range request with HTTP {response.status} "
                     "and no Content-Range; it must honour HTTP Range requests"
                 )
-        return await _read_at_most(response, limit, url, asked)
+        return await _read_at_most(response, limit, url, asked, timeout, span is not None)
 
 
-async def _fetch_tail(fs: Any, url: str, tail: int) -> tuple[int, int, bytes]:
+async def _fetch_tail(fs: Any, url: str, tail: int, timeout: float = DEFAULT_TIMEOUT_S
+                      ) -> tuple[int, int, bytes]:
     """GET the last ``tail`` bytes (a suffix range); return ``(size, start, data)``."""
     want = max(tail, 1)
-    headers = {"Range": f"bytes=-{want}"}
-    session = await fs.set_session()
-    kwargs = dict(getattr(fs, "kwargs", {}))
-    merged = {**kwargs.pop("headers", {}), **headers}
-    async with session.get(url, headers=merged, **kwargs) as response:
+    async with await _answer(fs, url, timeout, {"Range": f"bytes=-{want}"}) as response:
         if response.status == 404:
             raise FileNotFoundError(url)
         response.raise_for_status()
@@ -170,22 +213,33 @@ async def _fetch_tail(fs: Any, url: str, tail: int) -> tuple[int, int, bytes]:
                 f"{url}: asked for the last {want} bytes and the server answered the range "
                 f"{start}-{end} of {size}; refused unread"
             )
-        data = await _read_at_most(response, end - start + 1, url, f"the last {want} bytes")
+        data = await _read_at_most(response, end - start + 1, url, f"the last {want} bytes",
+                                   timeout)
     if len(data) != end - start + 1:
         raise OSError(f"{url}: got {len(data)} bytes for the range {start}-{end}")
     return size, start, data
 
 
-async def _fetch_range(fs: Any, url: str, offset: int, nbytes: int) -> bytes:
+async def _fetch_range(fs: Any, url: str, offset: int, nbytes: int,
+                       timeout: float = DEFAULT_TIMEOUT_S) -> bytes:
     """GET bytes ``[offset, offset + nbytes)`` reading at most ``nbytes`` body bytes."""
     last = offset + nbytes - 1
-    return await _get(fs, url, nbytes, f"bytes {offset}-{last}", (offset, last))
+    return await _get(fs, url, nbytes, f"bytes {offset}-{last}", (offset, last), timeout)
 
 
-async def _fetch_index(fs: Any, url: str) -> list[str]:
+async def _fetch_index(fs: Any, url: str, timeout: float = DEFAULT_TIMEOUT_S) -> list[str]:
     """The link targets of the index page at ``url`` (read up to :data:`INDEX_LIMIT`)."""
-    data = await _get(fs, url, INDEX_LIMIT, "the directory's index page")
+    data = await _get(fs, url, INDEX_LIMIT, "the directory's index page", None, timeout)
     return _HREF.findall(data.decode("utf-8", errors="replace"))
+
+
+async def _exists(fs: Any, url: str, timeout: float) -> bool:
+    """Whether ``url`` exists (one ``HEAD``; 404 is False, another error status raises)."""
+    async with await _answer(fs, url, timeout, method="HEAD") as response:
+        if response.status == 404:
+            return False
+        response.raise_for_status()
+        return True
 
 
 class _HTTPFile(FileReader):
@@ -201,7 +255,8 @@ class _HTTPFile(FileReader):
         self._readahead = readahead
         self._local = threading.local()
         with _naming(str(url), timeout):
-            self._size, start, data = sync(fs.loop, _fetch_tail, fs, url, tail)
+            self._size, start, data = sync(fs.loop, _fetch_tail, fs, url, tail,
+                                           timeout or DEFAULT_TIMEOUT_S)
         self._tail = _Span(start, data)
 
     def _fetch(self, offset: int, nbytes: int) -> bytes:
@@ -210,7 +265,8 @@ class _HTTPFile(FileReader):
         from fsspec.asyn import sync
 
         with _naming(self._url, self._timeout):
-            data = sync(self._fs.loop, _fetch_range, self._fs, self._url, offset, nbytes)
+            data = sync(self._fs.loop, _fetch_range, self._fs, self._url, offset, nbytes,
+                        self._timeout or DEFAULT_TIMEOUT_S)
         return self._check(offset, nbytes, data)
 
     def _check(self, offset: int, nbytes: int, data: bytes) -> bytes:
@@ -261,7 +317,8 @@ class _HTTPFile(FileReader):
             return
         if nbytes == 0:
             return
-        coroutine = _fetch_range(self._fs, self._url, offset, nbytes)
+        coroutine = _fetch_range(self._fs, self._url, offset, nbytes,
+                                 self._timeout or DEFAULT_TIMEOUT_S)
         future = asyncio.run_coroutine_threadsafe(coroutine, self._fs.loop)
         with _naming(self._url, self._timeout):
             data = await asyncio.wrap_future(future)
@@ -347,7 +404,9 @@ class HTTPIO(ReadInterface):
         base = str(directory).rstrip("/")
         names: list[str] = []
         try:
-            listed = sync(fs.loop, _fetch_index, fs, base + "/")
+            listed = sync(fs.loop, _fetch_index, fs, base + "/", self.timeout)
+        except TooSlowError as error:  # the server is there, too slow: probing would be too
+            raise TimeoutError(str(error)) from None
         except OSError as error:
             if isinstance(error, FileNotFoundError) or "index page" not in str(error):
                 listed = []  # no usable index page: probe instead
@@ -367,9 +426,10 @@ class HTTPIO(ReadInterface):
         while True:
             url = self.join(base, f"shard-{number:06d}.gls")
             try:
-                fs.size(url)
-            except FileNotFoundError:
-                break
+                if not sync(fs.loop, _exists, fs, url, self.timeout):
+                    break
+            except TooSlowError as error:
+                raise TimeoutError(str(error)) from None
             except Exception as error:  # noqa: BLE001 - re-raised naming the URL
                 raise _remote_error(url, error, self.timeout) from error
             names.append(f"shard-{number:06d}.gls")

@@ -39,6 +39,20 @@ _WRITE_BUFFER = 1 << 20  # small records are gathered into writes of this size
 _WRITEBACK_EVERY = 1 << 25  # bytes after which the kernel is asked to start writing back
 
 
+def fsync_directory(directory: Path) -> None:
+    """Make the names renamed into ``directory`` durable (where directories can be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows: a directory cannot be opened; its rename is durable
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # a file system that cannot sync a directory
+        pass
+    finally:
+        os.close(fd)
+
+
 def shard_name(shard: int) -> str:
     """Return the file name of shard ``shard``."""
     return f"shard-{shard:06d}.gls"
@@ -94,6 +108,7 @@ class ShardFileWriter:
         self._position = 0
         self._written_back = 0  # the kernel was asked to write back the bytes before this
         self._sections: dict[str, list[int]] = {}
+        self.deferred = False  # commit() seals only; the writer publishes (a group commit)
 
     def write(self, data: Any) -> None:
         """Append bytes (any C-contiguous buffer) to the file."""
@@ -140,15 +155,34 @@ class ShardFileWriter:
         self.end_section(name)
 
     def commit(self, footer: Mapping[str, Any]) -> None:
-        """Write the footer and trailer, flush to disk and rename over the final name."""
+        """Write the footer and trailer, flush to disk and rename over the final name.
+
+        With :attr:`deferred` set (a writer closing several shards at once, see
+        :meth:`BaseWriter.close`), only :meth:`seal` runs here and the writer calls
+        :meth:`publish` for every shard after all are sealed (a group commit).
+        """
+        self.seal(footer)
+        if not self.deferred:
+            self.publish()
+
+    def seal(self, footer: Mapping[str, Any]) -> None:
+        """Write the footer and trailer and start writing the file back (no wait)."""
         body = dict(footer)
         body["version"] = VERSION
         body["sections"] = self._sections
         encoded = json.dumps(body, separators=(",", ":")).encode()
-        self.write(encoded)
-        self.write(TRAILER.pack(MAGIC, VERSION, len(encoded)))
         try:
-            self._file.flush()
+            self.write(encoded)
+            self.write(TRAILER.pack(MAGIC, VERSION, len(encoded)))
+            self._start_writeback()
+        except BaseException:
+            self.abort()
+            raise
+
+    def publish(self) -> None:
+        """Wait until the sealed file is on disk and rename it over the final name (the
+        directory entry is made durable by :func:`fsync_directory`, once per directory)."""
+        try:
             os.fsync(self._file.fileno())
             self._file.close()
             os.replace(self.temp_path, self.final_path)

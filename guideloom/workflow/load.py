@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from guideloom import config
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.formats import ExportFormat, get_format, known_formats
@@ -51,6 +52,8 @@ class Workflow:
         dashboard: ``[run] dashboard``, or ``None``.
         cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
         document: The parsed file.
+        trusted_roots: ``dataset.trusted_roots`` (absolute): other users' links into them are
+            followed while :meth:`trusting` (the command line runs the job so).
         format_options: The writer options the output's format made of ``[output]`` (see
             :meth:`~guideloom.formats.base.ExportFormat.workflow_options`); ``None``: made
             from ``compression`` when asked for.
@@ -76,6 +79,12 @@ class Workflow:
     cluster: dict[str, Any] | None = None
     document: dict[str, Any] = field(default_factory=dict)
     format_options: dict[str, Any] | None = None
+    trusted_roots: tuple[str, ...] = ()
+
+    def trusting(self) -> config.set:
+        """A context in which the configuration's ``trusted_roots`` also holds the file's
+        ``dataset.trusted_roots`` (symbolic links of other users into them are followed)."""
+        return _trusting(self.trusted_roots)
 
     @property
     def storage(self) -> Any:
@@ -111,6 +120,14 @@ class Workflow:
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
             sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
         )
+
+
+def _trusting(roots: tuple[str, ...]) -> config.set:
+    """``config.set`` adding ``roots`` to ``trusted_roots`` (nothing when there are none)."""
+    if not roots:
+        return config.set()
+    kept = (config.get("trusted_roots") or "").split(os.pathsep)
+    return config.set(trusted_roots=[*filter(None, kept), *roots])
 
 
 def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -192,15 +209,17 @@ def load_workflow(
     manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
     if manifest is not None and not manifest.is_file():
         raise WorkflowError(where, "dataset.manifest", f"manifest not found: {manifest}")
-    try:
-        dataset = load(root, manifest)
-    except (GuideloomError, FileNotFoundError, ValueError) as exc:
-        raise WorkflowError(where, "dataset", str(exc)) from exc
+    trusted = tuple(str(_relative_to(base, t)) for t in ds_doc.get("trusted_roots", ()))
+    with _trusting(trusted):  # the manifest, the index table and the views are read here
+        try:
+            dataset = load(root, manifest)
+        except (GuideloomError, FileNotFoundError, ValueError) as exc:
+            raise WorkflowError(where, "dataset", str(exc)) from exc
 
-    view_name = _resolve_view(doc["view"], dataset, where)
-    view = dataset.view(view_name)
+        view_name = _resolve_view(doc["view"], dataset, where)
+        view = dataset.view(view_name)
 
-    sim_ids, where_filter = _resolve_filter(doc.get("filter", {}), dataset, where)
+        sim_ids, where_filter = _resolve_filter(doc.get("filter", {}), dataset, where)
 
     tf_doc = doc.get("transforms", {})
     transforms: dict[str, Any] = {}
@@ -245,7 +264,7 @@ def load_workflow(
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
         verify_crc=run.get("verify_crc", False),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
-        document=doc, format_options=format_options,
+        document=doc, format_options=format_options, trusted_roots=trusted,
     )
 
 
