@@ -14,7 +14,10 @@ a. the shipped ``force_signals`` workflow with ``--data-dir`` the release's URL:
 b. the ``pointcloud_op10`` workflow from the URL (capped) against the same workflow on the
    local files (not capped): experiments per second and the ratio (goal >= 50%);
 c. a second pass of (a) in a fresh process with the cache the first left: requests and bytes,
-   and how many of those were metadata (goal: none);
+   and how many of those were metadata (goal: none). The server sends ``ETag`` and
+   ``Last-Modified``, as nginx and S3 do (``--no-validators``: a server that names no version,
+   where every scan reads each archive's directory again, one request per archive, so that an
+   archive replaced by another of the same size is not read through the old one's);
 d. ``benchmarks/small_records.py``'s 2,000-experiment export vs rddac 2.0 (its own output).
 
 Beside each remote figure the floors: the fetched bytes' transfer time at the cap, and the
@@ -70,10 +73,12 @@ CHILDREN = {"export": child_export}
 class Server:
     """``python -m tests.dataverse_server --static SITE`` as a process, and its counters."""
 
-    def __init__(self, site: Path, latency: float, bandwidth: float, workdir: Path):
+    def __init__(self, site: Path, latency: float, bandwidth: float, workdir: Path,
+                 validators: bool = True):
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.cmd = [sys.executable, "-m", "tests.dataverse_server", "--static", str(site),
-                    "--latency", str(latency), "--bandwidth", str(bandwidth)]
+                    "--latency", str(latency), "--bandwidth", str(bandwidth),
+                    *(["--validators"] if validators else [])]
         self.proc = subprocess.Popen(self.cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, text=True)
         self.url = json.loads(self.proc.stdout.readline())["url"].rstrip("/")
@@ -129,6 +134,8 @@ def main() -> None:
     parser.add_argument("--bandwidth", type=float, default=5e7)
     parser.add_argument("--small-n", type=int, default=2000)
     parser.add_argument("--no-small", action="store_true", help="skip (d)")
+    parser.add_argument("--no-validators", action="store_true",
+                        help="the server sends no ETag or Last-Modified")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--child", nargs=2, metavar=("NAME", "ARGS_JSON"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -145,7 +152,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gl-remote-bench-"))
     archives = sum(p.stat().st_size for p in data.glob("*.zip"))
     mb, cap = 1 << 20, args.bandwidth
-    server = Server(data.parent, args.latency, cap, work)  # the release at /<its folder name>
+    # the release at /<its folder name>
+    server = Server(data.parent, args.latency, cap, work, validators=not args.no_validators)
     url = f"{server.url}/{data.name}"
 
     def floor(requests: int, sent: int) -> str:
@@ -200,12 +208,16 @@ def main() -> None:
         n_archives = len(list(data.glob("*.zip")))
         # per record one chunk read; per archive one HEAD that checks it is unchanged
         meta_req = req_c - rc["stats"]["native"] - rc["stats"]["fallbacks"] - n_archives
+        if args.no_validators:  # each archive's directory is read again: its version
+            meta_req -= n_archives
         print("\nc. second pass of (a) in a fresh process with the cache the first left")
         print(f"  {rc['export_s']:.2f} s, {req_c} requests, {sent_c / 1e6:.3f} MB (first pass "
               f"{req_a} requests, {sent_a / 1e6:.3f} MB); records read natively "
               f"{rc['stats']['native']}, h5py fallbacks {rc['stats']['fallbacks']}; "
               f"{floor(req_c, sent_c)}")
-        print(f"  metadata requests (beyond one data read per record and one HEAD per archive, "
+        beyond = ("one HEAD and one directory read per archive (no validators)"
+                  if args.no_validators else "one HEAD per archive")
+        print(f"  metadata requests (beyond one data read per record and {beyond}, "
               f"{n_archives} archives): {meta_req}; "
               f"goal 0: {'met' if meta_req <= 0 else 'NOT met'}")
 

@@ -606,10 +606,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bandwidth", type=float, default=None, help="bytes per second, shared")
     parser.add_argument("--redirect-over", type=int, default=None,
                         help="send files larger than this many bytes to the store")
+    parser.add_argument("--validators", action="store_true",
+                        help="send ETag and Last-Modified, as nginx and S3 do")
     args = parser.parse_args(argv)
     release = make_release(args.release) if args.release else None
     faults = Faults(latency=args.latency, bandwidth=args.bandwidth,
-                    redirect_over=args.redirect_over)
+                    redirect_over=args.redirect_over, validators=args.validators)
     server = DataverseServer(release, faults, args.static).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
