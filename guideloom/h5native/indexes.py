@@ -201,6 +201,14 @@ def disjoint(chunks: list[Chunk]) -> list[Chunk]:
     Raises:
         NativeDamageError: Naming both chunks and their extents.
     """
+    end = -1  # the common case: the index lists the chunks in file order, one pass
+    for _, _, addr, size in chunks:
+        if size > 0:
+            if addr < end:
+                break
+            end = addr + size
+    else:
+        return chunks
     reach, last = -1, None
     for chunk in sorted((c for c in chunks if c[3] > 0), key=lambda c: c[2]):
         offset, _, addr, size = chunk

@@ -238,7 +238,7 @@ def source_for(loc: Location, handles: ArchiveHandles | None = None) -> ByteSour
     if loc.member is None:
         return LocalFileSource(loc.path)
     lease = (handles or process_handles()).lease(loc.path)
-    return LocalFileSource.leased(lease, loc.describe())
+    return LocalFileSource.leased(lease, loc.describe(), lease.size)
 
 
 def clear_source_cache() -> None:

@@ -22,10 +22,15 @@ class _ArchiveFd:
     """One open archive descriptor and the open files reading through it: closed once it has
     left its cache (:meth:`retire`) and the last of them is done (:meth:`release`)."""
 
-    __slots__ = ("_lock", "closed", "fd", "retired", "users")
+    __slots__ = ("_lock", "closed", "fd", "retired", "size", "users")
 
     def __init__(self, path: str) -> None:
         self.fd = open_fd(path)
+        try:
+            self.size = os.fstat(self.fd).st_size  # once per open, not per record
+        except BaseException:
+            os.close(self.fd)
+            raise
         self._lock = threading.Lock()
         self.users = 0
         self.retired = self.closed = False
@@ -66,11 +71,12 @@ class _ArchiveFd:
 class ArchiveLease:
     """The use of one archive descriptor by one open file; :meth:`release` once (idempotent)."""
 
-    __slots__ = ("_entry", "fd")
+    __slots__ = ("_entry", "fd", "size")
 
     def __init__(self, entry: _ArchiveFd) -> None:
         self._entry: _ArchiveFd | None = entry
         self.fd = entry.fd
+        self.size = entry.size  # the archive's size when its descriptor was opened
 
     def release(self) -> None:
         entry, self._entry = self._entry, None
