@@ -85,7 +85,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.pytorch import RDDACDataset as RDDACDataset
     from guideloom.reader import Export as Export
     from guideloom.reader import load_export as load_export
-    from guideloom.release import download as download
+    from guideloom.releases.release import download as download
     from guideloom.runtime.caches import clear_caches as clear_caches
     from guideloom.select.manifest import DDACS_SPEC as DDACS_SPEC
     from guideloom.select.manifest import RDDAC_SPEC as RDDAC_SPEC
@@ -142,7 +142,7 @@ _LAZY: dict[str, str] = {
     "iter_view": "guideloom.select.stream",
     "extract_zips": "guideloom.export.extract",
     # the published release (DaRUS): rddac's `download`, verified and resumable
-    "download": "guideloom.release",
+    "download": "guideloom.releases.release",
     # exports
     "export_to_numpy": "guideloom.export.api",
     "export_to_numpy_per_sim": "guideloom.export.api",

@@ -575,7 +575,7 @@ def _keep_dashboard_open(seconds: float) -> None:
 
 # --- the published release: info and download ----------------------------------------------
 def _release_options(p: argparse.ArgumentParser) -> None:
-    from guideloom.dataverse import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
+    from guideloom.net.dataverse import RDDAC_DOI, SERVER_ENV, TOKEN_ENV
 
     p.add_argument("--token", default=argparse.SUPPRESS,
                    help=f"Dataverse API token for drafts or restricted files, sent as the "
@@ -593,7 +593,7 @@ def _release_options(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from guideloom.dataverse import dataset_versions, title_of
+    from guideloom.net.dataverse import dataset_versions, title_of
 
     versions = dataset_versions(server=args.server, doi=args.doi, token=args.token,
                                 timeout=args.timeout, retries=args.retries)
@@ -635,7 +635,7 @@ def _confirm(plan: Any) -> bool:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    from guideloom.release import plan_download, run_download
+    from guideloom.releases.release import plan_download, run_download
 
     if args.remove_zip and not args.extract:
         raise UsageError("--remove-zip deletes the zips after --extract; pass both")
@@ -671,7 +671,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
 def _cmd_serve_release(args: argparse.Namespace) -> int:
     import threading
 
-    from guideloom.release_server import ReleaseServer, make_demo_release
+    from guideloom.releases.server import ReleaseServer, make_demo_release
 
     root = Path(args.dir)
     if args.demo:
@@ -899,8 +899,8 @@ def build_parser() -> argparse.ArgumentParser:
     _release_options(info)
     info.set_defaults(func=_cmd_info)
 
-    from guideloom.dataverse import DEFAULT_VERSION
-    from guideloom.release import DEFAULT_OUT
+    from guideloom.net.dataverse import DEFAULT_VERSION
+    from guideloom.releases.release import DEFAULT_OUT
 
     dl = sub.add_parser("download", help="download the published release (or --small, the "
                                          "sample) into rddac's layout, verified and resumable")
@@ -946,7 +946,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--rate", type=_positive, default=None, metavar="BYTES_PER_S",
                        help="send bodies at most this fast, to stop a download halfway and "
                             "resume it (default: as fast as it goes)")
-    from guideloom.dataverse import RDDAC_DOI
+    from guideloom.net.dataverse import RDDAC_DOI
 
     serve.add_argument("--doi", default=RDDAC_DOI,
                        help=f"the persistent id it answers to (default {RDDAC_DOI})")

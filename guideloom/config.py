@@ -181,7 +181,7 @@ _KNOBS = [
     Knob("dataverse_url", None, str, "Dataverse server of guideloom info/download; unset: "
          "DaRUS"),
     Knob("dataverse_token", None, str, "Dataverse API token (drafts, restricted files)"),
-    # remote reads (guideloom.read, guideloom.http_deadline)
+    # remote reads (guideloom.read, guideloom.net.deadline)
     Knob("http_timeout", None, float, "Seconds an HTTP request's answer (status line and "
          "headers) may take in all, and the base of its body's deadline (plus 1 s per 4 KiB; "
          "1 KiB/s for a body of unknown size); unset: 60", minimum=0, above=True),

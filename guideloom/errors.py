@@ -230,7 +230,7 @@ class DownloadError(GuideloomError):
 class TransientDownloadError(GuideloomError):
     """A fetch failed in a way worth retrying (429/5xx, reset, timeout, short body).
 
-    Used inside :mod:`guideloom.http_fetch`; the user sees a :class:`DownloadError` once the
+    Used inside :mod:`guideloom.net.fetch`; the user sees a :class:`DownloadError` once the
     retries run out. ``wait`` overrides the backoff (a ``Retry-After``).
     """
 
@@ -250,12 +250,12 @@ class RangeIgnoredError(TransientDownloadError):
 
 
 class DeadlineError(TimeoutError):
-    """A deadline of :func:`guideloom.http_deadline.within` passed (not a socket timeout of the
+    """A deadline of :func:`guideloom.net.deadline.within` passed (not a socket timeout of the
     client); callers word it naming the URL."""
 
 
 class TooSlowError(OSError):
-    """An HTTP answer missed a deadline of :mod:`guideloom.http_deadline` (inside
+    """An HTTP answer missed a deadline of :mod:`guideloom.net.deadline` (inside
     :mod:`guideloom.storage.http`: an ``OSError`` that fsspec's ``sync`` passes unchanged; the
     caller sees the ``TimeoutError`` it is)."""
 

@@ -410,18 +410,11 @@ ENTRY_POINTS = {
                           "and ddacs' h5_tools module, with their names)",
 }
 #: Top-level modules still to move into their layer, each with the reason it waits.
-_RELEASE_WAITS = (
-    "the release/download group moves into guideloom/release/ after the change editing it today "
-    "is merged; moving it needs one decision first: read/http.py uses http_fetch's retry policy "
-    "and read/roots.py uses dataverse, while release.py reaches the read path through "
-    "extract_zips, so under one package whose __init__ is release.py they form an import cycle "
-    "(docs/architecture.md, 'Not moved yet')")
-TOP_LEVEL_WAITING = {f"guideloom.{name}": _RELEASE_WAITS for name in (
-    "release", "dataverse", "http_fetch", "http_deadline", "download_folder", "release_server")}
+TOP_LEVEL_WAITING: dict[str, str] = {}
 #: The layer packages (docs/architecture.md); a top-level folder not listed holds stubs only.
 LAYERS = {"read", "select", "export", "formats", "cluster", "loader", "storage", "workflow",
           "compat", "runtime", "fastread", "h5native", "shuffle", "filesystem", "pytorch",
-          "testing"}
+          "testing", "net", "releases"}
 
 
 def is_generated_stub(path: Path) -> bool:
@@ -570,13 +563,7 @@ def test_every_module_path_docs_architecture_names_exists():
 
 
 #: ``module: stub`` -> why a real module still imports an old path (a generated stub).
-IMPORTS_OF_OLD_PATHS = {
-    f"{module}: {stub}": "the release group is edited by another change today and keeps main's "
-                         "lines until it moves (the old path is the module itself)"
-    for module, stub in (("guideloom.release", "guideloom.os_support"),
-                         ("guideloom.release", "guideloom.private_files"),
-                         ("guideloom.release", "guideloom.extract"),
-                         ("guideloom.http_fetch", "guideloom.private_files"))}
+IMPORTS_OF_OLD_PATHS: dict[str, str] = {}
 IMPORTS_OF_OLD_PATHS.update({
     f"guideloom: {stub}": "a public module attribute of the package (guideloom.croissant, ...) is "
                           "the old path, imported under TYPE_CHECKING for editors"

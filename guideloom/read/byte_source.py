@@ -183,7 +183,7 @@ def open_byte_source(location: str | os.PathLike[str], *, token: str | None = No
 
     ``http://`` and ``https://`` URLs are read by :class:`~guideloom.read.http.HttpRangeSource`
     (standard library, pooled keep-alive connections; ``token`` is the Dataverse API token,
-    ``settings`` a :class:`~guideloom.http_fetch.Settings`, ``size`` the size when known);
+    ``settings`` a :class:`~guideloom.net.fetch.Settings`, ``size`` the size when known);
     given ``storage_options`` they go to fsspec's HTTP filesystem instead. Other URLs
     (``s3://``, ``gs://``, ...) are read by :class:`FsspecSource` with ``storage_options``
     (and ``token``, which gcsfs takes). Remote sources are kept per process, so a Dask worker

@@ -51,8 +51,8 @@ def http_validator(url: str, timeout: float | None = None) -> tuple[int, str]:
     import urllib.request
 
     from guideloom.errors import DownloadError, RemoteReadError
-    from guideloom.http_deadline import open_url
-    from guideloom.http_fetch import with_retries
+    from guideloom.net.deadline import open_url
+    from guideloom.net.fetch import with_retries
     from guideloom.read.http import env_settings
 
     settings = env_settings()

@@ -8,11 +8,11 @@ coalesced ranges on a few threads at once (``Settings.connections``), so no opti
 Every answer is checked before its bytes are used: a ``206`` whose ``Content-Range`` is exactly the
 range asked and whose body has exactly that length. A wrong ``Content-Range``, a short body, a
 reset connection, a timeout and ``429``/``5xx`` (waiting as ``Retry-After`` says) are retried
-with backoff (:func:`guideloom.http_fetch.with_retries`), then raised as a
+with backoff (:func:`guideloom.net.fetch.with_retries`), then raised as a
 :class:`~guideloom.errors.RemoteReadError` naming the URL, the bytes and the experiment. A
 ``200`` with the whole file to a ``Range`` request is asked once more at once (a cache filling
 itself may answer so), and a second one fails at once, saying what the server must support.
-The answer and the body have the deadlines of :mod:`guideloom.http_deadline`.
+The answer and the body have the deadlines of :mod:`guideloom.net.deadline`.
 
 Redirects are followed (DaRUS sends file bytes to a second server) and the final URL is
 remembered; when it stops working (``403``/``404``/``410``: a signed URL that expired) the
@@ -44,15 +44,15 @@ from guideloom.errors import (
     RemoteReadError,
     TransientDownloadError,
 )
-from guideloom.http_deadline import RANGE_MIN_RATE as MIN_RATE  # noqa: F401 - remote.http's
-from guideloom.http_deadline import (
+from guideloom.net.deadline import RANGE_MIN_RATE as MIN_RATE  # noqa: F401 - remote.http's
+from guideloom.net.deadline import (
     WATCH_PERIOD,  # noqa: F401 - re-exported by remote.http
     answer_late,
     body_budget,
     body_late,
     watchdog,
 )
-from guideloom.http_fetch import RETRY_STATUS, Settings, retry_after, with_retries
+from guideloom.net.fetch import RETRY_STATUS, Settings, retry_after, with_retries
 from guideloom.read.ranges import coalesce_ranges, split_coalesced
 from guideloom.runtime.caches import BoundedCache, cache
 
@@ -530,9 +530,9 @@ class HttpRangeSource:
     def _read_body(self, resp: http.client.HTTPResponse, url: str, size: int,
                    sock: socket.socket | None = None) -> bytes:
         """Exactly ``size`` body bytes: at most one more is read (a body without a length
-        cannot run forever), and a body slower than :func:`~guideloom.http_deadline.body_budget`
+        cannot run forever), and a body slower than :func:`~guideloom.net.deadline.body_budget`
         allows is a timeout (a server trickling one byte per timeout cannot stall it: the
-        :func:`~guideloom.http_deadline.watchdog` shuts the socket down at the deadline)."""
+        :func:`~guideloom.net.deadline.watchdog` shuts the socket down at the deadline)."""
         budget = body_budget(self._settings.timeout, size)
         dog = watchdog()
         watch = dog.watch(sock, time.monotonic() + budget)

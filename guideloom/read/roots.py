@@ -9,7 +9,7 @@ which maps the release's relative file names (``metadata.json``, ``h5/concave.zi
 * an fsspec URL (``s3://bucket/prefix``, ``memory://...``): the same, and ``*.zip`` files
   can also be listed;
 * a Dataverse DOI (``doi:10.18419/DARUS-5589``): the dataset version's file list is read once
-  through the Dataverse API (:mod:`guideloom.dataverse`, as ``guideloom download`` reads it)
+  through the Dataverse API (:mod:`guideloom.net.dataverse`, as ``guideloom download`` reads it)
   and each file is its access URL; the server is ``server=`` or ``$GUIDELOOM_DATAVERSE_URL``
   (default DaRUS), the token ``token=`` or ``$GUIDELOOM_DATAVERSE_TOKEN``.
 
@@ -371,7 +371,8 @@ def refuse_local_storage_options(storage_options: Mapping[str, Any] | None,
 
 def _doi_root(doi: str, server: str | None, token: str | None,
               version: str | None) -> RemoteRoot:
-    from guideloom import config, dataverse
+    from guideloom import config
+    from guideloom.net import dataverse
 
     base = dataverse.server_url(server)
     secret = dataverse.api_token(token)

@@ -24,9 +24,9 @@ It uses fsspec's HTTP filesystem (``pip install "guideloom[http]"`` for aiohttp)
   one byte too many, naming the URL and both sizes; an index page is read up to 16 MiB.
 * **Finite waits.** Connecting and each read from the socket give up after ``timeout`` seconds
   (30 by default) with a ``TimeoutError`` naming the URL, instead of aiohttp's 300 s total; and
-  as every HTTP request of guideloom (:mod:`guideloom.http_deadline`), the answer's status line
+  as every HTTP request of guideloom (:mod:`guideloom.net.deadline`), the answer's status line
   and headers must come within ``timeout`` in all, a range's body within
-  :func:`~guideloom.http_deadline.body_budget`, an index page's body at a minimum rate: a
+  :func:`~guideloom.net.deadline.body_budget`, an index page's body at a minimum rate: a
   server trickling a byte per second cannot hold a read.
 
 A missing file, a server error or a refused connection raises an ``OSError`` (a
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from guideloom.errors import DeadlineError, TooSlowError, TransientDownloadError
-from guideloom.http_deadline import (
+from guideloom.net.deadline import (
     BODY_MIN_RATE,
     Pace,
     answer_late,
@@ -113,8 +113,8 @@ async def _read_at_most(response: Any, limit: int, url: str, asked: str,
                         timeout: float, exact: bool = True) -> bytes:
     """The body of ``response``, refused once it exceeds ``limit`` bytes (``asked`` says what
     was requested, for the message); never buffers more than ``limit + 1`` bytes. A range's
-    body (``exact``) must come within :func:`~guideloom.http_deadline.body_budget`, another
-    keep up :data:`~guideloom.http_deadline.BODY_MIN_RATE` over each ``timeout`` seconds."""
+    body (``exact``) must come within :func:`~guideloom.net.deadline.body_budget`, another
+    keep up :data:`~guideloom.net.deadline.BODY_MIN_RATE` over each ``timeout`` seconds."""
     if not exact:
         return await _read_body(response, limit, url, asked, Pace(timeout, BODY_MIN_RATE))
     budget = body_budget(timeout, limit)
@@ -155,7 +155,7 @@ async def _read_body(response: Any, limit: int, url: str, asked: str, pace: Pace
 async def _answer(fs: Any, url: str, timeout: float, headers: dict[str, str] | None = None,
                   method: str = "GET") -> Any:
     """The response of one request to ``url``: its status line and headers within ``timeout``
-    seconds in all (:mod:`guideloom.http_deadline`)."""
+    seconds in all (:mod:`guideloom.net.deadline`)."""
     session = await fs.set_session()
     kwargs = dict(getattr(fs, "kwargs", {}))
     merged = {**kwargs.pop("headers", {}), **(headers or {})}
