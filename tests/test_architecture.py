@@ -30,6 +30,15 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
+def imported_module(name: str, node: ast.ImportFrom, is_package: bool) -> str:
+    """The absolute module a ``from ... import`` in module ``name`` names (relative ones
+    resolved against ``name``; ``is_package``: ``name`` is a package's ``__init__``)."""
+    if not node.level:
+        return node.module or ""
+    base = name.split(".")[: len(name.split(".")) - node.level + is_package]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imported(name: str, tree: ast.AST) -> list[tuple[str, str]]:
     """``(module, imported name)`` for every guideloom import in the module, wherever it is
     (module level, inside functions, under TYPE_CHECKING)."""
@@ -39,11 +48,7 @@ def imported(name: str, tree: ast.AST) -> list[tuple[str, str]]:
         if isinstance(node, ast.Import):
             found += [(a.name, "") for a in node.names if a.name.startswith("guideloom")]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".")[: len(name.split(".")) - node.level + is_package]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = imported_module(name, node, is_package)
             if module.startswith("guideloom"):
                 found += [(module, a.name) for a in node.names]
     return found
@@ -452,11 +457,7 @@ def module_aliases(name: str, tree: ast.AST) -> dict[str, str]:
                 if a.name.startswith("guideloom"):
                     bound[a.asname or "guideloom"] = a.name if a.asname else "guideloom"
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".")[: len(name.split(".")) - node.level + is_package]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = imported_module(name, node, is_package)
             for a in node.names:
                 if f"{module}.{a.name}" in MODULES:
                     bound[a.asname or a.name] = f"{module}.{a.name}"
