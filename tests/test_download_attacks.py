@@ -19,6 +19,7 @@ import guideloom
 from guideloom.errors import DownloadError, UnsafeFileError
 from tests.dataverse_server import Faults, Release, ServedFile, make_release, serve
 from tests.second_user import second_user, shared_folder
+from tests.trickle_server import TrickleServer
 
 SMALL = ["metadata.json", "process_parameters.csv", "sample.zip"]
 
@@ -325,53 +326,6 @@ def test_a_wrong_option_names_the_subcommands_help(tmp_path):
 
 
 # --- C3 (info and download): a server that trickles ---------------------------------------------
-class Trickle:
-    """A server on 127.0.0.1 sending its answer (``head`` trickled, or a body) one byte every
-    ``gap`` seconds: each socket read ends well within any timeout, the answer never does."""
-
-    def __init__(self, trickle_head: bool, gap: float = 0.05):
-        import socket
-        import threading
-
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.trickle_head, self.gap = trickle_head, gap
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self) -> None:
-        import threading
-
-        self.sock.settimeout(0.1)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
-
-    def answer(self, conn) -> None:
-        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 100000\r\n\r\n")
-        with conn:
-            try:
-                conn.recv(65536)
-                if not self.trickle_head:
-                    conn.sendall(head)
-                for byte in (head if self.trickle_head else b"{" + b" " * 99_999):
-                    if self.stop.wait(self.gap):
-                        return
-                    conn.sendall(bytes([byte]))
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
-        self.sock.close()
-
-
 @pytest.mark.fast_case("command1-True", "command0-False")
 @pytest.mark.parametrize("trickle_head", [True, False])
 @pytest.mark.parametrize("command", [["info"], ["download", "--small", "--yes"]])
@@ -379,7 +333,7 @@ def test_a_trickling_server_fails_in_bounded_time_naming_the_url(tmp_path, comma
                                                                  trickle_head):
     import time
 
-    server = Trickle(trickle_head)
+    server = TrickleServer(head=trickle_head)  # one byte every 0.05 s
     try:
         t0 = time.monotonic()
         done = cli(tmp_path, *command, "--timeout", "1", "--retries", "0", "--server",
