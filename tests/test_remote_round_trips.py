@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import shutil
+import threading
+import time
 import zipfile
 
 import h5py
@@ -109,6 +111,15 @@ def test_shapes_of_a_remote_member_cost_one_range_and_its_record_then_only_its_d
     assert RecordReader(view).shapes(local.locations[0], local.rows[0]) == shapes
 
 
+def _wait_until_logged(entries: list[LogEntry], timeout: float = 30.0) -> None:
+    """Wait until the server has noted the end of each of ``entries`` (it does so after the
+    last byte is sent, so a client can read its answer first)."""
+    deadline = time.monotonic() + timeout
+    while any(e.finished is None for e in entries):
+        assert time.monotonic() < deadline, "the server never noted the end of a request"
+        threading.Event().wait(0.01)
+
+
 def _overlap(entries: list[LogEntry]) -> int:
     """The most requests of ``entries`` in flight at one moment."""
     events = sorted([(e.started, 1) for e in entries] + [(e.finished, -1) for e in entries],
@@ -131,7 +142,7 @@ def test_an_in_process_export_reads_ahead_across_its_partitions(release, tmp_pat
     result = guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "second", **kw)
     gets = _zip_gets(server.log[n:], root)
     assert len(gets) == _members(root)  # one data read per record, nothing else
-    assert all(e.finished is not None for e in gets)
+    _wait_until_logged(gets)  # every one of them answered, as the server noted it
     # partitions of one record each: before, each partition read its record alone
     assert _overlap(gets) > 1
     local = guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "local", data_dir=root,
@@ -166,6 +177,7 @@ def test_the_archives_heads_and_directories_are_asked_at_once(release):
     heads = [e for e in zips if e.method == "HEAD"]
     tails = [e for e in zips if e.method == "GET"]
     assert len(heads) == len(tails) == len(list(root.glob("*.zip"))) > 1
+    _wait_until_logged(zips)  # the client has its answers; the server may not have noted them
     assert _overlap(heads) == len(heads) and _overlap(tails) == len(tails)
 
 
@@ -197,4 +209,5 @@ def test_an_export_describes_its_first_experiments_at_once(release, tmp_path):
     # one range each (header and metadata), all in flight together: the job's size estimate
     # and its reference datatypes need them before any record is read
     assert len(described) == REFERENCE_RECORDS
+    _wait_until_logged(described)
     assert _overlap(described) == REFERENCE_RECORDS
