@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.errors import UntrustedExportError as UntrustedExportError
     from guideloom.errors import UnverifiableExportError as UnverifiableExportError
     from guideloom.errors import UnverifiedExportWarning as UnverifiedExportWarning
+    from guideloom.errors import UpdateRefusedError as UpdateRefusedError
     from guideloom.errors import UsageError as UsageError
     from guideloom.errors import WorkerImportError as WorkerImportError
     from guideloom.errors import WorkerTimeoutError as WorkerTimeoutError
@@ -192,6 +193,7 @@ _LAZY: dict[str, str] = {
     "FormatPluginWarning": "guideloom.errors",
     "ExperimentNotFoundError": "guideloom.errors",
     "NothingToExportError": "guideloom.errors",
+    "UpdateRefusedError": "guideloom.errors",
     "TransformError": "guideloom.errors",
     "RecordValueError": "guideloom.errors",
     "LocalClusterError": "guideloom.errors",

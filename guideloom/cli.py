@@ -212,7 +212,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     wf = _load_workflow(args)
     if args.verify_crc:  # the command line adds the check; it never turns off the file's
         wf.verify_crc = True
-    spec = wf.to_spec(overwrite=args.overwrite)
+    if args.update and args.overwrite:
+        raise UsageError("give --update (carry the unchanged rows) or --overwrite (write the "
+                         "export again), not both")
+    spec = wf.to_spec(overwrite=args.overwrite, update=args.update or None)
     scheduler, batch = _client_choice(args, wf)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
@@ -257,6 +260,7 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
     )
     from guideloom.export import run_export
     from guideloom.export.status import job_status
+    from guideloom.export.update import UpdateRefusedError
 
     t0 = time.perf_counter()
     with _warnings_as_lines():
@@ -268,7 +272,8 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
         except FileExistsError:
             raise UsageError(f"{spec.target} already holds a complete export; pass --overwrite "
                              "to replace it") from None
-        except (UnsafeTargetError, UnsafeFileError, NothingToExportError, ManifestError) as exc:
+        except (UnsafeTargetError, UnsafeFileError, NothingToExportError, ManifestError,
+                UpdateRefusedError) as exc:
             raise UsageError(str(exc)) from None  # the input, not the job: exit 2, no resume
         except (KeyboardInterrupt, UsageError):
             raise
@@ -291,9 +296,20 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
 
 def _print_summary(result, seconds: float, resumed_exps: int) -> None:
     m = result.manifest
+    generation = (m.get("generations") or [{}])[-1].get("generation", 1)
+    if result.up_to_date:
+        print(f"up to date: {result.target} (generation {generation}, {m['count']} records of "
+              f"view {m['view']!r}): nothing was added, removed or changed since it was "
+              "written")
+        return
     fresh = m["count"] + len(m["skipped"]) - resumed_exps
     print(f"wrote {m['count']} records of view {m['view']!r} to {result.target} "
           f"({m['kind']}, {m['n_partitions']} partitions)")
+    if result.update is not None:
+        u = result.update
+        print(f"updated to generation {generation}: {u['added']} added, {u['removed']} "
+              f"removed, {u['changed']} changed (read), {u['carried']} carried unchanged "
+              "(not decoded)")
     if result.resumed_partitions:
         print(f"resumed: {result.resumed_partitions} partitions ({resumed_exps} experiments) "
               "were finished by an earlier run")
@@ -352,6 +368,9 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
           f"(job {job}, on_error={spec.on_error})")
     print(f"output: {spec.output} -> {spec.target}"
           + (f" ({wf.compression})" if wf.compression != "none" else ""))
+    if spec.update:
+        _print_update_plan(spec, plan, bool(deferred))
+        return
     _print_target_note(spec)
     if deferred:
         print(f"  arrays: made by {', '.join(deferred)}, which a dry run neither imports nor "
@@ -373,6 +392,26 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
               "record)")
     approx = "about " if variable else ""
     print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
+
+
+def _print_update_plan(spec, plan, deferred: bool) -> None:
+    """What ``--update`` would do: the counts, the bytes to read and to carry (from the
+    previous generation's files and the members' sizes; no record is read)."""
+    from guideloom.export.update import UpdateRefusedError, open_previous, preview_update
+
+    try:
+        previous = open_previous(spec, check_recipe=not deferred)
+    except UpdateRefusedError as exc:
+        print(f"update: refused: {exc}")
+        return
+    if previous is None:
+        print(f"update: nothing at {spec.target} yet: this run is a full export")
+        return
+    preview = preview_update(previous, plan)
+    print(f"update: {preview.line()}")
+    if deferred:
+        print("  (the transforms are not imported by a dry run: that they are the export's is "
+              "checked when the update runs)")
 
 
 def _print_target_note(spec) -> None:
@@ -835,6 +874,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="print the plan (experiments, partitions, arrays) and write nothing")
     run.add_argument("--overwrite", action="store_true", help="replace a complete export")
+    run.add_argument("--update", action="store_true",
+                     help="update the complete export at the output path: read only the "
+                          "experiments added or changed since it was written, carry the "
+                          "other rows (with --dry-run: print what it would do)")
     run.add_argument("--data-dir", default=None,
                      help="use this data directory instead of the file's dataset.data_dir "
                           "(a path, an https:// or s3:// URL of a release, or its DOI)")

@@ -335,6 +335,12 @@ class IncompleteExportError(GuideloomError, ValueError):
     """The directory is not a finished guideloom export."""
 
 
+class UpdateRefusedError(GuideloomError, ValueError):
+    """The export at the target cannot be updated by this job (another view, transform,
+    options or format, or not a complete export recording its inputs): a full export
+    (``overwrite=True``) is needed."""
+
+
 class WorkflowError(GuideloomError, ValueError):
     """A workflow file is invalid: the message names the file, the key and what was expected."""
 

@@ -131,7 +131,8 @@ def test_seed_sections_3_to_6(demo_zip, tmp_path, dask_client, capsys):
         arrays["max_total_force"][SAMPLE_IDS.index(22)]
     files = sorted(p.name for p in raw.iterdir())
     assert files == sorted([f"{i}.npz" for i in range(36)]
-                           + ["checksums.json", "croissant.json", "export.json", "sim_ids.npy"])
+                           + ["checksums.json", "croissant.json", "export.json",
+                              "provenance.json", "sim_ids.npy"])
     with np.load(raw / "7.npz") as npz:
         assert set(npz.files) == {"force", "geometry", "blankholder_force", "split"}
         with guideloom.open_h5(7, data_dir=DATA_DIR) as f:

@@ -28,8 +28,8 @@ from tests.format_kits import BUILT_IN_KITS, RUN
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = tuple(BUILT_IN_KITS)
 COMMON_POINTS = ("partitions-done", "finalize-started", "rows-finalized", "sim-ids-written",
-                 "checksums-written", "description-written", "manifest-written", "publishing",
-                 "target-moved-aside", "data-moved")
+                 "provenance-written", "checksums-written", "description-written",
+                 "manifest-written", "publishing", "target-moved-aside", "data-moved")
 KIND_POINTS = {"npy": ("allocated", "finalize-alias"), "zarr": ("allocated",),
                "npz": (), "storage": ()}
 STABLE_MANIFEST_KEYS = ("kind", "count", "fields", "sim_ids_sha256", "identity", "skipped",

@@ -47,7 +47,7 @@ def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, 
             "written": 0, "skipped": [], "phase": None, "phases": [], "status": "running",
             "started": now, "updated": now, "bytes_decoded": 0, "bytes_written": 0,
             "workers": {}, "tasks": [], "samples": [[now, 0, 0, 0]], "placement": None,
-            "error": None,
+            "error": None, "update": None,
         }
         _forget_old(exports)
         return
@@ -63,6 +63,8 @@ def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, 
                                 "detail": msg.get("detail", ""), "tasks": msg.get("tasks")})
     elif action == "placement":
         state["placement"] = dict(msg.get("placement") or {})
+    elif action == "update":  # an update: experiments added, removed, changed, carried
+        state["update"] = {k: int(v) for k, v in (msg.get("counts") or {}).items()}
     elif action == "total":
         state["total"] = int(msg.get("total", state["total"]))
         state["done"] = max(state["done"], int(msg.get("already", 0)))

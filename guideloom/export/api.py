@@ -42,6 +42,7 @@ def build_spec(
     spec: DatasetSpec | None = None,
     sim_ids_order: SimIdsOrder = "index",
     storage_options: Mapping[str, Any] | None = None,
+    update: bool = False,
 ) -> ExportSpec:
     """Build the job description shared by every export function, the CLI and workflows.
 
@@ -71,6 +72,7 @@ def build_spec(
         overwrite=overwrite,
         options=dict(options or {}),
         verify_crc=verify_crc,
+        update=update,
     )
 
 
@@ -108,6 +110,11 @@ class ExportOptions(TypedDict, total=False):
         on_error: ``"raise"`` (default) fails on the first bad experiment, publishing nothing;
             ``"skip"`` leaves bad experiments out and lists them in ``export.json``.
         overwrite: Replace an existing complete export.
+        update: Update the complete export at the target instead of writing it again: only
+            the experiments added or changed since it was written are read, the others'
+            rows are carried, and the result equals a full export of the new selection (see
+            docs/updating.md). Nothing at the target: a full export. Another view, transform,
+            options or format than the export's: refused (``UpdateRefusedError``).
         verify_crc: Check the CRC-32 of each stored zip member before its data is used (one
             pass over each member; by default a member read in part is trusted; see "Input
             integrity" in the README). A damaged member is a ``CorruptDataError`` (skipped with
@@ -137,6 +144,7 @@ class ExportOptions(TypedDict, total=False):
     partition_size: int | None
     on_error: OnError
     overwrite: bool
+    update: bool
     verify_crc: bool
     report: str | Path | None
     quiet: bool
@@ -150,7 +158,7 @@ _OPTIONS_DOC = """
             ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``storage_options``, ``where``,
             ``transforms``, ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
-            ``verify_crc``, ``report``, ``quiet``.
+            ``update``, ``verify_crc``, ``report``, ``quiet``.
 """
 
 

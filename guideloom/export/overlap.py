@@ -46,6 +46,11 @@ class OverlappedWrites:
         self._inflight = self._pool.submit(self._timed_write, row, sim_id, arrays)
         self._turn = 1 - self._turn
 
+    def drain(self) -> None:
+        """Wait for the write in flight (its error is raised here), so that the caller may
+        use the sink itself (an update carrying rows)."""
+        self._wait()
+
     def close(self) -> int:
         """Finish the last write, then close the sink; return the bytes written."""
         try:

@@ -96,6 +96,10 @@ class RunMonitor:
         """Record where the job runs (the placement decision)."""
         self._emit(TOPIC, "placement", placement=dict(placed))
 
+    def update_counts(self, counts: Mapping[str, int]) -> None:
+        """Record what an update does: experiments added, removed, changed and carried."""
+        self._emit(TOPIC, "update", counts=dict(counts))
+
     def totals(self, total: int, already: int) -> None:
         """The job's experiment count, and how many an earlier run already did."""
         self._emit(PROGRESS_TOPIC, "total", total=total, already=already)

@@ -61,11 +61,24 @@ from guideloom.export.progress import (
     TASKS,
     RunMonitor,
 )
+from guideloom.export.provenance import document as provenance_document
+from guideloom.export.provenance import input_digests, row_digests
+from guideloom.export.provenance import manifest_entry as provenance_entry
 from guideloom.export.publish import CROISSANT_NAME, describe_export
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
+from guideloom.export.update import (
+    Previous,
+    UpdatePlan,
+    UpdateRefusedError,
+    describe_plan,
+    history_entry,
+    open_previous,
+    plan_update,
+)
 from guideloom.formats import ExportFormat, get_format
+from guideloom.formats.carry import PreviousRows, previous_rows
 from guideloom.formats.checksums import (
     CHECKSUMS_FILE,
     DESCRIPTION_KEY,
@@ -79,6 +92,7 @@ from guideloom.formats.layout import (
     EXPORT_MANIFEST,
     FORMAT_VERSION,
     MANIFEST_FORMAT,
+    PROVENANCE_FILE,
     read_export_manifest,
 )
 from guideloom.formats.manifest_types import (
@@ -88,6 +102,7 @@ from guideloom.formats.manifest_types import (
     ManifestHead,
     ManifestTail,
     PartitionSummary,
+    ProvenanceEntry,
     SkippedRecord,
     SummaryExtra,
 )
@@ -109,6 +124,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+CARRY_COST = 0.05  # an experiment carried by an update, in decoded experiments' time (a guess
+# on the safe side: npy rows copied in the kernel at disk speed, npz files linked)
 PROBE_ATTEMPTS = 20
 DRIVER_PROBE_MAX_S = 0.05  # a first record estimated cheaper than this is probed in the driver
 CROISSANT_HASH_LIMIT = 64 << 20  # bytes: larger files are described without a sha256
@@ -131,6 +148,10 @@ class ExportResult:
         resumed_partitions: Partitions found finished from an earlier run.
         resumed_experiments: Experiments in those partitions.
         summaries: One small summary per partition (ids written and skipped, seconds, bytes).
+        update: An update's counts (``added``, ``removed``, ``changed``, ``carried``), else
+            ``None``.
+        up_to_date: An update found nothing to do and published nothing (``manifest`` is the
+            export's as it was).
     """
 
     target: str
@@ -138,17 +159,26 @@ class ExportResult:
     resumed_partitions: int = 0
     resumed_experiments: int = 0
     summaries: list[PartitionSummary] = field(default_factory=list)
+    update: dict[str, int] | None = None
+    up_to_date: bool = False
 
 
 @dataclass(frozen=True)
 class ExportPlan:
-    """The experiments, partitions and output layout of a job (what ``--dry-run`` prints)."""
+    """The experiments, partitions and output layout of a job (what ``--dry-run`` prints).
+
+    ``inputs`` and ``index_rows`` are each experiment's digests of its input and index row
+    (:mod:`guideloom.export.provenance`); ``update`` the plan of an update.
+    """
 
     selection: Selection
     partitions: tuple[Partition, ...]
     partition_size: int
     identity: str
     data: str = ""  # the input's fingerprint, part of the identity
+    inputs: tuple[str, ...] = ()
+    index_rows: tuple[str, ...] = ()
+    update: UpdatePlan | None = None
 
     def __repr__(self) -> str:
         return (f"ExportPlan({len(self.selection.locations)} experiments, "
@@ -191,13 +221,16 @@ def partition_size_for(spec: ExportSpec, n: int, workers: int = 1,
 
 
 def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
-                estimate_s: float | None = None, forked: bool = False) -> ExportPlan:
+                estimate_s: float | None = None, forked: bool = False,
+                previous: Previous | None = None) -> ExportPlan:
     """Select the experiments (unless given) and split them into partitions.
 
     The partitions depend on the data only (see :func:`partition_size_for`; ``workers`` and
     ``forked`` change nothing): without a ``partition_size`` of the user's, on the estimate
     ``estimate_s`` of :func:`estimate_seconds`, computed here when not given (it reads the
-    first experiment's HDF5 metadata, no data), so a plan made here is the job's own.
+    first experiment's HDF5 metadata, no data), so a plan made here is the job's own. With
+    ``previous`` (an update, :func:`~guideloom.export.update.open_previous`) the plan says
+    which experiments are carried from it (:attr:`Partition.carried`).
     """
     if selection is None:
         selection = select_experiments(spec)
@@ -205,14 +238,20 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     if estimate_s is None and spec.partition_size is None:
         estimate_s = estimate_seconds(spec, selection)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s, forked)
+    inputs = tuple(input_digests(selection.locations))
+    index_rows = tuple(row_digests(selection.rows))
+    update = (None if previous is None
+              else plan_update(previous, selection.ids, inputs, index_rows))
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
+        carried = () if update is None else update.carried_from[start:stop]
         parts.append(Partition(index, start, selection.locations[start:stop],
-                               selection.rows[start:stop]))
+                               selection.rows[start:stop],
+                               carried if any(j >= 0 for j in carried) else ()))
     data = _data_fingerprint(spec, selection)
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data),
-                      data)
+                      data, inputs, index_rows, update)
 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
@@ -301,6 +340,9 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
         recovered = staging.recover()
         if recovered and not quiet:
             logger.info("guideloom: %s", recovered)
+        previous = open_previous(spec) if spec.update and not spec.overwrite else None
+        if previous is not None:  # the generation this update starts from
+            spec = dataclasses.replace(spec, previous=previous.ref)
         finished = published_by_interrupted_run(spec, staging) if recovered else None
         if finished is not None:
             if not quiet:
@@ -308,9 +350,9 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
                             "written everything, and its publish is now done", staging.url)
             monitor.finish("published")
             return finished
-        check_target(staging, spec.data_dir, spec.overwrite)
+        check_target(staging, spec.data_dir, spec.overwrite or previous is not None)
         return _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
-                           verbose, resume_hint, batch_options, started)
+                           verbose, resume_hint, batch_options, started, previous)
 
 
 def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportResult | None:
@@ -336,11 +378,28 @@ def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportRe
 
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
-                batch_options: Mapping[str, Any] | None, started: float) -> ExportResult:
+                batch_options: Mapping[str, Any] | None, started: float,
+                previous: Previous | None = None) -> ExportResult:
     writer = open_writer(spec.output, staging, spec.options)
+    if spec.update and not writer.updatable:
+        raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
+                                 "with overwrite=True (update works for npy and npz exports)")
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
+    update = None
+    if previous is not None:
+        update = plan_update(previous, selection.ids, input_digests(selection.locations),
+                             row_digests(selection.rows))
+        if not quiet:
+            logger.info("guideloom: %s", describe_plan(update, previous))
+        if update.up_to_date:
+            monitor.update_counts(update.counts())
+            monitor.finish("published")
+            return ExportResult(previous.ref.root, previous.manifest, update=update.counts(),
+                                up_to_date=True)
+        monitor.update_counts(update.counts())
+        estimate *= (update.read + CARRY_COST * update.carried) / max(1, n)
     finishing = only_finalize_left(spec, staging, selection)
     if finishing is not None:  # this very job's partitions (its identity says so)
         spec = dataclasses.replace(spec, partition_size=finishing)
@@ -359,7 +418,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
             result = _run_placed(spec, staging, writer, selection, where, estimate,
-                                 monitor, started, resume_hint, quiet)
+                                 monitor, started, resume_hint, quiet, previous)
         except KeyboardInterrupt:
             monitor.finish("interrupted", "Ctrl-C")  # while the scheduler still hears it
             if where.mode == "local-cluster":
@@ -394,9 +453,10 @@ def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection)
 
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
                 where: Placement, estimate: float, monitor: RunMonitor,
-                started: float, resume_hint: str, quiet: bool = False) -> ExportResult:
+                started: float, resume_hint: str, quiet: bool = False,
+                previous: Previous | None = None) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, selection=selection, estimate_s=estimate)
+    plan = plan_export(spec, selection=selection, estimate_s=estimate, previous=previous)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
@@ -406,14 +466,17 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         "partition_size": plan.partition_size,
         "resume": resume_hint,
     }
-    previous = staging.read_job()
+    if plan.update is not None:
+        job["update"] = {**plan.update.counts(),
+                         "previous": spec.previous.export_id if spec.previous else None}
+    staged_job = staging.read_job()
     resumed = staging.start(job)
-    if resumed and (previous or {}).get(FAILED_KEY):
+    if resumed and (staged_job or {}).get(FAILED_KEY):
         staging.update_job(**{FAILED_KEY: None})  # this run may end otherwise
     if staging.discarded and not quiet:
         logger.info("guideloom: discarded the staged partitions of an earlier run at %s: "
                     "they belong to another job (%s)", staging.url,
-                    discard_reason(spec, plan, previous))
+                    discard_reason(spec, plan, staged_job))
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
@@ -436,8 +499,9 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                      else None)
             if ahead is not None:
                 children.callback(ahead.close)
-            schema = _schema(spec, staging, writer, plan, dask, shipped, estimate, reference,
-                             ahead)
+            schema = (previous_schema(writer, previous) if previous is not None
+                      else _schema(spec, staging, writer, plan, dask, shipped, estimate,
+                                   reference, ahead))
             # rows moved on already are never re-made
             if writer.needs_schema and schema is not None and not finalizing:
                 writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
@@ -459,7 +523,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
         manifest = _finalize(spec, staging, writer, plan, schema, summaries, placed, monitor,
                              timings={"compute_s": compute_seconds, **task_seconds(summaries)},
-                             started=started, hashes=hashes)
+                             started=started, hashes=hashes, previous=previous)
     except Exception as exc:  # the job failed (not Ctrl-C, not a kill): status says so
         record_failure(staging, exc)
         raise
@@ -467,7 +531,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
         if hashes is not None:
             hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
-                        resumed_experiments=_experiments(done.values()), summaries=summaries)
+                        resumed_experiments=_experiments(done.values()), summaries=summaries,
+                        update=None if plan.update is None else plan.update.counts())
 
 
 def record_failure(staging: Staging, exc: BaseException) -> None:
@@ -738,8 +803,27 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
+    carried = part.carried
+    previous = (None if not carried or spec.previous is None
+                else previous_rows(spec.previous.root, spec.previous.export_id))
+    n_carried = 0
     try:
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
+            if carried and carried[k] >= 0:
+                assert previous is not None
+                if k == 0 or carried[k - 1] != carried[k] - 1:  # a run starts: carry it all
+                    run = 1
+                    while k + run < len(carried) and carried[k + run] == carried[k] + run:
+                        run += 1
+                    t_write = time.perf_counter()
+                    if overlapped is not None:
+                        overlapped.drain()
+                    sink.carry(part.start + k, carried[k], run, previous)
+                    write_s += time.perf_counter() - t_write
+                    _carried_dtypes(dtypes, previous)
+                    n_carried += run
+                written.append(loc.sim_id)
+                continue
             try:
                 t_read = time.perf_counter()
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
@@ -795,9 +879,31 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "verify_crc": spec.verify_crc,
         "fallbacks": fallbacks.since(fell_back),
     }
+    if carried:
+        summary["carried"] = n_carried
     writer.stage.write_marker(part.index, summary)
     fault_point("partition-marked")
     return summary
+
+
+def _carried_dtypes(dtypes: dict[str, list[str]], previous: PreviousRows) -> None:
+    """Add the dtypes of the previous generation's fields to a partition's ``dtypes`` (the
+    rows it carried have them)."""
+    for alias, entry in previous.manifest["fields"].items():
+        seen = dtypes.setdefault(alias, [])
+        for dt in entry.get("dtypes") or [entry.get("dtype")]:
+            if isinstance(dt, str) and dt != VARIES and dt not in seen:
+                seen.append(dt)
+
+
+def previous_schema(writer: ExportFormat, previous: Previous
+                    ) -> dict[str, FieldSchema] | None:
+    """An update's schema: the previous generation's (its rows are carried as they are, and a
+    new row must match them as in a full export); ``None`` for formats without one."""
+    if not writer.needs_schema and not writer.fixed_keys:
+        return None
+    return {alias: FieldSchema(tuple(entry.get("shape") or ()), str(entry.get("dtype")))
+            for alias, entry in previous.manifest["fields"].items()}
 
 
 def _execute(spec: ExportSpec, writer: ExportFormat,
@@ -857,7 +963,8 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
               schema: Mapping[str, FieldSchema] | None,
               summaries: list[PartitionSummary], placed: dict[str, Any], monitor: RunMonitor,
               timings: dict[str, float], started: float,
-              hashes: PrefixHashes | None = None) -> ExportManifest:
+              hashes: PrefixHashes | None = None,
+              previous: Previous | None = None) -> ExportManifest:
     ids = plan.selection.ids
     written = {i for s in summaries for i in s["written"]}
     skipped = [x for s in summaries for x in s["skipped"]]
@@ -877,6 +984,8 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
+    provenance = record_provenance(staging, plan, keep)
+    fault_point("provenance-written")
     monitor.phase(CHECKSUMS)
     monitor.step(0, 1, "files")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
@@ -936,7 +1045,19 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
                     **timings},
         "data_dir": str(spec.data_dir),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "recipe": spec.recipe(),
+        "provenance": provenance,
     }
+    history = list(previous.manifest.get("generations") or []) if previous else []
+    if previous is not None and not history:  # a full export of an earlier guideloom
+        history = [history_entry(None, 1, int(previous.manifest["count"]),
+                                 len(previous.manifest.get("skipped", [])),
+                                 str(previous.manifest.get("data_dir", "")),
+                                 str(previous.manifest.get("created", "")),
+                                 str(previous.manifest.get("export_id", "")))]
+    tail["generations"] = [*history, history_entry(
+        plan.update, len(history) + 1, int(len(sim_ids)), len(skipped), tail["data_dir"],
+        tail["created"], tail["export_id"])]
     if checksums:
         tail = {"checksums": checksums, **tail}
     # the format's entries override the head, the tail overrides them (a plugin's own keys
@@ -954,9 +1075,21 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     monitor.step(2, PUBLISH_STEPS, "steps")
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
-    staging.publish(spec.overwrite)
+    staging.publish(spec.overwrite or previous is not None)
     monitor.step(PUBLISH_STEPS, PUBLISH_STEPS, "steps")
     return manifest
+
+
+def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray
+                      ) -> ProvenanceEntry:
+    """Write ``provenance.json`` (what each published row came from) into ``data/``; return
+    the entry ``export.json`` keeps (its sha256)."""
+    rows = np.flatnonzero(keep)
+    doc = provenance_document([plan.inputs[k] for k in rows], [plan.index_rows[k] for k in rows])
+    path = staging.path("data", PROVENANCE_FILE)
+    staging.write_json(path, doc)
+    with staging.fs.open(path, "rb") as fh:
+        return cast(ProvenanceEntry, provenance_entry(fh.read()))
 
 
 def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[PartitionSummary],

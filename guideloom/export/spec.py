@@ -13,7 +13,7 @@ import numpy as np
 
 from guideloom.export.fingerprint import callable_fingerprint, callable_name
 from guideloom.formats.layout import check_output_name
-from guideloom.formats.manifest_types import TransformNames
+from guideloom.formats.manifest_types import Recipe, TransformNames
 from guideloom.read.locations import Location
 from guideloom.read.roots import RemoteRoot
 from guideloom.select.manifest import Dataset, View
@@ -34,12 +34,16 @@ class Partition:
         start: Row of the first experiment in the output arrays.
         locations: Where each experiment's file is.
         rows: The typed index rows, parallel to ``locations``.
+        carried: For an update, parallel to ``locations``: the row of the previous generation
+            that holds each experiment's unchanged output (carried, not decoded), or -1 (read
+            it); empty when nothing is carried.
     """
 
     index: int
     start: int
     locations: tuple[Location, ...]
     rows: tuple[Mapping[str, Any], ...]
+    carried: tuple[int, ...] = ()
 
     @property
     def stop(self) -> int:
@@ -90,6 +94,10 @@ class ExportSpec:
             object for storage outputs).
         verify_crc: Check each stored zip member's CRC-32 before its data is used. It changes
             what is checked, never what is written, so it is not part of :meth:`identity`.
+        update: Update the complete export at ``target`` (see :mod:`guideloom.export.update`):
+            read only the experiments added or changed since it was written, carry the rest.
+        previous: The generation an update starts from (set by the executor once it has
+            checked it; part of :meth:`identity`).
     """
 
     view: View
@@ -107,10 +115,15 @@ class ExportSpec:
     overwrite: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     verify_crc: bool = False
+    update: bool = False
+    previous: PreviousGeneration | None = None
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {self.on_error!r}")
+        if self.update and self.overwrite:
+            raise ValueError("give update=True (carry the unchanged rows of the export) or "
+                             "overwrite=True (write it again), not both")
         if self.partition_size is not None and self.partition_size < 1:
             raise ValueError("partition_size must be at least 1")
         unknown = [a for a in self.transforms if a not in self.view.aliases]
@@ -151,21 +164,55 @@ class ExportSpec:
         (:func:`~guideloom.export.fingerprint.data_fingerprint`). Checks that change no output
         byte (``verify_crc``) are left out, so a rerun with them resumes the same job.
         """
-        doc = {
+        doc: dict[str, Any] = {
+            **self.recipe_parts(),
+            "ids": [str(i) for i in ids],
+            "partition_size": partition_size,
+            "data": data,
+        }
+        if self.previous is not None:  # an update: of this very generation
+            doc["previous"] = self.previous.export_id
+        text = json.dumps(doc, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:IDENTITY_HEX_CHARS]
+
+    def recipe_parts(self) -> dict[str, Any]:
+        """What makes the rows of one experiment: output kind, view, ``on_error``, options and
+        transforms' code (not which experiments, nor their data). An export can be updated
+        only by a job of the same recipe (see :func:`recipe`)."""
+        return {
             "output": self.output,
             "view": [
                 (f.alias, f.h5_path, f.column, f.timesteps) for f in self.view.fields
             ],
-            "ids": [str(i) for i in ids],
-            "partition_size": partition_size,
             "on_error": self.on_error,
             "options": {k: _option_identity(v) for k, v in sorted(self.options.items())},
-            "data": data,
             "transforms": {a: callable_fingerprint(fn) for a, fn in self.transforms.items()},
             "record_transform": callable_fingerprint(self.record_transform),
         }
-        text = json.dumps(doc, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:IDENTITY_HEX_CHARS]
+
+    def recipe(self) -> Recipe:
+        """The recipe as ``export.json`` keeps it: a sha256 of each part, and of all."""
+        parts = {k: _sha(v) for k, v in self.recipe_parts().items()}
+        return {"sha256": _sha(parts), "parts": parts}
+
+
+@dataclass(frozen=True)
+class PreviousGeneration:
+    """The published export an update starts from: where it is and which it is.
+
+    Attributes:
+        root: Its directory (or store URL), as :func:`~guideloom.formats.layout.
+            read_export_manifest` returns it.
+        export_id: Its ``export_id``: the update's identity names it, so a staged update is
+            never resumed over another generation.
+    """
+
+    root: str
+    export_id: str
+
+
+def _sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _option_identity(value: Any) -> Any:

@@ -21,10 +21,12 @@ from typing import Any, ClassVar, NoReturn, Protocol
 import numpy as np
 
 from guideloom.errors import CorruptExportError
+from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import CHECKSUMS_FILE, check_description, files_digests
 from guideloom.formats.layout import (  # noqa: F401 - formats import fail from here
     CROISSANT_FILE,
     EXPORT_MANIFEST,
+    PROVENANCE_FILE,
     SIM_IDS_FILE,
 )
 from guideloom.formats.layout import (
@@ -123,6 +125,16 @@ class PartitionSink:
         """Write one record at global ``row``."""
         raise NotImplementedError
 
+    def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
+        """Write rows ``row .. row+count-1`` as the previous generation's rows ``old_row ..``
+        hold them (an update's unchanged experiments). The default reads each row back with
+        the format's reader and writes it again; formats do better (npy copies the bytes in
+        the kernel, npz links the files)."""
+        fields = previous.fields
+        for k in range(count):
+            arrays = previous.reader.row(old_row + k, fields)
+            self.write(row + k, previous.sim_ids[old_row + k], arrays)
+
     def close(self) -> int:
         """Make the data durable; return the bytes written."""
         return 0
@@ -217,6 +229,9 @@ class ExportFormat(abc.ABC):
             kind, the default first; ``None``: the key is not checked (and not used).
         workflow_table: The options come from the workflow file's ``[output.<kind>]`` table
             (schema :meth:`table_schema`); ``None``: when :attr:`Options` has fields.
+        updatable: An export of this format can be updated (``update=True``): its sinks
+            carry unchanged rows (:meth:`PartitionSink.carry`) so that the result equals a
+            full export of the new selection.
     """
 
     kind: ClassVar[str]
@@ -233,6 +248,7 @@ class ExportFormat(abc.ABC):
     skip_fault_points: ClassVar[tuple[str, ...]] = ()
     compressions: ClassVar[tuple[str, ...] | None] = ("none",)
     workflow_table: ClassVar[bool | None] = None
+    updatable: ClassVar[bool] = False
 
     def __init__(self, stage: Stage, options: Mapping[str, Any]):
         self.stage = stage
@@ -390,7 +406,7 @@ class ExportFormat(abc.ABC):
     @classmethod
     def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:
         """Names (``fnmatch`` patterns) of the top-level files a published export holds."""
-        return [EXPORT_MANIFEST, CHECKSUMS_FILE, CROISSANT_FILE,
+        return [EXPORT_MANIFEST, CHECKSUMS_FILE, CROISSANT_FILE, PROVENANCE_FILE,
                 *cls.described_files(manifest).values()]
 
     @classmethod

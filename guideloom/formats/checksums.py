@@ -113,6 +113,12 @@ class RowDigests:
             self._units.setdefault(group, {})[order] = (xxhash.xxh3_64_hexdigest(
                 data if isinstance(data, bytes | memoryview) else as_bytes(data)), rows)
 
+    def add_known(self, group: str, order: int, value: str, rows: int = 1) -> None:
+        """Record a checksum taken before (a row carried unchanged from an earlier
+        generation of the export, whose ``checksums.json`` has it)."""
+        if self.on:
+            self._units.setdefault(group, {})[int(order)] = (value, rows)
+
     def add_file(self, group: str, order: int, path: str, rows: int = 1) -> None:
         """Record the checksum of the whole file at ``path`` (just written: in the page cache)."""
         if self.on:

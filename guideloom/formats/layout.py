@@ -32,10 +32,11 @@ STAGING_SUFFIX = ".guideloom-staging"
 SIM_IDS_FILE = "sim_ids.npy"
 SIM_IDS_ARRAY = "sim_ids"
 CROISSANT_FILE = "croissant.json"
+PROVENANCE_FILE = "provenance.json"  # what each row came from (guideloom.export.provenance)
 # the export's own files and arrays (an output name may equal none of them, nor their stems)
 RESERVED_NAMES = frozenset({
     EXPORT_MANIFEST, SIM_IDS_FILE, SIM_IDS_ARRAY, "checksums.json", "croissant.json",
-    "zarr.json", "record_offsets.npy", "record_offsets",
+    "zarr.json", "record_offsets.npy", "record_offsets", PROVENANCE_FILE, "provenance",
 })
 
 

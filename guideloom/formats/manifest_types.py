@@ -50,6 +50,7 @@ class PartitionSummary(SummaryExtra):
     verify_crc: NotRequired[bool]
     # fallback kind -> times taken (guideloom.runtime.fallbacks)
     fallbacks: NotRequired[dict[str, int]]
+    carried: NotRequired[int]  # an update: rows carried from the previous generation
 
 
 class ViewField(TypedDict):
@@ -115,6 +116,36 @@ class ManifestExtra(TypedDict, total=False):
     zarr_all_chunks: bool  # zarr: every chunk has its file
 
 
+class Recipe(TypedDict):
+    """``export.json``'s ``recipe``: the sha256 of each part of what makes one experiment's
+    rows (output kind, view, ``on_error``, options, transforms' code), and of all."""
+
+    sha256: str
+    parts: dict[str, str]
+
+
+class ProvenanceEntry(TypedDict):
+    """``export.json``'s ``provenance``: the file recording what each row came from."""
+
+    file: str
+    sha256: str
+
+
+class Generation(TypedDict):
+    """One entry of ``export.json``'s ``generations`` (the first: the full export)."""
+
+    generation: int
+    created: str
+    data_dir: str
+    added: int
+    removed: int
+    changed: int
+    carried: int
+    rows: int
+    skipped: int
+    export_id: str
+
+
 class ManifestTail(TypedDict):
     """The entries of ``export.json`` that a format's own cannot replace."""
 
@@ -129,6 +160,9 @@ class ManifestTail(TypedDict):
     description: NotRequired[DescriptionEntry]
     unverified: NotRequired[bool]  # described from an rddac export directory, no export.json
     written_by: NotRequired[str]
+    recipe: NotRequired[Recipe]
+    provenance: NotRequired[ProvenanceEntry]
+    generations: NotRequired[list[Generation]]
 
 
 class ExportManifest(ManifestHead, ManifestExtra, ManifestTail):

@@ -26,7 +26,8 @@ from guideloom.formats.base import (
     Schema,
     fail,
 )
-from guideloom.formats.checksums import RowDigests, row_digests
+from guideloom.formats.carry import PreviousRows
+from guideloom.formats.checksums import RowDigests, digest, row_digests
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 from guideloom.runtime import fallbacks, os_support
 from guideloom.runtime.buffers import PAGE, is_aligned
@@ -44,6 +45,7 @@ class NpyFormat(ExportFormat):
     kind = "npy"
     description = "one memory-mapped .npy array per field, rows along the first axis"
     copies_records = True  # pwrite has copied a row when write returns
+    updatable = True  # carried rows are copied in the kernel (copy_file_range)
     fault_points = ("finalize-alias",)  # each array renamed or compacted into data/
 
     def rows_path(self, alias: str) -> str:
@@ -226,6 +228,7 @@ class NpySink(PartitionSink):
         self._bytes = 0
         self._unflushed: dict[str, tuple[int, int]] = {}  # buffered rows not yet written back
         self.direct_bytes = 0  # of _bytes, written with direct I/O
+        self.carried_bytes = 0  # of _bytes, carried from an earlier generation
         self._sums = RowDigests()
 
     def write(self, row: int, sim_id: Any, arrays: Mapping[str, np.ndarray]) -> None:
@@ -248,6 +251,36 @@ class NpySink(PartitionSink):
                 self._start_writeback(alias, offset + start, written - start)
             self._bytes += written
             self._sums.add(array_file(alias), row, buf)
+
+    def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
+        """Copy the previous generation's rows ``old_row ..`` to ``row ..`` in the kernel
+        (``copy_file_range``: no pass through this process, extents shared where the file
+        system can); their checksums are the previous generation's."""
+        for alias, fd in self._fds.items():
+            name = array_file(alias)
+            src = os.path.join(previous.root, name)
+            size = count * self._row_bytes[alias]
+            dst_offset = self._offsets[alias] + row * self._row_bytes[alias]
+            try:
+                src_fd = os.open(src, os.O_RDONLY)
+            except OSError as exc:
+                raise file_error(exc, src, "cannot carry rows from") from exc
+            try:
+                src_offset = npy_data_offset(src) + old_row * self._row_bytes[alias]
+                copy_range(src_fd, fd, size, src_offset, dst_offset)
+                for k in range(count):
+                    known = previous.digest(name, old_row + k)
+                    if known is None:  # not recorded there: hashed from what was copied
+                        known = digest(os.pread(fd, self._row_bytes[alias],
+                                                dst_offset + k * self._row_bytes[alias]))
+                    self._sums.add_known(name, row + k, known)
+            except OSError as exc:
+                raise file_error(exc, self._paths[alias],
+                                 f"cannot carry {count} rows from {src} into") from exc
+            finally:
+                os.close(src_fd)
+            self._bytes += size
+            self.carried_bytes += size
 
     def _start_writeback(self, alias: str, offset: int, n: int) -> None:
         """Start writing buffered rows to disk once a run of them (a partition's rows follow
@@ -309,6 +342,33 @@ def _open_direct(path: str) -> int | None:
         logger.debug("O_DIRECT refused for %s (%s): buffered writes", path, exc)
         fallbacks.count("npy:o_direct_refused")
         return None
+
+
+def copy_range(src_fd: int, dst_fd: int, size: int, src_offset: int, dst_offset: int) -> None:
+    """Copy ``size`` bytes between descriptors at the given offsets: ``copy_file_range`` (in
+    the kernel), else ``pread``/``pwrite`` in blocks where the platform or file systems have
+    none (counted as a fallback)."""
+    done = 0
+    kernel = hasattr(os, "copy_file_range")
+    while done < size:
+        if kernel:
+            try:
+                n = os.copy_file_range(src_fd, dst_fd, size - done, src_offset + done,
+                                       dst_offset + done)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                    raise
+                fallbacks.count("npy:copy_file_range_refused")
+                kernel = False
+                continue
+            if n == 0:
+                raise OSError(errno.EIO, f"the source ended {size - done} bytes early")
+        else:
+            block = os.pread(src_fd, min(COPY_BLOCK_BYTES, size - done), src_offset + done)
+            if not block:
+                raise OSError(errno.EIO, f"the source ended {size - done} bytes early")
+            n = os.pwrite(dst_fd, block, dst_offset + done)
+        done += n
 
 
 def compact(src: str, dst: str, keep: np.ndarray) -> None:

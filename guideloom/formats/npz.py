@@ -7,6 +7,7 @@ numpy string arrays and read back with ``allow_pickle=False``.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,9 @@ from guideloom.formats.base import (
     WorkflowContext,
     fail,
 )
+from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import RowDigests
+from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.options import option
 
@@ -54,6 +57,7 @@ class NpzFormat(ExportFormat):
     fixed_keys = True  # a reader reads every field of every row
     allow_text = True
     copies_records = True  # the file is written when write returns
+    updatable = True  # an unchanged experiment's file is linked into the new generation
     file_group = CHECKSUM_GROUP
 
     @classmethod
@@ -125,6 +129,33 @@ class NpzSink(PartitionSink):
                                      f"({exc.strerror or exc})") from exc
         self._bytes += os.path.getsize(final)
         self._sums.add_file(CHECKSUM_GROUP, row, final)  # just written: read from the cache
+
+    def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
+        """Link each unchanged experiment's file of the previous generation into this one
+        (a hard link: no byte is copied; a copy where the file system has none)."""
+        for k in range(count):
+            sim_id = previous.sim_ids[old_row + k]
+            src = os.path.join(previous.root, npz_file(sim_id))
+            final = os.path.join(self._folder, npz_file(sim_id))
+            tmp = os.path.join(self._folder, f".{npz_file(sim_id)}{TMP_MARK}{os.getpid()}")
+            try:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
+                try:
+                    os.link(src, tmp)
+                except OSError:
+                    shutil.copyfile(src, tmp)
+                    fsync_path(tmp)
+                os.replace(tmp, final)
+            except OSError as exc:
+                raise OSError(exc.errno, f"experiment {sim_id}: cannot carry {src} into "
+                                         f"{final} ({exc.strerror or exc})") from exc
+            self._bytes += os.path.getsize(final)
+            known = previous.digest(CHECKSUM_GROUP, old_row + k)
+            if known is None:
+                self._sums.add_file(CHECKSUM_GROUP, row + k, final)
+            else:
+                self._sums.add_known(CHECKSUM_GROUP, row + k, known)
 
     def close(self) -> int:
         return self._bytes

@@ -36,3 +36,44 @@ def remote_fingerprint(index_bytes: bytes, locations: Iterable[Any]) -> str:
                       f"{getattr(loc, 'validator', '')}|{loc.member}|{loc.header_offset}|"
                       f"{loc.size}|{loc.crc};".encode())
     return digest.hexdigest()
+
+
+def location_tokens(locations: Iterable[Any]) -> list[str]:
+    """What each experiment's input is, one short text per location, for telling an unchanged
+    experiment from a changed one when an export is updated (no member data is read).
+
+    A zip member (local or remote) is its name, stored size, CRC-32 and compression, wherever
+    its archive is (an archive that gains members keeps the others' tokens); a local loose file
+    its name, size and modification time; a remote loose file its name, size and the server's
+    validator. Equal tokens: the same bytes as far as the directory or the server can tell.
+    """
+    stats: dict[str, str] = {}
+    tokens = []
+    for loc in locations:
+        if loc.member is not None:
+            tokens.append(f"zip:{loc.member}:{loc.size}:{loc.crc}:{int(loc.stored)}")
+        elif loc.is_local:
+            stat = stats.get(loc.path)
+            if stat is None:
+                st = os.stat(loc.path)
+                stat = stats[loc.path] = f"{st.st_size}:{st.st_mtime_ns}"
+            tokens.append(f"h5:{os.path.basename(loc.path)}:{stat}")
+        else:
+            name = loc.path.rsplit("/", 1)[-1]
+            tokens.append(f"url:{name}:{getattr(loc, 'archive_size', '')}:"
+                          f"{getattr(loc, 'validator', '')}")
+    return tokens
+
+
+def input_sizes(locations: Iterable[Any]) -> list[int]:
+    """Bytes each experiment's input takes where it is (a zip member's stored size, a loose
+    file's size): what reading it costs at most."""
+    sizes = []
+    for loc in locations:
+        if loc.member is not None:
+            sizes.append(int(loc.size))
+        elif loc.is_local:
+            sizes.append(os.stat(loc.path).st_size)
+        else:
+            sizes.append(int(getattr(loc, "archive_size", 0) or 0))
+    return sizes

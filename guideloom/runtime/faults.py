@@ -39,8 +39,9 @@ PAUSE_FIFO_ENV = "GUIDELOOM_PAUSE_FIFO"
 # ExportFormat.fault_points); "allocated" is reached by formats with a schema only, and
 # "target-moved-aside" only when an existing export is replaced
 EXECUTOR_POINTS = ("partition-marked", "partitions-done", "finalize-started", "rows-finalized",
-                   "sim-ids-written", "checksums-written", "description-written",
-                   "manifest-written", "publishing", "target-moved-aside", "data-moved")
+                   "sim-ids-written", "provenance-written", "checksums-written",
+                   "description-written", "manifest-written", "publishing",
+                   "target-moved-aside", "data-moved")
 SCHEMA_POINTS = ("allocated",)
 
 

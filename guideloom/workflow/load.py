@@ -48,6 +48,8 @@ class Workflow:
         partition_size: Experiments per Dask task, or ``None`` for the default.
         on_error: ``"raise"`` or ``"skip"``.
         verify_crc: ``[run] verify_crc``: check stored zip members' CRC-32 before use.
+        update: ``[output] update``: update the export at ``target`` (see
+            :mod:`guideloom.export.update`) instead of writing it again.
         scheduler: ``[run] scheduler``, or ``None``.
         dashboard: ``[run] dashboard``, or ``None``.
         cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
@@ -74,6 +76,7 @@ class Workflow:
     partition_size: int | None = None
     on_error: str = "raise"
     verify_crc: bool = False
+    update: bool = False
     scheduler: str | None = None
     dashboard: str | None = None
     cluster: dict[str, Any] | None = None
@@ -107,8 +110,10 @@ class Workflow:
         options = {k: v for k, v in self.cluster.items() if k not in ("kind", "jobs")}
         return f"{self.cluster['kind']}:{self.cluster['jobs']}", options
 
-    def to_spec(self, *, overwrite: bool = False) -> ExportSpec:
-        """The job description, built by :func:`guideloom.export.build_spec` like the API's."""
+    def to_spec(self, *, overwrite: bool = False, update: bool | None = None) -> ExportSpec:
+        """The job description, built by :func:`guideloom.export.build_spec` like the API's;
+        ``update`` (default: the file's ``[output] update``) updates the export at the
+        target, ``overwrite`` replaces it (and wins over the file's ``update``)."""
         from guideloom.export.api import build_spec
 
         return build_spec(
@@ -119,6 +124,7 @@ class Workflow:
             partition_size=self.partition_size, on_error=self.on_error,  # type: ignore[arg-type]
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
             sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
+            update=(self.update if update is None else update) and not overwrite,
         )
 
 
@@ -262,7 +268,7 @@ def load_workflow(
         transforms=transforms, record_transform=record_transform,
         compression=out.get("compression", fmt.default_compression()),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
-        verify_crc=run.get("verify_crc", False),
+        verify_crc=run.get("verify_crc", False), update=bool(out.get("update", False)),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
         document=doc, format_options=format_options, trusted_roots=trusted,
     )

@@ -39,7 +39,7 @@ def file_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
-COMMON_OUTPUT_KEYS = ("kind", "path", "compression", "partition_size")
+COMMON_OUTPUT_KEYS = ("kind", "path", "compression", "partition_size", "update")
 
 
 def output_schema(formats: Sequence[type[ExportFormat]]) -> dict[str, Any]:
