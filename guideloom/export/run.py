@@ -383,7 +383,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     writer = open_writer(spec.output, staging, spec.options)
     if spec.update and not writer.updatable:
         raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
-                                 "with overwrite=True (update works for npy and npz exports)")
+                                 "with overwrite=True (update works for npy, npz and zarr exports)")
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)

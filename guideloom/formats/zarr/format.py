@@ -60,6 +60,7 @@ class ZarrFormat(ExportFormat):
     kind = "zarr"
     description = "a zarr v3 group, one array per field chunked along rows (local or fsspec URL)"
     local_only = False
+    updatable = True  # carried rows rewritten from the previous generation (PartitionSink.carry)
     Options = ZarrOptions
     compressions = ZARR_COMPRESSORS  # [output] compression in a workflow file
     workflow_table = False
