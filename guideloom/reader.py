@@ -34,6 +34,7 @@ from guideloom.errors import (
 )
 from guideloom.formats import ExportFormat, FormatReader, get_format
 from guideloom.formats.checksums import VerifyReport, verify_export
+from guideloom.formats.generations import Pin
 from guideloom.formats.layout import directory_identity, read_export_manifest, resolve_target
 from guideloom.formats.manifest_types import ExportManifest
 from guideloom.formats.rddac_layout import describe_rddac_export, is_rddac_export
@@ -75,6 +76,22 @@ class Export:
         self._row_of: dict[Any, int] | None = None
         self._reopened = False
         self._identity = identity
+        self._pin: Pin | None = None  # the directory held open (lazily read local exports)
+
+    # --- lifetime -------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop reading: release the files (and the directory of an npz or zarr export,
+        which an update or overwrite that replaced it keeps until its last reader closes)."""
+        self._backend = None
+        pin, self._pin = self._pin, None
+        if pin is not None:
+            pin.close()
+
+    def __enter__(self) -> Export:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- protocol -------------------------------------------------------------------
     @property
@@ -203,6 +220,7 @@ class Export:
         state["_backend"] = None
         state["_row_of"] = None
         state["_reopened"] = True
+        state["_pin"] = None  # a pin is this process's: the copy opens the path again
         return state
 
     def _open(self) -> FormatReader:
@@ -220,15 +238,21 @@ class Export:
                 if now.get("export_id") != self.manifest.get("export_id"):
                     raise _replaced(self.root)
                 self._identity, self._reopened = identity, False
-            backend = kind_of(self.root, self.manifest).open_reader(
-                self.root, self.manifest, trust=self._trust)
+            fmt = kind_of(self.root, self.manifest)
+            if self._pin is None and self._identity is not None:
+                self._pin = _pinned(self.root, self._identity)
+            where = self.root if self._pin is None else self._pin.path  # this generation's
+            backend = fmt.open_reader(where, self.manifest, trust=self._trust)
             sim_ids = backend.sim_ids() if self._sim_ids is None else self._sim_ids
             self._check_unchanged()
             self._backend, self._sim_ids, self._lazy = backend, sim_ids, backend.reads_lazily
         return self._backend
 
     def _check_unchanged(self) -> None:
-        """Raise :class:`CorruptExportError` if the directory is no longer the one opened."""
+        """Raise :class:`CorruptExportError` if the directory is no longer the one opened
+        (a pinned one is read through its handle: replacing the path changes nothing)."""
+        if self._pin is not None:
+            return
         if self._identity is not None and directory_identity(self.root) != self._identity:
             self._backend = None
             raise _replaced(self.root)
@@ -246,6 +270,18 @@ class Export:
             raise
         self._check_unchanged()
         return value
+
+
+def _pinned(root: str, identity: tuple[int, int]) -> Pin | None:
+    """A pin of the local export directory ``root`` while it is still the directory of
+    ``identity`` (else ``None``: the check after each read says it was replaced)."""
+    if "://" in root:
+        return None
+    pin = Pin.of(root)
+    if pin is not None and pin.identity() != identity:
+        pin.close()
+        return None
+    return pin
 
 
 def _replaced(root: str) -> CorruptExportError:

@@ -104,3 +104,16 @@ def big_rows_failing_on_multiples_of_7(rec):
         raise RuntimeError(f"cannot handle {rec['_sim_id']}")
     column = np.asarray(rec["force_data"], dtype=np.float32)[:, 0]
     return {"scan": np.resize(column, (512, 512))}
+
+
+COUNT_FILE_ENV = "GUIDELOOM_TEST_COUNT_FILE"
+
+
+def counted_first_rows(rec):
+    """Like first_rows; appends the experiment id to the file named by
+    ``GUIDELOOM_TEST_COUNT_FILE`` when set (which experiments were decoded and transformed)."""
+    name = os.environ.get(COUNT_FILE_ENV)
+    if name:
+        with open(name, "a") as fh:
+            fh.write(f"{rec['_sim_id']}\n")
+    return first_rows(rec)

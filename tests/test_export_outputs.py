@@ -76,7 +76,8 @@ def test_npz_compressed_and_no_temporary_files(demo_loose, tmp_path, dask_client
                                             compressed=True, client=dask_client, partition_size=5)
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted([f"{i}.npz" for i in range(36)]
-                           + ["checksums.json", "croissant.json", "export.json", "sim_ids.npy"])
+                           + ["checksums.json", "croissant.json", "export.json",
+                              "provenance.json", "sim_ids.npy"])
     for i in (0, 17, 35):
         with np.load(out / f"{i}.npz") as npz, guideloom.open_h5(i, data_dir=demo_loose) as f:
             np.testing.assert_array_equal(npz["force_data"], f["force/data"][()])

@@ -29,6 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 from guideloom.errors import UnsafeTargetError
 from guideloom.export.ownership import why_not_replaceable
 from guideloom.formats.durable import fsync_path
+from guideloom.formats.generations import retire, sweep
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 from guideloom.formats.manifest_types import PartitionSummary
 from guideloom.runtime.faults import fault_point
@@ -109,8 +110,7 @@ class Staging:
         if previous is not None and previous.get("identity") == job["identity"]:
             return True
         self.discarded = previous is not None
-        if self.fs.exists(self.root):
-            self.fs.rm(self.root, recursive=True)
+        self.discard()
         if self.is_local:  # private while the job runs (0o700), and not one another user
             private_dir(self.root, "the staging directory")  # planted after the lock's check
         for sub in ("parts", "rows", "data"):
@@ -187,7 +187,19 @@ class Staging:
                 fault_point("target-moved-aside")
         self.move(data, self.target)
         fault_point("data-moved")
-        self.fs.rm(self.root, recursive=True)
+        self.discard()
+
+    def retire_replaced(self) -> None:
+        """Remove the export a publish replaced (``replaced/``), or keep it beside the target
+        while readers still have it open (:mod:`guideloom.formats.generations`); then remove
+        the earlier ones no reader has open any more."""
+        if not self.is_local:
+            return
+        old = self.path("replaced")
+        if os.path.isdir(old):
+            replaced = self._read_json(posixpath.join(old, EXPORT_MANIFEST)) or {}
+            retire(old, self.target, str(replaced.get("export_id", "")))
+        sweep(self.target)
 
     def recover(self) -> str | None:
         """Finish a publish that a killed run left half done; say what was done, if anything.
@@ -223,7 +235,9 @@ class Staging:
             self.fs.mv(src, dst, recursive=True)
 
     def discard(self) -> None:
-        """Remove the staging area."""
+        """Remove the staging area (a replaced export in it is retired first: readers that
+        have it open keep it)."""
+        self.retire_replaced()
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
 

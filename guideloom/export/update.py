@@ -131,11 +131,11 @@ def open_previous(spec: ExportSpec, check_recipe: bool = True) -> Previous | Non
     """
     try:
         root, manifest = read_export_manifest(spec.target)
-    except FileNotFoundError:
-        return None
-    except IncompleteExportError as exc:
+    except IncompleteExportError as exc:  # (before FileNotFoundError: "not an export" is one)
         raise UpdateRefusedError(f"cannot update {spec.target}: {exc}; only a complete "
                                  "export can be updated") from exc
+    except FileNotFoundError:
+        return None
     if check_recipe:
         check_same_recipe(spec, manifest, root)
     elif manifest.get("kind") != spec.output:

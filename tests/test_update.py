@@ -1,0 +1,379 @@
+"""Updating an export (issue 32): only added and changed experiments are read, the other rows
+are carried, and the result equals a fresh full export of the new selection.
+
+Every case compares the updated export with a full export of the same selection written
+beside it, file by file for the data (npy arrays, npz arrays, sim_ids, checksums,
+provenance), and counts the experiments the transform saw (``counted_first_rows`` appends each
+id it transforms to a file).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import guideloom
+from guideloom.demo import make_demo_data
+from guideloom.errors import InjectedFault, UpdateRefusedError
+from guideloom.faults import FAULT_ENV, crash_at
+from guideloom.formats import get_format
+from guideloom.testing.formats import fault_cases
+from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows, first_rows
+from tests.zip_helpers import member_bytes, rebuild_archive
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("npy", "npz", "zarr")
+VIEW = "force-curve"
+# files whose bytes an update must reproduce exactly (export.json and croissant.json hold the
+# run's own facts: ids, times, history)
+SAME_BYTES = ("sim_ids.npy", "checksums.json", "provenance.json")
+
+
+@pytest.fixture(scope="module")
+def loose(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("update") / "loose"
+    make_demo_data(root, n=30, layout="loose")
+    return root
+
+
+@pytest.fixture
+def data(loose, tmp_path) -> Path:
+    """A private copy of the loose dataset (tests change its files)."""
+    target = tmp_path / "data"
+    shutil.copytree(loose, target)
+    return target
+
+
+@pytest.fixture
+def decoded(tmp_path, monkeypatch):
+    """The ids the transform saw since the last call of the returned function."""
+    log = tmp_path / "decoded.txt"
+    monkeypatch.setenv(COUNT_FILE_ENV, str(log))
+
+    def take() -> list[int]:
+        seen = [int(x) for x in log.read_text().split()] if log.exists() else []
+        log.unlink(missing_ok=True)
+        return seen
+    return take
+
+
+def export(kind: str, data: Path, target: Path, ids, *, update: bool = False,
+           overwrite: bool = False, transform=counted_first_rows, view: str = VIEW,
+           partition_size: int | None = 4, **options):
+    return guideloom.export.export(
+        view, target, kind=kind, data_dir=data, sim_ids=list(ids), sim_ids_order="sim_ids",
+        record_transform=transform, client="sync", partition_size=partition_size,
+        update=update, overwrite=overwrite, **options)
+
+
+def rows_of(target: Path) -> tuple[list, list[dict[str, np.ndarray]]]:
+    with guideloom.load_export(target) as exp:
+        return exp.sim_ids.tolist(), [{k: np.array(v) for k, v in exp[i].items()}
+                                      for i in range(len(exp))]
+
+
+def assert_same_export(kind: str, updated: Path, full: Path) -> None:
+    """The updated export holds what a fresh full export holds: the same rows, the same
+    bytes of every data file, and it verifies."""
+    ids, rows = rows_of(updated)
+    want_ids, want_rows = rows_of(full)
+    assert ids == want_ids
+    for got, want in zip(rows, want_rows, strict=True):
+        assert got.keys() == want.keys()
+        for key in got:
+            assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key])
+    for name in SAME_BYTES if kind != "zarr" else SAME_BYTES[1:]:  # zarr: sim_ids an array
+        assert (updated / name).read_bytes() == (full / name).read_bytes(), name
+    if kind == "npy":
+        for alias in json.loads((full / "export.json").read_text())["fields"]:
+            assert (updated / f"{alias}.npy").read_bytes() == (full / f"{alias}.npy").read_bytes()
+    guideloom.load_export(updated).verify()
+
+
+def history(target: Path) -> list[dict]:
+    return json.loads((target / "export.json").read_text())["generations"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_adding_experiments_reads_only_them_and_equals_a_full_export(kind, data, tmp_path,
+                                                                       decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export(kind, data, out, range(20))
+    assert set(decoded()) == set(range(20))  # (the schema probe transforms the first twice)
+    result = export(kind, data, out, range(26), update=True)
+    assert sorted(decoded()) == list(range(20, 26))  # exactly the new experiments
+    assert result.update == {"added": 6, "removed": 0, "changed": 0, "carried": 20}
+    gens = history(out)
+    assert [g["generation"] for g in gens] == [1, 2]
+    assert (gens[1]["added"], gens[1]["carried"], gens[1]["rows"]) == (6, 20, 26)
+    assert gens[0]["export_id"] != gens[1]["export_id"] == result.manifest["export_id"]
+    export(kind, data, full, range(26))
+    assert_same_export(kind, out, full)
+    assert not list(tmp_path.glob(".out.guideloom-staging"))
+
+
+@pytest.mark.parametrize("kind", ("npy", "npz"))
+def test_removed_and_inserted_experiments(kind, data, tmp_path, decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    before = [i for i in range(24) if i not in (5, 6, 11)]
+    export(kind, data, out, before)
+    decoded()
+    after = [i for i in range(24) if i not in (2, 17)]  # 5, 6, 11 inserted; 2, 17 removed
+    result = export(kind, data, out, after, update=True)
+    assert sorted(decoded()) == [5, 6, 11]
+    assert result.update == {"added": 3, "removed": 2, "changed": 0, "carried": 19}
+    export(kind, data, full, after)
+    assert_same_export(kind, out, full)
+
+
+@pytest.mark.parametrize("kind", ("npy", "npz"))
+def test_a_reordered_selection_carries_every_row_to_its_new_place(kind, data, tmp_path,
+                                                                   decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export(kind, data, out, range(12))
+    decoded()
+    order = [11, 3, 0, 7, 1, 2, 10, 4, 5, 9, 8, 6]
+    result = export(kind, data, out, order, update=True)
+    assert decoded() == [] and not result.up_to_date
+    assert result.update == {"added": 0, "removed": 0, "changed": 0, "carried": 12}
+    export(kind, data, full, order)
+    assert_same_export(kind, out, full)
+
+
+def _scale_force(h5: Path, factor: float) -> None:
+    with h5py.File(h5, "r+") as f:
+        f["force/data"][...] = f["force/data"][...] * factor
+
+
+@pytest.mark.parametrize("kind", ("npy", "npz"))
+def test_a_changed_loose_file_is_read_again(kind, data, tmp_path, decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export(kind, data, out, range(10))
+    decoded()
+    old = rows_of(out)[1][4]["force"]
+    _scale_force(data / "h5" / "0004.h5", 2.0)
+    result = export(kind, data, out, range(10), update=True)
+    assert decoded() == [4]
+    assert result.update == {"added": 0, "removed": 0, "changed": 1, "carried": 9}
+    assert np.allclose(rows_of(out)[1][4]["force"], 2.0 * old)
+    export(kind, data, full, range(10))
+    assert_same_export(kind, out, full)
+
+
+def test_a_changed_zip_member_is_read_again(demo_copy, tmp_path, decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    ids = range(0, 36, 3)
+    export("npy", demo_copy, out, ids)
+    decoded()
+    archive = next(p for p in demo_copy.glob("*.zip")
+                   if "0009.h5" in __import__("zipfile").ZipFile(p).namelist())
+    original = member_bytes(archive, "0009.h5")
+    scratch = tmp_path / "0009.h5"
+    scratch.write_bytes(original)
+    _scale_force(scratch, 3.0)
+    rebuild_archive(archive, {"0009.h5": scratch.read_bytes()})  # every member rewritten
+    result = export("npy", demo_copy, out, ids, update=True)
+    assert decoded() == [9]  # the other members moved in the archive but are unchanged
+    assert result.update["changed"] == 1 and result.update["carried"] == len(ids) - 1
+    export("npy", demo_copy, full, ids)
+    assert_same_export("npy", out, full)
+
+
+def test_a_changed_index_row_is_read_again(data, tmp_path, decoded):
+    out = tmp_path / "out"
+    export("npy", data, out, range(8))
+    decoded()
+    index = data / "process_parameters.csv"
+    rows = list(csv.reader(index.open(newline="")))
+    header, body = rows[0], rows[1:]
+    col = header.index("mean_punch_temp")
+    target_row = next(r for r in body if int(r[0]) == 3)
+    target_row[col] = str(float(target_row[col]) + 1.5)
+    with index.open("w", newline="") as fh:
+        csv.writer(fh).writerows([header, *body])
+    result = export("npy", data, out, range(8), update=True)
+    assert decoded() == [3]
+    assert result.update == {"added": 0, "removed": 0, "changed": 1, "carried": 7}
+
+
+@pytest.mark.parametrize("kind", ("npy", "npz"))
+def test_an_update_with_nothing_new_publishes_nothing(kind, data, tmp_path, decoded):
+    out = tmp_path / "out"
+    first = export(kind, data, out, range(10))
+    decoded()
+    again = export(kind, data, out, range(10), update=True)
+    assert again.up_to_date and decoded() == []
+    assert json.loads((out / "export.json").read_text())["export_id"] == \
+        first.manifest["export_id"]
+    assert not list(tmp_path.glob(".out.guideloom-*staging"))
+
+
+def test_an_update_of_nothing_is_a_full_export(data, tmp_path, decoded):
+    out = tmp_path / "out"
+    result = export("npy", data, out, range(5), update=True)
+    assert set(decoded()) == set(range(5)) and result.update is None
+    assert [g["generation"] for g in history(out)] == [1]
+
+
+def other_first_rows(rec):
+    """Another transform: the same output names, other code."""
+    return {"force": np.asarray(rec["force_data"])[1:101], "sim": np.int64(rec["_sim_id"])}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"transform": other_first_rows}, "record transform"),
+    ({"transform": first_rows}, "record transform"),
+    ({"view": "sheet-thickness", "transform": None}, "view's fields"),
+    ({"on_error": "skip"}, "on_error"),
+])
+def test_another_recipe_refuses_naming_what_differs(change, named, data, tmp_path):
+    out = tmp_path / "out"
+    export("npy", data, out, range(4))
+    before = (out / "export.json").read_bytes()
+    kwargs = {"transform": change.get("transform", counted_first_rows),
+              "view": change.get("view", VIEW)}
+    if "on_error" in change:
+        kwargs["on_error"] = change["on_error"]
+    with pytest.raises(UpdateRefusedError, match=named) as refused:
+        export("npy", data, out, range(6), update=True, **kwargs)
+    assert "overwrite=True" in str(refused.value)
+    assert (out / "export.json").read_bytes() == before  # untouched
+
+
+def test_another_format_or_options_refuse(data, tmp_path):
+    out = tmp_path / "out"
+    export("npz", data, out, range(4))
+    with pytest.raises(UpdateRefusedError, match="'npz' export, this job writes 'npy'"):
+        export("npy", data, out, range(6), update=True)
+    with pytest.raises(UpdateRefusedError, match="format options"):
+        export("npz", data, out, range(6), update=True, format_options={"compressed": True})
+
+
+def test_a_target_that_is_not_a_complete_export_refuses(data, tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(UpdateRefusedError, match="only a complete export can be updated"):
+        export("npy", data, foreign, range(4), update=True)
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_an_export_without_a_recipe_refuses(data, tmp_path):
+    """An export of a guideloom before updates: no recipe, no provenance."""
+    out = tmp_path / "out"
+    export("npy", data, out, range(4))
+    manifest = json.loads((out / "export.json").read_text())
+    for key in ("recipe", "provenance", "generations"):
+        del manifest[key]
+    (out / "export.json").write_text(json.dumps(manifest))
+    (out / "provenance.json").unlink()
+    with pytest.raises(UpdateRefusedError, match="before updates existed"):
+        export("npy", data, out, range(6), update=True)
+
+
+def test_update_and_overwrite_together_are_refused(data, tmp_path):
+    with pytest.raises(ValueError, match="not both"):
+        export("npy", data, tmp_path / "out", range(4), update=True, overwrite=True)
+
+
+def test_a_tampered_provenance_refuses(data, tmp_path):
+    out = tmp_path / "out"
+    export("npy", data, out, range(4))
+    path = out / "provenance.json"
+    path.write_text(path.read_text().replace('"version"', '"version" ', 1))
+    with pytest.raises(guideloom.CorruptExportError, match="provenance.json"):
+        export("npy", data, out, range(6), update=True)
+
+
+# --- readers of the previous generation -------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reader_opened_before_an_update_keeps_reading_the_old_rows(kind, data, tmp_path):
+    out = tmp_path / "out"
+    export(kind, data, out, range(10))
+    _scale_force(data / "h5" / "0002.h5", 5.0)  # a changed row, rewritten by the update
+    old = guideloom.load_export(out)
+    want_ids, want = old.sim_ids.tolist(), rows_of(out)[1]
+    export(kind, data, out, range(1, 14), update=True)
+    assert old.sim_ids.tolist() == want_ids and len(old) == 10
+    for i in range(len(old)):
+        for key, value in old[i].items():
+            assert np.array_equal(value, want[i][key]), (i, key)
+    retired = tmp_path / ".out.guideloom-retired"
+    assert len(list(retired.iterdir())) == 1  # kept while the reader has it open
+    old.close()
+    now = guideloom.load_export(out)
+    assert now.sim_ids.tolist() == list(range(1, 14))
+    assert not np.array_equal(now.by_sim_id(2)["force"], want[2]["force"])
+    now.close()
+    export(kind, data, out, range(1, 15), update=True)  # the next publish removes it
+    assert not retired.exists()
+
+
+# --- interrupted updates ---------------------------------------------------------------
+def _update_cases() -> list[tuple[str, str]]:
+    return [(kind, point) for kind in ("npy", "npz")
+            for point, skips in fault_cases(get_format(kind)) if not skips]
+
+
+@pytest.mark.parametrize(("kind", "point"), _update_cases(),
+                         ids=[f"{k}-{p}" for k, p in _update_cases()])
+def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next_run(
+        kind, point, data, tmp_path):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export(kind, data, out, range(12))
+    _scale_force(data / "h5" / "0003.h5", 2.0)
+    new = [i for i in range(16) if i != 7]  # 4 added, 1 removed, 1 changed
+    with pytest.raises(InjectedFault) as stopped, crash_at(point):
+        export(kind, data, out, new, update=True)
+    assert stopped.value.point == point
+    try:  # complete or absent: the previous generation, or the new one
+        ids = guideloom.load_export(out).sim_ids.tolist()
+    except guideloom.IncompleteExportError:
+        assert point == "target-moved-aside" and not out.exists()
+    else:
+        assert ids in (list(range(12)), new)
+        guideloom.load_export(out).verify()
+    result = export(kind, data, out, new, update=True)
+    assert result.up_to_date or result.update is not None
+    export(kind, data, full, new)
+    assert_same_export(kind, out, full)
+    assert [g["generation"] for g in history(out)] == [1, 2]
+
+
+RUN_UPDATE = """
+import sys
+from pathlib import Path
+from tests.test_update import export
+kind, data, target, ids = sys.argv[1:]
+export(kind, Path(data), Path(target), [int(i) for i in ids.split(",")], update=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["partition-marked", "finalize-alias", "data-moved"])
+def test_an_update_killed_for_real_is_completed_by_the_next_run(point, data, tmp_path):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export("npy", data, out, range(12))
+    new = list(range(18))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), FAULT_ENV: point}
+    env.pop(COUNT_FILE_ENV, None)
+    args = [sys.executable, "-c", RUN_UPDATE, "npy", str(data), str(out),
+            ",".join(map(str, new))]
+    killed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert killed.returncode == -9, killed.stderr
+    assert guideloom.load_export(out).sim_ids.tolist() in (list(range(12)), new)
+    del env[FAULT_ENV]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    export("npy", data, full, new)
+    assert_same_export("npy", out, full)
