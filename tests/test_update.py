@@ -135,6 +135,19 @@ def test_removed_and_inserted_experiments(kind, data, tmp_path, decoded):
     assert_same_export(kind, out, full)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_experiment_inserted_before_the_first_row(kind, data, tmp_path, decoded):
+    """The previous generation's row 0 follows a new row: it is carried, not left zero."""
+    out, full = tmp_path / "out", tmp_path / "full"
+    export(kind, data, out, range(1, 9))
+    decoded()
+    result = export(kind, data, out, range(9), update=True)
+    assert decoded() == [0]
+    assert result.update == {"added": 1, "removed": 0, "changed": 0, "carried": 8}
+    export(kind, data, full, range(9))
+    assert_same_export(kind, out, full)
+
+
 @pytest.mark.parametrize("kind", ("npy", "npz"))
 def test_a_reordered_selection_carries_every_row_to_its_new_place(kind, data, tmp_path,
                                                                    decoded):
@@ -295,14 +308,21 @@ def test_a_tampered_provenance_refuses(data, tmp_path):
 
 
 # --- readers of the previous generation -------------------------------------------------
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_reader_opened_before_an_update_keeps_reading_the_old_rows(kind, data, tmp_path):
+READER_CASES = [(kind, False) for kind in KINDS] + [("npy", True)]
+
+
+@pytest.mark.parametrize(("kind", "append"), READER_CASES,
+                         ids=[f"{k}{'-append' if a else ''}" for k, a in READER_CASES])
+def test_a_reader_opened_before_an_update_keeps_reading_the_old_rows(kind, append, data,
+                                                                     tmp_path):
     out = tmp_path / "out"
     export(kind, data, out, range(10))
-    _scale_force(data / "h5" / "0002.h5", 5.0)  # a changed row, rewritten by the update
+    if not append:
+        _scale_force(data / "h5" / "0002.h5", 5.0)  # a changed row, rewritten by the update
     old = guideloom.load_export(out)
     want_ids, want = old.sim_ids.tolist(), rows_of(out)[1]
-    export(kind, data, out, range(1, 14), update=True)
+    new = range(14) if append else range(1, 14)
+    export(kind, data, out, new, update=True)
     assert old.sim_ids.tolist() == want_ids and len(old) == 10
     for i in range(len(old)):
         for key, value in old[i].items():
@@ -311,27 +331,83 @@ def test_a_reader_opened_before_an_update_keeps_reading_the_old_rows(kind, data,
     assert len(list(retired.iterdir())) == 1  # kept while the reader has it open
     old.close()
     now = guideloom.load_export(out)
-    assert now.sim_ids.tolist() == list(range(1, 14))
-    assert not np.array_equal(now.by_sim_id(2)["force"], want[2]["force"])
+    assert now.sim_ids.tolist() == list(new)
+    if not append:
+        assert not np.array_equal(now.by_sim_id(2)["force"], want[2]["force"])
     now.close()
-    export(kind, data, out, range(1, 15), update=True)  # the next publish removes it
+    export(kind, data, out, range(15), update=True)  # the next publish removes it
     assert not retired.exists()
 
 
+# --- appending in place (npy) -----------------------------------------------------------
+def test_an_npy_append_reuses_the_arrays_instead_of_copying_them(data, tmp_path):
+    out = tmp_path / "out"
+    export("npy", data, out, range(12))
+    before = (out / "force.npy").stat()
+    export("npy", data, out, range(15), update=True)
+    after = (out / "force.npy").stat()
+    assert (after.st_ino, after.st_dev) == (before.st_ino, before.st_dev)  # the same file
+    assert np.load(out / "force.npy", mmap_mode="r").shape[0] == 15
+    assert not (out / ".guideloom-appending.json").exists()
+    assert guideloom.load_export(out).verify().rows == 15
+
+
+def test_the_append_mark_allows_only_the_counts_it_names(data, tmp_path):
+    """An array with rows after the export's is damage, unless the export's own mark names
+    that count (an update appending in place); a mark of another export changes nothing."""
+    out = tmp_path / "out"
+    export("npy", data, out, range(6))
+    manifest = json.loads((out / "export.json").read_text())
+    row = np.load(out / "force.npy", mmap_mode="r")[0].nbytes
+    with (out / "force.npy").open("ab") as fh:
+        fh.write(b"\0" * row * 2)
+    with pytest.raises(guideloom.CorruptExportError, match="bytes but its header needs"):
+        guideloom.load_export(out)
+    mark = out / ".guideloom-appending.json"
+    mark.write_text(json.dumps({"export_id": "another", "count": 6, "rows": [8]}))
+    with pytest.raises(guideloom.CorruptExportError, match="bytes but its header needs"):
+        guideloom.load_export(out)
+    mark.write_text(json.dumps({"export_id": manifest["export_id"], "count": 6, "rows": [7]}))
+    with pytest.raises(guideloom.CorruptExportError, match="bytes but its header needs"):
+        guideloom.load_export(out)
+    mark.write_text(json.dumps({"export_id": manifest["export_id"], "count": 6, "rows": [8]}))
+    exp = guideloom.load_export(out)
+    assert len(exp) == 6 and exp[5]["force"].shape == (100, 8)
+    assert exp.verify().rows == 6
+
+
+def test_an_interrupted_append_then_another_update_equals_a_full_export(data, tmp_path):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export("npy", data, out, range(10))
+    with pytest.raises(InjectedFault), crash_at("rows-finalized"):  # header says 16 now
+        export("npy", data, out, range(16), update=True)
+    assert guideloom.load_export(out).verify().rows == 10  # the previous one, intact
+    assert np.load(out / "force.npy", mmap_mode="r").shape[0] == 16
+    result = export("npy", data, out, range(13), update=True)  # another update: 3, not 6
+    assert result.update == {"added": 3, "removed": 0, "changed": 0, "carried": 10}
+    export("npy", data, full, range(13))
+    assert_same_export("npy", out, full)
+
+
 # --- interrupted updates ---------------------------------------------------------------
-def _update_cases() -> list[tuple[str, str]]:
-    return [(kind, point) for kind in ("npy", "npz")
-            for point, skips in fault_cases(get_format(kind)) if not skips]
+def _update_cases() -> list[tuple[str, str, bool]]:
+    cases = [(kind, point, False) for kind in ("npy", "npz")
+             for point, skips in fault_cases(get_format(kind)) if not skips]
+    return cases + [("npy", point, True) for point, skips in fault_cases(get_format("npy"))
+                    if not skips]
 
 
-@pytest.mark.parametrize(("kind", "point"), _update_cases(),
-                         ids=[f"{k}-{p}" for k, p in _update_cases()])
+@pytest.mark.parametrize(("kind", "point", "append"), _update_cases(),
+                         ids=[f"{k}-{p}{'-append' if a else ''}" for k, p, a in _update_cases()])
 def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next_run(
-        kind, point, data, tmp_path):
+        kind, point, append, data, tmp_path):
     out, full = tmp_path / "out", tmp_path / "full"
     export(kind, data, out, range(12))
-    _scale_force(data / "h5" / "0003.h5", 2.0)
-    new = [i for i in range(16) if i != 7]  # 4 added, 1 removed, 1 changed
+    if append:
+        new = list(range(16))  # appended in place
+    else:
+        _scale_force(data / "h5" / "0003.h5", 2.0)
+        new = [i for i in range(16) if i != 7]  # 4 added, 1 removed, 1 changed
     with pytest.raises(InjectedFault) as stopped, crash_at(point):
         export(kind, data, out, new, update=True)
     assert stopped.value.point == point

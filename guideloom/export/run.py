@@ -503,8 +503,16 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                       else _schema(spec, staging, writer, plan, dask, shipped, estimate,
                                    reference, ahead))
             # rows moved on already are never re-made
+            reused = False
             if writer.needs_schema and schema is not None and not finalizing:
-                writer.allocate(len(plan.selection.locations), schema, plan.partition_size)
+                n_rows = len(plan.selection.locations)
+                reused = (previous is not None and plan.update is not None
+                          and plan.update.appends_to(int(previous.manifest["count"]))
+                          and writer.reuse_rows(previous_rows(previous.ref.root,
+                                                              previous.ref.export_id),
+                                                n_rows, schema))
+                if not reused:
+                    writer.allocate(n_rows, schema, plan.partition_size)
                 fault_point("allocated")
             n = len(plan.selection.locations)
             kept = len(plan.partitions) - len(todo)
@@ -512,7 +520,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
                           detail=f"{_tasks_text(len(todo))} to run"
                                  + (f", {kept} kept from an earlier run" if kept else ""))
             monitor.totals(n, _experiments(done.values()))
-            hashes = (None if finalizing
+            hashes = (None if finalizing or reused  # (reused: finalize rewrites the header)
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
             t0 = time.time()
             fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
@@ -811,7 +819,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         for k, (loc, row) in enumerate(zip(part.locations, part.rows, strict=True)):
             if carried and carried[k] >= 0:
                 assert previous is not None
-                if k == 0 or carried[k - 1] != carried[k] - 1:  # a run starts: carry it all
+                if k == 0 or carried[k - 1] < 0 or carried[k - 1] != carried[k] - 1:
+                    # a run of rows carried from consecutive rows starts here: carry it all
                     run = 1
                     while k + run < len(carried) and carried[k + run] == carried[k] + run:
                         run += 1
@@ -859,6 +868,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         raise
     if shared is None:
         ahead.close()
+    if n_carried != sum(1 for j in carried if j >= 0):  # every carried row went to the sink
+        (sink if overlapped is None else overlapped).abort()
+        raise GuideloomError(f"partition {part.index} carried {n_carried} of "
+                             f"{sum(1 for j in carried if j >= 0)} rows; nothing published")
     t_close = time.perf_counter()
     n_bytes = (sink if overlapped is None else overlapped).close()
     write_s += time.perf_counter() - t_close + (0.0 if overlapped is None else overlapped.busy_s)

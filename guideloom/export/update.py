@@ -109,6 +109,12 @@ class UpdatePlan:
         or reordering)."""
         return (not self.removed and all(j == k for k, j in enumerate(self.carried_from)))
 
+    def appends_to(self, count: int) -> bool:
+        """Only rows after the previous generation's ``count`` rows are new: every previous
+        row stays where it is (nothing removed, changed or reordered), others follow it."""
+        return (not self.removed and len(self.carried_from) > count
+                and all(j == k for k, j in enumerate(self.carried_from[:count])))
+
     def counts(self) -> dict[str, int]:
         """``{"added", "removed", "changed", "carried"}`` (what the history and the monitor
         show)."""

@@ -312,6 +312,15 @@ class ExportFormat(abc.ABC):
         """Create the row arrays (driver). Must keep the rows of a resumed job."""
         return None
 
+    def reuse_rows(self, previous: PreviousRows, n_rows: int, schema: Mapping[str, Schema]
+                   ) -> bool:
+        """Instead of :meth:`allocate`, for an update that only appends rows after the
+        previous generation's (driver): make the previous generation's row files this job's,
+        extended to ``n_rows``, so that its rows are neither copied nor decoded. The previous
+        generation must stay readable as it is until this job publishes. Default: ``False``
+        (not supported: the rows are allocated and carried)."""
+        return False
+
     @abc.abstractmethod
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         """Open the writer of one partition (worker)."""

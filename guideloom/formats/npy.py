@@ -10,6 +10,7 @@ field.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from guideloom.formats.base import (
 )
 from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import RowDigests, digest, row_digests
+from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
 from guideloom.runtime import fallbacks, os_support
 from guideloom.runtime.buffers import PAGE, is_aligned
@@ -35,6 +37,7 @@ from guideloom.runtime.faults import fault_point
 
 logger = logging.getLogger(__name__)
 
+APPENDING_FILE = ".guideloom-appending.json"  # an update appends to this export's arrays
 COPY_BLOCK_BYTES = 64 << 20  # rows copied per step when compacting (bounded memory)
 WRITEBACK_BYTES = 4 << 20  # buffered rows start their disk writeback in runs of this size
 
@@ -67,6 +70,60 @@ class NpyFormat(ExportFormat):
                 raise
             os.replace(tmp, path)
 
+    def reuse_rows(self, previous: PreviousRows, n_rows: int, schema: Mapping[str, Schema]
+                   ) -> bool:
+        """Append in place: each array of the previous generation becomes this job's rows
+        file (a hard link to the same file), extended to ``n_rows`` rows; the update then
+        writes only the new rows, and finalize rewrites the header's row count.
+
+        The previous generation stays readable throughout: before its files grow, it gets
+        :data:`APPENDING_FILE`, naming the row counts its arrays may have meanwhile, and its
+        readers read its own ``count`` rows (see :func:`allowed_rows`). It is retired when
+        the update publishes.
+        """
+        count = int(previous.manifest["count"])
+        paths = {}
+        for alias, fs in schema.items():
+            src = os.path.join(previous.root, array_file(alias))
+            try:
+                with open(src, "rb") as fh:
+                    major, _ = np.lib.format.read_magic(fh)
+                    read = (np.lib.format.read_array_header_1_0 if major == 1
+                            else np.lib.format.read_array_header_2_0)
+                    shape, fortran, dtype = read(fh)
+            except (OSError, ValueError):
+                return False
+            if fortran or tuple(shape[1:]) != tuple(fs.shape) or dtype != np.dtype(fs.dtype):
+                return False
+            paths[alias] = src
+        mark_appending(previous.root, previous.manifest, n_rows)
+        for alias, src in paths.items():
+            dst = self.rows_path(alias)
+            if os.path.exists(dst):
+                if not os.path.samestat(os.stat(dst), os.stat(src)):
+                    return False  # an earlier run's own file: this job allocates as ever
+            else:
+                try:
+                    os.link(src, dst)
+                except OSError:
+                    return False
+            offset = npy_data_offset(dst)
+            row_bytes = int(np.prod(schema[alias].shape, dtype=np.int64)) * np.dtype(
+                schema[alias].dtype).itemsize
+            size = offset + n_rows * row_bytes
+            fd = os.open(dst, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, size)
+                grown = offset + count * row_bytes
+                if size > grown:
+                    os_support.allocate(fd, grown, size - grown)
+                os.fsync(fd)
+            except OSError as exc:
+                raise file_error(exc, dst, f"cannot extend to {n_rows} rows") from exc
+            finally:
+                os.close(fd)
+        return True
+
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
         assert schema is not None
         return NpySink({a: self.rows_path(a) for a in schema}, schema)
@@ -87,6 +144,7 @@ class NpyFormat(ExportFormat):
             dst = self.stage.path("data", name)
             if os.path.exists(dst) and not os.path.exists(src):
                 continue  # finalized by an earlier, interrupted run
+            set_row_count(src)  # an array extended in place by an update: its new count
             if keep is None or keep.all():
                 os.replace(src, dst)
             else:
@@ -102,10 +160,17 @@ class NpyFormat(ExportFormat):
     @classmethod
     def check_published(cls, root: str, manifest: Mapping[str, Any]) -> None:
         count = int(manifest["count"])
+        rows = allowed_rows(root, manifest)
         for alias, schema in manifest["fields"].items():
-            check_npy(root, array_file(alias), (count, *schema["shape"]), schema["dtype"])
+            check_npy(root, array_file(alias), (count, *schema["shape"]), schema["dtype"],
+                      rows)
         check_npy(root, SIM_IDS_FILE, (count,), manifest.get("sim_ids_dtype"))
         super().check_published(root, manifest)
+
+    @classmethod
+    def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:
+        """The shared files, the arrays and the mark of an update appending to them."""
+        return [*super().own_entries(root, manifest), APPENDING_FILE]
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -128,8 +193,13 @@ class NpyFormat(ExportFormat):
             yield group, value, size
 
 
-def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None) -> None:
-    """The ``.npy`` header holds ``shape`` and ``dtype`` and the file has exactly that size."""
+def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None,
+              rows: Sequence[int] = ()) -> None:
+    """The ``.npy`` header holds ``shape`` and ``dtype`` and the file has exactly that size.
+
+    ``rows`` (:func:`allowed_rows`): other row counts the header and the size may have while
+    an update appends to the array in place (the export's rows are its first ``shape[0]``).
+    """
     path = os.path.join(root, name)
     try:
         with open(path, "rb") as fh:
@@ -143,14 +213,79 @@ def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None) -
     except (ValueError, SyntaxError, TokenError, EOFError) as exc:  # header text unparsable
         fail(root, name, f"not a valid .npy file ({type(exc).__name__}: {exc})")
     got_shape, fortran, got_dtype = header
-    if tuple(got_shape) != tuple(shape):
+    counts = {shape[0], *rows}
+    if tuple(got_shape) != tuple(shape) and not (
+            rows and tuple(got_shape[1:]) == tuple(shape[1:]) and got_shape[0] in counts):
         fail(root, name, f"shape {tuple(got_shape)} but export.json records {tuple(shape)}")
     if dtype is not None and got_dtype != np.dtype(dtype):
         fail(root, name, f"dtype {got_dtype.str} but export.json records {dtype}")
-    expected = offset + int(np.prod(shape, dtype=np.int64)) * got_dtype.itemsize
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * got_dtype.itemsize
+    sizes = {offset + n * row_bytes for n in counts} if rows else {
+        offset + int(np.prod(shape, dtype=np.int64)) * got_dtype.itemsize}
     size = os.path.getsize(path)
-    if size != expected or fortran:
-        fail(root, name, f"{size} bytes but its header needs {expected}")
+    if size not in sizes or fortran:
+        fail(root, name, f"{size} bytes but its header needs {min(sizes)}")
+
+
+def allowed_rows(root: str, manifest: Mapping[str, Any]) -> tuple[int, ...]:
+    """The row counts the arrays of the export at ``root`` may have beyond its ``count``
+    while an update appends to them in place (:data:`APPENDING_FILE`, naming this very
+    export and count); ``()`` when none does."""
+    try:
+        with open(os.path.join(root, APPENDING_FILE), "rb") as fh:
+            doc = json.loads(fh.read())
+    except (OSError, ValueError):
+        return ()
+    if (not isinstance(doc, dict) or doc.get("export_id") != manifest.get("export_id")
+            or doc.get("count") != manifest.get("count")):
+        return ()
+    return tuple(int(n) for n in doc.get("rows", ()) if isinstance(n, int))
+
+
+def mark_appending(root: str, manifest: Mapping[str, Any], n_rows: int) -> None:
+    """Record in the published export at ``root`` that an update may grow its arrays to
+    ``n_rows`` rows (written and made durable before any array changes)."""
+    rows = [*allowed_rows(root, manifest)]
+    if n_rows in rows:
+        return
+    doc = {"export_id": manifest.get("export_id"), "count": manifest.get("count"),
+           "rows": [*rows, n_rows]}
+    path = os.path.join(root, APPENDING_FILE)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_path(root)
+
+
+def set_row_count(path: str) -> None:
+    """Rewrite the row count in the header of an array an update extended in place, from
+    the file's size (the header keeps its length: :func:`create_npy` pads it)."""
+    with open(path, "r+b") as fh:
+        major, minor = np.lib.format.read_magic(fh)
+        read = (np.lib.format.read_array_header_1_0 if major == 1
+                else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read(fh)
+        offset = fh.tell()
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        size = os.fstat(fh.fileno()).st_size
+        if not shape or not row_bytes or (size - offset) % row_bytes:
+            return
+        n = (size - offset) // row_bytes
+        if n == shape[0]:
+            return
+        text = repr({"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran,
+                     "shape": (int(n), *(int(d) for d in shape[1:]))}).encode("latin1")
+        prefix = 10 if major == 1 else 12
+        room = offset - prefix - 1
+        if len(text) > room:
+            raise OSError(errno.EOVERFLOW, f"{path}: its header has no room for {n} rows")
+        fh.seek(prefix)
+        fh.write(text + b" " * (room - len(text)) + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def create_npy(path: str, shape: tuple[int, ...], dtype: np.dtype, align: int = PAGE) -> int:
@@ -267,7 +402,9 @@ class NpySink(PartitionSink):
                 raise file_error(exc, src, "cannot carry rows from") from exc
             try:
                 src_offset = npy_data_offset(src) + old_row * self._row_bytes[alias]
-                copy_range(src_fd, fd, size, src_offset, dst_offset)
+                if not (src_offset == dst_offset  # the same file, reused by an append
+                        and os.path.samestat(os.fstat(src_fd), os.fstat(fd))):
+                    copy_range(src_fd, fd, size, src_offset, dst_offset)
                 for k in range(count):
                     known = previous.digest(name, old_row + k)
                     if known is None:  # not recorded there: hashed from what was copied
@@ -395,6 +532,7 @@ class NpyReader(FormatReader):
         super().__init__(root, manifest)
         self._arrays: dict[str, np.ndarray] = {}
         self._pairs: dict[tuple[str, ...], tuple[tuple[str, np.ndarray], ...]] = {}
+        self._count = int(manifest["count"])
         for field in manifest["fields"]:  # mapped now: a later overwrite cannot swap them
             self._array(field)
 
@@ -402,8 +540,10 @@ class NpyReader(FormatReader):
         arr = self._arrays.get(field)
         if arr is None:
             # a plain ndarray over the map: indexing it skips np.memmap's Python-level hooks
+            # (its first `count` rows: an update may be appending rows after them)
             arr = self._arrays[field] = np.asarray(
-                np.load(os.path.join(self.root, array_file(field)), mmap_mode="r"))
+                np.load(os.path.join(self.root, array_file(field)), mmap_mode="r"))[
+                :self._count]
         return arr
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
