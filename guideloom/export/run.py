@@ -1070,7 +1070,7 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
                                  str(previous.manifest.get("export_id", "")))]
     tail["generations"] = [*history, history_entry(
         plan.update, len(history) + 1, int(len(sim_ids)), len(skipped), tail["data_dir"],
-        tail["created"], tail["export_id"])]
+        tail["created"], tail["export_id"], as_root(spec.data_dir).release_version)]
     if checksums:
         tail = {"checksums": checksums, **tail}
     # the format's entries override the head, the tail overrides them (a plugin's own keys

@@ -217,14 +217,15 @@ def plan_update(previous: Previous, sim_ids: Sequence[Any], data_tokens: Sequenc
 
 
 def history_entry(plan: UpdatePlan | None, generation: int, count: int, skipped: int,
-                  data_dir: str, created: str, export_id: str) -> Generation:
+                  data_dir: str, created: str, export_id: str,
+                  release_version: str = "") -> Generation:
     """One entry of ``export.json``'s ``generations``: when, from where, and what changed
     (a full export: every row added)."""
     counts = (plan.counts() if plan is not None
               else {"added": count, "removed": 0, "changed": 0, "carried": 0})
     return {"generation": generation, "created": created, "data_dir": data_dir,
-            "added": counts["added"], "removed": counts["removed"],
-            "changed": counts["changed"], "carried": counts["carried"], "rows": count,
+            "release_version": release_version, "added": counts["added"],
+            "removed": counts["removed"], "changed": counts["changed"], "carried": counts["carried"], "rows": count,
             "skipped": skipped, "export_id": export_id}
 
 

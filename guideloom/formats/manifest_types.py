@@ -30,6 +30,7 @@ class SummaryExtra(TypedDict, total=False):
 
     checksums: dict[str, dict[str, Any]]  # group -> {"order", "digests", "rows"?}
     record_lengths: list[int]  # storage outputs: bytes of each record
+    carried: int  # an update: rows carried from the previous generation (the executor's)
 
 
 class PartitionSummary(SummaryExtra):
@@ -50,7 +51,6 @@ class PartitionSummary(SummaryExtra):
     verify_crc: NotRequired[bool]
     # fallback kind -> times taken (guideloom.runtime.fallbacks)
     fallbacks: NotRequired[dict[str, int]]
-    carried: NotRequired[int]  # an update: rows carried from the previous generation
 
 
 class ViewField(TypedDict):
@@ -137,6 +137,7 @@ class Generation(TypedDict):
     generation: int
     created: str
     data_dir: str
+    release_version: str  # the DOI's dataset version read ("2.0"), else ""
     added: int
     removed: int
     changed: int

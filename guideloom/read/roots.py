@@ -79,6 +79,8 @@ class DataRoot(ABC):
 
     #: True for a folder on this machine (its files are read with ``pread``).
     is_local: bool = True
+    #: The published dataset version the files are of (a DOI's, e.g. ``"2.0"``), else "".
+    release_version: str = ""
 
     @property
     @abstractmethod
@@ -189,6 +191,7 @@ class RemoteRoot(DataRoot):
     server: str = ""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    release_version: str = ""
     is_local = False
 
     def __str__(self) -> str:
@@ -377,14 +380,17 @@ def _doi_root(doi: str, server: str | None, token: str | None,
     base = dataverse.server_url(server)
     secret = dataverse.api_token(token)
     version = version or config.get("dataverse_version") or dataverse.DEFAULT_VERSION
-    _, files = dataverse.version_files(version, server=base, doi=doi, token=secret)
+    info, files = dataverse.version_files(version, server=base, doi=doi, token=secret)
+    number = (f"{info.get('versionNumber')}.{info.get('versionMinorNumber', 0)}"
+              if info.get("versionNumber") is not None else version)
     entries = tuple(RemoteFileEntry(f.relpath,
                                     f"{base}/api/access/datafile/{f.id}?format=original",
                                     f.size or None, f.checksum.value if f.checksum else "")
                     for f in files)
     headers = ((TOKEN_HEADER, secret),) if secret else ()
     logger.debug("DOI %s on %s: %d files", doi, base, len(entries))
-    return RemoteRoot(url=doi, files=entries, server=base, headers=headers)
+    return RemoteRoot(url=doi, files=entries, server=base, headers=headers,
+                      release_version=str(number))
 
 
 def clear_remote_cache() -> tuple[Path, int, int]:
