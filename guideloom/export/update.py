@@ -225,8 +225,9 @@ def history_entry(plan: UpdatePlan | None, generation: int, count: int, skipped:
               else {"added": count, "removed": 0, "changed": 0, "carried": 0})
     return {"generation": generation, "created": created, "data_dir": data_dir,
             "release_version": release_version, "added": counts["added"],
-            "removed": counts["removed"], "changed": counts["changed"], "carried": counts["carried"], "rows": count,
-            "skipped": skipped, "export_id": export_id}
+            "removed": counts["removed"], "changed": counts["changed"],
+            "carried": counts["carried"], "rows": count, "skipped": skipped,
+            "export_id": export_id}
 
 
 def _sim_ids(root: str, manifest: Mapping[str, Any]) -> np.ndarray:
