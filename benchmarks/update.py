@@ -15,19 +15,19 @@ one; the experiments removed, changed or inserted "in the middle" are spread eve
 index order (one experiment: the middle one). Added, removed and inserted experiments are
 ``sim_ids`` subsets of the same data. One run prints:
 
-1. pointcloud-op10 to npy: the full re-export of every experiment (``overwrite=True``), then
-   on a target holding a complete export, ``update=True`` after 1% added whose ids come after
-   the existing ones (ratio to the full re-export, goal <= 0.1x), the same 1% removed again,
-   1% removed and inserted in the middle, and 1% changed (``v0`` -> ``v1``; the way back to
-   ``v0`` resets the target and is not counted). For each: the update's seconds beside the
-   full re-export's, the experiments decoded (from the partition summaries, checked against
+1. pointcloud-op10 to npy: the full re-export of every experiment (``overwrite=True``), then on
+   a target holding a complete export, ``update=True`` after 1% added whose ids come after the
+   existing ones (ratio to the full re-export, goal <= 0.1x), the same 1% removed again (at the
+   end), 1% inserted in the middle and removed again, and 1% changed (``v0`` -> ``v1``; the way
+   back to ``v0`` resets the target and is not counted). For each: the update's seconds beside
+   the full re-export's, the experiments decoded (from the partition summaries, checked against
    ``result.update`` and the ``generations`` entry of ``export.json``; goal: exactly the added
-   or changed ones), the bytes carried (carried rows times the row size), the carry rate
-   (bytes carried / (update time - decode time of the experiments read, the partitions'
+   or changed ones), the bytes carried (carried rows times the row size), the carry rate (bytes
+   carried / (update time - decode time of the experiments read, the partitions'
    ``read_transform_s``), and bytes carried / update time) and its ratio to this disk's copy
-   rate measured in the same run (the full export's files copied with ``copy_file_range``,
-   and with plain reads and writes, fsynced; goal >= 0.85). After each update of the last run
-   the target's rows are compared with the full re-export's, id by id.
+   rate measured in the same run (the full export's files copied with ``copy_file_range``, and
+   with plain reads and writes, fsynced; goal >= 0.85). After each update of the last run the
+   target's rows are compared with the full re-export's, id by id.
 2. The add-1% case for npz, zarr (lz4) and storage (a ``StreamStorage`` of (z, luminescence)
    pixels): full re-export and update, ratio and experiments decoded. A format whose update is
    refused (``UpdateRefusedError``) prints the refusal and is skipped.
@@ -42,10 +42,15 @@ selection (a full re-export, a target, the next generation being written, the co
 with the defaults about 6 GB and 4 x 5.3 GB under ``--cache``.
 
 Every export runs in a FRESH Python process (this file as ``--child NAME ARGS_JSON``, printing
-one ``RESULT {json}`` line), timed around the export call after ``os.sync()`` (imports not
-counted), median [min-max] over ``--reps`` runs (default 3; ``--quick``: 24 experiments with
-100 x 160 scans, 2 runs, a smoke run whose figures are dominated by fixed costs). The machine
-may be shared and noisy: compare the ratios, computed from runs of the same run.
+one ``RESULT {json}`` line), timed around the export call after ``os.sync()`` (``import
+guideloom`` not counted, what the call imports is, as in a fresh ``guideloom run``; beside it
+the job's own ``total_s`` from ``export.json``), median [min-max] over ``--reps`` runs (default
+3; ``--quick``: 24 experiments with 100 x 160 scans, 2 runs, a smoke run whose figures are
+dominated by fixed costs). The first base export, nearly a full one, warms bytecode and the
+page cache before any full re-export is timed. Each update line also says how many of the
+target's ``.npy`` files the update kept (same inode) and its phases (``export.json``'s
+``timings``). The machine may be shared and noisy: compare the ratios, each computed from runs
+of this one run.
 """
 
 from __future__ import annotations
@@ -163,13 +168,15 @@ def _kernel_copy(src: int, dst: int, size: int) -> None:
 def _plain_copy(src: int, dst: int, size: int) -> None:
     buf = bytearray(COPY_BLOCK)
     view = memoryview(buf)
-    while True:
+    copied = 0
+    while copied < size:
         n = os.readv(src, [buf])
-        if not n:
-            return
+        if n == 0:
+            raise OSError(f"the source ended {size - copied} bytes early")
         done = 0
         while done < n:
             done += os.write(dst, view[done:n])
+        copied += n
 
 
 def child_compare(a: dict) -> dict:
@@ -270,14 +277,13 @@ def make_variant(root: Path, release: Path, loose: Path, changed: list[int]) -> 
     return root
 
 
-def check_counts(r: dict, expect: dict[str, int]) -> str:
-    """The experiments decoded, with what ``result.update`` and ``export.json``'s last
-    generation say, as one short text; mismatches named."""
-    said = r["update"] or {}
-    gen = r["generation"]
-    problems = [f"{src} says {what} {got[what]}" for src, got in (("result.update", said),
-                                                                  ("export.json", gen))
-                for what, n in expect.items() if got.get(what) != n]
+def check_counts(runs: list[dict], expect: dict[str, int]) -> str:
+    """What ``result.update`` and ``export.json``'s last generation say of every run, against
+    the counts ``expect``ed: empty when they agree, else the disagreements."""
+    problems = sorted({f"{src} says {what} {got.get(what)}" for r in runs
+                       for src, got in (("result.update", r["update"] or {}),
+                                        ("export.json", r["generation"]))
+                       for what, n in expect.items() if got.get(what) != n})
     return "" if not problems else f" (expected {expect}: {'; '.join(problems)})"
 
 
@@ -314,7 +320,7 @@ def print_update(name: str, label: str, runs: list[dict], full: list[float],
     print(f"  {label}")
     print(f"    update {stats(secs)} s ({modes}; the job's own total_s {job}) = "
           f"{ratio_text(times)}x the full re-export; decoded {decoded}"
-          f"{check_counts(runs[-1], expect)}; carried {carried}; {runs[-1]['partitions']} "
+          f"{check_counts(runs, expect)}; carried {carried}; {runs[-1]['partitions']} "
           "partitions" + (f"; {runs[-1]['reused']}" if "reused" in runs[-1] else ""))
     t = runs[-1]["timings"]
     print("    its phases (last run): " + ", ".join(
