@@ -178,3 +178,34 @@ def test_a_refused_update_is_one_line_and_exit_2(tmp_path):
     assert "cannot update" in refused.stderr and "'npy' export, this job writes 'npz'" in \
         refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+# --- shown: the run report, the dashboard page's state and JSON -----------------------------
+def test_the_report_and_the_page_show_what_an_update_did(tmp_path, dask_client):
+    from guideloom.cluster.progress import summary
+    from guideloom.cluster.progress_html import export_html
+
+    data = tmp_path / "data"
+    guideloom.make_demo_data(data, n=12)
+    out = tmp_path / "out"
+    guideloom.export.export("force-curve", out, kind="npy", data_dir=data,
+                            record_transform=counted_first_rows, sim_ids=range(8),
+                            client=dask_client)
+    report = tmp_path / "report.html"
+    guideloom.export.export("force-curve", out, kind="npy", data_dir=data,
+                            record_transform=counted_first_rows, sim_ids=range(11),
+                            client=dask_client, update=True, report=report)
+    shown = "3 added, 0 removed, 0 changed (read), 8 carried (not decoded)"
+    assert shown in report.read_text()
+    # the events the page's scheduler plugin builds its state from, sent to the scheduler
+    from guideloom.cluster.progress import apply_event
+
+    exports: dict = {}
+    for _, msg in dask_client.get_events("guideloom"):
+        apply_event(exports, msg)
+    state = max(exports.values(), key=lambda s: s["started"])  # the update's run
+    assert state["update"] == {"added": 3, "removed": 0, "changed": 0, "carried": 8}
+    assert shown in export_html(state)
+    assert summary(state)["update"] == state["update"]
+    tasks = next(p for p in state["phases"] if p["name"] == "read-transform-write")
+    assert tasks["detail"].endswith("; update: 3 added, 0 removed, 0 changed, 8 carried")

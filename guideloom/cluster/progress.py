@@ -125,7 +125,8 @@ def _add_task(state: dict[str, Any], msg: Mapping[str, Any], now: float) -> None
 def summary(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     """One export's numbers as plain JSON values (what the page shows, for scripts and
     ``curl``: ``/guideloom/json``): experiments done of the total, tasks finished of those
-    the run submits, the phases with their seconds, rates and ETA, skips, placement."""
+    the run submits, the phases with their seconds, rates and ETA, skips, placement, and an
+    update's counts (``update``: ``None`` for a full export)."""
     now = time.time() if now is None else now
     spent = phase_seconds(state, now)
     tasks = next((p.get("tasks") for p in state["phases"] if p["name"] == TASKS), None)
@@ -140,6 +141,7 @@ def summary(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any
         "rates": rates(state, now),
         "skipped": [dict(s) for s in state["skipped"]],
         "placement": state.get("placement"), "error": state.get("error"),
+        "update": state.get("update"),  # an update's added/removed/changed/carried
         "started": state["started"], "updated": state["updated"],
     }
 

@@ -49,6 +49,15 @@ def _bar(fraction: float) -> str:
     return f'<span class="gl-bar"><span style="width:{width:.0f}%"></span></span>'
 
 
+def _update_row(counts: Mapping[str, int] | None) -> str:
+    """The row of an update's counts (nothing for a full export)."""
+    if not counts:
+        return ""
+    return (f"<tr><th>update</th><td>{counts.get('added', 0)} added, "
+            f"{counts.get('removed', 0)} removed, {counts.get('changed', 0)} changed (read), "
+            f"{counts.get('carried', 0)} carried (not decoded)</td></tr>")
+
+
 def export_html(state: Mapping[str, Any], now: float | None = None) -> str:
     """The HTML fragment of one export (see the module docstring)."""
     now = time.time() if now is None else now
@@ -65,6 +74,8 @@ def export_html(state: Mapping[str, Any], now: float | None = None) -> str:
         f"<table><tr><th>experiments done</th><td>{done} / {total} "
         f"{_bar(done / total if total else 0)}</td></tr>"
         f"<tr><th>written</th><td>{state['written']}</td></tr>"
+        + _update_row(state.get("update"))
+        +
         f"<tr><th>skipped</th><td>{len(state['skipped'])}</td></tr>"
         f"<tr><th>experiments/s</th><td>{r['experiments_per_s']:.1f}</td></tr>"
         f"<tr><th>MB/s decoded</th><td>{r['mb_per_s_decoded']:.1f}</td></tr>"

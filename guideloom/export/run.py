@@ -518,7 +518,9 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             kept = len(plan.partitions) - len(todo)
             monitor.phase(TASKS, total=n, tasks=len(todo),
                           detail=f"{_tasks_text(len(todo))} to run"
-                                 + (f", {kept} kept from an earlier run" if kept else ""))
+                                 + (f", {kept} kept from an earlier run" if kept else "")
+                                 + ("" if plan.update is None
+                                    else f"; update: {plan.update.text()}"))
             monitor.totals(n, _experiments(done.values()))
             hashes = (None if finalizing or reused  # (reused: finalize rewrites the header)
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
