@@ -453,3 +453,19 @@ def test_an_update_killed_for_real_is_completed_by_the_next_run(point, data, tmp
     assert done.returncode == 0, done.stderr
     export("npy", data, full, new)
     assert_same_export("npy", out, full)
+
+
+def test_the_croissant_description_of_an_updated_export_says_so(data, tmp_path):
+    out = tmp_path / "out"
+    export("npy", data, out, range(8))
+    first = json.loads((out / "croissant.json").read_text())
+    assert first["version"] == "1.0.0" and "dateModified" not in first
+    export("npy", data, out, range(10), update=True)
+    doc = json.loads((out / "croissant.json").read_text())
+    manifest = json.loads((out / "export.json").read_text())
+    assert doc["version"] == "2.0.0"
+    assert doc["datePublished"] == manifest["generations"][0]["created"]
+    assert doc["dateModified"] == manifest["created"]
+    (gens,) = [p["value"] for p in doc["additionalProperty"] if p["name"] == "generations"]
+    assert [(g["generation"], g["added"], g["carried"], g["rows"]) for g in gens] == \
+        [(1, 8, 0, 8), (2, 2, 8, 10)]

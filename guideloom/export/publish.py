@@ -129,6 +129,10 @@ def _property(name: str, value: Any) -> dict[str, Any]:
     return {"@type": "sc:PropertyValue", "name": name, "value": str(value)}
 
 
+_GENERATION_KEYS = ("generation", "created", "release_version", "added", "removed", "changed",
+                   "carried", "rows", "skipped")
+
+
 def describe_export(
     manifest: Mapping[str, Any],
     files: Mapping[str, str | os.PathLike[str]],
@@ -250,6 +254,12 @@ def describe_export(
             "field": fields,
         })
 
+    # an updated export (guideloom.export.update): what each generation added, removed,
+    # changed and carried; a full export's description stays as it was
+    history = [{k: g.get(k) for k in _GENERATION_KEYS}
+               for g in manifest.get("generations") or []]
+    if len(history) < 2:
+        history = []
     origin = dict(source or {})
     origin_name = str(origin.get("name") or manifest.get("data_dir") or "an experiment dataset")
     doc: dict[str, Any] = {
@@ -264,8 +274,11 @@ def describe_export(
                         f" {s['dtype']}" for a, s in sorted(manifest["fields"].items()))
         ),
         "url": str(origin.get("url") or Path(root).resolve().as_uri()),
-        "datePublished": str(manifest.get("created", "")),
-        "version": f"{manifest.get('format_version')}.0.0",
+        # an updated export: its first generation's date, this one's, and its number
+        "datePublished": str(history[0].get("created") if history else
+                             manifest.get("created", "")),
+        "version": (f"{history[-1].get('generation', 1)}.0.0" if history
+                    else f"{manifest.get('format_version')}.0.0"),
         "citeAs": str(origin.get("citeAs") or f"guideloom export of {origin_name}"),
         "distribution": distribution,
         "recordSet": record_sets,
@@ -277,8 +290,11 @@ def describe_export(
             _property("filters", manifest.get("filters")),
             _property("sim_ids_sha256", manifest.get("sim_ids_sha256")),
             _property("guideloom_version", manifest.get("guideloom_version")),
+            *([_property("generations", history)] if history else []),
         ],
     }
+    if history:
+        doc["dateModified"] = str(manifest.get("created", ""))
     for key in ("license", "creator"):
         if key in origin:
             doc[key] = origin[key]
