@@ -466,6 +466,7 @@ def test_the_croissant_description_of_an_updated_export_says_so(data, tmp_path):
     assert doc["version"] == "2.0.0"
     assert doc["datePublished"] == manifest["generations"][0]["created"]
     assert doc["dateModified"] == manifest["created"]
-    (gens,) = [p["value"] for p in doc["additionalProperty"] if p["name"] == "generations"]
+    (text,) = [p["value"] for p in doc["additionalProperty"] if p["name"] == "generations"]
+    gens = json.loads(text)
     assert [(g["generation"], g["added"], g["carried"], g["rows"]) for g in gens] == \
         [(1, 8, 0, 8), (2, 2, 8, 10)]

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -290,7 +291,7 @@ def describe_export(
             _property("filters", manifest.get("filters")),
             _property("sim_ids_sha256", manifest.get("sim_ids_sha256")),
             _property("guideloom_version", manifest.get("guideloom_version")),
-            *([_property("generations", history)] if history else []),
+            *([_property("generations", json.dumps(history))] if history else []),
         ],
     }
     if history:
