@@ -77,7 +77,7 @@ from guideloom.export.update import (
     open_previous,
     plan_update,
 )
-from guideloom.formats import ExportFormat, get_format
+from guideloom.formats import ExportFormat, get_format, known_formats
 from guideloom.formats.carry import PreviousRows, previous_rows
 from guideloom.formats.checksums import (
     CHECKSUMS_FILE,
@@ -376,6 +376,14 @@ def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportRe
                         resumed_experiments=experiments)
 
 
+def updatable_kinds() -> str:
+    """The output kinds an update can write, as text (``"a, b and c"``)."""
+    kinds = [cls.kind for cls in known_formats() if cls.updatable]
+    if len(kinds) < 2:
+        return kinds[0] if kinds else "no"
+    return f"{', '.join(kinds[:-1])} and {kinds[-1]}"
+
+
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
                 batch_options: Mapping[str, Any] | None, started: float,
@@ -383,7 +391,8 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     writer = open_writer(spec.output, staging, spec.options)
     if spec.update and not writer.updatable:
         raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
-                                 "with overwrite=True (update works for npy, npz and zarr exports)")
+                                 f"with overwrite=True (update works for {updatable_kinds()} "
+                                 "exports)")
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
