@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,12 @@ from guideloom import (
 )
 from guideloom.demo import make_demo_data
 from guideloom.errors import IncompleteExportError, InjectedFault
-from guideloom.faults import crash_at
+from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
 from guideloom.formats.checksums import verify_export
 from guideloom.testing.transforms import total_force_stream
 
+ROOT = Path(__file__).resolve().parents[1]
 STREAM_DTYPE = np.dtype([("force", "<f4"), ("doc", "<u4")])
 VIEW = "force-curve"
 PART = 5  # experiments per shard
@@ -330,3 +333,36 @@ def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next(point, d
     assert_same_as_fresh("stream", data, target, ids, tmp_path)
     assert old.sim_ids.tolist() == BASE and old[19]["doc"].tolist()[0] == 19  # still the old
     old.close()
+    generations = json.loads((target / "export.json").read_text())["generations"]
+    assert [g["generation"] for g in generations] == [1, 2]
+
+
+RUN_UPDATE = """
+import sys
+from pathlib import Path
+from tests.test_update_storage import export
+kind, data, target, ids = sys.argv[1:]
+export(kind, Path(data), Path(target), [int(i) for i in ids.split(",")], update=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["partition-marked", "target-moved-aside", "data-moved"])
+def test_an_update_killed_for_real_is_completed_by_the_next_run(point, data, bases, tmp_path):
+    """A real SIGKILL in a fresh interpreter, then a rerun there: the fresh full export."""
+    target = first_generation("stream", bases, tmp_path)
+    ids = [i for i in range(24) if i != 6]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), FAULT_ENV: point}
+    args = [sys.executable, "-c", RUN_UPDATE, "stream", str(data), str(target),
+            ",".join(map(str, ids))]
+    killed = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert killed.returncode == -9, killed.stderr
+    try:
+        assert guideloom.load_export(target).sim_ids.tolist() in (BASE, ids)
+    except IncompleteExportError:
+        assert point == "target-moved-aside" and not target.exists()
+    del env[FAULT_ENV]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert_same_as_fresh("stream", data, target, ids, tmp_path)
