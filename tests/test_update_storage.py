@@ -71,13 +71,14 @@ def storage_of(kind: str, target: Path) -> Any:
     return StreamWithMetaStorage(target, ForceRuns())
 
 
-def export(kind: str, data: Path, target: Path, ids: list[int], update: bool) -> Any:
+def export(kind: str, data: Path, target: Path, ids: list[int], update: bool,
+           partition_size: int | None = PART) -> Any:
     """An export of ``ids`` (in that order) to ``target``: an update, or a full export."""
     transform = total_force_stream if kind == "stream" else force_record
     return guideloom.export.export(
         VIEW, target, kind="storage", format_options={"storage": storage_of(kind, target)},
         record_transform=transform, data_dir=data, sim_ids=ids, sim_ids_order="sim_ids",
-        client="sync", partition_size=PART, update=update, overwrite=not update)
+        client="sync", partition_size=partition_size, update=update, overwrite=not update)
 
 
 def records(kind: str, target: Path) -> list[Any]:
@@ -202,6 +203,23 @@ def test_a_partly_filled_last_shard_is_copied_and_the_new_records_follow_it(data
     assert [n for n in sorted(before) if after[n] == before[n]] == [
         "shard-000000.gls", "shard-000001.gls", "shard-000002.gls"]  # shard 3 was rewritten
     assert_same_as_fresh("stream", data, target, ids, tmp_path)
+
+
+def test_without_a_partition_size_an_update_keeps_the_shards_and_appends_new_ones(data,
+                                                                                tmp_path):
+    target = tmp_path / "out"
+    first = export("stream", data, target, BASE, update=False, partition_size=None)
+    size = first.manifest["partition_size"]
+    before = inodes(target)
+    ids = list(range(30))
+    result = export("stream", data, target, ids, update=True, partition_size=None)
+    assert result.manifest["partition_size"] == size  # not what the update's estimate says
+    after = inodes(target)
+    assert {n: after[n] for n in before} == before  # every previous shard kept, linked
+    assert carried(result) == 20 and len(after) == -(-30 // size)
+    fresh = tmp_path / "fresh"
+    export("stream", data, fresh, ids, update=False, partition_size=size)
+    assert data_files(target) == data_files(fresh)
 
 
 def test_a_format_that_cannot_update_names_those_that_can(data, tmp_path):

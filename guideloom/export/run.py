@@ -384,6 +384,19 @@ def updatable_kinds() -> str:
     return f"{', '.join(kinds[:-1])} and {kinds[-1]}"
 
 
+def kept_partition_size(spec: ExportSpec, writer: ExportFormat, previous: Previous
+                        ) -> ExportSpec:
+    """An update of a format whose partitions are units of its layout
+    (:attr:`~guideloom.formats.base.ExportFormat.keeps_partitions`) keeps the previous
+    generation's partition size unless the user gave one: where rows were only appended its
+    units stay whole (a storage links them) and new ones follow."""
+    size = previous.manifest.get("partition_size")
+    if (spec.partition_size is not None or not writer.keeps_partitions
+            or not isinstance(size, int) or size < 1):
+        return spec
+    return dataclasses.replace(spec, partition_size=size)
+
+
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
                 batch_options: Mapping[str, Any] | None, started: float,
@@ -393,6 +406,8 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
                                  f"with overwrite=True (update works for {updatable_kinds()} "
                                  "exports)")
+    if previous is not None:
+        spec = kept_partition_size(spec, writer, previous)
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)

@@ -131,6 +131,7 @@ class StorageFormat(ExportFormat):
     compressions = None  # [output] compression is not checked for storages (nor used)
     workflow_table = True  # [output.storage]: class and format of the storage
     updatable = True  # carried records are copied from the previous shards (or linked)
+    keeps_partitions = True  # shard = partition: an update keeps the shards' size
 
     @classmethod
     def table_schema(cls) -> dict[str, Any]:
