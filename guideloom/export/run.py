@@ -77,7 +77,7 @@ from guideloom.export.update import (
     open_previous,
     plan_update,
 )
-from guideloom.formats import ExportFormat, get_format
+from guideloom.formats import ExportFormat, get_format, known_formats
 from guideloom.formats.carry import PreviousRows, previous_rows
 from guideloom.formats.checksums import (
     CHECKSUMS_FILE,
@@ -376,6 +376,27 @@ def published_by_interrupted_run(spec: ExportSpec, staging: Staging) -> ExportRe
                         resumed_experiments=experiments)
 
 
+def updatable_kinds() -> str:
+    """The output kinds an update can write, as text (``"a, b and c"``)."""
+    kinds = [cls.kind for cls in known_formats() if cls.updatable]
+    if len(kinds) < 2:
+        return kinds[0] if kinds else "no"
+    return f"{', '.join(kinds[:-1])} and {kinds[-1]}"
+
+
+def kept_partition_size(spec: ExportSpec, writer: ExportFormat, previous: Previous
+                        ) -> ExportSpec:
+    """An update of a format whose partitions are units of its layout
+    (:attr:`~guideloom.formats.base.ExportFormat.keeps_partitions`) keeps the previous
+    generation's partition size unless the user gave one: where rows were only appended its
+    units stay whole (a storage links them) and new ones follow."""
+    size = previous.manifest.get("partition_size")
+    if (spec.partition_size is not None or not writer.keeps_partitions
+            or not isinstance(size, int) or size < 1):
+        return spec
+    return dataclasses.replace(spec, partition_size=size)
+
+
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
                 batch_options: Mapping[str, Any] | None, started: float,
@@ -383,7 +404,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     writer = open_writer(spec.output, staging, spec.options)
     if spec.update and not writer.updatable:
         raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
-                                 "with overwrite=True (update works for npy, npz and zarr exports)")
+                                 f"with overwrite=True (update works for {updatable_kinds()} "
+                                 "exports)")
+    if previous is not None:
+        spec = kept_partition_size(spec, writer, previous)
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)

@@ -232,6 +232,9 @@ class ExportFormat(abc.ABC):
         updatable: An export of this format can be updated (``update=True``): its sinks
             carry unchanged rows (:meth:`PartitionSink.carry`) so that the result equals a
             full export of the new selection.
+        keeps_partitions: A partition is a unit of the published layout (a storage's shard):
+            an update without a ``partition_size`` of the user's keeps the previous
+            generation's, so that its units stay whole where rows were only appended.
     """
 
     kind: ClassVar[str]
@@ -249,6 +252,7 @@ class ExportFormat(abc.ABC):
     compressions: ClassVar[tuple[str, ...] | None] = ("none",)
     workflow_table: ClassVar[bool | None] = None
     updatable: ClassVar[bool] = False
+    keeps_partitions: ClassVar[bool] = False
 
     def __init__(self, stage: Stage, options: Mapping[str, Any]):
         self.stage = stage

@@ -56,6 +56,16 @@ class PreviousRows:
         found = text[row * DIGEST_CHARS:(row + 1) * DIGEST_CHARS]
         return found if len(found) == DIGEST_CHARS else None
 
+    def unit_digest(self, group: str, unit: int) -> str | None:
+        """The recorded checksum of unit ``unit`` of ``group`` whatever rows it covers (e.g.
+        one shard file of a storage), or ``None`` when the export records none for it."""
+        entry = self._groups.get(group)
+        if entry is None:
+            return None
+        text = entry["digests"]
+        found = text[unit * DIGEST_CHARS:(unit + 1) * DIGEST_CHARS]
+        return found if unit >= 0 and len(found) == DIGEST_CHARS else None
+
     @cached_property
     def reader(self) -> Any:
         """The format's reader of the export (for sinks that carry a row by rewriting it)."""

@@ -482,30 +482,11 @@ def _open_direct(path: str) -> int | None:
 
 
 def copy_range(src_fd: int, dst_fd: int, size: int, src_offset: int, dst_offset: int) -> None:
-    """Copy ``size`` bytes between descriptors at the given offsets: ``copy_file_range`` (in
-    the kernel), else ``pread``/``pwrite`` in blocks where the platform or file systems have
-    none (counted as a fallback)."""
-    done = 0
-    kernel = hasattr(os, "copy_file_range")
-    while done < size:
-        if kernel:
-            try:
-                n = os.copy_file_range(src_fd, dst_fd, size - done, src_offset + done,
-                                       dst_offset + done)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                    raise
-                fallbacks.count("npy:copy_file_range_refused")
-                kernel = False
-                continue
-            if n == 0:
-                raise OSError(errno.EIO, f"the source ended {size - done} bytes early")
-        else:
-            block = os.pread(src_fd, min(COPY_BLOCK_BYTES, size - done), src_offset + done)
-            if not block:
-                raise OSError(errno.EIO, f"the source ended {size - done} bytes early")
-            n = os.pwrite(dst_fd, block, dst_offset + done)
-        done += n
+    """Copy ``size`` bytes between descriptors at the given offsets (see
+    :func:`guideloom.runtime.os_support.copy_range`; a refusal counts as
+    ``npy:copy_file_range_refused``)."""
+    os_support.copy_range(src_fd, dst_fd, size, src_offset, dst_offset,
+                          fallback="npy:copy_file_range_refused")
 
 
 def compact(src: str, dst: str, keep: np.ndarray) -> None:

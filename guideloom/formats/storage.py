@@ -4,7 +4,9 @@ Shard number = partition index, so shards are numbered without gaps and no shard
 by two tasks. The record transform produces what the storage format packs (for
 :class:`~guideloom.storage.StreamNumpyFormat`, a dict of equal-length 1-D arrays). Besides the
 shards the export holds ``sim_ids.npy`` and, for streams, ``record_offsets.npy`` (row ``i`` is
-stream elements ``[off[i], off[i+1])``).
+stream elements ``[off[i], off[i+1])``). An update (``update=True``) writes every shard again,
+copying the unchanged records from the previous generation's shards as their bytes, or
+linking a previous shard that a new one equals whole (:mod:`guideloom.formats.storage_carry`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,10 +29,12 @@ from guideloom.formats.base import (
     WorkflowContext,
     fail,
 )
+from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import RowDigests
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.npz import stack_rows
 from guideloom.formats.options import option
+from guideloom.formats.storage_carry import ShardCarrier
 
 RECORD_OFFSETS = "record_offsets.npy"
 CHECKSUM_GROUP = "shard-*.gls"  # one checksum per shard file (a unit holding the shard's rows)
@@ -52,6 +57,7 @@ def describe_storage(storage: Any) -> dict[str, Any]:
 
 
 PICKLE_FORMATS = frozenset({"DocumentPickleFormat"})
+BUILT_IN_FORMATS = frozenset({"StreamNumpyFormat", *PICKLE_FORMATS})  # load_export reopens them
 
 
 def needs_trust(manifest: Mapping[str, Any]) -> bool:
@@ -124,6 +130,8 @@ class StorageFormat(ExportFormat):
     Options = StorageOptions
     compressions = None  # [output] compression is not checked for storages (nor used)
     workflow_table = True  # [output.storage]: class and format of the storage
+    updatable = True  # carried records are copied from the previous shards (or linked)
+    keeps_partitions = True  # shard = partition: an update keeps the shards' size
 
     @classmethod
     def table_schema(cls) -> dict[str, Any]:
@@ -191,6 +199,7 @@ class StorageFormat(ExportFormat):
                                  f"{len(listed)}); something added it")
             for name in sorted(listed - present):
                 fail(root, name, "missing")
+        reopen_storage(root, manifest["storage"])  # a custom format: says how to open it
         super().check_published(root, manifest)  # opens the storage: its shards are checked
         if manifest["storage"]["class"] != "DocumentStorage":
             try:
@@ -219,7 +228,8 @@ class StorageFormat(ExportFormat):
 
 
 class ShardSink(PartitionSink):
-    """Appends each record to the partition's shard."""
+    """Appends each record to the partition's shard; an update's unchanged records are copied
+    from the previous generation's shards (:mod:`guideloom.formats.storage_carry`)."""
 
     def __init__(self, storage: Any, shard: int):
         self._storage = storage
@@ -228,8 +238,11 @@ class ShardSink(PartitionSink):
         self._shard = shard
         self._lengths: list[int] = []
         self._sums = RowDigests()
+        self._carrier: ShardCarrier | None = None
 
     def write(self, row: int, sim_id: Any, record: Any) -> None:
+        if self._carrier is not None:
+            self._carrier.settle()  # a previous shard carried whole is followed by more rows
         before = self._writer.elements(self._shard)
         try:
             self._writer.append(self._shard, record)
@@ -240,16 +253,41 @@ class ShardSink(PartitionSink):
             ) from exc
         self._lengths.append(self._writer.elements(self._shard) - before)
 
+    def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
+        """Copy the previous generation's records ``old_row ..`` into this shard as the bytes
+        they are there (no transform, no ``pack``); a shard that is exactly one previous shard
+        is linked instead (at :meth:`close`)."""
+        if self._carrier is None:
+            self._carrier = ShardCarrier(self._writer, self._shard, previous)
+        self._lengths.extend(self._carrier.carry(old_row, count, fresh=not self._lengths))
+
     def close(self) -> int:
         from guideloom.storage.shards import shard_name
 
-        self._writer.close()
         path = os.path.join(self._storage.directory, shard_name(self._shard))
+        carrier, self._carrier = self._carrier, None
+        try:
+            if carrier is not None and carrier.whole is not None:
+                self._writer.abort()  # nothing of its own: the previous shard is this one
+                old = carrier.link(Path(self._storage.directory))
+                known = carrier.previous.unit_digest(CHECKSUM_GROUP, old)
+                if known is not None:
+                    self._sums.add_known(CHECKSUM_GROUP, self._shard, known,
+                                         rows=len(self._lengths))
+                    return 0
+            else:
+                self._writer.close()
+        finally:
+            if carrier is not None:
+                carrier.close()
         self._sums.add_file(CHECKSUM_GROUP, self._shard, path, rows=len(self._lengths))
         return 0
 
     def abort(self) -> None:
         self._writer.abort()
+        if self._carrier is not None:
+            self._carrier.close()
+            self._carrier = None
 
     def extra_summary(self) -> dict[str, Any]:
         return {"record_lengths": self._lengths, **self._sums.summary()}
@@ -260,13 +298,19 @@ class StorageReader(FormatReader):
 
     def __init__(self, root: str, manifest: Mapping[str, Any], trust: bool = False):
         super().__init__(root, manifest)
-        self.storage = reopen_storage(root, manifest["storage"], trust)
-        self._reader = self.storage.sync_reader()
         self._is_stream = manifest["storage"]["class"] != "DocumentStorage"
+        self.storage: Any = None
+        self._reader: Any = None
+        if manifest["storage"]["format"]["type"] not in BUILT_IN_FORMATS:
+            return  # only its ids are read here (an update's plan); rows need the format
+        self.storage = reopen_storage(root, manifest["storage"], trust)
+        self._reader = self.storage.sync_reader()  # the shards are opened (and checked) now
         if self._is_stream:
             self._offsets = np.load(os.path.join(root, RECORD_OFFSETS))
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        if self._reader is None:  # a custom format: says how to open the storage instead
+            reopen_storage(self.root, self.manifest["storage"])
         if self._is_stream:
             start, stop = int(self._offsets[i]), int(self._offsets[i + 1])
             value = self._reader.read_span(start, stop - start)

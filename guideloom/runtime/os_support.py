@@ -10,6 +10,7 @@ capability                    fallback
 ============================  ===========================================================
 ``os.preadv`` / ``os.pread``  ``os.pread``, else ``lseek`` + ``read`` under a lock
 ``os.pwrite``                 ``lseek`` + ``write`` under a lock
+``os.copy_file_range``        ``pread`` + ``pwrite`` in blocks (also where a file system refuses)
 ``os.posix_fallocate``        none: blocks are allocated as the rows are written
 ``os.posix_fadvise``          none (a hint)
 ``os.O_DIRECT``               ``0``: buffered writes
@@ -26,6 +27,8 @@ import os
 import threading
 from typing import Any
 
+from guideloom.runtime import fallbacks
+
 __all__ = [
     "HAS_FADVISE",
     "HAS_FALLOCATE",
@@ -35,6 +38,7 @@ __all__ = [
     "O_DIRECT",
     "advise",
     "allocate",
+    "copy_range",
     "is_locked",
     "pread",
     "preadinto",
@@ -111,6 +115,43 @@ def pwrite(fd: int, data: Any, offset: int) -> int:
     with _seek_lock:
         os.lseek(fd, offset, os.SEEK_SET)
         return os.write(fd, data)
+
+
+COPY_BLOCK_BYTES = 64 << 20  # bytes copied per step where the kernel cannot copy (bounded memory)
+_copy_file_range = getattr(os, "copy_file_range", None)
+_COPY_REFUSED = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
+
+
+def copy_range(src_fd: int, dst_fd: int, size: int, src_offset: int, dst_offset: int,
+               fallback: str = "os:copy_file_range_refused") -> None:
+    """Copy ``size`` bytes between descriptors at the given offsets (neither descriptor's
+    position moves): ``copy_file_range`` (in the kernel, extents shared where the file system
+    can), else ``pread``/``pwrite`` in blocks where the platform or the file systems have
+    none (counted as fallback ``fallback``, see :mod:`guideloom.runtime.fallbacks`).
+
+    Raises:
+        OSError: The copy failed, or the source ended early (``EIO``).
+    """
+    done = 0
+    kernel = _copy_file_range is not None
+    while done < size:
+        if kernel:
+            assert _copy_file_range is not None
+            try:
+                n = _copy_file_range(src_fd, dst_fd, size - done, src_offset + done,
+                                     dst_offset + done)
+            except OSError as exc:
+                if exc.errno not in _COPY_REFUSED:
+                    raise
+                fallbacks.count(fallback)
+                kernel = False
+                continue
+        else:
+            block = pread(src_fd, min(COPY_BLOCK_BYTES, size - done), src_offset + done)
+            n = pwrite(dst_fd, block, dst_offset + done) if block else 0
+        if n == 0:
+            raise OSError(errno.EIO, f"the source ended {size - done} bytes early")
+        done += n
 
 
 # --------------------------------------------------------------------------- allocation, hints

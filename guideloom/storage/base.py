@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 from typing import Any, Generic, TypeGuard, TypeVar
 
+import numpy as np
+
+from guideloom.storage.copying import ShardFiles, ShardSource, list_shards
 from guideloom.storage.io import resolve_read_interface
 from guideloom.storage.shards import (
     ShardFileWriter,
@@ -87,6 +90,8 @@ class BaseWriter(Generic[S]):
 
     #: The storage kind written in shard footers (and in the empty-storage marker).
     kind = ""
+    #: The sections every shard of the kind has.
+    sections: tuple[str, ...] = ()
 
     def __init__(self, storage: Any) -> None:
         if is_url(storage.directory):
@@ -102,6 +107,24 @@ class BaseWriter(Generic[S]):
         raise NotImplementedError
 
     def _finish(self, state: S) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def element_dtype(self) -> np.dtype | None:
+        """The dtype of the shards' elements (``None``: documents have none)."""
+        return None
+
+    def published_shards(self, directory: str | os.PathLike[str]) -> ShardFiles:
+        """The shards of the published storage at ``directory`` (of this writer's class and
+        format), validated, to copy records from (:meth:`copy_records`)."""
+        other = type(self._storage)(directory, self._storage.format,
+                                    self._storage.read_interface)
+        return list_shards(other, self.kind, self.element_dtype(), self.sections)
+
+    def copy_records(self, shard: int, source: ShardSource, first: int,
+                     count: int) -> list[int]:  # pragma: no cover - abstract
+        """Append records ``first .. first+count-1`` of the published shard ``source`` (of
+        :meth:`published_shards`) to ``shard`` as the bytes they are there, without the
+        format; return each record's element count."""
         raise NotImplementedError
 
     def _state(self, shard: Any) -> S:

@@ -13,6 +13,7 @@ import numpy as np
 from guideloom.errors import FormatContractError
 from guideloom.storage.access import BLOCKING, CONCURRENT, Access, run
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.copying import ShardSource
 from guideloom.storage.facade import AsyncReader, SyncReader
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -42,6 +43,7 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
     """Appends documents to shards of a :class:`DocumentStorage` (see :class:`BaseWriter`)."""
 
     kind = KIND
+    sections = _SECTIONS
 
     def _new_state(self, file: ShardFileWriter) -> DocumentShardState:
         return DocumentShardState(file)
@@ -58,6 +60,22 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
         state.file.write(view)
         state.records += 1
         state.byte_offsets.append(state.byte_offsets[-1] + len(view))
+
+    def copy_records(self, shard: int, source: ShardSource, first: int, count: int) -> list[int]:
+        """Append documents ``first .. first+count-1`` of the published shard ``source`` to
+        ``shard`` as the bytes they are there (never decoded); return each one's element
+        count (1: a document is one element)."""
+        if not (0 <= first and count >= 0 and first + count <= source.records):
+            raise IndexError(f"documents {first}..{first + count - 1} are not in "
+                             f"{source.path} ({source.records} documents)")
+        state = self._state(shard)
+        data, nbytes = source.section("data")
+        span = source.record_offsets(nbytes)[first:first + count + 1]
+        begin, end = int(span[0]), int(span[-1])
+        state.file.copy_from(source.fd, data + begin, end - begin)
+        state.byte_offsets.extend((span[1:] - begin + state.byte_offsets[-1]).tolist())
+        state.records += count
+        return [1] * count
 
     def _finish(self, state: DocumentShardState) -> None:
         state.file.end_section("data")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.errors import StorageError
+from guideloom.runtime.os_support import copy_range
 from guideloom.storage.types import FileReader, ReadInterface
 
 MAGIC = b"GLSHARD\0"
@@ -115,6 +116,19 @@ class ShardFileWriter:
         view = memoryview(data).cast("B")
         self._file.write(view)
         self._position += len(view)
+        if self._position - self._written_back >= _WRITEBACK_EVERY:
+            self._start_writeback()
+
+    def copy_from(self, fd: int, offset: int, nbytes: int) -> None:
+        """Append ``nbytes`` of the open file ``fd`` from ``offset`` (records of another shard),
+        copied in the kernel where it can (:func:`guideloom.runtime.os_support.copy_range`)."""
+        if not nbytes:
+            return
+        self._file.flush()  # what was written before lies at [0, position)
+        copy_range(fd, self._file.fileno(), nbytes, offset, self._position,
+                   fallback="storage:copy_file_range_refused")
+        self._position += nbytes
+        self._file.seek(self._position)
         if self._position - self._written_back >= _WRITEBACK_EVERY:
             self._start_writeback()
 

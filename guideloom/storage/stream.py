@@ -14,6 +14,7 @@ import numpy as np
 from guideloom.errors import FormatContractError, StorageError
 from guideloom.storage.access import BLOCKING, CONCURRENT, Access, run
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.copying import ShardSource
 from guideloom.storage.facade import AsyncReader, SyncReader
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -73,10 +74,31 @@ class StreamShardState(ShardState):
             self.gathered = 0
 
 
+def copy_stream_records(state: Any, source: ShardSource, first: int, count: int,
+                        itemsize: int) -> tuple[int, int, list[int]]:
+    """Copy the elements of records ``first .. first+count-1`` of ``source`` to the end of a
+    stream shard being written (``state``: its file, ``elements``, ``records`` and
+    ``record_offsets``); return the source's element range ``(begin, end)`` and each record's
+    element count."""
+    offsets = source.record_offsets(int(source.footer["elements"]))
+    if not (0 <= first and count >= 0 and first + count <= source.records):
+        raise IndexError(f"records {first}..{first + count - 1} are not in {source.path} "
+                         f"({source.records} records)")
+    span = offsets[first:first + count + 1]
+    begin, end = int(span[0]), int(span[-1])
+    data, _ = source.section("data")
+    state.file.copy_from(source.fd, data + begin * itemsize, (end - begin) * itemsize)
+    state.record_offsets.extend((span[1:] - begin + state.elements).tolist())
+    state.elements += end - begin
+    state.records += count
+    return begin, end, np.diff(span).tolist()
+
+
 class StreamWriter(BaseWriter[StreamShardState]):
     """Appends records to shards of a :class:`StreamStorage` (see :class:`BaseWriter`)."""
 
     kind = KIND
+    sections = ("data", "record_offsets")
 
     def __init__(self, storage: StreamStorage) -> None:
         super().__init__(storage)
@@ -86,6 +108,10 @@ class StreamWriter(BaseWriter[StreamShardState]):
             storage.format, "pack_into", None
         )
         self._gather_len = max(1, _GATHER_BYTES // max(self._dtype.itemsize, 1))
+
+    def element_dtype(self) -> np.dtype:
+        """The dtype of the stream's elements."""
+        return self._dtype
 
     def _new_state(self, file: ShardFileWriter) -> StreamShardState:
         return StreamShardState(file)
@@ -125,6 +151,14 @@ class StreamWriter(BaseWriter[StreamShardState]):
         if n is not None:
             state.gathered += n
         return n
+
+    def copy_records(self, shard: int, source: ShardSource, first: int, count: int) -> list[int]:
+        """Append records ``first .. first+count-1`` of the published shard ``source`` to
+        ``shard`` as the bytes they are there (the format is not called); return each one's
+        element count."""
+        state = self._state(shard)
+        state.flush()
+        return copy_stream_records(state, source, first, count, self._dtype.itemsize)[2]
 
     def _finish(self, state: StreamShardState) -> None:
         state.flush()

@@ -12,6 +12,7 @@ import numpy as np
 from guideloom.errors import FormatContractError, StorageError
 from guideloom.storage.access import BLOCKING, CONCURRENT, Access, run
 from guideloom.storage.base import BaseStorage, BaseWriter, ShardState
+from guideloom.storage.copying import ShardSource
 from guideloom.storage.facade import AsyncReader, SyncReader
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -19,7 +20,12 @@ from guideloom.storage.shards import (
     check_offsets,
     dtype_to_json,
 )
-from guideloom.storage.stream import StreamCore, StreamSized, check_stream
+from guideloom.storage.stream import (
+    StreamCore,
+    StreamSized,
+    check_stream,
+    copy_stream_records,
+)
 from guideloom.storage.types import (
     InDataT,
     OutDataT,
@@ -121,10 +127,15 @@ class StreamWithMetaWriter(BaseWriter[MetaShardState]):
     """Appends records to shards of a :class:`StreamWithMetaStorage` (see :class:`BaseWriter`)."""
 
     kind = KIND
+    sections = _SECTIONS
 
     def __init__(self, storage: StreamWithMetaStorage) -> None:
         super().__init__(storage)
         self._dtype = np.dtype(storage.format.stream_dtype)
+
+    def element_dtype(self) -> np.dtype:
+        """The dtype of the stream's elements."""
+        return self._dtype
 
     def _new_state(self, file: ShardFileWriter) -> MetaShardState:
         return MetaShardState(file)
@@ -147,6 +158,34 @@ class StreamWithMetaWriter(BaseWriter[MetaShardState]):
         state.elements += len(stream)
         state.records += 1
         state.record_offsets.append(state.elements)
+
+    def copy_records(self, shard: int, source: ShardSource, first: int, count: int) -> list[int]:
+        """Append records ``first .. first+count-1`` of the published shard ``source`` to
+        ``shard`` as the bytes they are there (elements, then their runs' payloads; the format
+        is not called); return each one's element count."""
+        state = self._state(shard)
+        elements = state.elements
+        begin, end, lengths = copy_stream_records(state, source, first, count,
+                                                  self._dtype.itemsize)
+        run_starts = source.index("run_starts")
+        payload_offsets = source.index("payload_offsets")
+        if len(payload_offsets) != len(run_starts) + 1:
+            raise StorageError(f"{source.path}: not a complete GuideLoom shard (inconsistent "
+                               "'payload_offsets' index)")
+        # a record's runs start inside its elements (each record starts a run of its own)
+        lo, hi = (int(i) for i in np.searchsorted(run_starts, [begin, end], side="left"))
+        pay_begin, pay_end = int(payload_offsets[lo]), int(payload_offsets[hi])
+        payloads, _ = source.section("payloads")
+        if pay_end > pay_begin:
+            state.payloads.flush()
+            at = state.payloads.seek(0, os.SEEK_END)
+            source.copy_to(state.payloads.fileno(), payloads + pay_begin, pay_end - pay_begin,
+                           at)
+            state.payloads.seek(at + pay_end - pay_begin)
+        state.run_starts.extend((run_starts[lo:hi] - begin + elements).tolist())
+        state.payload_offsets.extend(
+            (payload_offsets[lo + 1:hi + 1] - pay_begin + state.payload_offsets[-1]).tolist())
+        return lengths
 
     def _finish(self, state: MetaShardState) -> None:
         file = state.file
