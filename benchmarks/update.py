@@ -110,6 +110,8 @@ def child_export(a: dict) -> dict:
         kwargs["format_options"] = {"storage": storage}
         kwargs["record_transform"] = storage_record
     _sync()
+    if a["update"] and os.path.isdir(a["out"]):  # the previous generation, read from the disk
+        _evict([a["out"]])
     t0 = time.perf_counter()
     try:
         result = guideloom.export(VIEW, a["out"], kind=a["kind"], data_dir=a["data"],
@@ -142,6 +144,7 @@ def child_copy(a: dict) -> dict:
     res: dict[str, Any] = {"bytes": sum(os.path.getsize(p) for p in a["sources"])}
     for how in ("copy_file_range", "read_write"):
         _sync()
+        _evict(a["sources"])  # read from the disk, as an update's carried rows are
         t0 = time.perf_counter()
         for k, src in enumerate(a["sources"]):
             dst = out / f"copy-{k}"
@@ -205,6 +208,28 @@ def _sync() -> None:
     """Flush every dirty page first, so no run pays for the previous run's writeback."""
     if hasattr(os, "sync"):
         os.sync()
+
+
+def _evict(paths: list[str] | list[Path]) -> None:
+    """Drop ``paths`` (files, or every file under a folder) from the page cache, after
+    :func:`_sync`: the carried rows and the copy baseline are both read from the disk, not one
+    from memory and the other from the disk (a full export writes its rows with direct I/O,
+    an update's copies go through the cache)."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    files: list[Path] = []
+    for path in map(Path, paths):
+        files += [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+    for path in files:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 CHILDREN = {"export": child_export, "copy": child_copy, "compare": child_compare}
