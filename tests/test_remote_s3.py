@@ -134,3 +134,26 @@ def test_credentials_set_after_a_refused_read_count_once_the_caches_are_cleared(
     guideloom.clear_caches()
     _assert_same(_records("force-curve", data_dir=url, where=_complete),
                  _records("force-curve", data_dir=demo_zip, where=_complete))
+
+
+def test_an_update_from_an_s3_release_reads_only_the_new_experiments(s3_release, demo_zip,
+                                                                      monkeypatch, tmp_path):
+    """Issue 32, item 5: ``update=True`` against an object store, as against a folder."""
+    from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows
+
+    url, env = s3_release
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    log = tmp_path / "decoded.txt"
+    monkeypatch.setenv(COUNT_FILE_ENV, str(log))
+    out, full = tmp_path / "out", tmp_path / "full"
+    options = {"kind": "npy", "record_transform": counted_first_rows, "client": "sync",
+               "show_progress": False}
+    guideloom.export.export("force-curve", out, data_dir=url, sim_ids=range(30), **options)
+    log.unlink()
+    result = guideloom.export.export("force-curve", out, data_dir=url, update=True, **options)
+    assert sorted(int(x) for x in log.read_text().split()) == list(range(30, 36))
+    assert result.update == {"added": 6, "removed": 0, "changed": 0, "carried": 30}
+    guideloom.export.export("force-curve", full, data_dir=demo_zip, **options)
+    assert (out / "force.npy").read_bytes() == (full / "force.npy").read_bytes()
+    assert (out / "checksums.json").read_bytes() == (full / "checksums.json").read_bytes()
