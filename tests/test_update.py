@@ -162,6 +162,29 @@ def test_a_reordered_selection_carries_every_row_to_its_new_place(kind, data, tm
     assert_same_export(kind, out, full)
 
 
+@pytest.mark.parametrize("kind", ("npy", "npz"))
+def test_a_reordered_index_table_moves_the_rows_without_reading_them(kind, data, tmp_path,
+                                                                     decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    guideloom.export.export(VIEW, out, kind=kind, data_dir=data, client="sync",
+                            sim_ids=range(10), record_transform=counted_first_rows,
+                            partition_size=4)
+    decoded()
+    index = data / "process_parameters.csv"
+    header, *body = index.read_text().splitlines()
+    index.write_text("\n".join([header, *reversed(body)]) + "\n")  # the index order reversed
+    result = guideloom.export.export(VIEW, out, kind=kind, data_dir=data, client="sync",
+                                     sim_ids=range(10), record_transform=counted_first_rows,
+                                     partition_size=4, update=True)
+    assert decoded() == []
+    assert result.update == {"added": 0, "removed": 0, "changed": 0, "carried": 10}
+    assert rows_of(out)[0] == list(range(9, -1, -1))  # index order, as a full export has it
+    guideloom.export.export(VIEW, full, kind=kind, data_dir=data, client="sync",
+                            sim_ids=range(10), record_transform=counted_first_rows,
+                            partition_size=4)
+    assert_same_export(kind, out, full)
+
+
 def _scale_force(h5: Path, factor: float) -> None:
     with h5py.File(h5, "r+") as f:
         f["force/data"][...] = f["force/data"][...] * factor
