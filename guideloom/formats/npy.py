@@ -31,6 +31,7 @@ from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import RowDigests, digest, row_digests
 from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
+from guideloom.formats.npy_header import read_npy_header
 from guideloom.runtime import fallbacks, os_support
 from guideloom.runtime.buffers import PAGE, is_aligned
 from guideloom.runtime.faults import fault_point
@@ -87,13 +88,11 @@ class NpyFormat(ExportFormat):
             src = os.path.join(previous.root, array_file(alias))
             try:
                 with open(src, "rb") as fh:
-                    major, _ = np.lib.format.read_magic(fh)
-                    read = (np.lib.format.read_array_header_1_0 if major == 1
-                            else np.lib.format.read_array_header_2_0)
-                    shape, fortran, dtype = read(fh)
+                    header = read_npy_header(fh)
             except (OSError, ValueError):
                 return False
-            if fortran or tuple(shape[1:]) != tuple(fs.shape) or dtype != np.dtype(fs.dtype):
+            if (header.fortran or header.shape[1:] != tuple(fs.shape)
+                    or header.dtype != np.dtype(fs.dtype)):
                 return False
             paths[alias] = src
         mark_appending(previous.root, previous.manifest, n_rows)
@@ -203,16 +202,13 @@ def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None,
     path = os.path.join(root, name)
     try:
         with open(path, "rb") as fh:
-            major, _ = np.lib.format.read_magic(fh)
-            read_header = (np.lib.format.read_array_header_1_0 if major == 1
-                           else np.lib.format.read_array_header_2_0)
-            header = read_header(fh)
-            offset = fh.tell()
+            header = read_npy_header(fh)
     except FileNotFoundError:
         fail(root, name, "missing")
     except (ValueError, SyntaxError, TokenError, EOFError) as exc:  # header text unparsable
         fail(root, name, f"not a valid .npy file ({type(exc).__name__}: {exc})")
-    got_shape, fortran, got_dtype = header
+    got_shape, fortran, got_dtype, offset = (header.shape, header.fortran, header.dtype,
+                                             header.offset)
     counts = {shape[0], *rows}
     if tuple(got_shape) != tuple(shape) and not (
             rows and tuple(got_shape[1:]) == tuple(shape[1:]) and got_shape[0] in counts):
@@ -264,11 +260,8 @@ def set_row_count(path: str) -> None:
     """Rewrite the row count in the header of an array an update extended in place, from
     the file's size (the header keeps its length: :func:`create_npy` pads it)."""
     with open(path, "r+b") as fh:
-        major, minor = np.lib.format.read_magic(fh)
-        read = (np.lib.format.read_array_header_1_0 if major == 1
-                else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read(fh)
-        offset = fh.tell()
+        header = read_npy_header(fh)
+        shape, fortran, dtype, offset = header.shape, header.fortran, header.dtype, header.offset
         row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         size = os.fstat(fh.fileno()).st_size
         if not shape or not row_bytes or (size - offset) % row_bytes:
@@ -278,7 +271,7 @@ def set_row_count(path: str) -> None:
             return
         text = repr({"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran,
                      "shape": (int(n), *(int(d) for d in shape[1:]))}).encode("latin1")
-        prefix = 10 if major == 1 else 12
+        prefix = 10 if header.major == 1 else 12
         room = offset - prefix - 1
         if len(text) > room:
             raise OSError(errno.EOVERFLOW, f"{path}: its header has no room for {n} rows")
@@ -333,12 +326,7 @@ def file_error(exc: OSError, path: str, doing: str) -> OSError:
 def npy_data_offset(path: str) -> int:
     """Byte offset of the data after the ``.npy`` header."""
     with open(path, "rb") as fh:
-        major, _ = np.lib.format.read_magic(fh)
-        if major == 1:
-            np.lib.format.read_array_header_1_0(fh)
-        else:
-            np.lib.format.read_array_header_2_0(fh)
-        return fh.tell()
+        return read_npy_header(fh).offset
 
 
 class NpySink(PartitionSink):

@@ -15,6 +15,7 @@ import numpy as np
 
 from guideloom.errors import IncompleteExportError
 from guideloom.formats.layout import EXPORT_MANIFEST, SIM_IDS_FILE
+from guideloom.formats.npy_header import read_npy_header
 
 
 def is_rddac_export(root: str | os.PathLike[str], *, only_npy: bool = False) -> bool:
@@ -37,10 +38,8 @@ def is_rddac_export(root: str | os.PathLike[str], *, only_npy: bool = False) -> 
 def _header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     try:
         with open(path, "rb") as fh:
-            major, _ = np.lib.format.read_magic(fh)
-            read_header = (np.lib.format.read_array_header_1_0 if major == 1
-                           else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read_header(fh)
+            header = read_npy_header(fh)
+            shape, dtype = header.shape, header.dtype
     except (OSError, ValueError) as exc:
         raise IncompleteExportError(f"{path} is not a readable .npy file ({exc})") from exc
     return tuple(shape), np.dtype(dtype)
