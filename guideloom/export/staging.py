@@ -33,6 +33,7 @@ from guideloom.formats.generations import retire, sweep
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 from guideloom.formats.manifest_types import PartitionSummary
 from guideloom.runtime.faults import fault_point
+from guideloom.runtime.os_support import exchange
 from guideloom.runtime.private_files import private_dir
 
 TMP_MARK = ".tmp-"  # temporary files are NAME.tmp-PID
@@ -40,6 +41,7 @@ _TEMPORARY = re.compile(r"\.tmp-\d+$")
 PHASE_FINALIZING = "finalizing"  # all partitions written; rows are being moved into data/
 FAILED_KEY = "failed"  # job.json: {"error", "at"} of a run that failed (None once rerun)
 PHASE_PUBLISHING = "publishing"  # data/ is complete; it is being renamed to the target
+PUBLISHING_KEY = "publishing"  # job.json: the export_id of the export being published
 
 
 @dataclass
@@ -171,7 +173,8 @@ class Staging:
         data = self.path("data")
         old = self.path("replaced")
         self.remove_temporaries(data)
-        self.update_job(phase=PHASE_PUBLISHING)
+        staged = self._read_json(posixpath.join(data, EXPORT_MANIFEST)) or {}
+        self.update_job(phase=PHASE_PUBLISHING, **{PUBLISHING_KEY: staged.get("export_id")})
         fault_point("publishing")
         if self.fs.exists(self.target):
             empty = self.fs.isdir(self.target) and not self.fs.ls(self.target, detail=False)
@@ -182,6 +185,15 @@ class Staging:
             elif (reason := why_not_replaceable(self.fs, self.target, self.url)) is not None:
                 raise UnsafeTargetError(f"refusing to replace {self.url}: {reason}; remove it "
                                         "yourself or choose another output path")
+            elif self.is_local and exchange(data, self.target):
+                # one atomic step: the new export at the target, the old one in data/; a
+                # reader of the path never finds it missing (a kill now: recover() sees data/
+                # is not the export being published, and retires it)
+                fault_point("target-moved-aside")
+                self.move(data, old)
+                fault_point("data-moved")
+                self.discard()
+                return
             else:
                 self.move(self.target, old)
                 fault_point("target-moved-aside")
@@ -210,7 +222,14 @@ class Staging:
         job = self.read_job()
         if job is None or job.get("phase") != PHASE_PUBLISHING:
             return None
-        if self.fs.exists(self.path("data")):
+        data = self.path("data")
+        if self.fs.exists(data):
+            staged = self._read_json(posixpath.join(data, EXPORT_MANIFEST)) or {}
+            publishing = job.get(PUBLISHING_KEY)
+            if publishing and staged.get("export_id") != publishing:  # exchanged already:
+                self.move(data, self.path("replaced"))  # data/ holds the replaced export
+                self.discard()
+                return f"finished publishing {self.url}, which an interrupted run had completed"
             self.publish(overwrite=True)
             return f"finished publishing {self.url}, which an interrupted run had completed"
         self.discard()

@@ -15,6 +15,7 @@ capability                    fallback
 ``os.posix_fadvise``          none (a hint)
 ``os.O_DIRECT``               ``0``: buffered writes
 ``fcntl.flock``               ``msvcrt.locking`` on Windows, else a ``<lock>.pid`` file
+``renameat2(RENAME_EXCHANGE)``  none: :func:`exchange` says so, the caller renames twice
 ============================  ===========================================================
 
 Capabilities are looked up once, when this module is imported.
@@ -39,6 +40,7 @@ __all__ = [
     "advise",
     "allocate",
     "copy_range",
+    "exchange",
     "is_locked",
     "pread",
     "preadinto",
@@ -155,6 +157,41 @@ def copy_range(src_fd: int, dst_fd: int, size: int, src_offset: int, dst_offset:
 
 
 # --------------------------------------------------------------------------- allocation, hints
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_renameat2: Any = None
+if os.name == "posix":
+    try:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _renameat2 = getattr(_libc, "renameat2", None)  # glibc 2.28+, musl 1.2.3+
+        if _renameat2 is not None:
+            _renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                   ctypes.c_uint)
+            _renameat2.restype = ctypes.c_int
+    except (OSError, AttributeError):  # no C library to ask
+        _renameat2 = None
+
+
+def exchange(a: str, b: str) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``): no moment where either name is missing. ``False`` where the platform
+    or the file system cannot (counted as a fallback): the caller renames twice instead."""
+    if _renameat2 is None:
+        fallbacks.count("os:rename_exchange_missing")
+        return False
+    import ctypes
+
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EXDEV):
+        fallbacks.count("os:rename_exchange_refused")
+        return False
+    raise OSError(err, f"cannot exchange {a} and {b}: {os.strerror(err)}")
+
+
 def allocate(fd: int, offset: int, length: int) -> bool:
     """Reserve the blocks of ``[offset, offset + length)``; return whether they were reserved
     (``False`` where the platform or the file system cannot; other errors raise)."""
