@@ -21,11 +21,12 @@ import zarr
 
 import guideloom
 from guideloom.demo import make_demo_data
-from guideloom.errors import CorruptExportError, IncompleteExportError, InjectedFault
+from guideloom.errors import IncompleteExportError, InjectedFault
 from guideloom.export.spec import FieldSchema
 from guideloom.export.staging import Staging
 from guideloom.faults import crash_at
 from guideloom.formats.carry import previous_rows
+from guideloom.formats.generations import RETIRED_SUFFIX
 from guideloom.formats.zarr import ZarrFormat
 
 VIEW = "pointcloud-op10"
@@ -86,6 +87,14 @@ def assert_same_rows(got: guideloom.Export, want: guideloom.Export) -> None:
             np.testing.assert_array_equal(row[name], value, err_msg=f"row {i} {name}")
 
 
+def assert_reads(export_: guideloom.Export, rows: list[dict[str, np.ndarray]]) -> None:
+    """``export_`` reads ``rows``, row for row."""
+    assert len(export_) == len(rows)
+    for i, row in enumerate(rows):
+        for name, value in row.items():
+            np.testing.assert_array_equal(export_[i][name], value, err_msg=f"row {i} {name}")
+
+
 def chunk_inodes(root: Path) -> dict[str, int]:
     """``{"field/c/j/0": inode}`` of every chunk file of the field arrays."""
     found = {}
@@ -119,6 +128,7 @@ def test_rows_added_at_the_end_carry_the_whole_chunks_before_them(data, full, id
     export(data, target, sim_ids=ids[:17], partition_size=PARTITION)
     before = chunk_inodes(target)
     old = guideloom.load_export(target)
+    old_rows = [old[i] for i in range(len(old))]
     updated = export(data, target, update=True)
     assert_same_rows(updated, full)
     assert updated.verify().rows == len(ids)
@@ -129,8 +139,8 @@ def test_rows_added_at_the_end_carry_the_whole_chunks_before_them(data, full, id
     assert carried_as_files(target) == len(kept)
     entry = last_generation(target)
     assert (entry["added"], entry["carried"], entry["removed"], entry["changed"]) == (9, 17, 0, 0)
-    with pytest.raises(CorruptExportError, match="replaced"):  # never the new rows
-        old[0]
+    with old:  # opened on the previous generation: it keeps reading that one
+        assert_reads(old, old_rows)
 
 
 @pytest.mark.parametrize(("removed", "kept_chunks"), [
@@ -260,24 +270,26 @@ def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next_run(
     target = tmp_path / "out.zarr"
     export(data, target, sim_ids=ids[:17], partition_size=PARTITION)
     before = chunk_inodes(target)
-    old = guideloom.load_export(target)
+    old = guideloom.load_export(target)  # a reader of the previous generation, kept open
     old_rows = [old[i] for i in range(len(old))]
     with pytest.raises(InjectedFault) as stopped, crash_at(point):
         export(data, target, update=True)
     assert stopped.value.point == point, f"the fault point {point!r} was not reached"
-    if point == "target-moved-aside":  # between two renames: nothing there for a reader
+    if point == "target-moved-aside":  # between two renames: nothing there for a new reader
         with pytest.raises(IncompleteExportError):
             guideloom.load_export(target)
-    elif point != "data-moved":  # the previous generation, untouched and still read
-        assert guideloom.load_export(target).sim_ids.tolist() == ids[:17]
-        assert guideloom.load_export(target).verify().rows == 17
-        for i, row in enumerate(old_rows):
-            for name, value in row.items():
-                np.testing.assert_array_equal(old[i][name], value)
+    elif point != "data-moved":  # the previous generation, untouched
+        with guideloom.load_export(target) as again:
+            assert again.sim_ids.tolist() == ids[:17]
+            assert again.verify().rows == 17
+    assert_reads(old, old_rows)
     updated = export(data, target, update=True)
     assert_same_rows(updated, full)
     assert updated.verify().rows == len(ids)
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.zarr")]
+    assert_reads(old, old_rows)  # still the previous generation's rows
+    old.close()
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.zarr")]
+    assert all(name.endswith(RETIRED_SUFFIX) for name in left), left  # no staging area
     kept = {f"{f}/c/{j}/0" for f in FIELDS for j in range(4)}
     assert kept_inodes(before, chunk_inodes(target)) == kept
     assert carried_as_files(target) == len(kept)
