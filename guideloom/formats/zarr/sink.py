@@ -47,6 +47,7 @@ class ZarrSink(PartitionSink):
         self._part = part
         self._local_dir = stage.path() if stage.is_local else None  # files there are fsynced
         self._written: list[str] = []
+        self._carried: list[str] = []  # chunk files carried from a previous generation
         # (chunk start, alias) -> the planned chunk's rows, and the rows written into it
         self._blocks: dict[tuple[int, str], np.ndarray] = {}
         self._present: dict[tuple[int, str], set[int]] = {}
@@ -176,10 +177,11 @@ class ZarrSink(PartitionSink):
         if self._placing is not None and alias in self._placing:
             final = self._placing[alias]
             key = carrier.put(alias, chunk, self._stage.url_of("data", alias), final.arr, j)
-            final.carried(j, key, chunk.rows, nbytes)
+            final.carried(j, chunk.rows, nbytes)
+            self._carried.append(os.path.join("data", alias, key))
         else:
             key = carrier.put(alias, chunk, self._stage.url_of("rows", alias), arr, j)
-            self._written.append(os.path.join("rows", alias, key))
+            self._carried.append(os.path.join("rows", alias, key))
             self._bytes += nbytes
         for i, value in enumerate(chunk.digests):
             self._sums.add_known(alias, row + i, value)
@@ -276,10 +278,11 @@ class ZarrSink(PartitionSink):
             self._bytes += rows.bytes
             self._written += [f if f.startswith("/") or "://" in f
                               else os.path.join("data", alias, f) for f in rows.files]
-        if self._local_dir is not None:
-            fsync_files([p if os.path.isabs(p) else os.path.join(self._local_dir, p)
-                         for p in self._written], self._local_dir)
-            self._written = []
+        if self._local_dir is not None:  # carried chunk files are durable: their folders
+            top = self._local_dir
+            fsync_files([p if os.path.isabs(p) else os.path.join(top, p) for p in self._written],
+                        top, [os.path.join(top, p) for p in self._carried])
+            self._written, self._carried = [], []
         return self._bytes
 
     def _note(self, n: int, tails: Mapping[str, list[int] | None]) -> None:
