@@ -139,26 +139,33 @@ class ChunkCarrier:
         new_key = chunk_key(dst, j)
         target = f"{dst_root.rstrip('/')}/{new_key}"
         if self._link and "://" not in dst_root:
-            self._hard_link(src, target, key)
-            self.linked[alias] = self.linked.get(alias, 0) + 1
+            linked = self._hard_link(src, target, key)
         else:
             self._copy_bytes(src, target, key)
-            self.copied[alias] = self.copied.get(alias, 0) + 1
+            linked = False
+        counts = self.linked if linked else self.copied
+        counts[alias] = counts.get(alias, 0) + 1
         return new_key
 
-    def _hard_link(self, src: str, target: str, key: str) -> None:
+    def _hard_link(self, src: str, target: str, key: str) -> bool:
+        """Link ``src`` as ``target`` (True), or where no link can be made copy it, fsynced
+        (False)."""
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}{LINK_SUFFIX}"
         if os.path.lexists(tmp):  # left by a killed run of this partition
             os.unlink(tmp)
+        linked = True
         try:
             os.link(src, tmp)
         except FileNotFoundError:
             fail(self.previous.root, key, "the chunk file is missing")
-        except OSError:  # no hard links here (another file system): the bytes, copied
+        except OSError as exc:  # no hard links here (file system, permissions): copied
+            logger.debug("cannot link %s (%s): copying the chunk", src, exc)
             shutil.copyfile(src, tmp)
             fsync_path(tmp)
+            linked = False
         os.replace(tmp, target)
+        return linked
 
     def _copy_bytes(self, src: str, target: str, key: str) -> None:
         src_fs, src_path = fs_of(src)
