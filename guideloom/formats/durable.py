@@ -20,13 +20,16 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def fsync_files(files: Iterable[str], top: str) -> None:
-    """fsync ``files``, then every directory from their folders up to ``top`` (included),
+def fsync_files(files: Iterable[str], top: str, linked: Iterable[str] = ()) -> None:
+    """fsync ``files``, then every directory from their folders (and those of ``linked``:
+    new names of files already durable, such as hard links) up to ``top`` (included),
     deepest first, each once."""
     top = os.path.abspath(top)
     folders: set[str] = set()
+    files = list(files)
     for path in files:
         fsync_path(path)
+    for path in (*files, *linked):
         folder = os.path.dirname(os.path.abspath(path))
         while folder.startswith(top) and folder not in folders:
             folders.add(folder)

@@ -114,6 +114,7 @@ class ManifestExtra(TypedDict, total=False):
 
     storage: dict[str, Any]  # storage outputs: the storage format and its settings
     zarr_all_chunks: bool  # zarr: every chunk has its file
+    zarr_carried: dict[str, dict[str, int]]  # zarr update: chunk files linked/copied per alias
 
 
 class Recipe(TypedDict):

@@ -22,6 +22,7 @@ Modules, one job each:
 - ``final_rows``: rows written straight into the final arrays.
 - ``pieces``: the raw rows of shared chunks.
 - ``finalize``: finalize: moving or assembling the chunks (``place_rows``).
+- ``carry``: an update's unchanged rows, whole chunks carried as files (``ChunkCarrier``).
 - ``tally``: finalize's progress and ``export.json`` counts (``ChunkTally``).
 - ``reader``: reading a published export (``ZarrReader``).
 - ``checks``: open-time and verify checks.

@@ -37,6 +37,18 @@ class FinalRows:
         if self.first + len(self.held) == self.chunk_start + self.rpc:
             self._flush()
 
+    def carried(self, j: int, rows: int, nbytes: int) -> None:
+        """Chunk ``j`` (the next, from its first row) was stored whole as a file carried from
+        the previous generation (see :mod:`guideloom.formats.zarr.carry`), ``rows`` rows."""
+        if self.held or self.first != self.chunk_start or j * self.rpc != self.chunk_start:
+            raise AssertionError(f"chunk {j} of {self.alias} carried while rows "
+                                 f"{self.first}..{self.first + len(self.held)} are held")
+        self.chunks.append(j)
+        self.bytes += nbytes
+        self.added += rows
+        self.chunk_start += self.rpc
+        self.first = self.chunk_start
+
     def _flush(self) -> None:
         block = np.stack(self.held)
         if self.first == self.chunk_start:  # the whole chunk is here

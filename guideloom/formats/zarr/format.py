@@ -20,6 +20,7 @@ from guideloom.formats.checksums import digest
 from guideloom.formats.durable import fsync_tree
 from guideloom.formats.layout import SIM_IDS_ARRAY, check_output_name
 from guideloom.formats.options import option
+from guideloom.formats.zarr.carry import CARRIED_KEY
 from guideloom.formats.zarr.checks import (
     ALL_CHUNKS_KEY,
     ARRAY_ENTRY,
@@ -60,7 +61,8 @@ class ZarrFormat(ExportFormat):
     kind = "zarr"
     description = "a zarr v3 group, one array per field chunked along rows (local or fsspec URL)"
     local_only = False
-    updatable = True  # carried rows rewritten from the previous generation (PartitionSink.carry)
+    updatable = True  # whole chunks carried as files, the other rows rewritten (ZarrSink.carry)
+    keeps_partitions = True  # chunks follow the partitions: whole chunks carry as files
     Options = ZarrOptions
     compressions = ZARR_COMPRESSORS  # [output] compression in a workflow file
     workflow_table = False
@@ -74,6 +76,7 @@ class ZarrFormat(ExportFormat):
     #: (the run's monitor sets it: the finalize phase's progress on the page and terminal).
     finalize_progress: Callable[[int, int], None] | None = None
     tally: ChunkTally | None = None
+    carried: dict[str, dict[str, int]] | None = None  # an update: chunk files carried
 
     def _rows_url(self) -> str:
         return self.stage.url_of("rows")
@@ -137,6 +140,7 @@ class ZarrFormat(ExportFormat):
             sum(math.ceil(n_kept / planned[a].chunks[0]) for a in aliases),
             self.finalize_progress)
         check_placements(self.stage, markers)
+        self.carried = carried_chunks(markers)
         placed = {a: {i: m[PLACED_KEY] for i, m in markers.items()
                       if a in m.get(PLACED_KEY, {}).get("chunks", {})} for a in aliases}
         job = read_job(self.stage)
@@ -177,6 +181,8 @@ class ZarrFormat(ExportFormat):
         extra: dict[str, Any] = {ALL_CHUNKS_KEY: True}
         if self.tally is not None:  # how finalize found and completed the chunks
             extra[FINALIZE_KEY] = dict(self.tally.counts)
+        if self.carried:  # an update: the chunks carried as files from the previous one
+            extra[CARRIED_KEY] = self.carried
         return extra
 
     @classmethod
@@ -249,3 +255,15 @@ class ZarrFormat(ExportFormat):
                                   f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
             for i in range(len(block)):
                 yield group, digest(block[i]), block[i].nbytes
+
+
+def carried_chunks(markers: Mapping[int, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """The chunk files the partitions of an update carried from the previous generation:
+    ``{"linked": {alias: n}, "copied": {alias: n}}`` summed over ``markers``."""
+    total: dict[str, dict[str, int]] = {}
+    for marker in markers.values():
+        for how, per_alias in (marker.get(CARRIED_KEY) or {}).items():
+            into = total.setdefault(how, {})
+            for alias, n in per_alias.items():
+                into[alias] = into.get(alias, 0) + int(n)
+    return total

@@ -23,21 +23,22 @@ class ZarrReader(FormatReader):
         self._group = open_group_checked(root)
         self._arrays: dict[str, Any] = {}
 
-    def _array(self, name: str) -> Any:
+    def array(self, name: str) -> Any:
+        """The export's array ``name`` (checked when first asked for)."""
         arr = self._arrays.get(name)
         if arr is None:
             arr = self._arrays[name] = array_checked(self.root, self._group, name)
         return arr
 
     def sim_ids(self) -> np.ndarray:
-        ids: np.ndarray = self._array(SIM_IDS_ARRAY)[...]
+        ids: np.ndarray = self.array(SIM_IDS_ARRAY)[...]
         return ids
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return {f: np.asarray(self._array(f)[i]) for f in fields}
+        return {f: np.asarray(self.array(f)[i]) for f in fields}
 
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
-        return {f: take_rows(self._array(f), idx) for f in fields}
+        return {f: take_rows(self.array(f), idx) for f in fields}
 
 
 def take_rows(arr: Any, idx: np.ndarray) -> np.ndarray:

@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 
 from guideloom.formats.base import Part, PartitionSink, Schema
+from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import RowDigests
 from guideloom.formats.durable import fsync_files
+from guideloom.formats.zarr.carry import CARRIED_KEY, ChunkCarrier, WholeChunk
 from guideloom.formats.zarr.chunking import WRITE_EVERY_CHUNK, chunk_key
 from guideloom.formats.zarr.final_rows import FinalRows
 from guideloom.formats.zarr.pieces import load_piece
@@ -45,9 +47,10 @@ class ZarrSink(PartitionSink):
         self._part = part
         self._local_dir = stage.path() if stage.is_local else None  # files there are fsynced
         self._written: list[str] = []
-        # (chunk start, aliases) -> alias -> rows, and the rows written into that block
-        self._blocks: dict[tuple[int, tuple[str, ...]], dict[str, np.ndarray]] = {}
-        self._present: dict[tuple[int, tuple[str, ...]], set[int]] = {}
+        self._carried: list[str] = []  # chunk files carried from a previous generation
+        # (chunk start, alias) -> the planned chunk's rows, and the rows written into it
+        self._blocks: dict[tuple[int, str], np.ndarray] = {}
+        self._present: dict[tuple[int, str], set[int]] = {}
         self._bytes = 0
         self._sums = RowDigests()
         self._final_arrays: dict[str, Any] = {}
@@ -65,6 +68,7 @@ class ZarrSink(PartitionSink):
         self._opened = time.monotonic()
         self._placing: dict[str, FinalRows] | None = None
         self._start: int | None = None
+        self._carrier: ChunkCarrier | None = None
         if self._final_arrays and not self._place():
             self._held = []
 
@@ -126,36 +130,122 @@ class ZarrSink(PartitionSink):
             return
         self._write_planned(row, rows, list(self._final_arrays), digest=False)
 
+    def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
+        """Carry the previous generation's rows ``old_row ..`` to ``row ..``: each chunk they
+        fill exactly (see :mod:`guideloom.formats.zarr.carry`) as its file, linked or copied,
+        with its recorded checksums; the other rows read back and written like new ones."""
+        carrier = self._carrier
+        if carrier is None or carrier.previous is not previous:
+            carrier = self._carrier = ChunkCarrier(previous, self._local_dir is not None)
+        self._resolve_held()
+        self._n_rows += count
+        ends = row + count >= next(iter(self._arrays.values())).shape[0]
+        plans: dict[str, tuple[dict[int, WholeChunk], np.ndarray, int]] = {}
+        for alias in self._arrays:
+            dst, first = self._destination(alias, row)
+            chunks = carrier.chunks_of(alias, dst, first, old_row, count, ends, self._sums.on)
+            covered = np.zeros(count, dtype=bool)
+            for chunk in chunks:
+                covered[chunk.offset:chunk.offset + chunk.rows] = True
+            plans[alias] = ({c.offset: c for c in chunks}, covered, first)
+        for k in range(count):
+            values: dict[str, np.ndarray] = {}
+            for alias, (starts, covered, first) in plans.items():
+                whole = starts.get(k)
+                if whole is not None:
+                    self._put_chunk(alias, whole, row + k, first + k, carrier)
+                elif not covered[k]:
+                    values[alias] = carrier.row(alias, old_row + k)
+            if values:
+                self._put_rows(row + k, values)
+
+    def _destination(self, alias: str, row: int) -> tuple[Any, int]:
+        """The array ``row`` of ``alias`` goes to and where in it: the final array when this
+        partition writes where rows belong, else the planned rows."""
+        if self._placing is not None and alias in self._placing:
+            rows = self._placing[alias]
+            return rows.arr, rows.start + rows.added
+        return self._arrays[alias], row
+
+    def _put_chunk(self, alias: str, chunk: WholeChunk, row: int, at: int,
+                   carrier: ChunkCarrier) -> None:
+        """Store the previous generation's ``chunk`` at row ``at`` of its destination (the
+        chunk of planned row ``row``), with its recorded checksums."""
+        arr = self._arrays[alias]
+        nbytes = chunk.rows * int(np.prod(arr.shape[1:], dtype=np.int64)) * arr.dtype.itemsize
+        j = at // arr.chunks[0]
+        if self._placing is not None and alias in self._placing:
+            final = self._placing[alias]
+            key = carrier.put(alias, chunk, self._stage.url_of("data", alias), final.arr, j)
+            final.carried(j, chunk.rows, nbytes)
+            self._carried.append(os.path.join("data", alias, key))
+        else:
+            key = carrier.put(alias, chunk, self._stage.url_of("rows", alias), arr, j)
+            self._carried.append(os.path.join("rows", alias, key))
+            self._bytes += nbytes
+        for i, value in enumerate(chunk.digests):
+            self._sums.add_known(alias, row + i, value)
+
+    def _put_rows(self, row: int, values: Mapping[str, np.ndarray]) -> None:
+        """Write carried ``row`` of the aliases in ``values`` like a new one (nothing is held
+        while rows are carried)."""
+        planned = [a for a in values if a not in self._final_arrays]
+        if planned:
+            self._write_planned(row, values, planned)
+        for alias in values:
+            if alias not in self._final_arrays:
+                continue
+            value = np.array(values[alias], dtype=self._arrays[alias].dtype, copy=True)
+            self._sums.add(alias, row, value)
+            if self._placing is not None:
+                self._placing[alias].add(value)
+            else:
+                self._write_planned(row, {alias: value}, [alias], digest=False)
+
+    def _resolve_held(self) -> None:
+        """Send the rows held so far where they go, before rows are carried (carried chunks
+        are never held): where they belong if the partitions before have said by now, else
+        to their planned rows."""
+        if self._held is None:
+            return
+        held, self._held = self._held, None
+        placed = self._place()
+        for r, values in held:
+            if placed and self._placing is not None:
+                for alias, value in values.items():
+                    self._placing[alias].add(value)
+            else:
+                self._write_planned(r, values, list(self._final_arrays), digest=False)
+
     def _write_planned(self, row: int, arrays: Mapping[str, np.ndarray],
                        aliases: Sequence[str], digest: bool = True) -> None:
-        rpc = self._arrays[aliases[0]].chunks[0]
-        start, stop = self._chunk(row, rpc)
-        key = (start, tuple(aliases))
-        block = self._blocks.get(key)
-        if block is None:
-            block = self._blocks[key] = {
-                a: np.zeros((stop - start, *self._arrays[a].shape[1:]),
-                            dtype=self._arrays[a].dtype) for a in aliases}
-            self._present[key] = set()
+        """Copy ``row`` of each of ``aliases`` into its planned chunk's block (one block per
+        chunk and alias), writing a block once it holds all its rows of this partition."""
         for alias in aliases:
-            block[alias][row - start] = arrays[alias]  # the copy: the caller may reuse it
-        self._present[key].add(row)
-        if len(self._present[key]) == stop - max(start, self._part.start):
-            self._flush(key, digest)
+            start, stop = self._chunk(row, self._arrays[alias].chunks[0])
+            key = (start, alias)
+            block = self._blocks.get(key)
+            if block is None:
+                block = self._blocks[key] = np.zeros(
+                    (stop - start, *self._arrays[alias].shape[1:]), dtype=self._arrays[alias].dtype)
+                self._present[key] = set()
+            block[row - start] = arrays[alias]  # the copy: the caller may reuse it
+            self._present[key].add(row)
+            if len(self._present[key]) == stop - max(start, self._part.start):
+                self._flush(key, digest)
 
-    def _flush(self, key: tuple[int, tuple[str, ...]], digest: bool = True) -> None:
+    def _flush(self, key: tuple[int, str], digest: bool = True) -> None:
         """Write the planned chunk ``key`` (rows never written, i.e. skipped, stay zero)."""
-        start, aliases = key
-        block, present = self._blocks.pop(key), self._present.pop(key)
-        for alias in aliases:
-            arr, rows = self._arrays[alias], block[alias]
-            if digest:
-                for r in sorted(present):
-                    self._sums.add(alias, r, rows[r - start])  # the row as stored
-            arr[start:start + len(rows)] = rows
-            self._bytes += rows.nbytes
-            chunk = chunk_key(arr, start // arr.chunks[0])
-            self._written.append(os.path.join("rows", alias, chunk))
+        start, alias = key
+        rows, present = self._blocks.pop(key), self._present.pop(key)
+        arr = self._arrays[alias]
+        if digest:
+            for r in sorted(present):
+                self._sums.add(alias, r, rows[r - start])  # the row as stored
+        arr[start:start + len(rows)] = rows
+        self._bytes += rows.nbytes
+        chunk = chunk_key(arr, start // arr.chunks[0])
+        self._written.append(os.path.join("rows", alias, chunk))
 
     def close(self) -> int:
         """Write the chunks left and make them durable (files, then their folders)."""
@@ -173,7 +263,7 @@ class ZarrSink(PartitionSink):
                 else:
                     self._write_planned(r, values, list(self._final_arrays), digest=False)
         for key in sorted(self._blocks):
-            self._flush(key, digest=key[1] == tuple(self._planned))
+            self._flush(key, digest=key[1] not in self._final_arrays)
         if self._final_arrays and self._placing is None:  # planned: the next ones count on
             self._note_planned()
         last = self._part.stop >= next(iter(self._arrays.values())).shape[0]
@@ -188,10 +278,11 @@ class ZarrSink(PartitionSink):
             self._bytes += rows.bytes
             self._written += [f if f.startswith("/") or "://" in f
                               else os.path.join("data", alias, f) for f in rows.files]
-        if self._local_dir is not None:
-            fsync_files([p if os.path.isabs(p) else os.path.join(self._local_dir, p)
-                         for p in self._written], self._local_dir)
-            self._written = []
+        if self._local_dir is not None:  # carried chunk files are durable: their folders
+            top = self._local_dir
+            fsync_files([p if os.path.isabs(p) else os.path.join(top, p) for p in self._written],
+                        top, [os.path.join(top, p) for p in self._carried])
+            self._written, self._carried = [], []
         return self._bytes
 
     def _note(self, n: int, tails: Mapping[str, list[int] | None]) -> None:
@@ -217,6 +308,8 @@ class ZarrSink(PartitionSink):
         for rows written where they belong, where (``zarr_placed``: final rows, chunks and
         pieces per alias)."""
         extra = self._sums.summary()
+        if self._carrier is not None:
+            extra[CARRIED_KEY] = self._carrier.counts()
         if self._placing is not None and self._start is not None:
             added = next(iter(self._placing.values())).added
             extra[PLACED_KEY] = {
