@@ -334,15 +334,24 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
         PROBE_ATTEMPTS,
         estimate_seconds,
         forkable_job,
+        kept_partition_size,
         partition_size_for,
         plan_export,
         probe_schema,
         select_experiments,
     )
     from guideloom.export.status import IDENTITY_SHOWN
+    from guideloom.export.update import UpdateRefusedError, open_previous
     from guideloom.formats import get_format
     from guideloom.workflow.references import DeferredReference
 
+    if spec.update:  # partitioned as the update will be (a storage or zarr keeps its own)
+        try:
+            previous = open_previous(spec, check_recipe=False)
+        except UpdateRefusedError:
+            previous = None  # said below, with the plan
+        if previous is not None:
+            spec = kept_partition_size(spec, get_format(spec.output), previous)
     selection = select_experiments(spec)
     n = len(selection.locations)
     estimate = estimate_seconds(spec, selection)

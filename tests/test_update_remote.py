@@ -209,3 +209,19 @@ def test_the_report_and_the_page_show_what_an_update_did(tmp_path, dask_client):
     assert summary(state)["update"] == state["update"]
     tasks = next(p for p in state["phases"] if p["name"] == "read-transform-write")
     assert tasks["detail"].endswith("; update: 3 added, 0 removed, 0 changed, 8 carried")
+
+
+def test_the_dry_run_of_a_zarr_update_shows_the_partitions_it_keeps(tmp_path):
+    data = tmp_path / "data"
+    guideloom.make_demo_data(data, n=30)
+    wf = _workflow(tmp_path, data, range(20))
+    wf.write_text(wf.read_text().replace('kind = "npy"', 'kind = "zarr"'))
+    assert _guideloom(["run", str(wf)], tmp_path).returncode == 0
+    size = json.loads((tmp_path / "out" / "export.json").read_text())["partition_size"]
+    wf.write_text(wf.read_text().replace(str(list(range(20))), str(list(range(30)))))
+    plan = _guideloom(["run", str(wf), "--update", "--dry-run"], tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert f"of up to {size} experiments" in plan.stdout
+    run = _guideloom(["run", str(wf), "--update"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "out" / "export.json").read_text())["partition_size"] == size

@@ -384,8 +384,8 @@ def updatable_kinds() -> str:
     return f"{', '.join(kinds[:-1])} and {kinds[-1]}"
 
 
-def kept_partition_size(spec: ExportSpec, writer: ExportFormat, previous: Previous
-                        ) -> ExportSpec:
+def kept_partition_size(spec: ExportSpec, writer: ExportFormat | type[ExportFormat],
+                        previous: Previous) -> ExportSpec:
     """An update of a format whose partitions are units of its layout
     (:attr:`~guideloom.formats.base.ExportFormat.keeps_partitions`) keeps the previous
     generation's partition size unless the user gave one: where rows were only appended its
