@@ -197,7 +197,35 @@ def test_small_buffered_rows_start_their_writeback_in_runs(tmp_path, monkeypatch
     sink.close()
     start = npy_data_offset(path)
     runs = len(advised)
-    assert runs == n * row // npy.WRITEBACK_BYTES  # 12.8 MB: three runs of >= 4 MiB
+    assert runs == n * row // npy.WRITEBACK_BYTES  # 12.8 MB: twelve runs of >= 1 MiB
     assert advised[0][0] == start and all(length >= npy.WRITEBACK_BYTES for _, length in advised)
     assert all(a + la == b for (a, la), (b, _) in zip(advised, advised[1:], strict=False))
     assert (np.load(path)[:, 0] == np.arange(n)).all()
+
+
+def test_a_default_partition_of_small_rows_leaves_little_to_its_fsync(tmp_path, monkeypatch):
+    """The 2,000-experiment force-signals export's partitions (job_partition_size: 127 rows of
+    32 kB, 4.06 MB) start most of their writeback while the task still runs: with runs of 4 MiB
+    none did, and each partition's fsync wrote all its rows with the task waiting."""
+    from guideloom import os_support
+    from guideloom.cluster.runtime import job_partition_size
+    from guideloom.formats import npy
+
+    advised: list[int] = []
+    real = os_support.advise
+
+    def spy(fd, offset, length, advice):
+        advised.append(length)
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os_support, "advise", spy)
+    n, row = job_partition_size(2_000, 1.5787 / 2_000), 32000  # the benchmark's estimate
+    assert n == 127
+    path = str(tmp_path / "rows.npy")
+    create_npy(path, (n, row // 4), np.dtype("<f4"))
+    sink = NpySink({"x": path}, {"x": Schema((row // 4,), "<f4")})
+    for i in range(n):
+        sink.write(i, i, {"x": np.full(row // 4, i, "<f4")})
+    sink.close()
+    left = n * row - sum(advised)  # what the fsync alone writes back
+    assert left < npy.WRITEBACK_BYTES and left <= n * row // 4, (n * row, advised)

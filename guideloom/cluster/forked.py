@@ -9,8 +9,8 @@ schema and allocates the output files; the facts learnt meanwhile (the schema) r
 once, pickled, before their first partition. Each child runs
 the very partition task a Dask worker runs (``run_partition``: rows written at their places in
 the staged files, then the partition's marker); the driver hands out partitions in their order,
-one at a time to whichever child is free, and reads each finished partition's summary back
-from its marker, exactly as a resumed run does.
+one at a time to whichever child is free (its next partition before anything else), and
+reads each finished partition's summary back from its marker, exactly as a resumed run does.
 
 Safety rules:
 
@@ -244,14 +244,20 @@ class ForkedWorkers:
                                          if c.running is not None], [], [])
             for fd in ready:
                 child = by_fd[fd]
-                summary = self._receive(child)
-                results.append(summary)
-                if on_result is not None:
-                    on_result(summary)
+                part = self._receive(child)
+                # the child's next partition first: it runs while the driver reads the
+                # finished one's marker and reports it
                 child.send(pending.popleft() if pending else _STOP)
+                summary = dict(self._summary_of(part))
+                summary.setdefault("worker", f"forked:{child.pid}")
+                results.append(summary)  # type: ignore[arg-type]
+                if on_result is not None:
+                    on_result(summary)  # type: ignore[arg-type]
         return results
 
-    def _receive(self, child: _Child) -> PartitionSummary:
+    def _receive(self, child: _Child) -> Any:
+        """The partition ``child`` reports finished (its frame read); raises what it raised,
+        or why it ended or broke the frame."""
         assert child.running is not None
         part = self.parts[child.running]
         head = _read_exact(child.results, _HEAD.size)
@@ -270,10 +276,8 @@ class ForkedWorkers:
         if kind != _DONE or payload is None:
             raise ForkedWorkerError(f"forked export worker {child.pid} sent a broken frame "
                                     f"while running {self._describe(part)}")
-        summary = dict(self._summary_of(part))
-        summary.setdefault("worker", f"forked:{child.pid}")
         child.running = None
-        return summary  # type: ignore[return-value]
+        return part
 
     def close(self, kill: bool = False) -> None:
         """End the children (killed with ``kill``, else told to stop) and reap them."""
