@@ -265,8 +265,15 @@ class Export:
             return getattr(backend, method)(*args)
         try:
             value = getattr(backend, method)(*args)
-        except Exception:
+        except Exception as exc:
             self._check_unchanged()  # a file of the old export missing: say it was replaced
+            pin = self._pin
+            if pin is not None and pin.path in str(exc):  # name the export, not the handle
+                if isinstance(exc, CorruptExportError):
+                    raise CorruptExportError(str(exc).replace(pin.path, self.root)) from exc
+                if isinstance(exc, OSError) and exc.filename is not None:
+                    raise type(exc)(exc.errno, exc.strerror, str(exc.filename).replace(
+                        pin.path, self.root)) from exc
             raise
         self._check_unchanged()
         return value

@@ -509,3 +509,17 @@ def test_the_croissant_description_of_an_updated_export_says_so(data, tmp_path):
     gens = json.loads(text)
     assert [(g["generation"], g["added"], g["carried"], g["rows"]) for g in gens] == \
         [(1, 8, 0, 8), (2, 2, 8, 10)]
+
+
+@pytest.mark.parametrize("kind", ("npz", "zarr"))
+def test_a_damaged_file_read_through_the_pin_is_named_by_its_export_path(kind, data, tmp_path):
+    out = tmp_path / "out"
+    export(kind, data, out, range(4))
+    exp = guideloom.load_export(out)
+    victim = (out / "2.npz") if kind == "npz" else next(
+        p for p in (out / "force").rglob("*") if p.is_file() and p.name != "zarr.json")
+    victim.unlink()
+    with pytest.raises((guideloom.CorruptExportError, OSError)) as failed:
+        for i in range(len(exp)):
+            exp[i]
+    assert "/proc/self/fd" not in str(failed.value) and str(out) in str(failed.value)
