@@ -420,10 +420,6 @@ def _update_cases() -> list[tuple[str, str, bool]]:
                     if not skips]
 
 
-# in the fast set: a partition's, the finalize's and the publish's steps of each way (the
-# other points run with the slow set)
-@pytest.mark.fast_case("npy-partition-marked", "npz-rows-finalized", "npy-target-moved-aside",
-                       "npy-finalize-alias-append", "npy-rows-finalized-append")
 @pytest.mark.parametrize(("kind", "point", "append"), _update_cases(),
                          ids=[f"{k}-{p}{'-append' if a else ''}" for k, p, a in _update_cases()])
 def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next_run(
@@ -471,7 +467,6 @@ export(kind, Path(data), Path(target), [int(i) for i in ids.split(",")], update=
 """
 
 
-@pytest.mark.fast_case("target-moved-aside")
 @pytest.mark.parametrize("point", ["partition-marked", "finalize-alias", "target-moved-aside",
                                    "data-moved"])
 def test_an_update_killed_for_real_is_completed_by_the_next_run(point, data, tmp_path):

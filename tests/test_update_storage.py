@@ -325,7 +325,6 @@ def test_an_updated_stream_export_trains_with_the_loader(data, bases, tmp_path):
 POINTS = tuple(p for p in get_format("storage").every_fault_point())
 
 
-@pytest.mark.fast_case("partition-marked", "target-moved-aside")  # the rest: the slow set
 @pytest.mark.parametrize("point", POINTS)
 def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next(point, data, bases,
                                                                         tmp_path):
@@ -365,7 +364,6 @@ export(kind, Path(data), Path(target), [int(i) for i in ids.split(",")], update=
 """
 
 
-@pytest.mark.fast_case("data-moved")
 @pytest.mark.parametrize("point", ["partition-marked", "target-moved-aside", "data-moved"])
 def test_an_update_killed_for_real_is_completed_by_the_next_run(point, data, bases, tmp_path):
     """A real SIGKILL in a fresh interpreter, then a rerun there: the fresh full export."""

@@ -265,7 +265,6 @@ def test_an_update_to_a_store_url_copies_the_chunk_bytes(data, full, ids):
         fsspec.filesystem("memory").rm("/update-zarr", recursive=True)
 
 
-@pytest.mark.fast_case("partition-marked", "data-moved")  # the rest: the slow set
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next_run(
         data, full, ids, tmp_path, point):
