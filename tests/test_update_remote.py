@@ -150,6 +150,8 @@ def test_run_update_and_its_dry_run(tmp_path):
         run.stdout
     again = _guideloom(["run", str(wf), "--update"], tmp_path)
     assert again.returncode == 0 and again.stdout.startswith("up to date:"), again.stdout
+    idle = _guideloom(["run", str(wf), "--update", "--dry-run"], tmp_path)
+    assert "11 carried: up to date, nothing would be read or written" in idle.stdout
     both = _guideloom(["run", str(wf), "--update", "--overwrite"], tmp_path)
     assert both.returncode == 2 and "not both" in both.stderr
 

@@ -263,6 +263,9 @@ class UpdatePreview:
 
     def line(self) -> str:
         """One line of the plan and its bytes."""
+        if self.plan.up_to_date:
+            return (f"{describe_plan(self.plan, self.previous)}: up to date, nothing would be "
+                    "read or written")
         return (f"{describe_plan(self.plan, self.previous)}; reads {_human(self.bytes_read)} "
                 f"of input, carries {_human(self.bytes_carried)} of rows")
 
