@@ -117,3 +117,11 @@ def counted_first_rows(rec):
         with open(name, "a") as fh:
             fh.write(f"{rec['_sim_id']}\n")
     return first_rows(rec)
+
+
+def page_rows(rec):
+    """Rows of whole pages: the first 512 force samples, 8 float64 each (32 kB)."""
+    force = np.zeros((512, 8), dtype="<f8")
+    data = np.asarray(rec["force_data"], dtype="<f8")[:512]
+    force[:len(data)] = data
+    return {"force": force}

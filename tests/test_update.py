@@ -518,3 +518,46 @@ def test_a_damaged_file_read_through_the_pin_is_named_by_its_export_path(kind, d
         for i in range(len(exp)):
             exp[i]
     assert "/proc/self/fd" not in str(failed.value) and str(out) in str(failed.value)
+
+
+def test_carried_rows_of_whole_pages_are_copied_with_direct_io(data, tmp_path, monkeypatch):
+    """Rows of whole pages go past the page cache (os_support.copy_direct); the result is a
+    full export's, byte for byte."""
+    from guideloom.runtime import os_support
+    from tests.export_helpers import page_rows
+
+    copied: list[int] = []
+    real = os_support.copy_direct
+
+    def counting(src, dst_fd, size, src_offset, dst_offset):
+        done = real(src, dst_fd, size, src_offset, dst_offset)
+        copied.append(size if done else 0)
+        return done
+
+    out, full = tmp_path / "out", tmp_path / "full"
+    export("npy", data, out, [i for i in range(12) if i != 4], transform=page_rows)
+    monkeypatch.setattr(os_support, "copy_direct", counting)
+    export("npy", data, out, range(12), transform=page_rows, update=True)  # 4 inserted
+    assert copied and all(copied) and sum(copied) == 11 * 512 * 8 * 8
+    export("npy", data, full, range(12), transform=page_rows)
+    assert_same_export("npy", out, full)
+
+
+def test_copy_direct_copies_exactly_or_says_it_cannot(tmp_path):
+    from guideloom.runtime import os_support
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    payload = np.random.default_rng(0).integers(0, 256, 3 * 4096 * 1024, dtype=np.uint8)
+    src.write_bytes(payload.tobytes())
+    dst.write_bytes(b"\0" * len(payload))
+    fd = os.open(dst, os.O_WRONLY | os_support.O_DIRECT) if os_support.O_DIRECT else -1
+    if fd < 0:
+        pytest.skip("no O_DIRECT here")
+    try:
+        assert not os_support.copy_direct(str(src), fd, 4096, 100, 0)  # not aligned
+        assert os_support.copy_direct(str(src), fd, 2 * 4096 * 1024, 4096, 8192)
+    finally:
+        os.close(fd)
+    got = dst.read_bytes()
+    assert got[8192:8192 + 2 * 4096 * 1024] == payload.tobytes()[4096:4096 + 2 * 4096 * 1024]
+    assert got[:8192] == b"\0" * 8192

@@ -396,7 +396,12 @@ class NpySink(PartitionSink):
                 src_offset = npy_data_offset(src) + old_row * self._row_bytes[alias]
                 if not (src_offset == dst_offset  # the same file, reused by an append
                         and os.path.samestat(os.fstat(src_fd), os.fstat(fd))):
-                    copy_range(src_fd, fd, size, src_offset, dst_offset)
+                    direct = self._direct.get(alias)  # whole pages: past the page cache
+                    if direct is None or not os_support.copy_direct(src, direct, size,
+                                                                    src_offset, dst_offset):
+                        copy_range(src_fd, fd, size, src_offset, dst_offset)
+                    else:
+                        self.direct_bytes += size
                 for k in range(count):
                     known = previous.digest(name, old_row + k)
                     if known is None:  # not recorded there: hashed from what was copied
