@@ -117,6 +117,15 @@ def demo_loose(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def small_loose(tmp_path_factory) -> Path:
+    """30 loose experiments with small scans (20 x 32; 26 with a point cloud), read-only: the
+    update tests copy it before changing it."""
+    root = tmp_path_factory.mktemp("small_loose") / "data"
+    make_demo_data(root, n=30, scan_shape=(20, 32), layout="loose")
+    return root
+
+
 @pytest.fixture
 def demo_copy(demo_zip, tmp_path) -> Path:
     """A private copy of the zipped demo dataset that a test may damage."""

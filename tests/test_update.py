@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.demo import make_demo_data
 from guideloom.errors import InjectedFault, UpdateRefusedError
 from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
@@ -38,18 +37,11 @@ VIEW = "force-curve"
 SAME_BYTES = ("sim_ids.npy", "checksums.json", "provenance.json")
 
 
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("update") / "loose"
-    make_demo_data(root, n=30, layout="loose")
-    return root
-
-
 @pytest.fixture
-def data(loose, tmp_path) -> Path:
-    """A private copy of the loose dataset (tests change its files)."""
+def data(small_loose, tmp_path) -> Path:
+    """A private copy of the session's small loose dataset (tests change its files)."""
     target = tmp_path / "data"
-    shutil.copytree(loose, target)
+    shutil.copytree(small_loose, target)
     return target
 
 

@@ -24,7 +24,6 @@ from guideloom import (
     StreamStorage,
     StreamWithMetaStorage,
 )
-from guideloom.demo import make_demo_data
 from guideloom.errors import IncompleteExportError, InjectedFault
 from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
@@ -138,10 +137,9 @@ def verified(kind: str, target: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("update-storage") / "data"
-    make_demo_data(root, n=30, scan_shape=(20, 32), layout="loose")
-    return root
+def data(small_loose) -> Path:
+    """The session's 30 small loose experiments (read-only; copy it to change it)."""
+    return small_loose
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ import pytest
 import zarr
 
 import guideloom
-from guideloom.demo import make_demo_data
 from guideloom.errors import IncompleteExportError, InjectedFault
 from guideloom.export.spec import FieldSchema
 from guideloom.export.staging import Staging
@@ -61,11 +60,9 @@ def export(data: Path, target: Path, **options) -> guideloom.Export:
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    """30 loose experiments (26 with a point cloud); read-only, copy it to change it."""
-    root = tmp_path_factory.mktemp("update-zarr") / "data"
-    make_demo_data(root, n=30, scan_shape=(20, 32), layout="loose")
-    return root
+def data(small_loose) -> Path:
+    """The session's 30 small loose experiments (read-only; copy it to change it)."""
+    return small_loose
 
 
 @pytest.fixture(scope="module")
