@@ -216,9 +216,10 @@ def test_a_changed_zip_member_is_read_again(demo_copy, tmp_path, decoded):
     assert_same_export("npy", out, full)
 
 
-def test_a_changed_index_row_is_read_again(data, tmp_path, decoded):
-    out = tmp_path / "out"
-    export("npy", data, out, range(8))
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_changed_index_row_is_read_again(kind, data, tmp_path, decoded):
+    out, full = tmp_path / "out", tmp_path / "full"
+    export(kind, data, out, range(8))
     decoded()
     index = data / "process_parameters.csv"
     rows = list(csv.reader(index.open(newline="")))
@@ -228,9 +229,11 @@ def test_a_changed_index_row_is_read_again(data, tmp_path, decoded):
     target_row[col] = str(float(target_row[col]) + 1.5)
     with index.open("w", newline="") as fh:
         csv.writer(fh).writerows([header, *body])
-    result = export("npy", data, out, range(8), update=True)
+    result = export(kind, data, out, range(8), update=True)
     assert decoded() == [3]
     assert result.update == {"added": 0, "removed": 0, "changed": 1, "carried": 7}
+    export(kind, data, full, range(8))
+    assert_same_export(kind, out, full)  # the new row digest is recorded too
 
 
 @pytest.mark.parametrize("kind", ("npy", "npz"))
