@@ -1087,13 +1087,8 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
         "recipe": spec.recipe(),
         "provenance": provenance,
     }
+    # (an export that can be updated has its history: recipe and generations came together)
     history = list(previous.manifest.get("generations") or []) if previous else []
-    if previous is not None and not history:  # a full export of an earlier guideloom
-        history = [history_entry(None, 1, int(previous.manifest["count"]),
-                                 len(previous.manifest.get("skipped", [])),
-                                 str(previous.manifest.get("data_dir", "")),
-                                 str(previous.manifest.get("created", "")),
-                                 str(previous.manifest.get("export_id", "")))]
     tail["generations"] = [*history, history_entry(
         plan.update, len(history) + 1, int(len(sim_ids)), len(skipped), tail["data_dir"],
         tail["created"], tail["export_id"], as_root(spec.data_dir).release_version)]
