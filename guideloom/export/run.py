@@ -222,7 +222,8 @@ def partition_size_for(spec: ExportSpec, n: int, workers: int = 1,
 
 def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
                 estimate_s: float | None = None, forked: bool = False,
-                previous: Previous | None = None) -> ExportPlan:
+                previous: Previous | None = None,
+                digests: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> ExportPlan:
     """Select the experiments (unless given) and split them into partitions.
 
     The partitions depend on the data only (see :func:`partition_size_for`; ``workers`` and
@@ -230,7 +231,9 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     ``estimate_s`` of :func:`estimate_seconds`, computed here when not given (it reads the
     first experiment's HDF5 metadata, no data), so a plan made here is the job's own. With
     ``previous`` (an update, :func:`~guideloom.export.update.open_previous`) the plan says
-    which experiments are carried from it (:attr:`Partition.carried`).
+    which experiments are carried from it (:attr:`Partition.carried`). ``digests``: the
+    selection's input and index-row digests (:func:`selection_digests`) when the caller has
+    them already.
     """
     if selection is None:
         selection = select_experiments(spec)
@@ -238,8 +241,7 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     if estimate_s is None and spec.partition_size is None:
         estimate_s = estimate_seconds(spec, selection)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s, forked)
-    inputs = tuple(input_digests(selection.locations))
-    index_rows = tuple(row_digests(selection.rows))
+    inputs, index_rows = digests or selection_digests(selection)
     update = (None if previous is None
               else plan_update(previous, selection.ids, inputs, index_rows))
     parts = []
@@ -252,6 +254,12 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     data = _data_fingerprint(spec, selection)
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data),
                       data, inputs, index_rows, update)
+
+
+def selection_digests(selection: Selection) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Each selected experiment's input and index-row digests
+    (:mod:`guideloom.export.provenance`; a loose local file costs a ``stat``)."""
+    return tuple(input_digests(selection.locations)), tuple(row_digests(selection.rows))
 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
@@ -411,10 +419,10 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     selection = select_experiments(spec)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
-    update = None
+    update = digests = None
     if previous is not None:
-        update = plan_update(previous, selection.ids, input_digests(selection.locations),
-                             row_digests(selection.rows))
+        digests = selection_digests(selection)  # once: the plan below takes them too
+        update = plan_update(previous, selection.ids, *digests)
         if not quiet:
             logger.info("guideloom: %s", describe_plan(update, previous))
         if update.up_to_date:
@@ -442,7 +450,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
             result = _run_placed(spec, staging, writer, selection, where, estimate,
-                                 monitor, started, resume_hint, quiet, previous)
+                                 monitor, started, resume_hint, quiet, previous, digests)
         except KeyboardInterrupt:
             monitor.finish("interrupted", "Ctrl-C")  # while the scheduler still hears it
             if where.mode == "local-cluster":
@@ -478,9 +486,12 @@ def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection)
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
                 where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False,
-                previous: Previous | None = None) -> ExportResult:
+                previous: Previous | None = None,
+                digests: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+                ) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, selection=selection, estimate_s=estimate, previous=previous)
+    plan = plan_export(spec, selection=selection, estimate_s=estimate, previous=previous,
+                       digests=digests)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
