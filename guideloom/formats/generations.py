@@ -7,8 +7,17 @@ holds, even after an update or an overwrite published another one at the same pa
 
 A publish that replaces an export retires the old directory: it is removed at once when no
 reader pins it (an exclusive ``flock`` succeeds), and otherwise moved beside the target into
-``.NAME.guideloom-retired/<export_id>``, where a later publish removes it once its last reader
-has closed it. Memory-mapped readers (npy) need no pin: their maps keep the old files.
+``.NAME.guideloom-retired/<time>-<export_id>``, where a later publish removes it once its last
+reader has closed it. Memory-mapped readers (npy) need no pin: their maps keep the old files.
+
+Anyone who can read the export can pin a generation, so at most ``keep_retired`` (a setting,
+default 2) are kept: beyond that each publish removes the oldest even while pinned, its
+``export.json`` first, so that its readers fail with an error (:meth:`Pin.removed`) and never
+read other rows. The retired folder is the owner's alone: created with mode 0700 and used only
+while it is a real directory of this user holding only retired generations; anything else at
+that name (a link, another user's folder, a folder holding a link) is reported, never used,
+followed or removed, and a fresh ``.NAME.guideloom-retired-<random>`` is created exclusively
+instead (:func:`retired_dirs` finds both). Removal never follows a link.
 
 Only where the platform has ``/proc/self/fd`` and ``flock`` (Linux); elsewhere readers are
 not pinned and a replaced export is reported as replaced (``CorruptExportError``).
