@@ -305,3 +305,44 @@ def test_another_users_pins_cannot_keep_more_than_keep_retired(data):
                 pin.kill()
                 pin.wait(timeout=30)
         assert guideloom.load_export(out).verify().rows == len(_changed_ids(5))
+
+
+# --- the carrying primitives on their own (a link made after the tree was checked) ----------
+def test_open_and_link_refuse_a_link_at_the_moment_of_use(tmp_path):
+    from guideloom.formats import own_files
+
+    root, outside = tmp_path / "export", tmp_path / "outside"
+    (root / "force" / "c").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"not the export's")
+    (root / "force" / "c" / "0").write_bytes(b"chunk")
+    own_files.check_tree(str(root))  # clean
+    fd = own_files.open_file(str(root), "force/c/0")
+    assert os.pread(fd, 5, 0) == b"chunk"
+    os.close(fd)
+    (root / "force" / "c" / "1").symlink_to(outside / "secret")  # after the check
+    with pytest.raises(UpdateRefusedError, match="force/c/1 is a symbolic link"):
+        own_files.open_file(str(root), "force/c/1")
+    with pytest.raises(UpdateRefusedError, match="force/c/1 is a symbolic link"):
+        own_files.link_file(str(root), "force/c/1", str(tmp_path / "linked"))
+    assert not (tmp_path / "linked").exists()
+    (root / "other").symlink_to(outside, target_is_directory=True)  # a linked folder
+    with pytest.raises(UpdateRefusedError, match="other is a symbolic link"):
+        own_files.open_file(str(root), "other/secret")
+    with pytest.raises(UpdateRefusedError, match="is a symbolic link"):
+        own_files.check_tree(str(root))
+    assert own_files.link_file(str(root), "force/c/0", str(tmp_path / "linked"))
+    assert (tmp_path / "linked").stat().st_ino == (root / "force" / "c" / "0").stat().st_ino
+    assert (outside / "secret").read_bytes() == b"not the export's"
+
+
+def test_a_planted_link_at_the_retired_name_does_not_break_the_sweep(tmp_path, caplog):
+    from guideloom.formats.generations import sweep
+
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "00000000000000000001-x").mkdir()
+    (tmp_path / RETIRED).symlink_to(tmp_path / "theirs", target_is_directory=True)
+    with caplog.at_level(logging.WARNING, logger="guideloom"):
+        assert sweep(str(tmp_path / "out"), keep_retired=0) == 0
+    assert "is a symbolic link" in caplog.text
+    assert (tmp_path / "theirs" / "00000000000000000001-x").is_dir()
