@@ -179,7 +179,7 @@ def _changed_ids(step: int) -> list[int]:
     return list(range(8 + step))
 
 
-@pytest.mark.parametrize("kind", ["npz", "zarr"])
+@pytest.mark.parametrize("kind", ["npz", pytest.param("zarr", marks=pytest.mark.slow)])
 def test_pinned_generations_beyond_keep_retired_are_removed_their_readers_told(kind, data,
                                                                                tmp_path):
     out = tmp_path / "out"
