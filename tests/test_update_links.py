@@ -346,3 +346,25 @@ def test_a_planted_link_at_the_retired_name_does_not_break_the_sweep(tmp_path, c
         assert sweep(str(tmp_path / "out"), keep_retired=0) == 0
     assert "is a symbolic link" in caplog.text
     assert (tmp_path / "theirs" / "00000000000000000001-x").is_dir()
+
+
+def test_a_file_that_cannot_be_hard_linked_is_cloned_or_copied_whole(tmp_path):
+    """Across file systems (here ``/dev/shm`` when it is another one) no hard link can be
+    made: the file is copied from its open descriptor (a reflink where the file system has
+    one), never through a link."""
+    from guideloom.formats import own_files
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system at /dev/shm")
+    root = tmp_path / "export"
+    root.mkdir()
+    blob = np.random.default_rng(0).bytes(3 << 20)
+    (root / "3.npz").write_bytes(blob)
+    target = shm / f"guideloom-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        assert own_files.link_file(str(root), "3.npz", str(target)) is False  # a copy
+        assert target.read_bytes() == blob
+        assert target.stat().st_nlink == 1 and (root / "3.npz").stat().st_nlink == 1
+    finally:
+        target.unlink(missing_ok=True)

@@ -174,12 +174,12 @@ def link_file(root: str, rel: str, target: str) -> bool:
 
 def copy_from(src_fd: int, target: str) -> None:
     """Copy the open file ``src_fd`` whole into the new file ``target`` (created exclusively,
-    never through a link), fsynced: ``copy_file_range``, which shares extents (a reflink)
-    where the file system can, else a copy in blocks."""
+    never through a link), fsynced: a reflink where the file system has one (``FICLONE``),
+    else ``copy_file_range``, else a copy in blocks (:func:`~guideloom.runtime.os_support.
+    clone_file`)."""
     dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
     try:
-        os_support.copy_range(src_fd, dst, os.fstat(src_fd).st_size, 0, 0,
-                              fallback="carry:copy_file_range_refused")
+        os_support.clone_file(src_fd, dst, fallback="carry:reflink_refused")
         os.fsync(dst)
     except BaseException:
         os.close(dst)
