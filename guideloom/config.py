@@ -171,6 +171,9 @@ _KNOBS = [
     # writing
     Knob("checksums", True, bool, "Take write-time checksums (false only for cost "
          "measurements: the export cannot be verified)"),
+    Knob("keep_retired", 2, int, "Replaced generations of an export kept beside it while "
+         "readers still have them open; beyond that the oldest are removed even while read "
+         "(their readers get an error, never other rows)", minimum=0),
     # where jobs run
     Knob("cluster_state_dir", None, str, "State folder of clusters started by "
          "cluster/local.py (TLS credentials, scheduler file); unset: "

@@ -252,6 +252,9 @@ class Export:
         """Raise :class:`CorruptExportError` if the directory is no longer the one opened
         (a pinned one is read through its handle: replacing the path changes nothing)."""
         if self._pin is not None:
+            if self._pin.removed():  # retired, then removed (keep_retired): no rows of it
+                self._backend = None
+                raise _retired(self.root, self.manifest)
             return
         if self._identity is not None and directory_identity(self.root) != self._identity:
             self._backend = None
@@ -289,6 +292,16 @@ def _pinned(root: str, identity: tuple[int, int]) -> Pin | None:
         pin.close()
         return None
     return pin
+
+
+def _retired(root: str, manifest: Mapping[str, Any]) -> CorruptExportError:
+    from guideloom import config
+
+    return CorruptExportError(
+        f"{root}: the generation this Export opened (export_id {manifest.get('export_id')}) "
+        "was replaced by an update or overwrite, retired and then removed (at most "
+        f"keep_retired={config.get('keep_retired')} replaced generations are kept for their "
+        "readers); open the export again with load_export")
 
 
 def _replaced(root: str) -> CorruptExportError:

@@ -28,6 +28,7 @@ SAMPLES = {
     "trusted_roots": ("/scratch/rddac:/srv/h5:", "/scratch/rddac:/srv/h5"),
     "cache_max_mb": ("64", 64.0),
     "checksums": ("0", False),
+    "keep_retired": ("5", 5),
     "cluster_state_dir": ("/srv/state", "/srv/state"),
     "jobqueue_config": ("/srv/jobqueue.yaml", "/srv/jobqueue.yaml"),
     "dataverse_url": ("https://demo.dataverse.org", "https://demo.dataverse.org"),

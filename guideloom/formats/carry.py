@@ -21,6 +21,7 @@ import numpy as np
 from guideloom.errors import GuideloomError
 from guideloom.formats.checksums import DIGEST_CHARS, read_sidecar
 from guideloom.formats.layout import read_export_manifest
+from guideloom.formats.own_files import check_tree
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ class PreviousRows:
 def previous_rows(root: str, export_id: str) -> PreviousRows:
     """The :class:`PreviousRows` of the export at ``root``, checked to be generation
     ``export_id`` (an update never carries rows of another generation than the one it
-    planned against)."""
+    planned against). A local export whose tree holds a link or anything but regular files
+    and folders is refused (:func:`~guideloom.formats.own_files.check_tree`)."""
     with _lock:
         found = _cache.get(export_id)
         if found is not None and found.root == root:
@@ -98,6 +100,8 @@ def previous_rows(root: str, export_id: str) -> PreviousRows:
         raise GuideloomError(f"{root} is no longer the export this update started from "
                            f"(export_id {export_id}): another run replaced it; run the "
                            "update again")
+    if "://" not in path:
+        check_tree(path)  # nothing carried through a link (see guideloom.formats.own_files)
     rows = PreviousRows(path, manifest)
     with _lock:
         _cache.clear()  # one generation at a time per process

@@ -13,12 +13,14 @@ import errno
 import json
 import logging
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from tokenize import TokenError
 from typing import Any
 
 import numpy as np
 
+from guideloom.formats import own_files
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -81,6 +83,13 @@ class NpyFormat(ExportFormat):
         file (a hard link to the same file), extended to ``n_rows`` rows; the update then
         writes only the new rows, and finalize rewrites the header's row count.
 
+        Only a regular file of the export's own directory (never through a link) with no
+        other hard link and owned by this user is appended to (:func:`appendable`, checked
+        again on the file being grown): an array that is also elsewhere (a ``cp -al`` or
+        ``rsync --link-dest`` backup) is never written through. Otherwise ``False``: the job
+        allocates new arrays and the carried rows are copied into them
+        (``copy_file_range``, which shares extents where the file system can).
+
         The previous generation stays readable throughout: before its files grow, it gets
         :data:`APPENDING_FILE`, naming the row counts its arrays may have meanwhile, and its
         readers read its own ``count`` rows (see :func:`allowed_rows`). It is retired when
@@ -89,33 +98,55 @@ class NpyFormat(ExportFormat):
         count = int(previous.manifest["count"])
         paths = {}
         for alias, fs in schema.items():
-            src = os.path.join(previous.root, array_file(alias))
+            name = array_file(alias)
+            fd = own_files.open_file(previous.root, name)  # never through a link
             try:
-                with open(src, "rb") as fh:
+                with os.fdopen(os.dup(fd), "rb") as fh:
                     header = read_npy_header(fh)
+                info = os.fstat(fd)
             except (OSError, ValueError):
                 return False
+            finally:
+                os.close(fd)
             if (header.fortran or header.shape[1:] != tuple(fs.shape)
                     or header.dtype != np.dtype(fs.dtype)):
                 return False
-            paths[alias] = src
+            if not appendable(info, 1):
+                logger.info("guideloom: %s/%s has %d hard links or another owner: the update "
+                            "copies its rows instead of appending to it in place",
+                            previous.root, name, info.st_nlink)
+                return False
+            paths[alias] = name
         mark_appending(previous.root, previous.manifest, n_rows)
-        for alias, src in paths.items():
+        for alias, name in paths.items():
             dst = self.rows_path(alias)
-            if os.path.exists(dst):
-                if not os.path.samestat(os.stat(dst), os.stat(src)):
+            fd = own_files.open_file(previous.root, name)
+            try:
+                src = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if os.path.lexists(dst):
+                if not os.path.samestat(os.stat(dst, follow_symlinks=False), src):
                     return False  # an earlier run's own file: this job allocates as ever
-            else:
-                try:
-                    os.link(src, dst)
-                except OSError:
-                    return False
+            elif not own_files.link_file(previous.root, name, dst):
+                os.unlink(dst)  # a copy: no append in place here (the job allocates)
+                return False
             offset = npy_data_offset(dst)
             row_bytes = int(np.prod(schema[alias].shape, dtype=np.int64)) * np.dtype(
                 schema[alias].dtype).itemsize
             size = offset + n_rows * row_bytes
-            fd = os.open(dst, os.O_WRONLY)
+            fd = os.open(dst, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
             try:
+                info = os.fstat(fd)
+                if not (os.path.samestat(info, src) and appendable(info, 2)):
+                    # another link to the file appeared since it was checked: grow nothing
+                    # that is also elsewhere (the job allocates, the rows are copied)
+                    os.close(fd)
+                    fd = -1
+                    os.unlink(dst)
+                    logger.info("guideloom: %s/%s got another hard link meanwhile: the "
+                                "update copies its rows instead", previous.root, name)
+                    return False
                 os.ftruncate(fd, size)
                 grown = offset + count * row_bytes
                 if size > grown:
@@ -124,7 +155,8 @@ class NpyFormat(ExportFormat):
             except OSError as exc:
                 raise file_error(exc, dst, f"cannot extend to {n_rows} rows") from exc
             finally:
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
         return True
 
     def sink(self, part: Part, schema: Mapping[str, Schema] | None) -> PartitionSink:
@@ -194,6 +226,13 @@ class NpyFormat(ExportFormat):
         for value, size in row_digests(path, npy_data_offset(path), row_bytes,
                                        int(manifest["count"])):
             yield group, value, size
+
+
+def appendable(info: os.stat_result, links: int) -> bool:
+    """Whether an array of ``info`` may be grown in place: a regular file of this user with
+    exactly ``links`` hard links (1 in the export; 2 once linked into the staging area)."""
+    return (stat.S_ISREG(info.st_mode) and info.st_nlink == links
+            and (not hasattr(os, "geteuid") or info.st_uid == os.geteuid()))
 
 
 def check_npy(root: str, name: str, shape: tuple[int, ...], dtype: str | None,
@@ -389,15 +428,17 @@ class NpySink(PartitionSink):
             size = count * self._row_bytes[alias]
             dst_offset = self._offsets[alias] + row * self._row_bytes[alias]
             try:
-                src_fd = os.open(src, os.O_RDONLY)
+                src_fd = own_files.open_file(previous.root, name)  # never through a link
             except OSError as exc:
                 raise file_error(exc, src, "cannot carry rows from") from exc
             try:
-                src_offset = npy_data_offset(src) + old_row * self._row_bytes[alias]
+                with os.fdopen(os.dup(src_fd), "rb") as fh:
+                    src_offset = read_npy_header(fh).offset + old_row * self._row_bytes[alias]
                 if not (src_offset == dst_offset  # the same file, reused by an append
                         and os.path.samestat(os.fstat(src_fd), os.fstat(fd))):
                     direct = self._direct.get(alias)  # whole pages: past the page cache
-                    if direct is None or not os_support.copy_direct(src, direct, size,
+                    again = own_files.fd_path(src_fd, src)  # the file opened, not the path
+                    if direct is None or not os_support.copy_direct(again, direct, size,
                                                                     src_offset, dst_offset):
                         copy_range(src_fd, fd, size, src_offset, dst_offset)
                     else:

@@ -7,13 +7,13 @@ numpy string arrays and read back with ``allow_pickle=False``.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from guideloom.formats import own_files
 from guideloom.formats.base import (
     ExportFormat,
     FormatReader,
@@ -25,7 +25,6 @@ from guideloom.formats.base import (
 )
 from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import RowDigests
-from guideloom.formats.durable import fsync_path
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.options import option
 
@@ -132,20 +131,18 @@ class NpzSink(PartitionSink):
 
     def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
         """Link each unchanged experiment's file of the previous generation into this one
-        (a hard link: no byte is copied; a copy where the file system has none)."""
+        (a hard link: no byte is copied; a copy where the file system has none). Only the
+        export's own regular files are carried, never through a link
+        (:func:`~guideloom.formats.own_files.link_file`)."""
         for k in range(count):
             sim_id = previous.sim_ids[old_row + k]
-            src = os.path.join(previous.root, npz_file(sim_id))
+            src = os.path.join(previous.root, npz_file(sim_id))  # for messages
             final = os.path.join(self._folder, npz_file(sim_id))
             tmp = os.path.join(self._folder, f".{npz_file(sim_id)}{TMP_MARK}{os.getpid()}")
             try:
                 if os.path.lexists(tmp):
                     os.unlink(tmp)
-                try:
-                    os.link(src, tmp)
-                except OSError:
-                    shutil.copyfile(src, tmp)
-                    fsync_path(tmp)
+                own_files.link_file(previous.root, npz_file(sim_id), tmp)  # never a link
                 os.replace(tmp, final)
             except OSError as exc:
                 raise OSError(exc.errno, f"experiment {sim_id}: cannot carry {src} into "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import StorageError
+from guideloom.errors import StorageError, UpdateRefusedError
 from guideloom.runtime.os_support import copy_range, pread
 from guideloom.storage.shards import (
     INDEX_DTYPE,
@@ -151,7 +152,13 @@ def link_shard(source: str, directory: Path, shard: int) -> None:
     temp = directory / f".{shard_name(shard)}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
     try:
         try:
-            os.link(source, temp)
+            os.link(source, temp, follow_symlinks=False)  # a link is linked, never followed
+            if stat.S_ISLNK(os.lstat(temp).st_mode):
+                raise UpdateRefusedError(f"cannot update: the previous shard {source} is a "
+                                         "symbolic link; an update never follows one: remove "
+                                         "it, or export again with overwrite=True")
+        except UpdateRefusedError:
+            raise
         except OSError as exc:
             logger.debug("guideloom: cannot link %s (%s): copying it", source, exc)
             _copy_file(source, temp)
@@ -164,7 +171,8 @@ def link_shard(source: str, directory: Path, shard: int) -> None:
 
 
 def _copy_file(source: str, target: Path) -> None:
-    src = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    src = os.open(source, os.O_RDONLY | getattr(os, "O_BINARY", 0)
+                  | getattr(os, "O_NOFOLLOW", 0))
     try:
         dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                       0o666)

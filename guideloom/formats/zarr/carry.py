@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,7 @@ import numpy as np
 
 from guideloom.formats.base import fail
 from guideloom.formats.carry import PreviousRows
-from guideloom.formats.durable import fsync_path
+from guideloom.formats.own_files import link_file
 from guideloom.formats.zarr.chunking import chunk_key
 from guideloom.formats.zarr.store import fs_of
 
@@ -139,7 +138,7 @@ class ChunkCarrier:
         new_key = chunk_key(dst, j)
         target = f"{dst_root.rstrip('/')}/{new_key}"
         if self._link and "://" not in dst_root:
-            linked = self._hard_link(src, target, key)
+            linked = self._hard_link(f"{alias}/{key}", target, key)
         else:
             self._copy_bytes(src, target, key)
             linked = False
@@ -147,23 +146,19 @@ class ChunkCarrier:
         counts[alias] = counts.get(alias, 0) + 1
         return new_key
 
-    def _hard_link(self, src: str, target: str, key: str) -> bool:
-        """Link ``src`` as ``target`` (True), or where no link can be made copy it, fsynced
-        (False)."""
+    def _hard_link(self, rel: str, target: str, key: str) -> bool:
+        """Link the previous generation's file ``rel`` as ``target`` (True), or where no link
+        can be made copy it, fsynced (False); never through a link
+        (:func:`~guideloom.formats.own_files.link_file`: a chunk or an array folder that is a
+        link is refused)."""
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}{LINK_SUFFIX}"
         if os.path.lexists(tmp):  # left by a killed run of this partition
             os.unlink(tmp)
-        linked = True
         try:
-            os.link(src, tmp)
+            linked = link_file(self.previous.root, rel, tmp)
         except FileNotFoundError:
             fail(self.previous.root, key, "the chunk file is missing")
-        except OSError as exc:  # no hard links here (file system, permissions): copied
-            logger.debug("cannot link %s (%s): copying the chunk", src, exc)
-            shutil.copyfile(src, tmp)
-            fsync_path(tmp)
-            linked = False
         os.replace(tmp, target)
         return linked
 
