@@ -20,6 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from guideloom.loader.generations import ExportIdentity, sim_ids_digest
+
 __all__ = ["ExportSource", "ReaderSource", "SampleSource"]
 
 
@@ -110,6 +112,25 @@ class ExportSource:
 
     def __init__(self, export: Any) -> None:
         self.export = export
+        self._identity: ExportIdentity | None = None
+
+    def export_identity(self) -> ExportIdentity | None:
+        """The generation served, for the loader's state (``None`` for an export without
+        ``sim_ids``, e.g. an rddac export); computed once."""
+        if self._identity is None:
+            sim_ids = getattr(self.export, "sim_ids", None)
+            if sim_ids is None:
+                return None
+            ids = np.asarray(sim_ids).tolist()
+            self._identity = ExportIdentity(
+                root=str(getattr(self.export, "root", "the export")),
+                generation=getattr(self.export, "generation", None),
+                export_id=getattr(self.export, "export_id", None),
+                sim_ids=ids, digest=sim_ids_digest(ids))
+        return self._identity
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"export": self.export, "_identity": None}
 
     def __len__(self) -> int:
         return len(self.export)
