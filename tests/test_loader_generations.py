@@ -155,3 +155,39 @@ def test_a_state_without_sim_ids_refuses_and_an_earlier_state_loads_as_before(ge
         loader.set_epoch(0)
         loader.load_state_dict(earlier)
         assert _sims(loader) == whole[HALF:]
+
+
+def test_windows_of_a_stream_export_are_refused_on_another_generation(small_loose, tmp_path):
+    """A stream storage export served as windows (``sequence_length``): its samples are not
+    rows, so a state records the generation without ``sim_ids`` and resumes only on it."""
+    from guideloom import StreamNumpyFormat, StreamStorage
+    from guideloom.testing.transforms import total_force_stream
+
+    data, out = tmp_path / "data", tmp_path / "stream"
+    shutil.copytree(small_loose, data)
+
+    def stream_export(ids: list[int], update: bool) -> None:
+        storage = StreamStorage(out, StreamNumpyFormat(
+            np.dtype([("force", "<f4"), ("doc", "<u4")])))
+        guideloom.export.export(
+            "force-curve", out, kind="storage", format_options={"storage": storage},
+            record_transform=total_force_stream, data_dir=data, sim_ids=ids,
+            sim_ids_order="sim_ids", client="sync", partition_size=4, update=update)
+
+    stream_export(list(range(6)), update=False)
+    options = {"sequence_length": 16, "collate_fn": list, "local_batch_size": 2, **OPTIONS}
+    with StatefulDataLoader.from_export(out, **options) as loader:
+        whole = [np.asarray(w["force"]).tolist() for b in loader for w in b]
+    with StatefulDataLoader.from_export(out, **options) as loader:
+        it = iter(loader)
+        next(it)
+        state = json.loads(json.dumps(loader.state_dict()))
+        it.close()
+    assert state["export"]["generation"] == 1 and "sim_ids" not in state
+    with StatefulDataLoader.from_export(out, **options) as loader:
+        loader.load_state_dict(state)  # the same generation: exactly the rest
+        assert [np.asarray(w["force"]).tolist() for b in loader for w in b] == whole[2:]
+    stream_export(list(range(8)), update=True)
+    with StatefulDataLoader.from_export(out, **options) as loader:
+        with pytest.raises(GenerationChangedError, match="windows of a stream do not carry"):
+            loader.load_state_dict(state)

@@ -22,12 +22,19 @@ from guideloom.errors import LoaderArgumentError, warn
 from guideloom.loader.generations import (
     GENERATION_CHANGES,
     CarriedEpoch,
+    ExportIdentity,
     carried_epoch,
     check_resume,
     identity_of,
+    sim_ids_digest,
     state_entries,
 )
-from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
+from guideloom.loader.sample_sources import (
+    ExportSource,
+    ExportWindows,
+    ReaderSource,
+    SampleSource,
+)
 from guideloom.loader.torch_adapter import (
     default_collate,
     move_to_device,
@@ -319,8 +326,12 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         elif fields is not None:
             raise ValueError("fields= applies only when a path is given")
         if sequence_length is not None:
-            return cls.from_storage(_stream_storage_of(export, trust), collate_fn,
-                                    sequence_length=sequence_length, **kwargs)
+            dataset = _dataset_for(_stream_storage_of(export, trust), sequence_length)
+            identity = ExportIdentity(
+                root=str(export.root), generation=export.generation,
+                export_id=export.export_id, sim_ids=None,
+                digest=sim_ids_digest(np.asarray(export.sim_ids).tolist()))
+            return cls(ExportWindows(dataset, identity), collate_fn, **kwargs)
         return cls(ExportSource(export), collate_fn, **kwargs)
 
     # ------------------------------------------------------------------ order and sizes
@@ -366,7 +377,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         (its recorded order mapped to this generation's rows by ``sim_id``), else ``None``."""
         state = self._state
         identity = identity_of(self.source)
-        if state.basis is None or identity is None:
+        if state.basis is None or identity is None or identity.sim_ids is None:
             return None
         return carried_epoch(state.basis, self._order_of(len(state.basis), state.epoch),
                              state.observation_offset, identity.sim_ids)

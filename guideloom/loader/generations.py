@@ -61,20 +61,24 @@ class ExportIdentity:
         generation: ``export.json``'s last ``generations`` entry's number (``None``: an export
             written without generations).
         export_id: The published export's id (a new one for each generation).
-        sim_ids: Its rows' experiment ids, in row order (JSON values).
-        digest: :func:`sim_ids_digest` of ``sim_ids``.
+        sim_ids: Its rows' experiment ids, in row order (JSON values); ``None`` when its
+            samples are not its rows (a stream storage export served as windows: those
+            cannot be followed to another generation, whose records may be longer or
+            shorter).
+        digest: :func:`sim_ids_digest` of the export's ``sim_ids``.
     """
 
     root: str
     generation: int | None
     export_id: str | None
-    sim_ids: list[Any]
+    sim_ids: list[Any] | None
     digest: str
 
     def to_state(self) -> dict[str, Any]:
         """The state's ``"export"`` entry."""
-        return {"generation": self.generation, "export_id": self.export_id,
-                "rows": len(self.sim_ids), "sim_ids_sha256": self.digest}
+        doc = {"generation": self.generation, "export_id": self.export_id,
+               "sim_ids_sha256": self.digest}
+        return doc if self.sim_ids is None else {**doc, "rows": len(self.sim_ids)}
 
     def describe(self) -> str:
         """``generation N of ROOT``, for messages."""
@@ -95,8 +99,9 @@ def state_entries(identity: ExportIdentity | None, basis: list[Any] | None) -> d
     generation is finished, else the export's own)."""
     if identity is None:
         return {}
-    return {"export": identity.to_state(),
-            "sim_ids": identity.sim_ids if basis is None else basis}
+    permuted = identity.sim_ids if basis is None else basis
+    entries: dict[str, Any] = {"export": identity.to_state()}
+    return entries if permuted is None else {**entries, "sim_ids": permuted}
 
 
 def check_resume(state: Mapping[str, Any], identity: ExportIdentity | None,
@@ -127,6 +132,14 @@ def check_resume(state: Mapping[str, Any], identity: ExportIdentity | None,
         raise ValueError("state_dict's 'sim_ids' is not a list")
     was = _described(recorded, identity.root)
     other = recorded.get("export_id") != identity.export_id
+    if identity.sim_ids is None:  # windows of a stream: positions only in their generation
+        if other:
+            raise GenerationChangedError(
+                f"the loader state was taken on {was}, the loader reads windows of "
+                f"{identity.describe()}, and windows of a stream do not carry over to another "
+                "generation: resume on the export it was taken on, or start the next epoch "
+                "(loader.set_epoch)")
+        return None
     if on_change == "refuse" and (other or recorded["sim_ids_sha256"] != identity.digest):
         raise GenerationChangedError(
             f"the loader state was taken on {was}, the loader reads {identity.describe()} "

@@ -22,7 +22,7 @@ import numpy as np
 
 from guideloom.loader.generations import ExportIdentity, sim_ids_digest
 
-__all__ = ["ExportSource", "ReaderSource", "SampleSource"]
+__all__ = ["ExportSource", "ExportWindows", "ReaderSource", "SampleSource"]
 
 
 @runtime_checkable
@@ -79,6 +79,12 @@ class ReaderSource:
     def __len__(self) -> int:
         return self._len
 
+    def export_identity(self) -> ExportIdentity | None:
+        """The export generation the dataset belongs to, when it says
+        (:class:`ExportWindows`)."""
+        get = getattr(self.dataset, "export_identity", None)
+        return get() if callable(get) else None
+
     def fetch(self, indices: np.ndarray) -> list[Any]:
         """Read the samples at ``indices`` (in that order) with one ``get_many`` call."""
         reader = self._acquire()
@@ -105,6 +111,29 @@ class ReaderSource:
         self._lock = threading.Lock()
         self._idle = []
         self._stacks = []
+
+
+class ExportWindows:
+    """A stream storage export's dataset of windows (``from_export(..., sequence_length=)``),
+    with the generation of the export it reads: a loader state records it, and refuses it on
+    another generation (:mod:`guideloom.loader.generations`).
+
+    Args:
+        dataset: The storage's :class:`~guideloom.StreamDataset`.
+        identity: The export's generation (``sim_ids`` ``None``: the samples are windows).
+    """
+
+    def __init__(self, dataset: Any, identity: ExportIdentity) -> None:
+        self.dataset = dataset
+        self.identity = identity
+
+    def sync_reader(self) -> Any:
+        """The dataset's reader."""
+        return self.dataset.sync_reader()
+
+    def export_identity(self) -> ExportIdentity:
+        """The export generation the windows are read from."""
+        return self.identity
 
 
 class ExportSource:
