@@ -171,7 +171,7 @@ def _filter(dcpl: h5py.h5p.PropDCID, i: int) -> tuple[int, tuple[int, ...]]:
 
 def chunk_index(dsid: h5py.h5d.DatasetID) -> list[Chunk]:
     """The allocated chunks of the chunked dataset ``dsid``, as HDF5's index lists them (one
-    ``chunk_iter`` pass: about 0.3 ms for the 512 chunks of a 2000 x 3200 scan)."""
+    ``chunk_iter`` pass: under 1 ms for the 512 chunks of a 2000 x 3200 scan)."""
     found: list[Chunk] = []
     if hasattr(dsid, "chunk_iter"):
         dsid.chunk_iter(lambda s: found.append(

@@ -100,6 +100,7 @@ def state_entries(identity: ExportIdentity | None, basis: list[Any] | None) -> d
     if identity is None:
         return {}
     permuted = identity.sim_ids if basis is None else basis
+    permuted = None if permuted is None else list(permuted)  # the caller's to keep or change
     entries: dict[str, Any] = {"export": identity.to_state()}
     return entries if permuted is None else {**entries, "sim_ids": permuted}
 

@@ -531,7 +531,7 @@ def check_chunks_apart(dsid: h5py.h5d.DatasetID, dcpl: h5py.h5p.PropDCID | None,
     HDF5 without an error: that chunk's values served twice. The native reader refuses it
     (:func:`guideloom.h5native.indexes.disjoint`); this is the same check on the h5py path
     (``GUIDELOOM_NATIVE=0``, or a filter the native reader lacks, e.g. LZF), over h5py's
-    ``chunk_iter`` (about 0.3 ms for a 2000 x 3200 scan's 512 chunks; the fast path's plan
+    ``chunk_iter`` (under 1 ms for a 2000 x 3200 scan's 512 chunks; the fast path's plan
     takes the index from here, so it is not listed twice).
 
     Raises:
