@@ -85,11 +85,15 @@ class RemoteLocation(Location):
 
     def data_bounds(self) -> tuple[int, int]:
         """The lowest and highest archive offset at which the member's data may start (after
-        its local header, name and extra field); ``(0, 0)`` for a loose file."""
+        its local header, name and extra field, and ending before the next member's local
+        header); ``(0, 0)`` for a loose file."""
         if self.member is None:
             return 0, 0
         low = self.header_offset + LOCAL_HEADER.size + len(self.member.encode())
-        return low, self.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+        high = self.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+        if self.next_header is not None:
+            high = min(high, self.next_header - self.size)
+        return low, high
 
     def cache_key(self) -> str:
         """The key of this member's cached HDF5 metadata."""
