@@ -126,6 +126,12 @@ class LoaderArgumentError(GuideloomError, TypeError, ValueError):
     earlier guideloom ``ValueError``, so it is both."""
 
 
+class GenerationChangedError(GuideloomError, ValueError):
+    """A loader state taken on another generation of the export is not resumed: the loader
+    was told to refuse (``on_generation_change="refuse"``), or the state holds no ``sim_ids``
+    to continue by (see :mod:`guideloom.loader.generations`)."""
+
+
 class StorageError(GuideloomError, ValueError):
     """A storage directory or shard cannot be read safely (gap, truncation, dtype mismatch...)."""
 

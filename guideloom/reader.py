@@ -105,6 +105,20 @@ class Export:
         return self.root if "://" in self.root else Path(self.root)
 
     @property
+    def generation(self) -> int | None:
+        """Which generation of the export this reader reads: the number of ``export.json``'s
+        last ``generations`` entry (1 for a full export, one more for each update), ``None``
+        for an export written without generations. With :attr:`export_id` it is what a
+        loader state records (``docs/updating.md``)."""
+        generations = self.manifest.get("generations") or []
+        return int(generations[-1]["generation"]) if generations else None
+
+    @property
+    def export_id(self) -> str | None:
+        """The id of the published export read (a new one for each generation)."""
+        return self.manifest.get("export_id")
+
+    @property
     def sim_ids(self) -> np.ndarray:
         """Experiment id of each row."""
         if self._sim_ids is None:

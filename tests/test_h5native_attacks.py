@@ -20,10 +20,13 @@ import h5py
 import numpy as np
 import pytest
 
+import guideloom
 from guideloom.errors import CorruptDataError
 from guideloom.h5native import NativeError, NativeFormatError, open_file
 from guideloom.remote.byte_source import LocalFileSource
 from guideloom.streaming import iter_view
+from tests import export_helpers
+from tests.hdf5_damage import point_chunk_at_another
 
 PAD = 4096
 
@@ -301,17 +304,10 @@ def test_a_chunk_index_entry_pointing_at_another_chunks_bytes_is_refused(demo_lo
     shutil.copytree(demo_loose, data)
     member = data / "h5" / "0000.h5"
     with h5py.File(member) as f:
-        ds = f["force/data"]
-        chunks = {ds.id.get_chunk_info(i).chunk_offset: ds.id.get_chunk_info(i)
-                  for i in range(ds.id.get_num_chunks())}
-        original = ds[()]
-        rows, cols = ds.chunks
-    assert len(chunks) >= 2 and len(original.shape) == 2
-    first, second = chunks[(0, 0)], chunks[(0, cols)]
-    entry = struct.pack("<IIQQQQ", second.size, second.filter_mask, 0, cols, 0,
-                        second.byte_offset)
-    member.write_bytes(_patch(member.read_bytes(), entry, struct.pack(
-        "<IIQQQQ", first.size, first.filter_mask, 0, cols, 0, first.byte_offset)))
+        original = f["force/data"][()]
+        rows, cols = f["force/data"].chunks
+    assert len(original.shape) == 2
+    assert point_chunk_at_another(member, "force/data") == ((0, 0), (0, cols))
     with h5py.File(member) as f:  # HDF5: the first chunk's rows served twice, no error
         served = f["force/data"][()]
     width = min(cols, original.shape[1] - cols)
@@ -322,3 +318,52 @@ def test_a_chunk_index_entry_pointing_at_another_chunks_bytes_is_refused(demo_lo
     with pytest.raises(CorruptDataError, match="experiment 0") as info:
         list(iter_view("force-curve", data_dir=data, sim_ids=[0]))
     assert str(member) in str(info.value) and "overlap" in str(info.value)
+
+
+def _lzf_force(member: Path) -> np.ndarray:
+    """Rewrite ``force/data`` of ``member`` with the LZF filter (which the native reader lacks:
+    h5py reads it) in chunks of 4 columns; return its values."""
+    with h5py.File(member, "a") as f:
+        values = f["force/data"][()]
+        del f["force/data"]
+        f["force"].create_dataset("data", data=values, chunks=(values.shape[0], 4),
+                                  compression="lzf")
+    return values
+
+
+@pytest.mark.parametrize("path", ["GUIDELOOM_NATIVE=0", "LZF"])
+def test_a_chunk_entry_pointing_at_another_chunks_bytes_is_refused_on_the_h5py_path(
+        demo_loose, tmp_path, monkeypatch, path):
+    """The same damage read through h5py: with ``GUIDELOOM_NATIVE=0`` (a gzip dataset, the
+    fast path's chunk decoder) or by default for a filter the native reader lacks (LZF: h5py
+    decodes). h5py served the first chunk's values in the second's place (issue 38); its
+    chunk index is now checked as the native reader checks its own, and the error names the
+    experiment, the file and the dataset."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_loose, data)
+    member = data / "h5" / "0000.h5"
+    if path == "LZF":
+        original = _lzf_force(member)
+    else:
+        monkeypatch.setenv("GUIDELOOM_NATIVE", "0")
+        with h5py.File(member) as f:
+            original = f["force/data"][()]
+    intact = next(iter_view("force-curve", data_dir=data, sim_ids=[0]))["force_data"]
+    np.testing.assert_array_equal(intact, original)  # this path reads the intact file
+    first, second = point_chunk_at_another(member, "force/data")
+    with h5py.File(member) as f:  # HDF5 serves the damaged index without an error
+        served = f["force/data"][()]
+        rows, width = f["force/data"].chunks
+    assert first == (0, 0) and second == (0, width)
+    shown = min(width, original.shape[1] - width)
+    np.testing.assert_array_equal(served[:rows, width:width + shown], original[:rows, :shown])
+    with pytest.raises(CorruptDataError) as info:
+        list(iter_view("force-curve", data_dir=data, sim_ids=[0]))
+    assert info.value.sim_id == 0 and info.value.file == str(member)
+    assert info.value.h5_path == "force/data"
+    assert f"chunk {second}" in str(info.value) and f"chunk {first}" in str(info.value)
+    with pytest.warns(guideloom.SkippedDataWarning, match="0"):
+        guideloom.export_to_numpy("force-curve", tmp_path / "skip", data_dir=data,
+                                  sim_ids=[0, 1], client="sync", on_error="skip",
+                                  record_transform=export_helpers.first_rows)
+    assert guideloom.load_export(tmp_path / "skip").sim_ids.tolist() == [1]

@@ -10,11 +10,17 @@ import numpy as np
 import pytest
 
 import guideloom
+from guideloom import streaming
 from guideloom.demo import make_demo_data
-from guideloom.errors import CorruptDataError, ManifestError
+from guideloom.errors import CorruptDataError, ExtractError, ManifestError
 from guideloom.extract import extract_zips
 from tests import export_helpers as helpers
-from tests.zip_helpers import member_bytes, patch_central_entry, rebuild_archive
+from tests.zip_helpers import (
+    member_bytes,
+    patch_central_entry,
+    rebuild_archive,
+    smuggle_member,
+)
 
 
 @pytest.fixture
@@ -73,6 +79,71 @@ def test_members_whose_bytes_overlap_are_refused(data, tmp_path):
     with pytest.warns(guideloom.SkippedDataWarning):
         _export(data, tmp_path / "skip", on_error="skip")
     assert guideloom.load_export(tmp_path / "skip").sim_ids.tolist() == [0, 1, 2, 5]
+
+
+@pytest.fixture
+def small(tmp_path) -> tuple[Path, Path]:
+    """Two copies of a demo dataset whose members (about 60 KB) fit in one extra field: the
+    one to damage and a clean one."""
+    for name in ("data", "clean"):
+        make_demo_data(tmp_path / name, n=6, layout="zip", scan_shape=(4, 4), seed=0)
+    return tmp_path / "data", tmp_path / "clean"
+
+
+def _records(data_dir: str | Path, ids: list[int], **options) -> dict[int, np.ndarray]:
+    return {r["_sim_id"]: r["force_data"] for r in streaming.iter_view(
+        "force-curve", data_dir=data_dir, sim_ids=ids, **options)}
+
+
+@pytest.mark.parametrize("verify_crc", [False, True])
+def test_a_local_header_whose_extra_field_reaches_over_the_next_member_is_refused(
+        small, tmp_path, verify_crc):
+    """Member 0003's local header has an extra field that covers 0004's local header, so its
+    data starts where 0004's does, with 0004's size and CRC-32 in its directory entry; by the
+    central directory (which has no local extra field) no two members overlap. Python's
+    zipfile serves 0003 as 0004's bytes; so did guideloom, with verify_crc too (issue 38).
+    Refused, naming the experiment, the archive::member and the member whose bytes it took."""
+    data, clean = small
+    archive = data / "concave.zip"
+    smuggle_member(archive, "0003.h5", "0004.h5")
+    assert member_bytes(archive, "0003.h5") == member_bytes(clean / "concave.zip", "0004.h5")
+    from guideloom.read.zipdir import archive_members, overlapping_members
+    assert overlapping_members(archive_members(archive)) == {}  # the directory alone is clean
+    with pytest.raises(CorruptDataError) as info:
+        _export(data, tmp_path / "o", sim_ids=[3, 4], verify_crc=verify_crc)
+    assert info.value.sim_id == 3 and info.value.file == f"{archive}::0003.h5"
+    assert "extra field" in str(info.value) and "'0004.h5'" in str(info.value)
+    assert not (tmp_path / "o").exists()
+    with pytest.warns(guideloom.SkippedDataWarning, match="3"):
+        _export(data, tmp_path / "skip", on_error="skip", verify_crc=verify_crc)
+    assert guideloom.load_export(tmp_path / "skip").sim_ids.tolist() == [0, 1, 2, 4, 5]
+    got, want = _records(data, [4], verify_crc=verify_crc), _records(clean, [4])
+    np.testing.assert_array_equal(got[4], want[4])  # the owner of those bytes reads as itself
+
+
+def test_the_smuggled_member_is_refused_over_http_and_by_extract(small):
+    """The same archive read where it lives (HTTP range reads: the local header comes with
+    the member's first bytes, another code path) and extracted to loose files."""
+    from tests.http_server import serve
+
+    data, clean = small
+    archive = data / "concave.zip"
+    smuggle_member(archive, "0003.h5", "0004.h5")
+    with serve(data) as (url, _):
+        with pytest.raises(CorruptDataError) as info:
+            _records(url, [3])
+        assert info.value.sim_id == 3 and info.value.file.endswith("concave.zip::0003.h5")
+        assert "'0004.h5'" in str(info.value)
+        got = _records(url, [4, 5])
+    guideloom.clear_caches()  # the pooled connections to the stopped server
+    want = _records(clean, [4, 5])
+    for sim_id in (4, 5):
+        np.testing.assert_array_equal(got[sim_id], want[sim_id])
+    with pytest.raises(ExtractError) as failed:
+        extract_zips(data, client="sync")
+    assert [e.sim_id for e in failed.value.errors] == [3]
+    assert "'0004.h5'" in str(failed.value.errors[0])
+    assert not (data / "h5" / "0003.h5").exists() and (data / "h5" / "0004.h5").is_file()
 
 
 @pytest.mark.parametrize("where", ["same archive", "another archive"])

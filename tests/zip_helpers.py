@@ -63,3 +63,42 @@ def patch_central_entry(archive: Path, member: str, *, header_offset: int | None
                 return
             pos += 46 + n + m + k
     raise KeyError(member)
+
+
+def smuggle_member(archive: Path, victim: str, donor: str) -> int:
+    """Rewrite stored ``archive`` so that ``victim``'s local header's extra field reaches over
+    ``donor``'s local header: ``victim``'s data is ``donor``'s bytes, with ``donor``'s size and
+    CRC-32 in its central directory entry, and ``donor``'s entry points at its header inside
+    that extra field. Measured by the central directory alone (which has no local extra
+    field), no two members overlap. Returns ``donor``'s new header offset.
+
+    The extra field is one well-formed record (tag 0xCAFE): zeros as long as ``donor``'s data,
+    then ``donor``'s local header and name; ``victim``'s data follows it.
+    """
+    import struct
+
+    with zipfile.ZipFile(archive) as zf:
+        payload = {m: zf.read(m) for m in zf.namelist()}
+    data = payload[donor]
+    header = zipfile.ZipInfo(donor, date_time=(2026, 1, 1, 0, 0, 0))
+    header.compress_type = zipfile.ZIP_STORED
+    header.CRC, header.compress_size, header.file_size = zipfile.crc32(data), len(data), len(data)
+    body = bytes(len(data)) + header.FileHeader()
+    assert len(body) + 4 <= 0xFFFF, "the donor must fit in one extra field"
+    partial = archive.with_name(archive.name + ".partial")
+    with zipfile.ZipFile(partial, "w") as zf:
+        for member, blob in payload.items():
+            if member == donor:
+                continue
+            if member == victim:
+                info = zipfile.ZipInfo(victim, date_time=(2026, 1, 1, 0, 0, 0))
+                info.extra = struct.pack("<HH", 0xCAFE, len(body)) + body
+                at = zf.fp.tell()
+                zf.writestr(info, data)
+                moved = at + 30 + len(victim.encode()) + 4 + len(data)
+            else:
+                zf.writestr(member, blob)
+        zf.writestr(donor, data)  # its entry; the copy it points at is moved below
+    partial.replace(archive)
+    patch_central_entry(archive, donor, header_offset=moved)
+    return moved

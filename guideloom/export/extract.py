@@ -47,6 +47,7 @@ from guideloom.errors import (
 from guideloom.read.access import data_file, open_fd
 from guideloom.read.locations import Location
 from guideloom.read.scan import LOOSE_SUBDIR, archive_paths, id_parser, scan_locations
+from guideloom.read.zipdir import following_headers
 from guideloom.read.zipmember import member_data_offset
 from guideloom.runtime.os_support import preadinto
 
@@ -239,6 +240,7 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
             infos = zf.infolist()
         ap = _ArchivePlan(str(archive), (st.st_size, st.st_mtime_ns))
         plan.archives.append(ap)
+        following = following_headers((i.header_offset, i.filename) for i in infos)
         for info in infos:
             if info.is_dir():
                 continue
@@ -277,9 +279,12 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
                 else:
                     plan.existing[sim_id] = (existing, info.CRC)
                 continue
+            after = following.get(info.header_offset)
             loc = Location(sim_id=sim_id, path=str(archive), member=info.filename,
                            header_offset=info.header_offset, size=info.compress_size,
-                           stored=info.compress_type == zipfile.ZIP_STORED)
+                           stored=info.compress_type == zipfile.ZIP_STORED,
+                           next_header=None if after is None else after[0],
+                           next_member=None if after is None else after[1])
             ap.items.append(ExtractItem(loc, name, info.CRC, info.file_size,
                                         encrypted=bool(info.flag_bits & 0x1)))
     return plan
@@ -475,6 +480,7 @@ def extract_member(item: ExtractItem, h5_dir: str, reader: _ArchiveReader | None
             if loc.stored:
                 crc, n = _copy_stored(reader.fd(loc.path), loc, out)
             else:
+                member_data_offset(reader.fd(loc.path), loc)  # its header and extent checked
                 with reader.open_member(loc) as member:
                     crc, n = _copy_stream(member, out)
             os.fsync(out)

@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from guideloom.fastread import inflate as _inflate_module
-from guideloom.fastread.chunks import FastReadError, Plan, RawSource, plan, read
+from guideloom.fastread.chunks import Chunk, FastReadError, Plan, RawSource, plan, read
 from guideloom.fastread.pool import decode_threads, set_decode_threads, share_cores
 from guideloom.runtime import fallbacks
 
@@ -55,6 +55,7 @@ def read_dataset(
     rows: Sequence[int] | np.ndarray | None = None,
     *, min_bytes: int = FAST_MIN_BYTES, out: np.ndarray | None = None,
     shape: tuple[int, ...] | None = None, dcpl: h5py.h5p.PropDCID | None = None,
+    chunks: Sequence[Chunk] | None = None,
 ) -> np.ndarray:
     """Read ``dset`` (or rows ``rows``, increasing and unique, of its first axis).
 
@@ -68,7 +69,7 @@ def read_dataset(
     ``min_bytes`` (below that, h5py's own C loop costs less than planning), else h5py. A
     chunk the fast path cannot decode is read again by h5py, whose error reports damaged data.
     ``shape``, the dataset's shape when the caller already has it, saves asking HDF5 again;
-    so does ``dcpl``, its creation property list.
+    so do ``dcpl``, its creation property list, and ``chunks``, its chunk index.
 
     Raises:
         OSError: h5py cannot read the dataset (damaged file).
@@ -81,7 +82,7 @@ def read_dataset(
                             or out.dtype != dtype or not out.flags.c_contiguous):
         out = None  # not a buffer for this read: allocate as usual
     if source is not None and dsid.get_storage_size() >= min_bytes:
-        p = plan(dsid, dcpl)
+        p = plan(dsid, dcpl, chunks)
         if p is None:
             _fell_back("fastread:unsupported", dsid, "a layout or filter the fast path lacks")
         else:

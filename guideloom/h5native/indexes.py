@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import struct
 
+from guideloom.fastread.chunks import first_overlap
 from guideloom.h5native.checksum import lookup3
 from guideloom.h5native.errors import NativeDamageError, NativeFormatError, NativeUnsupported
 from guideloom.h5native.messages import Layout
@@ -196,30 +197,20 @@ def chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],
 
 
 def disjoint(chunks: list[Chunk]) -> list[Chunk]:
-    """``chunks``, refused when the byte extents of two of them overlap.
+    """``chunks``, refused when the byte extents of two of them overlap
+    (:func:`guideloom.fastread.chunks.first_overlap`, which the h5py path uses too).
 
     Raises:
         NativeDamageError: Naming both chunks and their extents.
     """
-    end = -1  # the common case: the index lists the chunks in file order, one pass
-    for _, _, addr, size in chunks:
-        if size > 0:
-            if addr < end:
-                break
-            end = addr + size
-    else:
+    pair = first_overlap([(c[2], c[3]) for c in chunks])
+    if pair is None:
         return chunks
-    reach, last = -1, None
-    for chunk in sorted((c for c in chunks if c[3] > 0), key=lambda c: c[2]):
-        offset, _, addr, size = chunk
-        if last is not None and addr < reach:
-            raise NativeDamageError(
-                f"the bytes of chunk {offset} (at {addr}, {size} bytes) overlap those of chunk "
-                f"{last[0]} (at {last[2]}, {last[3]} bytes): one chunk index entry points at "
-                "another chunk's bytes (HDF5 would serve its rows twice)")
-        if addr + size > reach:
-            reach, last = addr + size, chunk
-    return chunks
+    (first, _, at, size), (offset, _, addr, length) = chunks[pair[0]], chunks[pair[1]]
+    raise NativeDamageError(
+        f"the bytes of chunk {offset} (at {addr}, {length} bytes) overlap those of chunk "
+        f"{first} (at {at}, {size} bytes): one chunk index entry points at "
+        "another chunk's bytes (HDF5 would serve its rows twice)")
 
 
 def _chunk_index(r: Reader, lay: Layout, shape: tuple[int, ...],

@@ -19,7 +19,22 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from guideloom.errors import LoaderArgumentError, warn
-from guideloom.loader.sample_sources import ExportSource, ReaderSource, SampleSource
+from guideloom.loader.generations import (
+    GENERATION_CHANGES,
+    CarriedEpoch,
+    ExportIdentity,
+    carried_epoch,
+    check_resume,
+    identity_of,
+    sim_ids_digest,
+    state_entries,
+)
+from guideloom.loader.sample_sources import (
+    ExportSource,
+    ExportWindows,
+    ReaderSource,
+    SampleSource,
+)
 from guideloom.loader.torch_adapter import (
     default_collate,
     move_to_device,
@@ -54,11 +69,15 @@ class LoaderState:
         epoch: The epoch the next batch belongs to.
         observation_offset: Positions of the epoch's global order delivered so far.
         held: The loader's newest iterator, weakly (a dropped iterator is not active).
+        basis: While an epoch begun on another generation of an export is finished: the
+            ``sim_ids`` its order permutes (``observation_offset`` counts positions of that
+            order); ``None`` otherwise (:mod:`guideloom.loader.generations`).
     """
 
     epoch: int = 0
     observation_offset: int = 0
     held: weakref.ReferenceType[_LoaderIterator] | None = None
+    basis: list[Any] | None = None
 
     def iterator(self) -> _LoaderIterator | None:
         """The iterator still delivering this epoch, if any."""
@@ -115,6 +134,11 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         stats_summary: Print one line to stderr at the end of each epoch: time the consumer
             waited for data against time it spent between batches, and each worker's reads
             (the same counters as :meth:`stats`, which are kept either way).
+        on_generation_change: What :meth:`load_state_dict` does with the state of an export
+            taken on another generation (an update published since): ``"continue"`` (the
+            default) finishes its epoch by ``sim_id`` (experiments removed since are skipped,
+            added ones come from the next epoch), ``"refuse"`` raises
+            :class:`~guideloom.errors.GenerationChangedError` (see ``docs/loader.md``).
     """
 
     # the constructor's arguments, for dataclasses.fields() and dataclasses.replace()
@@ -132,6 +156,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
     drop_last: bool
     prefetch: int
     stats_summary: bool
+    on_generation_change: str
 
     def __init__(
         self,
@@ -152,6 +177,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         pin_memory: bool = False,
         source: SampleSource | None = None,
         stats_summary: bool = False,
+        on_generation_change: str = "continue",
     ) -> None:
         torch = require_torch()
         if (dataset is None) == (source is None):
@@ -180,6 +206,9 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             raise ValueError(
                 f"parallel_method must be 'thread' or 'process', got {parallel_method!r}"
             )
+        if on_generation_change not in GENERATION_CHANGES:
+            raise ValueError(f"on_generation_change must be one of {GENERATION_CHANGES}, got "
+                             f"{on_generation_change!r}")
         if pin_memory and not torch.cuda.is_available():
             warn("pin_memory=True but no CUDA device: not pinning")
             pin_memory = False
@@ -208,6 +237,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         self._closed = False
         self._warned_empty = False
         self.stats_summary = bool(stats_summary)
+        self.on_generation_change = on_generation_change
         self._stats = LoaderStats()
 
     @staticmethod
@@ -296,8 +326,12 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         elif fields is not None:
             raise ValueError("fields= applies only when a path is given")
         if sequence_length is not None:
-            return cls.from_storage(_stream_storage_of(export, trust), collate_fn,
-                                    sequence_length=sequence_length, **kwargs)
+            dataset = _dataset_for(_stream_storage_of(export, trust), sequence_length)
+            identity = ExportIdentity(
+                root=str(export.root), generation=export.generation,
+                export_id=export.export_id, sim_ids=None,
+                digest=sim_ids_digest(np.asarray(export.sim_ids).tolist()))
+            return cls(ExportWindows(dataset, identity), collate_fn, **kwargs)
         return cls(ExportSource(export), collate_fn, **kwargs)
 
     # ------------------------------------------------------------------ order and sizes
@@ -330,9 +364,23 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
 
     def order(self, epoch: int) -> Callable[[np.ndarray], np.ndarray]:
         """Return the map from global positions to sample indices for ``epoch``."""
+        return self._order_of(self._num_samples, epoch)
+
+    def _order_of(self, n: int, epoch: int) -> Callable[[np.ndarray], np.ndarray]:
+        """The map from positions to indices of ``epoch``'s order of ``n`` samples."""
         if not self.shuffle:
             return lambda positions: np.asarray(positions, dtype=np.int64)
-        return FeistelShuffler.for_epoch(self._num_samples, self.shuffle_seed, epoch)
+        return FeistelShuffler.for_epoch(n, self.shuffle_seed, epoch)
+
+    def _carried(self) -> CarriedEpoch | None:
+        """The rest of the current epoch when it began on another generation of the export
+        (its recorded order mapped to this generation's rows by ``sim_id``), else ``None``."""
+        state = self._state
+        identity = identity_of(self.source)
+        if state.basis is None or identity is None or identity.sim_ids is None:
+            return None
+        return carried_epoch(state.basis, self._order_of(len(state.basis), state.epoch),
+                             state.observation_offset, identity.sim_ids)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration deliver epoch ``epoch``, as ``DistributedSampler.set_epoch``.
@@ -354,6 +402,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             raise RuntimeError("cannot set the epoch while an iterator of this loader is active")
         if epoch != self._state.epoch:
             self._state.epoch, self._state.observation_offset = epoch, 0
+            self._state.basis = None
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -361,6 +410,10 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
 
         ``observation_offset`` is the number of positions of the epoch's global order delivered
         to the consumers of all ranks; batches prefetched but not yet delivered do not count.
+        A loader of an export adds ``export`` (the generation read: number, ``export_id``,
+        rows, a SHA-256 of its ``sim_ids``) and ``sim_ids`` (those the epoch's order
+        permutes), so that a resume on another generation continues by ``sim_id`` or refuses
+        (:mod:`guideloom.loader.generations`).
         """
         return {
             "epoch": self._state.epoch,
@@ -368,14 +421,21 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             "shuffle": self.shuffle,
             "shuffle_seed": self.shuffle_seed,
             "drop_last": self.drop_last,
+            **state_entries(identity_of(self.source), self._state.basis),
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume at ``state``: the next batch is the one an uninterrupted run delivers next.
 
+        A state of an export taken on another generation (its ``sim_ids`` differ) continues
+        by ``sim_id`` or refuses, as ``on_generation_change`` says; a state without ``export``
+        (an earlier guideloom's, or made by hand) is positions in the rows as they are.
+
         Raises:
             RuntimeError: An iterator of this loader is active.
             ValueError: The state is malformed or lies beyond this dataset.
+            GenerationChangedError: The state is of another generation of the export and the
+                loader refuses those, or it holds no ``sim_ids`` to continue by.
         """
         state = state_dict
         if self._active_iterator() is not None:
@@ -384,10 +444,12 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
         if missing:
             raise ValueError(f"state_dict lacks {missing}")
         epoch, offset = int(state["epoch"]), int(state["observation_offset"])
-        if epoch < 0 or not 0 <= offset <= self._num_samples:
+        basis = check_resume(state, identity_of(self.source), self.on_generation_change)
+        samples = self._num_samples if basis is None else len(basis)
+        if epoch < 0 or not 0 <= offset <= samples:
             raise ValueError(
                 f"state epoch={epoch}, observation_offset={offset} does not fit "
-                f"{self._num_samples} samples"
+                f"{samples} samples"
             )
         if bool(state["shuffle"]) != self.shuffle or bool(state["drop_last"]) != self.drop_last:
             warn(
@@ -405,6 +467,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
             else:  # no explicit seed: continue the checkpointed order
                 self.shuffle_seed = int(seed)
         self._state.epoch, self._state.observation_offset = epoch, offset
+        self._state.basis = basis
 
     # ------------------------------------------------------------------ stall counters
     def stats(self, reset: bool = False) -> dict[str, Any]:
@@ -511,9 +574,16 @@ class _LoaderIterator:
         self._pool: cf.Executor | None = None
         self._owns_pool = False
         self._epoch = loader._state.epoch
-        self._order = loader.order(loader._state.epoch)
-        self._next_base = loader._state.observation_offset
-        self._end = loader._epoch_end()
+        self._carried = loader._carried()
+        if self._carried is None:
+            self._order = loader.order(loader._state.epoch)
+            self._next_base = loader._state.observation_offset
+            self._end = loader._epoch_end()
+        else:  # the rest of an epoch begun on another generation: positions in its rows
+            rows, g = self._carried.rows, loader.global_batch_size
+            self._order = lambda positions: rows[positions]
+            self._next_base = 0
+            self._end = len(rows) // g * g if loader.drop_last else len(rows)
         self._advanced = False
         self._handed_out: float | None = None  # when the last batch left next()
         self._epoch_stats = LoaderStats()
@@ -573,6 +643,7 @@ class _LoaderIterator:
             if not self._pending:
                 if not self._advanced:  # an epoch without batches still ends
                     loader._state.epoch, loader._state.observation_offset = self._epoch + 1, 0
+                    loader._state.basis = None  # the next epoch permutes this generation
                 ended = self._next_base >= self._end and self._epoch_stats.batches
                 self.close()
                 if ended and loader.stats_summary:
@@ -598,7 +669,11 @@ class _LoaderIterator:
         # the epoch ends when the iterator is exhausted (as in GuideLoom 1.1): a checkpoint
         # taken after the last batch but before that resumes with an empty rest of the epoch
         state = loader._state
-        state.observation_offset = min(base + loader.global_batch_size, loader._num_samples)
+        if self._carried is None:
+            state.observation_offset = min(base + loader.global_batch_size, loader._num_samples)
+        else:  # the position in the recorded order just after the last row delivered
+            last = min(base + loader.global_batch_size, len(self._carried)) - 1
+            state.observation_offset = int(self._carried.reached[last])
         self._handed_out = time.perf_counter()
         waited = self._handed_out - entered
         loader._stats.waited(waited)

@@ -20,7 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["ExportSource", "ReaderSource", "SampleSource"]
+from guideloom.loader.generations import ExportIdentity, sim_ids_digest
+
+__all__ = ["ExportSource", "ExportWindows", "ReaderSource", "SampleSource"]
 
 
 @runtime_checkable
@@ -77,6 +79,12 @@ class ReaderSource:
     def __len__(self) -> int:
         return self._len
 
+    def export_identity(self) -> ExportIdentity | None:
+        """The export generation the dataset belongs to, when it says
+        (:class:`ExportWindows`)."""
+        get = getattr(self.dataset, "export_identity", None)
+        return get() if callable(get) else None
+
     def fetch(self, indices: np.ndarray) -> list[Any]:
         """Read the samples at ``indices`` (in that order) with one ``get_many`` call."""
         reader = self._acquire()
@@ -105,11 +113,53 @@ class ReaderSource:
         self._stacks = []
 
 
+class ExportWindows:
+    """A stream storage export's dataset of windows (``from_export(..., sequence_length=)``),
+    with the generation of the export it reads: a loader state records it, and refuses it on
+    another generation (:mod:`guideloom.loader.generations`).
+
+    Args:
+        dataset: The storage's :class:`~guideloom.StreamDataset`.
+        identity: The export's generation (``sim_ids`` ``None``: the samples are windows).
+    """
+
+    def __init__(self, dataset: Any, identity: ExportIdentity) -> None:
+        self.dataset = dataset
+        self.identity = identity
+
+    def sync_reader(self) -> Any:
+        """The dataset's reader."""
+        return self.dataset.sync_reader()
+
+    def export_identity(self) -> ExportIdentity:
+        """The export generation the windows are read from."""
+        return self.identity
+
+
 class ExportSource:
     """Serve a :func:`guideloom.reader.load_export` reader: one vectorised read per batch."""
 
     def __init__(self, export: Any) -> None:
         self.export = export
+        self._identity: ExportIdentity | None = None
+
+    def export_identity(self) -> ExportIdentity | None:
+        """The generation served, for the loader's state (``None`` for an export without
+        ``sim_ids``, e.g. an rddac export); computed once."""
+        if self._identity is None:
+            sim_ids = getattr(self.export, "sim_ids", None)
+            if sim_ids is None:
+                return None
+            ids = np.asarray(sim_ids).tolist()
+            self._identity = ExportIdentity(
+                root=str(getattr(self.export, "root", "the export")),
+                generation=getattr(self.export, "generation", None),
+                export_id=getattr(self.export, "export_id", None),
+                sim_ids=ids, digest=sim_ids_digest(ids))
+        return self._identity
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"export": self.export, "_identity": None}
 
     def __len__(self) -> int:
         return len(self.export)

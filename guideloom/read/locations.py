@@ -30,6 +30,11 @@ class Location:
         defect: Why the central directory entry cannot be trusted (its byte range overlaps
             another member's, or another member names the same id), found when the archive
             was listed; opening the location raises it as :class:`CorruptDataError`.
+        next_header: Where the next member's bytes begin: the offset of the first local
+            header after this member's, ``None`` when none follows (or it is not known). The
+            member's data, from where its *local* header's name and extra field put it, must
+            end there (:func:`guideloom.read.zipmember.checked_data_offset`).
+        next_member: The name of the member at ``next_header``, for messages.
     """
 
     sim_id: Any
@@ -40,6 +45,9 @@ class Location:
     stored: bool = True
     crc: int | None = None
     defect: str | None = None
+    # derived from the other members' offsets, not part of what this input is
+    next_header: int | None = field(default=None, compare=False)
+    next_member: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_local(self) -> bool:
@@ -77,11 +85,15 @@ class RemoteLocation(Location):
 
     def data_bounds(self) -> tuple[int, int]:
         """The lowest and highest archive offset at which the member's data may start (after
-        its local header, name and extra field); ``(0, 0)`` for a loose file."""
+        its local header, name and extra field, and ending before the next member's local
+        header); ``(0, 0)`` for a loose file."""
         if self.member is None:
             return 0, 0
         low = self.header_offset + LOCAL_HEADER.size + len(self.member.encode())
-        return low, self.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+        high = self.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+        if self.next_header is not None:
+            high = min(high, self.next_header - self.size)
+        return low, high
 
     def cache_key(self) -> str:
         """The key of this member's cached HDF5 metadata."""

@@ -25,6 +25,7 @@ from guideloom.read.handles import ArchiveHandles
 from guideloom.read.hdf5 import (
     LARGE_FIELD_BYTES,
     MemberMeta,
+    check_chunks_apart,
     check_declared_size,
     check_self_contained,
     lookup,
@@ -260,16 +261,17 @@ class RecordReader:
             obj = h5py.h5d.open(fid, path.encode())
         except (KeyError, ValueError, TypeError, OSError, RuntimeError):
             obj = self._lookup(h5py.File(fid), path, vf, loc, row)
-        dcpl = check_self_contained(obj if isinstance(obj, h5py.h5d.DatasetID) else obj.id,
-                                    fileno, loc, path)
+        dsid = obj if isinstance(obj, h5py.h5d.DatasetID) else obj.id
+        dcpl = check_self_contained(dsid, fileno, loc, path)
+        chunks = check_chunks_apart(dsid, dcpl, loc, path)
         stored = tuple(obj.shape)
         check_declared_size(selected_shape(stored, vf.timesteps), obj.dtype, loc, path)
         if self._byte_orders:
             self._check_byte_order(obj.dtype, vf, loc)
         try:
             if vf.timesteps is None:
-                return read_dataset(obj, raw, out=out, shape=stored, dcpl=dcpl)
-            return take_steps(lambda rows: read_dataset(obj, raw, rows, dcpl=dcpl),
+                return read_dataset(obj, raw, out=out, shape=stored, dcpl=dcpl, chunks=chunks)
+            return take_steps(lambda rows: read_dataset(obj, raw, rows, dcpl=dcpl, chunks=chunks),
                               vf.timesteps, stored[0] if stored else 0)
         except MemoryError as exc:
             raise CorruptDataError(

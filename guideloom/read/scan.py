@@ -24,7 +24,12 @@ from guideloom.errors import ManifestError
 from guideloom.read.access import data_file
 from guideloom.read.files import LOOSE_SUBDIR, ScannedDataset
 from guideloom.read.locations import Location
-from guideloom.read.zipdir import Member, archive_members, overlapping_members
+from guideloom.read.zipdir import (
+    Member,
+    archive_members,
+    following_headers,
+    overlapping_members,
+)
 from guideloom.select.index import short_type
 
 __all__ = ["LOOSE_SUBDIR", "add_member_locations", "archive_members", "archive_paths",
@@ -101,6 +106,7 @@ def add_member_locations(found: dict[Any, Location], archive: str, members: list
         ManifestError: Two members hold one experiment id.
     """
     defects = overlapping_members(members)
+    following = following_headers((m.header_offset, m.name) for m in members)
     for info in members:
         if info.is_dir():
             continue
@@ -115,7 +121,14 @@ def add_member_locations(found: dict[Any, Location], archive: str, members: list
         found[sim_id] = make(
             sim_id=sim_id, path=archive, member=info.name, header_offset=info.header_offset,
             size=info.compress_size, stored=info.stored, crc=info.crc,
-            defect=defects.get(info.name))
+            defect=defects.get(info.name), **_next(following.get(info.header_offset)))
+
+
+def _next(following: tuple[int, str] | None) -> dict[str, Any]:
+    """The location's ``next_header`` and ``next_member`` fields."""
+    if following is None:
+        return {}
+    return {"next_header": following[0], "next_member": following[1]}
 
 
 def archive_paths(ds: ScannedDataset, root: Path) -> list[Path]:

@@ -4,7 +4,8 @@ One parser serves local archives (:func:`archive_members`, which caches a local 
 listing while the file is unchanged) and remote ones
 (:mod:`guideloom.read.remote_scan`): the end-of-central-directory record (and the zip64
 records) is found in the archive's tail, the central directory is parsed into :class:`Member`
-entries, and :func:`overlapping_members` finds entries whose bytes overlap another's. A remote
+entries, :func:`overlapping_members` finds entries whose bytes overlap another's and
+:func:`following_headers` says where each member's bytes must end. A remote
 archive costs one range (the tail) when the directory lies in it, else two.
 
 :func:`parse_local_header` reads one member's local header from bytes fetched with it (the
@@ -17,7 +18,7 @@ import hashlib
 import logging
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,23 @@ def overlapping_members(members: Sequence[Member]) -> dict[str, str]:
         if end > reach:
             reach, owner, owner_start = end, name, start
     return defects
+
+
+def following_headers(headers: Iterable[tuple[int, str]]) -> dict[int, tuple[int, str]]:
+    """For each local header offset of ``headers`` (``(header_offset, name)`` pairs), the
+    offset and name of the next header after it: where that member's bytes must end.
+
+    The central directory does not record the local header's extra field, so a member's
+    extent is known only once its local header is read; a local header whose extra field
+    reaches over the next member's header would make that member's bytes this one's (same
+    size, same CRC-32). The last member has no entry (nothing follows it).
+    """
+    ordered = sorted(set(headers))
+    out: dict[int, tuple[int, str]] = {}
+    for (offset, _), (following, name) in zip(ordered, ordered[1:], strict=False):
+        if following > offset:  # members sharing one local header: the name check decides
+            out[offset] = (following, name)
+    return out
 
 
 def parse_local_header(blob: bytes | memoryview, header_offset: int) -> tuple[str, int, int]:

@@ -4,7 +4,9 @@ Every check of a member is written here once, for local and remote archives alik
 
 - the defect found when the archive was listed (an entry overlapping another) is raised;
 - the local header is read (with the member's first bytes when asked, one range) and must be
-  a local header naming the member the central directory entry names (:func:`checked_data_offset`);
+  a local header naming the member the central directory entry names, whose name and extra
+  field leave the data ending before the next member's local header (:func:`checked_data_offset`,
+  :func:`check_extent`);
 - with ``verify_crc`` a stored member's CRC-32 is checked before its data is used, streamed
   once in :data:`CRC_BLOCK` pieces; the verdict is remembered per member while the archive
   keeps its size and modification time (local) or its size and validator (remote), so the
@@ -122,11 +124,37 @@ def corrupt(loc: Location, what: str) -> NoReturn:
 
 def data_bounds(loc: Location) -> tuple[int, int]:
     """The lowest and highest archive offset at which the member's data may start (after its
-    local header, name and extra field); ``(0, 0)`` for a loose file."""
+    local header, name and extra field, and ending before the next member's local header);
+    ``(0, 0)`` for a loose file."""
     if loc.member is None:
         return 0, 0
     low = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())
-    return low, loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+    high = loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
+    following = getattr(loc, "next_header", None)
+    if following is not None:
+        high = min(high, following - loc.size)
+    return low, high
+
+
+def check_extent(loc: Location, start: int) -> None:
+    """Refuse the member ``loc`` when its data, from ``start`` (where its *local* header's
+    name and extra field put it) for its stored size, reaches the next member's local header.
+
+    The central directory's extents leave the local extra field out, so only here can a
+    local header whose extra field spans the next member's header be caught: its data would
+    be that member's bytes, with that member's size and CRC-32 (``verify_crc`` passes).
+
+    Raises:
+        CorruptDataError: Naming the experiment, ``archive::member`` and the other member.
+    """
+    following = getattr(loc, "next_header", None)
+    if following is not None and start + loc.size > following:
+        other = getattr(loc, "next_member", None) or "the next member"
+        corrupt(loc, f"its local header's name and extra field ({start - loc.header_offset} "
+                     f"bytes from offset {loc.header_offset}) put its data at {start}-"
+                     f"{start + loc.size}, over the bytes of member {other!r} (local header "
+                     f"at {following}): the bytes served would be that member's (a tampered "
+                     "or damaged archive)")
 
 
 def checked_data_offset(loc: Location, blob: bytes | memoryview,
@@ -135,7 +163,8 @@ def checked_data_offset(loc: Location, blob: bytes | memoryview,
     (``read_name(n)`` gives the name's ``n`` bytes when ``blob`` ends inside it).
 
     Raises:
-        CorruptDataError: The header is truncated, has a bad signature or names another member.
+        CorruptDataError: The header is truncated, has a bad signature or names another
+            member, or its extra field puts the data over the next member's (:func:`check_extent`).
     """
     try:
         try:
@@ -150,6 +179,7 @@ def checked_data_offset(loc: Location, blob: bytes | memoryview,
     if name != loc.member:
         corrupt(loc, f"the central directory points at the local header of {name!r}, not of "
                      f"{loc.member!r} (a tampered or damaged archive)")
+    check_extent(loc, start)
     return start
 
 
@@ -487,6 +517,8 @@ def open_span(loc: Location, source: ByteSource | None = None, *, verify: bool =
         held = b""
         if start is None:
             start, held = read_local_header(source, loc, first)
+        else:  # from the metadata cache: held to the same extent
+            check_extent(loc, start)
         if not loc.stored:
             data = inflate(source, start, loc)
             source.close()  # type: ignore[attr-defined]
