@@ -19,6 +19,7 @@ import pytest
 import guideloom
 from guideloom.errors import SkippedDataWarning
 from tests import export_helpers as helpers
+from tests.child_processes import start_interruptible
 from tests.zip_helpers import corrupt_member
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,9 +309,9 @@ def test_a_starting_run_stopped_by_ctrl_c_leaves_no_running_status(damaged, tmp_
     fifo = tmp_path / "pause"
     os.mkfifo(fifo)
     env = _cli_env(GUIDELOOM_PAUSE_POINT="target-locked", GUIDELOOM_PAUSE_FIFO=str(fifo))
-    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "job.toml",
-                             "--scheduler", "sync"], cwd=project, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = start_interruptible([sys.executable, "-m", "guideloom", "run", "job.toml",
+                                "--scheduler", "sync"], cwd=project, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     opened: list[int] = []
     opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
     opener.start()
