@@ -184,6 +184,7 @@ def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
     assert bar and "36/36" in bar[-1] and "skipped 1" in bar[-1], run.stderr
     assert "exp/s" in bar[-1] and "MB/s decoded" in bar[-1] and "MB/s written" in bar[-1]
+    assert "MB/s produced" in bar[-1]  # the transform output, named apart (issue 41)
     for phase in ("finalize", "checksums", "publish"):
         assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
     assert "closing the gaps of 1 skipped experiments" in run.stderr
