@@ -1002,8 +1002,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and the zips (at the top or in h5/), as download writes")
     serve.add_argument("--demo", action="store_true",
                        help="first write a demo release there (make-demo-data and a "
-                            "sample.zip)")
-    serve.add_argument("--n", type=_count, default=12, help="experiments of --demo (default 12)")
+                            "sample.zip holding the published sample's 18 experiment ids, "
+                            "0, 500, 1002, ..., 8500, as the tutorials use)")
+    serve.add_argument("--n", type=_count, default=12,
+                       help="experiments 0..N-1 of --demo besides the sample's (default 12)")
     serve.add_argument("--port", type=_count, default=0,
                        help="port on 127.0.0.1 (default: a free one, printed)")
     serve.add_argument("--rate", type=_positive, default=None, metavar="BYTES_PER_S",
