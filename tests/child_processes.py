@@ -35,6 +35,7 @@ OWNER_ENV = "PYTEST_CHILD_OWNER"  # not GUIDELOOM_*: tests strip those from thei
 LONG_LIVED_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 _tokens = itertools.count()
 EXEC_TIMEOUT_S = 60.0
+EXIT_GRACE_S = 2.0  # for a process found while it ends
 
 
 def interruptible(command: Sequence[str]) -> list[str]:
@@ -156,7 +157,10 @@ class LeakWatch:
         children = [p for p in self.me.children(recursive=True) if p.pid not in allowed]
         children = [p for p in children if not self._from_before(p)]
         orphans = self._orphans({p.pid for p in children} | allowed)
-        return [p for p in children + orphans if _alive(p) and not _is_helper(p)]
+        found = [p for p in children + orphans if _alive(p) and not _is_helper(p)]
+        if found:  # one already ending (killed, not yet gone) is not a leak: wait for that event
+            _, found = psutil.wait_procs(found, timeout=EXIT_GRACE_S)
+        return [p for p in found if _alive(p)]
 
     def finish(self) -> None:
         """Drop the token from the environment (the next test sets its own)."""
