@@ -95,11 +95,31 @@ def _descendant_pids(pids: Sequence[int]) -> set[int]:
 
 
 def embedded_cluster_pids() -> set[int]:
-    """The processes of this process's embedded Dask cluster (started once and kept)."""
-    from guideloom.cluster.embedded import running_cluster
-
-    cluster = running_cluster()
+    """The processes of this process's embedded Dask cluster (started once and kept); none
+    when the module was never imported (so the check imports nothing heavy)."""
+    embedded = sys.modules.get("guideloom.cluster.embedded")
+    cluster = embedded.running_cluster() if embedded is not None else None
     return _descendant_pids(cluster.pids) if cluster is not None else set()
+
+
+def descendant_pids(pid: int) -> set[int]:
+    """Every descendant of ``pid``, read from Linux's ``/proc/PID/task/TID/children`` (a tenth
+    of psutil's scan of every process, which this falls back to elsewhere)."""
+    tasks = Path(f"/proc/{pid}/task")
+    if not tasks.is_dir():
+        return _descendant_pids([pid]) - {pid}
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = {int(k) for f in Path(f"/proc/{parent}/task").glob("*/children")
+                    for k in f.read_text().split()}
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile
+        todo += sorted(kids - found)
+        found |= kids
+    return found
 
 
 @dataclass
@@ -108,7 +128,7 @@ class LeakWatch:
 
     before: set[int]
     token: str
-    started: float
+    existing: set[int]  # every PID of the machine when the test started
     me: psutil.Process = field(default_factory=psutil.Process)
 
     @classmethod
@@ -117,9 +137,8 @@ class LeakWatch:
         me = psutil.Process()
         token = f"{os.getpid()}-{next(_tokens)}"
         os.environ[OWNER_ENV] = token
-        before = {p.pid for p in me.children(recursive=True)}
-        # create_time can be whole seconds here; the token decides, the time only narrows the scan
-        return cls(before=before, token=token, started=time.time() - 2.0, me=me)
+        before = descendant_pids(me.pid)
+        return cls(before=before, token=token, existing=set(psutil.pids()), me=me)
 
     def _from_before(self, proc: psutil.Process) -> bool:
         """Whether ``proc`` descends from a process that was alive before the test (a longer-
@@ -139,13 +158,10 @@ class LeakWatch:
         """Processes started during the test, no longer below this process, carrying its token."""
         found = []
         uid = os.getuid()
-        for proc in psutil.process_iter(["create_time", "uids"]):
-            info = proc.info
-            if (proc.pid in seen or proc.pid == self.me.pid or info["uids"] is None
-                    or info["uids"].real != uid or (info["create_time"] or 0) < self.started):
-                continue
+        for pid in set(psutil.pids()) - self.existing - seen:  # only PIDs new since the start
             try:
-                if proc.environ().get(OWNER_ENV) == self.token:
+                proc = psutil.Process(pid)
+                if proc.uids().real == uid and proc.environ().get(OWNER_ENV) == self.token:
                     found.append(proc)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
@@ -154,7 +170,12 @@ class LeakWatch:
     def leaked(self) -> list[psutil.Process]:
         """The live processes the test started and left running."""
         allowed = self.before | embedded_cluster_pids()
-        children = [p for p in self.me.children(recursive=True) if p.pid not in allowed]
+        children = []
+        for pid in descendant_pids(self.me.pid) - allowed:
+            try:
+                children.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
         children = [p for p in children if not self._from_before(p)]
         orphans = self._orphans({p.pid for p in children} | allowed)
         found = [p for p in children + orphans if _alive(p) and not _is_helper(p)]
