@@ -54,6 +54,8 @@ LEAKING_TESTS = textwrap.dedent('''
     import subprocess
     from pathlib import Path
 
+    import pytest
+
     def test_leaves_a_child(tmp_path):
         proc = subprocess.Popen(["sleep", "600"])
         Path("{pids}/child").write_text(str(proc.pid))
@@ -62,6 +64,12 @@ LEAKING_TESTS = textwrap.dedent('''
         out = subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
                              capture_output=True, text=True, check=True)
         Path("{pids}/orphan").write_text(out.stdout.strip())
+
+    @pytest.mark.timeout(2)  # pytest-timeout's signal method fails it; teardown still runs
+    def test_times_out_waiting_for_its_child(tmp_path):
+        proc = subprocess.Popen(["sleep", "600"])
+        Path("{pids}/timed_out").write_text(str(proc.pid))
+        proc.wait()
 
     def test_waits_for_its_child():
         subprocess.run(["true"], check=True)
@@ -74,11 +82,15 @@ def test_a_test_that_leaves_a_process_running_fails_and_the_process_is_killed(py
     pids.mkdir()
     pytester.makeconftest("from tests.child_processes import no_leaked_process  # noqa: F401\n")
     pytester.makepyfile(test_leaks=LEAKING_TESTS.format(pids=pids))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q",
+                                           "-o", "timeout_method=signal")
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed") == 3 and outcomes.get("errors") == 2, result.stdout.str()
+    assert (outcomes.get("passed"), outcomes.get("failed"), outcomes.get("errors")) == \
+        (3, 1, 3), result.stdout.str()
     text = result.stdout.str()
-    for name in ("child", "orphan"):
+    assert "Timeout" in text
+    assert "ERROR at teardown of test_times_out_waiting_for_its_child" in text
+    for name in ("child", "orphan", "timed_out"):
         pid = int((pids / name).read_text())
         assert f"pid {pid} " in text, text
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
