@@ -34,6 +34,7 @@ from guideloom.errors import GuideloomError, JobFailedError, UsageError, permiss
 EXIT_USAGE = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+logger = logging.getLogger(__name__)
 DASHBOARD_PATTERN = re.compile(r"^[^\s:]+:[0-9]+$")
 DEMO_WORKFLOW = "force_signals"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
@@ -672,14 +673,22 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(plan: Any) -> bool:
+def _refusal(plan: Any) -> str | None:
+    """Ask before downloading; ``None`` when the user confirmed, else why nothing is fetched.
+
+    Without a terminal on stdin (a script, a pipe, cron) nobody can answer: that is a refusal
+    too, so a script without ``--yes`` fails instead of silently doing nothing.
+    """
+    if not sys.stdin.isatty():
+        return "cannot ask for confirmation (stdin is not a terminal); pass --yes"
     try:
         answer = input(f"download {len(plan.to_fetch)} file(s), "
                        f"{_human_bytes(plan.bytes_to_fetch)}, to {plan.out}? [y/N] ")
     except EOFError:
-        print("\nnot confirmed (no input); pass --yes to download without asking")
-        return False
-    return answer.strip().lower() in ("y", "yes")
+        return "not confirmed (no input); pass --yes to download without asking"
+    if answer.strip().lower() in ("y", "yes"):
+        return None
+    return "download declined"
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
@@ -699,9 +708,11 @@ def _cmd_download(args: argparse.Namespace) -> int:
             print(f"  {f.relpath:40s} {_human_bytes(f.size):>10s}  {state}")
         print(f"{len(plan.to_fetch)} of {len(plan.files)} file(s) to fetch, "
               f"{_human_bytes(plan.bytes_to_fetch)}, into {plan.out.resolve()}")
-    if plan.to_fetch and not (args.yes or quiet) and not _confirm(plan):
-        print("download cancelled")
-        return 0
+    refusal = None if not plan.to_fetch or args.yes or quiet else _refusal(plan)
+    if refusal is not None:
+        logger.debug("download of %s refused: %s", plan.doi, refusal)
+        print(f"guideloom: {refusal}: nothing was downloaded", file=sys.stderr)
+        return EXIT_FAILED
     report = run_download(plan, token=args.token, parallel=args.parallel, timeout=args.timeout,
                           retries=args.retries,
                           show_progress=not quiet, extract=args.extract,
@@ -991,8 +1002,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and the zips (at the top or in h5/), as download writes")
     serve.add_argument("--demo", action="store_true",
                        help="first write a demo release there (make-demo-data and a "
-                            "sample.zip)")
-    serve.add_argument("--n", type=_count, default=12, help="experiments of --demo (default 12)")
+                            "sample.zip holding the published sample's 18 experiment ids, "
+                            "0, 500, 1002, ..., 8500, as the tutorials use)")
+    serve.add_argument("--n", type=_count, default=12,
+                       help="experiments 0..N-1 of --demo besides the sample's (default 12)")
     serve.add_argument("--port", type=_count, default=0,
                        help="port on 127.0.0.1 (default: a free one, printed)")
     serve.add_argument("--rate", type=_positive, default=None, metavar="BYTES_PER_S",

@@ -87,6 +87,7 @@ def make_demo_data(
     data_dir: str | Path,
     n: int = 36,
     *,
+    sim_ids: Sequence[int] | None = None,
     scan_shape: Sequence[int] = DEFAULT_SCAN_SHAPE,
     layout: str = "zip",
     seed: int = 0,
@@ -97,7 +98,10 @@ def make_demo_data(
 
     Args:
         data_dir: Target directory (created; existing demo files are replaced).
-        n: Number of experiments (ids ``0..n-1``).
+        n: Number of experiments (ids ``0..n-1``); ignored with ``sim_ids``.
+        sim_ids: The experiment ids to write instead (distinct, non-negative, any order;
+            written in increasing order): e.g. the published sample's ids, so that commands
+            written for the real release find their experiments in the demo.
         scan_shape: ``(Y, X)`` of the four flat scan buffers; the real one is ``(2000, 3200)``.
         layout: ``"zip"`` for ``concave.zip``/``convex.zip`` with ``0042.h5`` members (stored,
             as published), ``"loose"`` for ``h5/0042.h5``.
@@ -119,12 +123,11 @@ def make_demo_data(
     """
     if layout not in ("zip", "loose"):
         raise ValueError(f"layout must be 'zip' or 'loose', not {layout!r}")
-    if n < 1:
-        raise ValueError("n must be at least 1")
+    ids = _demo_ids(n, sim_ids)
     y, x = (int(v) for v in scan_shape)
     root = Path(data_dir)
     _prepare(root, force)
-    rows = [_index_row(i, seed) for i in range(n)]
+    rows = [_index_row(i, seed) for i in ids]
     _write_csv(root / "process_parameters.csv", rows)
     surfaces = _ScanBasis((y, x), seed)
     if layout == "loose":
@@ -155,7 +158,19 @@ def make_demo_data(
         written += [f"{LOOSE_FOLDER}/{member_name(r['index'])}" for r in rows]
     record = {"files": written, "members": _zip_members(root, written)}
     (root / DEMO_MARKER).write_text(json.dumps(record) + "\n")
-    return DemoDataset(root, tuple(range(n)), layout, (y, x))
+    return DemoDataset(root, ids, layout, (y, x))
+
+
+def _demo_ids(n: int, sim_ids: Sequence[int] | None) -> tuple[int, ...]:
+    """The ids :func:`make_demo_data` writes, checked: ``0..n-1`` or ``sim_ids`` sorted."""
+    if sim_ids is None:
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        return tuple(range(n))
+    ids = tuple(sorted(int(i) for i in sim_ids))
+    if not ids or ids[0] < 0 or len(set(ids)) != len(ids):
+        raise ValueError(f"sim_ids must be distinct non-negative ids, at least one: {sim_ids!r}")
+    return ids
 
 
 def _prepare(root: Path, force: bool) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from guideloom.demo import make_demo_data
+from tests.child_processes import no_leaked_process  # noqa: F401 - autouse: no test leaves a process
 from tests.power_loss import Disk, no_disk_reason
 
 REFERENCE_MANIFEST = Path(__file__).resolve().parents[2] / "shared/reference/rddac-metadata.json"

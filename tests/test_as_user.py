@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from guideloom.demo import make_demo_data
+from tests.child_processes import start_interruptible
 
 SEED_VIEW = """
 import logging
@@ -231,10 +232,9 @@ def start_slow_job(folder: Path, scheduler: str) -> tuple[subprocess.Popen, Path
     (folder / "slow.toml").write_text(SLOW_WORKFLOW)
     marker = folder / "started"
     env = {**user_env(), "STARTED_MARKER": str(marker)}
-    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "slow.toml",
-                             "--scheduler", scheduler], cwd=folder, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = start_interruptible([sys.executable, "-m", "guideloom", "run", "slow.toml",
+                                "--scheduler", scheduler], cwd=folder, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not marker.exists():  # wait for an event: a task has started
         assert proc.poll() is None, proc.communicate()

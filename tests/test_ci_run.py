@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +86,87 @@ def test_both_sets_run_and_both_must_pass(tmp_path, case):
                 f"{slow_code})") in done.stderr
     else:
         assert out.rstrip().endswith(".ci/run: both sets passed"), out
+
+
+# What each set sees of how it was launched: the fast set as a background job under nohup
+# (SIGINT and SIGHUP ignored, the caller's session), the slow set in a session of its own with
+# SIGINT at its default (issue 41). OUTER_SID is the session of the test running .ci/run.
+LAUNCH_FAST = """import os, signal
+
+
+def test_launched_under_nohup_in_the_background():
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    assert os.getsid(0) == int(os.environ["OUTER_SID"])
+"""
+LAUNCH_SLOW = """import os, signal
+
+import pytest
+
+
+@pytest.mark.slow
+def test_launched_in_a_session_of_its_own():
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert os.getsid(0) != int(os.environ["OUTER_SID"])
+    assert os.getpgid(0) == os.getsid(0)  # the session's one process group
+"""
+
+
+def test_the_fast_set_runs_under_nohup_and_the_slow_set_under_setsid(tmp_path):
+    folder = project(tmp_path / "repo", {"test_fast.py": LAUNCH_FAST, "test_slow.py": LAUNCH_SLOW})
+    os.environ["OUTER_SID"] = str(os.getsid(0))
+    try:
+        done = ci_run(folder)
+    finally:
+        del os.environ["OUTER_SID"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '-m "not slow"  (launched: nohup)' in done.stdout
+    assert "-m slow  (launched: setsid)" in done.stdout
+    assert ".ci/run: both sets passed" in done.stdout
+    assert not (folder / "nohup.out").exists() and not (tmp_path / "nohup.out").exists()
+
+
+BLOCKING = """import os, threading
+from pathlib import Path
+
+
+def test_blocks():
+    Path(os.environ["MARKER"]).write_text(str(os.getpid()))
+    threading.Event().wait()
+"""
+
+
+def test_sigterm_to_ci_run_ends_the_running_set_whole(tmp_path):
+    """The set runs in a process group of its own (SIGINT ignored in it): stopping .ci/run
+    must end that group, not leave pytest running."""
+    folder = project(tmp_path / "repo", {"test_a.py": BLOCKING})
+    marker = tmp_path / "started"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+                "CI_RUN_NO_INSTALL": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                "MARKER": str(marker)})
+    proc = subprocess.Popen(["bash", str(folder / ".ci" / "run")], cwd=folder.parent, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()):  # the test is running
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the generated test never started"
+            time.sleep(0.02)
+        pytest_pid = int(marker.read_text())
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143
+    try:
+        _, alive = psutil.wait_procs([psutil.Process(pytest_pid)], timeout=30)
+    except psutil.NoSuchProcess:
+        alive = []
+    assert not alive, "pytest outlived .ci/run"
 
 
 def test_a_readme_without_the_slow_set_block_is_an_error(tmp_path):

@@ -25,6 +25,7 @@ import guideloom
 from guideloom.cli import main
 from guideloom.cluster.local_procs import find_free_port, start_local_cluster
 from tests import export_helpers as helpers
+from tests.child_processes import start_interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / "workflows"
@@ -353,10 +354,10 @@ def test_demo_end_to_end(tmp_path):
 def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path):
     """The README's main command: the embedded cluster by default, and --keep-dashboard keeps
     the dashboard answering after the export until Ctrl-C, which then exits 0."""
-    proc = subprocess.Popen(
+    proc = start_interruptible(
         [sys.executable, "-m", "guideloom", "demo", "--n", "12", "--dashboard", "127.0.0.1:0",
          "--keep-dashboard"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
+        text=True)
     try:
         out = []
         for line in proc.stdout:  # blocks until the demo prints; ends if the process dies

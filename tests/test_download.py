@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -271,8 +272,47 @@ def test_usage_errors(tmp_path, release):
     assert unknown.returncode == 2 and "nope.zip" in unknown.stderr
     assert "h5/concave.zip" in unknown.stderr  # says what there is
     assert lonely.returncode == 2 and "--extract" in lonely.stderr
-    assert asked.returncode == 0 and "pass --yes" in asked.stdout
+    # stdin is not a terminal and no --yes: nobody can answer, so it fails (issue 41)
+    assert asked.returncode == 1, asked
+    assert asked.stderr.splitlines() == ["guideloom: cannot ask for confirmation (stdin is not a "
+                                         "terminal); pass --yes: nothing was downloaded"]
     assert fetched == 0 and not (tmp_path / "data" / "metadata.json").exists()
+
+
+def answer_on_a_terminal(cwd: Path, answer: bytes, *args: str) -> tuple[int, str, str]:
+    """Run ``guideloom download ARGS`` with a real pseudo-terminal as stdin, type ``answer``
+    once it asks, and return its exit code, stdout and stderr."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "guideloom", "download", *args], cwd=cwd,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=follower,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(follower)
+        os.write(leader, answer)  # the terminal buffers the line until input() reads it
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(leader)
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize("answer", [b"n\n", b"\n", b"whatever\n"])
+def test_a_declined_download_exits_non_zero_and_says_nothing_was_downloaded(tmp_path, release,
+                                                                             answer):
+    with serve(release) as server:
+        code, out, err = answer_on_a_terminal(tmp_path, answer, "--small", "--server", server.url)
+        fetched = len(server.access_log())
+    assert "? [y/N] " in out  # it did ask, on the terminal
+    assert code == 1, err
+    assert err.splitlines() == ["guideloom: download declined: nothing was downloaded"]
+    assert fetched == 0 and not (tmp_path / "data" / "metadata.json").exists()
+
+
+def test_a_download_confirmed_on_a_terminal_fetches_and_exits_0(tmp_path, release):
+    with serve(release) as server:
+        code, out, err = answer_on_a_terminal(tmp_path, b"y\n", "--small", "--server", server.url)
+    assert code == 0, err
+    assert "? [y/N] " in out and "downloaded " in out
+    assert (tmp_path / "data" / "metadata.json").is_file()
 
 
 def test_a_draft_needs_the_token_and_the_error_says_how_to_pass_it(tmp_path, release):

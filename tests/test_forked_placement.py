@@ -20,6 +20,7 @@ import pytest
 import guideloom
 from guideloom.faults import FAULT_ENV, PAUSE_ENV, PAUSE_FIFO_ENV
 from guideloom.testing.formats import files_of
+from tests.child_processes import start_interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 PART = 4  # 36 demo experiments: 9 partitions
@@ -130,9 +131,9 @@ class Paused:
         self.fifo = tmp_path / "pause.fifo"
         os.mkfifo(self.fifo)
         env = _env(**{PAUSE_ENV: PAUSED, PAUSE_FIFO_ENV: str(self.fifo)})
-        self.proc = subprocess.Popen(_command(data, out, **a), env=env, cwd=out.parent,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=new_session)
+        start = start_interruptible if new_session else subprocess.Popen
+        self.proc = start(_command(data, out, **a), env=env, cwd=out.parent,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.holder = self._hold()
         self.children = [c.pid for c in psutil.Process(self.proc.pid).children()]
         assert len(self.children) == forks, self.children

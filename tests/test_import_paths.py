@@ -33,6 +33,21 @@ DATA = json.loads(FIXTURE.read_text(encoding="utf-8"))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 NEEDS_TORCH = {"guideloom.pytorch", "guideloom.loader.torch_adapter"}
 
+
+def needs_torch(module: str) -> bool:
+    """Whether importing ``module`` needs torch: one of :data:`NEEDS_TORCH` or a module of it."""
+    return any(module == m or module.startswith(f"{m}.") for m in NEEDS_TORCH)
+
+
+def torch_names(module: str, names: list[str]) -> set[str]:
+    """The names of ``names`` that ``module`` can only give with torch installed (the headline
+    names of ``guideloom`` that import ``guideloom.pytorch``); none when torch is installed."""
+    if HAS_TORCH or module != "guideloom":
+        return set()
+    import guideloom
+
+    return set(names) & set(guideloom._NEEDS_TORCH)
+
 _CLI = ("the command line's internals (its sub-command handlers, consoles and constants); the "
         "command is used as a command: `guideloom info` and `guideloom download` take rddac's "
         "options (docs/coming-from-rddac.md)")
@@ -97,7 +112,7 @@ def ours(release: str, module: str) -> str:
 
 
 def _skip_without_torch(module: str) -> None:
-    if module in NEEDS_TORCH and not HAS_TORCH:
+    if needs_torch(module) and not HAS_TORCH:
         pytest.skip(f"{module} needs torch")
 
 
@@ -125,6 +140,10 @@ def test_every_predecessor_path_imports_and_exposes_its_names(release, module):
         return
     _skip_without_torch(target)
     mod = importlib.import_module(target)
+    for name in torch_names(target, names):  # without torch: an ImportError naming the extra
+        with pytest.raises(ImportError, match=r"guideloom\[torch\]"):
+            getattr(mod, name)
+    names = [n for n in names if n not in torch_names(target, names)]
     missing = sorted(n for n in names if not hasattr(mod, n))
     listed = sorted(n for n in names if f"{module}.{n}" in LACKING or f"{module}.{n}" in PENDING)
     assert [n for n in missing if n not in listed] == [], f"{target} lacks names {module} has"
@@ -148,10 +167,11 @@ def test_predecessor_paths_import_in_a_fresh_interpreter(tmp_path):
     lines = []
     for release, module in PREDECESSOR_MODULES:
         target = ours(release, module)
-        if module in PENDING or (target in NEEDS_TORCH and not HAS_TORCH):
+        if module in PENDING or (needs_torch(target) and not HAS_TORCH):
             continue
         names = [n for n in DATA["predecessors"][release]["modules"][module]
                  if f"{module}.{n}" not in LACKING and f"{module}.{n}" not in PENDING]
+        names = [n for n in names if n not in torch_names(target, names)]
         lines.append(f"from {target} import {', '.join(names)}" if names else f"import {target}")
     script = tmp_path / "imports.py"
     script.write_text("\n".join(lines) + "\nprint('ok')\n")
@@ -252,7 +272,7 @@ def record() -> int:
     """Add the source tree's new modules and ``__all__`` names to the fixture; remove nothing."""
     listed = DATA["guideloom"]
     for module in package_modules():
-        if module in NEEDS_TORCH and not HAS_TORCH:
+        if needs_torch(module) and not HAS_TORCH:
             continue
         names = set(listed.get(module, [])) | set(public_names(module))
         listed[module] = sorted(names)

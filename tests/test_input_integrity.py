@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import guideloom
+import guideloom.sources  # not a headline name: imported, not looked up lazily
 from guideloom import zipcrc
 from guideloom.errors import CorruptDataError, IncompleteExportError, SkippedDataWarning
 from guideloom.export import build_spec, plan_export

@@ -307,6 +307,28 @@ def test_worker_error_reaches_consumer_and_stops_workers() -> None:
     assert loader.state_dict()["observation_offset"] == 12  # batches before the failure
 
 
+@pytest.mark.parametrize(("stored", "given"), [
+    ("<u2", torch.int32), ("<u4", torch.int64), ("<u8", torch.int64), (">u4", torch.int64),
+    (">i4", torch.int32), ("<u1", torch.uint8), ("<i4", torch.int32), ("<f4", torch.float32)])
+def test_default_collate_gives_dtypes_torch_trains_with(stored: str, given) -> None:
+    """uint16/32/64 (no add, compare or embedding in torch) are widened to signed dtypes that
+    hold every value; non-native byte order is made native; the rest is kept."""
+    high = min(np.iinfo(stored).max if np.dtype(stored).kind in "iu" else 1000, 2**62)
+    values = np.array([[0, 1, high], [2, 3, 4]], dtype=stored)
+    tensor = default_collate({"x": values})["x"]
+    assert tensor.dtype == given
+    np.testing.assert_array_equal(tensor.numpy(), values.astype(np.float64 if
+                                  values.dtype.kind == "f" else np.int64))
+    assert (tensor + tensor).dtype == given and bool((tensor >= 0).all())
+    if tensor.dtype in (torch.int32, torch.int64):
+        assert torch.nn.Embedding(8, 2)(tensor % 8).shape == (2, 3, 2)  # indices: int only
+
+
+def test_default_collate_refuses_uint64_values_beyond_int64() -> None:
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        default_collate({"x": np.array([2**63], dtype=np.uint64)})
+
+
 def test_default_collate_and_device_move() -> None:
     class ArraySource:
         def __init__(self) -> None:

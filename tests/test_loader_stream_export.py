@@ -70,6 +70,30 @@ def test_one_call_serves_the_stream_as_the_hand_built_storage_does(stream_export
     assert len(stream) - len(seq) < WINDOW
 
 
+def test_a_default_batch_of_the_stream_trains_an_embedding_and_does_arithmetic(
+        stream_export: Path) -> None:
+    """The stream's ``doc`` tokens are stored as uint32, which torch holds but cannot add,
+    compare or embed: the default collate widens them to int64 (issue 41), values unchanged."""
+    export = guideloom.load_export(stream_export)
+    stored = np.concatenate([export[i]["doc"] for i in range(len(export))])
+    assert stored.dtype == np.uint32  # what force_stream.toml declares
+    with StatefulDataLoader.from_export(stream_export, sequence_length=WINDOW,
+                                        local_batch_size=4, shuffle=False) as loader:
+        batch = next(iter(loader))
+    doc = batch["doc"]
+    assert doc.dtype == torch.int64 and doc.shape == (4, WINDOW)
+    np.testing.assert_array_equal(doc.numpy().ravel(), stored[:4 * WINDOW])
+    embedding = torch.nn.Embedding(int(stored.max()) + 1, 3)
+    vectors = embedding(doc)
+    assert vectors.shape == (4, WINDOW, 3)
+    vectors.sum().backward()  # a training step's gradient reaches the table
+    assert embedding.weight.grad is not None
+    assert embedding.weight.grad[doc.unique()].abs().sum() > 0
+    shifted = doc - doc.min() + 1
+    assert int(shifted.min()) == 1 and bool((shifted > 0).all())
+    assert batch["force"].dtype == torch.float32
+
+
 def test_sequence_length_is_refused_for_an_export_of_rows(demo_zip: Path,
                                                           tmp_path: Path) -> None:
     out = tmp_path / "rows"

@@ -19,6 +19,7 @@ import pytest
 import guideloom
 from guideloom.errors import SkippedDataWarning
 from tests import export_helpers as helpers
+from tests.child_processes import start_interruptible
 from tests.zip_helpers import corrupt_member
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,6 +184,7 @@ def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
     assert bar and "36/36" in bar[-1] and "skipped 1" in bar[-1], run.stderr
     assert "exp/s" in bar[-1] and "MB/s decoded" in bar[-1] and "MB/s written" in bar[-1]
+    assert "MB/s produced" in bar[-1]  # the transform output, named apart (issue 41)
     for phase in ("finalize", "checksums", "publish"):
         assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
     assert "closing the gaps of 1 skipped experiments" in run.stderr
@@ -308,9 +310,9 @@ def test_a_starting_run_stopped_by_ctrl_c_leaves_no_running_status(damaged, tmp_
     fifo = tmp_path / "pause"
     os.mkfifo(fifo)
     env = _cli_env(GUIDELOOM_PAUSE_POINT="target-locked", GUIDELOOM_PAUSE_FIFO=str(fifo))
-    proc = subprocess.Popen([sys.executable, "-m", "guideloom", "run", "job.toml",
-                             "--scheduler", "sync"], cwd=project, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = start_interruptible([sys.executable, "-m", "guideloom", "run", "job.toml",
+                                "--scheduler", "sync"], cwd=project, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     opened: list[int] = []
     opener = threading.Thread(target=_open_for_writing, args=(fifo, opened), daemon=True)
     opener.start()

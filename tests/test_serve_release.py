@@ -15,6 +15,7 @@ import pytest
 import guideloom
 from guideloom.dataverse import RDDAC_DOI, dataset_versions
 from guideloom.release_server import make_demo_release, release_files, serve_release
+from guideloom.releases.server import PUBLISHED_SAMPLE_IDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +98,9 @@ def test_the_readme_rehearsal_info_download_resume_and_a_doi_run(tmp_path):
         run = cli(tmp_path, "run", "force_signals", "--data-dir", RDDAC_DOI, "--server", url,
                   "--output", "exports/fs", "--scheduler", "sync")
         assert run.returncode == 0, run.stderr
-        assert guideloom.load_export(tmp_path / "exports" / "fs").sim_ids.size == 12
+        # the demo's experiments 0..11 and the published sample's 18 ids (issue 41)
+        assert guideloom.load_export(tmp_path / "exports" / "fs").sim_ids.tolist() == \
+            sorted(set(range(12)) | set(PUBLISHED_SAMPLE_IDS))
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

@@ -17,6 +17,7 @@ import guideloom
 from guideloom.errors import SkippedDataWarning
 from guideloom.faults import FAULT_ENV
 from tests import export_helpers as helpers
+from tests.child_processes import start_interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS = list(range(1, 24))  # 7, 14 and 21 fail: skipped
@@ -225,9 +226,8 @@ def test_ctrl_c_while_closing_gaps_then_a_rerun_does_only_the_chunks_left(demo_z
                 PAUSE_FIFO_ENV: str(fifo)})
     args = [str(demo_zip), str(target), "big_rows_failing_on_multiples_of_7", "sync",
             ",".join(map(str, IDS))]
-    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=target.parent, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = start_interruptible([sys.executable, str(script), *args], cwd=target.parent, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     opened: list[int] = []
     opener = threading.Thread(target=_hold_open, args=(fifo, opened), daemon=True)
     opener.start()

@@ -46,7 +46,8 @@ def apply_event(exports: MutableMapping[str, dict[str, Any]], msg: Mapping[str, 
             "output": msg.get("output"), "total": int(msg.get("total", 0)), "done": 0,
             "written": 0, "skipped": [], "phase": None, "phases": [], "status": "running",
             "started": now, "updated": now, "bytes_decoded": 0, "bytes_written": 0,
-            "workers": {}, "tasks": [], "samples": [[now, 0, 0, 0]], "placement": None,
+            "bytes_decoded_input": 0,
+            "workers": {}, "tasks": [], "samples": [[now, 0, 0, 0, 0]], "placement": None,
             "error": None, "update": None,
         }
         _forget_old(exports)
@@ -101,14 +102,17 @@ def _add_task(state: dict[str, Any], msg: Mapping[str, Any], now: float) -> None
     state["done"] += n
     state["written"] += int(msg.get("written", 0))
     state["bytes_decoded"] += int(msg.get("bytes_decoded", 0))
+    state["bytes_decoded_input"] += int(msg.get("bytes_decoded_input", 0))
     state["bytes_written"] += int(msg.get("bytes_written", 0))
     if state["phases"]:
         state["phases"][-1]["done"] += n
     worker = str(msg.get("worker") or "in-process")
     w = state["workers"].setdefault(worker, {"experiments": 0, "bytes_decoded": 0,
-                                             "bytes_written": 0, "busy_s": 0.0, "tasks": 0})
+                                             "bytes_decoded_input": 0, "bytes_written": 0,
+                                             "busy_s": 0.0, "tasks": 0})
     w["experiments"] += n
     w["bytes_decoded"] += int(msg.get("bytes_decoded", 0))
+    w["bytes_decoded_input"] += int(msg.get("bytes_decoded_input", 0))
     w["bytes_written"] += int(msg.get("bytes_written", 0))
     w["busy_s"] += float(msg.get("seconds", 0.0))
     w["tasks"] += 1
@@ -119,7 +123,7 @@ def _add_task(state: dict[str, Any], msg: Mapping[str, Any], now: float) -> None
                            "start": start, "end": end,
                            "experiments": n, "skipped": int(msg.get("skipped", 0))})
     state["samples"].append([now, state["done"], state["bytes_decoded"],
-                             state["bytes_written"]])
+                             state["bytes_written"], state["bytes_decoded_input"]])
 
 
 def summary(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
@@ -169,13 +173,19 @@ def phase_seconds(state: Mapping[str, Any], now: float | None = None) -> dict[st
 
 
 def rates(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
-    """Experiments/s, MB/s decoded and written over the read-transform-write phase, its ETA
-    plus an estimate of the finalize phase, and per-worker rates over their busy time."""
+    """Experiments/s and MB/s over the read-transform-write phase, its ETA plus an estimate of
+    the finalize phase, and per-worker rates over their busy time.
+
+    Three byte rates, each named for what it counts: ``mb_per_s_decoded``, the records as read
+    and decoded (the input, before transforms); ``mb_per_s_produced``, the transforms' output
+    handed to the writer (the state's ``bytes_decoded``); ``mb_per_s_written``, the bytes the
+    format wrote (compressed, encoded)."""
     now = time.time() if now is None else now
     spent = phase_seconds(state, now).get(TASKS, 0.0)
     fresh = sum(t["experiments"] for t in state["tasks"])
     exp_s = fresh / spent if spent > 0 else 0.0
-    decoded = state["bytes_decoded"] / MB / spent if spent > 0 else 0.0
+    decoded = state.get("bytes_decoded_input", 0) / MB / spent if spent > 0 else 0.0
+    produced = state["bytes_decoded"] / MB / spent if spent > 0 else 0.0
     written = state["bytes_written"] / MB / spent if spent > 0 else 0.0
     remaining = max(0, state["total"] - state["done"])
     eta: float | None = None
@@ -191,12 +201,15 @@ def rates(state: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     workers = {
         name: {"experiments": w["experiments"], "tasks": w["tasks"],
                "experiments_per_s": w["experiments"] / w["busy_s"] if w["busy_s"] else 0.0,
-               "mb_per_s_decoded": w["bytes_decoded"] / MB / w["busy_s"] if w["busy_s"] else 0.0,
+               "mb_per_s_decoded": (w.get("bytes_decoded_input", 0) / MB / w["busy_s"]
+                                    if w["busy_s"] else 0.0),
+               "mb_per_s_produced": w["bytes_decoded"] / MB / w["busy_s"] if w["busy_s"] else 0.0,
                "mb_per_s_written": w["bytes_written"] / MB / w["busy_s"] if w["busy_s"] else 0.0}
         for name, w in sorted(state["workers"].items())
     }
     return {"experiments_per_s": exp_s, "mb_per_s_decoded": decoded,
-            "mb_per_s_written": written, "eta_s": eta, "workers": workers}
+            "mb_per_s_produced": produced, "mb_per_s_written": written, "eta_s": eta,
+            "workers": workers}
 
 
 def step_eta(phase: Mapping[str, Any], now: float) -> float | None:

@@ -78,7 +78,9 @@ def export_html(state: Mapping[str, Any], now: float | None = None) -> str:
         +
         f"<tr><th>skipped</th><td>{len(state['skipped'])}</td></tr>"
         f"<tr><th>experiments/s</th><td>{r['experiments_per_s']:.1f}</td></tr>"
-        f"<tr><th>MB/s decoded</th><td>{r['mb_per_s_decoded']:.1f}</td></tr>"
+        f"<tr><th>MB/s decoded (input, before transforms)</th>"
+        f"<td>{r['mb_per_s_decoded']:.1f}</td></tr>"
+        f"<tr><th>MB/s produced (transform output)</th><td>{r['mb_per_s_produced']:.1f}</td></tr>"
         f"<tr><th>MB/s written</th><td>{r['mb_per_s_written']:.1f}</td></tr>"
         f"<tr><th>ETA (with finalize)</th><td>{_seconds(r['eta_s'])}</td></tr>"
         f"<tr><th>elapsed</th><td>{_seconds(sum(spent.values()))}</td></tr>"
@@ -118,10 +120,12 @@ def export_html(state: Mapping[str, Any], now: float | None = None) -> str:
     workers = ""
     if r["workers"]:
         workers = ("<table><tr><th>worker</th><th>tasks</th><th>experiments</th>"
-                   "<th>experiments/s</th><th>MB/s decoded</th><th>MB/s written</th></tr>"
+                   "<th>experiments/s</th><th>MB/s decoded</th><th>MB/s produced</th>"
+                   "<th>MB/s written</th></tr>"
                    + "".join(f"<tr><td>{_e(name)}</td><td>{w['tasks']}</td>"
                              f"<td>{w['experiments']}</td><td>{w['experiments_per_s']:.1f}</td>"
                              f"<td>{w['mb_per_s_decoded']:.1f}</td>"
+                             f"<td>{w['mb_per_s_produced']:.1f}</td>"
                              f"<td>{w['mb_per_s_written']:.1f}</td></tr>"
                              for name, w in r["workers"].items()) + "</table>")
     return f'<div class="gl-export">{head}{summary}{phases}{skipped}{workers}</div>'

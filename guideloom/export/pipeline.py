@@ -31,13 +31,15 @@ class RecordSource(Protocol):
 def produce(
     spec: ExportSpec, reader: RecordSource, loc: Location, row: Mapping[str, Any],
     *, allow_text: bool = False, raw: bool = False, into: Mapping[str, np.ndarray] | None = None,
+    on_read: Callable[[int], None] | None = None,
 ) -> Any:
     """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.
 
     ``_sim_id`` is available to the transforms and stripped from the result. With ``raw``
     (storage outputs) the transformed record is returned as it is, for the storage format to
     pack; otherwise every value must be a numeric (or, with ``allow_text``, text) array-like.
-    ``into`` holds buffers to decode fields into (see :func:`reuse_buffers`).
+    ``into`` holds buffers to decode fields into (see :func:`reuse_buffers`). ``on_read`` is
+    given the decoded bytes of the record as read, before any transform (the input rate).
 
     Raises:
         ExperimentReadError: Reading failed (names id, file, HDF5 path).
@@ -46,6 +48,8 @@ def produce(
         UnsafeNameError: A key is not a plain file name (never skipped).
     """
     record = reader.read(loc, row, into)
+    if on_read is not None:
+        on_read(sum(int(getattr(v, "nbytes", 0) or 0) for v in record.values()))
     for alias, fn in spec.transforms.items():
         record[alias] = _call(fn, record[alias], loc, f"transform for {alias!r}")
     if spec.record_transform is not None:

@@ -116,6 +116,7 @@ class RunMonitor:
                    experiments=len(summary.get("written", ())) + len(skipped),
                    written=len(summary.get("written", ())), skipped=len(skipped),
                    bytes_decoded=int(summary.get("bytes_decoded", 0)),
+                   bytes_decoded_input=int(summary.get("bytes_decoded_input", 0)),
                    bytes_written=int(summary.get("bytes", 0) or 0),
                    seconds=float(summary.get("seconds", 0.0)),
                    started=summary.get("started"), worker=summary.get("worker"))
@@ -123,7 +124,8 @@ class RunMonitor:
             r = rates(self.state)
             self._bar.set_postfix_str(
                 f"skipped {len(self.state['skipped'])}, {r['mb_per_s_decoded']:.0f} MB/s "
-                f"decoded, {r['mb_per_s_written']:.0f} MB/s written", refresh=False)
+                f"decoded, {r['mb_per_s_produced']:.0f} MB/s produced, "
+                f"{r['mb_per_s_written']:.0f} MB/s written", refresh=False)
             self._bar.update(len(summary.get("written", ())) + len(skipped))
 
     def step(self, done: int, total: int, unit: str = "chunks") -> None:

@@ -53,6 +53,15 @@ def _placement_html(placed: Mapping[str, Any] | None) -> str:
     return f'<table class="gl-placement">{rows}</table>'
 
 
+def _rate(samples: list[list[float]], column: int) -> list[float]:
+    """MB/s between consecutive samples of a cumulative byte count (``column`` of each sample;
+    0 where a sample has no such column)."""
+    def at(sample: list[float]) -> float:
+        return sample[column] if len(sample) > column else 0.0
+    return [0.0] + [(at(b) - at(a)) / MB / (b[0] - a[0]) if b[0] > a[0] else 0.0
+                    for a, b in zip(samples, samples[1:], strict=False)]
+
+
 def _plots(state: Mapping[str, Any], now: float) -> Any:
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
@@ -96,19 +105,22 @@ def _plots(state: Mapping[str, Any], now: float) -> Any:
 
     samples = state["samples"]
     times = [s[0] - t0 for s in samples]
-    rate_mb = [0.0] + [
-        (b[2] - a[2]) / MB / (b[0] - a[0]) if b[0] > a[0] else 0.0
-        for a, b in zip(samples, samples[1:], strict=False)]
-    throughput = figure(title="throughput: experiments done, MB/s decoded", height=220,  # type: ignore[call-arg]
+    rate_mb = _rate(samples, 2)  # the transforms' output
+    input_mb = _rate(samples, 4)  # decoded input, before transforms (0 in older states)
+    throughput = figure(title="throughput: experiments done, MB/s decoded and produced",  # type: ignore[call-arg]
+                        height=220,
                         sizing_mode="stretch_width", x_range=timeline.x_range,
                         x_axis_label="seconds since the start", y_axis_label="experiments done",
                         name="throughput")
     throughput.step(times, [s[1] for s in samples], mode="after", line_width=2,
                     legend_label="experiments done")
-    throughput.extra_y_ranges = {"mb": Range1d(start=0, end=max([1.0, *rate_mb]) * 1.1)}
-    throughput.add_layout(LinearAxis(y_range_name="mb", axis_label="MB/s decoded"), "right")
+    throughput.extra_y_ranges = {
+        "mb": Range1d(start=0, end=max([1.0, *rate_mb, *input_mb]) * 1.1)}
+    throughput.add_layout(LinearAxis(y_range_name="mb", axis_label="MB/s"), "right")
+    throughput.step(times, input_mb, mode="before", color="#2c7fb8", y_range_name="mb",
+                    legend_label="MB/s decoded (input)")
     throughput.step(times, rate_mb, mode="before", color="#f03b20", y_range_name="mb",
-                    legend_label="MB/s decoded")
+                    legend_label="MB/s produced (transform output)")
     throughput.legend.location = "top_left"
     return column(timeline, stream, throughput, sizing_mode="stretch_width")
 

@@ -846,6 +846,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     written: list[Any] = []
     skipped: list[SkippedRecord] = []
     decoded = 0  # bytes of the records produced (decoded and transformed)
+    read_sizes: list[int] = []  # bytes of each record as read and decoded, before transforms
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
     carried = part.carried
@@ -874,7 +875,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                 t_read = time.perf_counter()
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
-                                 into=first if overlapped is None else overlapped.buffers())
+                                 into=first if overlapped is None else overlapped.buffers(),
+                                 on_read=read_sizes.append)
                 if schema is not None:
                     check_schema(arrays, schema, loc)
                 elif keys is not None:
@@ -920,6 +922,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "skipped": skipped,
         "bytes": n_bytes,
         "bytes_decoded": decoded,
+        "bytes_decoded_input": sum(read_sizes),
         "started": t0,
         "seconds": time.time() - t0,
         "read_transform_s": produce_s,

@@ -41,7 +41,8 @@ class PartitionSummary(SummaryExtra):
     written: list[Any]  # experiment ids written, in row order
     skipped: list[SkippedRecord]
     bytes: int  # written by the sink
-    bytes_decoded: int  # of the records produced (decoded and transformed)
+    bytes_decoded: int  # of the records produced (decoded and transformed): the transform output
+    bytes_decoded_input: NotRequired[int]  # of the records as read and decoded, before transforms
     started: float  # time.time() when the task began
     seconds: float
     read_transform_s: NotRequired[float]

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+logger = logging.getLogger(__name__)
+
 INSTALL_HINT = 'the loader needs PyTorch: pip install "guideloom[torch]"'
+# Unsigned dtypes torch holds but cannot train with on CPU (torch 2.13: no +, -, comparison,
+# max, indexing or nn.Embedding on uint16/32/64), widened to the signed dtype that holds every
+# value (uint64 only while its values fit in int64). uint8 is fully supported and kept.
+TORCH_WIDENED: dict[np.dtype, np.dtype] = {
+    np.dtype(np.uint16): np.dtype(np.int32),
+    np.dtype(np.uint32): np.dtype(np.int64),
+    np.dtype(np.uint64): np.dtype(np.int64),
+}
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 def require_torch() -> Any:
@@ -20,6 +32,24 @@ def require_torch() -> Any:
     return torch
 
 
+def torch_usable(value: np.ndarray) -> np.ndarray:
+    """``value`` in a dtype torch trains with: native byte order, and the unsigned dtypes of
+    :data:`TORCH_WIDENED` widened (a new array); any other array is returned as it is.
+
+    Raises:
+        OverflowError: A uint64 value does not fit in int64.
+    """
+    dtype = value.dtype.newbyteorder("=") if value.dtype.byteorder not in "=|" else value.dtype
+    target = TORCH_WIDENED.get(dtype)
+    if target is None:
+        return value if dtype == value.dtype else value.astype(dtype)
+    if dtype == np.uint64 and value.size and int(value.max()) > _INT64_MAX:
+        raise OverflowError(f"uint64 value {int(value.max())} does not fit in int64, the "
+                            "dtype torch trains with; store it in a narrower or float dtype")
+    logger.debug("widening %s to %s for torch", value.dtype, target)
+    return value.astype(target)
+
+
 def _to_tensor(value: Any) -> Any:
     torch = require_torch()
     if isinstance(value, torch.Tensor):
@@ -27,6 +57,9 @@ def _to_tensor(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "OUSV":  # strings, objects, raw records: leave as NumPy
             return value
+        widened = torch_usable(value)
+        if widened is not value:
+            return torch.from_numpy(widened)
         if not value.flags.writeable or not value.flags.c_contiguous:
             value = np.ascontiguousarray(value).copy()
         return torch.from_numpy(value)

@@ -39,6 +39,11 @@ from guideloom.net.dataverse import RDDAC_DOI
 logger = logging.getLogger(__name__)
 
 VERSIONS = ("2.0", ":latest", ":latest-published")  # 2.0: the version guideloom reads
+# The experiment ids of DaRUS' sample.zip (one experiment per category, 18 files): what
+# `download --small` gives, and what rddac's tutorial and notebooks read (`by_sim_id(4500)`).
+# The demo release holds them, so every documented command runs against it unchanged.
+PUBLISHED_SAMPLE_IDS = (0, 500, 1002, 1500, 2000, 2500, 3000, 3500, 4000,
+                        4500, 5000, 5500, 6000, 6500, 7000, 7500, 8000, 8500)
 BLOCK = 64 * 1024
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
@@ -101,15 +106,26 @@ def release_files(root: Path) -> list[ReleaseFile]:
 
 
 def make_demo_release(root: Path, n: int = 12) -> Path:
-    """A demo release in ``root``: :func:`guideloom.demo.make_demo_data` (zip layout) plus
-    ``sample.zip``, the first two members of ``concave.zip`` (stored, as DaRUS' sample)."""
-    from guideloom.demo import make_demo_data
+    """A demo release in ``root``: :func:`guideloom.demo.make_demo_data` (zip layout) of the
+    experiments ``0..n-1`` and :data:`PUBLISHED_SAMPLE_IDS`, plus ``sample.zip`` holding the
+    sample's experiments (stored, as DaRUS' sample; copies of the geometry zips' members)."""
+    from guideloom.demo import make_demo_data, member_name
 
-    make_demo_data(root, n=n)
-    with zipfile.ZipFile(root / "concave.zip") as src, \
-            zipfile.ZipFile(root / "sample.zip", "w", compression=zipfile.ZIP_STORED) as dst:
-        for info in src.infolist()[:2]:
-            dst.writestr(info.filename, src.read(info))
+    demo = make_demo_data(root, sim_ids=sorted(set(range(n)) | set(PUBLISHED_SAMPLE_IDS)))
+    wanted = {member_name(i) for i in PUBLISHED_SAMPLE_IDS}
+    members: dict[str, bytes] = {}
+    for archive in ("concave.zip", "convex.zip"):
+        with zipfile.ZipFile(root / archive) as src:
+            members.update({i.filename: src.read(i) for i in src.infolist()
+                            if i.filename in wanted})
+    missing = sorted(wanted - set(members))
+    if missing:  # make_demo_data wrote every id: a member missing is a bug, said as such
+        raise RuntimeError(f"{root}: the demo zips lack the sample members {missing}")
+    with zipfile.ZipFile(root / "sample.zip", "w", compression=zipfile.ZIP_STORED) as dst:
+        for name in sorted(members, key=lambda m: int(Path(m).stem)):
+            dst.writestr(name, members[name])
+    logger.info("demo release in %s: %d experiments, %d in sample.zip", root, len(demo.ids),
+                len(members))
     return root
 
 
