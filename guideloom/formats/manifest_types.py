@@ -51,6 +51,8 @@ class PartitionSummary(SummaryExtra):
     verify_crc: NotRequired[bool]
     # fallback kind -> times taken (guideloom.runtime.fallbacks)
     fallbacks: NotRequired[dict[str, int]]
+    # id -> the BLAKE3 digest of the input each row read (guideloom.read.content)
+    input_digests: NotRequired[dict[str, str]]
 
 
 class ViewField(TypedDict):
