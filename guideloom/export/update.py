@@ -386,19 +386,20 @@ class UpdatePreview:
         """Per experiment, why it would be read or how it is carried (the ones read, then
         the removed, then the re-hashed, then the others), at most ``limit`` lines (``None``:
         all) and a last line counting the ones left out."""
-        every = self.plan.reasons(self.sim_ids)
-        rank = {"added": 0, "removed": 1}
-        def order(line: str) -> int:
-            what = line.split(": ", 1)[1]
-            if what in rank:
-                return rank[what]
-            if what.startswith("carried (re-hashed"):
-                return 3
-            return 4 if what.startswith("carried") else 0
-        every.sort(key=order)  # stable: output order within each kind
+        every = sorted(self.plan.reasons(self.sim_ids), key=_reason_rank)  # stable
         if limit is None or len(every) <= limit:
             return every
         return [*every[:limit], f"... and {len(every) - limit} more (--all lists every one)"]
+
+
+def _reason_rank(line: str) -> int:
+    """Changed first, then added, removed, re-hashed and the others carried."""
+    what = line.split(": ", 1)[1]
+    if what.startswith("carried (re-hashed"):
+        return 3
+    if what.startswith("carried"):
+        return 4
+    return {"added": 1, "removed": 2}.get(what, 0)
 
 
 def _hashed_changed(plan: UpdatePlan) -> int:

@@ -95,23 +95,27 @@ def evidence_differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str
     return [f"{EVIDENCE_NAMES[k]} changed" for k in keys if old.get(k) != new.get(k)]
 
 
-RACY_MARGIN_NS = 2_000_000_000
-"""How much older than the export's start an input's last change must be for its unchanged
-evidence to be trusted (2 s: the kernel stamps files with a coarse clock a tick behind the
-one that timed the start, and some file systems keep 1 or 2 s of timestamp granularity)."""
+def racy_margin_ns() -> int:
+    """How much older than the export's start an input's last change must be for its
+    unchanged evidence to be trusted (``input_racy_s``, default 2 s: the kernel stamps files
+    with a coarse clock a tick behind the one that timed the start, and some file systems keep
+    1 or 2 s of timestamp granularity)."""
+    from guideloom import config
+
+    return int(float(config.get("input_racy_s")) * 1e9)
 
 
 def trusted(evidence: Mapping[str, Any], started_ns: int) -> bool:
     """Whether unchanged ``evidence`` proves an unchanged input: a remote server's checksum
     always does (the server is trusted to change its checksum or validator with the bytes);
     a local file only when it was last changed (its ``mtime`` and ``ctime``) at least
-    :data:`RACY_MARGIN_NS` before the export that recorded it started (git's "racy" rule: a
+    :func:`racy_margin_ns` before the export that recorded it started (git's "racy" rule: a
     file changed within the same timestamp tick as it was looked at can change again without
     its times showing it)."""
     if evidence.get("kind") == "remote":
         return bool(evidence.get("validator"))
     changed = max(int(evidence.get("mtime_ns", 0)), int(evidence.get("ctime_ns", 0)))
-    return changed + RACY_MARGIN_NS <= started_ns
+    return changed + racy_margin_ns() < started_ns
 
 
 def input_sizes(locations: Iterable[Any]) -> list[int]:
