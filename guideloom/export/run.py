@@ -869,6 +869,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     written: list[Any] = []
     skipped: list[SkippedRecord] = []
     hashed: dict[str, str] = {}  # id -> the content digest of the input read
+    hash_s = 0.0
     decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
@@ -903,8 +904,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     check_schema(arrays, schema, loc)
                 elif keys is not None:
                     check_keys(arrays, keys, loc)
+                t_hash = time.perf_counter()
                 hashed[str(loc.sim_id)] = content_digest(loc).digest
                 t_write = time.perf_counter()
+                hash_s += t_write - t_hash
                 (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
                                                                    arrays)
                 produce_s += t_write - t_read
@@ -954,6 +957,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "verify_crc": spec.verify_crc,
         "fallbacks": fallbacks.since(fell_back),
         "input_digests": hashed,
+        "input_hash_s": hash_s,
     }
     if carried:
         summary["carried"] = n_carried

@@ -53,6 +53,7 @@ class PartitionSummary(SummaryExtra):
     fallbacks: NotRequired[dict[str, int]]
     # id -> the BLAKE3 digest of the input each row read (guideloom.read.content)
     input_digests: NotRequired[dict[str, str]]
+    input_hash_s: NotRequired[float]  # seconds spent hashing them
 
 
 class ViewField(TypedDict):
