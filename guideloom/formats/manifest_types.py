@@ -53,7 +53,8 @@ class PartitionSummary(SummaryExtra):
     fallbacks: NotRequired[dict[str, int]]
     # id -> the BLAKE3 digest of the input each row read (guideloom.read.content)
     input_digests: NotRequired[dict[str, str]]
-    input_hash_s: NotRequired[float]  # seconds spent hashing them
+    input_hash_s: NotRequired[float]  # seconds spent hashing them (on a helper thread)
+    input_hash_wait_s: NotRequired[float]  # seconds the partition waited for those hashes
 
 
 class ViewField(TypedDict):
