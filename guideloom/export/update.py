@@ -100,6 +100,7 @@ class UpdatePlan:
         rehashed: ``{id: why}`` of the carried ids whose input was hashed again and found
             unchanged (``"re-hashed: unchanged; ctime changed"``).
         hashed_bytes: Bytes of input hashed by the plan.
+        hash_s: Seconds the plan spent hashing them.
     """
 
     carried_from: tuple[int, ...]
@@ -109,6 +110,7 @@ class UpdatePlan:
     digests: tuple[str | None, ...] = ()
     rehashed: Mapping[Any, str] = field(default_factory=dict)
     hashed_bytes: int = 0
+    hash_s: float = 0.0
 
     @property
     def carried(self) -> int:
@@ -268,29 +270,29 @@ def plan_update(previous: Previous, sim_ids: Sequence[Any],
             continue
         carried_from.append(-1)
         digests.append(None)
-    rehashed, hashed_bytes = _rehash(previous, suspect, sim_ids, locations, carried_from,
-                                     digests, changed)
+    rehashed, hashed_bytes, hash_s = _rehash(previous, suspect, sim_ids, locations,
+                                             carried_from, digests, changed)
     removed = tuple(i for i in previous.sim_ids if i not in seen)
     return UpdatePlan(tuple(carried_from), tuple(added), changed, removed, tuple(digests),
-                      rehashed, hashed_bytes)
+                      rehashed, hashed_bytes, hash_s)
 
 
 def _rehash(previous: Previous, suspect: Mapping[int, str], sim_ids: Sequence[Any],
             locations: Sequence[Any], carried_from: list[int], digests: list[str | None],
-            changed: dict[Any, str]) -> tuple[dict[Any, str], int]:
+            changed: dict[Any, str]) -> tuple[dict[Any, str], int, float]:
     """Hash the inputs at the positions ``suspect`` (position -> the evidence that differs)
     and compare each with its recorded digest (``digests``): equal keeps it carried, else it
-    is read (``carried_from`` -1, ``changed`` says why). Returns the re-hashed ones' reasons
-    and the bytes hashed."""
+    is read (``carried_from`` -1, ``changed`` says why). Returns the re-hashed ones' reasons,
+    the bytes hashed and the seconds it took."""
     if not suspect:
-        return {}, 0
+        return {}, 0, 0.0
     order = sorted(suspect)
     rehashed: dict[Any, str] = {}
     if not locations:
         for k in order:
             changed[sim_ids[k]] = f"input not verified ({suspect[k]}; not hashed)"
             carried_from[k], digests[k] = -1, None
-        return rehashed, 0
+        return rehashed, 0, 0.0
     t0 = time.perf_counter()
     hashed: dict[int, Hashed | Exception] = {}
     try:
@@ -319,7 +321,7 @@ def _rehash(previous: Previous, suspect: Mapping[int, str], sim_ids: Sequence[An
     logger.info("update of %s: re-hashed %d inputs (%d bytes) in %.3f s (%.0f MB/s): %d "
                 "unchanged, %d changed", previous.ref.root, len(order), nbytes, seconds,
                 nbytes / 1e6 / max(seconds, 1e-9), len(rehashed), len(order) - len(rehashed))
-    return rehashed, nbytes
+    return rehashed, nbytes, seconds
 
 
 def history_entry(plan: UpdatePlan | None, generation: int, count: int, skipped: int,
