@@ -30,6 +30,8 @@ import pytest
 
 import guideloom
 from guideloom import config
+from guideloom.errors import InjectedFault
+from guideloom.faults import crash_at
 from guideloom.read.fingerprint import input_evidence, trusted
 from guideloom.read.locations import Location
 from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows
@@ -248,6 +250,26 @@ def test_an_export_without_digests_is_updated_by_reading_every_experiment(data, 
     export(data, full, range(10))
     same_export(out, full)
     assert export(data, out, range(10), update=True).up_to_date  # later ones are updates
+
+
+def test_a_resumed_partition_without_digests_has_its_inputs_hashed_at_finalize(data, tmp_path,
+                                                                             decoded):
+    """Markers written by a guideloom before digests (no ``input_digests``): the rerun resumes
+    them and hashes their inputs when it records the provenance."""
+    out, full = tmp_path / "out", tmp_path / "full"
+    with pytest.raises(InjectedFault), crash_at("partitions-done"):
+        export(data, out, range(8))
+    markers = sorted((tmp_path / ".out.guideloom-staging" / "parts").glob("*.json"))
+    assert len(markers) == 2
+    for marker in markers:
+        summary = json.loads(marker.read_text())
+        del summary["input_digests"]
+        marker.write_text(json.dumps(summary))
+    decoded()
+    result = export(data, out, range(8))
+    assert result.resumed_partitions == 2 and decoded() == []
+    export(data, full, range(8))
+    same_export(out, full)
 
 
 # --- verify_inputs ---------------------------------------------------------------------------

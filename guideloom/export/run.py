@@ -106,7 +106,7 @@ from guideloom.formats.manifest_types import (
     SkippedRecord,
     SummaryExtra,
 )
-from guideloom.read.content import Hasher
+from guideloom.read.content import Hasher, content_digest
 from guideloom.read.fingerprint import input_evidence
 from guideloom.read.readahead import Peeking, ReadAhead
 from guideloom.read.records import (
@@ -1180,10 +1180,11 @@ def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray,
     digests = []
     for k in rows:
         digest = carried[k] if carried and carried[k] else hashed.get(str(ids[k]))
-        if not digest:
-            raise GuideloomError(f"experiment {ids[k]}: no content digest of its input "
-                                 f"({plan.selection.locations[k].describe()}) was recorded; "
-                                 "nothing published")
+        if not digest:  # a partition resumed from a marker of a guideloom before digests
+            loc = plan.selection.locations[k]
+            logger.info("guideloom: hashing the input of experiment %s (%s): its partition "
+                        "recorded no digest", ids[k], loc.describe())
+            digest = content_digest(loc).digest  # (the job's identity: the input unchanged)
         digests.append(digest)
     starts = [int(float(s["started"]) * 1e9) for s in summaries if s.get("input_digests")]
     started_ns = min([plan.started_ns or time.time_ns(), *starts])
