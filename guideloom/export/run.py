@@ -869,7 +869,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     written: list[Any] = []
     skipped: list[SkippedRecord] = []
     hashed: dict[str, str] = {}  # id -> the content digest of the input read
-    hash_s = hash_wait_s = 0.0  # hashing inputs, and waiting for it after a decode
+    hash_s = hash_cpu_s = hash_wait_s = 0.0  # hashing inputs; waiting for it after a decode
     hasher = Hasher()
     decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
@@ -911,6 +911,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                 hashed[str(loc.sim_id)] = digest.digest
                 t_write = time.perf_counter()
                 hash_s += digest.seconds
+                hash_cpu_s += digest.cpu_s
                 hash_wait_s += t_write - t_hash
                 (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
                                                                    arrays)
@@ -964,6 +965,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "fallbacks": fallbacks.since(fell_back),
         "input_digests": hashed,
         "input_hash_s": hash_s,
+        "input_hash_cpu_s": hash_cpu_s,
         "input_hash_wait_s": hash_wait_s,
     }
     if carried:

@@ -54,6 +54,7 @@ class PartitionSummary(SummaryExtra):
     # id -> the BLAKE3 digest of the input each row read (guideloom.read.content)
     input_digests: NotRequired[dict[str, str]]
     input_hash_s: NotRequired[float]  # seconds spent hashing them (on a helper thread)
+    input_hash_cpu_s: NotRequired[float]  # CPU seconds of that hashing
     input_hash_wait_s: NotRequired[float]  # seconds the partition waited for those hashes
 
 

@@ -36,11 +36,13 @@ HASH_THREADS = 4  # inputs hashed at once by :func:`content_digests`
 
 @dataclass(frozen=True)
 class Hashed:
-    """One input's content digest, the bytes hashed for it and the seconds it took."""
+    """One input's content digest, the bytes hashed for it, the seconds it took and the
+    CPU seconds of its thread."""
 
     digest: str
     nbytes: int
     seconds: float = 0.0
+    cpu_s: float = 0.0
 
 
 def content_digest(loc: Location) -> Hashed:
@@ -50,7 +52,7 @@ def content_digest(loc: Location) -> Hashed:
         ExperimentReadError: The input cannot be read (names the experiment and the file).
         CorruptDataError: The member's local header is damaged (names the experiment).
     """
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     try:
         source = source_for(loc)
     except OSError as exc:
@@ -76,7 +78,8 @@ def content_digest(loc: Location) -> Hashed:
                 f"experiment {loc.sim_id}: {loc.describe()}: only {got} of its {size} bytes "
                 "could be read for its content digest (the file ends early)",
                 sim_id=loc.sim_id, file=loc.describe())
-        return Hashed(hasher.hexdigest(), size, time.perf_counter() - t0)
+        return Hashed(hasher.hexdigest(), size, time.perf_counter() - t0,
+                      time.thread_time() - cpu0)
     except OSError as exc:
         raise _read_error(loc, exc) from exc
     finally:
