@@ -272,6 +272,33 @@ def test_a_resumed_partition_without_digests_has_its_inputs_hashed_at_finalize(d
     same_export(out, full)
 
 
+REWRITE: dict[int, Path] = {}  # sim_id -> the input the transform below rewrites
+
+
+def rewriting_first_rows(rec):
+    """``first_rows``, rewriting its experiment's input file (same size, other bytes) when it
+    is listed in ``REWRITE``: the input changes between the decode and the end of its read."""
+    from tests.export_helpers import first_rows
+
+    path = REWRITE.get(int(rec["_sim_id"]))
+    if path is not None:
+        forged, _ = zeroed_force(path.read_bytes())
+        with open(path, "r+b") as fh:
+            fh.write(forged)
+    return first_rows(rec)
+
+
+def test_an_input_changed_while_the_export_reads_it_fails_naming_it(data, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setitem(REWRITE, 3, data / "h5" / "0003.h5")
+    with pytest.raises(guideloom.ExperimentReadError,
+                       match=r"experiment 3: .*0003\.h5 changed while the export read it"):
+        guideloom.export.export(VIEW, tmp_path / "out", kind="npy", data_dir=data,
+                                sim_ids=range(6), record_transform=rewriting_first_rows,
+                                client="sync", partition_size=4)
+    assert not (tmp_path / "out").exists()
+
+
 # --- verify_inputs ---------------------------------------------------------------------------
 def test_verify_inputs_re_hashes_every_carried_input(data, tmp_path, decoded, no_racy_margin,
                                                      caplog):

@@ -106,8 +106,8 @@ from guideloom.formats.manifest_types import (
     SkippedRecord,
     SummaryExtra,
 )
-from guideloom.read.content import Hasher, content_digest
-from guideloom.read.fingerprint import input_evidence
+from guideloom.read.content import Hasher, ReadCheck, content_digest
+from guideloom.read.fingerprint import input_evidence, racy_margin_ns
 from guideloom.read.readahead import Peeking, ReadAhead
 from guideloom.read.records import (
     REFERENCE_RECORDS,
@@ -871,6 +871,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
     hashed: dict[str, str] = {}  # id -> the content digest of the input read
     hash_s = hash_cpu_s = hash_wait_s = 0.0  # hashing inputs; waiting for it after a decode
     hasher = Hasher()
+    racy_ns = racy_margin_ns()
     decoded = 0  # bytes of the records produced (decoded and transformed)
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
     produce_s = write_s = 0.0
@@ -898,6 +899,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                 continue
             try:
                 t_read = time.perf_counter()
+                check = ReadCheck(loc, racy_ns)  # the input's stat before and after
                 hashing = hasher.start(loc)  # on a helper thread, while this decodes
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
@@ -908,6 +910,7 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     check_keys(arrays, keys, loc)
                 t_hash = time.perf_counter()
                 digest = hashing.result()
+                check.end(digest)
                 hashed[str(loc.sim_id)] = digest.digest
                 t_write = time.perf_counter()
                 hash_s += digest.seconds
