@@ -231,6 +231,7 @@ def _as_version_1(out: Path) -> None:
            "row": doc["row"]}
     path.write_text(json.dumps(old))
     manifest = json.loads((out / "export.json").read_text())
+    assert manifest["provenance"].pop("started_ns") > 0  # (version 1 recorded no start)
     manifest["provenance"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     (out / "export.json").write_text(json.dumps(manifest))
 

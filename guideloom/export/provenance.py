@@ -7,14 +7,15 @@ Version 2 records, for every published row (in ``sim_ids`` order):
   ``ctime_ns``, inode and device, a zip member's name, stored size, CRC-32 and offset; a remote
   file's size and server checksum) and ``blake3``, the content digest of its stored bytes
   (:mod:`guideloom.read.content`), hashed while the export read it;
-- ``row``: a short digest of its typed index-table row;
+- ``row``: a short digest of its typed index-table row.
 
-and ``started_ns``, when the export that recorded the evidence started (the "racy" rule of
-:func:`guideloom.read.fingerprint.trusted`). An update (:mod:`guideloom.export.update`)
-compares them with the new selection's. Version 1 (guideloom before issue 38) recorded one
-short digest of the cheap evidence per row and no content digest: its rows are all read again
-by the next update. ``export.json`` records the file's sha256 (``provenance``), checked when it
-is read.
+``export.json``'s ``provenance`` entry keeps the file's sha256 (checked when it is read) and
+``started_ns``, when the export that recorded the evidence started (the "racy" rule of
+:func:`guideloom.read.fingerprint.trusted`; kept out of the file, so that two exports of the
+same inputs write the same bytes). An update (:mod:`guideloom.export.update`) compares them
+with the new selection's. Version 1 (guideloom before issue 38) recorded one short digest of
+the cheap evidence per row and no content digest: its rows are all read again by the next
+update.
 """
 
 from __future__ import annotations
@@ -62,19 +63,24 @@ def row_digests(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return [_short(json.dumps(dict(r), sort_keys=True, default=str)) for r in rows]
 
 
-def document(inputs: Sequence[Mapping[str, Any]], digests: Sequence[str], row: Sequence[str],
-             started_ns: int) -> dict[str, Any]:
+def document(inputs: Sequence[Mapping[str, Any]], digests: Sequence[str],
+             row: Sequence[str]) -> dict[str, Any]:
     """The ``provenance.json`` document of the published rows: each row's input evidence
-    with its content digest ``digests[k]``, its index-row digest, and the export's start."""
-    return {"version": PROVENANCE_VERSION, "hash": HASH_NAME, "started_ns": int(started_ns),
+    with its content digest ``digests[k]``, and its index-row digest."""
+    return {"version": PROVENANCE_VERSION, "hash": HASH_NAME,
             "inputs": [{**evidence, HASH_NAME: digest}
                        for evidence, digest in zip(inputs, digests, strict=True)],
             "row": "".join(row)}
 
 
-def manifest_entry(blob: bytes) -> dict[str, str]:
-    """What ``export.json`` records of the file whose bytes are ``blob``: name and sha256."""
-    return {"file": PROVENANCE_FILE, "sha256": hashlib.sha256(blob).hexdigest()}
+def manifest_entry(blob: bytes, started_ns: int = 0) -> dict[str, Any]:
+    """What ``export.json`` records of the file whose bytes are ``blob``: name, sha256, and
+    ``started_ns``, when the export that took its evidence started."""
+    entry: dict[str, Any] = {"file": PROVENANCE_FILE,
+                             "sha256": hashlib.sha256(blob).hexdigest()}
+    if started_ns:
+        entry["started_ns"] = int(started_ns)
+    return entry
 
 
 def read_provenance(root: str, manifest: Mapping[str, Any]) -> Provenance | None:
@@ -109,7 +115,10 @@ def read_provenance(root: str, manifest: Mapping[str, Any]) -> Provenance | None
     inputs = doc.get("inputs")
     if not isinstance(inputs, list) or len(inputs) != len(rows):
         fail(root, PROVENANCE_FILE, "its inputs and rows do not match")
-    return Provenance(tuple(inputs), rows, int(doc.get("started_ns", 0)), 2)
+    started = entry.get("started_ns")
+    if not isinstance(started, int) or started <= 0:
+        fail(root, "export.json", "its provenance entry records no started_ns")
+    return Provenance(tuple(inputs), rows, started, 2)
 
 
 def _split(text: str) -> tuple[str, ...]:

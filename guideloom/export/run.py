@@ -1194,11 +1194,11 @@ def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray,
     starts = [int(float(s["started"]) * 1e9) for s in summaries if s.get("input_digests")]
     started_ns = min([plan.started_ns or time.time_ns(), *starts])
     doc = provenance_document([plan.inputs[k] for k in rows], digests,
-                              [plan.index_rows[k] for k in rows], started_ns)
+                              [plan.index_rows[k] for k in rows])
     path = staging.path("data", PROVENANCE_FILE)
     staging.write_json(path, doc)
     with staging.fs.open(path, "rb") as fh:
-        return cast(ProvenanceEntry, provenance_entry(fh.read()))
+        return cast(ProvenanceEntry, provenance_entry(fh.read(), started_ns))
 
 
 def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[PartitionSummary],

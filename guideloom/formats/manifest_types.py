@@ -131,10 +131,12 @@ class Recipe(TypedDict):
 
 
 class ProvenanceEntry(TypedDict):
-    """``export.json``'s ``provenance``: the file recording what each row came from."""
+    """``export.json``'s ``provenance``: the file recording what each row came from, and
+    when the export that took its inputs' evidence started (the "racy" rule)."""
 
     file: str
     sha256: str
+    started_ns: NotRequired[int]
 
 
 class Generation(TypedDict):
