@@ -59,18 +59,19 @@ def content_digest(loc: Location) -> Hashed:
     except OSError as exc:
         raise _read_error(loc, exc) from exc
     try:
-        if loc.member is None:
-            start, size = 0, source.size()
-        else:
-            start, _ = read_local_header(source, loc)
-            size = int(loc.size)
         hasher = blake3.blake3()
         fd = getattr(source, "fd", None)
         if fd is not None:
+            start, _ = read_local_header(source, loc)
+            size = source.size() if loc.member is None else int(loc.size)
             got = _hash_fd(hasher, fd, start, size)
-        else:
-            got = 0
-            for offset in range(0, size, REMOTE_BLOCK):
+        else:  # a remote input: a small one in one request with its local header
+            size = int(loc.size) if loc.member is not None else source.size()
+            first = size if size <= REMOTE_BLOCK else 0
+            start, head = read_local_header(source, loc, first=first)
+            hasher.update(head)
+            got = len(head)
+            for offset in range(got, size, REMOTE_BLOCK):
                 block = read_bytes(source, start + offset, min(REMOTE_BLOCK, size - offset), loc)
                 hasher.update(block)
                 got += len(block)
