@@ -1,8 +1,8 @@
 """Updating an export vs exporting it again (issue 32's goals), side by side in one run.
 
 Run: ``python3 benchmarks/update.py [--quick] [--n 120] [--scan 2000x3200] [--reps N]
-[--share 0.01] [--client CLIENT] [--latency 0.02] [--bandwidth 5e7] [--only npy,formats,remote]
-[--cache DIR]``
+[--share 0.01] [--client CLIENT] [--latency 0.02] [--bandwidth 5e7]
+[--only npy,formats,remote,inputs] [--noop-n 1000] [--cache DIR]``
 
 The data is ``guideloom.demo.cached_demo_data`` (zip layout, generated once under ``--cache``,
 default ``~/.cache/guideloom-bench``; by default 120 experiments with the real scans, 2000 x
@@ -36,6 +36,19 @@ index order (one experiment: the middle one). Added, removed and inserted experi
    one ``--bandwidth`` cap in bytes per second shared by all bodies) into an npy target: full
    re-export and update from the URL, ratio, experiments decoded, requests and bytes the server
    sent. Every remote run shares one guideloom cache (the same machine exporting again).
+
+4. Input identity (issue 38): the cost of the content digests a full export records: the
+   CPU seconds the partitions' helper threads spent hashing, as a share of the export's CPU
+   seconds (the process and its forked workers, ``getrusage``; the goal's figure, as a
+   wall-clock difference of a few per cent drowns in the noise of a shared machine), beside
+   the npy full re-export of ``v0`` timed with digests and without, interleaved (the children
+   of the "without" runs replace the hash by a constant, a measurement only) and the seconds
+   the partitions waited for their hashes; this disk's
+   sequential read rate of the inputs with a cold page cache (8 MiB ``pread``s) beside the
+   rate at which ``verify_inputs=True`` re-hashes every carried input of an up-to-date export
+   (cold too; goal >= 0.8x), and a no-op update of 1,000 small loose experiments (``--noop-n``,
+   ``force-curve`` to npz: every experiment, whatever its table's length; 20 x 32 scans; goal
+   <= 2 s), with the inputs it re-hashed.
 
 Disk: the data (zip release and its loose copy) and, at a time, about four exports of the
 selection (a full re-export, a target, the next generation being written, the copy-rate files):
@@ -80,6 +93,8 @@ CHANGED_FIELD = "pointcloud/op10/z"
 RESULT = "RESULT "
 CHILD_TIMEOUT_S = 3600
 ADD_GOAL, CARRY_GOAL = 0.1, 0.85
+DIGEST_GOAL, VERIFY_GOAL, NOOP_GOAL_S = 0.03, 0.8, 2.0
+NOOP_VIEW, NOOP_SCAN = "force-curve", (20, 32)
 STORAGE_FIELDS = ("z", "luminescence")
 COPY_BLOCK = 8 << 20
 Goal = tuple[str, str, str, bool | None]
@@ -99,6 +114,11 @@ def child_export(a: dict) -> dict:
 
     import guideloom
 
+    if a.get("no_digests"):  # measurement only: the export's digests replaced by a constant
+        import guideloom.read.content as content
+
+        content.content_digest = lambda loc: content.Hashed("0" * 64, 0)
+
     kwargs: dict[str, Any] = {}
     if a["kind"] == "npz":
         kwargs["format_options"] = {"compressed": False}
@@ -112,15 +132,21 @@ def child_export(a: dict) -> dict:
     _sync()
     if a["update"] and os.path.isdir(a["out"]):  # the previous generation, read from the disk
         _evict([a["out"]])
+    if a.get("evict"):  # the inputs too (verify_inputs reads them from the disk)
+        _evict(a["evict"])
+    if a.get("verify_inputs"):
+        kwargs["verify_inputs"] = True
+    cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
     try:
-        result = guideloom.export(VIEW, a["out"], kind=a["kind"], data_dir=a["data"],
-                                  sim_ids=a["ids"], update=a["update"],
+        result = guideloom.export(a.get("view", VIEW), a["out"], kind=a["kind"],
+                                  data_dir=a["data"], sim_ids=a["ids"], update=a["update"],
                                   overwrite=not a["update"], client=a.get("client"),
                                   show_progress=False, quiet=True, **kwargs)
     except guideloom.UpdateRefusedError as exc:
         return {"refused": str(exc)}
     seconds = time.perf_counter() - t0
+    cpu = _cpu_seconds() - cpu0
     manifest = result.manifest
     parts = result.summaries
     carried = sum(int(s.get("carried", 0)) for s in parts)
@@ -133,7 +159,48 @@ def child_export(a: dict) -> dict:
             "decode_s": sum(float(s.get("read_transform_s", 0.0)) for s in parts),
             "partitions": len(parts), "count": int(manifest["count"]),
             "generation": (manifest.get("generations") or [{}])[-1],
-            "mode": manifest["placement"]["mode"], "timings": manifest["timings"]}
+            "mode": manifest["placement"]["mode"], "timings": manifest["timings"],
+            "cpu_s": cpu,
+            "input_hash_s": sum(float(s.get("input_hash_s", 0.0)) for s in parts),
+            "input_hash_cpu_s": sum(float(s.get("input_hash_cpu_s", 0.0)) for s in parts),
+            "input_hash_wait_s": sum(float(s.get("input_hash_wait_s", 0.0)) for s in parts),
+            **_plan_facts(result.update_plan)}
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and of its children it waited for (the
+    forked export workers; a cluster's workers are not counted)."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def _plan_facts(plan: Any) -> dict:
+    """What an update's plan re-hashed: inputs, bytes, seconds."""
+    if plan is None:
+        return {"rehashed": 0, "hashed_bytes": 0, "hash_s": 0.0}
+    return {"rehashed": len(plan.rehashed), "hashed_bytes": plan.hashed_bytes,
+            "hash_s": plan.hash_s}
+
+
+def child_read(a: dict) -> dict:
+    """This disk's sequential read rate: ``a["sources"]`` read whole with 8 MiB ``pread``s
+    after their pages were dropped."""
+    _evict(a["sources"])
+    buf = bytearray(COPY_BLOCK)
+    total, t0 = 0, time.perf_counter()
+    for path in a["sources"]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while True:
+                got = os.readv(fd, [buf])
+                if got <= 0:
+                    break
+                total += got
+        finally:
+            os.close(fd)
+    return {"bytes": total, "seconds": time.perf_counter() - t0}
 
 
 def child_copy(a: dict) -> dict:
@@ -267,7 +334,8 @@ def _evict(paths: list[str] | list[Path]) -> None:
             os.close(fd)
 
 
-CHILDREN = {"export": child_export, "copy": child_copy, "compare": child_compare}
+CHILDREN = {"export": child_export, "copy": child_copy, "compare": child_compare,
+            "read": child_read}
 
 
 # --- the parent ----------------------------------------------------------------------------
@@ -630,6 +698,77 @@ def run_remote(child: Child, args: argparse.Namespace, work: Path, release: Path
     return goals
 
 
+def run_inputs(child: Child, args: argparse.Namespace, work: Path, v0: Path, ids: list[int],
+               cache: Path) -> list[Goal]:
+    """Section 4: what proving the inputs unchanged costs (see the module's docstring)."""
+    reps = args.reps
+    base = {"kind": "npy", "client": args.client, "data": str(v0), "ids": ids}
+    print(f"\n4. INPUT IDENTITY, {VIEW} of {len(ids)} experiments, {reps} runs")
+    full_dir = work / "inputs-full"
+    child.run("export", {**base, "out": str(full_dir), "update": False}, "base")  # warm
+    with_d, without = [], []
+    for _ in range(reps):  # interleaved: the machine's drift hits both alike
+        without.append(child.run("export", {**base, "out": str(full_dir), "update": False,
+                                            "no_digests": True}, "full (no digests)"))
+        with_d.append(child.run("export", {**base, "out": str(full_dir), "update": False},
+                                "full"))
+    on, off = [r["export_s"] for r in with_d], [r["export_s"] for r in without]
+    cost = [a / b - 1 for a, b in zip(on, off, strict=True)]
+    cpu_share = [r["input_hash_cpu_s"] / r["cpu_s"] for r in with_d if r["cpu_s"] > 0]
+    print(f"  full re-export with digests {stats(on)} s, without {stats(off)} s: wall-clock "
+          f"cost {statistics.median(cost):+.1%} [{min(cost):+.1%} to {max(cost):+.1%}] "
+          f"(min vs min {min(on) / min(off) - 1:+.1%}; the machine's load moves both)")
+    print(f"  hashing: {stats([r['input_hash_s'] for r in with_d])} s on the partitions' "
+          f"helper threads, {stats([r['input_hash_cpu_s'] for r in with_d])} CPU-s of the "
+          f"export's {stats([r['cpu_s'] for r in with_d])} CPU-s = "
+          f"{statistics.median(cpu_share):.1%} [{min(cpu_share):.1%}-{max(cpu_share):.1%}] "
+          f"(goal <= {DIGEST_GOAL:.0%}); the partitions waited "
+          f"{stats([r['input_hash_wait_s'] for r in with_d])} s for it")
+    goals: list[Goal] = [("digests' CPU share of a full export", f"<= {DIGEST_GOAL:.0%}",
+                          f"{statistics.median(cpu_share):.1%}",
+                          statistics.median(cpu_share) <= DIGEST_GOAL)]
+    sources = sorted(str(v0 / "h5" / f"{i:04d}.h5") for i in ids)
+    reads, verifies = [], []
+    for _ in range(reps):
+        reads.append(child.run("read", {"sources": sources}))
+        verifies.append(child.run("export", {**base, "out": str(full_dir), "update": True,
+                                             "verify_inputs": True, "evict": sources},
+                                  "verify_inputs"))
+    read_rate = [r["bytes"] / r["seconds"] for r in reads]
+    hash_rate = [r["hashed_bytes"] / r["hash_s"] for r in verifies if r["hash_s"] > 0]
+    ratios = [h / statistics.median(read_rate) for h in hash_rate]
+    ok = bool(ratios) and statistics.median(ratios) >= VERIFY_GOAL
+    print(f"  this disk's sequential read rate, the inputs ({reads[0]['bytes'] / 1e6:.0f} MB, "
+          f"cold): {rate_text(read_rate)} MB/s")
+    print(f"  verify_inputs=True on the up-to-date export (cold): re-hashed "
+          f"{verifies[-1]['rehashed']} inputs, {verifies[-1]['hashed_bytes'] / 1e6:.0f} MB at "
+          f"{rate_text(hash_rate)} MB/s = {ratio_text(ratios)}x the read rate (goal >= "
+          f"{VERIFY_GOAL}); the update took {stats([r['export_s'] for r in verifies])} s, "
+          f"up to date: {all(r['up_to_date'] for r in verifies)}")
+    goals.append(("verify_inputs hash rate / read rate", f">= {VERIFY_GOAL}",
+                  ratio_text(ratios), ok))
+    shutil.rmtree(full_dir, ignore_errors=True)
+    from guideloom.demo import cached_demo_data
+
+    small = cached_demo_data(cache, args.noop_n, NOOP_SCAN, "loose")
+    every = dataset_ids(small)[0]
+    noop = {"kind": "npz", "client": args.client, "data": str(small), "ids": every,
+            "view": NOOP_VIEW}
+    target = work / "noop"
+    child.run("export", {**noop, "out": str(target), "update": False}, "noop base")
+    runs = [child.run("export", {**noop, "out": str(target), "update": True}, "noop update")
+            for _ in range(reps)]
+    seconds = [r["export_s"] for r in runs]
+    print(f"  no-op update of {len(every)} small loose experiments ({NOOP_VIEW}, "
+          f"{NOOP_SCAN[0]}x{NOOP_SCAN[1]} scans): {stats(seconds)} s (goal <= {NOOP_GOAL_S} "
+          f"s), up to date: {all(r['up_to_date'] for r in runs)}, re-hashed "
+          f"{[r['rehashed'] for r in runs]} inputs")
+    goals.append((f"no-op update of {len(every)}", f"<= {NOOP_GOAL_S} s",
+                  stats(seconds), statistics.median(seconds) <= NOOP_GOAL_S))
+    shutil.rmtree(target, ignore_errors=True)
+    return goals
+
+
 def print_summary(goals: list[Goal]) -> None:
     print("\nSUMMARY (goal, measured median [min-max], verdict)")
     for label, goal, measured, ok in goals:
@@ -649,8 +788,10 @@ def main() -> None:
     parser.add_argument("--client", default=None, help="export client (default: the default)")
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--bandwidth", type=float, default=5e7)
-    parser.add_argument("--only", default="npy,formats,remote",
-                        help="comma-separated sections: npy, formats, remote")
+    parser.add_argument("--only", default="npy,formats,remote,inputs",
+                        help="comma-separated sections: npy, formats, remote, inputs")
+    parser.add_argument("--noop-n", type=int, default=1000,
+                        help="experiments of the no-op update (section inputs; default 1000)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     args = parser.parse_args()
     args.reps = args.reps or (2 if args.quick else 3)
@@ -697,6 +838,8 @@ def main() -> None:
             goals += run_formats(child, args, work, v0, ids, k)
         if "remote" in sections:
             goals += run_remote(child, args, work, release, ids, k)
+        if "inputs" in sections:
+            goals += run_inputs(child, args, work, v0, ids, cache)
         print("\ncommands (one of each kind; ARGS_JSON as run):")
         for label, cmd in child.commands.items():
             print(f"  {label}: {short(cmd)}")

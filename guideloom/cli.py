@@ -213,6 +213,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     wf = _load_workflow(args)
     if args.verify_crc:  # the command line adds the check; it never turns off the file's
         wf.verify_crc = True
+    if args.verify_inputs:  # (the same: added, never turned off)
+        wf.verify_inputs = True
     if args.update and args.overwrite:
         raise UsageError("give --update (carry the unchanged rows) or --overwrite (write the "
                          "export again), not both")
@@ -221,7 +223,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
         with _warnings_as_lines(), wf.trusting():
-            _print_plan(wf, spec, scheduler)
+            _print_plan(wf, spec, scheduler, all_reasons=args.all_reasons)
         return 0
     with wf.trusting():  # the file's dataset.trusted_roots, while the job reads the data
         result, seconds, resumed_exps = _execute(spec, scheduler, dashboard, args.verbose,
@@ -329,7 +331,7 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
     print(f"output: {result.target}")
 
 
-def _print_plan(wf, spec, scheduler: str | None) -> None:
+def _print_plan(wf, spec, scheduler: str | None, all_reasons: bool = False) -> None:
     from guideloom.cluster.runtime import preview_placement
     from guideloom.export.run import (
         PROBE_ATTEMPTS,
@@ -379,7 +381,7 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     print(f"output: {spec.output} -> {spec.target}"
           + (f" ({wf.compression})" if wf.compression != "none" else ""))
     if spec.update:
-        _print_update_plan(spec, plan, bool(deferred))
+        _print_update_plan(spec, plan, bool(deferred), all_reasons)
         return
     _print_target_note(spec)
     if deferred:
@@ -404,10 +406,16 @@ def _print_plan(wf, spec, scheduler: str | None) -> None:
     print(f"total: {approx}{_human_bytes(total)} uncompressed ({total} bytes)")
 
 
-def _print_update_plan(spec, plan, deferred: bool) -> None:
+def _print_update_plan(spec, plan, deferred: bool, all_reasons: bool = False) -> None:
     """What ``--update`` would do: the counts, the bytes to read and to carry (from the
-    previous generation's files and the members' sizes; no record is read)."""
-    from guideloom.export.update import UpdateRefusedError, open_previous, preview_update
+    previous generation's files and the members' sizes; no record is decoded, inputs whose
+    evidence changed are hashed), and per experiment why it is read or how it is carried."""
+    from guideloom.export.update import (
+        DRY_RUN_SHOWN,
+        UpdateRefusedError,
+        open_previous,
+        preview_update,
+    )
 
     try:
         previous = open_previous(spec, check_recipe=not deferred)
@@ -417,8 +425,10 @@ def _print_update_plan(spec, plan, deferred: bool) -> None:
     if previous is None:
         print(f"update: nothing at {spec.target} yet: this run is a full export")
         return
-    preview = preview_update(previous, plan)
+    preview = preview_update(previous, plan, spec.verify_inputs)
     print(f"update: {preview.line()}")
+    for line in preview.reasons(None if all_reasons else DRY_RUN_SHOWN):
+        print(f"  {line}")
     if deferred:
         print("  (the transforms are not imported by a dry run: that they are the export's is "
               "checked when the update runs)")
@@ -918,6 +928,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verify-crc", action="store_true",
                      help="check the CRC-32 of each stored zip member before its data is used "
                           "(one extra pass over each member; default: trust partial reads)")
+    run.add_argument("--verify-inputs", action="store_true",
+                     help="with --update: hash every carried experiment's input again and "
+                          "compare it with the digest the export recorded (default: only "
+                          "inputs whose size, times, inode or checksum changed)")
+    run.add_argument("--all", action="store_true", dest="all_reasons",
+                     help="with --update --dry-run: list every experiment's reason, not the "
+                          "first 20")
     run.add_argument("--report", type=Path, default=None, metavar="FILE.html",
                      help="write a self-contained HTML run report there after the run "
                           "(phases, task stream per worker, throughput, skipped experiments)")

@@ -190,6 +190,9 @@ _KNOBS = [
          "1 KiB/s for a body of unknown size); unset: 60", minimum=0, above=True),
     Knob("http_retries", None, int, "Retries of a failed remote read after the first attempt; "
          "unset: 5", minimum=0),
+    Knob("input_racy_s", 2.0, float, "An update trusts an input's unchanged size, times and "
+         "inode only when the file last changed this many seconds before the export that "
+         "recorded them started (else it hashes the input: git's racy rule)", minimum=0.0),
     Knob("remote_readahead", 8, int, "Remote records fetched ahead of the one being used (0: "
          "none)", minimum=0),
     # messages

@@ -35,6 +35,7 @@ SAMPLES = {
     "dataverse_token": ("123e4", "123e4"),  # text stays text
     "http_timeout": ("2.5", 2.5),
     "http_retries": ("1", 1),
+    "input_racy_s": ("0.5", 0.5),
     "remote_readahead": ("0", 0),
     "log_level": ("debug", "DEBUG"),
     "phase_line_s": ("0", 0.0),

@@ -61,7 +61,12 @@ def test_a_new_release_version_is_one_update_fetching_only_the_new_members(
         update_bytes = server.counts.total_bytes()
     assert sorted(int(x) for x in log.read_text().split()) == [8, 9, 10, 11]
     assert result.update == {"added": 4, "removed": 0, "changed": 0, "carried": 8}
-    assert update_bytes < first_bytes  # 4 new members' ranges, not the 8 others
+    # the 8 old members' archives changed (their MD5 did): their stored bytes are fetched
+    # and hashed to prove them unchanged (issue 38), never decoded; beyond that the update
+    # fetched the 4 new members only
+    plan = result.update_plan
+    assert set(plan.rehashed) == set(range(8)) and plan.hashed_bytes > 0
+    assert update_bytes - plan.hashed_bytes < first_bytes
     log.unlink()
     _export(full, tmp_path / "v2" / "release")  # the new version, local, in full
     got, want = guideloom.load_export(out), guideloom.load_export(full)
@@ -77,8 +82,9 @@ def test_a_new_release_version_is_one_update_fetching_only_the_new_members(
 
 def test_an_export_of_local_data_is_updated_from_its_https_release(tmp_path, cache_dir,
                                                                     monkeypatch):
-    """The members' tokens (name, size, CRC-32) are the same wherever the archive is: an
-    export made from a local copy carries its rows when updated from the published copy."""
+    """An export made from a local copy carries its rows when updated from the published
+    copy: the evidence differs (local stat, the server's validator), so each member's stored
+    bytes are fetched and hashed, found equal to the recorded digest, and not decoded."""
     from tests.test_remote_data import serve_logged
 
     log = tmp_path / "decoded.txt"

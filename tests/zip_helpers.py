@@ -102,3 +102,43 @@ def smuggle_member(archive: Path, victim: str, donor: str) -> int:
     partial.replace(archive)
     patch_central_entry(archive, donor, header_offset=moved)
     return moved
+
+
+def forge_crc(data: bytes, position: int, target: int) -> bytes:
+    """``data`` with its 4 bytes at ``position`` replaced so that its CRC-32 is ``target``.
+
+    CRC-32 is affine over GF(2): for messages of one length, ``crc(a ^ b) = crc(a) ^ crc(b)
+    ^ crc(0)``. So the CRC of ``data`` with ``x`` at ``position`` is the CRC with zeros there
+    XOR a linear function of ``x``'s 32 bits, whose columns are computed here (one CRC per
+    bit) and the system solved by Gaussian elimination (4 consecutive bytes can reach any
+    CRC-32).
+    """
+    import zlib
+
+    n = len(data)
+    assert 0 <= position <= n - 4
+
+    def with_x(base: bytes, x: int) -> bytes:
+        return base[:position] + x.to_bytes(4, "little") + base[position + 4:]
+
+    zeros = bytes(n)
+    zero_crc = zlib.crc32(zeros)
+    columns = [zlib.crc32(with_x(zeros, 1 << bit)) ^ zero_crc for bit in range(32)]
+    want = target ^ zlib.crc32(with_x(data, 0))
+    # solve sum(x_bit * columns[bit]) = want over GF(2): rows are the 32 CRC bits
+    rows = [(sum(((columns[bit] >> r) & 1) << bit for bit in range(32)), (want >> r) & 1)
+            for r in range(32)]
+    x, pivots = 0, []
+    for bit in range(32):
+        pick = next(k for k in range(len(pivots), 32) if (rows[k][0] >> bit) & 1)
+        rows[len(pivots)], rows[pick] = rows[pick], rows[len(pivots)]
+        pivot = rows[len(pivots)]
+        rows = [(r[0] ^ pivot[0], r[1] ^ pivot[1]) if k != len(pivots) and (r[0] >> bit) & 1
+                else r for k, r in enumerate(rows)]
+        pivots.append(bit)
+    for k, bit in enumerate(pivots):  # reduced: row k holds bit k alone
+        if rows[k][1]:
+            x |= 1 << bit
+    forged = with_x(data, x)
+    assert zlib.crc32(forged) == target
+    return forged

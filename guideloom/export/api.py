@@ -43,6 +43,7 @@ def build_spec(
     sim_ids_order: SimIdsOrder = "index",
     storage_options: Mapping[str, Any] | None = None,
     update: bool = False,
+    verify_inputs: bool = False,
 ) -> ExportSpec:
     """Build the job description shared by every export function, the CLI and workflows.
 
@@ -73,6 +74,7 @@ def build_spec(
         options=dict(options or {}),
         verify_crc=verify_crc,
         update=update,
+        verify_inputs=verify_inputs,
     )
 
 
@@ -115,6 +117,10 @@ class ExportOptions(TypedDict, total=False):
             rows are carried, and the result equals a full export of the new selection (see
             docs/updating.md). Nothing at the target: a full export. Another view, transform,
             options or format than the export's: refused (``UpdateRefusedError``).
+        verify_inputs: With ``update``: hash every carried experiment's input again and
+            compare it with the content digest the export recorded, whatever the file
+            system or server says of it (a pass over the inputs at the disk's read rate;
+            without it only inputs whose size, times, inode or checksum changed are hashed).
         verify_crc: Check the CRC-32 of each stored zip member before its data is used (one
             pass over each member; by default a member read in part is trusted; see "Input
             integrity" in the README). A damaged member is a ``CorruptDataError`` (skipped with
@@ -145,6 +151,7 @@ class ExportOptions(TypedDict, total=False):
     on_error: OnError
     overwrite: bool
     update: bool
+    verify_inputs: bool
     verify_crc: bool
     report: str | Path | None
     quiet: bool
@@ -158,7 +165,7 @@ _OPTIONS_DOC = """
             ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``storage_options``, ``where``,
             ``transforms``, ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
-            ``update``, ``verify_crc``, ``report``, ``quiet``.
+            ``update``, ``verify_inputs``, ``verify_crc``, ``report``, ``quiet``.
 """
 
 

@@ -62,8 +62,8 @@ from guideloom.export.progress import (
     RunMonitor,
 )
 from guideloom.export.provenance import document as provenance_document
-from guideloom.export.provenance import input_digests, row_digests
 from guideloom.export.provenance import manifest_entry as provenance_entry
+from guideloom.export.provenance import row_digests
 from guideloom.export.publish import CROISSANT_NAME, describe_export
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
@@ -106,6 +106,8 @@ from guideloom.formats.manifest_types import (
     SkippedRecord,
     SummaryExtra,
 )
+from guideloom.read.content import Hasher, ReadCheck, content_digest
+from guideloom.read.fingerprint import input_evidence, racy_margin_ns
 from guideloom.read.readahead import Peeking, ReadAhead
 from guideloom.read.records import (
     REFERENCE_RECORDS,
@@ -152,6 +154,8 @@ class ExportResult:
             ``None``.
         up_to_date: An update found nothing to do and published nothing (``manifest`` is the
             export's as it was).
+        update_plan: An update's plan: per experiment why it was read or how it was carried
+            (:meth:`~guideloom.export.update.UpdatePlan.reasons`), the inputs it re-hashed.
     """
 
     target: str
@@ -161,14 +165,16 @@ class ExportResult:
     summaries: list[PartitionSummary] = field(default_factory=list)
     update: dict[str, int] | None = None
     up_to_date: bool = False
+    update_plan: UpdatePlan | None = None
 
 
 @dataclass(frozen=True)
 class ExportPlan:
     """The experiments, partitions and output layout of a job (what ``--dry-run`` prints).
 
-    ``inputs`` and ``index_rows`` are each experiment's digests of its input and index row
-    (:mod:`guideloom.export.provenance`); ``update`` the plan of an update.
+    ``inputs`` and ``index_rows`` are each experiment's input evidence and index-row digest
+    (:mod:`guideloom.export.provenance`), ``started_ns`` when they were taken; ``update`` the
+    plan of an update.
     """
 
     selection: Selection
@@ -176,9 +182,10 @@ class ExportPlan:
     partition_size: int
     identity: str
     data: str = ""  # the input's fingerprint, part of the identity
-    inputs: tuple[str, ...] = ()
+    inputs: tuple[Mapping[str, Any], ...] = ()
     index_rows: tuple[str, ...] = ()
     update: UpdatePlan | None = None
+    started_ns: int = 0
 
     def __repr__(self) -> str:
         return (f"ExportPlan({len(self.selection.locations)} experiments, "
@@ -222,8 +229,8 @@ def partition_size_for(spec: ExportSpec, n: int, workers: int = 1,
 
 def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None = None,
                 estimate_s: float | None = None, forked: bool = False,
-                previous: Previous | None = None,
-                digests: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> ExportPlan:
+                previous: Previous | None = None, digests: InputFacts | None = None,
+                update: UpdatePlan | None = None) -> ExportPlan:
     """Select the experiments (unless given) and split them into partitions.
 
     The partitions depend on the data only (see :func:`partition_size_for`; ``workers`` and
@@ -232,8 +239,8 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     first experiment's HDF5 metadata, no data), so a plan made here is the job's own. With
     ``previous`` (an update, :func:`~guideloom.export.update.open_previous`) the plan says
     which experiments are carried from it (:attr:`Partition.carried`). ``digests``: the
-    selection's input and index-row digests (:func:`selection_digests`) when the caller has
-    them already.
+    selection's input evidence and index-row digests (:func:`selection_digests`), and
+    ``update`` its update plan, when the caller has them already.
     """
     if selection is None:
         selection = select_experiments(spec)
@@ -241,9 +248,10 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
     if estimate_s is None and spec.partition_size is None:
         estimate_s = estimate_seconds(spec, selection)
     size = partition_size_for(spec, len(selection.locations), workers, estimate_s, forked)
-    inputs, index_rows = digests or selection_digests(selection)
-    update = (None if previous is None
-              else plan_update(previous, selection.ids, inputs, index_rows))
+    facts = digests or selection_digests(selection)
+    if update is None and previous is not None:
+        update = plan_update(previous, selection.ids, facts.inputs, facts.index_rows,
+                             selection.locations, spec.verify_inputs)
     parts = []
     for index, start in enumerate(range(0, len(selection.locations), size)):
         stop = start + size
@@ -253,13 +261,26 @@ def plan_export(spec: ExportSpec, workers: int = 1, selection: Selection | None 
                                carried if any(j >= 0 for j in carried) else ()))
     data = _data_fingerprint(spec, selection)
     return ExportPlan(selection, tuple(parts), size, spec.identity(selection.ids, size, data),
-                      data, inputs, index_rows, update)
+                      data, facts.inputs, facts.index_rows, update, facts.started_ns)
 
 
-def selection_digests(selection: Selection) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Each selected experiment's input and index-row digests
-    (:mod:`guideloom.export.provenance`; a loose local file costs a ``stat``)."""
-    return tuple(input_digests(selection.locations)), tuple(row_digests(selection.rows))
+@dataclass(frozen=True)
+class InputFacts:
+    """What a job records of its selection's inputs before reading any: each experiment's
+    input evidence (:func:`~guideloom.read.fingerprint.input_evidence`), its index-row digest,
+    and ``started_ns``, the wall-clock time just before the evidence was taken."""
+
+    inputs: tuple[Mapping[str, Any], ...]
+    index_rows: tuple[str, ...]
+    started_ns: int
+
+
+def selection_digests(selection: Selection) -> InputFacts:
+    """Each selected experiment's input evidence and index-row digest
+    (:mod:`guideloom.export.provenance`; a local file costs one ``stat``)."""
+    started = time.time_ns()
+    return InputFacts(tuple(input_evidence(selection.locations)),
+                      tuple(row_digests(selection.rows)), started)
 
 
 def _data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
@@ -422,14 +443,15 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     update = digests = None
     if previous is not None:
         digests = selection_digests(selection)  # once: the plan below takes them too
-        update = plan_update(previous, selection.ids, *digests)
+        update = plan_update(previous, selection.ids, digests.inputs, digests.index_rows,
+                             selection.locations, spec.verify_inputs)
         if not quiet:
             logger.info("guideloom: %s", describe_plan(update, previous))
         if update.up_to_date:
             monitor.update_counts(update.counts())
             monitor.finish("published")
             return ExportResult(previous.ref.root, previous.manifest, update=update.counts(),
-                                up_to_date=True)
+                                up_to_date=True, update_plan=update)
         monitor.update_counts(update.counts())
         estimate *= (update.read + CARRY_COST * update.carried) / max(1, n)
     finishing = only_finalize_left(spec, staging, selection)
@@ -450,7 +472,8 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
         try:
             result = _run_placed(spec, staging, writer, selection, where, estimate,
-                                 monitor, started, resume_hint, quiet, previous, digests)
+                                 monitor, started, resume_hint, quiet, previous, digests,
+                                 update)
         except KeyboardInterrupt:
             monitor.finish("interrupted", "Ctrl-C")  # while the scheduler still hears it
             if where.mode == "local-cluster":
@@ -486,12 +509,11 @@ def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection)
 def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
                 where: Placement, estimate: float, monitor: RunMonitor,
                 started: float, resume_hint: str, quiet: bool = False,
-                previous: Previous | None = None,
-                digests: tuple[tuple[str, ...], tuple[str, ...]] | None = None
-                ) -> ExportResult:
+                previous: Previous | None = None, digests: InputFacts | None = None,
+                update: UpdatePlan | None = None) -> ExportResult:
     dask = where.client
     plan = plan_export(spec, selection=selection, estimate_s=estimate, previous=previous,
-                       digests=digests)
+                       digests=digests, update=update)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
@@ -577,7 +599,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             hashes.close()
     return ExportResult(staging.url, manifest, resumed_partitions=len(done),
                         resumed_experiments=_experiments(done.values()), summaries=summaries,
-                        update=None if plan.update is None else plan.update.counts())
+                        update=None if plan.update is None else plan.update.counts(),
+                        update_plan=plan.update)
 
 
 def record_failure(staging: Staging, exc: BaseException) -> None:
@@ -845,6 +868,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[SkippedRecord] = []
+    hashed: dict[str, str] = {}  # id -> the content digest of the input read
+    hash_s = hash_cpu_s = hash_wait_s = 0.0  # hashing inputs; waiting for it after a decode
+    hasher = Hasher()
+    racy_ns = racy_margin_ns()
     decoded = 0  # bytes of the records produced (decoded and transformed)
     read_sizes: list[int] = []  # bytes of each record as read and decoded, before transforms
     dtypes: dict[str, list[str]] = {}  # alias -> every dtype its records had, first seen first
@@ -873,6 +900,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                 continue
             try:
                 t_read = time.perf_counter()
+                check = ReadCheck(loc, racy_ns)  # the input's stat before and after
+                hashing = hasher.start(loc)  # on a helper thread, while this decodes
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
                                  into=first if overlapped is None else overlapped.buffers(),
@@ -881,7 +910,14 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     check_schema(arrays, schema, loc)
                 elif keys is not None:
                     check_keys(arrays, keys, loc)
+                t_hash = time.perf_counter()
+                digest = hashing.result()
+                check.end(digest)
+                hashed[str(loc.sim_id)] = digest.digest
                 t_write = time.perf_counter()
+                hash_s += digest.seconds
+                hash_cpu_s += digest.cpu_s
+                hash_wait_s += t_write - t_hash
                 (sink if overlapped is None else overlapped).write(part.start + k, loc.sim_id,
                                                                    arrays)
                 produce_s += t_write - t_read
@@ -901,10 +937,12 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                     if dt not in seen:
                         seen.append(dt)
     except BaseException:
+        hasher.close()
         if shared is None:
             ahead.close()
         (sink if overlapped is None else overlapped).abort()
         raise
+    hasher.close()
     if shared is None:
         ahead.close()
     if n_carried != sum(1 for j in carried if j >= 0):  # every carried row went to the sink
@@ -931,6 +969,10 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         "host": platform.node(),
         "verify_crc": spec.verify_crc,
         "fallbacks": fallbacks.since(fell_back),
+        "input_digests": hashed,
+        "input_hash_s": hash_s,
+        "input_hash_cpu_s": hash_cpu_s,
+        "input_hash_wait_s": hash_wait_s,
     }
     if carried:
         summary["carried"] = n_carried
@@ -1037,7 +1079,7 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
-    provenance = record_provenance(staging, plan, keep)
+    provenance = record_provenance(staging, plan, keep, summaries)
     fault_point("provenance-written")
     monitor.phase(CHECKSUMS)
     monitor.step(0, 1, "files")
@@ -1128,16 +1170,38 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     return manifest
 
 
-def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray
-                      ) -> ProvenanceEntry:
+def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray,
+                      summaries: Sequence[PartitionSummary] = ()) -> ProvenanceEntry:
     """Write ``provenance.json`` (what each published row came from) into ``data/``; return
-    the entry ``export.json`` keeps (its sha256)."""
+    the entry ``export.json`` keeps (its sha256).
+
+    A row's content digest is the one its partition hashed while reading it, or, carried,
+    the update plan's. The recorded start is the earliest of the plan's and of the
+    partitions' (a resumed job's partitions may have hashed in an earlier run).
+    """
     rows = np.flatnonzero(keep)
-    doc = provenance_document([plan.inputs[k] for k in rows], [plan.index_rows[k] for k in rows])
+    hashed: dict[str, str] = {}
+    for summary in summaries:
+        hashed.update(summary.get("input_digests") or {})
+    carried = plan.update.digests if plan.update is not None else ()
+    ids = plan.selection.ids
+    digests = []
+    for k in rows:
+        digest = carried[k] if carried and carried[k] else hashed.get(str(ids[k]))
+        if not digest:  # a partition resumed from a marker of a guideloom before digests
+            loc = plan.selection.locations[k]
+            logger.info("guideloom: hashing the input of experiment %s (%s): its partition "
+                        "recorded no digest", ids[k], loc.describe())
+            digest = content_digest(loc).digest  # (the job's identity: the input unchanged)
+        digests.append(digest)
+    starts = [int(float(s["started"]) * 1e9) for s in summaries if s.get("input_digests")]
+    started_ns = min([plan.started_ns or time.time_ns(), *starts])
+    doc = provenance_document([plan.inputs[k] for k in rows], digests,
+                              [plan.index_rows[k] for k in rows])
     path = staging.path("data", PROVENANCE_FILE)
     staging.write_json(path, doc)
     with staging.fs.open(path, "rb") as fh:
-        return cast(ProvenanceEntry, provenance_entry(fh.read()))
+        return cast(ProvenanceEntry, provenance_entry(fh.read(), started_ns))
 
 
 def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[PartitionSummary],

@@ -98,6 +98,9 @@ class ExportSpec:
             read only the experiments added or changed since it was written, carry the rest.
         previous: The generation an update starts from (set by the executor once it has
             checked it; part of :meth:`identity`).
+        verify_inputs: An update hashes every carried experiment's input and compares it
+            with the recorded content digest, whatever its cheap evidence says. Like
+            ``verify_crc`` it is not part of :meth:`identity`.
     """
 
     view: View
@@ -117,6 +120,7 @@ class ExportSpec:
     verify_crc: bool = False
     update: bool = False
     previous: PreviousGeneration | None = None
+    verify_inputs: bool = False
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "skip"):

@@ -52,6 +52,11 @@ class PartitionSummary(SummaryExtra):
     verify_crc: NotRequired[bool]
     # fallback kind -> times taken (guideloom.runtime.fallbacks)
     fallbacks: NotRequired[dict[str, int]]
+    # id -> the BLAKE3 digest of the input each row read (guideloom.read.content)
+    input_digests: NotRequired[dict[str, str]]
+    input_hash_s: NotRequired[float]  # seconds spent hashing them (on a helper thread)
+    input_hash_cpu_s: NotRequired[float]  # CPU seconds of that hashing
+    input_hash_wait_s: NotRequired[float]  # seconds the partition waited for those hashes
 
 
 class ViewField(TypedDict):
@@ -127,10 +132,12 @@ class Recipe(TypedDict):
 
 
 class ProvenanceEntry(TypedDict):
-    """``export.json``'s ``provenance``: the file recording what each row came from."""
+    """``export.json``'s ``provenance``: the file recording what each row came from, and
+    when the export that took its inputs' evidence started (the "racy" rule)."""
 
     file: str
     sha256: str
+    started_ns: NotRequired[int]
 
 
 class Generation(TypedDict):

@@ -48,6 +48,7 @@ class Workflow:
         partition_size: Experiments per Dask task, or ``None`` for the default.
         on_error: ``"raise"`` or ``"skip"``.
         verify_crc: ``[run] verify_crc``: check stored zip members' CRC-32 before use.
+        verify_inputs: ``[run] verify_inputs``: an update hashes every carried input again.
         update: ``[output] update``: update the export at ``target`` (see
             :mod:`guideloom.export.update`) instead of writing it again.
         scheduler: ``[run] scheduler``, or ``None``.
@@ -77,6 +78,7 @@ class Workflow:
     on_error: str = "raise"
     verify_crc: bool = False
     update: bool = False
+    verify_inputs: bool = False
     scheduler: str | None = None
     dashboard: str | None = None
     cluster: dict[str, Any] | None = None
@@ -125,6 +127,7 @@ class Workflow:
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
             sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
             update=(self.update if update is None else update) and not overwrite,
+            verify_inputs=self.verify_inputs,
         )
 
 
@@ -269,6 +272,7 @@ def load_workflow(
         compression=out.get("compression", fmt.default_compression()),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
         verify_crc=run.get("verify_crc", False), update=bool(out.get("update", False)),
+        verify_inputs=bool(run.get("verify_inputs", False)),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
         document=doc, format_options=format_options, trusted_roots=trusted,
     )
