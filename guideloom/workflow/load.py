@@ -50,6 +50,8 @@ class Workflow:
         verify_crc: ``[run] verify_crc``: check stored zip members' CRC-32 before use.
         update: ``[output] update``: update the export at ``target`` (see
             :mod:`guideloom.export.update`) instead of writing it again.
+        code_version: ``[transforms] code_version``: the version of the transforms' code,
+            named by the user (see :mod:`guideloom.export.recipe`), or ``None``.
         scheduler: ``[run] scheduler``, or ``None``.
         dashboard: ``[run] dashboard``, or ``None``.
         cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
@@ -77,6 +79,7 @@ class Workflow:
     on_error: str = "raise"
     verify_crc: bool = False
     update: bool = False
+    code_version: str | None = None
     scheduler: str | None = None
     dashboard: str | None = None
     cluster: dict[str, Any] | None = None
@@ -125,6 +128,7 @@ class Workflow:
             overwrite=overwrite, options=self.options(), verify_crc=self.verify_crc,
             sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
             update=(self.update if update is None else update) and not overwrite,
+            code_version=self.code_version,
         )
 
 
@@ -269,6 +273,7 @@ def load_workflow(
         compression=out.get("compression", fmt.default_compression()),
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
         verify_crc=run.get("verify_crc", False), update=bool(out.get("update", False)),
+        code_version=tf_doc.get("code_version"),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
         document=doc, format_options=format_options, trusted_roots=trusted,
     )
