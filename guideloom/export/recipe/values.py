@@ -41,10 +41,25 @@ def is_data(value: Any, depth: int = 0) -> bool:
 def value_token(value: Any) -> str | None:
     """The deterministic token of ``value``, or ``None`` when it has none."""
     try:
-        return str(tokenize(value, ensure_deterministic=True))
+        return str(tokenize(_canonical(value), ensure_deterministic=True))
     except (TokenizationError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
         logger.debug("no deterministic token for a %s: %s", type(value).__name__, exc)
         return None
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with its sets in a fixed order: ``tokenize`` hashes a ``frozenset`` by its
+    pickle, whose order follows the string hash seed of the process (a set of strings would
+    get another token in every interpreter)."""
+    if isinstance(value, set | frozenset):
+        return (type(value).__name__, sorted(str(tokenize(_canonical(v), ensure_deterministic=True))
+                                             for v in value))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_canonical(v) for v in value])
+    if isinstance(value, dict):
+        return (type(value).__name__, [(_canonical(k), _canonical(v)) for k, v in
+                                       sorted(value.items(), key=lambda kv: repr(kv[0]))])
+    return value
 
 
 def attributes(value: Any) -> dict[str, Any] | None:
