@@ -193,7 +193,8 @@ def check_same_recipe(spec: ExportSpec, manifest: Mapping[str, Any], root: str) 
     differs = [k for k, v in mine["parts"].items() if theirs.get(k) != v]
     code = [k for k in differs if k in ("transforms", "record_transform")]
     said = [_PART_NAMES.get(k, k) for k in differs if k not in code]
-    if code and "components" not in recorded:
+    if "components" not in recorded and (code or "options" in differs):  # (options: a
+        # storage's class and format were fingerprinted the old way too)
         raise UpdateRefusedError(
             f"cannot update {root}: its recipe was recorded by an older guideloom "
             f"({manifest.get('guideloom_version', '?')}), which fingerprinted transforms "

@@ -60,7 +60,14 @@ def callable_name(fn: Any) -> str | None:
 def transform_recipe(fn: Any, code_version: str | None = None) -> TransformRecipe:
     """The components of everything ``fn`` reaches; ``code_version`` stands for its code."""
     walk = Walk()
-    walk.root(fn)
+    try:
+        walk.root(fn)
+    except Exception as exc:  # noqa: BLE001 - an object the walk did not foresee: never
+        # fail the export for it, and never trust it for an update
+        logger.warning("the recipe of %s could not be made (%s: %s); an update will refuse "
+                       "unless code_version= is given", callable_name(fn), type(exc).__name__,
+                       exc)
+        walk.components[f"opaque {callable_name(fn)}"] = f"not walkable: {type(exc).__name__}"
     components = walk.components
     if code_version is not None:
         components = {k: v for k, v in components.items()

@@ -66,7 +66,11 @@ def package_identity(module_name: str) -> tuple[str, str]:
         import guideloom
 
         return OWN_PACKAGE, str(guideloom.__version__)
-    for name in [top, *_distributions().get(top, [])]:
+    try:  # most import names are their distribution's
+        return top, importlib.metadata.version(top)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        pass
+    for name in _distributions().get(top, []):  # (slow: every installed file list is read)
         try:
             return name, importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -122,7 +126,8 @@ class SourceIndex:
         if fn.__name__ == "<lambda>":
             found = index.get(f"<lambda>@{code.co_firstlineno}", [])
             return ast.Tuple(elts=list(found), ctx=ast.Load()) if found else None  # type: ignore[arg-type]
-        for node in index.get(_plain_qualname(fn.__qualname__), []):
+        qualname = getattr(code, "co_qualname", fn.__qualname__)  # (not functools.wraps')
+        for node in index.get(_plain_qualname(qualname), []):
             if _first_line(node) == code.co_firstlineno:
                 return node
         return None

@@ -40,6 +40,7 @@ from guideloom.export.recipe.world import world_readings
 
 logger = logging.getLogger(__name__)
 
+_WRAPPED = ("__wrapped__", "py_func", "pyfunc", "func")
 MAX_DEPTH = 12  # nested containers and attributes followed; deeper ones hash whole
 _SKIPPED_CLASS_ATTRS = frozenset({"__dict__", "__weakref__", "__module__", "__qualname__",
                                   "__doc__", "__slots__", "__annotations__", "__hash__",
@@ -82,10 +83,12 @@ class Walk:
         if not is_local(module):
             self.package(module)
             return
-        qual = f"{module}.{fn.__qualname__}"
+        code = fn.__code__
+        qual = f"{module}.{getattr(code, 'co_qualname', fn.__qualname__)}"
         if name and ("<lambda>" in qual or "<locals>" in qual):
             qual = name
-        code = fn.__code__
+        if f"code {qual}" in self.components:  # another function of that name (a wrapper's
+            qual = name if name and f"code {name}" not in self.components else f"{qual}'"
         node = self.sources.function_node(fn)
         self.components[f"code {qual}"] = node_digest(node) if node else bytecode_digest(code)
         names = _names(code)
@@ -218,6 +221,7 @@ class Walk:
         state = attributes(value) if local or _config_like(value) else None
         if state is None:
             self._token(name, value)
+            self._code_inside(name, value, depth)
             return
         if not self._first(value):
             return
@@ -226,6 +230,19 @@ class Walk:
         self.components[f"value {name} (type)"] = f"{cls.__module__}.{cls.__qualname__}"
         for key, attr in sorted(state.items()):
             self.value(f"{name}.{key}", attr, depth + 1)
+
+    def _code_inside(self, name: str, value: Any, depth: int) -> None:
+        """The user's code an installed object holds (``numba.njit``'s ``py_func``,
+        ``np.vectorize``'s ``pyfunc``, a wrapper's ``__wrapped__``, a function among its
+        attributes): its token names such code by reference only, so it is walked too."""
+        state = attributes(value) or {}
+        for key in _WRAPPED:
+            if key not in state and hasattr(value, key):
+                state[key] = getattr(value, key)
+        for key, attr in sorted(state.items(), key=lambda kv: str(kv[0])):
+            if isinstance(attr, types.FunctionType | functools.partial | type) or (
+                    is_local(type(attr).__module__) and not isinstance(attr, type)):
+                self.value(f"{name}.{key}", attr, depth + 1)
 
     def _token(self, name: str, value: Any) -> None:
         token = value_token(value)

@@ -28,8 +28,10 @@ from __future__ import annotations
 import ast
 import builtins
 import fnmatch
+import functools
 import logging
 import os
+import re
 import types
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -131,10 +133,16 @@ def _qualified(value: Any) -> str | None:
     return None
 
 
+_MATCHERS = [(kind, re.compile("|".join(fnmatch.translate(p) for p in patterns)))
+             for kind, patterns in READINGS.items()]
+
+
+@functools.lru_cache(maxsize=4096)
 def _kind(qualified: str | None) -> str | None:
+    """Which reading of the world a dotted name is (``None``: none)."""
     if not qualified:
         return None
-    for kind, patterns in READINGS.items():
-        if any(fnmatch.fnmatchcase(qualified, p) for p in patterns):
+    for kind, matcher in _MATCHERS:
+        if matcher.match(qualified):
             return kind
     return None
