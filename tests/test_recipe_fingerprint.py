@@ -421,3 +421,23 @@ def test_code_version_from_the_command_line_and_the_workflow_file(small_loose, u
                  "--code-version", "env-2"]) == 2  # the command line's wins
     assert "code_version 'env-1' is now 'env-2'" in capsys.readouterr().err
     shutil.rmtree(out)
+
+
+def test_a_file_edited_after_its_import_is_not_taken_for_the_running_code(small_loose,
+                                                                           user_code,
+                                                                           tmp_path):
+    """The source on disk describes the code only while it is the code that runs: a module
+    edited but not reloaded (a notebook session) refuses the update instead of recording the
+    new source for rows of the old code."""
+    out = tmp_path / "out"
+    user_code.write(f"def transform(rec):\n    {OUT}2.0}}\n")
+    running = user_code.load().transform
+    export(small_loose, out, running)
+    user_code.write(f"def transform(rec):\n    {OUT}3.0}}\n")  # edited, not reloaded
+    with pytest.raises(UpdateRefusedError) as refused:
+        export(small_loose, out, running, update=True)
+    assert (f"record transform: {user_code.name}.transform: "
+            f"{user_code.folder / user_code.name}.py was edited after it was imported"
+            ) in str(refused.value)
+    user_code.write(f"def transform(rec):\n    {OUT}2.0}}\n")  # as it was: trusted again
+    assert export(small_loose, out, running, update=True).up_to_date

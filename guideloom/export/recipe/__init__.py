@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["FINGERPRINT_HEX_CHARS", "TransformRecipe", "callable_name", "transform_recipe"]
 
 FINGERPRINT_HEX_CHARS = 16  # 64 bits of sha256
-_CODE_KINDS = ("code", "package", "world", "opaque")
+_CODE_KINDS = ("code", "package", "world", "opaque", "stale")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ import hashlib
 import importlib.metadata
 import linecache
 import logging
+import os
 import sys
+import tokenize
 import types
 from typing import Any
 
@@ -79,16 +81,12 @@ def package_identity(module_name: str) -> tuple[str, str]:
     return top, str(version) if version is not None else "unknown"
 
 
-class _StripDocstrings(ast.NodeTransformer):
-    """Drops the docstring of every module, class and function (in place)."""
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        body = getattr(node, "body", None)
-        if (isinstance(node, ast.Module | _Definition) and isinstance(body, list) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            del body[0]
-        return super().generic_visit(node)
+def _strip_docstring(node: ast.AST) -> None:
+    """Drop the docstring of a module, class or function (in place)."""
+    body = getattr(node, "body", None)
+    if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        del body[0]
 
 
 class SourceIndex:
@@ -97,25 +95,46 @@ class SourceIndex:
 
     def __init__(self) -> None:
         self._files: dict[str, dict[str, list[ast.AST]] | None] = {}
+        self._compiled: dict[str, dict[tuple[str, int], types.CodeType] | None] = {}
+        self._texts: dict[str, str] = {}
+
+    def _text(self, filename: str, module: types.ModuleType | None) -> str:
+        if filename not in self._texts:
+            self._texts[filename] = source_text(filename, module)
+        return self._texts[filename]
 
     def _index(self, filename: str, module: types.ModuleType | None
                ) -> dict[str, list[ast.AST]] | None:
         if filename in self._files:
             return self._files[filename]
-        linecache.checkcache(filename)
-        lines = linecache.getlines(filename, vars(module) if module is not None else None)
+        text = self._text(filename, module)
         index: dict[str, list[ast.AST]] | None = None
-        if lines:
+        if text:
             try:
-                tree = ast.parse("".join(lines), filename)
+                tree = ast.parse(text, filename)
             except (SyntaxError, ValueError):
                 logger.info("cannot parse %s: its code counts by bytecode", filename)
             else:
-                _StripDocstrings().visit(tree)
+                _strip_docstring(tree)
                 index = {}
                 _collect(tree, "", index)
         self._files[filename] = index
         return index
+
+    def runs_as_on_disk(self, fn: types.FunctionType) -> bool:
+        """Whether ``fn``'s code is what its file compiles to now: ``False`` when the file was
+        edited after it was imported (not reloaded), so its source is not the code that runs.
+        Code without a file of its own (a notebook cell, ``python -c``) passes."""
+        code = fn.__code__
+        filename = code.co_filename
+        if filename not in self._compiled:
+            self._compiled[filename] = (_compiled_functions(filename, self._text(filename, None))
+                                        if os.path.isfile(filename) else None)
+        found = self._compiled[filename]
+        if found is None:
+            return True
+        qualname = getattr(code, "co_qualname", fn.__qualname__)
+        return found.get((qualname, code.co_firstlineno)) == code
 
     def function_node(self, fn: types.FunctionType) -> ast.AST | None:
         """The definition (or lambda) of ``fn`` in its file, docstrings dropped."""
@@ -148,6 +167,34 @@ class SourceIndex:
         return found[-1] if found else None
 
 
+def source_text(filename: str, module: types.ModuleType | None) -> str:
+    """The source of ``filename`` as it is now: a file read anew (``linecache`` trusts a file of
+    the same size and second), else what ``linecache`` holds (a notebook cell)."""
+    if os.path.isfile(filename):
+        try:
+            with tokenize.open(filename) as fh:
+                return fh.read()
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            return ""
+    return "".join(linecache.getlines(filename, vars(module) if module is not None else None))
+
+
+def _compiled_functions(filename: str, text: str) -> dict[tuple[str, int], types.CodeType]:
+    """Every code object ``text`` (of ``filename``) compiles to, by qualified name and first
+    line (none when it does not compile)."""
+    try:
+        module = compile(text, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[tuple[str, int], types.CodeType] = {}
+    todo = [module]
+    while todo:
+        code = todo.pop()
+        found[(getattr(code, "co_qualname", code.co_name), code.co_firstlineno)] = code
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return found
+
+
 def _plain_qualname(qualname: str) -> str:
     return qualname.replace(".<locals>", "")
 
@@ -158,8 +205,11 @@ def _first_line(node: ast.AST) -> int:
 
 
 def _collect(node: ast.AST, prefix: str, index: dict[str, list[ast.AST]]) -> None:
+    """Index the definitions under ``node`` by qualified name (lambdas by line), their
+    docstrings dropped on the way."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, _Definition):
+            _strip_docstring(child)
             name = f"{prefix}{child.name}"
             index.setdefault(name, []).append(child)
             _collect(child, f"{name}.", index)

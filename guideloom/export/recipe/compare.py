@@ -21,6 +21,9 @@ def untrusted(slot: str, components: Mapping[str, str]) -> str | None:
         kind, _, name = key.partition(" ")
         if kind == "opaque":
             return f"{slot}: value {name} ({what}) cannot be fingerprinted: pass code_version="
+        if kind == "stale":
+            return (f"{slot}: {name}: {what} was edited after it was imported (the code that "
+                    "runs is not its source): reload it or start anew, or pass code_version=")
     world = sorted(key.partition(" ")[2] for key in components if key.startswith("world "))
     if world:
         return f"{slot}: reads {' and '.join(world)}: pass code_version="

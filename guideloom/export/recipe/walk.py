@@ -10,7 +10,9 @@ Each component is one line of the recipe, ``"<kind> <name>": digest``:
   (:mod:`~guideloom.export.recipe.values`); config objects (``SimpleNamespace``, dataclass and
   other instances, with ``__dict__`` or ``__slots__``) attribute by attribute;
 - ``world os.environ``: the code reads the world (:mod:`~guideloom.export.recipe.world`);
-- ``opaque mymod.HANDLE``: a value with no deterministic token.
+- ``opaque mymod.HANDLE``: a value with no deterministic token;
+- ``stale mymod.scale``: the function's file was edited after it was imported: its source is
+  not the code that runs.
 
 What is walked: the function, its globals and the attributes of the user's modules it names,
 its closure, positional and keyword-only defaults, ``self`` of bound methods, partial
@@ -91,6 +93,8 @@ class Walk:
             qual = name if name and f"code {name}" not in self.components else f"{qual}'"
         node = self.sources.function_node(fn)
         self.components[f"code {qual}"] = node_digest(node) if node else bytecode_digest(code)
+        if node is not None and not self.sources.runs_as_on_disk(fn):
+            self.components[f"stale {qual}"] = code.co_filename
         names = _names(code)
         for reading in world_readings(node, names, fn.__globals__):
             self.components.setdefault(f"world {reading}", qual)

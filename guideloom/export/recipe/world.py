@@ -72,14 +72,24 @@ def world_readings(node: ast.AST | None, names: Iterable[str], globals_: Mapping
             if kind:
                 found.add(kind)
         return sorted(found)
+    calls: list[ast.Call] = []
+    chains: list[ast.Attribute | ast.Name] = []
+    inner: set[int] = set()  # a chain's inner parts (``np.random`` of ``np.random.rand``)
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            if sub.args or sub.keywords:
+                calls.append(sub)
+        elif isinstance(sub, ast.Attribute | ast.Name):
+            chains.append(sub)
+            if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Attribute | ast.Name):
+                inner.add(id(sub.value))
     seeded: set[int] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and (sub.args or sub.keywords):
-            chain = _chain(sub.func)
-            if chain and _resolve(chain[0], chain[1:], globals_) in SEEDED:
-                seeded.add(id(sub.func))
-    for sub in ast.walk(node):
-        if not isinstance(sub, ast.Attribute | ast.Name) or id(sub) in seeded:
+    for call in calls:
+        chain = _chain(call.func)
+        if chain and _resolve(chain[0], chain[1:], globals_) in SEEDED:
+            seeded.add(id(call.func))
+    for sub in chains:
+        if id(sub) in seeded or id(sub) in inner:  # (the whole chain is matched)
             continue
         chain = _chain(sub)
         if not chain:
