@@ -441,3 +441,35 @@ def test_a_file_edited_after_its_import_is_not_taken_for_the_running_code(small_
             ) in str(refused.value)
     user_code.write(f"def transform(rec):\n    {OUT}2.0}}\n")  # as it was: trusted again
     assert export(small_loose, out, running, update=True).up_to_date
+
+
+REACHED = {  # code reached in ways the matrix above does not write: each edit must count
+    "a module's attributes named by two functions": (
+        "import {h}\n\ndef helper(rec):\n    return {h}.b(rec)\n\n"
+        "def transform(rec):\n    return {h}.a(rec) + helper(rec)\n", "transform"),
+    "a function wrapped by functools.lru_cache": (
+        "import {h}\n\n@functools.lru_cache\ndef transform(rec):\n    return {h}.b(rec)\n",
+        "transform"),
+    "a function held by np.vectorize": (
+        "import {h}\n\nV = np.vectorize({h}.b)\n\ndef transform(rec):\n    return V(rec)\n",
+        "transform"),
+    "a function under a decorator of one's own": (
+        "import {h}\n\ndef deco(f):\n    @functools.wraps(f)\n    def wrapper(*a):\n"
+        "        return f(*a)\n    return wrapper\n\n@deco\ndef transform(rec):\n"
+        "    return {h}.b(rec)\n", "transform"),
+}
+REACHED_HELPER = ("def a(x):\n    return x\n\ndef b(x):\n    return x * {k}\n")
+
+
+@pytest.mark.parametrize("case", list(REACHED))
+def test_code_reached_through_modules_wrappers_and_installed_objects_counts(case, user_code):
+    from guideloom.export.recipe import transform_recipe
+    from guideloom.export.recipe.compare import differences, untrusted
+
+    code, name = REACHED[case]
+    user_code.write(code, REACHED_HELPER.format(k=2))
+    before = transform_recipe(getattr(user_code.load(), name)).components
+    assert untrusted("t", before) is None
+    user_code.write(code, REACHED_HELPER.format(k=3))
+    after = transform_recipe(getattr(user_code.load(), name)).components
+    assert f"{user_code.helper}.b: source changed" in str(differences("t", before, after))

@@ -42,6 +42,8 @@ from guideloom.export.recipe.world import world_readings
 
 logger = logging.getLogger(__name__)
 
+_UNSET = object()
+SCANNED_ITEMS = 10_000  # longer containers of an installed object are not looked into
 _WRAPPED = ("__wrapped__", "py_func", "pyfunc", "func")
 MAX_DEPTH = 12  # nested containers and attributes followed; deeper ones hash whole
 _SKIPPED_CLASS_ATTRS = frozenset({"__dict__", "__weakref__", "__module__", "__qualname__",
@@ -59,6 +61,7 @@ class Walk:
         self.components: dict[str, str] = {}
         self.sources = sources or SourceIndex()
         self._seen: set[int] = set()
+        self._attributes: set[tuple[str, str]] = set()  # (module, name) of the user's reached
 
     def root(self, fn: Any) -> None:
         """Walk a transform (a function, partial, bound method, class or callable instance)."""
@@ -82,10 +85,11 @@ class Walk:
         if not self._first(fn):
             return
         module = fn.__module__ or ""
-        if not is_local(module):
-            self.package(module)
-            return
         code = fn.__code__
+        if module and not is_local(module):
+            self.package(module)
+            self._held_by(f"{module}.{code.co_qualname}", fn)
+            return
         qual = f"{module}.{getattr(code, 'co_qualname', fn.__qualname__)}"
         if name and ("<lambda>" in qual or "<locals>" in qual):
             qual = name
@@ -115,6 +119,17 @@ class Walk:
             self.value(f"{qual}(default {arg})", value, 1)
         for arg, value in sorted((fn.__kwdefaults__ or {}).items()):
             self.value(f"{qual}(default {arg})", value, 1)
+
+    def _held_by(self, qual: str, fn: types.FunctionType) -> None:
+        """What an installed function holds of the user's: its closure and defaults (a
+        library's ``make_transform(my_fn)`` returns such a closure)."""
+        cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False)
+        held = {var: cell.cell_contents for var, cell in cells if _bound(cell)}
+        held |= {f"default {i}": v for i, v in enumerate(fn.__defaults__ or ())}
+        held |= {f"default {k}": v for k, v in (fn.__kwdefaults__ or {}).items()}
+        for key, value in sorted(held.items()):
+            if _holds_code(value):
+                self.value(f"{qual}.{key}", value, 1)
 
     def klass(self, cls: type) -> None:
         """A class: its source, its bases, methods and class attributes."""
@@ -149,9 +164,11 @@ class Walk:
         if isinstance(value, types.ModuleType):
             if not is_local(value.__name__):
                 self.package(value.__name__)
-            elif self._first(value):
-                attrs = vars(value)
-                for attr in sorted(names & attrs.keys()):
+                return
+            attrs = vars(value)
+            for attr in sorted(names & attrs.keys()):
+                if (value.__name__, attr) not in self._attributes:
+                    self._attributes.add((value.__name__, attr))
                     self.reference(f"{value.__name__}.{attr}", attrs[attr], names)
             return
         self.value(name, value, 0)
@@ -224,7 +241,12 @@ class Walk:
             self.klass(cls)
         state = attributes(value) if local or _config_like(value) else None
         if state is None:
-            self._token(name, value)
+            if hasattr(value, "__wrapped__") and value_token(value) is None:
+                # a decorator's object (functools.lru_cache): its type and what it wraps
+                self.package(cls.__module__)
+                self.components[f"value {name} (type)"] = f"{cls.__module__}.{cls.__qualname__}"
+            else:
+                self._token(name, value)
             self._code_inside(name, value, depth)
             return
         if not self._first(value):
@@ -244,8 +266,7 @@ class Walk:
             if key not in state and hasattr(value, key):
                 state[key] = getattr(value, key)
         for key, attr in sorted(state.items(), key=lambda kv: str(kv[0])):
-            if isinstance(attr, types.FunctionType | functools.partial | type) or (
-                    is_local(type(attr).__module__) and not isinstance(attr, type)):
+            if _holds_code(attr):
                 self.value(f"{name}.{key}", attr, depth + 1)
 
     def _token(self, name: str, value: Any) -> None:
@@ -254,6 +275,27 @@ class Walk:
             self.components[f"opaque {name}"] = describe(value)
         else:
             self.components[f"value {name}"] = token
+
+
+def _bound(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not _UNSET
+    except ValueError:  # not yet bound
+        return False
+
+
+def _holds_code(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is or holds (in a dict, list or tuple) a function, partial, class or
+    instance of the user's own code."""
+    if isinstance(value, types.FunctionType | functools.partial | types.MethodType):
+        return True
+    if isinstance(value, type):
+        return is_local(value.__module__)
+    if isinstance(value, dict) and depth < 3 and len(value) <= SCANNED_ITEMS:
+        return any(_holds_code(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple) and depth < 3 and len(value) <= SCANNED_ITEMS:
+        return any(_holds_code(v, depth + 1) for v in value)
+    return is_local(type(value).__module__)
 
 
 def _config_like(value: Any) -> bool:
