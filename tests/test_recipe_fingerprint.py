@@ -473,3 +473,20 @@ def test_code_reached_through_modules_wrappers_and_installed_objects_counts(case
     user_code.write(code, REACHED_HELPER.format(k=3))
     after = transform_recipe(getattr(user_code.load(), name)).components
     assert f"{user_code.helper}.b: source changed" in str(differences("t", before, after))
+
+
+def test_a_job_keeps_the_recipe_of_its_start_when_the_file_is_edited_meanwhile(small_loose,
+                                                                               user_code,
+                                                                               tmp_path):
+    """The executor replaces the spec on its way (the previous generation, the partition
+    size); the recipe it records at the end is the one of the code as the job began."""
+    from guideloom.export import build_spec
+
+    user_code.write(f"def transform(rec):\n    {OUT}2.0}}\n")
+    spec = build_spec(VIEW, "npy", tmp_path / "out", data_dir=small_loose,
+                      record_transform=user_code.load().transform)
+    at_start = spec.recipe()
+    user_code.write(f"def transform(rec):\n    {OUT}3.0}}\n")  # edited while the job runs
+    assert spec.replaced(partition_size=3).recipe() == at_start
+    made_anew = spec.replaced(code_version=None, partition_size=3).recipe()  # (made again)
+    assert any(k.startswith("stale ") for k in made_anew["components"]["record transform"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -213,6 +214,17 @@ class ExportSpec:
         if self.record_transform is not None:
             found[RECORD_SLOT] = transform_recipe(self.record_transform, self.code_version)
         return found
+
+    def replaced(self, **changes: Any) -> ExportSpec:
+        """``dataclasses.replace`` keeping the transforms' recipes already made for this job:
+        they describe the code as it was when the job began, not as its files are when it
+        finalizes (a file edited meanwhile would be recorded for rows of the old code)."""
+        new = dataclasses.replace(self, **changes)
+        made = self.__dict__.get("transform_recipes")
+        if made is not None and not changes.keys() & {"transforms", "record_transform",
+                                                        "code_version"}:
+            new.__dict__["transform_recipes"] = made
+        return new
 
     def recipe(self) -> Recipe:
         """The recipe as ``export.json`` keeps it: a sha256 of each part, and of all, and the
