@@ -490,3 +490,20 @@ def test_a_job_keeps_the_recipe_of_its_start_when_the_file_is_edited_meanwhile(s
     assert spec.replaced(partition_size=3).recipe() == at_start
     made_anew = spec.replaced(code_version=None, partition_size=3).recipe()  # (made again)
     assert any(k.startswith("stale ") for k in made_anew["components"]["record transform"])
+
+
+@pytest.mark.parametrize(("before", "after", "named"), [
+    ("W = {'a': 1.0, 'b': 2.0}", "W = {'b': 2.0, 'a': 1.0}", ".W changed"),
+    ("W = {'a': np.sin, 'b': np.cos}", "W = {'b': np.cos, 'a': np.sin}", ".W (dict keys) changed"),
+])
+def test_a_dict_in_another_order_is_another_value(before, after, named, user_code):
+    """A transform iterating a dict sees its order (dask's normalisation sorts dict items)."""
+    from guideloom.export.recipe import transform_recipe
+    from guideloom.export.recipe.compare import differences
+
+    code = "{}\n\ndef transform(rec):\n    return [f for f in W.values()]\n"
+    user_code.write(code.format(before))
+    first = transform_recipe(user_code.load().transform).components
+    user_code.write(code.format(after))
+    second = transform_recipe(user_code.load().transform).components
+    assert f"{user_code.name}{named}" in str(differences("t", first, second))

@@ -48,18 +48,22 @@ def value_token(value: Any) -> str | None:
 
 
 def _canonical(value: Any) -> Any:
-    """``value`` with its sets in a fixed order: ``tokenize`` hashes a ``frozenset`` by its
-    pickle, whose order follows the string hash seed of the process (a set of strings would
-    get another token in every interpreter)."""
+    """``value`` with its sets in a fixed order (``tokenize`` hashes a ``frozenset`` by its
+    pickle, whose order follows the string hash seed of the process: a set of strings would
+    get another token in every interpreter) and its dicts in their own order."""
     if isinstance(value, set | frozenset):
-        return (type(value).__name__, sorted(str(tokenize(_canonical(v), ensure_deterministic=True))
-                                             for v in value))
+        return (type(value).__name__, sorted(_key(v) for v in value))
     if isinstance(value, list | tuple):
         return (type(value).__name__, [_canonical(v) for v in value])
     if isinstance(value, dict):
-        return (type(value).__name__, [(_canonical(k), _canonical(v)) for k, v in
-                                       sorted(value.items(), key=lambda kv: repr(kv[0]))])
+        # in insertion order: a transform iterating a dict sees that order (dask's own
+        # normalisation sorts the items, which would take a reordered dict for the same)
+        return (type(value).__name__, [(_canonical(k), _canonical(v)) for k, v in value.items()])
     return value
+
+
+def _key(value: Any) -> str:
+    return str(tokenize(_canonical(value), ensure_deterministic=True))
 
 
 def attributes(value: Any) -> dict[str, Any] | None:

@@ -229,7 +229,7 @@ class Walk:
             return
         if not self._first(container):
             return
-        keys = sorted(repr(k) for k, _ in items) if keyed else len(items)
+        keys = [repr(k) for k, _ in items] if keyed else len(items)  # (a dict's order too)
         self._token(f"{name} ({type(container).__name__} keys)", keys)
         for key, item in sorted(items, key=lambda kv: repr(kv[0])) if keyed else items:
             self.value(f"{name}[{key!r}]", item, depth + 1)
