@@ -2,7 +2,7 @@
 
 Run: ``python3 benchmarks/update.py [--quick] [--n 120] [--scan 2000x3200] [--reps N]
 [--share 0.01] [--client CLIENT] [--latency 0.02] [--bandwidth 5e7]
-[--only npy,formats,remote,inputs] [--noop-n 1000] [--cache DIR]``
+[--only npy,formats,remote,inputs,recipe] [--noop-n 1000] [--cache DIR]``
 
 The data is ``guideloom.demo.cached_demo_data`` (zip layout, generated once under ``--cache``,
 default ``~/.cache/guideloom-bench``; by default 120 experiments with the real scans, 2000 x
@@ -36,7 +36,6 @@ index order (one experiment: the middle one). Added, removed and inserted experi
    one ``--bandwidth`` cap in bytes per second shared by all bodies) into an npy target: full
    re-export and update from the URL, ratio, experiments decoded, requests and bytes the server
    sent. Every remote run shares one guideloom cache (the same machine exporting again).
-
 4. Input identity (issue 38): the cost of the content digests a full export records: the
    CPU seconds the partitions' helper threads spent hashing, as a share of the export's CPU
    seconds (the process and its forked workers, ``getrusage``; the goal's figure, as a
@@ -64,6 +63,9 @@ page cache before any full re-export is timed. Each update line also says how ma
 target's ``.npy`` files the update kept (same inode) and its phases (``export.json``'s
 ``timings``). The machine may be shared and noisy: compare the ratios, each computed from runs
 of this one run.
+5. The recipe (issue 38): the fingerprint of a transform reaching 50 functions of a user module
+   (:func:`guideloom.export.recipe.transform_recipe`), the first call in a fresh process (its
+   module parsed, package versions looked up; goal <= 50 ms) and five later calls.
 """
 
 from __future__ import annotations
@@ -334,8 +336,54 @@ def _evict(paths: list[str] | list[Path]) -> None:
             os.close(fd)
 
 
+RECIPE_FUNCTIONS, RECIPE_GOAL_S = 50, 0.050
+
+
+def recipe_module(n: int) -> str:
+    """A user module whose transform reaches ``n`` functions of its own (a chain of helpers,
+    each with a docstring, a constant, a config value and numpy), as the recipe benchmark's."""
+    lines = ['"""Generated: a transform reaching many helpers."""', "import types",
+             "import numpy as np", "", "CFG = types.SimpleNamespace(scale=2.0, offset=0.5)",
+             "LIMITS = {'low': -1.0, 'high': 1.0}", ""]
+    for i in range(n - 1):
+        lines += [f"def helper_{i}(x):", f'    """Step {i} of the chain."""',
+                  f"    y = np.clip(x * CFG.scale + {i}, LIMITS['low'], LIMITS['high'])",
+                  f"    return helper_{i + 1}(y) if x.size else y", ""]
+    lines += [f"def helper_{n - 1}(x):", "    return x - CFG.offset", "",
+              "def transform(rec):",
+              "    return {'force': helper_0(np.asarray(rec['force_data']))}"]
+    return "\n".join(lines) + "\n"
+
+
+def child_recipe(a: dict) -> dict:
+    """The recipe (fingerprint) of a transform reaching ``a["functions"]`` functions of a user
+    module: the first call in a fresh process (module parse and package lookups included),
+    then ``a["reps"]`` more."""
+    folder = Path(tempfile.mkdtemp(prefix="recipe-bench-"))
+    try:
+        (folder / "recipe_bench_mod.py").write_text(recipe_module(a["functions"]))
+        sys.path.insert(0, str(folder))
+        import recipe_bench_mod
+
+        from guideloom.export.recipe import transform_recipe
+
+        t0 = time.perf_counter()
+        recipe = transform_recipe(recipe_bench_mod.transform)
+        first = time.perf_counter() - t0
+        again = []
+        for _ in range(a["reps"]):
+            t0 = time.perf_counter()
+            transform_recipe(recipe_bench_mod.transform)
+            again.append(time.perf_counter() - t0)
+        code = sum(1 for k in recipe.components if k.startswith("code "))
+        return {"first_s": first, "again_s": again, "code": code,
+                "components": len(recipe.components)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 CHILDREN = {"export": child_export, "copy": child_copy, "compare": child_compare,
-            "read": child_read}
+            "read": child_read, "recipe": child_recipe}
 
 
 # --- the parent ----------------------------------------------------------------------------
@@ -769,6 +817,22 @@ def run_inputs(child: Child, args: argparse.Namespace, work: Path, v0: Path, ids
     return goals
 
 
+def run_recipe(child: Child, args: argparse.Namespace) -> list[Goal]:
+    """Section 5: the fingerprint of a transform reaching 50 functions of the user's own."""
+    print(f"\n5. RECIPE: the fingerprint of a transform reaching {RECIPE_FUNCTIONS} functions "
+          f"of a user module, {args.reps} fresh processes")
+    runs = [child.run("recipe", {"functions": RECIPE_FUNCTIONS, "reps": 5}, label="recipe")
+            for _ in range(args.reps)]
+    first = [r["first_s"] * 1e3 for r in runs]
+    again = [t * 1e3 for r in runs for t in r["again_s"]]
+    print(f"  {runs[0]['code']} code components, {runs[0]['components']} in all; first call in "
+          f"a process {stats(first, fmt='{:.1f}')} ms, later calls {stats(again, fmt='{:.1f}')} "
+          "ms")
+    med = statistics.median(first)
+    return [(f"recipe of {RECIPE_FUNCTIONS} functions (ms)", f"<= {RECIPE_GOAL_S * 1e3:.0f}",
+             f"{med:.1f} [{min(first):.1f}-{max(first):.1f}]", med <= RECIPE_GOAL_S * 1e3)]
+
+
 def print_summary(goals: list[Goal]) -> None:
     print("\nSUMMARY (goal, measured median [min-max], verdict)")
     for label, goal, measured, ok in goals:
@@ -788,8 +852,8 @@ def main() -> None:
     parser.add_argument("--client", default=None, help="export client (default: the default)")
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--bandwidth", type=float, default=5e7)
-    parser.add_argument("--only", default="npy,formats,remote,inputs",
-                        help="comma-separated sections: npy, formats, remote, inputs")
+    parser.add_argument("--only", default="npy,formats,remote,inputs,recipe",
+                        help="comma-separated sections: npy, formats, remote, inputs, recipe")
     parser.add_argument("--noop-n", type=int, default=1000,
                         help="experiments of the no-op update (section inputs; default 1000)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
@@ -840,6 +904,8 @@ def main() -> None:
             goals += run_remote(child, args, work, release, ids, k)
         if "inputs" in sections:
             goals += run_inputs(child, args, work, v0, ids, cache)
+        if "recipe" in sections:
+            goals += run_recipe(child, args)
         print("\ncommands (one of each kind; ARGS_JSON as run):")
         for label, cmd in child.commands.items():
             print(f"  {label}: {short(cmd)}")

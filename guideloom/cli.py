@@ -215,6 +215,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         wf.verify_crc = True
     if args.verify_inputs:  # (the same: added, never turned off)
         wf.verify_inputs = True
+    if args.code_version is not None:  # the command line's wins over the file's
+        wf.code_version = args.code_version
     if args.update and args.overwrite:
         raise UsageError("give --update (carry the unchanged rows) or --overwrite (write the "
                          "export again), not both")
@@ -908,6 +910,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="update the complete export at the output path: read only the "
                           "experiments added or changed since it was written, carry the "
                           "other rows (with --dry-run: print what it would do)")
+    run.add_argument("--code-version", default=None, metavar="VERSION",
+                     help="the version of the transforms' code, named by you: replaces their "
+                          "automatic code identity (needed to update with transforms that "
+                          "read the environment, files or the clock); overrides the file's "
+                          "[transforms] code_version (docs/updating.md)")
     run.add_argument("--data-dir", default=None,
                      help="use this data directory instead of the file's dataset.data_dir "
                           "(a path, an https:// or s3:// URL of a release, or its DOI)")

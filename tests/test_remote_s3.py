@@ -139,7 +139,7 @@ def test_credentials_set_after_a_refused_read_count_once_the_caches_are_cleared(
 def test_an_update_from_an_s3_release_reads_only_the_new_experiments(s3_release, demo_zip,
                                                                       monkeypatch, tmp_path):
     """Issue 32, item 5: ``update=True`` against an object store, as against a folder."""
-    from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows
+    from tests.export_helpers import COUNT_FILE_ENV, COUNTED_CODE_VERSION, counted_first_rows
 
     url, env = s3_release
     for key, value in env.items():
@@ -148,7 +148,7 @@ def test_an_update_from_an_s3_release_reads_only_the_new_experiments(s3_release,
     monkeypatch.setenv(COUNT_FILE_ENV, str(log))
     out, full = tmp_path / "out", tmp_path / "full"
     options = {"kind": "npy", "record_transform": counted_first_rows, "client": "sync",
-               "show_progress": False}
+               "show_progress": False, "code_version": COUNTED_CODE_VERSION}
     guideloom.export.export("force-curve", out, data_dir=url, sim_ids=range(30), **options)
     log.unlink()
     result = guideloom.export.export("force-curve", out, data_dir=url, update=True, **options)

@@ -26,7 +26,12 @@ from guideloom.errors import InjectedFault, UpdateRefusedError
 from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
 from guideloom.testing.formats import fault_cases
-from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows, first_rows
+from tests.export_helpers import (
+    COUNT_FILE_ENV,
+    COUNTED_CODE_VERSION,
+    counted_first_rows,
+    first_rows,
+)
 from tests.zip_helpers import member_bytes, rebuild_archive
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +66,8 @@ def decoded(tmp_path, monkeypatch):
 def export(kind: str, data: Path, target: Path, ids, *, update: bool = False,
            overwrite: bool = False, transform=counted_first_rows, view: str = VIEW,
            partition_size: int | None = 4, **options):
+    if transform is counted_first_rows:  # it reads the environment: its version named
+        options.setdefault("code_version", COUNTED_CODE_VERSION)
     return guideloom.export.export(
         view, target, kind=kind, data_dir=data, sim_ids=list(ids), sim_ids_order="sim_ids",
         record_transform=transform, client="sync", partition_size=partition_size,
@@ -160,20 +167,21 @@ def test_a_reordered_index_table_moves_the_rows_without_reading_them(kind, data,
     out, full = tmp_path / "out", tmp_path / "full"
     guideloom.export.export(VIEW, out, kind=kind, data_dir=data, client="sync",
                             sim_ids=range(10), record_transform=counted_first_rows,
-                            partition_size=4)
+                            partition_size=4, code_version=COUNTED_CODE_VERSION)
     decoded()
     index = data / "process_parameters.csv"
     header, *body = index.read_text().splitlines()
     index.write_text("\n".join([header, *reversed(body)]) + "\n")  # the index order reversed
     result = guideloom.export.export(VIEW, out, kind=kind, data_dir=data, client="sync",
                                      sim_ids=range(10), record_transform=counted_first_rows,
-                                     partition_size=4, update=True)
+                                     partition_size=4, update=True,
+                                     code_version=COUNTED_CODE_VERSION)
     assert decoded() == []
     assert result.update == {"added": 0, "removed": 0, "changed": 0, "carried": 10}
     assert rows_of(out)[0] == list(range(9, -1, -1))  # index order, as a full export has it
     guideloom.export.export(VIEW, full, kind=kind, data_dir=data, client="sync",
                             sim_ids=range(10), record_transform=counted_first_rows,
-                            partition_size=4)
+                            partition_size=4, code_version=COUNTED_CODE_VERSION)
     assert_same_export(kind, out, full)
 
 

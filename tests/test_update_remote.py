@@ -19,7 +19,7 @@ import pytest
 
 import guideloom
 from tests.dataverse_server import DOI, make_release, serve
-from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows
+from tests.export_helpers import COUNT_FILE_ENV, COUNTED_CODE_VERSION, counted_first_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,6 +35,7 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 def _export(target: Path, data_dir, update: bool = False):
     return guideloom.export.export(
         "force-curve", target, kind="npy", data_dir=data_dir, record_transform=counted_first_rows,
+        code_version=COUNTED_CODE_VERSION,
         client="sync", partition_size=3, update=update)
 
 
@@ -93,12 +94,14 @@ def test_an_export_of_local_data_is_updated_from_its_https_release(tmp_path, cac
     guideloom.make_demo_data(site / "release", n=10)
     out = tmp_path / "out"
     guideloom.export.export("force-curve", out, kind="npy", data_dir=site / "release",
-                            record_transform=counted_first_rows, client="sync",
+                            record_transform=counted_first_rows,
+                            code_version=COUNTED_CODE_VERSION, client="sync",
                             sim_ids=range(7))
     log.unlink()
     with serve_logged(site) as (url, _):
         result = guideloom.export.export("force-curve", out, kind="npy", data_dir=url,
                                          record_transform=counted_first_rows,
+                                         code_version=COUNTED_CODE_VERSION,
                                          client="sync", update=True)
     assert sorted(int(x) for x in log.read_text().split()) == [7, 8, 9]
     assert result.update == {"added": 3, "removed": 0, "changed": 0, "carried": 7}
@@ -197,11 +200,13 @@ def test_the_report_and_the_page_show_what_an_update_did(tmp_path, dask_client):
     guideloom.make_demo_data(data, n=12)
     out = tmp_path / "out"
     guideloom.export.export("force-curve", out, kind="npy", data_dir=data,
-                            record_transform=counted_first_rows, sim_ids=range(8),
+                            record_transform=counted_first_rows,
+                            code_version=COUNTED_CODE_VERSION, sim_ids=range(8),
                             client=dask_client)
     report = tmp_path / "report.html"
     guideloom.export.export("force-curve", out, kind="npy", data_dir=data,
-                            record_transform=counted_first_rows, sim_ids=range(11),
+                            record_transform=counted_first_rows,
+                            code_version=COUNTED_CODE_VERSION, sim_ids=range(11),
                             client=dask_client, update=True, report=report)
     shown = "3 added, 0 removed, 0 changed (read), 8 carried (not decoded)"
     assert shown in report.read_text()

@@ -44,6 +44,7 @@ def build_spec(
     storage_options: Mapping[str, Any] | None = None,
     update: bool = False,
     verify_inputs: bool = False,
+    code_version: str | None = None,
 ) -> ExportSpec:
     """Build the job description shared by every export function, the CLI and workflows.
 
@@ -75,6 +76,7 @@ def build_spec(
         verify_crc=verify_crc,
         update=update,
         verify_inputs=verify_inputs,
+        code_version=code_version,
     )
 
 
@@ -116,11 +118,18 @@ class ExportOptions(TypedDict, total=False):
             the experiments added or changed since it was written are read, the others'
             rows are carried, and the result equals a full export of the new selection (see
             docs/updating.md). Nothing at the target: a full export. Another view, transform,
-            options or format than the export's: refused (``UpdateRefusedError``).
+            options or format than the export's: refused (``UpdateRefusedError``), naming
+            what differs.
         verify_inputs: With ``update``: hash every carried experiment's input again and
             compare it with the content digest the export recorded, whatever the file
             system or server says of it (a pass over the inputs at the disk's read rate;
             without it only inputs whose size, times, inode or checksum changed are hashed).
+        code_version: The version of the transforms' code, named by you: it replaces their
+            automatic code identity (normalised source of what they reach, package versions)
+            and lifts the refusal of transforms that read the environment, files, the clock
+            or unseeded randomness, or hold values with no deterministic token. Your promise:
+            code of the same ``code_version`` makes the same rows (changing it refuses an
+            update). Recorded in ``export.json``'s recipe; see docs/updating.md.
         verify_crc: Check the CRC-32 of each stored zip member before its data is used (one
             pass over each member; by default a member read in part is trusted; see "Input
             integrity" in the README). A damaged member is a ``CorruptDataError`` (skipped with
@@ -152,6 +161,7 @@ class ExportOptions(TypedDict, total=False):
     overwrite: bool
     update: bool
     verify_inputs: bool
+    code_version: str | None
     verify_crc: bool
     report: str | Path | None
     quiet: bool
@@ -165,7 +175,8 @@ _OPTIONS_DOC = """
             ``source``, ``sim_ids``, ``sim_ids_order``, ``spec``, ``storage_options``, ``where``,
             ``transforms``, ``record_transform``,
             ``show_progress``, ``client``, ``partition_size``, ``on_error``, ``overwrite``,
-            ``update``, ``verify_inputs``, ``verify_crc``, ``report``, ``quiet``.
+            ``update``, ``verify_inputs``, ``code_version``, ``verify_crc``, ``report``,
+            ``quiet``.
 """
 
 

@@ -371,7 +371,7 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
             logger.info("guideloom: %s", recovered)
         previous = open_previous(spec) if spec.update and not spec.overwrite else None
         if previous is not None:  # the generation this update starts from
-            spec = dataclasses.replace(spec, previous=previous.ref)
+            spec = spec.replaced(previous=previous.ref)
         finished = published_by_interrupted_run(spec, staging) if recovered else None
         if finished is not None:
             if not quiet:
@@ -423,7 +423,7 @@ def kept_partition_size(spec: ExportSpec, writer: ExportFormat | type[ExportForm
     if (spec.partition_size is not None or not writer.keeps_partitions
             or not isinstance(size, int) or size < 1):
         return spec
-    return dataclasses.replace(spec, partition_size=size)
+    return spec.replaced(partition_size=size)
 
 
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
@@ -456,7 +456,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         estimate *= (update.read + CARRY_COST * update.carried) / max(1, n)
     finishing = only_finalize_left(spec, staging, selection)
     if finishing is not None:  # this very job's partitions (its identity says so)
-        spec = dataclasses.replace(spec, partition_size=finishing)
+        spec = spec.replaced(partition_size=finishing)
     n_tasks = math.ceil(n / partition_size_for(spec, n, estimate_s=estimate))  # on any placement
     forkable = forkable_job(spec, staging)
     # the one placement decision of the job; what it prints is what runs

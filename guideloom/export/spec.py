@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from guideloom.export.fingerprint import callable_fingerprint, callable_name
+from guideloom.export.recipe import TransformRecipe, transform_recipe
 from guideloom.formats.layout import check_output_name
 from guideloom.formats.manifest_types import Recipe, TransformNames
 from guideloom.read.locations import Location
@@ -19,6 +22,8 @@ from guideloom.read.roots import RemoteRoot
 from guideloom.select.manifest import Dataset, View
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
+RECIPE_SCHEME = 2  # recipes with per-component digests (1: parts only, before issue 38)
+RECORD_SLOT = "record transform"
 OutputKind = str  # a registered format's kind (guideloom.formats): "npy", "npz", "zarr", …
 OnError = Literal["raise", "skip"]
 RecordTransform = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -101,6 +106,9 @@ class ExportSpec:
         verify_inputs: An update hashes every carried experiment's input and compares it
             with the recorded content digest, whatever its cheap evidence says. Like
             ``verify_crc`` it is not part of :meth:`identity`.
+        code_version: The version of the transforms' code, named by the user: it replaces
+            their automatic code and world identity in the recipe (see
+            :mod:`guideloom.export.recipe`); their values still count.
     """
 
     view: View
@@ -121,6 +129,7 @@ class ExportSpec:
     update: bool = False
     previous: PreviousGeneration | None = None
     verify_inputs: bool = False
+    code_version: str | None = None
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "skip"):
@@ -141,6 +150,10 @@ class ExportSpec:
                 raise ValueError(f"transform for {alias!r} is not callable: {fn!r}")
         if self.record_transform is not None and not callable(self.record_transform):
             raise ValueError(f"record_transform is not callable: {self.record_transform!r}")
+        if self.code_version is not None and (not isinstance(self.code_version, str)
+                                              or not self.code_version.strip()):
+            raise ValueError(f"code_version must be a non-empty string, not "
+                             f"{self.code_version!r}")
         if self.record_transform is None:  # the view's aliases are the output names
             for alias in self.view.aliases:
                 check_output_name(alias, f"view {self.view.name!r}")
@@ -190,14 +203,41 @@ class ExportSpec:
             ],
             "on_error": self.on_error,
             "options": {k: _option_identity(v) for k, v in sorted(self.options.items())},
-            "transforms": {a: callable_fingerprint(fn) for a, fn in self.transforms.items()},
-            "record_transform": callable_fingerprint(self.record_transform),
+            "transforms": {alias: self.transform_recipes[transform_slot(alias)].fingerprint
+                           for alias in self.transforms},
+            "record_transform": (self.transform_recipes[RECORD_SLOT].fingerprint
+                                 if self.record_transform is not None else None),
         }
 
+    @cached_property
+    def transform_recipes(self) -> dict[str, TransformRecipe]:
+        """The recipe of each transform (computed once per spec), by its slot's name:
+        ``"transform 'force'"``, ``"record transform"``."""
+        found = {transform_slot(alias): transform_recipe(fn, self.code_version)
+                 for alias, fn in self.transforms.items()}
+        if self.record_transform is not None:
+            found[RECORD_SLOT] = transform_recipe(self.record_transform, self.code_version)
+        return found
+
+    def replaced(self, **changes: Any) -> ExportSpec:
+        """``dataclasses.replace`` keeping the transforms' recipes already made for this job:
+        they describe the code as it was when the job began, not as its files are when it
+        finalizes (a file edited meanwhile would be recorded for rows of the old code)."""
+        new = dataclasses.replace(self, **changes)
+        made = self.__dict__.get("transform_recipes")
+        if made is not None and not changes.keys() & {"transforms", "record_transform",
+                                                        "code_version"}:
+            new.__dict__["transform_recipes"] = made
+        return new
+
     def recipe(self) -> Recipe:
-        """The recipe as ``export.json`` keeps it: a sha256 of each part, and of all."""
+        """The recipe as ``export.json`` keeps it: a sha256 of each part, and of all, and the
+        components of each transform (what a refusal names)."""
         parts = {k: _sha(v) for k, v in self.recipe_parts().items()}
-        return {"sha256": _sha(parts), "parts": parts}
+        return {"sha256": _sha(parts), "parts": parts, "scheme": RECIPE_SCHEME,
+                "code_version": self.code_version,
+                "components": {slot: dict(sorted(r.components.items()))
+                               for slot, r in self.transform_recipes.items()}}
 
 
 @dataclass(frozen=True)
@@ -213,6 +253,11 @@ class PreviousGeneration:
 
     root: str
     export_id: str
+
+
+def transform_slot(alias: str) -> str:
+    """What a refusal calls the transform of field ``alias``: ``transform 'force'``."""
+    return f"transform {alias!r}"
 
 
 def _sha(value: Any) -> str:

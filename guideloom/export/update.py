@@ -22,8 +22,11 @@ An experiment is
 - **removed** when the previous generation has a row of it and the new selection does not.
 
 Anything else that differs (another view, transform code, options, ``on_error`` or output kind)
-refuses the update with one line naming it: only a full export (``overwrite=True``) can
-change those.
+refuses the update with one line naming it (for a transform: the component of its recipe that
+differs, see :mod:`guideloom.export.recipe`): only a full export (``overwrite=True``) can
+change those. A transform whose recipe cannot be trusted (it reads the environment, files, the
+clock or unseeded randomness, or holds a value with no deterministic token) refuses unless
+the user names its ``code_version``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 
 from guideloom.errors import ExperimentReadError, IncompleteExportError, UpdateRefusedError
 from guideloom.export.provenance import Provenance, read_provenance
+from guideloom.export.recipe.compare import differences, untrusted
 from guideloom.export.spec import ExportSpec, PreviousGeneration
 from guideloom.formats.layout import read_export_manifest
 from guideloom.formats.manifest_types import ExportManifest, Generation
@@ -218,14 +222,49 @@ def check_same_recipe(spec: ExportSpec, manifest: Mapping[str, Any], root: str) 
             f"{manifest.get('guideloom_version', '?')}, before updates existed); a full export "
             "(overwrite=True) is needed once, later ones can be updates")
     mine = spec.recipe()
+    for slot, components in (mine.get("components") or {}).items():
+        reason = untrusted(slot, components)
+        if reason is not None:
+            raise UpdateRefusedError(
+                f"cannot update {root}: {reason}'...' (the version of the transform's code and "
+                "of what it reads: an update trusts it), or export again (overwrite=True)")
     if recorded.get("sha256") == mine["sha256"]:
         return
     theirs = recorded.get("parts") or {}
-    differs = [_PART_NAMES.get(k, k) for k, v in mine["parts"].items() if theirs.get(k) != v]
+    differs = [k for k, v in mine["parts"].items() if theirs.get(k) != v]
+    code = [k for k in differs if k in ("transforms", "record_transform")]
+    said = [_PART_NAMES.get(k, k) for k in differs if k not in code]
+    if "components" not in recorded and (code or "options" in differs):  # (options: a
+        # storage's class and format were fingerprinted the old way too)
+        raise UpdateRefusedError(
+            f"cannot update {root}: its recipe was recorded by an older guideloom "
+            f"({manifest.get('guideloom_version', '?')}), which fingerprinted transforms "
+            "another way; a full export (overwrite=True) is needed once, later ones can be "
+            "updates")
+    if code:
+        said += _transform_differences(recorded.get("components") or {},
+                                       mine.get("components") or {})
     raise UpdateRefusedError(
-        f"cannot update {root}: {' and '.join(differs) or 'the recipe'} differ from the "
-        f"export's (view {manifest.get('view')!r}); an update keeps the view, transforms, "
-        "options and format: a full export (overwrite=True) is needed")
+        f"cannot update {root}: {'; '.join(said) or 'the recipe differs'} (export's view "
+        f"{manifest.get('view')!r}); an update keeps the view, transforms, options and "
+        "format: a full export (overwrite=True) is needed")
+
+
+def _transform_differences(old: Mapping[str, Mapping[str, str]],
+                           new: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """One phrase per transform whose components differ (``transform 'force':
+    mymod.NORM.std changed``)."""
+    said = []
+    for slot in sorted(set(old) | set(new)):
+        if slot not in new:
+            said.append(f"{slot}: the export has one, this job none")
+        elif slot not in old:
+            said.append(f"{slot}: this job has one, the export none")
+        else:
+            phrase = differences(slot, old[slot], new[slot])
+            if phrase:
+                said.append(phrase)
+    return said
 
 
 def plan_update(previous: Previous, sim_ids: Sequence[Any],

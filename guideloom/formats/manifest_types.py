@@ -125,10 +125,15 @@ class ManifestExtra(TypedDict, total=False):
 
 class Recipe(TypedDict):
     """``export.json``'s ``recipe``: the sha256 of each part of what makes one experiment's
-    rows (output kind, view, ``on_error``, options, transforms' code), and of all."""
+    rows (output kind, view, ``on_error``, options, transforms' code), and of all; since
+    scheme 2 also each transform's components (see :mod:`guideloom.export.recipe`) and the
+    user's ``code_version``."""
 
     sha256: str
     parts: dict[str, str]
+    scheme: NotRequired[int]
+    code_version: NotRequired[str | None]
+    components: NotRequired[dict[str, dict[str, str]]]
 
 
 class ProvenanceEntry(TypedDict):

@@ -51,6 +51,8 @@ class Workflow:
         verify_inputs: ``[run] verify_inputs``: an update hashes every carried input again.
         update: ``[output] update``: update the export at ``target`` (see
             :mod:`guideloom.export.update`) instead of writing it again.
+        code_version: ``[transforms] code_version``: the version of the transforms' code,
+            named by the user (see :mod:`guideloom.export.recipe`), or ``None``.
         scheduler: ``[run] scheduler``, or ``None``.
         dashboard: ``[run] dashboard``, or ``None``.
         cluster: ``[run.cluster]`` (batch-system worker jobs), or ``None``.
@@ -79,6 +81,7 @@ class Workflow:
     verify_crc: bool = False
     update: bool = False
     verify_inputs: bool = False
+    code_version: str | None = None
     scheduler: str | None = None
     dashboard: str | None = None
     cluster: dict[str, Any] | None = None
@@ -128,6 +131,7 @@ class Workflow:
             sim_ids_order="sim_ids",  # a workflow file's rows follow its sim_ids list
             update=(self.update if update is None else update) and not overwrite,
             verify_inputs=self.verify_inputs,
+            code_version=self.code_version,
         )
 
 
@@ -273,6 +277,7 @@ def load_workflow(
         partition_size=out.get("partition_size"), on_error=run.get("on_error", "raise"),
         verify_crc=run.get("verify_crc", False), update=bool(out.get("update", False)),
         verify_inputs=bool(run.get("verify_inputs", False)),
+        code_version=tf_doc.get("code_version"),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
         document=doc, format_options=format_options, trusted_roots=trusted,
     )
