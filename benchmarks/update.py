@@ -48,6 +48,9 @@ index order (one experiment: the middle one). Added, removed and inserted experi
    (cold too; goal >= 0.8x), and a no-op update of 1,000 small loose experiments (``--noop-n``,
    ``force-curve`` to npz: every experiment, whatever its table's length; 20 x 32 scans; goal
    <= 2 s), with the inputs it re-hashed.
+5. The recipe (issue 38): the fingerprint of a transform reaching 50 functions of a user module
+   (:func:`guideloom.export.recipe.transform_recipe`), the first call in a fresh process (its
+   module parsed, package versions looked up; goal <= 50 ms) and five later calls.
 
 Disk: the data (zip release and its loose copy) and, at a time, about four exports of the
 selection (a full re-export, a target, the next generation being written, the copy-rate files):
@@ -63,9 +66,6 @@ page cache before any full re-export is timed. Each update line also says how ma
 target's ``.npy`` files the update kept (same inode) and its phases (``export.json``'s
 ``timings``). The machine may be shared and noisy: compare the ratios, each computed from runs
 of this one run.
-5. The recipe (issue 38): the fingerprint of a transform reaching 50 functions of a user module
-   (:func:`guideloom.export.recipe.transform_recipe`), the first call in a fresh process (its
-   module parsed, package versions looked up; goal <= 50 ms) and five later calls.
 """
 
 from __future__ import annotations
