@@ -34,7 +34,7 @@ from guideloom.errors import InjectedFault
 from guideloom.faults import crash_at
 from guideloom.read.fingerprint import input_evidence, trusted
 from guideloom.read.locations import Location
-from tests.export_helpers import COUNT_FILE_ENV, counted_first_rows
+from tests.export_helpers import COUNT_FILE_ENV, COUNTED_CODE_VERSION, counted_first_rows
 from tests.zip_helpers import forge_crc, member_bytes, rebuild_archive
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,8 @@ def no_racy_margin():
 def export(data, target: Path, ids, **kw):
     return guideloom.export.export(
         VIEW, target, kind="npy", data_dir=data, sim_ids=list(ids), sim_ids_order="sim_ids",
-        record_transform=counted_first_rows, client="sync", partition_size=4, **kw)
+        record_transform=counted_first_rows, code_version=COUNTED_CODE_VERSION, client="sync",
+        partition_size=4, **kw)
 
 
 def same_export(ours: Path, full: Path) -> None:
