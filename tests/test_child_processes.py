@@ -9,11 +9,14 @@ import os
 import signal
 import subprocess
 import textwrap
+from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.child_processes import start_interruptible
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -77,7 +80,11 @@ LEAKING_TESTS = textwrap.dedent('''
 
 
 def test_a_test_that_leaves_a_process_running_fails_and_the_process_is_killed(pytester,
-                                                                               tmp_path):
+                                                                               tmp_path,
+                                                                               monkeypatch):
+    # the generated suite imports the check from this checkout, wherever pytest was started
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
     pids = tmp_path / "pids"
     pids.mkdir()
     pytester.makeconftest("from tests.child_processes import no_leaked_process  # noqa: F401\n")
