@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -123,3 +124,40 @@ def test_the_default_partitioning_resumes_in_process_without_a_notice(demo_zip, 
                     transforms={"force_data": crop_force})
     assert result.resumed_partitions >= 1
     assert not [r for r in caplog.records if "discarded" in r.getMessage()]
+
+
+def reads_environment_crop(values):
+    """A transform that reads the world: its rows may differ between two runs."""
+    limit = int(os.environ.get("GUIDELOOM_TEST_CROP", "16"))
+    return np.asarray(values)[:limit]
+
+
+def test_a_transform_reading_the_world_starts_over_instead_of_resuming(demo_zip, tmp_path,
+                                                                       caplog, monkeypatch):
+    """The interrupted run's rows were made under another environment: resuming them would
+    mix two versions of the rows in one export (issue 38). Without ``code_version`` the rerun
+    resumes nothing and says why; with it (the user's promise) it resumes."""
+    caplog.set_level("INFO", logger="guideloom")
+    out, want = tmp_path / "o", tmp_path / "want"
+    monkeypatch.setenv("GUIDELOOM_TEST_CROP", "8")
+    _interrupted(demo_zip, out, partition_size=4,
+                 transforms={"force_data": reads_environment_crop})
+    monkeypatch.setenv("GUIDELOOM_TEST_CROP", "16")
+    result = export("force-curve", out, kind="npy", data_dir=demo_zip, client="sync",
+                    partition_size=4, transforms={"force_data": reads_environment_crop})
+    assert result.resumed_partitions == 0
+    lines = [r.getMessage() for r in caplog.records if "discarded" in r.getMessage()]
+    assert len(lines) == 1 and "world os.environ" in lines[0], lines
+    assert "pass code_version=" in lines[0]
+    guideloom.export_to_numpy("force-curve", want, data_dir=demo_zip, client="sync",
+                              partition_size=4,
+                              transforms={"force_data": reads_environment_crop})
+    assert files_of(out) == files_of(want)  # every row of this run's environment
+
+    named = tmp_path / "named"
+    _interrupted(demo_zip, named, partition_size=4, code_version="v1",
+                 transforms={"force_data": reads_environment_crop})
+    result = export("force-curve", named, kind="npy", data_dir=demo_zip, client="sync",
+                    partition_size=4, code_version="v1",
+                    transforms={"force_data": reads_environment_crop})
+    assert result.resumed_partitions >= 1

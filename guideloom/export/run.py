@@ -619,7 +619,11 @@ def discard_reason(spec: ExportSpec, plan: ExportPlan, previous: Mapping[str, An
                    ) -> str:
     """Why a staged job is not this one: ``partitioning changed: 4 → 8 partitions`` when only
     the partitioning differs (the user passed another ``partition_size``), else that its
-    inputs, code or options changed."""
+    inputs, code or options changed; or that the transforms read what no digest vouches for
+    (:attr:`~guideloom.export.spec.ExportSpec.unprovable`)."""
+    if spec.unprovable:
+        return (f"{spec.unprovable[0]}: rows of another run may differ, so a rerun starts "
+                "over; pass code_version= to let it resume")
     size = (previous or {}).get("partition_size")
     if (isinstance(size, int) and size != plan.partition_size and previous is not None
             and previous.get("identity") == spec.identity(plan.selection.ids, size,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -109,6 +110,9 @@ class ExportSpec:
         code_version: The version of the transforms' code, named by the user: it replaces
             their automatic code and world identity in the recipe (see
             :mod:`guideloom.export.recipe`); their values still count.
+        run_token: A token of this run: part of :meth:`identity` when the transforms'
+            recipe has components no digest vouches for (:attr:`unprovable`), so that a
+            rerun starts over instead of resuming rows another run made.
     """
 
     view: View
@@ -130,6 +134,8 @@ class ExportSpec:
     previous: PreviousGeneration | None = None
     verify_inputs: bool = False
     code_version: str | None = None
+    run_token: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False,
+                           repr=False)
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "skip"):
@@ -189,6 +195,8 @@ class ExportSpec:
         }
         if self.previous is not None:  # an update: of this very generation
             doc["previous"] = self.previous.export_id
+        if self.unprovable:  # rows of another run may differ: resume none of them
+            doc["run"] = self.run_token
         text = json.dumps(doc, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:IDENTITY_HEX_CHARS]
 
@@ -218,6 +226,17 @@ class ExportSpec:
         if self.record_transform is not None:
             found[RECORD_SLOT] = transform_recipe(self.record_transform, self.code_version)
         return found
+
+    @property
+    def unprovable(self) -> tuple[str, ...]:
+        """The transforms' components no digest vouches for (``record transform: world
+        os.environ``): what they read of the world, values with no deterministic token, code
+        edited after its import. Without ``code_version``, a job with any of them never
+        resumes another run's partitions (they may hold other rows), and an update of its
+        export refuses."""
+        return tuple(f"{slot}: {name}"
+                     for slot, recipe in self.transform_recipes.items()
+                     for name in recipe.unprovable)
 
     def replaced(self, **changes: Any) -> ExportSpec:
         """``dataclasses.replace`` keeping the transforms' recipes already made for this job:

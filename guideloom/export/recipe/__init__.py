@@ -25,6 +25,7 @@ __all__ = ["FINGERPRINT_HEX_CHARS", "TransformRecipe", "callable_name", "transfo
 
 FINGERPRINT_HEX_CHARS = 16  # 64 bits of sha256
 _CODE_KINDS = ("code", "package", "world", "opaque", "stale")
+UNPROVABLE_KINDS = ("world", "opaque", "stale")  # components no digest can vouch for
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class TransformRecipe:
         """``module:qualname#digest`` of all components (the job identity's part)."""
         text = json.dumps(self.components, sort_keys=True)
         return f"{self.name}#{digest(text)[:FINGERPRINT_HEX_CHARS]}"
+
+    @property
+    def unprovable(self) -> tuple[str, ...]:
+        """The components no digest vouches for (``world os.environ``, ``opaque x``, ``stale
+        f``): with any of them, two runs of the same recipe may make other rows."""
+        return tuple(sorted(k for k in self.components
+                            if k.partition(" ")[0] in UNPROVABLE_KINDS))
 
 
 def callable_name(fn: Any) -> str | None:
