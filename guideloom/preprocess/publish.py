@@ -1,0 +1,117 @@
+"""Where processed files go and how each is published complete or absent.
+
+Each ``<out>/<id>.h5`` is written beside as ``.<id>.h5.tmp-<pid>-<hex>``, closed, fsynced and
+renamed over its name: a kill at any point leaves the previous file or none (and a temporary
+file the next run removes). The folder holds rddac's marker ``.rddac-processed`` (so either
+tool's raw-directory guard accepts it), and each file records, in the root attribute
+``guideloom_preprocess``, its raw input's identity and per stage the processing fingerprint
+and status: what a rerun compares to skip what is current.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import h5py
+
+from guideloom.export.extract import clean_stale_tmp
+from guideloom.runtime.faults import fault_point
+
+logger = logging.getLogger(__name__)
+
+MARKER = ".rddac-processed"
+RECORD_ATTR = "guideloom_preprocess"
+#: The step boundaries of one file's publish (``GUIDELOOM_FAULT_POINT`` kills the run there).
+FAULT_POINTS = ("preprocess-temp-written", "preprocess-temp-synced", "preprocess-renamed")
+
+
+def guard_out_dir(data_dir: str | None, out_dir: str) -> None:
+    """Refuse an output folder that is the raw folder, or looks like a raw dataset (zips or a
+    ``metadata.json``) without the processed marker.
+
+    Raises:
+        ValueError: One line saying which and what to use instead.
+    """
+    if data_dir is not None and os.path.realpath(out_dir) == os.path.realpath(data_dir):
+        raise ValueError(f"the output folder is the raw data folder {os.path.abspath(out_dir)}: "
+                         "processed files never go into the raw dataset; use a subfolder "
+                         "such as DATA_DIR/processed")
+    if os.path.isdir(out_dir) and not os.path.isfile(os.path.join(out_dir, MARKER)):
+        raw = sorted(n for n in os.listdir(out_dir) if n.endswith(".zip") or n == "metadata.json")
+        if raw:
+            raise ValueError(f"the output folder {os.path.abspath(out_dir)} looks like a raw "
+                             f"dataset ({', '.join(raw)}): choose an empty or processed folder, "
+                             "such as DATA_DIR/processed")
+
+
+def prepare_out_dir(out_dir: str) -> list[str]:
+    """Create the output folder with its marker; remove temporary files of dead runs (those of
+    live processes are kept). Returns the removed files."""
+    os.makedirs(out_dir, exist_ok=True)
+    marker = os.path.join(out_dir, MARKER)
+    if not os.path.exists(marker):
+        Path(marker).touch()
+    return clean_stale_tmp(out_dir)
+
+
+def output_name(sim_id: Any) -> str:
+    """The processed file's name: ``0042.h5`` as rddac names it (text ids as they are)."""
+    return f"{sim_id:04d}.h5" if isinstance(sim_id, int) else f"{sim_id}.h5"
+
+
+def read_record(path: str) -> dict[str, Any] | None:
+    """The record of a processed file (``{"input": ..., "stages": {name: {"fingerprint",
+    "status"}}}``), or ``None`` when there is no file, no record or the file is damaged."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with h5py.File(path, "r") as f:
+            text = f.attrs.get(RECORD_ATTR)
+            groups = set(f.keys())
+    except (OSError, ValueError):
+        logger.info("%s cannot be read: it is redone", path)
+        return None
+    if text is None:
+        return None
+    try:
+        record = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("stages"), dict):
+        return None
+    record["groups"] = sorted(groups)
+    record["path"] = path
+    return record
+
+
+def temp_path(out_dir: str, name: str) -> str:
+    """A fresh temporary name beside ``name`` (one :func:`clean_stale_tmp` recognises)."""
+    return os.path.join(out_dir, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(6)}")
+
+
+def publish(tmp: str, final: str) -> None:
+    """Make the closed file ``tmp`` durable and rename it to ``final`` (atomically replacing a
+    previous one)."""
+    fault_point("preprocess-temp-written")
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fault_point("preprocess-temp-synced")
+    os.replace(tmp, final)
+    fault_point("preprocess-renamed")
+
+
+def fsync_dir(path: str) -> None:
+    """Make the renames in folder ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
