@@ -20,6 +20,8 @@ from tests.preprocess_helpers import make_raw_dataset, rddac_python, run_rddac, 
 
 N = 20
 STAGES = ["force", "sheet", "oil"]
+# the first run installs rddac into a venv of the user's cache folder (~2.5 min, once)
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")

@@ -233,7 +233,7 @@ def preprocess(
         out_dir = os.path.join(str(data_dir), "processed")
     out = os.path.abspath(str(out_dir))
     publish.guard_out_dir(None if remote else str(data_dir), out)
-    selection, no_file = _select(data_dir, ids, split, storage_options)
+    ds, selection, no_file = _select(data_dir, ids, split, storage_options)
     prepared = prepare(names, values, out_dir=out, data_dir=str(data_dir), labels=labels,
                        rebuild=rebuild_models)
     job = Job(out, names, {n: values[n] for n in names},
@@ -241,6 +241,7 @@ def preprocess(
               overwrite, prepared)
     report = PreprocessReport(names, {n: {} for n in names}, out_dir=out)
     report.removed_tmp = publish.prepare_out_dir(out)
+    publish.write_index(out, ds.index_file, ds.root.index_bytes(ds))
     for _ in no_file:
         for n in names:
             _count(report, n, "no_file")
@@ -284,9 +285,10 @@ def _parts(items: Sequence[Item], size: int) -> list[Part]:
 
 
 def _select(data_dir: str | Path, ids: str | Iterable[int] | None, split: str | None,
-            storage_options: Mapping[str, Any] | None) -> tuple[tuple[Location, ...], list[Any]]:
-    """The locations of the selected experiments with raw data, in index order, and the ids
-    named by ``ids`` that have none."""
+            storage_options: Mapping[str, Any] | None
+            ) -> tuple[Any, tuple[Location, ...], list[Any]]:
+    """The dataset, the locations of the selected experiments with raw data (in index order),
+    and the ids named by ``ids`` that have none."""
     from guideloom.select.selection import resolve_dataset, select
 
     ds, root = resolve_dataset(data_dir, None, None, storage_options=storage_options)
@@ -304,7 +306,7 @@ def _select(data_dir: str | Path, ids: str | Iterable[int] | None, split: str | 
         known = set(ds.index().ids)
         wanted = [i for i in wanted if i in known]
     sel = select(ds, root, sim_ids=wanted, where=where, warn_missing=False, order="index")
-    return sel.locations, list(sel.missing) if wanted is not None else []
+    return ds, sel.locations, list(sel.missing) if wanted is not None else []
 
 
 def run_part(job: Job, part: Part) -> dict[str, Any]:

@@ -5,11 +5,13 @@ renamed over its name: a kill at any point leaves the previous file or none (and
 file the next run removes). The folder holds rddac's marker ``.rddac-processed`` (so either
 tool's raw-directory guard accepts it), and each file records, in the root attribute
 ``guideloom_preprocess``, its raw input's identity and per stage the processing fingerprint
-and status: what a rerun compares to skip what is current.
+and status: what a rerun compares to skip what is current. The raw index table is copied in
+(:func:`write_index`), so views and exports read the folder with ``data_dir=<out>``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -106,6 +108,34 @@ def publish(tmp: str, final: str) -> None:
     fault_point("preprocess-temp-synced")
     os.replace(tmp, final)
     fault_point("preprocess-renamed")
+
+
+def write_index(out_dir: str, relpath: str, data: bytes) -> None:
+    """Put the raw dataset's index table into the processed folder (written beside, renamed;
+    left alone when it already holds these bytes), so that ``data_dir=<out>`` with the raw
+    manifest as ``source`` reads the processed files as rddac's users do.
+
+    Raises:
+        ValueError: ``relpath`` would leave the folder.
+    """
+    rel = os.path.normpath(relpath)
+    if os.path.isabs(rel) or rel == ".." or rel.startswith(".." + os.sep):
+        raise ValueError(f"the index table's name {relpath!r} leaves the processed folder")
+    final = os.path.join(out_dir, rel)
+    with contextlib.suppress(OSError), open(final, "rb") as fh:
+        if fh.read() == data:
+            return
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = temp_path(os.path.dirname(final), os.path.basename(final))
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def fsync_dir(path: str) -> None:
