@@ -102,11 +102,12 @@ def rewrite_measurements(path: Path, sim_id: int) -> None:
                                                            **gz)
 
 
-def make_raw_dataset(root: Path, n: int = 20, layout: str = "loose") -> Path:
+def make_raw_dataset(root: Path, n: int = 20, layout: str = "loose",
+                     scan_shape: tuple[int, int] = (8, 12)) -> Path:
     """A demo-shaped raw dataset (manifest, index, tiny point clouds) whose measurements are
     the variants above; ``layout`` ``"loose"`` (``<id>.h5`` at the top) or ``"zip"`` (one stored
     archive per geometry, as published)."""
-    make_demo_data(root, n=n, layout="loose", scan_shape=(8, 12), seed=3)
+    make_demo_data(root, n=n, layout="loose", scan_shape=scan_shape, seed=3)
     h5 = root / "h5"
     for i in range(n):
         rewrite_measurements(h5 / f"{i:04d}.h5", i)
