@@ -215,8 +215,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.update and args.overwrite:
         raise UsageError("give --update (carry the unchanged rows) or --overwrite (write the "
                          "export again), not both")
-    spec = wf.to_spec(overwrite=args.overwrite, update=args.update or None)
     scheduler, batch = _client_choice(args, wf)
+    if wf.preprocess is not None:
+        if args.dry_run:
+            print(f"workflow: {wf.file} ({wf.name}); dry run: would preprocess "
+                  f"{', '.join(wf.preprocess.modalities) or 'all modalities'} into "
+                  f"{wf.preprocess.out}, then export from there")
+            if not wf.preprocess.out.is_dir():
+                return 0
+        else:
+            _run_preprocess_step(wf, scheduler)
+    spec = wf.to_spec(overwrite=args.overwrite, update=args.update or None)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
         with _warnings_as_lines(), wf.trusting():
@@ -227,6 +236,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                                  batch, report=args.report)
     _print_summary(result, seconds, resumed_exps)
     return 0
+
+
+def _run_preprocess_step(wf: Any, scheduler: str | None) -> None:
+    """A workflow's ``[preprocess]`` step, before its export (which reads its output)."""
+    from guideloom.preprocess.job import preprocess
+
+    step = wf.preprocess
+    with _warnings_as_lines(), wf.trusting():
+        report = preprocess(step.modalities or None, data_dir=wf.data_dir, out_dir=step.out,
+                            config=step.config, overwrite=step.overwrite, client=scheduler,
+                            show_progress=True)
+    for line in report.lines():
+        print(f"preprocess: {line}")
+    if report.errors:
+        first = next(iter(report.errors.values()))
+        raise JobFailedError(f"preprocess: {len(report.errors)} experiment(s) failed; "
+                             f"first: {first}")
 
 
 def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None, dict[str, Any]]:

@@ -219,3 +219,23 @@ def test_the_raw_folder_is_unchanged_byte_for_byte(raw_copy, tmp_path):
     _run(raw_copy, raw_copy / "processed", overwrite=True)
     after = tree_digest(raw_copy)
     assert {k: v for k, v in after.items() if not k.startswith("processed/")} == before
+
+
+def test_the_shipped_workflow_preprocesses_then_exports(tmp_path):
+    workflow = Path(__file__).resolve().parents[1] / "workflows" / "preprocessed_thickness.toml"
+    from guideloom.demo import make_demo_data
+
+    make_demo_data(tmp_path / "demo-data", n=8, layout="zip", scan_shape=(8, 12))
+    done = subprocess.run([sys.executable, "-m", "guideloom", "run", str(workflow),
+                           "--scheduler", "sync"], cwd=tmp_path, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "preprocess: oil:" in done.stdout
+    export = guideloom.load_export(tmp_path / "exports" / "preprocessed-thickness")
+    assert len(export) > 0
+    for i, sim_id in enumerate(export.sim_ids):
+        with h5py.File(tmp_path / "demo-data" / "processed" / f"{sim_id:04d}.h5", "r") as f:
+            assert np.array_equal(export[i]["oil_thickness_data"], f["oil_thickness/data"][()])
+    dry = subprocess.run([sys.executable, "-m", "guideloom", "run", str(workflow), "--dry-run"],
+                         cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert dry.returncode == 0 and "would preprocess sheet, oil" in dry.stdout
