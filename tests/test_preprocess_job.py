@@ -239,3 +239,21 @@ def test_the_shipped_workflow_preprocesses_then_exports(tmp_path):
     dry = subprocess.run([sys.executable, "-m", "guideloom", "run", str(workflow), "--dry-run"],
                          cwd=tmp_path, capture_output=True, text=True, check=False)
     assert dry.returncode == 0 and "would preprocess sheet, oil" in dry.stdout
+
+
+def test_pointcloud_asked_for_without_its_stage_is_one_line(raw_loose, tmp_path):
+    from guideloom.preprocess.params import pointcloud_module
+
+    if pointcloud_module() is not None:
+        pytest.skip("the pointcloud stage is installed: its own tests cover it")
+    cli = subprocess.run([sys.executable, "-m", "guideloom", "preprocess", "pointcloud",
+                          "--data-dir", str(raw_loose), "--out", str(tmp_path / "out"), "-y"],
+                         capture_output=True, text=True, check=False)
+    assert cli.returncode == 2
+    assert cli.stderr.strip().splitlines() == [
+        "guideloom: error: pointcloud: the stage is not installed (guideloom.preprocess."
+        "pointcloud); run force, sheet and oil by naming them"]
+    assert not (tmp_path / "out").exists()
+    report = preprocess(None, data_dir=raw_loose, out_dir=tmp_path / "all", client="sync",
+                        quiet=True)  # all modalities: the missing one is skipped, with a warning
+    assert report.stages == ("force", "sheet", "oil")
