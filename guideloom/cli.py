@@ -833,7 +833,7 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
                             split=args.split, config=config, overwrite=args.overwrite,
                             client=client, labels=args.labels,
                             rebuild_models=args.rebuild_models, show_progress=not quiet,
-                            quiet=quiet)
+                            quiet=quiet, run_report=args.report)
     if not quiet:
         for line in report.lines():
             print(line)
@@ -1119,6 +1119,8 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--labels", default=None, metavar="DIR",
                      help="the fin classifier's labels (pointcloud; default: rddac's "
                           "published labels)")
+    pre.add_argument("--report", type=Path, default=None, metavar="FILE",
+                     help="write an HTML run report (phases, placement, tasks, failures)")
     pre.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
     pre.add_argument("-q", "--quiet", action="store_true",
                      help="no output or progress bar; implies --yes")

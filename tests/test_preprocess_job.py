@@ -109,8 +109,10 @@ def test_a_damaged_file_is_an_error_naming_it_and_the_others_finish(raw_copy, tm
     damaged = raw_copy / "0005.h5"
     data = bytearray(damaged.read_bytes())
     damaged.write_bytes(bytes(data[:2048]))  # truncated: the superblock is there, the rest not
-    report = _run(raw_copy, out)
+    report = _run(raw_copy, out, run_report=tmp_path / "run.html")
     assert list(report.errors) == [5]
+    html = (tmp_path / "run.html").read_text()
+    assert "preprocess force+sheet+oil" in html and "0005.h5" in html
     assert "experiment 5" in report.errors[5] and "0005.h5" in report.errors[5]
     assert report.counts["force"]["error"] == 1
     assert report.counts["force"]["processed"] == N - 2

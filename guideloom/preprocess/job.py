@@ -191,6 +191,7 @@ def preprocess(
     storage_options: Mapping[str, Any] | None = None,
     show_progress: bool = False,
     quiet: bool = False,
+    run_report: str | Path | None = None,
 ) -> PreprocessReport:
     """Process the raw measurements of the selected experiments into ``out_dir/<id>.h5``.
 
@@ -211,6 +212,8 @@ def preprocess(
         storage_options: fsspec options for a remote ``data_dir``.
         show_progress: Show a progress bar.
         quiet: Do not log the placement line.
+        run_report: An HTML run report to write after the run (phases, placement, tasks,
+            skips: :mod:`guideloom.export.report`).
 
     Returns:
         A :class:`PreprocessReport`; experiments that failed are in ``errors`` (the others
@@ -249,29 +252,68 @@ def preprocess(
     items = [Item(loc, publish.output_name(loc.sim_id), token)
              for loc, token in zip(locations, input_identity(locations), strict=True)]
     if items:
-        estimate = len(items) * sum(STAGE_SECONDS[n] for n in names)
-        n_tasks = len(_parts(items, default_partition_size(len(items), default_worker_count())))
-        with placement(client, estimate_s=estimate, n_tasks=n_tasks, quiet=quiet) as where:
-            report.placement = where.mode
-            parts = _parts(items, default_partition_size(len(items), where.workers))
-            bar = progress_bar(show_progress, len(items), unit="experiment",
-                               desc=f"preprocess {'+'.join(names)}")
-            token = os.urandom(4).hex()
-            summaries = run_partitions(
-                where.client, run_part, parts, args=(job,),
-                key=lambda part: task_key(TASK_STAGE, "+".join(names), token, part.index),
-                done=lambda s: len(s["outcomes"]), progress=bar)
-        for summary in summaries:
-            report.peak_rss = max(report.peak_rss, summary["peak_rss"])
-            for sim_id, statuses, error in summary["outcomes"]:
-                for n, status in statuses.items():
-                    _count(report, n, status)
-                if error is not None:
-                    report.errors[sim_id] = error
+        _run_items(job, items, report, client, show_progress, quiet, run_report)
     for error in report.errors.values():
         logger.error("%s", error)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _run_items(job: Job, items: Sequence[Item], report: PreprocessReport, client: Any,
+               show_progress: bool, quiet: bool, run_report: str | Path | None) -> None:
+    """Fan the experiments out on the placement and gather their outcomes into ``report``;
+    the run's phases, tasks and failures go to the dashboard page and the run report as an
+    export's do (:class:`~guideloom.export.progress.RunMonitor`)."""
+    from guideloom.export.progress import PLAN, TASKS, RunMonitor
+
+    started = time.time()
+    title = f"preprocess {'+'.join(job.stages)}"
+    monitor = RunMonitor(title, job.out_dir, "processed-h5", len(items),
+                         show_progress=show_progress, started=started)
+    monitor.phase(PLAN, at=started)
+    estimate = len(items) * sum(STAGE_SECONDS[n] for n in job.stages)
+    n_tasks = len(_parts(items, default_partition_size(len(items), default_worker_count())))
+    status = "failed"
+    try:
+        with placement(client, estimate_s=estimate, n_tasks=n_tasks, quiet=quiet) as where:
+            report.placement = where.mode
+            monitor.attach(where.client)
+            monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
+            parts = _parts(items, default_partition_size(len(items), where.workers))
+            monitor.phase(TASKS, total=len(items), tasks=len(parts),
+                          detail=f"{len(parts)} tasks of experiments")
+            token = os.urandom(4).hex()
+
+            def seen(summary: dict[str, Any]) -> None:
+                monitor.task_done({
+                    "index": summary["index"], "seconds": summary["seconds"],
+                    "written": [o[0] for o in summary["outcomes"] if o[2] is None],
+                    "skipped": [{"sim_id": o[0], "file": o[3], "error": o[2]}
+                                for o in summary["outcomes"] if o[2] is not None]})
+
+            summaries = run_partitions(
+                where.client, run_part, parts, args=(job,),
+                key=lambda part: task_key(TASK_STAGE, "+".join(job.stages), token, part.index),
+                done=lambda s: len(s["outcomes"]), progress=progress_bar(False, 0, unit="",
+                                                                          desc=""),
+                on_result=seen)
+        status = "published"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        monitor.finish(status)
+        if run_report is not None:
+            from guideloom.export.report import write_report
+
+            write_report(run_report, monitor.state)
+    for summary in summaries:
+        report.peak_rss = max(report.peak_rss, summary["peak_rss"])
+        for sim_id, statuses, error, _ in summary["outcomes"]:
+            for n, state in statuses.items():
+                _count(report, n, state)
+            if error is not None:
+                report.errors[sim_id] = error
 
 
 def _count(report: PreprocessReport, name: str, status: str) -> None:
@@ -312,16 +354,18 @@ def _select(data_dir: str | Path, ids: str | Iterable[int] | None, split: str | 
 def run_part(job: Job, part: Part) -> dict[str, Any]:
     """Process one partition's experiments (runs on a worker); a failing experiment is
     reported in its outcome, the others go on."""
+    started = time.perf_counter()
     outcomes = []
     published = False
     for item in part.items:
         statuses, error, wrote = process_item(job, item)
         published |= wrote
-        outcomes.append((item.loc.sim_id, statuses, error))
+        outcomes.append((item.loc.sim_id, statuses, error, item.loc.describe()))
     if published:
         publish.fsync_dir(job.out_dir)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"index": part.index, "outcomes": outcomes, "peak_rss": peak}
+    return {"index": part.index, "outcomes": outcomes, "peak_rss": peak,
+            "seconds": time.perf_counter() - started}
 
 
 def _current(job: Job, record: Mapping[str, Any] | None, item: Item, name: str) -> str | None:
