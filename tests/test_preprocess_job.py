@@ -59,6 +59,21 @@ def test_rerun_keeps_current_files_and_overwrite_redoes_them(raw_loose, tmp_path
     assert all(_inodes(out)[name] != ino for name, ino in before.items())
 
 
+def test_forked_processes_give_the_same_files(raw_loose, tmp_path):
+    _run(raw_loose, tmp_path / "a")
+    report = preprocess(TABLES, data_dir=raw_loose, out_dir=tmp_path / "b", client="fork:2",
+                        quiet=True)
+    if report.placement != "forked":  # another thread of this test process is running
+        pytest.skip(f"this process cannot fork now (placement {report.placement})")
+    assert report.errors == {} and report.counts["force"]["processed"] == N - 1
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == \
+        sorted(p.name for p in (tmp_path / "a").iterdir())  # the run folder is gone
+    for name in sorted(p.name for p in (tmp_path / "a").glob("*.h5")):
+        with h5py.File(tmp_path / "a" / name, "r") as x, h5py.File(tmp_path / "b" / name) as y:
+            for group in x:
+                assert np.array_equal(x[f"{group}/data"][()], y[f"{group}/data"][()],
+                                      equal_nan=True)
+
 def test_a_changed_parameter_redoes_only_its_stage(raw_loose, tmp_path):
     out = tmp_path / "out"
     _run(raw_loose, out)
@@ -259,3 +274,4 @@ def test_pointcloud_asked_for_without_its_stage_is_one_line(raw_loose, tmp_path)
     report = preprocess(None, data_dir=raw_loose, out_dir=tmp_path / "all", client="sync",
                         quiet=True)  # all modalities: the missing one is skipped, with a warning
     assert report.stages == ("force", "sheet", "oil")
+

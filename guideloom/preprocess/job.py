@@ -18,8 +18,9 @@ import json
 import logging
 import os
 import resource
+import shutil
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import h5py
 
 from guideloom.cluster.embedded import default_worker_count
 from guideloom.cluster.runtime import (
+    FORKED,
     default_partition_size,
     placement,
     progress_bar,
@@ -275,11 +277,16 @@ def _run_items(job: Job, items: Sequence[Item], report: PreprocessReport, client
     n_tasks = len(_parts(items, default_partition_size(len(items), default_worker_count())))
     status = "failed"
     try:
-        with placement(client, estimate_s=estimate, n_tasks=n_tasks, quiet=quiet) as where:
+        local = all(item.loc.is_local for item in items)
+        with placement(client, estimate_s=estimate, n_tasks=n_tasks, quiet=quiet,
+                       forkable=local) as where:
             report.placement = where.mode
             monitor.attach(where.client)
             monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
             parts = _parts(items, default_partition_size(len(items), where.workers))
+            forked = _fork(job, parts, where.workers) if where.mode == FORKED else None
+            if where.mode == FORKED and forked is None:
+                report.placement = "in-process"
             monitor.phase(TASKS, total=len(items), tasks=len(parts),
                           detail=f"{len(parts)} tasks of experiments")
             token = os.urandom(4).hex()
@@ -291,12 +298,16 @@ def _run_items(job: Job, items: Sequence[Item], report: PreprocessReport, client
                     "skipped": [{"sim_id": o[0], "file": o[3], "error": o[2]}
                                 for o in summary["outcomes"] if o[2] is not None]})
 
-            summaries = run_partitions(
-                where.client, run_part, parts, args=(job,),
-                key=lambda part: task_key(TASK_STAGE, "+".join(job.stages), token, part.index),
-                done=lambda s: len(s["outcomes"]), progress=progress_bar(False, 0, unit="",
-                                                                          desc=""),
-                on_result=seen)
+            if forked is not None:
+                with forked as (workers, _):
+                    summaries = workers.run(on_result=seen)  # type: ignore[arg-type]
+            else:
+                summaries = run_partitions(
+                    where.client, run_part, parts, args=(job,),
+                    key=lambda part: task_key(TASK_STAGE, "+".join(job.stages), token,
+                                              part.index),
+                    done=lambda s: len(s["outcomes"]),
+                    progress=progress_bar(False, 0, unit="", desc=""), on_result=seen)
         status = "published"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -314,6 +325,47 @@ def _run_items(job: Job, items: Sequence[Item], report: PreprocessReport, client
                 _count(report, n, state)
             if error is not None:
                 report.errors[sim_id] = error
+
+
+RUN_FOLDER = publish.RUN_FOLDER
+
+
+@contextlib.contextmanager
+def _forked_workers(job: Job, parts: Sequence[Part], n: int, folder: str) -> Iterator[Any]:
+    from guideloom.cluster.forked import ForkedWorkers
+
+    def task(_context: Any, part: Part) -> None:
+        summary = run_part(job, part)
+        tmp = os.path.join(folder, f".part-{part.index}.json")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(summary, fh)
+        os.replace(tmp, os.path.join(folder, f"part-{part.index}.json"))
+
+    def summary_of(part: Part) -> Any:
+        with open(os.path.join(folder, f"part-{part.index}.json"), encoding="utf-8") as fh:
+            return json.load(fh)
+
+    try:
+        with ForkedWorkers(min(n, len(parts)), task, parts, summary_of,
+                           describe=lambda p: f"partition {p.index}") as workers:
+            yield workers, folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fork(job: Job, parts: Sequence[Part], n: int) -> Any:
+    """The tasks in ``n`` processes forked from this one (their summaries travel through a
+    folder of the run in the output folder), or ``None`` when this process cannot fork now
+    (the tasks then run here)."""
+    from guideloom.cluster.forked import fork_problem
+
+    problem = fork_problem()
+    if problem is not None:
+        logger.info("guideloom: running in-process: not forked after all: %s", problem)
+        return None
+    folder = os.path.join(job.out_dir, f"{RUN_FOLDER}{os.getpid()}-{os.urandom(4).hex()}")
+    os.mkdir(folder)
+    return _forked_workers(job, parts, n, folder)
 
 
 def _count(report: PreprocessReport, name: str, status: str) -> None:

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +52,35 @@ def guard_out_dir(data_dir: str | None, out_dir: str) -> None:
                              "such as DATA_DIR/processed")
 
 
+RUN_FOLDER = ".preprocess-run.tmp-"  # + "<pid>-<hex>": a forked run's task summaries
+
+
 def prepare_out_dir(out_dir: str) -> list[str]:
-    """Create the output folder with its marker; remove temporary files of dead runs (those of
-    live processes are kept). Returns the removed files."""
+    """Create the output folder with its marker; remove temporary files and run folders of
+    dead runs (those of live processes are kept). Returns what was removed."""
     os.makedirs(out_dir, exist_ok=True)
     marker = os.path.join(out_dir, MARKER)
     if not os.path.exists(marker):
         Path(marker).touch()
-    return clean_stale_tmp(out_dir)
+    removed = clean_stale_tmp(out_dir)
+    for entry in os.scandir(out_dir):
+        if not entry.name.startswith(RUN_FOLDER) or not entry.is_dir(follow_symlinks=False):
+            continue
+        pid = entry.name[len(RUN_FOLDER):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def output_name(sim_id: Any) -> str:
