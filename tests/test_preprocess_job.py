@@ -275,3 +275,13 @@ def test_pointcloud_asked_for_without_its_stage_is_one_line(raw_loose, tmp_path)
                         quiet=True)  # all modalities: the missing one is skipped, with a warning
     assert report.stages == ("force", "sheet", "oil")
 
+
+
+def test_split_selects_the_experiments_of_one_split(raw_loose, tmp_path):
+    import csv
+
+    with open(raw_loose / "process_parameters.csv", newline="") as fh:
+        train = sorted(int(r["index"]) for r in csv.DictReader(fh) if r["split"] == "train")
+    assert 0 < len(train) < N
+    _run(raw_loose, tmp_path / "out", ["oil"], split="train")
+    assert sorted(int(p.stem) for p in (tmp_path / "out").glob("*.h5")) == train

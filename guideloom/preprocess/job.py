@@ -390,7 +390,7 @@ def _select(data_dir: str | Path, ids: str | Iterable[int] | None, split: str | 
     where = None
     if split is not None:
         index = ds.index()
-        if "split" not in index.columns:
+        if not index.rows or "split" not in index.rows[0]:
             raise ValueError(f"--split needs a 'split' column in {index.path.name}")
 
         def where(row: Mapping[str, Any]) -> bool:
