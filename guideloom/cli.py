@@ -220,8 +220,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.update and args.overwrite:
         raise UsageError("give --update (carry the unchanged rows) or --overwrite (write the "
                          "export again), not both")
-    spec = wf.to_spec(overwrite=args.overwrite, update=args.update or None)
     scheduler, batch = _client_choice(args, wf)
+    if wf.preprocess is not None:
+        if args.dry_run:
+            print(f"workflow: {wf.file} ({wf.name}); dry run: would preprocess "
+                  f"{', '.join(wf.preprocess.modalities) or 'all modalities'} into "
+                  f"{wf.preprocess.out}, then export from there")
+            if not wf.preprocess.out.is_dir():
+                return 0
+        else:
+            _run_preprocess_step(wf, scheduler)
+    spec = wf.to_spec(overwrite=args.overwrite, update=args.update or None)
     dashboard = args.dashboard or wf.dashboard or DEFAULT_DASHBOARD
     if args.dry_run:
         with _warnings_as_lines(), wf.trusting():
@@ -232,6 +241,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                                  batch, report=args.report)
     _print_summary(result, seconds, resumed_exps)
     return 0
+
+
+def _run_preprocess_step(wf: Any, scheduler: str | None) -> None:
+    """A workflow's ``[preprocess]`` step, before its export (which reads its output)."""
+    from guideloom.preprocess.job import preprocess
+
+    step = wf.preprocess
+    with _warnings_as_lines(), wf.trusting():
+        report = preprocess(step.modalities or None, data_dir=wf.data_dir, out_dir=step.out,
+                            config=step.config, overwrite=step.overwrite, client=scheduler,
+                            show_progress=True)
+    for line in report.lines():
+        print(f"preprocess: {line}")
+    if report.errors:
+        first = next(iter(report.errors.values()))
+        raise JobFailedError(f"preprocess: {len(report.errors)} experiment(s) failed; "
+                             f"first: {first}")
 
 
 def _client_choice(args: argparse.Namespace, wf: Any = None) -> tuple[str | None, dict[str, Any]]:
@@ -794,6 +820,53 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- preprocess ---------------------------------------------------------------------------
+def _cmd_preprocess(args: argparse.Namespace) -> int:
+    from guideloom.preprocess import params
+    from guideloom.preprocess.job import choose_stages, preprocess
+
+    if args.dump_config:
+        print(params.dump(), end="")
+        return 0
+    config = params.load(args.config) if args.config else None
+    names = choose_stages(args.modalities)
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    client = _client_choice(args)[0]
+    if client is None and args.workers is not None:
+        client = "sync" if args.workers == 1 else f"local:{args.workers}"
+    out = args.out or (None if "://" in args.data_dir or args.data_dir.startswith("doi:")
+                       else os.path.join(args.data_dir, "processed"))
+    quiet = args.quiet
+    if not quiet:
+        print(f"modalities: {', '.join(names)}\nraw data: {args.data_dir}\noutput: {out}\n"
+              f"experiments: {args.ids or args.split or 'all'}\n"
+              "raw files are never modified; processed files are written separately")
+    if not (args.yes or quiet):
+        try:
+            answer = input("proceed? [y/N] ")
+        except EOFError:
+            print("\nnot confirmed (no input); pass --yes to preprocess without asking")
+            return 0
+        if answer.strip().lower() not in ("y", "yes"):
+            print("preprocess cancelled")
+            return 0
+    with _warnings_as_lines():
+        report = preprocess(names, data_dir=args.data_dir, out_dir=out, ids=args.ids,
+                            split=args.split, config=config, overwrite=args.overwrite,
+                            client=client, labels=args.labels,
+                            rebuild_models=args.rebuild_models, show_progress=not quiet,
+                            quiet=quiet, run_report=args.report)
+    if not quiet:
+        for line in report.lines():
+            print(line)
+        print(f"finished in {report.seconds:.1f} s ({report.out_dir})")
+    if report.errors:
+        first = next(iter(report.errors.values()))
+        raise JobFailedError(f"{len(report.errors)} experiment(s) failed; first: {first}")
+    return 0
+
+
 # --- workflows ----------------------------------------------------------------------------
 def _cmd_workflows(args: argparse.Namespace) -> int:
     from guideloom.workflow.load import read_document
@@ -1055,6 +1128,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trust_root(extract)
     _add_cluster_options(extract, workflow=False)
     extract.set_defaults(func=_cmd_extract)
+
+    pre = sub.add_parser("preprocess", help="rddac's reference cleaning of the raw "
+                                            "measurements into DATA_DIR/processed/<id>.h5")
+    pre.add_argument("modalities", nargs="*", metavar="MODALITY",
+                     help="any of force, sheet, oil, pointcloud (default: all)")
+    pre.add_argument("--data-dir", default="./data", metavar="PATH",
+                     help="the raw dataset: a folder, an https:// or s3:// URL or a DOI "
+                          "(default ./data)")
+    pre.add_argument("--out", default=None, metavar="PATH",
+                     help="the processed folder (default DATA_DIR/processed)")
+    pre.add_argument("--ids", default=None, metavar="IDS", help="ids such as 0-999 or 42,1035")
+    pre.add_argument("--split", choices=("train", "val", "test"), default=None,
+                     help="only the experiments of one predefined split")
+    pre.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="N worker processes (a local cluster; 1: in-process); default: "
+                          "in-process for small jobs, a local cluster when it pays")
+    pre.add_argument("--overwrite", action="store_true",
+                     help="recompute what the processed files already hold")
+    pre.add_argument("--config", default=None, metavar="TOML",
+                     help="processing parameters over the defaults (rddac's keys; see "
+                          "--dump-config)")
+    pre.add_argument("--dump-config", action="store_true",
+                     help="print the default processing parameters as TOML and exit")
+    pre.add_argument("--rebuild-models", action="store_true",
+                     help="retrain the cached fin classifier (pointcloud)")
+    pre.add_argument("--labels", default=None, metavar="DIR",
+                     help="the fin classifier's labels (pointcloud; default: rddac's "
+                          "published labels)")
+    pre.add_argument("--report", type=Path, default=None, metavar="FILE",
+                     help="write an HTML run report (phases, placement, tasks, failures)")
+    pre.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
+    pre.add_argument("-q", "--quiet", action="store_true",
+                     help="no output or progress bar; implies --yes")
+    _add_cluster_options(pre, workflow=False)
+    pre.set_defaults(func=_cmd_preprocess)
 
     demo = sub.add_parser("make-demo-data", help="write a deterministic RDDAC-shaped dataset")
     demo.add_argument("data_dir", type=Path,

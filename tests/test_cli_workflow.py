@@ -304,7 +304,7 @@ def test_usage_and_job_errors(demo_zip, tmp_path, capsys):
     assert err[0] == f"guideloom: error: no export and no staged job at {tmp_path / 'nothing'}"
     assert err[1] == (f"guideloom: error: workflow file not found: {tmp_path / 'none.toml'} "
                       "(shipped workflows: force_signals, force_stream, pointcloud_op10, "
-                      "raw_force_tables; see guideloom workflows)")
+                      "preprocessed_thickness, raw_force_tables; see guideloom workflows)")
     assert err[2] == ("guideloom run: error: argument --scheduler: expected local, local:N, "
                       "sync, tls://HOST:PORT, tcp://HOST:PORT, slurm:N or pbs:N, got 'nowhere' "
                       "(see guideloom run --help)")

@@ -113,7 +113,7 @@ def test_installed_commands_from_an_empty_directory(installed, tmp_path):
     assert version == f"guideloom {PYPROJECT['project']['version']}"
 
     listed = guideloom(installed, tmp_path, "workflows").stdout.splitlines()
-    assert len(WORKFLOW_NAMES) == 4
+    assert len(WORKFLOW_NAMES) == 5
     assert sorted(line.split()[0] for line in listed if line and not line[0].isspace()
                   and not line.startswith("run one with")) == WORKFLOW_NAMES
 
@@ -190,7 +190,7 @@ def test_wheel_holds_every_module_schema_and_workflow(wheel):
     expected |= {f"guideloom/workflows/{p.name}" for p in (ROOT / "workflows").glob("*.toml")}
     expected |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "guideloom").rglob("*.json")}
     assert "guideloom/workflow/schema.json" in expected
-    assert len([n for n in expected if n.endswith(".toml")]) == len(WORKFLOW_NAMES) == 4
+    assert len([n for n in expected if n.endswith(".toml")]) == len(WORKFLOW_NAMES) == 5
     assert not expected - names, f"missing from {wheel.name}: {sorted(expected - names)}"
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as zf:

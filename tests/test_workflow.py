@@ -111,7 +111,7 @@ INVALID = {
     "unknown top-level key": (
         'name = "force-signals"', 'name = "force-signals"\ncolour = "red"', "colour",
         "unknown key; expected one of dataset, description, filter, name, output, "
-        "paths_relative_to, python_path, run, transforms, view"),
+        "paths_relative_to, preprocess, python_path, run, transforms, view"),
     "unknown nested key": (
         "partition_size = 4", "partition_size = 4\ncompresion = \"lz4\"",
         "output.compresion", "unknown key; expected one of compression, kind, "

@@ -28,6 +28,23 @@ from guideloom.workflow.schema import WorkflowError, validate_document
 
 
 @dataclass
+class PreprocessStep:
+    """A workflow's ``[preprocess]`` table: the raw data processed into ``out`` first.
+
+    Attributes:
+        modalities: The stages (empty: all installed).
+        out: The processed folder (absolute); the export reads it.
+        config: The processing parameters of the file's ``config`` TOML, or ``None``.
+        overwrite: Recompute what the processed files hold.
+    """
+
+    modalities: tuple[str, ...]
+    out: Path
+    config: dict[str, dict[str, Any]] | None = None
+    overwrite: bool = False
+
+
+@dataclass
 class Workflow:
     """A validated workflow file, resolved: dataset loaded, references imported.
 
@@ -88,6 +105,13 @@ class Workflow:
     document: dict[str, Any] = field(default_factory=dict)
     format_options: dict[str, Any] | None = None
     trusted_roots: tuple[str, ...] = ()
+    preprocess: PreprocessStep | None = None
+
+    @property
+    def export_data_dir(self) -> Any:
+        """Where the export reads the experiments: the processed folder after a
+        ``[preprocess]`` step, else :attr:`data_dir`."""
+        return self.preprocess.out if self.preprocess is not None else self.data_dir
 
     def trusting(self) -> config.set:
         """A context in which the configuration's ``trusted_roots`` also holds the file's
@@ -122,7 +146,8 @@ class Workflow:
         from guideloom.export.api import build_spec
 
         return build_spec(
-            self.view, self.output, self.target, data_dir=self.data_dir, dataset=self.dataset,
+            self.view, self.output, self.target, data_dir=self.export_data_dir,
+            dataset=self.dataset,
             sim_ids=self.sim_ids, where=self.where,
             where_description=self.where.describe() if self.where else None,
             transforms=self.transforms, record_transform=self.record_transform,
@@ -280,7 +305,31 @@ def load_workflow(
         code_version=tf_doc.get("code_version"),
         scheduler=run.get("scheduler"), dashboard=run.get("dashboard"), cluster=cluster,
         document=doc, format_options=format_options, trusted_roots=trusted,
+        preprocess=_preprocess_step(doc, base, file_dir, where),
     )
+
+
+def _preprocess_step(doc: Mapping[str, Any], base: Path, file_dir: Path, where: str
+                     ) -> PreprocessStep | None:
+    """The ``[preprocess]`` table resolved (paths absolute, the config file read and checked).
+
+    Raises:
+        WorkflowError: The config file cannot be read or holds a bad value.
+    """
+    table = doc.get("preprocess")
+    if table is None:
+        return None
+    from guideloom.preprocess import params
+
+    config = None
+    if "config" in table:
+        path = _relative_to(file_dir, table["config"])
+        try:
+            config = params.load(str(path))
+        except (OSError, ValueError) as exc:
+            raise WorkflowError(where, "preprocess.config", str(exc)) from exc
+    return PreprocessStep(tuple(table.get("modalities", ())), _relative_to(base, table["out"]),
+                          config, bool(table.get("overwrite", False)))
 
 
 def _check_tables(out: Mapping[str, Any], fmt: type[ExportFormat], where: str) -> None:
