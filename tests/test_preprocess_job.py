@@ -4,6 +4,7 @@ exports. Real raw files (h5py), real zips, in-process and on a real local cluste
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -285,3 +286,27 @@ def test_split_selects_the_experiments_of_one_split(raw_loose, tmp_path):
     assert 0 < len(train) < N
     _run(raw_loose, tmp_path / "out", ["oil"], split="train")
     assert sorted(int(p.stem) for p in (tmp_path / "out").glob("*.h5")) == train
+
+
+def test_a_raw_file_rewritten_with_its_size_and_mtime_restored_is_redone(raw_copy, tmp_path):
+    """Size and mtime are no proof (issue 38): a raw file rewritten with both put back (as
+    ``touch -r`` or ``cp -p`` do) shows a new ctime; the rerun hashes it, finds other bytes
+    and redoes it, and keeps the others (re-hashed: unchanged)."""
+    out = tmp_path / "out"
+    path = raw_copy / "0004.h5"
+    with open(path, "ab") as fh:  # room for the rewrite: bytes past the HDF5 file's end
+        fh.write(bytes(1 << 20))
+    _run(raw_copy, out)
+    st = path.stat()
+    rewrite_measurements(path, 14)
+    with open(path, "r+b") as fh:  # the size put back: trailing bytes past the file's end
+        fh.truncate(max(st.st_size, path.stat().st_size))
+    if path.stat().st_size != st.st_size:
+        pytest.skip("the rewritten file grew past the original size")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    before = _inodes(out)
+    report = _run(raw_copy, out)
+    assert report.counts["force"] == {"processed": 1, "exists": N - 2, "no_group": 1}
+    after = _inodes(out)
+    assert [n for n in before if before[n] != after[n]] == ["0004.h5"]

@@ -37,8 +37,8 @@ from guideloom.cluster.runtime import (
     task_key,
 )
 from guideloom.errors import ExperimentReadError
+from guideloom.preprocess import inputs, publish
 from guideloom.preprocess import params as params_mod
-from guideloom.preprocess import publish
 from guideloom.preprocess.stages import STAGES, STATUSES, prepare, stage
 from guideloom.read.hdf5 import open_h5py
 from guideloom.read.locations import Location
@@ -60,22 +60,14 @@ STATUS_TEXT = {
 }
 
 
-def input_identity(locations: Sequence[Location]) -> list[str]:
-    """What each experiment's raw input is, for telling a changed one from an unchanged one:
-    the evidence export updates use (no member data is read). One function, so that it can be
-    pointed at another source of that evidence."""
-    from guideloom.export.provenance import input_digests
-
-    return input_digests(locations)
-
-
 @dataclass(frozen=True)
 class Item:
-    """One experiment to process: where its raw file is, its output name, its input identity."""
+    """One experiment to process: where its raw file is, its output name, and its input's cheap
+    evidence (:func:`guideloom.preprocess.inputs.evidence_of`)."""
 
     loc: Location
     name: str
-    input: str
+    input: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -96,6 +88,7 @@ class Job:
     fingerprints: Mapping[str, str]
     overwrite: bool
     prepared: Mapping[str, Any]
+    started_ns: int = field(default_factory=time.time_ns)
 
 
 @dataclass
@@ -251,8 +244,8 @@ def preprocess(
         for n in names:
             _count(report, n, "no_file")
     locations = list(selection)
-    items = [Item(loc, publish.output_name(loc.sim_id), token)
-             for loc, token in zip(locations, input_identity(locations), strict=True)]
+    items = [Item(loc, publish.output_name(loc.sim_id), evidence)
+             for loc, evidence in zip(locations, inputs.evidence_of(locations), strict=True)]
     if items:
         _run_items(job, items, report, client, show_progress, quiet, run_report)
     for error in report.errors.values():
@@ -420,10 +413,11 @@ def run_part(job: Job, part: Part) -> dict[str, Any]:
             "seconds": time.perf_counter() - started}
 
 
-def _current(job: Job, record: Mapping[str, Any] | None, item: Item, name: str) -> str | None:
+def _current(job: Job, record: Mapping[str, Any] | None, same_input: bool, name: str
+             ) -> str | None:
     """The status a stage keeps from the existing file (``exists`` or ``no_group``), or
     ``None`` when it must run."""
-    if job.overwrite or record is None or record.get("input") != item.input:
+    if job.overwrite or record is None or not same_input:
         return None
     entry = record["stages"].get(name)
     if not isinstance(entry, dict) or entry.get("fingerprint") != job.fingerprints[name]:
@@ -442,10 +436,12 @@ def process_item(job: Job, item: Item) -> tuple[dict[str, str], str | None, bool
     """
     final = os.path.join(job.out_dir, item.name)
     record = publish.read_record(final)
+    same_input = (not job.overwrite and record is not None
+                  and inputs.unchanged(record.get("input"), item.loc, item.input))
     statuses: dict[str, str] = {}
     todo = []
     for name in job.stages:
-        kept = _current(job, record, item, name)
+        kept = _current(job, record, same_input, name)
         if kept is None:
             todo.append(name)
         else:
@@ -454,7 +450,7 @@ def process_item(job: Job, item: Item) -> tuple[dict[str, str], str | None, bool
         return statuses, None, False
     tmp = publish.temp_path(job.out_dir, item.name)
     try:
-        _write(job, item, record, todo, tmp, statuses)
+        _write(job, item, record if same_input else None, todo, tmp, statuses)
         publish.publish(tmp, final)
     except Exception as exc:  # noqa: BLE001 - one experiment's failure; the others go on
         with contextlib.suppress(FileNotFoundError):
@@ -482,13 +478,14 @@ def _write(job: Job, item: Item, record: Mapping[str, Any] | None, todo: Sequenc
                 if key not in OBSOLETE_ROOT_ATTRS and key != publish.RECORD_ATTR:
                     out.attrs[key] = value
             entries: dict[str, Any] = {}
-            if record is not None and record.get("input") == item.input and not job.overwrite:
+            if record is not None:  # (only a record of this very input is passed)
                 entries = _carry(record, todo, out)
             for name in todo:
                 status = STAGES[name].run(raw, out, job.config[name], job.prepared.get(name))
                 statuses[name] = status
                 entries[name] = {"fingerprint": job.fingerprints[name], "status": status}
-            out.attrs[publish.RECORD_ATTR] = json.dumps({"input": item.input,
+            recorded = inputs.record(item.loc, item.input, job.started_ns)
+            out.attrs[publish.RECORD_ATTR] = json.dumps({"input": recorded,
                                                          "stages": entries}, sort_keys=True)
     finally:
         opened.close()
