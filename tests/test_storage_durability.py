@@ -183,7 +183,7 @@ def test_what_a_closed_writer_acknowledged_survives_a_power_cut_after_direct_wri
     want: list[list[np.ndarray]] = [[], [], []]
     with storage.sync_writer() as writer:  # acknowledged when the block ends
         sources = writer.published_shards(directory)
-        for doc in range(600):  # ~40 MB over 3 shards, past several 4 MiB buffers
+        for doc in range(600):  # ~40 MB over 3 shards, past many 1 MiB buffers
             rec, packed = record(1000 + doc, 8192 if doc % 7 else 1 + doc)
             writer.append(doc % 3, rec)
             want[doc % 3].append(packed)
