@@ -25,7 +25,7 @@ Then, in a fresh interpreter each (the "driver"), timed and with its peak RSS
    selection digested and compared (``plan_export(previous=...)``), and ``preview_update``
    (the bytes it would read and carry).
 
-Each prints its phases with time and share (cProfile of the slowest with ``--profile``). For
+Each prints its phases with time and share (and its cProfile with ``--profile``). For
 the export plan the task graph a 64-worker cluster would run is counted from the plan (one
 ``export-part`` task per partition, keyed as ``run_partitions`` keys them, plus the schema
 probe), with the bytes each task's arguments pickle to; the scheduler's load is then measured,
@@ -171,7 +171,23 @@ def rss_mb() -> float:
 
 
 def child_plan(args: dict[str, Any]) -> dict[str, Any]:
-    """Plan in this (fresh) interpreter; phases with seconds, the peak RSS."""
+    """Plan in this (fresh) interpreter; phases with seconds, the peak RSS (and, with
+    ``args["profile"]``, the functions taking the most time, by cProfile)."""
+    if not args.get("profile"):
+        return plan_here(args)
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    result = profiler.runcall(plan_here, args)
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(14)
+    result["profile"] = text.getvalue()
+    return result
+
+
+def plan_here(args: dict[str, Any]) -> dict[str, Any]:
+    """The plan of ``args["kind"]`` (export or update), phase by phase."""
     phases: list[tuple[str, float]] = []
     t_start = time.perf_counter()
 
@@ -297,6 +313,8 @@ def show(title: str, r: dict[str, Any]) -> list[tuple[str, float, bool]]:
         share = "" if name == "imports" else f"{seconds / r['driver_s']:6.1%}"
         print(f"  {name:42s} {seconds * 1e3:9.1f} ms {share}")
     slowest = max(timed, key=lambda p: p[1])
+    if r.get("profile"):
+        print("\n".join(f"    {line}" for line in r["profile"].splitlines() if line.strip()))
     print(f"  driver time (without imports) {r['driver_s']:.2f} s (slowest: {slowest[0]}); "
           f"peak RSS {r['rss_peak_mb']:.0f} MB ({r['rss_imports_mb']:.0f} MB after imports)")
     return [(f"{title}: driver time <= {GOAL_S:g} s", r["driver_s"], r["driver_s"] <= GOAL_S),
@@ -312,6 +330,8 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=REFERENCE)
     parser.add_argument("--no-scheduler", action="store_true",
                         help="leave out the simulation on a real scheduler")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print the plans' cProfile (by own time)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -334,7 +354,7 @@ def main() -> None:
     scratch = cache / "targets"
     scratch.mkdir(exist_ok=True)
     export = run_child("plan", {"kind": "export", "data": str(v1), "view": "pointcloud-op10",
-                                "target": str(scratch / "op10")})
+                                "target": str(scratch / "op10"), "profile": args.profile})
     goals = show("1. plan of an export of pointcloud-op10", export)
     print(f"  task graph: {export['tasks']} tasks ({export['partitions']} export-part tasks of "
           f"up to {export['partition_size']} experiments, keys like {export['example_key']}, "
@@ -344,7 +364,7 @@ def main() -> None:
           f"{export['job_bytes'] / 1e3:.0f} kB; estimated {export['estimate_s']:.0f} s of "
           f"in-process work, {export['task_s']:.2f} s per task")
     update = run_child("plan", {"kind": "update", "data": str(v2), "view": "sheet-thickness",
-                                "target": str(previous)})
+                                "target": str(previous), "profile": args.profile})
     goals += show("2. plan of an update of the sheet-thickness export to v2", update)
     print(f"  {update['line']}")
     if not args.no_scheduler:
