@@ -199,6 +199,9 @@ class Export:
             i = row_of.get(key)
             if i is None:
                 raise KeyError(f"experiment {sim_id!r} is not in export {self.root}")
+        views = self._views
+        if views is not None:  # views of the maps, as export[i]
+            return {f: a[i, ...] for f, a in views}
         return self._read("row", i, self._fields)
 
     def verify(self) -> VerifyReport:
