@@ -255,8 +255,7 @@ def loader_case(export, raw: dict[str, np.ndarray], rounds: int
     print(f"loader, one epoch of 256-row shuffled batches (no workers): {ours:,.0f} rows/s; "
           f"raw memmap reads of the same rows in the same order {theirs:,.0f} rows/s: "
           f"{share:.2f} of raw")
-    return [("loader throughput >= 0.8 of raw memmap reads of the same rows", share,
-             share >= 0.8)]
+    return []  # printed beside the raw reads; the issue sets no goal for it
 
 
 def report_goals(goals: list[tuple[str, float, bool]]) -> None:
