@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from venvs import gl11_python  # noqa: E402
+from venvs import anchor_run, gl11_python  # noqa: E402
 
 from guideloom import StreamNumpyFormat, StreamStorage  # noqa: E402
 
@@ -107,9 +106,8 @@ def write_ours(directory: Path, tokens: np.ndarray, bounds: np.ndarray, shards: 
 
 def write_gl11(python: Path, directory: Path, inputs: tuple[Path, Path], shards: int) -> float:
     """Write the same documents with GuideLoom 1.1 in a subprocess; return tokens/s."""
-    done = subprocess.run(
-        [str(python), "-c", GL11_SIDE, str(directory), str(inputs[0]), str(inputs[1]),
-         str(shards)], capture_output=True, text=True, check=True)
+    done = anchor_run([str(python), "-c", GL11_SIDE, str(directory), str(inputs[0]),
+                       str(inputs[1]), str(shards)], check=True)
     return float(json.loads(done.stdout.strip().splitlines()[-1])["tokens_per_s"])
 
 

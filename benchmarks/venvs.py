@@ -30,14 +30,36 @@ GL11_CANDIDATES = ("/work/venv-gl11/bin/python", "/work/venv-gl11b/bin/python",
 PY313_CANDIDATES = ("/root/.pyenv/versions/3.13.0/bin/python", "python3.13")
 
 
+def anchor_env() -> dict[str, str]:
+    """This environment without what would make an anchor's interpreter import another
+    package than its own (``PYTHONPATH`` pointing at a guideloom source tree would make
+    GuideLoom 1.1's ``import guideloom`` import this guideloom instead)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH")}
+
+
+def anchor_run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run an anchor's interpreter: its own packages only, started in the temporary
+    directory (never in a source tree, which ``sys.path[0]`` would put first)."""
+    return subprocess.run(command, capture_output=True, text=True, env=anchor_env(),
+                          cwd=tempfile.gettempdir(), **kwargs)  # type: ignore[call-overload]
+
+
+def anchor_popen(command: list[str], **kwargs: object) -> subprocess.Popen[str]:
+    """:func:`anchor_run`'s environment for a process that stays up."""
+    return subprocess.Popen(command, text=True, env=anchor_env(), cwd=tempfile.gettempdir(),
+                            **kwargs)  # type: ignore[call-overload]
+
+
 def imports(python: str, module: str, version: str | None = None) -> bool:
     """Whether ``python`` imports ``module`` (of ``version``, when given)."""
     if not Path(python).is_file() and shutil.which(python) is None:
         return False
-    check = (f"import {module}, importlib.metadata as m; "
-             f"assert m.version({module!r}) == {version!r}" if version else f"import {module}")
-    done = subprocess.run([python, "-c", check], capture_output=True, text=True)
-    return done.returncode == 0
+    check = (f"import {module}, importlib.metadata as m, pathlib, sys; "
+             f"assert m.version({module!r}) == {version!r}; "
+             f"assert pathlib.Path({module}.__file__).is_relative_to(sys.prefix)"
+             if version else f"import {module}")
+    return anchor_run([python, "-c", check]).returncode == 0
 
 
 def _make_venv(base: str, folder: Path, packages: tuple[str, ...]) -> str | None:
@@ -47,7 +69,7 @@ def _make_venv(base: str, folder: Path, packages: tuple[str, ...]) -> str | None
     steps = [[base, "-m", "venv", str(folder)],
              [str(python), "-m", "pip", "install", "-q", *packages]]
     for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True)
+        done = anchor_run(step)
         if done.returncode:
             logger.warning("%s failed: %s", " ".join(step[:3]),
                            (done.stderr.strip().splitlines() or ["?"])[-1])
