@@ -11,8 +11,8 @@ a known venv, or one made once under the temporary directory; its side is skippe
 when none can be had) that stays up and times its reads whenever asked, so the two sides
 alternate (A B, then B A, ``--rounds`` times; a side's time in a round is its fastest of three
 passes, so a pass the busy machine preempted does not count); the figures are the medians of
-the per-round times and of the per-round ratios, with the load average. The goal of issue 42: per record
->= 3x rddac.
+the per-round times and of the per-round ratios, with the load average. The goal of issue 42:
+per record >= 3x rddac.
 
 Also timed, warm: 256-row random batches (``export.batch(idx)`` vs ``{f: mm[f][idx]}``), and
 the loader's throughput (``StatefulDataLoader.from_export``, 256-row shuffled batches, no
