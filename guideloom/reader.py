@@ -71,6 +71,9 @@ class Export:
         self._fields = chosen
         self._n = int(manifest["count"])
         self._backend: FormatReader | None = None
+        # the backend's (field, mapped array) pairs when its rows are views of them (npy):
+        # export[i] indexes them here, with no call into the backend
+        self._views: tuple[tuple[str, np.ndarray], ...] | None = None
         self._lazy = False  # the backend opens files per read: check the directory after each
         self._sim_ids: np.ndarray | None = None
         self._row_of: dict[Any, int] | None = None
@@ -82,7 +85,7 @@ class Export:
     def close(self) -> None:
         """Stop reading: release the files (and the directory of an npz or zarr export,
         which an update or overwrite that replaced it keeps until its last reader closes)."""
-        self._backend = None
+        self._backend = self._views = None
         pin, self._pin = self._pin, None
         if pin is not None:
             pin.close()
@@ -135,7 +138,13 @@ class Export:
         A row of an npy export holds read-only views of the memory-mapped files (no copy);
         ``.copy()`` a field to change it.
         """
-        if type(index) is int:  # the hot path: a plain int, checked once
+        views = self._views
+        if views is not None and type(index) is int:  # the hot path: views of the maps
+            try:
+                return {f: a[index, ...] for f, a in views}  # the arrays hold just the rows
+            except IndexError:
+                pass  # out of range: said below in the export's words
+        if type(index) is int:
             n = self._n
             if 0 <= index < n or -n <= index < 0:
                 if self._lazy:
@@ -190,6 +199,9 @@ class Export:
             i = row_of.get(key)
             if i is None:
                 raise KeyError(f"experiment {sim_id!r} is not in export {self.root}")
+        views = self._views
+        if views is not None:  # views of the maps, as export[i]
+            return {f: a[i, ...] for f, a in views}
         return self._read("row", i, self._fields)
 
     def verify(self) -> VerifyReport:
@@ -231,7 +243,7 @@ class Export:
     # --- pickling: no open files travel --------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_backend"] = None
+        state["_backend"] = state["_views"] = None  # the maps are reopened, not pickled
         state["_row_of"] = None
         state["_reopened"] = True
         state["_pin"] = None  # a pin is this process's: the copy opens the path again
@@ -260,6 +272,8 @@ class Export:
             sim_ids = backend.sim_ids() if self._sim_ids is None else self._sim_ids
             self._check_unchanged()
             self._backend, self._sim_ids, self._lazy = backend, sim_ids, backend.reads_lazily
+            views = None if self._lazy else backend.row_views(self._fields)
+            self._views = views or None  # no fields: the checked path
         return self._backend
 
     def _check_unchanged(self) -> None:
@@ -267,11 +281,11 @@ class Export:
         (a pinned one is read through its handle: replacing the path changes nothing)."""
         if self._pin is not None:
             if self._pin.removed():  # retired, then removed (keep_retired): no rows of it
-                self._backend = None
+                self._backend = self._views = None
                 raise _retired(self.root, self.manifest)
             return
         if self._identity is not None and directory_identity(self.root) != self._identity:
-            self._backend = None
+            self._backend = self._views = None
             raise _replaced(self.root)
 
     def _read(self, method: str, *args: Any) -> Any:

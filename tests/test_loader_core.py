@@ -527,3 +527,31 @@ def test_set_epoch_refuses_negative_epochs_and_active_iterators() -> None:
     assert [first, *it] == list(make(12))  # the running epoch went on undisturbed
     loader.set_epoch(3)
     assert loader.epoch == 3
+
+
+@pytest.mark.parametrize("block", [1, 5, 7, 64])
+def test_a_block_order_maps_every_step_as_the_shuffle_does(block: int) -> None:
+    from guideloom.loader.block_order import BlockOrder
+
+    n = 53
+    shuffle = FeistelShuffler.for_epoch(n, seed=3, epoch=2)
+    ordered = BlockOrder(shuffle, n, block=block)
+    for batch, world, rank in ((4, 1, 0), (3, 2, 1), (6, 3, 0), (1, 1, 0)):
+        for base in range(0, n, batch * world):  # crossing block ends, the short last step
+            positions = base + rank + world * np.arange(batch, dtype=np.int64)
+            positions = positions[positions < n]
+            np.testing.assert_array_equal(ordered(positions), shuffle(positions))
+    assert ordered(np.empty(0, dtype=np.int64)).size == 0
+
+
+def test_a_loader_over_more_samples_than_a_block_follows_the_seeded_order() -> None:
+    from guideloom.loader.block_order import BLOCK
+
+    n, batch, world = 2 * BLOCK + 1001, 3000, 2
+    order = FeistelShuffler.for_epoch(n, seed=7, epoch=0)(np.arange(n)).tolist()
+    for rank in range(world):
+        loader = make(n, local_batch_size=batch, rank=rank, world_size=world, drop_last=False)
+        got = [b for b in loader]
+        step = batch * world
+        want = [order[base + rank:min(base + step, n):world] for base in range(0, n, step)]
+        assert got == want

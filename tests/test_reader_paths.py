@@ -68,3 +68,40 @@ def test_torch_dataloader_batches_without_warnings(npy_export):
         batches = list(torch.utils.data.DataLoader(export, batch_size=8))
     assert sum(len(b["force"]) for b in batches) == len(export)
     np.testing.assert_array_equal(batches[1]["force"][2].numpy(), export[10]["force"])
+
+
+def test_a_row_out_of_range_is_named_in_the_exports_words(npy_export):
+    export = guideloom.load_export(npy_export)
+    n = len(export)
+    for bad in (n, n + 5, -n - 1):
+        with pytest.raises(IndexError, match=f"row {bad} out of range for an export of {n} rows"):
+            export[bad]
+    assert export[n - 1]["sim"] == export[-1]["sim"]  # the last row, both ways
+
+
+def test_rows_of_a_field_subset_hold_only_those_fields(npy_export):
+    export = guideloom.load_export(npy_export, fields=["force"])
+    whole = guideloom.load_export(npy_export)
+    for i in (0, len(export) - 1):
+        row = export[i]
+        assert set(row) == {"force"}
+        np.testing.assert_array_equal(row["force"], whole[i]["force"])
+    empty = guideloom.load_export(npy_export, fields=[])
+    assert empty[0] == {}
+    with pytest.raises(IndexError, match="out of range"):
+        empty[len(empty)]  # no field to index: still checked
+
+
+def test_rows_read_after_close_and_in_a_pickled_copy_are_the_files(npy_export):
+    import pickle
+
+    export = guideloom.load_export(npy_export)
+    files = {f: np.load(npy_export / f"{f}.npy") for f in export.fields}
+    blob = pickle.dumps(export)
+    assert len(blob) < files["force"].nbytes  # the maps stay behind: the copy reopens them
+    copy = pickle.loads(blob)
+    export.close()
+    for reader in (copy, export):  # the closed one opens its files again on the next read
+        for i in (0, 3, -1):
+            for f in files:
+                np.testing.assert_array_equal(reader[i][f], files[f][i])

@@ -139,3 +139,72 @@ def test_close_leaves_no_temporary_files(tmp_path, shards):
     assert sorted(p.name for p in (tmp_path / "s").iterdir()
                   if not p.name.startswith(".")) == [f"shard-{i:06d}.gls" for i in range(shards)]
     assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
+
+
+BIG_SESSION = """
+import sys, numpy as np
+from guideloom import StreamNumpyFormat, StreamStorage
+dtype = np.dtype([("tokens", "<i4"), ("document_ids", "<u4")])
+storage = StreamStorage(sys.argv[1], StreamNumpyFormat(dtype))
+writer = storage.sync_writer().__enter__()
+for doc in range(1200):  # ~80 MB over 3 shards: many whole buffers written directly
+    writer.append(doc % 3, {"tokens": np.full(8192, -doc, dtype="<i4"),
+                            "document_ids": np.full(8192, doc, dtype="<u4")})
+print("writing", flush=True)
+sys.stdin.readline()  # the test kills the process here: this session is never acknowledged
+"""
+
+
+def test_what_a_closed_writer_acknowledged_survives_a_power_cut_after_direct_writes(disk):
+    """Shards larger than the write buffer (their blocks written with direct I/O while they
+    grew, by the helper thread), with a kernel copy of published records in the middle: once
+    ``close`` returned, a power cut loses none of it, even while another session was writing
+    the same shards when the power went."""
+    from guideloom.storage.copying import ShardSource
+
+    directory = disk.path / "stream"
+    storage = StreamStorage(directory, StreamNumpyFormat(DTYPE))
+    rng = np.random.default_rng(7)
+
+    def record(doc: int, n: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        rec = {"tokens": rng.integers(0, 50_000, n, dtype="<i4"),
+               "document_ids": np.full(n, doc, dtype="<u4")}
+        packed = np.empty(n, DTYPE)
+        packed["tokens"], packed["document_ids"] = rec["tokens"], rec["document_ids"]
+        return rec, packed
+
+    first: list[list[np.ndarray]] = [[], []]
+    with storage.sync_writer() as writer:  # the session whose records the next one copies
+        for doc in range(60):
+            rec, packed = record(doc, 8192 + doc)
+            writer.append(doc % 2, rec)
+            first[doc % 2].append(packed)
+    os.sync()
+    want: list[list[np.ndarray]] = [[], [], []]
+    with storage.sync_writer() as writer:  # acknowledged when the block ends
+        sources = writer.published_shards(directory)
+        for doc in range(600):  # ~40 MB over 3 shards, past many 1 MiB buffers
+            rec, packed = record(1000 + doc, 8192 if doc % 7 else 1 + doc)
+            writer.append(doc % 3, rec)
+            want[doc % 3].append(packed)
+            if doc == 300:  # records of the first session copied by the kernel, mid-shard
+                source = ShardSource(sources.paths[1], sources.footers[1])
+                try:
+                    writer.copy_records(0, source, 3, 20)
+                finally:
+                    source.close()
+                want[0].extend(first[1][3:23])
+    expected = [np.concatenate(w) for w in want]
+    proc = subprocess.Popen([sys.executable, "-c", BIG_SESSION, str(directory)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+        proc.kill()  # SIGKILL of the process this test started: its session is unacknowledged
+    finally:
+        proc.wait(timeout=60)
+    disk.power_loss()  # nothing synced the disk since the acknowledged close returned
+    got = _read_stream(directory)
+    assert len(got) == 3
+    for shard in range(3):
+        np.testing.assert_array_equal(got[shard], expected[shard])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from guideloom import StreamNumpyFormat, StreamStorage
-from guideloom.storage import stream as stream_module
+from guideloom.storage import append_file
 
 DTYPE = np.dtype([("tokens", "<i4"), ("document_ids", "<u4")])
 
@@ -27,10 +27,10 @@ def _read_back(storage: StreamStorage) -> np.ndarray:
         return np.rec.fromarrays([whole["tokens"], whole["document_ids"]], dtype=DTYPE)
 
 
-@pytest.mark.parametrize("gather_bytes", [64, 4096, 1 << 20])
+@pytest.mark.parametrize("gather_bytes", [4096, 8192, 1 << 20])
 def test_gathered_records_read_back_in_order(tmp_path, monkeypatch, gather_bytes):
     # tiny buffers force the paths: record larger than the buffer, buffer full, buffer reused
-    monkeypatch.setattr(stream_module, "_GATHER_BYTES", gather_bytes)
+    monkeypatch.setattr(append_file, "CAPACITY", gather_bytes)
     records = _records(1, 300, 200)
     storage = StreamStorage(tmp_path, StreamNumpyFormat(DTYPE))
     with storage.sync_writer() as writer:
@@ -48,7 +48,7 @@ def test_gathered_records_read_back_in_order(tmp_path, monkeypatch, gather_bytes
 
 
 def test_rejected_record_after_gathering_keeps_earlier_records(tmp_path, monkeypatch):
-    monkeypatch.setattr(stream_module, "_GATHER_BYTES", 4096)
+    monkeypatch.setattr(append_file, "CAPACITY", 4096)
     storage = StreamStorage(tmp_path, StreamNumpyFormat(DTYPE))
     good = _records(2, 20, 50)
     with storage.sync_writer() as writer:
@@ -81,14 +81,15 @@ def test_pack_into_matches_pack_and_refuses_a_short_buffer():
 
 
 def test_early_writeback_keeps_the_shard_intact(tmp_path, monkeypatch):
-    from guideloom.storage import shards
-
-    monkeypatch.setattr(shards, "_WRITEBACK_EVERY", 1000)  # ask for writeback many times
-    monkeypatch.setattr(stream_module, "_GATHER_BYTES", 512)
+    # without direct I/O (as where the file system refuses it) every byte is written buffered
+    # and the write-back is started as the shard grows
+    monkeypatch.setattr(append_file, "O_DIRECT", 0)
+    monkeypatch.setattr(append_file, "WRITEBACK_EVERY", 1000)  # ask for writeback many times
+    monkeypatch.setattr(append_file, "CAPACITY", 4096)
     calls = []
-    original = shards.ShardFileWriter._start_writeback
-    monkeypatch.setattr(shards.ShardFileWriter, "_start_writeback",
-                        lambda self: (calls.append(self._position), original(self)))
+    original = append_file.AppendFile._start_writeback
+    monkeypatch.setattr(append_file.AppendFile, "_start_writeback",
+                        lambda self, end: (calls.append(end), original(self, end)))
     records = _records(4, 200, 300)
     storage = StreamStorage(tmp_path, StreamNumpyFormat(DTYPE))
     with storage.sync_writer() as writer:

@@ -192,6 +192,14 @@ class FormatReader:
         """Row ``i`` as ``{field: array}``."""
         raise NotImplementedError
 
+    def row_views(self, fields: Sequence[str]) -> tuple[tuple[str, np.ndarray], ...] | None:
+        """``(field, array)`` pairs whose ``array[i, ...]`` is row ``i``'s value of the field,
+        for a reader whose rows are views of arrays it holds open (memory maps); ``None``
+        (the default) when rows are read some other way. :class:`guideloom.Export` indexes
+        them itself, so reading a row costs no call into the reader."""
+        del fields
+        return None
+
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
         """Rows ``idx`` stacked per field."""
         raise NotImplementedError

@@ -566,11 +566,16 @@ class NpyReader(FormatReader):
         return arr
 
     def row(self, i: int, fields: Sequence[str]) -> dict[str, np.ndarray]:
+        return {f: a[i, ...] for f, a in self.row_views(fields)}  # views; 0-d for scalars
+
+    def row_views(self, fields: Sequence[str]) -> tuple[tuple[str, np.ndarray], ...]:
+        """The mapped arrays of ``fields`` (each cut to the export's rows): row ``i`` of a
+        field is ``array[i, ...]``, a read-only view (a 0-d array for a scalar)."""
         key = fields if isinstance(fields, tuple) else tuple(fields)  # Export passes a tuple
         pairs = self._pairs.get(key)
         if pairs is None:
             pairs = self._pairs[key] = tuple((f, self._array(f)) for f in fields)
-        return {f: a[i, ...] for f, a in pairs}  # read-only views; 0-d arrays for scalars
+        return pairs
 
     def batch(self, idx: np.ndarray, fields: Sequence[str]) -> dict[str, np.ndarray]:
         return {f: self._array(f)[idx] for f in fields}

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from guideloom.errors import LoaderArgumentError, warn
+from guideloom.loader.block_order import BlockOrder
 from guideloom.loader.generations import (
     GENERATION_CHANGES,
     CarriedEpoch,
@@ -577,6 +578,8 @@ class _LoaderIterator:
         self._carried = loader._carried()
         if self._carried is None:
             self._order = loader.order(loader._state.epoch)
+            if loader.shuffle:  # the shuffle mapped a block of positions per call
+                self._order = BlockOrder(self._order, loader._num_samples)
             self._next_base = loader._state.observation_offset
             self._end = loader._epoch_end()
         else:  # the rest of an epoch begun on another generation: positions in its rows

@@ -27,6 +27,7 @@ import numpy as np
 
 from guideloom.errors import StorageError
 from guideloom.runtime.os_support import copy_range
+from guideloom.storage.append_file import AppendFile
 from guideloom.storage.types import FileReader, ReadInterface
 
 MAGIC = b"GLSHARD\0"
@@ -36,8 +37,6 @@ ALIGN = 64
 INDEX_DTYPE = np.dtype("<i8")
 _NAME = re.compile(r"^shard-(\d+)\.gls$")
 _MAX_FOOTER = 1 << 24
-_WRITE_BUFFER = 1 << 20  # small records are gathered into writes of this size
-_WRITEBACK_EVERY = 1 << 25  # bytes after which the kernel is asked to start writing back
 
 
 def fsync_directory(directory: Path) -> None:
@@ -98,26 +97,41 @@ def _lists_to_tuples(value: Any) -> Any:
 
 
 class ShardFileWriter:
-    """Writes one shard file under a temporary name; :meth:`commit` renames it into place."""
+    """Writes one shard file under a temporary name; :meth:`commit` renames it into place.
+
+    The bytes go through an :class:`~guideloom.storage.append_file.AppendFile`: gathered in
+    an aligned buffer and written to the disk in whole blocks as it fills (direct I/O where
+    the file system has it), so the one fsync of the commit has little left to write.
+    """
 
     def __init__(self, directory: Path, shard: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.final_path = directory / shard_name(shard)
         self.temp_path = directory / f".{shard_name(shard)}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        # closed in commit/abort
-        self._file = open(self.temp_path, "wb", buffering=_WRITE_BUFFER)  # noqa: SIM115
-        self._position = 0
-        self._written_back = 0  # the kernel was asked to write back the bytes before this
+        self._file = AppendFile(self.temp_path)  # closed in publish/abort
         self._sections: dict[str, list[int]] = {}
         self.deferred = False  # commit() seals only; the writer publishes (a group commit)
 
+    @property
+    def _position(self) -> int:
+        return self._file.position
+
     def write(self, data: Any) -> None:
         """Append bytes (any C-contiguous buffer) to the file."""
-        view = memoryview(data).cast("B")
-        self._file.write(view)
-        self._position += len(view)
-        if self._position - self._written_back >= _WRITEBACK_EVERY:
-            self._start_writeback()
+        self._file.write(data)
+
+    def space(self) -> memoryview:
+        """Free bytes of the write buffer to append into in place: fill their front, then
+        :meth:`advance` (empty when full: :meth:`make_room`)."""
+        return self._file.space()
+
+    def advance(self, nbytes: int) -> None:
+        """Count ``nbytes`` filled into :meth:`space` as appended."""
+        self._file.advance(nbytes)
+
+    def make_room(self) -> None:
+        """Write out what the buffer holds (all but a partial block) to free its space."""
+        self._file.drain()
 
     def copy_from(self, fd: int, offset: int, nbytes: int) -> None:
         """Append ``nbytes`` of the open file ``fd`` from ``offset`` (records of another shard),
@@ -127,21 +141,7 @@ class ShardFileWriter:
         self._file.flush()  # what was written before lies at [0, position)
         copy_range(fd, self._file.fileno(), nbytes, offset, self._position,
                    fallback="storage:copy_file_range_refused")
-        self._position += nbytes
-        self._file.seek(self._position)
-        if self._position - self._written_back >= _WRITEBACK_EVERY:
-            self._start_writeback()
-
-    def _start_writeback(self) -> None:
-        """Let the disk work while the writer goes on, so the fsync at commit waits less."""
-        self._file.flush()
-        # Linux only; elsewhere the fsync does it all (typeshed's os stub has neither name)
-        sync_file_range = getattr(os, "sync_file_range", None)
-        write = getattr(os, "SYNC_FILE_RANGE_WRITE", None)
-        if sync_file_range is not None and write is not None:
-            sync_file_range(self._file.fileno(), self._written_back,
-                            self._position - self._written_back, write)
-        self._written_back = self._position
+        self._file.appended_by_kernel(nbytes)
 
     def begin_section(self, name: str) -> None:
         """Pad to the alignment and start section ``name`` at the current position."""
@@ -180,7 +180,8 @@ class ShardFileWriter:
             self.publish()
 
     def seal(self, footer: Mapping[str, Any]) -> None:
-        """Write the footer and trailer and start writing the file back (no wait)."""
+        """Write the footer and trailer: every byte of the shard is in the file (its last
+        partial block in the page cache), not yet waited for."""
         body = dict(footer)
         body["version"] = VERSION
         body["sections"] = self._sections
@@ -188,16 +189,17 @@ class ShardFileWriter:
         try:
             self.write(encoded)
             self.write(TRAILER.pack(MAGIC, VERSION, len(encoded)))
-            self._start_writeback()
+            self._file.flush()
         except BaseException:
             self.abort()
             raise
 
     def publish(self) -> None:
-        """Wait until the sealed file is on disk and rename it over the final name (the
-        directory entry is made durable by :func:`fsync_directory`, once per directory)."""
+        """Wait until the sealed file is on disk (its one fsync) and rename it over the final
+        name (the directory entry is made durable by :func:`fsync_directory`, once per
+        directory)."""
         try:
-            os.fsync(self._file.fileno())
+            self._file.sync()
             self._file.close()
             os.replace(self.temp_path, self.final_path)
         except BaseException:
@@ -206,7 +208,8 @@ class ShardFileWriter:
 
     def abort(self) -> None:
         """Drop the temporary file; the final shard (if any) is left as it was."""
-        self._file.close()
+        if not self._file.closed:
+            self._file.close()
         try:
             os.unlink(self.temp_path)
         except FileNotFoundError:

@@ -52,26 +52,15 @@ def check_stream(array_: Any, dtype: np.dtype, what: str) -> np.ndarray:
     return np.ascontiguousarray(array_)
 
 
-_GATHER_BYTES = 1 << 20  # records packed into one buffer of about this size, written at once
-
-
 class StreamShardState(ShardState):
-    """A stream shard being written: its element count, record offsets and gather buffer."""
+    """A stream shard being written: its element count and record offsets (its records are
+    packed straight into the shard file's write buffer)."""
 
     def __init__(self, file: ShardFileWriter) -> None:
         super().__init__(file)
         self.elements = 0
         self.record_offsets = array("q", [0])
-        self.gather: np.ndarray | None = None  # records packed but not written yet
-        self.gathered = 0
         file.begin_section("data")
-
-    def flush(self) -> None:
-        """Write the gathered records."""
-        if self.gathered:
-            assert self.gather is not None
-            self.file.write(self.gather[: self.gathered].view(np.uint8))
-            self.gathered = 0
 
 
 def copy_stream_records(state: Any, source: ShardSource, first: int, count: int,
@@ -107,7 +96,6 @@ class StreamWriter(BaseWriter[StreamShardState]):
         self._pack_into: Callable[[Any, np.ndarray], int | None] | None = getattr(
             storage.format, "pack_into", None
         )
-        self._gather_len = max(1, _GATHER_BYTES // max(self._dtype.itemsize, 1))
 
     def element_dtype(self) -> np.dtype:
         """The dtype of the stream's elements."""
@@ -122,46 +110,45 @@ class StreamWriter(BaseWriter[StreamShardState]):
             raise RuntimeError("this writer is closed")
         state = self._shards.get(check_shard_number(shard))
         # a shard's first record is checked before its file is started (a rejected record
-        # leaves the shard untouched); later ones are packed straight into the gather buffer
+        # leaves the shard untouched); later ones are packed straight into the file's buffer
         pack_into = self._pack_into
-        n = None if state is None or pack_into is None else self._gather(pack_into, state, data)
+        n = None if state is None or pack_into is None else self._pack(pack_into, state, data)
         if state is None or n is None:
             packed = check_stream(self._storage.format.pack(data), self._dtype, "format.pack()")
             state = state if state is not None else self._state(shard)
-            state.flush()
             state.file.write(packed.view(np.uint8) if len(packed) else b"")
             n = len(packed)
         state.elements += n
         state.records += 1
         state.record_offsets.append(state.elements)
 
-    def _gather(
+    def _pack(
         self,
         pack_into: Callable[[Any, np.ndarray], int | None],
         state: StreamShardState,
         data: Any,
     ) -> int | None:
-        """Pack ``data`` into the shard's gather buffer; ``None`` if it is larger than that."""
-        if state.gather is None:
-            state.gather = np.empty(self._gather_len, dtype=self._dtype)
-        n = pack_into(data, state.gather[state.gathered:])
-        if n is None and state.gathered:
-            state.flush()
-            n = pack_into(data, state.gather)
-        if n is not None:
-            state.gathered += n
-        return n
+        """Pack ``data`` into the free part of the shard file's buffer (making room once);
+        ``None`` if it is larger than that."""
+        itemsize = self._dtype.itemsize
+        for attempt in range(2):
+            space = state.file.space()
+            n = pack_into(data, np.frombuffer(space, self._dtype, len(space) // itemsize))
+            if n is not None:
+                state.file.advance(n * itemsize)
+                return n
+            if attempt == 0:
+                state.file.make_room()
+        return None
 
     def copy_records(self, shard: int, source: ShardSource, first: int, count: int) -> list[int]:
         """Append records ``first .. first+count-1`` of the published shard ``source`` to
         ``shard`` as the bytes they are there (the format is not called); return each one's
         element count."""
         state = self._state(shard)
-        state.flush()
         return copy_stream_records(state, source, first, count, self._dtype.itemsize)[2]
 
     def _finish(self, state: StreamShardState) -> None:
-        state.flush()
         state.file.end_section("data")
         offsets = np.asarray(state.record_offsets, dtype=INDEX_DTYPE)
         state.file.write_section("record_offsets", offsets)
