@@ -6,8 +6,8 @@ entry; a remote file's server checksum), whether that evidence was settled when 
 started (the "racy" rule: the input last changed well before; recorded as a flag, not the time,
 so that two runs write the same file), and a BLAKE3 digest of the input's stored bytes (local
 inputs). A rerun trusts equal evidence only when it was settled; otherwise it hashes the input
-now and compares digests. A remote input is trusted while its server checksum is unchanged, and redone
-when it changed (no digest is fetched: that would read every member whole).
+now and compares digests. A remote input is trusted while its server checksum is unchanged,
+and redone when it changed (no digest is fetched: that would read every member whole).
 """
 
 from __future__ import annotations
