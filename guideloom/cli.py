@@ -872,12 +872,14 @@ def _cmd_workflows(args: argparse.Namespace) -> int:
     from guideloom.workflow.load import read_document
     from guideloom.workflows import shipped_workflows
 
-    for name, path in shipped_workflows().items():
+    shipped = shipped_workflows()
+    width = max([18, *(len(name) for name in shipped)])  # the names' column, as wide as needed
+    for name, path in shipped.items():
         doc = read_document(path)
         kind = doc.get("output", {}).get("kind", "?")
-        print(f"{name:18s} {kind:8s} {doc.get('description', '').strip()}")
+        print(f"{name:{width}s} {kind:8s} {doc.get('description', '').strip()}")
         if args.paths:
-            print(f"{'':18s} {path}")
+            print(f"{'':{width}s} {path}")
     print("run one with: guideloom run NAME (paths are relative to the current directory)")
     return 0
 

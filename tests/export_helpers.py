@@ -22,6 +22,11 @@ def fail_on_multiples_of_7(rec):
     return first_rows(rec)
 
 
+# the blocking transforms read the environment (where to block): under the recipe's world rule
+# a rerun resumes their interrupted runs only when the job names its code_version
+BLOCKING_CODE_VERSION = "tests-blocking-1"
+
+
 def blocking_first_rows(rec):
     """Like first_rows, but blocks forever on ids >= GUIDELOOM_TEST_BLOCK_FROM when set."""
     gate = os.environ.get("GUIDELOOM_TEST_BLOCK_FROM")

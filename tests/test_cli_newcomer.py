@@ -28,6 +28,7 @@ data_dir = "data"
 name = "force-curve"
 [transforms]
 record = "tests.export_helpers:blocking_first_rows"
+code_version = "tests-blocking-1"
 [output]
 kind = "npy"
 path = "exports/out"

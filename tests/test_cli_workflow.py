@@ -204,6 +204,7 @@ data_dir = "{demo_zip}"
 name = "force-curve"
 [transforms]
 record = "tests.export_helpers:blocking_first_rows"
+code_version = "tests-blocking-1"
 [output]
 kind = "npy"
 path = "out"
@@ -257,7 +258,8 @@ partition_size = 2
     assert f"({36 - 2 * k} processed in this run)" in rerun.stdout
     assert "complete: 18/18 partitions done (36/36" in cli("status", str(out)).stdout
     guideloom.export_to_numpy("force-curve", tmp_path / "ref", data_dir=demo_zip,
-                              record_transform=helpers.blocking_first_rows, client="sync")
+                              record_transform=helpers.blocking_first_rows,
+                              code_version=helpers.BLOCKING_CODE_VERSION, client="sync")
     assert_same_export(out, tmp_path / "ref")
 
 

@@ -271,6 +271,7 @@ import guideloom
 from tests import export_helpers
 guideloom.export_to_numpy("force-curve", sys.argv[1], data_dir=sys.argv[2],
                           record_transform=export_helpers.blocking_first_rows,
+                          code_version=export_helpers.BLOCKING_CODE_VERSION,
                           partition_size=2, client="local:2")
 """
 
@@ -302,11 +303,13 @@ def test_resume_after_killed_driver_is_bit_identical(demo_zip, tmp_path, dask_cl
     from guideloom.export import build_spec, run_export
 
     spec = build_spec("force-curve", "npy", out, data_dir=demo_zip,
-                      record_transform=helpers.blocking_first_rows, partition_size=2)
+                      record_transform=helpers.blocking_first_rows,
+                      code_version=helpers.BLOCKING_CODE_VERSION, partition_size=2)
     result = run_export(spec, client=dask_client)
     assert result.resumed_partitions == done_before >= 4
     guideloom.export_to_numpy("force-curve", tmp_path / "clean", data_dir=demo_zip,
-                              record_transform=helpers.blocking_first_rows, partition_size=2,
+                              record_transform=helpers.blocking_first_rows,
+                              code_version=helpers.BLOCKING_CODE_VERSION, partition_size=2,
                               client=dask_client)
     for name in ("force.npy", "sim.npy", "sim_ids.npy"):
         assert (out / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()

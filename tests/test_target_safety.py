@@ -129,7 +129,8 @@ import sys
 from tests import export_helpers
 import guideloom
 guideloom.export_to_numpy("force-curve", sys.argv[1], data_dir=sys.argv[2],
-                          record_transform=export_helpers.blocking_first_rows, client="sync")
+                          record_transform=export_helpers.blocking_first_rows,
+                          code_version=export_helpers.BLOCKING_CODE_VERSION, client="sync")
 """
 
 
@@ -155,7 +156,8 @@ def test_a_second_run_on_a_busy_target_fails_at_once_naming_the_holder(data, tmp
         first.wait()
     # the dead run's lock is taken over; the same job (same transform) resumes its partitions
     result = guideloom.export.export("force-curve", target, kind="npy", data_dir=data,
-                                     record_transform=helpers.blocking_first_rows, client="sync")
+                                     record_transform=helpers.blocking_first_rows,
+                                     code_version=helpers.BLOCKING_CODE_VERSION, client="sync")
     assert result.resumed_partitions >= 1
     assert len(guideloom.load_export(target)) == 6
 

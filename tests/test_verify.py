@@ -258,10 +258,12 @@ if kind == "storage":
     storage = guideloom.StreamStorage(target, guideloom.StreamNumpyFormat(
         np.dtype([("force", "<f4"), ("doc", "<u4")])))
     result = export("force-curve", target, kind="storage", format_options={"storage": storage},
-                    record_transform=export_helpers.blocking_total_force_stream, **opts)
+                    record_transform=export_helpers.blocking_total_force_stream,
+                    code_version=export_helpers.BLOCKING_CODE_VERSION, **opts)
 else:
     result = export("force-curve", target, kind=kind,
-                    record_transform=export_helpers.blocking_first_rows, **opts)
+                    record_transform=export_helpers.blocking_first_rows,
+                    code_version=export_helpers.BLOCKING_CODE_VERSION, **opts)
 print("resumed", result.resumed_partitions)
 """
 
