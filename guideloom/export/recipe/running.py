@@ -19,8 +19,12 @@ runs. Two proofs, neither compiling anything:
 What it cannot see: an edit made after the process started that keeps every identifier,
 constant, operator and every instruction's position, e.g. ``a and b`` -> ``a or  b`` (padded to
 keep the columns), ``not x`` -> ``    x``, ``x is None`` <-> ``x is not None`` written in a
-width-keeping way in a condition, or two same-width names swapped where both are used. A
-formatting-only edit that moves code (another line or column) is reported as changed.
+width-keeping way in a condition, or two same-width names swapped where both are used; for the
+proof by time, a clock stepped forward (or a file server's clock behind) by more than the
+margin. A formatting-only edit that moves code (another line or column) is reported as changed
+(positions are the only trace of the layout in code); a comment, or a docstring keeping its
+lines, is not. Rare code the comparison does not model (dead code, some constant folding) is
+reported as changed: about 0.2 % (3.11) and 0.7 % (3.13) of the standard library's functions.
 """
 
 from __future__ import annotations
