@@ -55,14 +55,17 @@ def process_start_ns() -> int | None:
 
         process = psutil.Process()
         start, exe = process.create_time(), process.exe()
+    except Exception as exc:  # no psutil, no /proc
+        logger.debug("the process start is unknown: %s", exc)
+        return None
+    try:
         parent = process.parent()
         while parent is not None and parent.pid > 1 and parent.exe() == exe:
             start = min(start, parent.create_time())
             parent = parent.parent()
-        return int(start * 1e9)
-    except Exception as exc:  # no psutil, no /proc, a parent gone or not ours
-        logger.debug("the process start is unknown: %s", exc)
-        return None
+    except Exception as exc:  # a parent gone or not ours: the start found so far
+        logger.debug("an ancestor's start is unknown: %s", exc)
+    return int(start * 1e9)
 
 
 if hasattr(os, "register_at_fork"):  # a forked child keeps the start of the process it copies
