@@ -507,3 +507,73 @@ def test_a_dict_in_another_order_is_another_value(before, after, named, user_cod
     user_code.write(code.format(after))
     second = transform_recipe(user_code.load().transform).components
     assert f"{user_code.name}{named}" in str(differences("t", first, second))
+
+
+STALE_CODE = ("SCALE = 5.0\nOTHER = 7.0\n\n\ndef transform(x, k=1.0):\n"
+              "    return {{'force': x {op} SCALE * k * 2.0}}\n")
+EDITED_AFTER_IMPORT = {  # (before, after: the file as edited and not reloaded, found stale)
+    "an operator": ({"op": "+"}, {"op": "-"}, True),
+    "a number of the same width": (
+        {"op": "+"}, {"op": "+", "tail": ("* 2.0}", "* 3.0}")}, True),
+    "a name of the same length": ({"op": "+"}, {"op": "+", "tail": ("SCALE * k", "OTHER * k")},
+                                  True),
+    "formatting that keeps every position": (
+        {"op": "+"}, {"op": "+", "tail": ("{'force'", '{"force"')}, False),
+    "a comment": ({"op": "+"}, {"op": "+", "tail": ("2.0}\n", "2.0}  # scaled\n")}, False),
+    # positions are the only evidence the compiler leaves of where code stood: an edit moving
+    # code is not told from one changing it, so it counts as stale (fail closed)
+    "formatting that moves code": ({"op": "+"}, {"op": "+", "tail": ("x + SCALE", "x+SCALE")},
+                                   True),
+}
+
+
+def _stale_source(edit: dict[str, object]) -> str:
+    text = STALE_CODE.format(op=edit["op"])
+    if "tail" in edit:
+        old, new = edit["tail"]  # type: ignore[misc]
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize("edit", list(EDITED_AFTER_IMPORT))
+def test_an_edit_after_import_is_found_by_the_code_it_changes(edit, user_code):
+    """Without compiling the file: the running code against the file's definition now."""
+    from guideloom.export.recipe import transform_recipe
+
+    before, after, stale = EDITED_AFTER_IMPORT[edit]
+    source = user_code.folder / f"{user_code.name}.py"
+    source.write_text(_stale_source(before))
+    running = user_code.load().transform
+    components = transform_recipe(running).components
+    assert not any(k.startswith("stale ") for k in components)  # written before its import
+    source.write_text(_stale_source(after))  # edited, not reloaded
+    components = transform_recipe(running).components
+    assert any(k.startswith("stale ") for k in components) is stale, components
+
+
+def test_a_file_older_than_the_process_is_trusted_without_comparing(user_code, monkeypatch):
+    import json
+    import time
+
+    from guideloom.export.recipe import code, running
+
+    start = running.process_start_ns()
+    assert start is not None and start <= time.time_ns()
+    assert running.older_than_process(json.__file__)  # installed before this process began
+    source = user_code.folder / f"{user_code.name}.py"
+    source.write_text(_stale_source({"op": "+"}))
+    transform = user_code.load().transform
+    assert not running.older_than_process(str(source))  # written by this test
+    assert running.older_than_process(str(source), start_ns=time.time_ns() + 10**10)
+
+    def compared(*args):
+        raise AssertionError("a file older than the process is not compared")
+
+    monkeypatch.setattr(code, "code_matches", compared)
+    monkeypatch.setattr(code, "older_than_process", lambda filename: True)
+    source.write_text(_stale_source({"op": "-"}))  # (the clock says: before the process)
+    assert code.SourceIndex().runs_as_on_disk(transform)
+    monkeypatch.setattr(code, "older_than_process", lambda filename: False)
+    with pytest.raises(AssertionError, match="not compared"):
+        code.SourceIndex().runs_as_on_disk(transform)

@@ -23,6 +23,7 @@ import types
 from typing import Any
 
 from guideloom.cluster.shipping import OWN_PACKAGE, is_local_module
+from guideloom.export.recipe.running import code_matches, definitions, older_than_process
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ class SourceIndex:
 
     def __init__(self) -> None:
         self._files: dict[str, dict[str, list[ast.AST]] | None] = {}
-        self._compiled: dict[str, dict[tuple[str, int], types.CodeType] | None] = {}
+        self._trusted: dict[str, bool] = {}  # files older than this process
+        self._definitions: dict[str, dict[tuple[str, int], list[ast.AST]] | None] = {}
         self._texts: dict[str, str] = {}
 
     def _text(self, filename: str, module: types.ModuleType | None) -> str:
@@ -122,19 +124,29 @@ class SourceIndex:
         return index
 
     def runs_as_on_disk(self, fn: types.FunctionType) -> bool:
-        """Whether ``fn``'s code is what its file compiles to now: ``False`` when the file was
-        edited after it was imported (not reloaded), so its source is not the code that runs.
-        Code without a file of its own (a notebook cell, ``python -c``) passes."""
+        """Whether ``fn``'s code is what its file says now: ``False`` when the file was edited
+        after it was imported (not reloaded), so its source is not the code that runs (see
+        :mod:`~guideloom.export.recipe.running`: a file older than the process is trusted,
+        else the code is compared with the file's definition). Code without a file of its own
+        (a notebook cell, ``python -c``) passes."""
         code = fn.__code__
         filename = code.co_filename
-        if filename not in self._compiled:
-            self._compiled[filename] = (_compiled_functions(filename, self._text(filename, None))
-                                        if os.path.isfile(filename) else None)
-        found = self._compiled[filename]
-        if found is None:
+        if not os.path.isfile(filename):
             return True
-        qualname = getattr(code, "co_qualname", fn.__qualname__)
-        return found.get((qualname, code.co_firstlineno)) == code
+        if filename not in self._trusted:
+            self._trusted[filename] = older_than_process(filename)
+        if self._trusted[filename]:
+            return True
+        if filename not in self._definitions:
+            try:
+                tree = ast.parse(self._text(filename, None), filename)
+            except (SyntaxError, ValueError):
+                self._definitions[filename] = None
+            else:
+                self._definitions[filename] = definitions(tree)
+        found = self._definitions[filename]
+        candidates = (found or {}).get((code.co_name, code.co_firstlineno), [])
+        return any(code_matches(code, node) for node in candidates)
 
     def function_node(self, fn: types.FunctionType) -> ast.AST | None:
         """The definition (or lambda) of ``fn`` in its file, docstrings dropped."""
@@ -177,22 +189,6 @@ def source_text(filename: str, module: types.ModuleType | None) -> str:
         except (OSError, SyntaxError, UnicodeDecodeError):
             return ""
     return "".join(linecache.getlines(filename, vars(module) if module is not None else None))
-
-
-def _compiled_functions(filename: str, text: str) -> dict[tuple[str, int], types.CodeType]:
-    """Every code object ``text`` (of ``filename``) compiles to, by qualified name and first
-    line (none when it does not compile)."""
-    try:
-        module = compile(text, filename, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return {}
-    found: dict[tuple[str, int], types.CodeType] = {}
-    todo = [module]
-    while todo:
-        code = todo.pop()
-        found[(getattr(code, "co_qualname", code.co_name), code.co_firstlineno)] = code
-        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    return found
 
 
 def _plain_qualname(qualname: str) -> str:
