@@ -23,7 +23,12 @@ import types
 from typing import Any
 
 from guideloom.cluster.shipping import OWN_PACKAGE, is_local_module
-from guideloom.export.recipe.running import code_matches, definitions, older_than_process
+from guideloom.export.recipe.running import (
+    code_matches,
+    definitions,
+    first_line,
+    older_than_process,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +164,7 @@ class SourceIndex:
             return ast.Tuple(elts=list(found), ctx=ast.Load()) if found else None  # type: ignore[arg-type]
         qualname = getattr(code, "co_qualname", fn.__qualname__)  # (not functools.wraps')
         for node in index.get(_plain_qualname(qualname), []):
-            if _first_line(node) == code.co_firstlineno:
+            if first_line(node) == code.co_firstlineno:
                 return node
         return None
 
@@ -194,10 +199,6 @@ def source_text(filename: str, module: types.ModuleType | None) -> str:
 def _plain_qualname(qualname: str) -> str:
     return qualname.replace(".<locals>", "")
 
-
-def _first_line(node: ast.AST) -> int:
-    decorators = getattr(node, "decorator_list", [])
-    return min([getattr(node, "lineno", 0), *(d.lineno for d in decorators)])
 
 
 def _collect(node: ast.AST, prefix: str, index: dict[str, list[ast.AST]]) -> None:

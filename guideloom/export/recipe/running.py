@@ -118,7 +118,7 @@ _FORMAT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[sra]")
 def code_matches(code: types.CodeType, node: ast.AST) -> bool:
     """Whether ``code`` (a function's, with its nested code) is what ``node`` (its definition
     or lambda, parsed from the file as it is now, docstrings kept) describes."""
-    if _first_line(node) != code.co_firstlineno:
+    if first_line(node) != code.co_firstlineno:
         return False
     codes = list(_code_tree(code))
     source = _Source(node)
@@ -137,15 +137,16 @@ def definitions(tree: ast.AST) -> dict[tuple[str, int], list[ast.AST]]:
     found: dict[tuple[str, int], list[ast.AST]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            found.setdefault((node.name, _first_line(node)), []).append(node)
+            found.setdefault((node.name, first_line(node)), []).append(node)
         elif isinstance(node, ast.Lambda):
             found.setdefault(("<lambda>", node.lineno), []).append(node)
     return found
 
 
-def _first_line(node: ast.AST) -> int:
+def first_line(node: ast.AST) -> int:
+    """The line a definition starts on, its decorators included (as `co_firstlineno`)."""
     decorators = getattr(node, "decorator_list", [])
-    return min([getattr(node, "lineno", 0), *(d.lineno for d in decorators)])
+    return int(min([getattr(node, "lineno", 0), *(d.lineno for d in decorators)]))
 
 
 def _code_tree(code: types.CodeType) -> Iterator[types.CodeType]:
@@ -238,7 +239,7 @@ class _Source:
         self.nodes = list(ast.walk(node))
         docstrings = {id(d) for n in self.nodes if (d := _docstring(n)) is not None}
         self.function_docstrings = {
-            (n.name, _first_line(n)) for n in self.nodes
+            (n.name, first_line(n)) for n in self.nodes
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and _docstring(n)}
         self.not_compiled = {id(n) for n in self._outside(node)}  # decorators, defaults...
         self.folded: set[int] = set()  # nodes inside a folded constant expression
@@ -342,7 +343,7 @@ class _Source:
 
     def scopes_match(self, codes: list[types.CodeType]) -> bool:
         """Every nested code starts on the first line of a scope of the definition."""
-        firsts = {_first_line(n) for n in self.nodes if isinstance(n, _SCOPES)}
+        firsts = {first_line(n) for n in self.nodes if isinstance(n, _SCOPES)}
         return all(c.co_firstlineno in firsts for c in codes)
 
     def names_match(self, codes: list[types.CodeType]) -> bool:
@@ -414,7 +415,7 @@ class _Source:
             value_int = value
             levels = {getattr(n, "level", 0) or 0 for n in self.nodes
                       if isinstance(n, ast.ImportFrom | ast.Import)}
-            firsts = {_first_line(n) for n in self.nodes if isinstance(n, ast.ClassDef)}
+            firsts = {first_line(n) for n in self.nodes if isinstance(n, ast.ClassDef)}
             has_match = any(isinstance(n, ast.Match) for n in self.nodes)
             return (value_int in levels or value_int in firsts
                     or (has_match and 0 <= value_int <= 256))

@@ -15,7 +15,7 @@ import types
 from typing import Any
 
 import numpy as np
-from dask.base import TokenizationError, tokenize
+from dask.tokenize import TokenizationError, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def is_data(value: Any, depth: int = 0) -> bool:
     if isinstance(value, _SCALARS):
         return True
     if isinstance(value, np.ndarray):
-        return value.dtype != object
+        return bool(value.dtype != object)
     if isinstance(value, list | tuple | set | frozenset):
         return all(is_data(v, depth + 1) for v in value)
     if isinstance(value, dict):
