@@ -173,11 +173,11 @@ def sim_manifest() -> dict[str, Any]:
                "dataType": kind, "source": {**csv_ref, "extract": {"column": name}}}
               for name, kind in types.items()]
     index_rs = {**manifest["recordSet"][0], "field": fields}
+    source = {"fileSet": {"@id": "h5-files"}, "extract": {"fileProperty": "content"},
+              "transform": [{"regex": "OP10/blank/node_displacement"}]}
     field_map = {**manifest["recordSet"][1], "field": [{
         "@type": "cr:Field", "@id": "field-map/blank_displacement", "name": "blank_displacement",
-        "dataType": "sc:Float", "source": {"fileSet": {"@id": "h5-files"},
-                                           "extract": {"fileProperty": "content"},
-                                           "transform": [{"regex": "OP10/blank/node_displacement"}]}}]}
+        "dataType": "sc:Float", "source": source}]}
     manifest["recordSet"] = [index_rs, field_map]
     return manifest
 

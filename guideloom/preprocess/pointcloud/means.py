@@ -14,7 +14,8 @@ logger = logging.getLogger(__name__)
 
 
 def _mean_of(table: np.ndarray) -> float:
-    column = np.asarray(table, dtype=np.float64)[:, 1]
+    """The NaN-skipping mean of the value column, in the table's own dtype (as rddac takes it)."""
+    column = np.asarray(table)[:, 1]
     if column.size == 0 or np.isnan(column).all():
         return float("nan")
     return float(np.nanmean(column))
