@@ -419,7 +419,7 @@ TOP_LEVEL_WAITING: dict[str, str] = {}
 #: The layer packages (docs/architecture.md); a top-level folder not listed holds stubs only.
 LAYERS = {"read", "select", "export", "formats", "cluster", "loader", "storage", "workflow",
           "compat", "runtime", "fastread", "h5native", "shuffle", "filesystem", "pytorch",
-          "testing", "net", "releases"}
+          "testing", "net", "releases", "preprocess"}
 
 
 def is_generated_stub(path: Path) -> bool:

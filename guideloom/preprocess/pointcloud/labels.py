@@ -137,6 +137,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def default_cache() -> Path:
+    """``rddac-labels/`` in guideloom's cache folder (``GUIDELOOM_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/guideloom``, else ``~/.cache/guideloom``)."""
+    import os
+
+    from guideloom import config
+
+    explicit = config.get("cache_dir")
+    if explicit:
+        return Path(explicit) / "rddac-labels"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "guideloom" / "rddac-labels"
+
+
 def find(folder: str | None = None, *, cache: Path | None = None) -> Labels:
     """The labels to train from: ``folder`` if given, else an installed rddac, else the wheel.
 
@@ -152,8 +166,6 @@ def find(folder: str | None = None, *, cache: Path | None = None) -> Labels:
     if found is not None:
         return found
     if cache is None:
-        from guideloom.read.metacache import cache_root
-
-        cache = cache_root() / "rddac-labels"
+        cache = default_cache()
     cache.mkdir(parents=True, exist_ok=True)
     return cached_wheel(cache)
