@@ -253,3 +253,44 @@ def _wheel_round(labels: Path, tmp_path: Path, base: str) -> None:
     with pytest.raises(DownloadError):
         labels_mod.cached_wheel(tmp_path / "other", url=url, sha256=digest, size=None)
     assert not (tmp_path / "other" / served.name).exists()
+
+
+def test_simulations_read_from_ddacs_release(dataset: tuple[Path, Path],
+                                             trained: tuple[Path, pc.Prepared], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """DDACS's DOI (on the test Dataverse server) gives the same table, points and results as
+    ``<data-dir>/simulation/``; the DOI is the default simulations of a remote data dir."""
+    from dataclasses import replace
+
+    from guideloom.preprocess.pointcloud.simulations import (
+        DDACS_DOI,
+        Simulations,
+        default_source,
+    )
+    from tests.dataverse_server import Release, serve, sim_release
+
+    data, labels = dataset
+    out, prepared = trained
+    assert default_source("doi:10.18419/DARUS-5589") == DDACS_DOI
+    assert default_source(str(data)) == str(data / "simulation")
+    local = Simulations(str(data / "simulation"))
+    with serve(Release([], also=[sim_release(data / "simulation")])) as server:
+        monkeypatch.setenv("GUIDELOOM_DATAVERSE_URL", server.url)
+        remote = Simulations(DDACS_DOI)
+        assert remote.table() == local.table()
+        assert np.array_equal(remote.points(181810, "op20"), local.points(181810, "op20"))
+        again = pc.prepare(FAST, out_dir=str(out), data_dir=str(data), labels=str(labels),
+                           rebuild=False, simulations=DDACS_DOI)
+        assert again == replace(prepared, simulations=DDACS_DOI)  # the cached model serves
+        exp = ph.EXPERIMENTS[2]
+        (tmp_path / "remote").mkdir()
+        run(data, tmp_path / "remote", again, exp)
+        fetched = server.counts.total_bytes()
+    (tmp_path / "local").mkdir()
+    run(data, tmp_path / "local", prepared, exp)
+    with h5py.File(tmp_path / "remote" / "0002.h5", "r") as a, \
+            h5py.File(tmp_path / "local" / "0002.h5", "r") as b:
+        assert np.array_equal(a["pointcloud/op10/z"][:], b["pointcloud/op10/z"][:])
+        assert np.array_equal(a["pointcloud/op20"].attrs["icp_rotation"],
+                              b["pointcloud/op20"].attrs["icp_rotation"])
+    assert 0 < fetched
