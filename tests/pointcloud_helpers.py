@@ -47,47 +47,51 @@ EXPERIMENTS = tuple(Experiment(i, "concave" if i < 4 else "convex", FORCES[i % 2
                     for i in range(8))
 
 
-def part_height(x: np.ndarray, y: np.ndarray, geometry: str) -> np.ndarray:
-    """The part's height in mm at part-frame coordinates (deck, 45-degree walls, flange at 0)."""
+def part_height(x: np.ndarray, y: np.ndarray, geometry: str, scale: float = 1.0) -> np.ndarray:
+    """The part's height in mm at part-frame coordinates (deck, 45-degree walls, flange at 0);
+    ``scale`` enlarges the part (12.5 fills a real 2000 x 3200 scan)."""
     a, b = DECKS[geometry]
-    dx, dy = np.maximum(np.abs(x) - a, 0), np.maximum(np.abs(y) - b, 0)
-    return np.clip(DECK_MM - np.hypot(dx, dy), 0.0, None) + 0.05 * np.sin(x / 3.0)
+    dx, dy = np.maximum(np.abs(x) - a * scale, 0), np.maximum(np.abs(y) - b * scale, 0)
+    return np.clip(DECK_MM * scale - np.hypot(dx, dy), 0.0, None) + 0.05 * np.sin(x / 3.0)
 
 
-def inside(x: np.ndarray, y: np.ndarray, op: str) -> np.ndarray:
+def inside(x: np.ndarray, y: np.ndarray, op: str, scale: float = 1.0) -> np.ndarray:
     """Whether part-frame coordinates lie on the blank (a rounded rectangle)."""
     a, b = OUTLINE[op]
-    dx, dy = np.maximum(np.abs(x) - (a - 1.5), 0), np.maximum(np.abs(y) - (b - 1.5), 0)
-    return np.hypot(dx, dy) < 1.5
+    a, b, corner = a * scale, b * scale, 1.5 * scale
+    dx, dy = np.maximum(np.abs(x) - (a - corner), 0), np.maximum(np.abs(y) - (b - corner), 0)
+    return np.hypot(dx, dy) < corner
 
 
 def scan(exp: Experiment, op: str, shape: tuple[int, int] = SHAPE
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(z raw units, luminescence, fin mask)`` grids of one operation's scan."""
+    """``(z raw units, luminescence, fin mask)`` grids of one operation's scan (the part
+    scaled with the grid: :data:`SHAPE` holds the part at scale 1)."""
     rng = np.random.default_rng([exp.index, int(op[2:])])
     rows, cols = shape
+    scale = rows / SHAPE[0]
     yy, xx = np.mgrid[0:rows, 0:cols].astype(float)
     x = (xx - cols / 2) * X_MM_PER_PIXEL + rng.uniform(-0.4, 0.4)
     y = (yy - rows / 2) * Y_MM_PER_PIXEL + rng.uniform(-0.4, 0.4)
     theta = np.radians(rng.uniform(-2.0, 2.0))
     px, py = np.cos(theta) * x + np.sin(theta) * y, -np.sin(theta) * x + np.cos(theta) * y
-    on = inside(px, py, op)
-    height = part_height(px, py, exp.geometry) + 0.01 * rng.standard_normal(shape)
+    on = inside(px, py, op, scale)
+    height = part_height(px, py, exp.geometry, scale) + 0.01 * rng.standard_normal(shape)
     # fins: lips along stretches of the outline, rising outward
     a, b = OUTLINE[op]
-    edge = on & ~inside(px * a / (a - 0.35), py * b / (b - 0.35), op)
+    edge = on & ~inside(px * a / (a - 0.35), py * b / (b - 0.35), op, scale)
     stretch = np.zeros(shape, dtype=bool)
     for _ in range(3):
         angle = rng.uniform(-np.pi, np.pi)
         heading = np.arctan2(py, px)
         stretch |= np.abs(np.angle(np.exp(1j * (heading - angle)))) < 0.35
     fins = edge & stretch
-    rise = np.clip((np.hypot(px / a, py / b) - 0.93) * 60, 0, None)
+    rise = np.clip((np.hypot(px / a, py / b) / scale - 0.93) * 60, 0, None)
     height = np.where(fins, height + 1.5 + rise * rng.uniform(1.0, 2.0), height)
     # floating clusters: small blocks far above the flange
     for _ in range(3):
         r0, c0 = rng.integers(8, rows - 14), rng.integers(8, cols - 14)
-        block = (slice(r0, r0 + 5), slice(c0, c0 + 6))
+        block = (slice(r0, r0 + 5), slice(c0, c0 + 6))  # 30 pixels at any scale
         height[block] = np.where(on[block], height[block] + 12.0, height[block])
     z = (height + 30.0) / Z_MM_PER_UNIT
     lumi = np.round(120 + 60 * np.cos(px / 2.0) * np.cos(py / 3.0) + 5 * rng.standard_normal(shape))
@@ -102,14 +106,15 @@ def scan(exp: Experiment, op: str, shape: tuple[int, int] = SHAPE
     return z.astype(np.float32), lumi.astype(np.float32), fins & surface
 
 
-def sim_quarter(geometry: str, op: str, step: float = 0.25) -> np.ndarray:
+def sim_quarter(geometry: str, op: str, step: float = 0.25, scale: float = 1.0) -> np.ndarray:
     """The simulated part's quarter (x, y >= 0) as ``(N, 3)`` node positions."""
     a, b = OUTLINE[op]
-    gx, gy = np.meshgrid(np.arange(0, a + 1e-9, step), np.arange(0, b + 1e-9, step))
+    gx, gy = np.meshgrid(np.arange(0, a * scale + 1e-9, step),
+                         np.arange(0, b * scale + 1e-9, step))
     x, y = gx.ravel(), gy.ravel()
-    keep = inside(x, y, op)
+    keep = inside(x, y, op, scale)
     x, y = x[keep], y[keep]
-    return np.column_stack([x, y, part_height(x, y, geometry)])
+    return np.column_stack([x, y, part_height(x, y, geometry, scale)])
 
 
 def sim_rows() -> list[dict[str, Any]]:
@@ -128,7 +133,8 @@ def sim_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def write_simulations(folder: Path) -> list[dict[str, Any]]:
+def write_simulations(folder: Path, scale: float = 1.0, step: float = 0.25
+                      ) -> list[dict[str, Any]]:
     """A DDACS-shaped folder: ``rddac.zip`` of ``<id>.h5``, the parameter table, a manifest."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = sim_rows()
@@ -143,7 +149,7 @@ def write_simulations(folder: Path) -> list[dict[str, Any]]:
             member = folder / f"{row['index']}.h5"
             with h5py.File(member, "w") as f:
                 for op in ("OP10", "OP20"):
-                    quarter = sim_quarter(row["geometry"], op.lower())
+                    quarter = sim_quarter(row["geometry"], op.lower(), step, scale)
                     final = quarter.copy()
                     final[:, 2] *= 1.0 + 0.02 * (row["sheet_metal_thickness"] - 1.0)
                     f.create_dataset(f"{op}/blank/node_displacement",
@@ -216,7 +222,8 @@ def write_dataset(root: Path, labelled: int = 6, shape: tuple[int, int] = SHAPE
             for op, mask in fins.items():
                 np.savez_compressed(labels / f"{exp.index:04d}_{op}.npz", outlier_mask=mask)
     _fix_index(data / "process_parameters.csv")
-    write_simulations(data / "simulation")
+    scale = shape[0] / SHAPE[0]
+    write_simulations(data / "simulation", scale, 0.25 * max(1.0, scale / 4))
     return data, labels
 
 

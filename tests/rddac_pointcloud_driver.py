@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import resource
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -68,12 +70,17 @@ def main(argv: list[str]) -> None:
     training.SimContext = TestSimulations
 
     out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     stage.preflight(data, params, out_dir=out)
+    print(json.dumps({"prepare_s": time.perf_counter() - started}), flush=True)
     for exp_id in ids:
         target = out / f"{exp_id:04d}.h5"
+        started = time.perf_counter()
         with open_raw(exp_id, data) as raw, h5py.File(target, "a") as f:
             status = stage.process_experiment(raw, f, data_dir=data, overwrite=True, **params)
-        print(exp_id, status, flush=True)
+        print(json.dumps({"id": exp_id, "status": status, "seconds": time.perf_counter() - started,
+                          "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}),
+              flush=True)
 
 
 if __name__ == "__main__":
