@@ -26,7 +26,19 @@ FAST = {**ph.SMALL, "icp_max_iterations": 10}
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return ph.write_dataset(tmp_path_factory.mktemp("pointcloud"))
+    data, labels = ph.write_dataset(tmp_path_factory.mktemp("pointcloud"))
+    RAW_DIGESTS.update(_digests(data))
+    return data, labels
+
+
+RAW_DIGESTS: dict[str, str] = {}
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +169,7 @@ def test_model_cache(dataset: tuple[Path, Path], trained: tuple[Path, pc.Prepare
     assert fp != pc.fingerprint(FAST, pc.Prepared(prepared.out_dir, "0" * 16, prepared.simulations))
 
 
+@pytest.mark.slow  # three trainings, 19 s; test_model_cache is its fast sibling
 def test_rebuild_and_changed_labels_retrain(dataset: tuple[Path, Path], tmp_path: Path) -> None:
     data, labels = dataset
     mine = tmp_path / "labels"
@@ -294,3 +307,19 @@ def test_simulations_read_from_ddacs_release(dataset: tuple[Path, Path],
         assert np.array_equal(a["pointcloud/op20"].attrs["icp_rotation"],
                               b["pointcloud/op20"].attrs["icp_rotation"])
     assert 0 < fetched
+
+
+def test_a_replaced_model_cache_is_refused(trained: tuple[Path, pc.Prepared]) -> None:
+    from dataclasses import replace
+
+    _, prepared = trained
+    with pytest.raises(RuntimeError, match="changed since this run began"):
+        replace(prepared, model_digest="f" * 16).bundles()
+
+
+def test_the_raw_directory_is_unchanged(dataset: tuple[Path, Path],
+                                        trained: tuple[Path, pc.Prepared]) -> None:
+    """After training and every run above, the data directory holds the same bytes (the model
+    cache and the training grids live under the output directory only)."""
+    data, _ = dataset
+    assert RAW_DIGESTS and _digests(data) == RAW_DIGESTS
