@@ -93,6 +93,7 @@ def _ours_child(data: str, labels: str, out: str, params: dict, ids: list[int],
 
 def run_ours(data: Path, labels: Path, out: Path, params: dict, ids: list[int]) -> dict:
     """Prepare (train or load) once, then process ``ids``, in a fresh process (its peak RSS)."""
+    out.mkdir(parents=True, exist_ok=True)
     ctx = multiprocessing.get_context("spawn")
     queue: multiprocessing.Queue = ctx.Queue()
     proc = ctx.Process(target=_ours_child, args=(str(data), str(labels), str(out), params, ids,
@@ -190,6 +191,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path,
                         default=Path.home() / ".cache" / "guideloom-bench" / "pointcloud")
     parser.add_argument("--rddac-python", default=os.environ.get("GUIDELOOM_RDDAC_PYTHON"))
+    parser.add_argument("--rf-trees", type=int, default=None,
+                        help="rf_n_estimators for both sides (default rddac's 150; training "
+                             "150 trees on 1.2 M rows takes an hour on a busy 2-core machine)")
     args = parser.parse_args()
     shape = (args.shape[0], args.shape[1])
     python = args.rddac_python
@@ -201,11 +205,16 @@ def main() -> None:
     data, labels = dataset(args.cache, shape)
     print(f"data: {data} ({shape[0]} x {shape[1]} scans; {time.perf_counter() - t0:.0f} s)")
     params = params_for(shape)
+    if args.rf_trees is not None:
+        params["rf_n_estimators"] = args.rf_trees
     ids = [e.index for e in ph.EXPERIMENTS][-args.n:]  # unlabelled first: 7, 6, ...
-    run_dir = args.cache / f"run-{shape[0]}x{shape[1]}-{os.getpid()}"
+    # one folder per shape and recipe: a run stopped during training resumes with the grids
+    # both sides prepared (the outputs are written anew)
+    run_dir = args.cache / f"run-{shape[0]}x{shape[1]}-{args.rf_trees or 150}"
     ours = run_ours(data, labels, run_dir / "guideloom", params, ids)
     theirs = run_rddac(python, data, labels, run_dir / "rddac", params, ids)
-    print(f"training the fin classifier (6 labelled experiments): guideloom "
+    trees = params.get("rf_n_estimators", 150)
+    print(f"training the fin classifier (6 labelled experiments, {trees} trees): guideloom "
           f"{ours['prepare_s']:.1f} s, rddac {theirs['prepare_s']:.1f} s")
     ours_s = sum(r["seconds"] for r in ours["rows"]) / len(ids)
     theirs_s = sum(r["seconds"] for r in theirs["rows"]) / len(ids)
