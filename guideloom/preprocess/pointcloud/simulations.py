@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ class Simulations:
         self._dataset: Any = None
         self._table: list[dict[str, str]] | None = None
         self._points: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # a worker's threads share one Simulations
 
     def __getstate__(self) -> dict[str, Any]:
         return {"source": self.source}
@@ -130,21 +132,24 @@ class Simulations:
     def points(self, simulation_id: int, op: str) -> np.ndarray:
         """The final blank node positions of one operation, mirrored to the full part."""
         key = (simulation_id, op.lower())
-        if key in self._points:
-            self._points.move_to_end(key)
-            return self._points[key]
+        with self._lock:
+            if key in self._points:
+                self._points.move_to_end(key)
+                return self._points[key]
         from guideloom.h5_tools import open_h5
         from guideloom.select.manifest import DDACS_SPEC, load
 
-        if self._dataset is None:
-            self._dataset = load(self.source, spec=DDACS_SPEC)
+        with self._lock:
+            if self._dataset is None:
+                self._dataset = load(self.source, spec=DDACS_SPEC)
         path = f"{op.upper()}/blank/node_displacement"
         with open_h5(simulation_id, data_dir=self.source, dataset=self._dataset) as f:
             if path not in f:
                 raise KeyError(f"simulation {simulation_id} in {self.source} has no {path}")
             quarter = np.asarray(f[path][-1], dtype=np.float64)
         points = mirrored(quarter)
-        self._points[key] = points
-        while len(self._points) > _KEPT:
-            self._points.popitem(last=False)
+        with self._lock:
+            self._points[key] = points
+            while len(self._points) > _KEPT:
+                self._points.popitem(last=False)
         return points
