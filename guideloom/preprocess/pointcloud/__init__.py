@@ -35,7 +35,7 @@ __all__ = ["DEFAULTS", "MEMBERS", "Prepared", "check_params", "fingerprint", "pr
 MEMBERS: tuple[str, ...] = ("pointcloud", "sheet_thickness", "oil_thickness")
 STAGE_VERSION = 1
 
-_BUNDLES: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+_BUNDLES: dict[tuple[str, str], Mapping[str, dict[str, Any]]] = {}
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ class Prepared:
     model_digest: str
     simulations: str
 
-    def bundles(self) -> dict[str, dict[str, Any]]:
-        """The fin classifier's bundles by group, loaded once per process.
+    def bundles(self) -> Mapping[str, dict[str, Any]]:
+        """The fin classifier's bundles by group, each loaded once per process on first use.
 
         Raises:
             RuntimeError: The cache was replaced by one of another identity since prepare().
@@ -64,7 +64,7 @@ class Prepared:
                                    f"{model.cache_dir(self.out_dir)} changed since this run "
                                    "began; run again")
             _BUNDLES.clear()
-            _BUNDLES[key] = model.load(self.out_dir)
+            _BUNDLES[key] = model.Bundles(self.out_dir)
         return _BUNDLES[key]
 
 

@@ -15,6 +15,8 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,33 @@ def load(out_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     folder = cache_dir(out_dir)
     meta = json.loads((folder / "meta.json").read_text())
     return {group: joblib.load(folder / f"{group}.joblib") for group in meta["groups"]}
+
+
+class Bundles(Mapping[str, dict[str, Any]]):
+    """The cached bundles of ``out_dir``, each loaded on first use (a worker that only sees
+    concave parts never holds the convex forests: each is tens to hundreds of MB)."""
+
+    def __init__(self, out_dir: str | os.PathLike[str]):
+        self.folder = cache_dir(out_dir)
+        self.groups = tuple(json.loads((self.folder / "meta.json").read_text())["groups"])
+        self._loaded: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, group: str) -> dict[str, Any]:
+        with self._lock:
+            if group not in self._loaded:
+                if group not in self.groups:
+                    raise KeyError(f"no fin classifier for {group} in {self.folder}")
+                import joblib
+
+                self._loaded[group] = joblib.load(self.folder / f"{group}.joblib")
+            return self._loaded[group]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.groups)
+
+    def __len__(self) -> int:
+        return len(self.groups)
 
 
 @dataclass(frozen=True)
