@@ -711,7 +711,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refusal(plan: Any) -> str | None:
+def _refusal(plan: Any, sims: Any = None) -> str | None:
     """Ask before downloading; ``None`` when the user confirmed, else why nothing is fetched.
 
     Without a terminal on stdin (a script, a pipe, cron) nobody can answer: that is a refusal
@@ -719,9 +719,10 @@ def _refusal(plan: Any) -> str | None:
     """
     if not sys.stdin.isatty():
         return "cannot ask for confirmation (stdin is not a terminal); pass --yes"
+    count = len(plan.to_fetch) + (len(sims.to_fetch) if sims is not None else 0)
+    size = plan.bytes_to_fetch + (sims.bytes_to_fetch if sims is not None else 0)
     try:
-        answer = input(f"download {len(plan.to_fetch)} file(s), "
-                       f"{_human_bytes(plan.bytes_to_fetch)}, to {plan.out}? [y/N] ")
+        answer = input(f"download {count} file(s), {_human_bytes(size)}, to {plan.out}? [y/N] ")
     except EOFError:
         return "not confirmed (no input); pass --yes to download without asking"
     if answer.strip().lower() in ("y", "yes"):
@@ -729,8 +730,22 @@ def _refusal(plan: Any) -> str | None:
     return "download declined"
 
 
+def _show_plan(plan: Any) -> None:
+    print(f"{plan.title or plan.doi} (version {plan.version}) from {plan.server}")
+    for f in plan.files:
+        state = "present" if f in plan.present else "to fetch"
+        print(f"  {f.relpath:40s} {_human_bytes(f.size):>10s}  {state}")
+    print(f"{len(plan.to_fetch)} of {len(plan.files)} file(s) to fetch, "
+          f"{_human_bytes(plan.bytes_to_fetch)}, into {plan.out.resolve()}")
+
+
 def _cmd_download(args: argparse.Namespace) -> int:
-    from guideloom.releases.release import plan_download, run_download
+    from guideloom.releases.release import (
+        plan_download,
+        plan_simulations,
+        run_download,
+        wants_simulations,
+    )
 
     if args.remove_zip and not args.extract:
         raise UsageError("--remove-zip deletes the zips after --extract; pass both")
@@ -738,30 +753,37 @@ def _cmd_download(args: argparse.Namespace) -> int:
     plan = plan_download(args.out, version=version, files=args.files, small=args.small,
                          token=args.token, server=args.server, doi=args.doi,
                          timeout=args.timeout, retries=args.retries)
+    sims = plan_simulations(args.out, token=args.token, server=args.server,
+                            timeout=args.timeout, retries=args.retries) \
+        if wants_simulations(args.files, args.small, args.no_sim, args.doi) else None
     quiet = args.quiet
     if not quiet:
-        print(f"{plan.title or plan.doi} (version {plan.version}) from {plan.server}")
-        for f in plan.files:
-            state = "present" if f in plan.present else "to fetch"
-            print(f"  {f.relpath:40s} {_human_bytes(f.size):>10s}  {state}")
-        print(f"{len(plan.to_fetch)} of {len(plan.files)} file(s) to fetch, "
-              f"{_human_bytes(plan.bytes_to_fetch)}, into {plan.out.resolve()}")
-    refusal = None if not plan.to_fetch or args.yes or quiet else _refusal(plan)
+        _show_plan(plan)
+        if sims is not None:
+            print("the matching DDACS simulations (skip them with --no-sim):")
+            _show_plan(sims)
+    fetching = bool(plan.to_fetch or (sims is not None and sims.to_fetch))
+    refusal = None if not fetching or args.yes or quiet else _refusal(plan, sims)
     if refusal is not None:
         logger.debug("download of %s refused: %s", plan.doi, refusal)
         print(f"guideloom: {refusal}: nothing was downloaded", file=sys.stderr)
         return EXIT_FAILED
-    report = run_download(plan, token=args.token, parallel=args.parallel, timeout=args.timeout,
-                          retries=args.retries,
-                          show_progress=not quiet, extract=args.extract,
-                          remove_zip=args.remove_zip, client=args.scheduler or "sync",
-                          private=args.private)
-    if not quiet:
-        print(f"downloaded {len(report.downloaded)} file(s) "
-              f"({_human_bytes(report.bytes_fetched)}) in {report.seconds:.1f} s; "
-              f"{len(report.present)} were already present and verified")
-        if report.extract is not None:
-            print(f"extracted {len(report.extract.extracted)} experiments to {plan.out / 'h5'}")
+    for one in (plan, sims):
+        if one is None:
+            continue
+        first = one is plan
+        report = run_download(one, token=args.token, parallel=args.parallel,
+                              timeout=args.timeout, retries=args.retries,
+                              show_progress=not quiet, extract=args.extract and first,
+                              remove_zip=args.remove_zip and first,
+                              client=args.scheduler or "sync", private=args.private)
+        if not quiet:
+            print(f"downloaded {len(report.downloaded)} file(s) "
+                  f"({_human_bytes(report.bytes_fetched)}) in {report.seconds:.1f} s into "
+                  f"{one.out}; {len(report.present)} were already present and verified")
+            if report.extract is not None:
+                print(f"extracted {len(report.extract.extracted)} experiments to "
+                      f"{plan.out / 'h5'}")
     return 0
 
 
@@ -1080,6 +1102,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="extract the zips to OUT/h5/ afterwards (as guideloom extract)")
     dl.add_argument("--remove-zip", action="store_true",
                     help="delete each zip once extracted and verified (with --extract)")
+    dl.add_argument("--no-sim", action="store_true",
+                    help="skip the DDACS simulations (doi:10.18419/DARUS-4801, rddac.zip) a full "
+                         "download brings into OUT/simulation/ for `preprocess pointcloud`")
     dl.add_argument("-y", "--yes", action="store_true", help="do not ask before downloading")
     dl.add_argument("-q", "--quiet", action="store_true",
                     help="no output and no progress bar; implies --yes (errors still on stderr)")

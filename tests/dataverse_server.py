@@ -152,9 +152,18 @@ class Release:
     older_missing: tuple[str, ...] = ("sample.zip",)  # not yet in version 1.0
     checksum_type: str = "MD5"  # or "SHA-1", as a Dataverse configured for it lists; "none":
     # the list gives only each file's size
+    also: list[Release] = field(default_factory=list)  # datasets served beside (other DOIs)
 
     def by_id(self, fid: int) -> ServedFile | None:
-        return next((f for f in self.files if f.id == fid), None)
+        for release in (self, *self.also):
+            found = next((f for f in release.files if f.id == fid), None)
+            if found is not None:
+                return found
+        return None
+
+    def named(self, doi: str | None) -> Release | None:
+        """The dataset served under ``doi`` (this one or one of :attr:`also`)."""
+        return next((r for r in (self, *self.also) if r.doi == doi), None)
 
 
 def make_release(root: Path, n: int = 12) -> Release:
@@ -180,7 +189,28 @@ def make_release(root: Path, n: int = 12) -> Release:
         ServedFile(22, "convex.zip", "h5", (data / "convex.zip").read_bytes()),
         ServedFile(23, "sample.zip", "h5", sample.read_bytes(), "sample bundle"),
     ]
-    return Release(files)
+    return Release(files, also=[sim_release()])
+
+
+SIM_DOI = "doi:10.18419/DARUS-4801"
+
+
+def sim_release(folder: Path | None = None) -> Release:
+    """DDACS's simulations as ``guideloom download`` fetches them beside a full download:
+    ``rddac.zip``, ``metadata.json`` and ``process_parameters.csv`` of ``folder`` (default: three
+    placeholder files of a few bytes), served under DDACS's DOI (file ids 31-33)."""
+    import io
+
+    if folder is None:
+        empty = io.BytesIO()
+        zipfile.ZipFile(empty, "w").close()
+        data = {"rddac.zip": empty.getvalue(), "metadata.json": b"{}",
+                "process_parameters.csv": b"index,geometry\n"}
+    else:
+        data = {name: (folder / name).read_bytes()
+                for name in ("rddac.zip", "metadata.json", "process_parameters.csv")}
+    files = [ServedFile(31 + i, name, "", body) for i, (name, body) in enumerate(data.items())]
+    return Release(files, doi=SIM_DOI, title="DDACS test release", older_missing=())
 
 
 @dataclass
@@ -391,9 +421,11 @@ class _Handler(BaseHTTPRequestHandler):
                 faults.api_busy -= busy
             if busy:
                 return self._reply(entry, 503, b"busy", {"Retry-After": "0"})
-            if query.get("persistentId") != [release.doi]:
+            asked = release.named((query.get("persistentId") or [None])[0])
+            if asked is None:
                 return self._json(entry, {"status": "ERROR", "message": "no such dataset"}, 404)
-            versions = {"2.0": 2, ":latest": 2, ":latest-published": 2, "1.0": 1}
+            release = asked
+            versions = {"2.0": 2, ":latest": 2, ":latest-published": 2, "1.0": 1, "3.0": 2}
             if m[1] is None:
                 return self._json(entry, {"status": "OK", "data": [
                     _version_json(release, 2), _version_json(release, 1)]})

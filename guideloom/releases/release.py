@@ -54,6 +54,13 @@ from guideloom.net.fetch import (
 from guideloom.net.folder import file_mode, own_file
 
 DEFAULT_OUT = "data"
+#: The DDACS simulations the RDDAC experiments were matched to (what ``rddac download`` fetches
+#: beside the measurements): DDACS's ``rddac.zip`` with its manifest and parameter table, into
+#: ``OUT/simulation/`` (a DDACS data folder of its own).
+SIM_DOI = "doi:10.18419/DARUS-4801"
+SIM_VERSION = "3.0"
+SIM_FILES = ("rddac.zip", "metadata.json", "process_parameters.csv")
+SIM_SUBDIR = "simulation"
 SMALL_FILES = ("process_parameters.csv", "metadata.json", "sample.zip")
 RECORD = ".guideloom-download.json"
 LOCK = ".guideloom-download.lock"
@@ -90,6 +97,7 @@ class DownloadReport:
     bytes_fetched: int = 0
     seconds: float = 0.0
     extract: Any = None
+    simulations: DownloadReport | None = None
 
 
 def _select(files: list[RemoteFile], names: Sequence[str] | None, small: bool
@@ -355,13 +363,30 @@ def _fetch_all(plan: DownloadPlan, report: DownloadReport, settings: Settings,
                             "downloaded and verified")
 
 
+def plan_simulations(out: str | Path = DEFAULT_OUT, *, token: str | None = None,
+                     server: str | None = None, timeout: float = 60.0, retries: int = 5
+                     ) -> DownloadPlan:
+    """The DDACS simulations' plan: :data:`SIM_FILES` of :data:`SIM_DOI` into
+    ``out/simulation/`` (the same checks, resume and record as the measurements)."""
+    return plan_download(Path(out) / SIM_SUBDIR, version=SIM_VERSION, files=SIM_FILES,
+                         token=token, server=server, doi=SIM_DOI, timeout=timeout,
+                         retries=retries)
+
+
+def wants_simulations(files: Sequence[str] | None, small: bool, no_sim: bool,
+                      doi: str = RDDAC_DOI) -> bool:
+    """Whether a download brings the simulations: a full download of the RDDAC release, unless
+    ``no_sim`` (as ``rddac download``: never with ``--small`` or ``--files``)."""
+    return not (files or small or no_sim) and doi == RDDAC_DOI
+
+
 def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
              files: Sequence[str] | None = None, small: bool = False, extract: bool = False,
              remove_zip: bool = False, token: str | None = None, server: str | None = None,
              doi: str = RDDAC_DOI, parallel: int = 4, timeout: float = 60.0, retries: int = 5,
              show_progress: bool = True, client: Any = "sync",
              confirm: Callable[[DownloadPlan], bool] | None = None,
-             private: bool = False) -> DownloadReport:
+             private: bool = False, no_sim: bool = False) -> DownloadReport:
     """Download the published release (or some of its files) into ``out``, verified.
 
     Args:
@@ -383,9 +408,12 @@ def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
         show_progress: One progress bar of bytes, rate and time left.
         client: Where ``extract`` runs (see :func:`guideloom.extract_zips`).
         confirm: Called with the plan before anything is fetched; a false answer fetches
-            nothing (the report then lists only what was present).
+            nothing (the report then lists only what was present). The simulations come
+            with the measurements' answer.
         private: Files readable by you only (``0o600``); by default they get the mode your
             umask allows, as every other file you write (so colleagues can read a shared copy).
+        no_sim: Skip the DDACS simulations a full download brings into ``out/simulation/``
+            (``rddac download --no-sim``); ``small`` and ``files`` never bring them.
 
     Raises:
         DownloadError: A file could not be fetched or failed its checksum (named, with its
@@ -397,6 +425,14 @@ def download(out: str | Path = DEFAULT_OUT, *, version: str = DEFAULT_VERSION,
                          server=server, doi=doi, timeout=timeout, retries=retries)
     if confirm is not None and plan.to_fetch and not confirm(plan):
         return DownloadReport(plan.out, present=[f.relpath for f in plan.present])
-    return run_download(plan, token=token, parallel=parallel, timeout=timeout,
-                        retries=retries, show_progress=show_progress, extract=extract,
-                        remove_zip=remove_zip, client=client, private=private)
+    report = run_download(plan, token=token, parallel=parallel, timeout=timeout,
+                          retries=retries, show_progress=show_progress, extract=extract,
+                          remove_zip=remove_zip, client=client, private=private)
+    if wants_simulations(files, small, no_sim, doi):
+        sims = plan_simulations(out, token=token, server=server, timeout=timeout,
+                                retries=retries)
+        logger.info("the DDACS simulations (%s) into %s", SIM_DOI, sims.out)
+        report.simulations = run_download(sims, token=token, parallel=parallel,
+                                          timeout=timeout, retries=retries,
+                                          show_progress=show_progress, private=private)
+    return report

@@ -1,0 +1,144 @@
+"""Rigid alignment of a scan to its simulation: point-to-point ICP in two passes (all points,
+then the cup alone) and a final centring of the top deck, as rddac 2.0 aligns."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+logger = logging.getLogger(__name__)
+
+VOXEL_MM = 0.35
+MIN_CUP_POINTS = 1000
+MIN_SIM_CUP_POINTS = 100
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The aligned points and the one transform that gives them:
+    ``points @ rotation.T + translation``."""
+
+    aligned: np.ndarray
+    rotation: np.ndarray
+    translation: np.ndarray
+    stats: dict[str, Any]
+
+
+def voxel_representatives(points: np.ndarray, voxel_mm: float = VOXEL_MM) -> np.ndarray:
+    """The first point of every occupied ``voxel_mm`` voxel, in the points' order."""
+    cells = np.round(points / voxel_mm).astype(np.int64)
+    cells -= cells.min(axis=0)
+    span = cells.max(axis=0) + 1
+    keys = (cells[:, 0] * span[1] + cells[:, 1]) * span[2] + cells[:, 2]
+    first = np.unique(keys, return_index=True)[1]
+    return points[np.sort(first)]
+
+
+def distance_stats(distances: np.ndarray) -> dict[str, float]:
+    """Mean, spread, quartiles and box-plot whiskers of nearest-neighbour distances."""
+    q1, q2, q3 = (float(np.percentile(distances, p)) for p in (25, 50, 75))
+    iqr = q3 - q1
+    return {
+        "icp_mean_distance": float(np.mean(distances)),
+        "icp_std_distance": float(np.std(distances)),
+        "icp_median_distance": q2,
+        "icp_q1_distance": q1,
+        "icp_q3_distance": q3,
+        "icp_whisker_low": float(max(np.min(distances), q1 - 1.5 * iqr)),
+        "icp_whisker_high": float(min(np.max(distances), q3 + 1.5 * iqr)),
+    }
+
+
+def icp(source: np.ndarray, target_tree: cKDTree, iterations: int, sample: int, seed: int
+        ) -> tuple[np.ndarray, np.ndarray]:
+    """``(R, t)`` moving ``source`` onto the tree's points: Kabsch updates on nearest pairs of
+    a seeded sample of ``source``'s voxel representatives."""
+    target = target_tree.data
+    pool = voxel_representatives(source)
+    rng = np.random.RandomState(seed)
+    if len(pool) > sample:
+        moving = pool[rng.choice(len(pool), sample, replace=False)]
+    else:
+        moving = pool.copy()
+    rotation, translation = np.eye(3), np.zeros(3)
+    for _ in range(iterations):
+        matched = target[target_tree.query(moving)[1]]
+        mean_src, mean_dst = moving.mean(axis=0), matched.mean(axis=0)
+        u, _, vt = np.linalg.svd((moving - mean_src).T @ (matched - mean_dst))
+        step = vt.T @ u.T
+        if np.linalg.det(step) < 0:
+            vt[-1, :] *= -1
+            step = vt.T @ u.T
+        shift = mean_dst - step @ mean_src
+        moving = moving @ step.T + shift
+        rotation = step @ rotation
+        translation = step @ translation + shift
+    return rotation, translation
+
+
+def centre_height(points: np.ndarray, radius: float = 5.0) -> float:
+    """Median height within ``radius`` mm of the z axis (the nearest point's if none)."""
+    dist = np.hypot(points[:, 0], points[:, 1])
+    near = dist < radius
+    if not near.any():
+        return float(points[np.argmin(dist), 2])
+    return float(np.median(points[near, 2]))
+
+
+def deck_centre(points: np.ndarray, above: float) -> np.ndarray | None:
+    """Midpoint of the 0.5/99.5 percentile x/y extents of the points above ``above`` (None if
+    fewer than 100)."""
+    deck = points[points[:, 2] > above]
+    if len(deck) < 100:
+        return None
+    low, high = np.percentile(deck[:, :2], [0.5, 99.5], axis=0)
+    return np.asarray((low + high) / 2.0)
+
+
+def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_height_mm: float,
+          iterations: int, sample: int, seed: int) -> Alignment:
+    """Align a scan to its simulation (all points move; only ``inlier`` ones are fitted).
+
+    Pass 1 fits all inliers; pass 2 only the cup (points above the simulation's flange level,
+    its 0.5th height percentile, plus ``anchor_height_mm``) on both sides; then the x/y centres of
+    both top decks (2 mm below the simulation's top) are matched. After each step the height at
+    the centre is set to the simulation's. A scan with too small a cup keeps pass 1.
+    """
+    up = np.array([0.0, 0.0, 1.0])
+    sim_tree = cKDTree(sim)
+    sim_centre = centre_height(sim)
+    rot1, t1 = icp(points[inlier], sim_tree, iterations, sample, seed)
+    aligned = points @ rot1.T + t1
+    dz1 = centre_height(aligned[inlier]) - sim_centre
+    aligned[:, 2] -= dz1
+
+    flange = float(np.percentile(sim[:, 2], 0.5)) + anchor_height_mm
+    cup = inlier & (aligned[:, 2] > flange)
+    sim_cup = sim[sim[:, 2] > flange]
+    if cup.sum() < MIN_CUP_POINTS or len(sim_cup) < MIN_SIM_CUP_POINTS:
+        logger.debug("cup of %d points: the first pass stands", int(cup.sum()))
+        return Alignment(aligned, rot1, t1 - dz1 * up, {"n_anchor_points": int(cup.sum())})
+
+    cup_tree = cKDTree(sim_cup)
+    rot2, t2 = icp(aligned[cup], cup_tree, iterations, sample, seed)
+    aligned = aligned @ rot2.T + t2
+    dz2 = centre_height(aligned[inlier]) - sim_centre
+    aligned[:, 2] -= dz2
+
+    deck = float(sim[:, 2].max()) - 2.0
+    scan_deck, sim_deck = deck_centre(aligned[inlier], deck), deck_centre(sim, deck)
+    shift = np.zeros(2) if scan_deck is None or sim_deck is None else sim_deck - scan_deck
+    aligned[:, :2] += shift
+    dz3 = centre_height(aligned[inlier]) - sim_centre
+    aligned[:, 2] -= dz3
+
+    rotation = rot2 @ rot1
+    translation = rot2 @ (t1 - dz1 * up) + t2 - dz2 * up + np.append(shift, -dz3)
+    distances = cup_tree.query(voxel_representatives(aligned[cup]))[0]
+    stats: dict[str, Any] = {**distance_stats(distances), "n_anchor_points": int(cup.sum()),
+                             "deck_shift_x": float(shift[0]), "deck_shift_y": float(shift[1])}
+    return Alignment(aligned, rotation, translation, stats)

@@ -1,0 +1,124 @@
+"""One experiment's point clouds, cleaned and aligned: both operations of the raw scan in, the
+``pointcloud`` group of the processed file out (rddac 2.0's schema)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from guideloom.preprocess.pointcloud import cleaning, features, grid, icp, means, registration
+from guideloom.preprocess.pointcloud.params import DX_MM, DY_MM, SEED
+from guideloom.preprocess.pointcloud.simulations import Simulations
+
+logger = logging.getLogger(__name__)
+
+OPS = ("op10", "op20")
+GZIP = {"compression": "gzip", "compression_opts": 4}
+
+
+class Timings(dict[str, float]):
+    """Seconds spent per phase (``filtering``, ``classifier``, ``icp``), summed over calls."""
+
+    def add(self, phase: str, since: float) -> float:
+        now = time.perf_counter()
+        self[phase] = self.get(phase, 0.0) + now - since
+        return now
+
+
+def process(raw: Any, out: Any, params: Mapping[str, Any], sims: Simulations,
+            bundles: Mapping[str, dict[str, Any]], timings: Timings | None = None) -> str:
+    """Write ``out['pointcloud']`` from ``raw``; ``"no_group"`` when the raw file has no scans."""
+    if "pointcloud" not in raw:
+        return "no_group"
+    geometry = str(raw.attrs["geometry"])
+    sheet_mean, oil_mean, source = means.for_matching(raw, out)
+    match = sims.match(geometry, int(raw.attrs["blankholder_force"]), sheet_mean, oil_mean)
+    group = out.create_group("pointcloud")
+    attrs = {"simulation_id": match["simulation_id"], "matched_shtk": match["matched_shtk"],
+             "matched_fc": match["matched_fc"], "matching_error_shtk": match["error_shtk"],
+             "matching_error_fc": match["error_fc"], "measured_sheet_thickness_mean": sheet_mean,
+             "measured_oil_thickness_mean": oil_mean, "matching_means_source": source}
+    group.attrs.update(attrs)
+    for op in OPS:
+        sim = sims.points(match["simulation_id"], op)
+        clean_op(raw, group.create_group(op), op, geometry, sim, bundles[f"{geometry}_{op}"],
+                 params, timings if timings is not None else Timings())
+    return "processed"
+
+
+def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
+             bundle: dict[str, Any], p: Mapping[str, Any], timings: Timings) -> None:
+    """Clean and align one operation's scan into the group ``target``."""
+    from guideloom.preprocess.pointcloud.model import read_scan
+
+    started = time.perf_counter()
+    z, lumi = read_scan(raw, op)
+    max_angle = float(p["max_wall_angle_concave_deg"] if geometry == "concave"
+                      else p["max_wall_angle_convex_deg"])
+    min_component = int(p["min_component_size"])
+    valid = grid.surface_mask(lumi, z, int(p["lumi_min_patch_size"]))
+    if not valid.any():
+        raise ValueError(f"pointcloud/{op}: no valid surface pixel")
+    points = grid.scan_points(z, valid)
+    steep = cleaning.steep_seeds(points, cleaning.neighbours(cKDTree(points[:, :2]), points[:, :2],
+                                                            int(p["k_angle"])), max_angle)
+    small = cleaning.small_component_seeds(points, min_component)
+    before_icp = steep | small
+    started = timings.add("filtering", started)
+
+    anchor = float(p["icp_anchor_height_mm"])
+    fit = icp.align(points, sim, ~before_icp, anchor_height_mm=anchor,
+                    iterations=int(p["icp_max_iterations"]), sample=int(p["icp_sample_size"]),
+                    seed=SEED)
+    aligned = fit.aligned
+    started = timings.add("icp", started)
+
+    tree = cKDTree(aligned[:, :2])
+    rising = cleaning.rising_seeds(aligned, cleaning.neighbours(tree, aligned[:, :2],
+                                                                int(p["k_mono"])),
+                                   float(p["z_tolerance_mm"]))
+    closing = cleaning.neighbours(tree, aligned[:, :2], int(p["k_closing"]))
+    geometric, rounds = cleaning.closed(before_icp | rising, closing, int(p["max_closing_iter"]))
+    started = timings.add("filtering", started)
+
+    z_grid = grid.on_grid(aligned[:, 2], valid)
+    sim_distance = grid.on_grid(cKDTree(sim).query(aligned)[0], valid)
+    started = timings.add("icp", started)
+    base, _ = features.base_matrix(features.base_features(
+        z_grid.astype(np.float64), sim_distance, grid.luminescence_grid(lumi, valid), valid), valid)
+    xf = registration.register(valid, bundle["ref_ds"])
+    extra = features.registered_matrix(z_grid, valid, bundle["prior_reg"].astype(np.float64),
+                                       bundle["expected_reg"].astype(np.float64), xf, DX_MM, DY_MM)
+    forest = bundle["model"]
+    if getattr(forest, "n_jobs", 1) != 1:
+        forest.set_params(n_jobs=1)
+    threshold = float(p["rf_threshold"])
+    fins = forest.predict_proba(np.hstack([base, extra]))[:, 1] >= threshold
+    started = timings.add("classifier", started)
+
+    removed = geometric | fins
+    kept = aligned[~removed]
+    swept = cleaning.small_component_seeds(kept, min_component)
+    final = kept[~swept].astype(np.float32)
+    timings.add("filtering", started)
+
+    target.create_dataset("z", data=final, **GZIP)
+    target.create_dataset("luminescence", data=grid.packed_luminescence(lumi, valid), **GZIP)
+    n_valid = int(valid.sum())
+    target.attrs.update({
+        "x_mm_per_pixel": grid.X_MM_PER_PIXEL, "y_mm_per_pixel": grid.Y_MM_PER_PIXEL,
+        "z_mm_per_unit": grid.Z_MM_PER_UNIT, "icp_rotation": fit.rotation,
+        "icp_translation": fit.translation, "icp_anchor_height_mm": anchor, **fit.stats,
+        "n_valid_pixels": n_valid, "n_angle_seeds": int(steep.sum()),
+        "n_component_seeds": int(small.sum()), "n_mono_seeds": int(rising.sum()),
+        "n_geometric_outliers": int(geometric.sum()), "closing_iterations": rounds,
+        "n_rf_removed": int(fins.sum()), "n_final_sweep": int(swept.sum()),
+        "n_final_points": int(len(final)),
+        "outlier_pct": 100.0 * float(removed.sum()) / max(n_valid, 1),
+        "rf_threshold": threshold, "registration_theta_dy_dx": np.array(xf, dtype=np.float64)})
+    logger.debug("%s: %d of %d points kept", op, len(final), n_valid)
