@@ -23,6 +23,7 @@ import types
 from typing import Any
 
 from guideloom.cluster.shipping import OWN_PACKAGE, is_local_module
+from guideloom.export.recipe.canonical import canonical_dump
 from guideloom.export.recipe.running import (
     code_matches,
     definitions,
@@ -219,7 +220,7 @@ def _collect(node: ast.AST, prefix: str, index: dict[str, list[ast.AST]]) -> Non
 
 def node_digest(node: ast.AST) -> str:
     """The digest of a definition's normalised source (no line numbers, no docstrings)."""
-    return digest(ast.dump(node, annotate_fields=False))
+    return digest(canonical_dump(node))
 
 
 def bytecode_digest(code: types.CodeType) -> str:
