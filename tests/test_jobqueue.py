@@ -55,12 +55,22 @@ def test_jobs_must_be_positive(bad):
             pass
 
 
-def test_parse_cluster_spec():
-    assert jobqueue.parse_cluster_spec("slurm:4") == ("slurm", 4)
-    assert jobqueue.parse_cluster_spec("pbs:1") == ("pbs", 1)
+def test_batch_client_texts_parse_once_for_placement_and_preview():
+    from guideloom.cluster.runtime import parse_client_text, preview_placement
+
+    assert parse_client_text("slurm:4") == runtime_text("slurm:4", "slurm", 4)
+    assert parse_client_text("pbs:1") == runtime_text("pbs:1", "pbs", 1)
+    assert preview_placement("slurm:3", 1.0, 8) == (
+        3, "3 SLURM worker jobs (submitted when the job runs)")
     for bad in ("slurm", "slurm:0", "slurm:x", "k8s:2", "slurm:-1", ""):
         with pytest.raises(ValueError, match="slurm:N"):
-            jobqueue.parse_cluster_spec(bad)
+            parse_client_text(bad)
+
+
+def runtime_text(text, kind, count):
+    from guideloom.cluster.runtime import ClientText
+
+    return ClientText(text, kind, count)
 
 
 def test_settings_from_explicit_file_env_and_dask_config(tmp_path, monkeypatch):

@@ -166,3 +166,23 @@ def test_an_in_process_python_export_prints_nothing(tmp_path):
         done = _api_job(tmp_path / client.replace(":", "-"), client, "none")
         assert done.returncode == 0, done.stderr
         assert done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize(("text", "kind", "count"), [
+    ("sync", "sync", None), ("local", "local", None), ("local:3", "local", 3),
+    ("fork", "fork", None), ("fork:2", "fork", 2), ("tcp://10.0.0.1:8786", "scheduler", None),
+    ("tls://head:8786", "scheduler", None), ("slurm:4", "slurm", 4), ("pbs:2", "pbs", 2)])
+def test_every_client_text_is_parsed_in_one_place(text, kind, count):
+    from guideloom.cluster.runtime import parse_client_text
+
+    parsed = parse_client_text(text)
+    assert (parsed.text, parsed.kind, parsed.count) == (text, kind, count)
+
+
+@pytest.mark.parametrize("text", ["fork:0", "local:", "tcp://host", "Sync", "k8s:2"])
+def test_a_bad_client_text_is_refused_listing_every_form(text):
+    from guideloom.cluster.runtime import parse_client_text
+
+    with pytest.raises(ValueError, match=r"fork, fork:N, sync") as raised:
+        parse_client_text(text)
+    assert repr(text) in str(raised.value)

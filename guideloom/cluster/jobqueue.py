@@ -76,21 +76,6 @@ COMMANDS: dict[str, BatchCommands] = {
 }
 
 
-def parse_cluster_spec(spec: str) -> tuple[Kind, int]:
-    """Split ``"slurm:4"`` / ``"pbs:2"`` into the batch system and the number of jobs.
-
-    Args:
-        spec: ``KIND:N`` with KIND ``slurm`` or ``pbs`` and N >= 1.
-
-    Returns:
-        ``(kind, jobs)``.
-    """
-    kind, sep, count = spec.partition(":")
-    if kind not in KINDS or not sep or not count.isdigit() or int(count) < 1:
-        raise ValueError(f"cluster must look like 'slurm:N' or 'pbs:N' with N >= 1, not {spec!r}")
-    return kind, int(count)  # type: ignore[return-value]
-
-
 def check_commands(kind: str) -> BatchCommands:
     """Return the batch system's commands, or raise one line when ``sbatch``/``qsub`` is absent.
 

@@ -99,17 +99,47 @@ class Placement:
         return {"mode": self.mode, "workers": self.workers, "reason": self.reason}
 
 
-def check_client_text(text: str) -> str:
-    """``text`` if it is ``sync``, ``local``, ``local:N``, ``tcp://HOST:PORT``,
+@dataclass(frozen=True)
+class ClientText:
+    """A ``client`` given as text, parsed once: what :func:`placement` and
+    :func:`preview_placement` both dispatch on.
+
+    Attributes:
+        text: The text as given.
+        kind: ``"sync"``, ``"fork"``, ``"local"``, ``"slurm"``, ``"pbs"`` or ``"scheduler"``
+            (a ``tcp://`` or ``tls://`` address).
+        count: The ``N`` of ``local:N``, ``fork:N``, ``slurm:N`` or ``pbs:N`` (``None``: not
+            given).
+    """
+
+    text: str
+    kind: str
+    count: int | None = None
+
+
+def parse_client_text(text: str) -> ClientText:
+    """``text`` parsed: ``sync``, ``local[:N]``, ``fork[:N]``, ``tcp://HOST:PORT``,
     ``tls://HOST:PORT``, ``slurm:N`` or ``pbs:N``.
 
     Raises:
         ValueError: Anything else.
     """
     if not CLIENT_PATTERN.match(text):
-        raise ValueError(f"expected local, local:N, sync, tls://HOST:PORT, tcp://HOST:PORT, "
-                         "slurm:N or pbs:N, "
-                         f"got {text!r}")
+        raise ValueError("expected local, local:N, fork, fork:N, sync, tls://HOST:PORT, "
+                         f"tcp://HOST:PORT, slurm:N or pbs:N, got {text!r}")
+    if "://" in text:
+        return ClientText(text, "scheduler")
+    kind, _, count = text.partition(":")
+    return ClientText(text, kind, int(count) if count else None)
+
+
+def check_client_text(text: str) -> str:
+    """``text`` if :func:`parse_client_text` accepts it.
+
+    Raises:
+        ValueError: Anything else.
+    """
+    parse_client_text(text)
     return text
 
 
@@ -257,10 +287,6 @@ def _busiest_worker_s(n: int, size: int, workers: int, per_item: float) -> float
     return round(items * per_item + rounds * TASK_OVERHEAD_S, 9)
 
 
-def _local_workers(text: str) -> int | None:
-    return int(text.split(":", 1)[1]) if ":" in text else None
-
-
 def _tasks_text(n: int) -> str:
     return f"{n} task{'s' * (n != 1)}"
 
@@ -326,18 +352,18 @@ def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int,
         mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks, forkable)
         workers = {"in-process": 1, FORKED: fork_workers(n_tasks)}.get(mode, cores)
         return workers, f"{mode}: {reason}"
-    check_client_text(client)
-    if client == SYNC:
+    parsed = parse_client_text(client)
+    if parsed.kind == SYNC:
         return 1, "in-process (sync)"
-    if client == FORK or client.startswith(f"{FORK}:"):
-        where = _forked(client, forkable)
+    if parsed.kind == FORK:
+        where = _forked(parsed, forkable)
         return where.workers, f"{where.mode}: {where.reason}"
-    if client == LOCAL or client.startswith(f"{LOCAL}:"):
-        workers = _local_workers(client) or cores
+    if parsed.kind == LOCAL:
+        workers = parsed.count or cores
         return workers, f"local cluster of {workers} workers"
-    kind, _, jobs = client.partition(":")
-    if kind in BATCH_KINDS:
-        return int(jobs), f"{jobs} {kind.upper()} worker jobs (submitted when the job runs)"
+    if parsed.kind in BATCH_KINDS:
+        return int(parsed.count or 0), (f"{parsed.count} {parsed.kind.upper()} worker jobs "
+                                        "(submitted when the job runs)")
     with connect_scheduler(client) as remote:
         workers = worker_count(remote)
     return workers, f"scheduler {client} ({workers} workers)"
@@ -386,11 +412,12 @@ def placement(
         yield _say(Placement(None, "in-process", 1,
                              "only the finalize of an interrupted run is left"), quiet)
         return
-    if client == SYNC:
+    parsed = parse_client_text(client) if isinstance(client, str) else None
+    if parsed is not None and parsed.kind == SYNC:
         yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)
         return
-    if isinstance(client, str) and (client == FORK or client.startswith(f"{FORK}:")):
-        yield _say(_forked(client, forkable), quiet)
+    if parsed is not None and parsed.kind == FORK:
+        yield _say(_forked(parsed, forkable), quiet)
         return
     if client is None:
         active = active_client()
@@ -408,13 +435,12 @@ def placement(
         if mode == FORKED:
             yield _say(Placement(None, mode, fork_workers(n_tasks), reason), quiet)
             return
-        client = LOCAL
-    if isinstance(client, str):
-        check_client_text(client)
+        parsed = parse_client_text(LOCAL)
+    if parsed is not None:
         with contextlib.ExitStack() as quiet_logs:
             if not verbose:  # while this job runs (the embedded cluster holds until it closes)
                 quiet_logs.enter_context(dask_logs.quieted())
-            yield from _placed_by_text(client, dashboard_address=dashboard_address, quiet=quiet,
+            yield from _placed_by_text(parsed, dashboard_address=dashboard_address, quiet=quiet,
                                        verbose=verbose, batch_options=batch_options)
         return
     if type(client).__name__ != "Client":
@@ -426,24 +452,26 @@ def placement(
     page_module.settle(asked)
 
 
-def _forked(client: str, forkable: bool) -> Placement:
+def _forked(client: ClientText, forkable: bool) -> Placement:
     """The placement of ``client="fork[:N]"``: forked processes, or in-process and why not."""
-    workers = _local_workers(client) or fastread.pool.usable_cpus()
+    workers = client.count or fastread.pool.usable_cpus()
     problem = fork_problem() if forkable else "only exports of local data to local targets fork"
     if problem is not None:
-        return Placement(None, "in-process", 1, f"client={client!r}, but {problem}")
-    return Placement(None, FORKED, workers, f"client={client!r}: {workers} processes forked "
-                                            "from this one")
+        return Placement(None, "in-process", 1, f"client={client.text!r}, but {problem}")
+    return Placement(None, FORKED, workers, f"client={client.text!r}: {workers} processes "
+                                            "forked from this one")
 
 
-def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, verbose: bool,
-                    batch_options: Mapping[str, Any] | None) -> Iterator[Placement]:
+def _placed_by_text(parsed: ClientText, *, dashboard_address: str | None, quiet: bool,
+                    verbose: bool, batch_options: Mapping[str, Any] | None
+                    ) -> Iterator[Placement]:
     """The placement of a ``client`` given as text: the embedded cluster, batch jobs or a
     scheduler address (see :func:`placement`)."""
-    if client == LOCAL or client.startswith(f"{LOCAL}:"):
+    client = parsed.text
+    if parsed.kind == LOCAL:
         began = time.monotonic()
         running, started = embedded.embedded_cluster(
-            _local_workers(client), dashboard_address=dashboard_address, verbose=verbose)
+            parsed.count, dashboard_address=dashboard_address, verbose=verbose)
         start_s = time.monotonic() - began if started else None
         link = running.dashboard_link
         _announce(link, False, page=True)  # records, whatever quiet says (see _say)
@@ -456,14 +484,14 @@ def _placed_by_text(client: str, *, dashboard_address: str | None, quiet: bool, 
         announce.tell(logger, f"guideloom: running {where.mode}: {where.reason}; {urls}", quiet)
         yield where
         return
-    kind, _, jobs = client.partition(":")
-    if kind in BATCH_KINDS:
+    if parsed.kind in BATCH_KINDS:
         from guideloom.cluster.jobqueue import jobqueue_client
 
-        with jobqueue_client(kind, int(jobs), quiet=quiet,  # type: ignore[arg-type]
+        jobs = int(parsed.count or 0)
+        with jobqueue_client(parsed.kind, jobs, quiet=quiet,  # type: ignore[arg-type]
                              **dict(batch_options or {})) as batch:
-            yield _say(Placement(batch, kind, int(jobs),
-                                 f"{jobs} {kind.upper()} worker jobs"), quiet)
+            yield _say(Placement(batch, parsed.kind, jobs,
+                                 f"{jobs} {parsed.kind.upper()} worker jobs"), quiet)
         return
     with connect_scheduler(client) as remote:
         asked = _announce(remote.dashboard_link, quiet, client=remote)
