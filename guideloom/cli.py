@@ -361,39 +361,31 @@ def _print_summary(result, seconds: float, resumed_exps: int) -> None:
 
 def _print_plan(wf, spec, scheduler: str | None, all_reasons: bool = False) -> None:
     from guideloom.cluster.runtime import preview_placement
-    from guideloom.export.run import (
-        PROBE_ATTEMPTS,
-        estimate_seconds,
-        forkable_job,
-        kept_partition_size,
-        partition_size_for,
-        plan_export,
-        probe_schema,
-        select_experiments,
-    )
+    from guideloom.export.run import PROBE_ATTEMPTS, plan_job, probe_schema
+    from guideloom.export.staging import Staging
     from guideloom.export.status import IDENTITY_SHOWN
     from guideloom.export.update import UpdateRefusedError, open_previous
     from guideloom.formats import get_format
     from guideloom.workflow.references import DeferredReference
 
+    previous = None
     if spec.update:  # partitioned as the update will be (a storage or zarr keeps its own)
         try:
             previous = open_previous(spec, check_recipe=False)
         except UpdateRefusedError:
             previous = None  # said below, with the plan
-        if previous is not None:
-            spec = kept_partition_size(spec, get_format(spec.output), previous)
-    selection = select_experiments(spec)
-    n = len(selection.locations)
-    estimate = estimate_seconds(spec, selection)
-    n_tasks = math.ceil(n / partition_size_for(spec, n, estimate_s=estimate))  # any placement
-    _, where = preview_placement(scheduler, estimate, n_tasks, forkable=forkable_job(spec))
-    plan = plan_export(spec, selection=selection, estimate_s=estimate)
+    # the run's own plan (plan_job) and placement decision (preview_placement)
+    job = plan_job(spec, Staging.for_target(spec.target), get_format(spec.output), previous)
+    spec = job.spec
+    where = preview_placement(scheduler, job.estimate_s, job.n_tasks, forkable=job.forkable,
+                              finishing=job.finishing is not None)
+    plan = job.export_plan()
     deferred = [fn.ref for fn in (*spec.transforms.values(), spec.record_transform)
                 if isinstance(fn, DeferredReference)]
     n = len(plan.selection.locations)
     print(f"workflow: {wf.file} ({wf.name}); dry run, nothing is written")
-    print(f"runs: {where}")
+    print(f"runs: {where.mode}: {where.reason} ({where.workers} "
+          f"worker{'s' * (where.workers != 1)})")  # as the run's "running MODE: REASON" line
     print(f"view: {spec.view.name} ({', '.join(spec.view.aliases)})")
     print(f"filters: sim_ids={'all' if spec.sim_ids is None else len(spec.sim_ids)}, "
           f"where={spec.where_description or '-'}")
@@ -403,9 +395,9 @@ def _print_plan(wf, spec, scheduler: str | None, all_reasons: bool = False) -> N
     missing = plan.selection.missing
     print(f"experiments: {n} with local data"
           + (f", {len(missing)} selected but missing" if missing else ""))
-    job = "decided when it runs" if deferred else plan.identity[:IDENTITY_SHOWN]
+    identity = "decided when it runs" if deferred else plan.identity[:IDENTITY_SHOWN]
     print(f"partitions: {len(plan.partitions)} of up to {plan.partition_size} experiments "
-          f"(job {job}, on_error={spec.on_error})")
+          f"(job {identity}, on_error={spec.on_error})")
     print(f"output: {spec.output} -> {spec.target}"
           + (f" ({wf.compression})" if wf.compression != "none" else ""))
     if spec.update:
@@ -964,8 +956,9 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, workflow: bool = True,
         default = (("the workflow's [run] scheduler, else " if workflow else "")
                    + "in-process for small jobs and a local cluster when it pays")
     p.add_argument("--scheduler", type=_scheduler, default=None,
-                   help="local (one worker per core), local:N, sync (in-process), "
-                        "tls://HOST:PORT (a cluster/local.py or cluster/slurm.py scheduler; "
+                   help="local (one worker per core), local:N, sync (in-process), fork, "
+                        "fork:N (processes forked from this one; local data), tls://HOST:PORT "
+                        "(a cluster/local.py or cluster/slurm.py scheduler; "
                         "its credentials are found in its state folder) or tcp://HOST:PORT "
                         f"(default: {default})")
     p.add_argument("--scheduler-file", type=Path, default=None, metavar="FILE",

@@ -308,7 +308,8 @@ def test_usage_and_job_errors(demo_zip, tmp_path, capsys):
                       "(shipped workflows: force_signals, force_stream, pointcloud_op10, "
                       "preprocessed_thickness, raw_force_tables; see guideloom workflows)")
     assert err[2] == ("guideloom run: error: argument --scheduler: expected local, local:N, "
-                      "fork, fork:N, sync, tls://HOST:PORT, tcp://HOST:PORT, slurm:N or pbs:N, got 'nowhere' "
+                      "fork, fork:N, sync, tls://HOST:PORT, tcp://HOST:PORT, slurm:N or pbs:N, "
+                      "got 'nowhere' "
                       "(see guideloom run --help)")
     job = tmp_path / "fails.toml"
     job.write_text(f"""

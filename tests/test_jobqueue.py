@@ -60,8 +60,9 @@ def test_batch_client_texts_parse_once_for_placement_and_preview():
 
     assert parse_client_text("slurm:4") == runtime_text("slurm:4", "slurm", 4)
     assert parse_client_text("pbs:1") == runtime_text("pbs:1", "pbs", 1)
-    assert preview_placement("slurm:3", 1.0, 8) == (
-        3, "3 SLURM worker jobs (submitted when the job runs)")
+    where = preview_placement("slurm:3", 1.0, 8)
+    assert (where.mode, where.workers) == ("slurm", 3)
+    assert where.reason == "3 SLURM worker jobs (submitted when the job runs)"
     for bad in ("slurm", "slurm:0", "slurm:x", "k8s:2", "slurm:-1", ""):
         with pytest.raises(ValueError, match="slurm:N"):
             parse_client_text(bad)

@@ -310,6 +310,6 @@ def test_dry_run_on_a_tcp_scheduler_imports_nothing_from_python_path(demo_zip, t
         procs.stop()
     assert sorted(p.name for p in lib.glob("IMPORTED-*")) == []
     assert done.returncode == 0, done.stderr
-    assert f"runs: scheduler {procs.address} (1 workers)" in done.stdout
+    assert f"runs: scheduler: scheduler {procs.address} (1 worker)" in done.stdout
     assert "sideeffects:transform, which a dry run neither imports nor runs" in done.stdout
     assert not (tmp_path / "out").exists()

@@ -51,6 +51,8 @@ CLIENT_PATTERN = re.compile(
     r"^(local(:[1-9][0-9]*)?|fork(:[1-9][0-9]*)?|sync|(tcp|tls)://[^\s/:]+:[0-9]+"
     r"|(slurm|pbs):[1-9][0-9]*)$")
 BATCH_KINDS = ("slurm", "pbs")
+SYNC_REASON = "client='sync'"
+FINISHING_REASON = "only the finalize of an interrupted run is left"
 
 logger = logging.getLogger(__name__)
 
@@ -343,30 +345,40 @@ def choose_automatically(estimate_s: float, n_tasks: int,
 
 
 def preview_placement(client: ClientLike, estimate_s: float, n_tasks: int,
-                      in_process_tasks: int | None = None,
-                      forkable: bool = False) -> tuple[int, str]:
-    """``(workers, description)`` of where :func:`placement` would run a job; starts nothing
-    (a ``tcp://`` scheduler is asked for its worker count)."""
+                      in_process_tasks: int | None = None, forkable: bool = False,
+                      finishing: bool = False) -> Placement:
+    """Where :func:`placement` would run a job, decided the same way; starts nothing (a
+    ``tcp://`` scheduler is asked for its worker count, a batch system is not asked)."""
     cores = embedded.default_worker_count()
+    if finishing and (client is None or isinstance(client, str)):
+        return Placement(None, "in-process", 1, FINISHING_REASON)
     if client is None:
+        if active_client() is not None:
+            return Placement(None, "client", worker_count(active_client()), "the active Client")
         mode, reason = choose_automatically(estimate_s, n_tasks, in_process_tasks, forkable)
         workers = {"in-process": 1, FORKED: fork_workers(n_tasks)}.get(mode, cores)
-        return workers, f"{mode}: {reason}"
+        return Placement(None, mode, workers, reason)
+    if not isinstance(client, str):
+        return Placement(None, "client", worker_count(client), "the given Client")
     parsed = parse_client_text(client)
     if parsed.kind == SYNC:
-        return 1, "in-process (sync)"
+        return Placement(None, "in-process", 1, SYNC_REASON)
     if parsed.kind == FORK:
-        where = _forked(parsed, forkable)
-        return where.workers, f"{where.mode}: {where.reason}"
+        return _forked(parsed, forkable)
     if parsed.kind == LOCAL:
         workers = parsed.count or cores
-        return workers, f"local cluster of {workers} workers"
+        running = embedded.running_cluster()
+        reused = running is not None and running.n_workers == workers
+        return Placement(None, "local-cluster", workers,
+                         f"local cluster of {workers} workers "
+                         f"({'reused' if reused else 'started when the job runs'})")
     if parsed.kind in BATCH_KINDS:
-        return int(parsed.count or 0), (f"{parsed.count} {parsed.kind.upper()} worker jobs "
-                                        "(submitted when the job runs)")
+        jobs = int(parsed.count or 0)
+        return Placement(None, parsed.kind, jobs, f"{jobs} {parsed.kind.upper()} worker jobs "
+                                                  "(submitted when the job runs)")
     with connect_scheduler(client) as remote:
         workers = worker_count(remote)
-    return workers, f"scheduler {client} ({workers} workers)"
+    return Placement(None, "scheduler", workers, f"scheduler {client}")
 
 
 @contextmanager
@@ -409,12 +421,11 @@ def placement(
             ``client`` ``None`` or text, no cluster is started and nothing forked.
     """
     if finishing and (client is None or isinstance(client, str)):
-        yield _say(Placement(None, "in-process", 1,
-                             "only the finalize of an interrupted run is left"), quiet)
+        yield _say(Placement(None, "in-process", 1, FINISHING_REASON), quiet)
         return
     parsed = parse_client_text(client) if isinstance(client, str) else None
     if parsed is not None and parsed.kind == SYNC:
-        yield _say(Placement(None, "in-process", 1, "client='sync'"), quiet)
+        yield _say(Placement(None, "in-process", 1, SYNC_REASON), quiet)
         return
     if parsed is not None and parsed.kind == FORK:
         yield _say(_forked(parsed, forkable), quiet)

@@ -426,6 +426,63 @@ def kept_partition_size(spec: ExportSpec, writer: ExportFormat | type[ExportForm
     return spec.replaced(partition_size=size)
 
 
+@dataclass(frozen=True)
+class JobPlan:
+    """What a job decides before it is placed, in one place: ``guideloom run`` and its
+    ``--dry-run`` both take it from :func:`plan_job`, so a dry run shows the plan the run
+    follows.
+
+    Attributes:
+        spec: The job, with the partition size an update keeps or an interrupted run had.
+        selection: The experiments, in output order.
+        estimate_s: The estimated in-process seconds (an update's scaled to what it reads).
+        n_tasks: The partitions the job splits into.
+        forkable: Whether its partitions may run in processes forked from the driver.
+        finishing: The partition size of this very job when only its finalize is left.
+        previous: The export an update starts from.
+        digests: The selection's input evidence (an update's, taken once).
+        update: An update's plan.
+    """
+
+    spec: ExportSpec
+    selection: Selection
+    estimate_s: float
+    n_tasks: int
+    forkable: bool
+    finishing: int | None = None
+    previous: Previous | None = None
+    digests: InputFacts | None = None
+    update: UpdatePlan | None = None
+
+    def export_plan(self) -> ExportPlan:
+        """The partitions and identity of the job (:func:`plan_export` on this plan)."""
+        return plan_export(self.spec, selection=self.selection, estimate_s=self.estimate_s,
+                           previous=self.previous, digests=self.digests, update=self.update)
+
+
+def plan_job(spec: ExportSpec, staging: Staging, writer: ExportFormat | type[ExportFormat],
+             previous: Previous | None = None) -> JobPlan:
+    """The job's plan: its selection, estimate (an update's scaled to the experiments it
+    reads), partition count, finishing state and whether it may fork; starts nothing."""
+    if previous is not None:  # an update of this very generation, partitioned as it was
+        spec = kept_partition_size(spec.replaced(previous=previous.ref), writer, previous)
+    selection = select_experiments(spec)
+    estimate = estimate_seconds(spec, selection)
+    n = len(selection.locations)
+    update = digests = None
+    if previous is not None:
+        digests = selection_digests(selection)  # once: the partitions' plan takes them too
+        update = plan_update(previous, selection.ids, digests.inputs, digests.index_rows,
+                             selection.locations, spec.verify_inputs)
+        estimate *= (update.read + CARRY_COST * update.carried) / max(1, n)
+    finishing = only_finalize_left(spec, staging, selection)
+    if finishing is not None:  # this very job's partitions (its identity says so)
+        spec = spec.replaced(partition_size=finishing)
+    n_tasks = math.ceil(n / partition_size_for(spec, n, estimate_s=estimate))  # on any placement
+    return JobPlan(spec, selection, estimate, n_tasks, forkable_job(spec, staging), finishing,
+                   previous, digests, update)
+
+
 def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMonitor,
                 dashboard_address: str | None, quiet: bool, verbose: bool, resume_hint: str,
                 batch_options: Mapping[str, Any] | None, started: float,
@@ -435,45 +492,30 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
                                  f"with overwrite=True (update works for {updatable_kinds()} "
                                  "exports)")
-    if previous is not None:
-        spec = kept_partition_size(spec, writer, previous)
-    selection = select_experiments(spec)
-    estimate = estimate_seconds(spec, selection)
-    n = len(selection.locations)
-    update = digests = None
-    if previous is not None:
-        digests = selection_digests(selection)  # once: the plan below takes them too
-        update = plan_update(previous, selection.ids, digests.inputs, digests.index_rows,
-                             selection.locations, spec.verify_inputs)
+    job = plan_job(spec, staging, writer, previous)
+    update = job.update
+    if update is not None and previous is not None:
         if not quiet:
             logger.info("guideloom: %s", describe_plan(update, previous))
+        monitor.update_counts(update.counts())
         if update.up_to_date:
-            monitor.update_counts(update.counts())
             monitor.finish("published")
             return ExportResult(previous.ref.root, previous.manifest, update=update.counts(),
                                 up_to_date=True, update_plan=update)
-        monitor.update_counts(update.counts())
-        estimate *= (update.read + CARRY_COST * update.carried) / max(1, n)
-    finishing = only_finalize_left(spec, staging, selection)
-    if finishing is not None:  # this very job's partitions (its identity says so)
-        spec = spec.replaced(partition_size=finishing)
-    n_tasks = math.ceil(n / partition_size_for(spec, n, estimate_s=estimate))  # on any placement
-    forkable = forkable_job(spec, staging)
     # the one placement decision of the job; what it prints is what runs
-    with placement(client, estimate_s=estimate, n_tasks=n_tasks,
+    with placement(client, estimate_s=job.estimate_s, n_tasks=job.n_tasks,
                    dashboard_address=dashboard_address, quiet=quiet, verbose=verbose,
-                   batch_options=batch_options, forkable=forkable,
-                   finishing=finishing is not None) as where:
+                   batch_options=batch_options, forkable=job.forkable,
+                   finishing=job.finishing is not None) as where:
         if where.cluster_start_s is not None:  # its own phase, within the plan phase
             now = time.time()
             monitor.phase(CLUSTER_START, at=now - where.cluster_start_s)
             monitor.phase(PLAN, at=now)
         monitor.attach(where.client)
-        monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})
+        monitor.placement({**where.to_json(), "estimate_s": round(job.estimate_s, 4)})
         try:
-            result = _run_placed(spec, staging, writer, selection, where, estimate,
-                                 monitor, started, resume_hint, quiet, previous, digests,
-                                 update)
+            result = _run_placed(job, staging, writer, where, monitor, started, resume_hint,
+                                 quiet)
         except KeyboardInterrupt:
             monitor.finish("interrupted", "Ctrl-C")  # while the scheduler still hears it
             if where.mode == "local-cluster":
@@ -506,14 +548,12 @@ def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection)
     return size
 
 
-def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, selection: Selection,
-                where: Placement, estimate: float, monitor: RunMonitor,
-                started: float, resume_hint: str, quiet: bool = False,
-                previous: Previous | None = None, digests: InputFacts | None = None,
-                update: UpdatePlan | None = None) -> ExportResult:
+def _run_placed(job_plan: JobPlan, staging: Staging, writer: ExportFormat, where: Placement,
+                monitor: RunMonitor, started: float, resume_hint: str,
+                quiet: bool = False) -> ExportResult:
     dask = where.client
-    plan = plan_export(spec, selection=selection, estimate_s=estimate, previous=previous,
-                       digests=digests, update=update)
+    spec, previous, estimate = job_plan.spec, job_plan.previous, job_plan.estimate_s
+    plan = job_plan.export_plan()
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
