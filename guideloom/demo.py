@@ -206,7 +206,7 @@ def _remove_extracted(root: Path, record: dict[str, Any]) -> None:
     """Remove the loose copies of the earlier call's zip members (``guideloom extract`` or an
     unzip made them): files under ``h5/`` named as a member, with its size and CRC-32. Loose
     files win over archives, so they would serve the old data; any other file is kept."""
-    from guideloom.export.extract import file_crc32
+    from guideloom.read.zipmember import file_crc32
 
     members = record.get("members") or _zip_members(root, record.get("files", []))
     folder = root / LOOSE_FOLDER

@@ -245,3 +245,54 @@ def test_remove_zip_keeps_an_archive_whose_member_differs_from_a_same_size_loose
     assert (demo_copy / archive).is_file()  # the only intact copy of that member is kept
     assert f"the loose file {demo_copy / 'h5' / name} differs from the archive's member" in why
     assert (demo_copy / "h5" / name).read_bytes() == bytes(damaged)  # left as it was
+
+
+def test_a_deflated_member_streams_in_bounded_pieces_checked_at_the_end(demo_copy):
+    """Extracting reads members as every reader does (guideloom.read.zipmember): a compressed
+    member inflates piece by piece (never whole in memory), and a wrong CRC-32 is raised after
+    the last piece, so nothing is kept from a damaged member."""
+    import dataclasses
+
+    from guideloom.read.byte_source import LocalFileSource
+    from guideloom.read.zipdir import archive_members
+    from guideloom.read.zipmember import member_pieces, read_local_header
+
+    members = _members(demo_copy)
+    _deflate_archives(demo_copy)
+    info = next(m for m in archive_members(demo_copy / "concave.zip") if m.name == "0003.h5")
+    loc = next(loc for i, loc in scan_locations(guideloom.load(data_dir=demo_copy),
+                                                demo_copy).items() if i == 3)
+    assert not loc.stored and loc.crc == info.crc
+    with LocalFileSource(loc.path) as source:
+        start, _ = read_local_header(source, loc)
+        pieces = list(member_pieces(loc, source, start, (info.file_size, info.method), 4096))
+        assert b"".join(pieces) == members["0003.h5"]
+        assert len(pieces) > 1 and max(len(p) for p in pieces) <= 4096
+        wrong = dataclasses.replace(loc, crc=info.crc ^ 1)
+        got = []
+        with pytest.raises(CorruptDataError, match=r"experiment 3: .*Bad CRC-32 of the inflated"):
+            for piece in member_pieces(wrong, source, start, (info.file_size, info.method),
+                                       4096):
+                got.append(piece)
+        assert b"".join(got) == members["0003.h5"]  # every piece came, then the refusal
+
+
+def test_an_encrypted_member_is_refused_naming_it_and_leaves_no_file(demo_copy):
+    """Zip's "encrypted" flag (general purpose bit 0), set in the member's central directory
+    entry and local header: extract refuses that member by name, the others are extracted."""
+    from guideloom.read.zipdir import archive_members
+
+    archive = demo_copy / "concave.zip"
+    info = next(m for m in archive_members(archive) if m.name == "0005.h5")
+    blob = bytearray(archive.read_bytes())
+    blob[info.header_offset + 6] |= 0x1  # the local header's flags
+    central = blob.index(b"PK\x01\x02")  # the first entry; then 0005.h5's
+    while blob[central + 46:central + 46 + len(b"0005.h5")] != b"0005.h5":
+        central = blob.index(b"PK\x01\x02", central + 4)
+    blob[central + 8] |= 0x1  # the central directory entry's flags
+    archive.write_bytes(bytes(blob))
+    with pytest.raises(ExtractError, match=r"experiment 5: .*concave\.zip::0005\.h5 is "
+                                           r"encrypted"):
+        extract_zips(demo_copy, client="sync")
+    assert not (demo_copy / "h5" / "0005.h5").exists()
+    assert len(list((demo_copy / "h5").glob("*.h5"))) == len(ALL_IDS) - 1

@@ -22,8 +22,6 @@ import os
 import re
 import secrets
 import time
-import zipfile
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,12 +42,10 @@ from guideloom.errors import (
     ExtractError,
     summarize_ids,
 )
-from guideloom.read.access import data_file, open_fd
 from guideloom.read.locations import Location
 from guideloom.read.scan import LOOSE_SUBDIR, archive_paths, id_parser, scan_locations
-from guideloom.read.zipdir import following_headers
-from guideloom.read.zipmember import member_data_offset
-from guideloom.runtime.os_support import preadinto
+from guideloom.read.zipdir import archive_members, following_headers, overlapping_members
+from guideloom.read.zipmember import MemberReader, file_crc32
 
 if TYPE_CHECKING:
     from guideloom.select.manifest import Dataset
@@ -57,7 +53,6 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 8 << 20
 # In-process cost model (copy + CRC-32 of a stored member; see cluster.runtime.placement).
 COPY_BYTES_PER_S = 800e6
-CRC_BLOCK_BYTES = 4 << 20
 PER_MEMBER_S = 1e-3
 TMP_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?P<token>[0-9a-f]+)$")
 _MAX_NAME_BYTES = 200  # leaves room for the temporary-name decoration within NAME_MAX (255)
@@ -97,6 +92,7 @@ class ExtractItem:
     crc: int
     file_size: int
     encrypted: bool = False
+    method: int = 0  # the zip compression method (0 stored, 8 deflated, ...)
 
 
 @dataclass(frozen=True)
@@ -236,29 +232,29 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
     plan = ExtractPlan([], [], {}, [])
     for archive in archive_paths(ds, root):
         st = os.stat(archive)
-        with data_file(archive), zipfile.ZipFile(archive) as zf:
-            infos = zf.infolist()
+        infos = archive_members(archive)  # the readers' own parser and cache
         ap = _ArchivePlan(str(archive), (st.st_size, st.st_mtime_ns))
         plan.archives.append(ap)
-        following = following_headers((i.header_offset, i.filename) for i in infos)
+        following = following_headers((i.header_offset, i.name) for i in infos)
+        defects = overlapping_members(infos)
         for info in infos:
             if info.is_dir():
                 continue
-            base = info.filename.rsplit("/", 1)[-1]
+            base = info.name.rsplit("/", 1)[-1]
             m = pattern.match(base)
             if m is None:
-                ap.blockers.append(f"member {info.filename!r} is not an experiment file")
+                ap.blockers.append(f"member {info.name!r} is not an experiment file")
                 continue
             sim_id = to_id(m.group("id"))
             ap.ids.append(sim_id)
-            where = f"{archive}::{info.filename}"
+            where = f"{archive}::{info.name}"
             if sim_id in claimed:
                 crc, size, first = claimed[sim_id]
-                if (crc, size) != (info.CRC, info.file_size):
-                    ap.blockers.append(f"member {info.filename!r} repeats experiment {sim_id} of "
+                if (crc, size) != (info.crc, info.file_size):
+                    ap.blockers.append(f"member {info.name!r} repeats experiment {sim_id} of "
                                        f"{first} with other bytes")
                 continue
-            claimed[sim_id] = (info.CRC, info.file_size, where)
+            claimed[sim_id] = (info.crc, info.file_size, where)
             name = target_name(base, m, sim_id, pattern, to_id)
             if name is None:
                 plan.failed.append(ExperimentReadError(
@@ -277,26 +273,17 @@ def plan_extract(ds: Dataset, root: str | Path, *, overwrite: bool = False) -> E
                     plan.unmet[sim_id] = (f"experiment {sim_id} is already loose at {existing} "
                                           f"with {have} bytes, the member has {info.file_size}")
                 else:
-                    plan.existing[sim_id] = (existing, info.CRC)
+                    plan.existing[sim_id] = (existing, info.crc)
                 continue
             after = following.get(info.header_offset)
-            loc = Location(sim_id=sim_id, path=str(archive), member=info.filename,
+            loc = Location(sim_id=sim_id, path=str(archive), member=info.name,
                            header_offset=info.header_offset, size=info.compress_size,
-                           stored=info.compress_type == zipfile.ZIP_STORED,
+                           stored=info.stored, crc=info.crc, defect=defects.get(info.name),
                            next_header=None if after is None else after[0],
                            next_member=None if after is None else after[1])
-            ap.items.append(ExtractItem(loc, name, info.CRC, info.file_size,
-                                        encrypted=bool(info.flag_bits & 0x1)))
+            ap.items.append(ExtractItem(loc, name, info.crc, info.file_size,
+                                        encrypted=bool(info.flags & 0x1), method=info.method))
     return plan
-
-
-def file_crc32(path: str) -> int:
-    """The CRC-32 of a whole file, as zip archives record it."""
-    crc = 0
-    with data_file(path), open(path, "rb") as fh:
-        while block := fh.read(CRC_BLOCK_BYTES):
-            crc = zlib.crc32(block, crc)
-    return crc
 
 
 def target_name(
@@ -393,47 +380,13 @@ def _extract_task(h5_dir: str, part: ExtractPartition) -> dict[str, Any]:
     return extract_partition(part, h5_dir)
 
 
-class _ArchiveReader:
-    """Per-task archive access: one descriptor and one ``ZipFile`` per archive, closed after."""
-
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-        self._zips: dict[str, zipfile.ZipFile] = {}
-        self._infos: dict[str, dict[int, zipfile.ZipInfo]] = {}
-
-    def fd(self, path: str) -> int:
-        if path not in self._fds:
-            self._fds[path] = open_fd(path)
-        return self._fds[path]
-
-    def open_member(self, loc: Location) -> Any:
-        if loc.path not in self._zips:
-            with data_file(loc.path):
-                zf = self._zips[loc.path] = zipfile.ZipFile(loc.path)
-            self._infos[loc.path] = {i.header_offset: i for i in zf.infolist()}
-        info = self._infos[loc.path].get(loc.header_offset)
-        if info is None or info.filename != loc.member:
-            raise CorruptDataError(
-                f"experiment {loc.sim_id}: {loc.describe()}: the archive changed since it was "
-                f"scanned", sim_id=loc.sim_id, file=loc.describe())
-        return self._zips[loc.path].open(info)
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        for zf in self._zips.values():
-            zf.close()
-        self._fds.clear()
-        self._zips.clear()
-
-
 def extract_partition(part: ExtractPartition, h5_dir: str) -> dict[str, Any]:
     """Extract one partition's members into ``h5_dir`` (runs on a worker).
 
     A member that fails is reported, not raised, so the other members still get extracted.
     Idempotent: a re-run writes the same bytes under the same names.
     """
-    reader = _ArchiveReader()
+    reader = MemberReader()  # one descriptor per archive for the task
     extracted: list[Any] = []
     failed: list[ExperimentReadError] = []
     n_bytes = 0
@@ -453,8 +406,12 @@ def extract_partition(part: ExtractPartition, h5_dir: str) -> dict[str, Any]:
             "extracted": extracted, "failed": failed, "bytes": n_bytes}
 
 
-def extract_member(item: ExtractItem, h5_dir: str, reader: _ArchiveReader | None = None) -> int:
+def extract_member(item: ExtractItem, h5_dir: str, reader: MemberReader | None = None) -> int:
     """Copy one member to ``h5_dir/item.name`` through a verified temporary file.
+
+    The member is read as every reader reads it (:mod:`guideloom.read.zipmember`: its local
+    header and extent checked, a compressed one inflated as it streams, size and CRC-32
+    checked before the file is renamed into place).
 
     Returns:
         The number of bytes written.
@@ -463,81 +420,49 @@ def extract_member(item: ExtractItem, h5_dir: str, reader: _ArchiveReader | None
         CorruptDataError: The member is damaged (bad CRC-32, size or zip structure).
         ExperimentReadError: The archive cannot be read or the file cannot be written.
     """
-    own = reader is None
-    reader = reader or _ArchiveReader()
     loc = item.loc
     where = loc.describe()
     final = os.path.join(h5_dir, item.name)
     tmp = os.path.join(h5_dir, f".{item.name}.tmp-{os.getpid()}-{secrets.token_hex(6)}")
     placed = False
+    own = reader is None
+    reader = reader or MemberReader()
     try:
         if item.encrypted:
             raise ExperimentReadError(f"experiment {loc.sim_id}: {where} is encrypted",
                                       sim_id=loc.sim_id, file=where)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         out = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
+        n = 0
         try:
-            if loc.stored:
-                crc, n = _copy_stored(reader.fd(loc.path), loc, out)
-            else:
-                member_data_offset(reader.fd(loc.path), loc)  # its header and extent checked
-                with reader.open_member(loc) as member:
-                    crc, n = _copy_stream(member, out)
+            for piece in reader.pieces(loc, (item.file_size, item.method), CHUNK_BYTES):
+                _write_all(out, memoryview(piece))
+                n += len(piece)
             os.fsync(out)
         finally:
             os.close(out)
-        if n != item.file_size or crc != item.crc:
+        if n != item.file_size:  # member_pieces checks it; a second look costs nothing
             raise CorruptDataError(
-                f"experiment {loc.sim_id}: {where} is corrupt: the extracted bytes have "
-                f"CRC-32 {crc:08x} and size {n}, the archive's central directory says "
-                f"{item.crc:08x} and {item.file_size}; nothing was written to {final}",
-                sim_id=loc.sim_id, file=where)
+                f"experiment {loc.sim_id}: {where} is corrupt: {n} bytes extracted, the "
+                f"archive's central directory says {item.file_size}; nothing was written to "
+                f"{final}", sim_id=loc.sim_id, file=where)
         os.replace(tmp, final)
         placed = True
         return n
     except ExperimentReadError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise CorruptDataError(f"experiment {loc.sim_id}: {where} is corrupt ({exc})",
-                               sim_id=loc.sim_id, file=where) from exc
     except (OSError, NotImplementedError, RuntimeError) as exc:
         raise ExperimentReadError(
             f"experiment {loc.sim_id}: extracting {where} to {final} failed ({exc})",
             sim_id=loc.sim_id, file=where) from exc
     finally:
+        if own:
+            reader.close()
         if not placed:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
-        if own:
-            reader.close()
-
-
-def _copy_stored(fd: int, loc: Location, out: int) -> tuple[int, int]:
-    start = member_data_offset(fd, loc)
-    buf = memoryview(bytearray(max(1, min(CHUNK_BYTES, loc.size))))
-    crc = pos = 0
-    while pos < loc.size:
-        got = preadinto(fd, buf[:min(len(buf), loc.size - pos)], start + pos)
-        if got == 0:
-            raise CorruptDataError(
-                f"experiment {loc.sim_id}: {loc.describe()} is truncated after {pos} of "
-                f"{loc.size} bytes", sim_id=loc.sim_id, file=loc.describe())
-        chunk = buf[:got]
-        crc = zlib.crc32(chunk, crc)
-        _write_all(out, chunk)
-        pos += got
-    return crc, pos
-
-
-def _copy_stream(member: Any, out: int) -> tuple[int, int]:
-    crc = n = 0
-    while chunk := member.read(CHUNK_BYTES):
-        crc = zlib.crc32(chunk, crc)
-        _write_all(out, memoryview(chunk))
-        n += len(chunk)
-    return crc, n
 
 
 def _write_all(fd: int, data: memoryview) -> None:

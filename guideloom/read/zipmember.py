@@ -28,7 +28,7 @@ import lzma
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -40,7 +40,7 @@ except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, ZipFormatError
-from guideloom.read.byte_source import ByteSource, source_for
+from guideloom.read.byte_source import ByteSource, LocalFileSource, source_for
 from guideloom.read.fileobj import MemorySource
 from guideloom.read.handles import ArchiveHandles, process_handles
 from guideloom.read.zipdir import (
@@ -438,11 +438,8 @@ def inflate(source: ByteSource, start: int, loc: Location) -> memoryview:
             is damaged (naming the experiment and ``archive::member``).
     """
     declared, method, compressed = _declared(source, loc)
-    if declared > compressed * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
-        corrupt(loc, f"the member declares {declared} bytes from {compressed} compressed ones, "
-                     "more than deflate can produce (a zip bomb or a damaged header)")
     budget = inflate_budget()
-    if declared > budget:
+    if declared <= compressed * DEFLATE_MAX_RATIO + DEFLATE_SLACK and declared > budget:
         corrupt(loc, f"the deflated member inflates to {declared / 2**30:.2f} GiB, more than "
                      f"the {budget / 2**30:.2f} GiB guideloom inflates in memory (half the "
                      "memory available); store it uncompressed or extract it to a loose file "
@@ -452,6 +449,85 @@ def inflate(source: ByteSource, start: int, loc: Location) -> memoryview:
     except MemoryError:
         corrupt(loc, f"the deflated member's {declared} bytes do not fit in memory")
     view = memoryview(buf)
+    got = 0
+    for piece in _inflated(source, start, loc, declared, method, compressed):
+        view[got:got + len(piece)] = piece
+        got += len(piece)
+    return view
+
+
+def member_pieces(loc: Location, source: ByteSource, start: int,
+                  declared: tuple[int, int] | None = None,
+                  block: int = INFLATE_BLOCK) -> Iterator[bytes]:
+    """The bytes of the member ``loc`` (data from ``start`` of ``source``) as a loose file
+    holds them, in pieces of at most ``block`` bytes: a stored member read, a compressed one
+    inflated as it goes (never whole in memory). ``declared`` is the member's ``(inflated
+    size, compression method)`` from its central directory entry when the caller has it.
+
+    The pieces are checked as they pass, and the generator raises instead of ending when a
+    check fails: a consumer keeps what it got only when the iteration ends normally.
+
+    Raises:
+        CorruptDataError: The member ends early, inflates to another size than it declares,
+            is a zip bomb, does not inflate, or its CRC-32 differs from the archive's.
+        ExperimentReadError: A read failed.
+    """
+    if loc.stored:
+        crc = got = 0
+        while got < loc.size:
+            piece = read_bytes(source, start + got, min(block, loc.size - got), loc)
+            if not piece:
+                corrupt(loc, f"the archive ends after {got} of the member's {loc.size} bytes")
+            crc = crc32(piece, crc)
+            got += len(piece)
+            yield piece
+        _check_crc(loc, crc)
+        return
+    size, method = declared if declared is not None else _declared(source, loc)[:2]
+    yield from _inflated(source, start, loc, size, method, loc.size, block)
+
+
+class MemberReader:
+    """Reads whole members for one task (``guideloom extract``): one descriptor per archive,
+    closed with the reader (a removed archive's space is freed when the task ends, not when
+    the process does)."""
+
+    def __init__(self) -> None:
+        self._handles = ArchiveHandles()
+
+    def pieces(self, loc: Location, declared: tuple[int, int] | None = None,
+               block: int = INFLATE_BLOCK) -> Iterator[bytes]:
+        """:func:`member_pieces` of ``loc``, its local header checked first."""
+        source = source_for(loc, self._handles)
+        try:
+            start, _ = read_local_header(source, loc)
+            yield from member_pieces(loc, source, start, declared, block)
+        finally:
+            source.close()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Close the archives' descriptors."""
+        self._handles.close()
+
+    def __enter__(self) -> MemberReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def file_crc32(path: str) -> int:
+    """The CRC-32 of a whole local file, as zip archives record it."""
+    with LocalFileSource(path) as source:
+        return member_crc(source.fd, 0, source.size())[0]
+
+
+def _inflated(source: ByteSource, start: int, loc: Location, declared: int, method: int,
+              compressed: int, block: int = INFLATE_BLOCK) -> Iterator[bytes]:
+    """The compressed member's inflated bytes in pieces, checked (see :func:`member_pieces`)."""
+    if declared > compressed * DEFLATE_MAX_RATIO + DEFLATE_SLACK:
+        corrupt(loc, f"the member declares {declared} bytes from {compressed} compressed ones, "
+                     "more than deflate can produce (a zip bomb or a damaged header)")
     got, crc = 0, 0
     try:
         dec = _decompressor(method)
@@ -459,14 +535,15 @@ def inflate(source: ByteSource, start: int, loc: Location) -> memoryview:
             data = read_bytes(source, start + offset, min(INFLATE_BLOCK, compressed - offset),
                               loc)
             while True:
-                piece = dec.decompress(data, declared + 1 - got)
+                piece = dec.decompress(data, min(block, declared + 1 - got))
                 data = b""
                 if got + len(piece) > declared:
                     corrupt(loc, f"the member inflates to more bytes, not the {declared} its "
                                  "header declares")
-                view[got:got + len(piece)] = piece
                 crc = crc32(piece, crc)
                 got += len(piece)
+                if piece:
+                    yield piece
                 if dec.eof or dec.needs_input:
                     break
             if dec.eof:
@@ -479,15 +556,20 @@ def inflate(source: ByteSource, start: int, loc: Location) -> memoryview:
     if got != declared:
         corrupt(loc, f"the member inflates to {got} bytes, not the {declared} its header "
                      "declares")
+    _check_crc(loc, crc)
+
+
+def _check_crc(loc: Location, crc: int) -> None:
+    """Refuse the member whose bytes gave ``crc`` when the archive records another CRC-32."""
     if loc.crc is not None and (crc & 0xFFFFFFFF) != loc.crc:
         from guideloom.read.metacache import cache_hint
 
         raise CorruptDataError(
-            f"experiment {loc.sim_id}: {loc.describe()} is damaged: Bad CRC-32 of the inflated "
-            f"member (the archive records {loc.crc:08x}, its data gives {crc & 0xFFFFFFFF:08x});"
-            f" get a fresh copy, or leave the experiment out{cache_hint(loc)}",
+            f"experiment {loc.sim_id}: {loc.describe()} is damaged: Bad CRC-32 of the "
+            f"{'stored' if loc.stored else 'inflated'} member (the archive records "
+            f"{loc.crc:08x}, its data gives {crc & 0xFFFFFFFF:08x}); get a fresh copy, or "
+            f"leave the experiment out{cache_hint(loc)}",
             sim_id=loc.sim_id, file=loc.describe())
-    return view
 
 
 def open_span(loc: Location, source: ByteSource | None = None, *, verify: bool = False,
