@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.errors import FormatContractError as FormatContractError
     from guideloom.errors import FormatPluginWarning as FormatPluginWarning
     from guideloom.errors import GuideloomError as GuideloomError
+    from guideloom.errors import GuideloomWarning as GuideloomWarning
     from guideloom.errors import IncompleteExportError as IncompleteExportError
     from guideloom.errors import InflateError as InflateError
     from guideloom.errors import JobFailedError as JobFailedError
@@ -176,6 +177,7 @@ _LAZY: dict[str, str] = {
     "DDACSDataset": "guideloom.pytorch",
     # errors and warnings (all defined in guideloom.errors)
     "GuideloomError": "guideloom.errors",
+    "GuideloomWarning": "guideloom.errors",
     "ManifestError": "guideloom.errors",
     "MissingDataWarning": "guideloom.errors",
     "ExperimentReadError": "guideloom.errors",
