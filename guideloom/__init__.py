@@ -10,6 +10,8 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from guideloom._version import __version__
+
 if TYPE_CHECKING:  # type checkers and editors see the real objects behind the lazy names
     # ("X as X": re-exported, also for mypy --strict; tests/test_typing.py checks the list)
     from guideloom import config as config
@@ -105,7 +107,6 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.storage.stream import StreamStorage as StreamStorage
     from guideloom.storage.stream_meta import StreamWithMetaStorage as StreamWithMetaStorage
 
-__version__ = "0.1.0"
 
 # a library logs and never prints: records go nowhere until the application configures logging
 # (the command line installs its own handler; see docs/configuration.md, "Logging")
