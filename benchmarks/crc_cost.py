@@ -7,8 +7,9 @@ generated once under ``--cache``, default ``~/.cache/guideloom-bench``; stored m
 19 MB each):
 
 1. CRC-32 throughput on this machine: zlib's and libdeflate's (the ``deflate`` package, the one
-   ``guideloom.zipcrc`` uses) over a 64 MiB buffer in memory, and ``zipcrc.member_crc`` over
-   every member of the archives (pread in 4 MiB blocks, page cache warm).
+   ``guideloom.read.zipmember`` uses) over a 64 MiB buffer in memory, and
+   ``zipmember.member_crc`` over every member of the archives (pread in 4 MiB blocks, page
+   cache warm).
 2. ``iter_view`` of two views, each as one epoch with the check off, on (first epoch: every
    member is read whole once) and on again (a later epoch: the process remembers the members);
    ``force-curve`` reads a small table of each member (the worst case for the check),
@@ -32,9 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import guideloom
-from guideloom import zipcrc
 from guideloom.demo import cached_demo_data
-from guideloom.sources import member_data_offset, scan_locations
+from guideloom.read import zipmember
+from guideloom.read.scan import scan_locations
+from guideloom.read.zipmember import member_data_offset
 
 DEFAULT_CACHE = Path.home() / ".cache" / "guideloom-bench"
 BUFFER_BYTES = 64 << 20
@@ -47,9 +49,10 @@ def median_text(values: list[float], unit: str = "s", fmt: str = "{:.3f}") -> st
 
 
 def crc_throughput(reps: int) -> dict[str, list[float]]:
-    """GB/s of zlib.crc32 and of the CRC-32 zipcrc uses, over one buffer in memory."""
+    """GB/s of zlib.crc32 and of the CRC-32 zipmember uses, over one buffer in memory."""
     buf = os.urandom(BUFFER_BYTES)
-    funcs = {"zlib.crc32": zlib.crc32, f"zipcrc.crc32 ({zipcrc.crc32.__module__})": zipcrc.crc32}
+    funcs = {"zlib.crc32": zlib.crc32,
+             f"zipmember.crc32 ({zipmember.crc32.__module__})": zipmember.crc32}
     assert len({f(buf) & 0xFFFFFFFF for f in funcs.values()}) == 1, "the CRCs differ"
     out: dict[str, list[float]] = {name: [] for name in funcs}
     for _ in range(reps):
@@ -61,7 +64,7 @@ def crc_throughput(reps: int) -> dict[str, list[float]]:
 
 
 def member_throughput(data: Path, reps: int) -> tuple[list[float], int, int]:
-    """GB/s of ``zipcrc.member_crc`` over every stored member of the dataset's archives."""
+    """GB/s of ``zipmember.member_crc`` over every stored member of the dataset's archives."""
     locs = [loc for loc in scan_locations(guideloom.load(data_dir=data), data).values()
             if loc.member is not None and loc.stored]
     fds = {loc.path: os.open(loc.path, os.O_RDONLY) for loc in locs}
@@ -72,7 +75,7 @@ def member_throughput(data: Path, reps: int) -> tuple[list[float], int, int]:
         for _ in range(reps + 1):  # the first pass warms the page cache and is not counted
             t0 = time.perf_counter()
             for fd, start, loc in starts:
-                crc, got = zipcrc.member_crc(fd, start, loc.size)
+                crc, got = zipmember.member_crc(fd, start, loc.size)
                 assert got == loc.size and crc == loc.crc, loc.describe()
             rates.append(total / (time.perf_counter() - t0) / 1e9)
         return rates[1:], len(locs), total
@@ -92,28 +95,28 @@ def interleaved(cases: dict[str, Callable[[], object]], reps: int) -> dict[str, 
     return out
 
 
-CHECK_SECONDS: list[float] = []  # time spent inside zipcrc.member_crc, per call
+CHECK_SECONDS: list[float] = []  # time spent inside zipmember.member_crc, per call
 
 
 def _timed_member_crc() -> None:
-    """Wrap ``zipcrc.member_crc`` to record the seconds of each check (the cost of the check
+    """Wrap ``zipmember.member_crc`` to record the seconds of each check (the cost of the check
     itself, free of the noise of the rest of the epoch)."""
-    real = zipcrc.member_crc
+    real = zipmember.member_crc
 
-    def timed(fd: int, start: int, size: int, block: int = zipcrc.CRC_BLOCK) -> tuple[int, int]:
+    def timed(fd: int, start: int, size: int, block: int = zipmember.CRC_BLOCK) -> tuple[int, int]:
         t0 = time.perf_counter()
         try:
             return real(fd, start, size, block)
         finally:
             CHECK_SECONDS.append(time.perf_counter() - t0)
 
-    zipcrc.member_crc = timed
+    zipmember.member_crc = timed
 
 
 def epoch(view: str, data: Path, where, verify: bool, cold: bool) -> Callable[[], int]:
     def run() -> int:
         if cold:
-            zipcrc.forget_verified()
+            zipmember.forget_verified()
         return sum(1 for _ in guideloom.streaming.iter_view(view, data_dir=data, where=where,
                                                             verify_crc=verify))
     return run
@@ -123,7 +126,7 @@ def export_case(data: Path, scratch: Path, verify: bool) -> Callable[[], object]
     counter = iter(range(10**6))
 
     def run() -> object:
-        zipcrc.forget_verified()
+        zipmember.forget_verified()
         target = scratch / f"{'on' if verify else 'off'}-{next(counter)}"
         return guideloom.export_to_numpy("pointcloud-op10", target, data_dir=data,
                                          where=lambda row: row["has_pointcloud"],
@@ -159,7 +162,7 @@ def main() -> None:
     for name, rates in crc_throughput(max(args.reps, 5)).items():
         print(f"  {name:34s} {median_text(rates, 'GB/s', '{:.2f}')}")
     rates, n_members, total = member_throughput(data, args.reps)
-    print(f"  {'zipcrc.member_crc, ' + str(n_members) + ' members':34s} "
+    print(f"  {'zipmember.member_crc, ' + str(n_members) + ' members':34s} "
           f"{median_text(rates, 'GB/s', '{:.2f}')} ({total / 1e6:.0f} MB)")
 
     print(f"  the check reads every member once: {total / 1e6:.0f} MB, "

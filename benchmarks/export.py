@@ -526,7 +526,7 @@ def child_pc_floor(a: dict) -> dict:
     # the disk: the same bytes written by one writer as the npy sink writes whole-page rows
     # (direct I/O from a page-aligned buffer; where the file system has none, buffered with
     # each row's writeback started at once), then fsynced, after a sync of everything else
-    from guideloom.buffers import aligned_empty
+    from guideloom.runtime.buffers import aligned_empty
 
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ Run: ``python3 benchmarks/record_open_cost.py [--n 36] [--repeats 15]``
 
 Reads every record of the ``force-curve`` view (one field) and of ``pointcloud-op10``
 (two fields) from the loose and the zipped demo layout with
-:class:`guideloom.records.RecordReader`, warm page cache; prints the microseconds per record
+:class:`guideloom.read.records.RecordReader`, warm page cache; prints the microseconds per record
 of the fastest of ``--repeats`` passes (the fastest, so that other processes' load on a shared
 machine weighs least) and the cost of one self-containment check of a chunked field. Run it
 on two checkouts to compare a change of the record path (e.g. the self-containment check of
@@ -29,8 +29,8 @@ import h5py
 
 import guideloom
 from guideloom.demo import make_demo_data
-from guideloom.records import RecordReader
-from guideloom.selection import select
+from guideloom.read.records import RecordReader
+from guideloom.select.selection import select
 
 
 def per_record_us(view: str, data_dir: Path, repeats: int) -> float:
@@ -54,7 +54,7 @@ def per_record_us(view: str, data_dir: Path, repeats: int) -> float:
 def check_us(data_dir: Path, calls: int = 20000) -> float | None:
     """Microseconds of one self-containment check of an open dataset (None before B13)."""
     try:
-        from guideloom.records import check_self_contained
+        from guideloom.read.hdf5 import check_self_contained
     except ImportError:
         return None
     ds = guideloom.load(data_dir=data_dir)

@@ -54,7 +54,7 @@ def child_export(a: dict) -> dict:
     from guideloom.workflows import find_shipped
 
     from guideloom.export import run_export
-    from guideloom.records import native_stats
+    from guideloom.h5native.stats import native_stats
     from guideloom.workflow import load_workflow
 
     wf = load_workflow(find_shipped(a["workflow"]), data_dir=a["data"], output=a["out"])

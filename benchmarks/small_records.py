@@ -56,7 +56,7 @@ def _export_module() -> Any:
 def child_gl_iter(a: dict) -> dict:
     """guideloom's iter_view over every experiment: a warm-up pass, then a timed one."""
     import guideloom
-    from guideloom import records
+    from guideloom.h5native import stats as records
 
     ds = guideloom.load(data_dir=a["data"])
     n = sum(1 for _ in guideloom.streaming.iter_view("force-curve", dataset=ds))

@@ -28,7 +28,7 @@ from typing import Any
 
 from guideloom.cluster import jobqueue, security
 from guideloom.errors import UnsafeFileError
-from guideloom.private_files import private_dir
+from guideloom.runtime.private_files import private_dir
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "jobqueue.yaml"
 SYSTEMS = jobqueue.KINDS

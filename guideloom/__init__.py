@@ -10,6 +10,8 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from guideloom._version import __version__
+
 if TYPE_CHECKING:  # type checkers and editors see the real objects behind the lazy names
     # ("X as X": re-exported, also for mypy --strict; tests/test_typing.py checks the list)
     from guideloom import config as config
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.errors import FormatContractError as FormatContractError
     from guideloom.errors import FormatPluginWarning as FormatPluginWarning
     from guideloom.errors import GuideloomError as GuideloomError
+    from guideloom.errors import GuideloomWarning as GuideloomWarning
     from guideloom.errors import IncompleteExportError as IncompleteExportError
     from guideloom.errors import InflateError as InflateError
     from guideloom.errors import JobFailedError as JobFailedError
@@ -104,7 +107,6 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.storage.stream import StreamStorage as StreamStorage
     from guideloom.storage.stream_meta import StreamWithMetaStorage as StreamWithMetaStorage
 
-__version__ = "0.1.0"
 
 # a library logs and never prints: records go nowhere until the application configures logging
 # (the command line installs its own handler; see docs/configuration.md, "Logging")
@@ -176,6 +178,7 @@ _LAZY: dict[str, str] = {
     "DDACSDataset": "guideloom.pytorch",
     # errors and warnings (all defined in guideloom.errors)
     "GuideloomError": "guideloom.errors",
+    "GuideloomWarning": "guideloom.errors",
     "ManifestError": "guideloom.errors",
     "MissingDataWarning": "guideloom.errors",
     "ExperimentReadError": "guideloom.errors",

@@ -1,6 +1,6 @@
 # Generated from guideloom/compat/aliases.py by `python -m guideloom.compat.generate`.
-"""guideloom's earlier flat path of the Croissant manifest parser,
-:mod:`guideloom.select.manifest`."""
+"""rddac 2.0's / ddacs 3.2's ``croissant``: the Croissant manifest parser, which is the
+module :mod:`guideloom.select.manifest` itself."""
 
 import sys
 from typing import TYPE_CHECKING

@@ -16,19 +16,28 @@ _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 
 
 class GuideloomError(Exception):
-    """Base class of guideloom's own errors."""
+    """Base class of every error guideloom raises to users (each also derives from the builtin
+    it stands for, e.g. ``ValueError``, so ``except ValueError`` keeps working)."""
+
+
+class GuideloomWarning(UserWarning):
+    """Base class of every warning guideloom emits (a ``UserWarning``)."""
+
+
+class ConfigWarning(GuideloomWarning, RuntimeWarning):
+    """A configured value cannot be used; the default is used instead."""
 
 
 class ManifestError(GuideloomError, ValueError):
     """The Croissant manifest or the dataset spec cannot be used."""
 
 
-class ZipFormatError(ValueError):
+class ZipFormatError(GuideloomError, ValueError):
     """Bytes that are not a readable zip archive (:mod:`guideloom.read.zipdir`; callers
     turn it into a :class:`GuideloomError` naming the archive)."""
 
 
-class MissingDataWarning(UserWarning):
+class MissingDataWarning(GuideloomWarning):
     """Experiments listed in the index have no local HDF5 file and were skipped."""
 
 
@@ -90,7 +99,7 @@ def _import_machinery(filename: str) -> bool:
     return "importlib" in filename and "_bootstrap" in filename
 
 
-def warn(message: str, category: type[Warning] = UserWarning) -> None:
+def warn(message: str, category: type[Warning] = GuideloomWarning) -> None:
     """Issue a warning attributed to the first caller outside the guideloom package.
 
     The stack level is counted at each call, so the warning names the user's line however
@@ -149,7 +158,7 @@ class ConfigError(GuideloomError, ValueError):
     """A configuration key or value (``guideloom.config``, a ``GUIDELOOM_*`` variable) is bad."""
 
 
-class FormatPluginWarning(UserWarning):
+class FormatPluginWarning(GuideloomWarning):
     """An export-format plugin (entry point ``guideloom.export_formats``) could not be used:
     it failed to import, is no ``ExportFormat``, or would shadow a built-in kind. It is
     skipped; the message names the plugin and its distribution."""
@@ -301,12 +310,12 @@ class RemoteChangedError(RemoteReadError):
     with what is read now."""
 
 
-class UnverifiedExportWarning(UserWarning):
+class UnverifiedExportWarning(GuideloomWarning):
     """An export without ``export.json`` (written by rddac 2.0 / ddacs 3.2) was opened: its
     files are read as they are, with nothing recorded to check them against."""
 
 
-class SkippedDataWarning(UserWarning):
+class SkippedDataWarning(GuideloomWarning):
     """Experiments failed and were left out because the export asked for ``on_error="skip"``."""
 
 
@@ -333,7 +342,7 @@ class UnsafeFileError(GuideloomError, ValueError):
     another user's, or writable by others (see :mod:`guideloom.runtime.private_files`)."""
 
 
-class LocalClusterError(RuntimeError):
+class LocalClusterError(GuideloomError, RuntimeError):
     """A local scheduler or worker process failed to start, or a state file is in the way."""
 
 
@@ -356,11 +365,11 @@ class WorkflowError(GuideloomError, ValueError):
         super().__init__(where + message)
 
 
-class InflateError(ValueError):
+class InflateError(GuideloomError, ValueError):
     """A chunk is not a valid zlib stream of the expected decoded size."""
 
 
-class FastReadError(ValueError):
+class FastReadError(GuideloomError, ValueError):
     """The fast path could not decode a chunk; read the dataset through h5py instead."""
 
 
@@ -445,7 +454,7 @@ class UnverifiableExportError(GuideloomError):
     before guideloom took them, or with them turned off): only the open-time checks ran."""
 
 
-class NamedPermissionError(PermissionError):
+class NamedPermissionError(GuideloomError, PermissionError):
     """A file we may not read or write, named with its owner and mode (its text is just that
     message, without ``[Errno 13]``)."""
 

@@ -166,7 +166,7 @@ def private_s3(tmp_path_factory):
 def no_aws_env(monkeypatch, tmp_path):
     """No S3 credentials or endpoint from the environment or ``~/.aws`` in this process, and
     a private remote-read cache."""
-    from guideloom.remote.byte_source import clear_source_cache
+    from guideloom.read.byte_source import clear_source_cache
     from tests.remote_servers import S3_ENV_NAMES
 
     for name in S3_ENV_NAMES:

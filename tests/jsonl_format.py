@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.faults import fault_point
 from guideloom.formats import ExportFormat, FormatReader, PartitionSink
 from guideloom.formats.base import Part, Schema, fail
 from guideloom.formats.checksums import RowDigests
 from guideloom.formats.layout import SIM_IDS_FILE
 from guideloom.formats.options import option
+from guideloom.runtime.faults import fault_point
 
 GROUP = "part-*.jsonl"  # one checksum per partition file
 MOVED = "jsonl-part-moved"  # this format's own fault point: a part file moved into data/

@@ -113,8 +113,9 @@ def test_no_private_name_is_imported_across_modules():
     offenders = []
     for name, path in MODULES.items():
         for module, attr in imported(name, ast.parse(path.read_text())):
-            private_module = any(p.startswith("_") and not p.startswith("__")
-                                 for p in module.split("."))
+            own_part = module.rpartition(".")[0] == name  # a package's own private module
+            private_module = not own_part and any(p.startswith("_") and not p.startswith("__")
+                                                  for p in module.split("."))
             private_attr = attr.startswith("_") and not attr.startswith("__")
             if private_module or private_attr:
                 offenders.append(f"{name}: from {module} import {attr}")
@@ -218,7 +219,6 @@ def test_unknown_kind_lists_the_known_ones(tmp_path):
 READ_PACKAGE = "guideloom.read"
 REMOTE_TYPES = ("RemoteRoot", "RemoteLocation")
 # Known exceptions: none (the test also fails when an entry here is no longer needed).
-KNOWN_REMOTE_IMPORTS: dict[str, set[str]] = {}
 KNOWN_REMOTE_ISINSTANCE: set[str] = set()
 
 
@@ -228,16 +228,6 @@ def is_compat_stub(path: Path) -> bool:
     text = path.read_text()
     doc = ast.get_docstring(ast.parse(text)) or ""
     return text.startswith(HEADER) or doc.startswith("Compatibility stub")
-
-
-def remote_imports(name: str, tree: ast.AST) -> set[str]:
-    """The ``guideloom.remote`` modules (the package itself included) a module imports."""
-    found = set()
-    for module, attr in imported(name, tree):
-        target = f"{module}.{attr}" if f"{module}.{attr}" in MODULES else module
-        if target == "guideloom.remote" or target.startswith("guideloom.remote."):
-            found.add(target)
-    return found
 
 
 def remote_isinstance(tree: ast.AST) -> list[int]:
@@ -259,31 +249,15 @@ def outside_the_read_package() -> dict[str, Path]:
 
 
 def test_the_remote_checks_find_what_they_look_for():
-    tree = ast.parse("from guideloom.remote.root import RemoteRoot\n"
-                     "import guideloom.remote.http\n"
+    tree = ast.parse("from guideloom.read.roots import RemoteRoot\n"
                      "def f(x):\n"
                      "    return (isinstance(x, int | RemoteRoot)\n"
                      "            or isinstance(x, (str, m.RemoteLocation)))\n"
                      "def g(x):\n"
                      "    return isinstance(x, DataRoot)\n")
-    assert remote_imports("guideloom.records", tree) == {"guideloom.remote.root",
-                                                         "guideloom.remote.http"}
-    assert remote_isinstance(tree) == [4, 5]
-    assert is_compat_stub(PACKAGE / "remote" / "root.py")
+    assert remote_isinstance(tree) == [3, 4]
+    assert is_compat_stub(PACKAGE / "io" / "seek.py")
     assert not is_compat_stub(PACKAGE / "read" / "roots.py")
-
-
-def test_no_module_outside_the_read_package_imports_remote_internals():
-    offenders = {}
-    for name, path in outside_the_read_package().items():
-        if name == "guideloom.remote" or name.startswith("guideloom.remote."):
-            continue  # the remote package's own modules (stubs, or RECORDS's until the merge)
-        found = remote_imports(name, ast.parse(path.read_text()))
-        if found != KNOWN_REMOTE_IMPORTS.get(name, set()):
-            offenders[name] = sorted(found)
-    assert offenders == {}, ("modules outside guideloom/read/ import guideloom.remote (read "
-                             "through guideloom.read.roots / .locations instead), or a known "
-                             f"exception is gone (drop it from KNOWN_REMOTE_IMPORTS): {offenders}")
 
 
 def test_no_module_outside_the_read_package_tests_for_remote_types():
@@ -297,41 +271,14 @@ def test_no_module_outside_the_read_package_tests_for_remote_types():
                              f"or a known exception is gone: {offenders}")
 
 
-def test_old_read_paths_are_the_read_package_objects():
-    from guideloom import remote, sources
-    from guideloom.read import locations, roots, scan, zipdir
-    from guideloom.remote import locations as old_locations
-    from guideloom.remote import root as old_root
-    from guideloom.remote import scan as old_scan
-    from guideloom.remote import zipdir as old_zipdir
-
-    assert sources.Location is locations.Location
-    assert old_locations.RemoteLocation is locations.RemoteLocation
-    assert sources.scan_locations is scan.scan_locations
-    assert old_root.RemoteRoot is roots.RemoteRoot
-    assert old_root.open_root is roots.open_remote_root
-    assert old_scan.release_locations is roots.release_locations
-    assert old_zipdir.read_members is zipdir.read_members
-    assert remote.open_byte_source is not None
-
-
 # --- the read path (issue 29): one layered package, no local/remote branches in it ------------
 READ_INTERNALS = {  # byte transports and the byte layer's helpers: only the read package uses them
     "guideloom.read.http", "guideloom.read.fsspec_source", "guideloom.read.handles",
     "guideloom.read.wrappers", "guideloom.read.fileobj", "guideloom.read.metacache",
-    "guideloom.read.ranges", "guideloom.remote.http", "guideloom.remote.ranges",
-    "guideloom.remote.cache",
+    "guideloom.read.ranges",
 }
-TRANSPORT_NAMES = {"HttpRangeSource", "FsspecSource", "LocalFileSource", "DescriptorSource",
+TRANSPORT_NAMES = {"HttpRangeSource", "FsspecSource", "LocalFileSource",
                    "ByteRangeFile", "http_source", "fsspec_filesystem", "url_source"}
-COMPAT_STUBS = {  # old module paths kept as re-exports of guideloom.read
-    "guideloom.remote", "guideloom.remote.byte_source", "guideloom.remote.http",
-    "guideloom.remote.ranges", "guideloom.remote.cache", "guideloom.remote.readahead",
-    "guideloom.remote.records", "guideloom.records", "guideloom.zipcrc", "guideloom.sources",
-    "guideloom.remote.fetch", "guideloom.remote.locations", "guideloom.remote.loose",
-    "guideloom.remote.zipdir", "guideloom.remote.root", "guideloom.remote.scan",
-    "guideloom.remote.dataset",
-}
 NOT_MOVED_YET: set[str] = set()
 ROOT_LAYER = {  # the roots layer names the remote types it defines and builds
     "guideloom.read.roots", "guideloom.read.locations", "guideloom.read.remote_scan",
@@ -340,19 +287,17 @@ ROOT_LAYER = {  # the roots layer names the remote types it defines and builds
     "guideloom.read.zipdir",
 }
 RECORD_PATH = [name for name in MODULES if name.startswith("guideloom.read.")
-               and name not in ROOT_LAYER] + [
-    "guideloom.records", "guideloom.remote.records", "guideloom.zipcrc"]
+               and name not in ROOT_LAYER]
 
 
 def test_byte_transports_are_imported_only_inside_the_read_package():
-    allowed = COMPAT_STUBS | NOT_MOVED_YET
+    allowed = NOT_MOVED_YET
     offenders = []
     for name, path in MODULES.items():
         if name.startswith("guideloom.read") or name in allowed:
             continue
         for module, attr in imported(name, ast.parse(path.read_text())):
-            byte_layer = module in ("guideloom.read.byte_source", "guideloom.remote.byte_source",
-                                    "guideloom.remote")
+            byte_layer = module == "guideloom.read.byte_source"
             if module in READ_INTERNALS or (byte_layer and attr in TRANSPORT_NAMES):
                 offenders.append(f"{name}: from {module} import {attr}")
     assert offenders == []
@@ -384,21 +329,6 @@ def test_the_record_path_does_not_branch_on_remote_types():
     assert remote_type_tests(ast.parse("isinstance(loc, RemoteLocation)")) == ["RemoteLocation"]
 
 
-def test_old_read_paths_are_the_read_package():
-    import guideloom.read.byte_source as byte_source
-    import guideloom.read.records as records
-    import guideloom.read.zipmember as zipmember
-    from guideloom import records as old_records
-    from guideloom import sources, zipcrc
-    from guideloom.remote import byte_source as old_byte_source
-
-    assert zipcrc is zipmember  # monkeypatching zipcrc patches the one CRC check
-    assert old_records.RecordReader is records.RecordReader
-    assert old_byte_source.LocalFileSource is byte_source.LocalFileSource
-    assert sources.member_data_offset is zipmember.member_data_offset
-    assert sources.checked_data_offset is zipmember.checked_data_offset
-
-
 # --- the layout (issue 29): a top level that reads as the architecture -------------------------
 #: The real modules at guideloom/'s top level: the public entry points, one per public area
 #: (docs/architecture.md, "The top level"). Every other top-level module is a generated stub.
@@ -411,6 +341,7 @@ ENTRY_POINTS = {
     "guideloom.reader": "load_export, the reader of every export kind; it stands alone (it must "
                         "not import the export package: test_the_reader_depends_on_...)",
     "guideloom.demo": "make_demo_data, the demo dataset of the tutorials and tests",
+    "guideloom._version": "__version__, in one place (the package and pyproject.toml read it)",
     "guideloom.h5_tools": "open_h5/inspect_h5: one experiment's file, local or remote (rddac's "
                           "and ddacs' h5_tools module, with their names)",
 }
@@ -560,7 +491,7 @@ def test_every_module_path_docs_architecture_names_exists():
     assert len(named) > 40
     assert sorted(p for p in named if not (ROOT / p).is_file()) == []
     stubs = sorted(p for p in named if is_generated_stub(ROOT / p))
-    assert stubs == ["guideloom/records.py", "guideloom/sources.py", "guideloom/zipcrc.py"]
+    assert stubs == []
 
 
 #: ``module: stub`` -> why a real module still imports an old path (a generated stub).

@@ -1,5 +1,5 @@
 """One owner of the in-process caches: bounded, closing what leaves them, cleared on demand,
-safe across threads and fork (:mod:`guideloom.caches`)."""
+safe across threads and fork (:mod:`guideloom.runtime.caches`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ import psutil
 import pytest
 
 import guideloom
-from guideloom import caches, sources
-from guideloom.remote.http import HttpRangeSource
+from guideloom.read.hdf5 import open_h5_file
+from guideloom.read.http import HttpRangeSource
+from guideloom.read.scan import scan_locations
+from guideloom.runtime import caches
 from tests.dataverse_server import Faults, serve
 
 FIELD = "force_data"
@@ -87,10 +89,10 @@ def test_an_evicted_descriptor_closes_once_the_file_reading_through_it_closes(
     root, ids, expected = many_archives
     monkeypatch.setenv("GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES", "1")
     ds = guideloom.load(data_dir=root)
-    locs = sources.scan_locations(ds, root)
-    first = sources.open_location(locs[ids[0]])  # holds the descriptor of its archive
+    locs = scan_locations(ds, root)
+    first = open_h5_file(locs[ids[0]])  # holds the descriptor of its archive
     for sim_id in ids[1:6]:  # evicts it from the cache while it is in use
-        with sources.open_location(locs[sim_id]) as f:
+        with open_h5_file(locs[sim_id]) as f:
             assert f["force/data"][()].tobytes() == expected[sim_id]
     assert locs[ids[0]].path in zip_fds(root).values()  # still open: still read through
     assert first["force/data"][()].tobytes() == expected[ids[0]]
@@ -116,13 +118,13 @@ def test_concurrent_readers_share_a_small_descriptor_cache_and_read_their_own_by
     root, ids, expected = many_archives
     monkeypatch.setenv("GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES", "2")
     ds = guideloom.load(data_dir=root)
-    locs = sources.scan_locations(ds, root)
+    locs = scan_locations(ds, root)
 
     def read(seed: int) -> list[bool]:
         order = random.Random(seed).choices(ids, k=60)
         ok = []
         for sim_id in order:  # descriptors are evicted under the other threads all along
-            with sources.open_location(locs[sim_id]) as f:
+            with open_h5_file(locs[sim_id]) as f:
                 ok.append(f["force/data"][()].tobytes() == expected[sim_id])
         return ok
 
@@ -272,7 +274,7 @@ def test_cache_bounds_come_from_the_environment_and_bad_values_name_the_variable
 
 
 def test_clear_caches_is_public_and_keeps_the_on_disk_remote_cache(tmp_path, monkeypatch):
-    from guideloom.remote.cache import process_cache
+    from guideloom.read.metacache import process_cache
 
     assert "clear_caches" in guideloom.__all__
     monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "disk"))
@@ -317,7 +319,7 @@ def test_the_descriptor_of_a_replaced_archive_is_closed_not_kept(demo_copy):
     guideloom.clear_caches()
     ds = guideloom.load(data_dir=demo_copy)
     archive = demo_copy / "concave.zip"
-    ids = sorted(i for i, loc in sources.scan_locations(ds, demo_copy).items()
+    ids = sorted(i for i, loc in scan_locations(ds, demo_copy).items()
                  if loc.path == str(archive))
     expected = read_all(demo_copy, ids)
     for n in range(5):  # the archive is replaced (same members, a new file) between epochs

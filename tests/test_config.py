@@ -174,9 +174,8 @@ def test_modules_read_the_configuration_when_used():
 
 
 def test_the_module_constants_are_the_documented_defaults():
-    from guideloom import extract
     from guideloom.cluster import runtime
-    from guideloom.export import run
+    from guideloom.export import extract, run
 
     defaults = {k: v.default for k, v in config.KNOBS.items()}
     assert run.DECODE_BYTES_PER_S == defaults["decode_bytes_per_s"]

@@ -13,7 +13,7 @@ import pytest
 
 import guideloom
 from guideloom.errors import CorruptExportError
-from guideloom.faults import FAULT_ENV
+from guideloom.runtime.faults import FAULT_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = """

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.buffers import PAGE, aligned_empty
 from guideloom.demo import make_demo_data
 from guideloom.formats.npy import NpySink, check_npy, create_npy, npy_data_offset
+from guideloom.runtime.buffers import PAGE, aligned_empty
 
 
 def _direct_io_works(folder: Path) -> bool:
@@ -163,7 +163,7 @@ def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monke
     monkeypatch.setattr(npy, "_open_direct", open_direct)
     monkeypatch.setattr(npy.os, "pwrite", pwrite)
     path = str(tmp_path / "rows.npy")
-    from guideloom import fallbacks
+    from guideloom.runtime import fallbacks
 
     before = fallbacks.snapshot()
     sink = _write_rows(path)
@@ -177,8 +177,8 @@ def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monke
 
 
 def test_small_buffered_rows_start_their_writeback_in_runs(tmp_path, monkeypatch):
-    from guideloom import os_support
     from guideloom.formats import npy
+    from guideloom.runtime import os_support
 
     advised: list[tuple[int, int]] = []
     real = os_support.advise
@@ -207,9 +207,9 @@ def test_a_default_partition_of_small_rows_leaves_little_to_its_fsync(tmp_path, 
     """The 2,000-experiment force-signals export's partitions (job_partition_size: 127 rows of
     32 kB, 4.06 MB) start most of their writeback while the task still runs: with runs of 4 MiB
     none did, and each partition's fsync wrote all its rows with the task waiting."""
-    from guideloom import os_support
     from guideloom.cluster.runtime import job_partition_size
     from guideloom.formats import npy
+    from guideloom.runtime import os_support
 
     advised: list[int] = []
     real = os_support.advise

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.export_croissant import CROISSANT_NAME, describe_export
+from guideloom.export.publish import CROISSANT_NAME, describe_export
 
 mlc = pytest.importorskip("mlcroissant", reason="mlcroissant (test extra) is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore:ConjunctiveGraph is deprecated:DeprecationWarning")

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom import export_croissant
 from guideloom.errors import InjectedFault
+from guideloom.export import publish
 from guideloom.export.prehash import PrefixHashes
-from guideloom.export_croissant import CROISSANT_NAME
-from guideloom.faults import crash_at
+from guideloom.export.publish import CROISSANT_NAME
+from guideloom.runtime.faults import crash_at
 
 
 def crop_force(force):
@@ -29,13 +29,13 @@ def crop_force(force):
 def hashed_at_finalize(monkeypatch) -> list[str]:
     """The names of the files describe_export reads to hash them, from now on."""
     names: list[str] = []
-    real = export_croissant._sha256
+    real = publish._sha256
 
     def spy(path):
         names.append(path.name)
         return real(path)
 
-    monkeypatch.setattr(export_croissant, "_sha256", spy)
+    monkeypatch.setattr(publish, "_sha256", spy)
     return names
 
 

@@ -14,8 +14,8 @@ import pytest
 
 import guideloom
 from guideloom.errors import CorruptDataError
-from guideloom.extract import ExtractError, extract_zips
-from guideloom.sources import scan_locations
+from guideloom.export.extract import ExtractError, extract_zips
+from guideloom.read.scan import scan_locations
 from tests.zip_helpers import corrupt_member
 
 ALL_IDS = list(range(36))

@@ -14,9 +14,10 @@ from guideloom import fastread
 from guideloom.demo import make_demo_data
 from guideloom.errors import CorruptDataError
 from guideloom.fastread import chunks, inflate
-from guideloom.records import RecordReader
-from guideloom.selection import select
-from guideloom.sources import open_location_raw, scan_locations
+from guideloom.read.hdf5 import open_h5py
+from guideloom.read.records import RecordReader
+from guideloom.read.scan import scan_locations
+from guideloom.select.selection import select
 from tests.zip_helpers import corrupt_member
 
 
@@ -252,7 +253,8 @@ def test_real_layout_from_zip_members(real_layout):
     locations = scan_locations(ds, real_layout)
     checked = 0
     for loc in locations.values():
-        fid, raw = open_location_raw(loc)
+        opened = open_h5py(loc)
+        fid, raw = opened.fid, opened.raw
         assert raw is not None and raw.start > 0  # read in place from the archive
         with h5py.File(fid) as f:
             for name in _dataset_names(f):

@@ -1,10 +1,10 @@
 """Stop the driver at every step boundary of every output kind, rerun, and compare the
 published export bit for bit with an uninterrupted run: never zeros, never a half export.
 
-The 43-case matrix runs in this process by default (:func:`guideloom.faults.crash_at`, through
-the conformance kit's exports); each case is also run for real, the driver SIGKILLed in a
-subprocess, marked ``slow`` but for one case per kind, and each real kill is checked to leave
-exactly what the in-process crash leaves."""
+The 43-case matrix runs in this process by default
+(:func:`guideloom.runtime.faults.crash_at`, through the conformance kit's exports); each case is
+also run for real, the driver SIGKILLed in a subprocess, marked ``slow`` but for one case per
+kind, and each real kill is checked to leave exactly what the in-process crash leaves."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import pytest
 import guideloom
 from guideloom.demo import make_demo_data
 from guideloom.errors import IncompleteExportError, InjectedFault
-from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
+from guideloom.runtime.faults import FAULT_ENV, crash_at
 from guideloom.testing.formats import fault_cases, files_of
 from tests.format_kits import BUILT_IN_KITS, RUN
 from tests.test_update import can_exchange
@@ -260,7 +260,7 @@ def test_cli_rerun_after_a_kill_during_publish_completes_it_with_exit_0(point, t
 def test_crash_at_raises_only_inside_its_block_in_every_thread_of_the_process():
     import threading
 
-    from guideloom.faults import fault_point, reached_points
+    from guideloom.runtime.faults import fault_point, reached_points
 
     fault_point("somewhere")  # nothing armed: nothing happens
     seen: list[str] = []

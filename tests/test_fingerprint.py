@@ -151,7 +151,7 @@ guideloom.export_to_numpy("force-curve", sys.argv[2], data_dir=sys.argv[3], clie
 def test_editing_a_helper_called_as_module_attribute_restarts_the_job(tmp_path):
     """The attack: a job stopped after its partitions, the helper edited, the job rerun. The
     staged rows of the old helper must not be published as the new job's."""
-    from guideloom.faults import FAULT_ENV
+    from guideloom.runtime.faults import FAULT_ENV
 
     make_demo_data(tmp_path / "d", n=6)
     code = tmp_path / "code"

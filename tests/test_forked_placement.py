@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 import guideloom
-from guideloom.faults import FAULT_ENV, PAUSE_ENV, PAUSE_FIFO_ENV
+from guideloom.runtime.faults import FAULT_ENV, PAUSE_ENV, PAUSE_FIFO_ENV
 from guideloom.testing.formats import files_of
 from tests.child_processes import start_interruptible
 
@@ -51,7 +51,7 @@ kind = a.get("kind", "npy")
 sized = {} if a.get("default_partitions") else {"partition_size": 4}
 try:
     if a.get("crash_at"):
-        from guideloom.faults import crash_at
+        from guideloom.runtime.faults import crash_at
         with crash_at(a["crash_at"]):
             r = export("force-curve", out, kind=kind, data_dir=data, client=a["client"],
                        transforms={"force_data": crop_force}, **sized)

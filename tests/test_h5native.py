@@ -19,9 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guideloom
-from guideloom import h5native, records
+from guideloom import h5native
 from guideloom.h5native import FileMeta, NativeError, NativeFormatError, NativeUnsupported
-from guideloom.remote.byte_source import LocalFileSource
+from guideloom.h5native import stats as h5stats
+from guideloom.read import records
+from guideloom.read.byte_source import LocalFileSource
 
 DTYPES = ["<f4", "<f8", ">f8", "<i2", "|u1", "<i8", ">i4", "<u4"]
 
@@ -494,14 +496,14 @@ def test_random_damage_gives_only_native_errors(chunked_file):
 def test_iter_view_reads_natively_and_matches_h5py(demo_zip, demo_loose, monkeypatch):
     for root in (demo_zip, demo_loose):
         ds = guideloom.load(data_dir=root)
-        records.NATIVE_STATS.reset()
+        h5stats.NATIVE_STATS.reset()
         native = list(guideloom.streaming.iter_view("force-curve", dataset=ds))
-        stats = records.native_stats()
+        stats = h5stats.native_stats()
         assert stats["native"] == len(native) > 0 and stats["fallbacks"] == 0, stats
         monkeypatch.setenv(records.NATIVE_ENV, "0")
-        records.NATIVE_STATS.reset()
+        h5stats.NATIVE_STATS.reset()
         plain = list(guideloom.streaming.iter_view("force-curve", dataset=ds))
-        assert records.native_stats()["native"] == 0
+        assert h5stats.native_stats()["native"] == 0
         monkeypatch.delenv(records.NATIVE_ENV)
         assert len(plain) == len(native)
         for a, b in zip(native, plain, strict=True):
@@ -521,10 +523,10 @@ def test_a_file_native_cannot_read_falls_back_to_h5py(demo_copy):
     with h5py.File(target, "w") as f:
         f.create_dataset("force/data", data=values, chunks=(10, 8), compression="lzf")
     loose_ds = guideloom.load(data_dir=demo_copy)
-    records.NATIVE_STATS.reset()
+    h5stats.NATIVE_STATS.reset()
     rec = next(guideloom.streaming.iter_view("force-curve", dataset=loose_ds, sim_ids=[ident]))
     np.testing.assert_array_equal(rec[next(k for k in rec if k != "_sim_id")], values)
-    stats = records.native_stats()
+    stats = h5stats.native_stats()
     assert stats["fallbacks"] == 1 and any("NativeUnsupported" in r for r in stats["reasons"])
 
 
@@ -572,11 +574,11 @@ def test_damaged_files_give_the_h5py_paths_error_message(demo_copy, monkeypatch,
     messages = {}
     for native in ("1", "0"):
         monkeypatch.setenv(records.NATIVE_ENV, native)
-        records.NATIVE_STATS.reset()
+        h5stats.NATIVE_STATS.reset()
         with pytest.raises(guideloom.errors.ExperimentReadError) as info_:
             next(guideloom.streaming.iter_view("force-curve", dataset=loose, sim_ids=[ident]))
         messages[native] = str(info_.value)
         if native == "1":
-            assert records.native_stats()["fallbacks"] == 1
+            assert h5stats.native_stats()["fallbacks"] == 1
     assert messages["1"] == messages["0"]
     assert str(ident) in messages["1"] and str(target) in messages["1"]

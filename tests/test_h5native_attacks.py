@@ -23,7 +23,7 @@ import pytest
 import guideloom
 from guideloom.errors import CorruptDataError
 from guideloom.h5native import NativeError, NativeFormatError, open_file
-from guideloom.remote.byte_source import LocalFileSource
+from guideloom.read.byte_source import LocalFileSource
 from guideloom.streaming import iter_view
 from tests import export_helpers
 from tests.hdf5_damage import point_chunk_at_another

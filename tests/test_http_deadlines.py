@@ -4,7 +4,7 @@ A server on 127.0.0.1 (tests/trickle_server.py) sends its answer one byte every 
 socket read ends long before any timeout, the answer never. Each entry point that makes HTTP
 requests -- the remote read path's ranges (guideloom.read.http), its ``HEAD`` of an archive
 (guideloom.read.fetch), ``guideloom.load`` of a URL (the manifest), and ``StreamStorage`` over
-``HTTPIO`` (aiohttp) -- must fail within its deadline (guideloom.http_deadline) with one error
+``HTTPIO`` (aiohttp) -- must fail within its deadline (guideloom.net.deadline) with one error
 naming the URL. ``guideloom info``/``download`` are tested in tests/test_download_attacks.py.
 A server that ignores ``Range`` is not retried: the error says what it must support.
 """
@@ -16,9 +16,9 @@ import pytest
 
 import guideloom
 from guideloom.errors import RemoteReadError
-from guideloom.http_fetch import Settings
-from guideloom.remote.byte_source import clear_source_cache
-from guideloom.remote.http import HttpRangeSource, close_connections
+from guideloom.net.fetch import Settings
+from guideloom.read.byte_source import clear_source_cache
+from guideloom.read.http import HttpRangeSource, close_connections
 from tests.dataverse_server import Faults, serve
 from tests.trickle_server import TrickleServer, bounded
 

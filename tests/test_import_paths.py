@@ -1,14 +1,14 @@
-"""Every public import path keeps working: the predecessors' (rddac 2.0, ddacs 3.2.3, GuideLoom
-1.1) and guideloom's own, and the compatibility stubs are what ``guideloom/compat/aliases.py``
-generates.
+"""The written public surface (``docs/api.md``) and nothing else: the predecessors' import
+paths (rddac 2.0, ddacs 3.2.3, GuideLoom 1.1), guideloom's entry points and the plugin API.
 
-The paths and names are data (``tests/fixtures/import_paths.json``, read from the predecessors'
-wheels; see its ``about``). A name a predecessor had that guideloom lacks is listed below with
-the reason, deliberate (:data:`LACKING`) or still to do (:data:`PENDING`); the test fails if a
-listed name turns up (drop it from the list) and if any other name is missing.
-
-``python tests/test_import_paths.py --record`` adds guideloom's new modules and ``__all__`` names
-to the fixture (it never removes one: a path that disappears fails the test).
+``docs/api.md`` is the one list: every module it names imports, every name it lists exists, and
+a listed module's ``__all__`` holds no name it (or the predecessor's wheel) leaves out. The
+predecessors' names are data read from their wheels (``tests/fixtures/import_paths.json``; see
+its ``about``); a name a predecessor had that guideloom lacks is listed below with the reason,
+deliberate (:data:`LACKING`) or still to do (:data:`PENDING`); the test fails if a listed name
+turns up (drop it from the list) and if any other name is missing. The compatibility stubs are
+what ``guideloom/compat/aliases.py`` generates, and each is a path ``docs/api.md`` lists.
+Internal modules are not listed: they may move freely.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from guideloom.compat.generate import HEADER, stub_file, stub_text
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "import_paths.json"
+API_PAGE = ROOT / "docs" / "api.md"
 DATA = json.loads(FIXTURE.read_text(encoding="utf-8"))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 NEEDS_TORCH = {"guideloom.pytorch", "guideloom.loader.torch_adapter"}
@@ -126,7 +128,7 @@ def test_the_fixture_holds_the_three_predecessors():
     assert "rddac.streaming" in releases["rddac 2.0.0"]["modules"]
     assert "ddacs.visualization" in releases["ddacs 3.2.3"]["modules"]
     assert "guideloom.types.primitive" in releases["GuideLoom 1.1.0"]["modules"]
-    assert "guideloom.compat.aliases" in DATA["guideloom"]
+    assert set(DATA) == {"about", "predecessors"}  # guideloom's own surface is docs/api.md
 
 
 @pytest.mark.parametrize(("release", "module"), PREDECESSOR_MODULES,
@@ -182,39 +184,82 @@ def test_predecessor_paths_import_in_a_fresh_interpreter(tmp_path):
     assert done.stdout.strip() == "ok"
 
 
-def package_modules() -> list[str]:
-    """Every public module of the source tree (no underscore part; ``__main__`` runs the CLI)."""
-    names = []
-    for path in sorted((ROOT / "guideloom").rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        if any(p.startswith("_") for p in parts):
-            continue
-        names.append(".".join(parts))
-    return names
+# --- docs/api.md: the written surface --------------------------------------------------------
+_SECTION = re.compile(r"^### `(guideloom[\w.]*)`\s*$", re.M)
+_TABLE_ROW = re.compile(r"^\| `(guideloom[\w.]*)` \| (.+) \|\s*$", re.M)
+_NAMES = re.compile(r"^Names: (.+?)(?:\n\s*\n|\Z)", re.M | re.S)
 
 
-def public_names(module: str) -> list[str]:
-    mod = importlib.import_module(module)
-    return sorted(str(n) for n in getattr(mod, "__all__", ()))
+def parse_api_page(text: str) -> tuple[dict[str, set[str]], dict[str, list[str]]]:
+    """``docs/api.md`` read: the predecessors' table (guideloom path -> the predecessor modules
+    it serves) and the sections (module -> the names its ``Names:`` paragraph lists)."""
+    table = {row[1]: set(re.findall(r"`([\w.]+)` \(", row[2])) for row in _TABLE_ROW.finditer(text)}
+    sections: dict[str, list[str]] = {}
+    heads = list(_SECTION.finditer(text))
+    for head, after in zip(heads, [*heads[1:], None], strict=True):
+        body = text[head.end():after.start() if after is not None else len(text)]
+        found = _NAMES.search(body)
+        assert found is not None, f"docs/api.md: section {head[1]} lists no names"
+        assert head[1] not in sections, f"docs/api.md: section {head[1]} twice"
+        sections[head[1]] = re.findall(r"`(\w+)`", found[1])
+    return table, sections
 
 
-GUIDELOOM_MODULES = sorted(DATA["guideloom"])
+TABLE, SECTIONS = parse_api_page(API_PAGE.read_text(encoding="utf-8"))
+LISTED = sorted(set(TABLE) | set(SECTIONS))
 
 
-@pytest.mark.parametrize("module", GUIDELOOM_MODULES)
-def test_every_guideloom_path_keeps_its_names(module):
+def wheel_names(module: str) -> set[str]:
+    """The names the predecessors' wheels give the guideloom path ``module``."""
+    return {n for release, info in DATA["predecessors"].items()
+            for m, names in info["modules"].items() if ours(release, m) == module
+            for n in names}
+
+
+def test_the_page_parser_reads_the_table_the_sections_and_their_names():
+    page = ("| guideloom path | the predecessors' modules |\n|---|---|\n"
+            "| `guideloom.spec` | `rddac.spec` (rddac 2.0.0), `ddacs.spec` (ddacs 3.2.3) |\n\n"
+            "### `guideloom.a`\n\nWhat it is, with `code`.\n\nNames: `x`, `Y_2`,\n`z`.\n\n"
+            "### `guideloom.b.c`\n\nNames: `only`.\n")
+    table, sections = parse_api_page(page)
+    assert table == {"guideloom.spec": {"rddac.spec", "ddacs.spec"}}
+    assert sections == {"guideloom.a": ["x", "Y_2", "z"], "guideloom.b.c": ["only"]}
+    with pytest.raises(AssertionError, match="lists no names"):
+        parse_api_page("### `guideloom.a`\n\nNo list.\n")
+
+
+def test_the_page_lists_every_predecessor_path_and_what_it_serves():
+    served: dict[str, set[str]] = {}
+    for release, module in PREDECESSOR_MODULES:
+        served.setdefault(ours(release, module), set()).add(module)
+    assert TABLE == served
+    assert {"guideloom", "guideloom.export", "guideloom.formats", "guideloom.testing",
+            "guideloom.errors", "guideloom.config"} <= set(SECTIONS)
+
+
+def test_every_stub_is_a_listed_path():
+    """No module exists only to keep an internal path alive: each stub is a public path."""
+    assert sorted(alias.path for alias in ALIASES if alias.path not in LISTED) == []
+
+
+@pytest.mark.parametrize("module", sorted(SECTIONS))
+def test_every_listed_module_imports_and_has_its_listed_names(module):
     _skip_without_torch(module)
     mod = importlib.import_module(module)
-    missing = [n for n in DATA["guideloom"][module] if not hasattr(mod, n)]
-    assert missing == [], f"{module} lost public names: keep them (an alias in compat/aliases.py)"
+    listed = SECTIONS[module]
+    assert len(set(listed)) == len(listed), f"docs/api.md lists a name of {module} twice"
+    names = [n for n in listed if n not in torch_names(module, listed)]
+    assert sorted(n for n in names if not hasattr(mod, n)) == [], \
+        f"{module} lacks names docs/api.md lists (a moved name keeps an alias)"
 
 
-def test_every_guideloom_module_is_in_the_list():
-    new = sorted(set(package_modules()) - set(DATA["guideloom"]))
-    assert new == [], ("new modules: add them to the list with `python "
-                       "tests/test_import_paths.py --record`")
+@pytest.mark.parametrize("module", LISTED)
+def test_a_listed_modules_all_holds_only_listed_names(module):
+    """Exactly the written surface: a name exported by ``__all__`` is written down."""
+    _skip_without_torch(module)
+    exported = set(getattr(importlib.import_module(module), "__all__", ()))
+    unwritten = exported - set(SECTIONS.get(module, ())) - wheel_names(module)
+    assert sorted(unwritten) == [], f"{module}.__all__ names these: list them in docs/api.md"
 
 
 def test_every_stub_is_what_the_table_generates():
@@ -266,37 +311,3 @@ def test_a_lazy_name_stays_lazy_behind_its_stub():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
-
-
-def record() -> int:
-    """Add the source tree's new modules and ``__all__`` names to the fixture; remove nothing."""
-    listed = DATA["guideloom"]
-    for module in package_modules():
-        if needs_torch(module) and not HAS_TORCH:
-            continue
-        names = set(listed.get(module, [])) | set(public_names(module))
-        listed[module] = sorted(names)
-    DATA["guideloom"] = dict(sorted(listed.items()))
-    lines = ["{", f' "about": {json.dumps(DATA["about"])},', ' "predecessors": {']
-    releases = list(DATA["predecessors"].items())
-    for i, (release, info) in enumerate(releases):
-        lines.append(f'  {json.dumps(release)}: {{"package": {json.dumps(info["package"])}, '
-                     '"modules": {')
-        mods = list(info["modules"].items())
-        lines += [f"   {json.dumps(m)}: {json.dumps(n)}{',' if j < len(mods) - 1 else ''}"
-                  for j, (m, n) in enumerate(mods)]
-        lines.append("  }}" + ("," if i < len(releases) - 1 else ""))
-    lines.append(" },")
-    lines.append(' "guideloom": {')
-    mods = list(DATA["guideloom"].items())
-    lines += [f"  {json.dumps(m)}: {json.dumps(n)}{',' if j < len(mods) - 1 else ''}"
-              for j, (m, n) in enumerate(mods)]
-    lines += [" }", "}"]
-    FIXTURE.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--record"]:
-        raise SystemExit(f"usage: python {sys.argv[0]} --record")
-    raise SystemExit(record())

@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 
 import guideloom
-import guideloom.sources  # not a headline name: imported, not looked up lazily
-from guideloom import zipcrc
 from guideloom.errors import CorruptDataError, IncompleteExportError, SkippedDataWarning
 from guideloom.export import build_spec, plan_export
+from guideloom.read import zipmember
+from guideloom.read.byte_source import LocalFileSource
+from guideloom.read.scan import scan_locations
 from tests.zip_helpers import corrupt_member, member_bytes, rebuild_archive
 
 ARCHIVE, MEMBER, VICTIM = "concave.zip", "0004.h5", 4
@@ -63,7 +64,7 @@ def flipped(demo_copy, tmp_path) -> tuple[Path, np.ndarray, np.ndarray]:
     damaged.reshape(-1).view(np.uint8)[FLIPPED_ELEMENT * 4] ^= 0x01
     byte = bytes([data[offset + FLIPPED_ELEMENT * 4] ^ 0x01])
     corrupt_member(archive, MEMBER, offset + FLIPPED_ELEMENT * 4, byte)
-    zipcrc.forget_verified()
+    zipmember.forget_verified()
     return demo_copy, intact, damaged
 
 
@@ -138,14 +139,14 @@ def test_verify_crc_does_not_change_the_job_identity(demo_zip, tmp_path):
 def test_each_member_is_checked_once_per_process_until_the_archive_changes(demo_copy,
                                                                            monkeypatch):
     calls: list[tuple[int, int]] = []
-    real = zipcrc.member_crc
+    real = zipmember.member_crc
 
-    def counting(fd: int, start: int, size: int, block: int = zipcrc.CRC_BLOCK):
+    def counting(fd: int, start: int, size: int, block: int = zipmember.CRC_BLOCK):
         calls.append((start, size))
         return real(fd, start, size, block)
 
-    monkeypatch.setattr(zipcrc, "member_crc", counting)  # counts our own calls; reads real bytes
-    zipcrc.forget_verified()
+    monkeypatch.setattr(zipmember, "member_crc", counting)  # counts our own calls; reads real bytes
+    zipmember.forget_verified()
     ids = [0, 1, 2, 3]
     for _ in range(2):  # two epochs of a view with two fields (and one open per record)
         got = list(guideloom.streaming.iter_view("pointcloud-op10", data_dir=demo_copy,
@@ -164,7 +165,7 @@ def test_each_member_is_checked_once_per_process_until_the_archive_changes(demo_
 
 
 def test_verify_crc_passes_intact_members_and_loose_files(demo_zip, demo_loose):
-    zipcrc.forget_verified()
+    zipmember.forget_verified()
     for data in (demo_zip, demo_loose):
         plain = list(guideloom.streaming.iter_view("force-curve", data_dir=data, sim_ids=[0, 4]))
         checked = list(guideloom.streaming.iter_view("force-curve", data_dir=data,
@@ -178,25 +179,25 @@ def test_a_member_cut_short_by_a_truncated_archive_is_reported(demo_copy):
     with zipfile.ZipFile(archive) as zf:
         info = max(zf.infolist(), key=lambda i: i.header_offset)  # the last member
     sim_id = int(info.filename[:4])
-    locs = guideloom.sources.scan_locations(guideloom.load(data_dir=demo_copy), demo_copy)
+    loc = scan_locations(guideloom.load(data_dir=demo_copy), demo_copy)[sim_id]
     fd = os.open(archive, os.O_RDONLY)
     try:
-        start = guideloom.sources.member_data_offset(fd, locs[sim_id])
+        start = zipmember.member_data_offset(fd, loc)
     finally:
         os.close(fd)
     os.truncate(archive, start + info.compress_size // 2)
-    zipcrc.forget_verified()
+    zipmember.forget_verified()
     # the central directory is gone with the tail: the archive itself is reported unreadable
     with pytest.raises(guideloom.GuideloomError, match="cannot be read"):
         list(guideloom.streaming.iter_view("force-curve", data_dir=demo_copy, sim_ids=[sim_id]))
-    fd = os.open(archive, os.O_RDONLY)
+    assert (loc.size, loc.crc, loc.member) == (info.compress_size, info.CRC, info.filename)
+    source = LocalFileSource(archive)
     try:  # and the check itself says how much of the member is there
         with pytest.raises(CorruptDataError, match=rf"only {info.compress_size // 2} of its "
                                                    rf"{info.compress_size} bytes"):
-            zipcrc.verify_member(fd, start, info.compress_size, info.CRC, archive=str(archive),
-                                 member=info.filename, sim_id=sim_id)
+            zipmember.verify_crc(source, start, loc)
     finally:
-        os.close(fd)
+        source.close()
 
 
 # --- deflated members: inflated whole, so zipfile checks their CRC-32 -----------------------

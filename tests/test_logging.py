@@ -59,7 +59,8 @@ def test_a_chunk_the_fast_path_cannot_read_is_counted(tmp_path):
     import h5py
     import numpy as np
 
-    from guideloom import fallbacks, fastread
+    from guideloom import fastread
+    from guideloom.runtime import fallbacks
 
     path = tmp_path / "x.h5"
     with h5py.File(path, "w") as f:

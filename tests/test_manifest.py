@@ -12,7 +12,7 @@ import guideloom
 from guideloom.croissant import DatasetSpec
 from guideloom.demo import VIEWS
 from guideloom.errors import ManifestError
-from guideloom.index_table import short_type
+from guideloom.read.files import short_type
 from guideloom.workflow.filters import check_value
 from tests.conftest import REFERENCE_MANIFEST
 

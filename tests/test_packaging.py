@@ -25,6 +25,9 @@ from pathlib import Path
 
 import pytest
 
+import guideloom as guideloom_package
+from guideloom._version import __version__
+
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 WORKFLOW_NAMES = sorted(p.stem for p in (ROOT / "workflows").glob("*.toml"))
@@ -110,7 +113,7 @@ def test_installed_commands_from_an_empty_directory(installed, tmp_path):
     assert command == str(installed.parent / "guideloom")  # the venv's console script
 
     version = guideloom(installed, tmp_path, "--version").stdout.strip()
-    assert version == f"guideloom {PYPROJECT['project']['version']}"
+    assert version == f"guideloom {__version__}"
 
     listed = guideloom(installed, tmp_path, "workflows").stdout.splitlines()
     assert len(WORKFLOW_NAMES) == 5
@@ -171,6 +174,15 @@ def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
 
 
 # --- b. the wheel's contents --------------------------------------------------------------
+def test_the_version_has_one_home():
+    """``guideloom/_version.py`` holds the version; the package and the wheel's metadata take
+    it from there (pyproject.toml declares it dynamic, read from that attribute)."""
+    assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
+    attr = PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "guideloom._version.__version__"
+    assert guideloom_package.__version__ == __version__ and __version__.count(".") == 2
+
+
 def test_pyproject_lists_every_package():
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts)

@@ -9,7 +9,7 @@ import pytest
 
 import guideloom
 from guideloom.errors import ManifestError
-from guideloom.index_table import parse_bool
+from guideloom.select.index import parse_bool
 
 
 def test_columns_are_typed_from_manifest(demo_zip):
@@ -80,7 +80,7 @@ def test_bad_cell_names_line_and_column(demo_copy):
 
 
 def test_repeated_ids_are_named(tmp_path):
-    from guideloom.index_table import read_index
+    from guideloom.select.index import read_index
 
     table = tmp_path / "index.csv"
     table.write_text("index,split\n3,train\n4,val\n3,test\n7,val\n4,train\n")

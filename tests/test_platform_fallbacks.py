@@ -40,7 +40,7 @@ SCENARIO = r"""
 import hashlib, json, os, sys
 import numpy as np
 import guideloom
-from guideloom import os_support
+from guideloom.runtime import os_support
 from guideloom.streaming import iter_view
 
 data_dir, work, kinds, load_dir = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4]
@@ -126,7 +126,7 @@ def test_the_fallbacks_do_what_the_calls_do(tmp_path):
     script = SIMULATE + r"""
 import json, os, sys
 del os.pread, os.pwrite  # as on Windows: the lseek fallbacks
-from guideloom import os_support as osx
+from guideloom.runtime import os_support as osx
 path = sys.argv[1]
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 osx.pwrite(fd, b"0123456789", 0)

@@ -13,7 +13,7 @@ import pytest
 
 import guideloom
 from guideloom.errors import MissingDataWarning
-from guideloom.extract import plan_extract
+from guideloom.export.extract import plan_extract
 from tests.conftest import REFERENCE_MANIFEST
 
 

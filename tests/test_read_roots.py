@@ -15,9 +15,9 @@ from guideloom.export.fingerprint import data_fingerprint
 from guideloom.read.fingerprint import remote_fingerprint
 from guideloom.read.locations import Location, RemoteLocation
 from guideloom.read.roots import DataRoot, LocalRoot, RemoteRoot, as_root, open_root
+from guideloom.read.scan import scan_locations
 from guideloom.read.zipdir import archive_members, on_archive_changed
-from guideloom.selection import resolve_dataset
-from guideloom.sources import scan_locations
+from guideloom.select.selection import resolve_dataset
 from tests.http_server import serve
 
 

@@ -16,6 +16,7 @@ import guideloom
 from guideloom.cluster.local_procs import start_local_cluster
 from guideloom.demo import make_demo_data
 from guideloom.export.api import build_spec
+from guideloom.select.selection import select
 from guideloom.workflow.load import load_workflow
 
 SCRIPT = """
@@ -81,7 +82,7 @@ def test_build_spec_holds_absolute_paths(demo_copy, tmp_path, monkeypatch):
     assert spec.dataset.data_dir == tmp_path / "data"
     assert spec.dataset.manifest_path == tmp_path / "data" / "metadata.json"
     assert spec.target == str(tmp_path / "out")
-    assert all(Path(loc.path).is_absolute() for loc in guideloom.selection.select(
+    assert all(Path(loc.path).is_absolute() for loc in select(
         spec.dataset, spec.data_dir).locations)
 
 

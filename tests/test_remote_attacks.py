@@ -26,8 +26,8 @@ import pytest
 
 import guideloom
 from guideloom.errors import CorruptDataError, GuideloomError, RemoteReadError
-from guideloom.http_fetch import Settings
-from guideloom.remote.http import HttpRangeSource
+from guideloom.net.fetch import Settings
+from guideloom.read.http import HttpRangeSource
 from guideloom.streaming import iter_view
 from tests.remote_servers import nginx_binary, start_nginx
 
@@ -267,7 +267,8 @@ def test_a_cache_folder_swapped_by_another_user_is_not_followed(tmp_path):
     folder, another user renames it away and puts a symbolic link to a folder of theirs in its
     place, holding a planted entry. The process read the planted entry (made-up zip offsets or
     HDF5 chunk addresses) and wrote its own entries (the release's URLs) there."""
-    from guideloom.remote.cache import MetaCache, _digest
+    from guideloom.read.metacache import MetaCache
+    from guideloom.read.metacache import payload_digest as _digest
     from tests.second_user import second_user, shared_folder
 
     with shared_folder() as shared, second_user() as other:
@@ -423,8 +424,8 @@ def test_a_dataverse_answer_that_never_ends_is_cut(tmp_path):
         for _ in range(400):
             conn.sendall(block)
 
-    code = ("import sys\nfrom guideloom.remote.root import open_root\ntry:\n"
-            "    open_root('doi:10.18419/DARUS-5589', server=sys.argv[1])\n"
+    code = ("import sys\nfrom guideloom.read.roots import open_remote_root\ntry:\n"
+            "    open_remote_root('doi:10.18419/DARUS-5589', server=sys.argv[1])\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     with raw_server(endless) as port:

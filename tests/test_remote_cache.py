@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from guideloom.remote.byte_source import clear_source_cache
-from guideloom.remote.http import close_connections
+from guideloom.read.byte_source import clear_source_cache
+from guideloom.read.http import close_connections
 from tests.dataverse_server import Faults, serve
 from tests.remote_helpers import assert_same, records
 

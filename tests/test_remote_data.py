@@ -34,10 +34,10 @@ import pytest
 import guideloom
 from guideloom.demo import make_demo_data
 from guideloom.errors import CorruptDataError
-from guideloom.records import native_stats
-from guideloom.remote.byte_source import LocalFileSource
-from guideloom.remote.cache import MetaCache
-from guideloom.remote.zipdir import read_members
+from guideloom.h5native.stats import native_stats
+from guideloom.read.byte_source import LocalFileSource
+from guideloom.read.metacache import MetaCache
+from guideloom.read.zipdir import read_members
 from guideloom.streaming import iter_view
 from tests.http_server import RangeHandler, Server, Stats
 from tests.remote_helpers import assert_same as _assert_same
@@ -455,7 +455,7 @@ def test_deflated_remote_members_pass_their_crc_check_and_a_damaged_one_fails_it
 
 
 def test_cache_location_follows_the_environment(tmp_path, monkeypatch):
-    from guideloom.remote.cache import cache_root
+    from guideloom.read.metacache import cache_root
 
     monkeypatch.delenv("GUIDELOOM_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.remote.byte_source import clear_source_cache
+from guideloom.read.byte_source import clear_source_cache
 from tests.dataverse_server import serve
 
 REPO = Path(__file__).resolve().parents[1]

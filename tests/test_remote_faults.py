@@ -17,8 +17,8 @@ import pytest
 
 import guideloom
 from guideloom.errors import GuideloomError
-from guideloom.remote.byte_source import clear_source_cache
-from guideloom.remote.http import close_connections
+from guideloom.read.byte_source import clear_source_cache
+from guideloom.read.http import close_connections
 from tests.dataverse_server import Faults, serve
 from tests.remote_helpers import assert_same as _assert_same
 from tests.remote_helpers import records as _records

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import guideloom
-from guideloom.records import native_stats
-from guideloom.remote.byte_source import clear_source_cache
+from guideloom.h5native.stats import native_stats
+from guideloom.read.byte_source import clear_source_cache
 from tests.dataverse_server import serve
 from tests.remote_helpers import assert_same as _assert_same
 from tests.remote_helpers import records as _records

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.records import native_stats
-from guideloom.remote.byte_source import LocalFileSource, clear_source_cache
-from guideloom.remote.http import close_connections
-from guideloom.selection import select
+from guideloom.h5native.stats import native_stats
+from guideloom.read.byte_source import LocalFileSource, clear_source_cache
+from guideloom.read.http import close_connections
+from guideloom.select.selection import select
 from tests.dataverse_server import Faults, serve
 
 WAIT_S = 20.0  # how long the gate waits for a request it expects (far more than needed)

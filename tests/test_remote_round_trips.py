@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.caches import clear_caches
-from guideloom.records import REFERENCE_RECORDS, RecordReader, native_stats
-from guideloom.remote.fetch import FIRST_WHOLE, fetch_bytes
-from guideloom.remote.http import close_connections
-from guideloom.remote.records import NATIVE_FIRST_READ
-from guideloom.remote.root import open_root
-from guideloom.selection import select
+from guideloom.h5native.stats import native_stats
+from guideloom.read.fetch import FIRST_WHOLE, fetch_bytes
+from guideloom.read.hdf5 import NATIVE_FIRST_READ
+from guideloom.read.http import close_connections
+from guideloom.read.records import REFERENCE_RECORDS, RecordReader
+from guideloom.read.roots import open_remote_root as open_root
+from guideloom.runtime.caches import clear_caches
+from guideloom.select.selection import select
 from tests.dataverse_server import Faults, LogEntry, serve
 from tests.remote_helpers import assert_same, records
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import guideloom
-from guideloom.records import native_stats
-from guideloom.remote.byte_source import clear_source_cache
+from guideloom.h5native.stats import native_stats
+from guideloom.read.byte_source import clear_source_cache
 from tests.remote_helpers import assert_same as _assert_same
 from tests.remote_helpers import records as _records
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from guideloom.errors import RemoteReadError
-from guideloom.http_fetch import Settings
-from guideloom.remote import FsspecSource, open_byte_source
-from guideloom.remote.byte_source import clear_source_cache
-from guideloom.remote.http import HttpRangeSource, close_connections
+from guideloom.net.fetch import Settings
+from guideloom.read.byte_source import clear_source_cache, open_byte_source
+from guideloom.read.fsspec_source import FsspecSource
+from guideloom.read.http import HttpRangeSource, close_connections
 from tests.dataverse_server import Faults, Release, ServedFile, serve
 from tests.remote_servers import HOST, listening_addresses
 
@@ -93,7 +93,7 @@ def test_https_is_verified_and_read_once_the_certificate_is_trusted(nginx_server
         HttpRangeSource(url, settings=Settings(retries=3, backoff=1.0)).read(0, 10, sim_id=4)
     assert time.monotonic() - start < 1.0  # not retried: trust does not come with time
     script = ("import hashlib, sys\n"
-              "from guideloom.remote import open_byte_source\n"
+              "from guideloom.read.byte_source import open_byte_source\n"
               "src = open_byte_source(sys.argv[1])\n"
               f"parts = src.read_ranges([(0, 100), ({SIZE // 2}, 5000), ({SIZE - 22}, 22)])\n"
               "print(src.size(), hashlib.sha256(b''.join(parts)).hexdigest())\n")
@@ -315,7 +315,7 @@ def test_without_the_token_the_error_says_how_to_pass_it(darus):
 
 def test_dask_workers_reuse_connections_through_the_source_cache(static, dask_client):
     def _read_on_worker(url: str, offset: int) -> bytes:  # shipped by value to the workers
-        from guideloom.remote import open_byte_source
+        from guideloom.read.byte_source import open_byte_source
 
         return open_byte_source(url).read(offset, 100)
 

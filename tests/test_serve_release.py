@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 
 import guideloom
-from guideloom.dataverse import RDDAC_DOI, dataset_versions
-from guideloom.release_server import make_demo_release, release_files, serve_release
-from guideloom.releases.server import PUBLISHED_SAMPLE_IDS
+from guideloom.net.dataverse import RDDAC_DOI, dataset_versions
+from guideloom.releases.server import (
+    PUBLISHED_SAMPLE_IDS,
+    make_demo_release,
+    release_files,
+    serve_release,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import zipfile
 
 import guideloom
-from guideloom import sources
+from guideloom.read.hdf5 import open_h5_file, open_h5py
+from guideloom.read.locations import Location
+from guideloom.read.scan import scan_locations
 
 
 def test_listing_follows_a_rewritten_archive(demo_copy):
     ds = guideloom.load(data_dir=demo_copy)
-    first = sources.scan_locations(ds, demo_copy)
-    again = sources.scan_locations(ds, demo_copy)
+    first = scan_locations(ds, demo_copy)
+    again = scan_locations(ds, demo_copy)
     assert again == first
     archive = demo_copy / "concave.zip"
     in_archive = sorted(i for i, loc in first.items() if loc.path == str(archive))
@@ -25,7 +27,7 @@ def test_listing_follows_a_rewritten_archive(demo_copy):
         for name, data in kept.items():
             zf.writestr(name, data)
     rewritten.replace(archive)
-    after = sources.scan_locations(ds, demo_copy)
+    after = scan_locations(ds, demo_copy)
     dropped = {sim_id for sim_id, loc in first.items() if loc.member == names[0]}
     assert dropped and set(after) == set(first) - dropped
     # members moved inside the replaced archive: records must come from the new file
@@ -43,16 +45,16 @@ def test_members_opened_from_many_threads_at_once_read_their_own_bytes(demo_copy
     import h5py
 
     ds = guideloom.load(data_dir=demo_copy)
-    locations = sources.scan_locations(ds, demo_copy)
+    locations = scan_locations(ds, demo_copy)
     zipped = sorted(i for i, loc in locations.items() if loc.member is not None)
     assert len(zipped) >= 4
     loose = {}
     for sim_id in zipped:
-        with sources.open_location(locations[sim_id]) as f:
+        with open_h5_file(locations[sim_id]) as f:
             loose[sim_id] = f["force/data"][()].tobytes()
 
     def read_all_open_together(ids):
-        files = [sources.open_location(locations[i]) for i in ids]  # all open at once
+        files = [open_h5_file(locations[i]) for i in ids]  # all open at once
         try:
             return {i: f["force/data"][()].tobytes() for i, f in zip(ids, files, strict=True)}
         finally:
@@ -60,7 +62,7 @@ def test_members_opened_from_many_threads_at_once_read_their_own_bytes(demo_copy
                 f.close()
 
     def read_raw(sim_id):
-        fid, _ = sources.open_location_raw(locations[sim_id])
+        fid = open_h5py(locations[sim_id]).fid
         try:
             return sim_id, h5py.File(fid)["force/data"][()].tobytes()
         finally:
@@ -92,10 +94,10 @@ def test_a_deflated_member_is_not_kept_in_memory_after_its_file_closes(tmp_path)
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.write(h5, "0000.h5")
     info = zipfile.ZipFile(archive).getinfo("0000.h5")
-    loc = sources.Location(sim_id=0, path=str(archive), member="0000.h5",
+    loc = Location(sim_id=0, path=str(archive), member="0000.h5",
                            header_offset=info.header_offset, size=info.file_size,
                            stored=False, crc=info.CRC)
-    f = sources.open_location(loc)
+    f = open_h5_file(loc)
     assert (f["x"][()] == np.arange(1000.0)).all()
     copy = weakref.ref(f.fileobj)
     f.close()

@@ -23,8 +23,8 @@ import pytest
 
 import guideloom
 from guideloom.errors import InjectedFault, UpdateRefusedError
-from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
+from guideloom.runtime.faults import FAULT_ENV, crash_at
 from guideloom.testing.formats import fault_cases
 from tests.export_helpers import (
     COUNT_FILE_ENV,

@@ -31,9 +31,9 @@ import pytest
 import guideloom
 from guideloom import config
 from guideloom.errors import InjectedFault
-from guideloom.faults import crash_at
 from guideloom.read.fingerprint import input_evidence, trusted
 from guideloom.read.locations import Location
+from guideloom.runtime.faults import crash_at
 from tests.export_helpers import COUNT_FILE_ENV, COUNTED_CODE_VERSION, counted_first_rows
 from tests.zip_helpers import forge_crc, member_bytes, rebuild_archive
 

@@ -25,9 +25,9 @@ from guideloom import (
     StreamWithMetaStorage,
 )
 from guideloom.errors import IncompleteExportError, InjectedFault
-from guideloom.faults import FAULT_ENV, crash_at
 from guideloom.formats import get_format
 from guideloom.formats.checksums import verify_export
+from guideloom.runtime.faults import FAULT_ENV, crash_at
 from guideloom.testing.transforms import total_force_stream
 
 ROOT = Path(__file__).resolve().parents[1]

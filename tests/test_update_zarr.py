@@ -23,10 +23,10 @@ import guideloom
 from guideloom.errors import IncompleteExportError, InjectedFault
 from guideloom.export.spec import FieldSchema
 from guideloom.export.staging import Staging
-from guideloom.faults import crash_at
 from guideloom.formats.carry import previous_rows
 from guideloom.formats.generations import RETIRED_SUFFIX
 from guideloom.formats.zarr import ZarrFormat
+from guideloom.runtime.faults import crash_at
 from tests.test_update import can_exchange
 
 VIEW = "pointcloud-op10"

@@ -20,9 +20,9 @@ from guideloom.workflows.demo_transforms import total_force_stream
 import guideloom
 from guideloom.errors import CorruptExportError, UnverifiableExportError
 from guideloom.export import export
-from guideloom.faults import FAULT_ENV
 from guideloom.formats.checksums import CHECKSUMS_FILE, SWITCH_ENV
 from guideloom.formats.npy import npy_data_offset
+from guideloom.runtime.faults import FAULT_ENV
 from guideloom.storage.shards import shard_name
 from tests import export_helpers as helpers
 

@@ -78,6 +78,6 @@ def test_a_warning_about_the_configuration_names_the_line_that_first_uses_it(tmp
     done = subprocess.run([sys.executable, "-W", "always::RuntimeWarning", "user.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.startswith(f"{tmp_path / 'user.py'}:3: RuntimeWarning: "
+    assert done.stderr.startswith(f"{tmp_path / 'user.py'}:3: ConfigWarning: "
                                   "GUIDELOOM_INFLATE='no-such-back-end' cannot be used"), \
         done.stderr

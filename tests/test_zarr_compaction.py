@@ -15,7 +15,7 @@ import pytest
 
 import guideloom
 from guideloom.errors import SkippedDataWarning
-from guideloom.faults import FAULT_ENV
+from guideloom.runtime.faults import FAULT_ENV
 from tests import export_helpers as helpers
 from tests.child_processes import start_interruptible
 
@@ -210,7 +210,7 @@ def test_ctrl_c_while_closing_gaps_then_a_rerun_does_only_the_chunks_left(demo_z
     import signal
     import threading
 
-    from guideloom.faults import PAUSE_ENV, PAUSE_FIFO_ENV
+    from guideloom.runtime.faults import PAUSE_ENV, PAUSE_FIFO_ENV
 
     script = tmp_path / "run.py"
     script.write_text(RUN)

@@ -13,7 +13,7 @@ import guideloom
 from guideloom import streaming
 from guideloom.demo import make_demo_data
 from guideloom.errors import CorruptDataError, ExtractError, ManifestError
-from guideloom.extract import extract_zips
+from guideloom.export.extract import extract_zips
 from tests import export_helpers as helpers
 from tests.zip_helpers import (
     member_bytes,

@@ -1,10 +1,12 @@
 """The one table of guideloom's compatibility import paths.
 
-Each :class:`Alias` is a module path that code written for rddac 2.0, ddacs 3.2, GuideLoom 1.1
-or an earlier guideloom imports from, with the modules that hold its names now and the names it
-re-exports. ``python -m guideloom.compat.generate`` writes every path as a thin stub module
-(an ordinary file, no import hook); ``tests/test_import_paths.py`` checks that each stub is what
-the generator writes from this table. To change a stub, change its entry here and regenerate.
+Each :class:`Alias` is a module path that code written for rddac 2.0, ddacs 3.2 or GuideLoom 1.1
+imports from (their published wheels' paths, and ``guideloom.ddacs_visualization``, where ddacs'
+own plots are; ``docs/api.md`` lists them), with the modules that hold its names now and the
+names it re-exports. ``python -m guideloom.compat.generate`` writes every path as a thin stub
+module (an ordinary file, no import hook); ``tests/test_import_paths.py`` checks that each stub
+is what the generator writes from this table. To change a stub, change its entry here and
+regenerate. guideloom's own internal module paths have no entries: they may move freely.
 
 This module is plain data and imports nothing of guideloom.
 """
@@ -47,8 +49,6 @@ _ABSTRACT = "guideloom.storage.abstract"
 _TYPES = "guideloom.storage.types"
 _IO = "guideloom.storage.io"
 _GL11 = "GuideLoom 1.1's import path for"
-_READ = "guideloom's earlier read path"
-_MOVED = "guideloom's earlier flat path of"
 
 # Names a GuideLoom 1.1 module had because it imported them from another public 1.1 module (the
 # module had no ``__all__``, so they were its public names too); the stubs keep them.
@@ -85,166 +85,9 @@ ALIASES: tuple[Alias, ...] = (
     Alias("guideloom.ddacs_visualization", {"guideloom.compat.ddacs_visualization": ALL},
           "ddacs 3.2's plots of meshes, point clouds and vector fields, defined in\n"
           ":mod:`guideloom.compat.ddacs_visualization`."),
-    # ------------------------------------------ guideloom's earlier read path (now guideloom.read)
-    Alias("guideloom.sources",
-          {"guideloom.read.scan": ("LOOSE_SUBDIR", "add_member_locations", "archive_members",
-                                   "archive_paths", "id_parser", "scan_locations"),
-           "guideloom.read.zipdir": ("LOCAL_HEADER", "Member", "ZipFormatError",
-                                     "parse_local_header", "read_members"),
-           "guideloom.read.zipmember": ("DEFLATE_MAX_RATIO", "DEFLATE_SLACK", "INFLATE_BLOCK",
-                                        "INFLATE_MEMORY_SHARE", "checked_data_offset",
-                                        "inflate_budget", "member_data_offset", "corrupt",
-                                        "corrupt as raise_corrupt"),
-           "guideloom.read.fileobj": ("ByteRangeFile", "MemoryFile", "SeekableReader"),
-           "guideloom.read.handles": ("ArchiveHandles", "ArchiveLease"),
-           "guideloom.read.hdf5": ("MemberFile", "file_access"),
-           "guideloom.read.locations": ("Location",),
-           "guideloom.read.legacy": ("DescriptorSource", "inflate_member", "open_location",
-                                     "open_location_bytes", "open_location_raw"),
-           "guideloom.h5_tools": ("open_h5",)},
-          f"{_READ}: where each experiment's HDF5 file lives (:mod:`guideloom.read.scan`) and\n"
-          "opening it (the zip-member and HDF5 layers, :mod:`guideloom.read.zipmember` and\n"
-          ":mod:`guideloom.read.hdf5`; the old signatures in :mod:`guideloom.read.legacy`)."),
-    Alias("guideloom.records",
-          {"guideloom.read.records": ("NATIVE_ENV", "REFERENCE_RECORDS", "SIM_ID_KEY",
-                                      "RecordReader", "described_first", "native_default",
-                                      "reference_dtypes"),
-           "guideloom.read.hdf5": ("LARGE_FIELD_BYTES", "check_declared_size",
-                                   "check_self_contained"),
-           "guideloom.h5native.stats": ("NATIVE_STATS", "NativeStats", "native_stats")},
-          f"{_READ}: reading one view record, defined in :mod:`guideloom.read.records` (its\n"
-          "checks in :mod:`guideloom.read.hdf5`)."),
-    Alias("guideloom.zipcrc", {"guideloom.read.zipmember": MODULE},
-          f"{_READ}: the CRC-32 checks of zip members, which is the module\n"
-          ":mod:`guideloom.read.zipmember` itself (one check and one verdict cache)."),
-    Alias("guideloom.remote",
-          {"guideloom.read.byte_source": ("ByteSource", "LocalFileSource", "clear_source_cache",
-                                          "is_remote", "open_byte_source"),
-           "guideloom.read.fsspec_source": ("FsspecSource",),
-           "guideloom.read.http": ("HttpRangeSource",),
-           "guideloom.read.ranges": ("coalesce_ranges", "split_coalesced")},
-          f"{_READ}: byte sources, defined in the bytes layer of :mod:`guideloom.read`."),
-    Alias("guideloom.remote.byte_source",
-          {"guideloom.read.byte_source": ("REMOTE_SCHEMES", "ByteSource", "LocalFileSource",
-                                          "clear_source_cache", "high_latency", "is_remote",
-                                          "open_byte_source", "source_for", "url_source"),
-           "guideloom.read.fsspec_source": ("FsspecSource", "fsspec_filesystem"),
-           "guideloom.read.ranges": ("COALESCE_GAP", "coalesce_ranges", "split_coalesced")},
-          f"{_READ}: the ByteSource protocol and the local and fsspec sources, defined in\n"
-          ":mod:`guideloom.read.byte_source` and :mod:`guideloom.read.fsspec_source`."),
-    Alias("guideloom.remote.cache",
-          {"guideloom.read.metacache": ("CACHE_ENV", "DEFAULT_MAX_BYTES", "FORMAT", "SIZE_ENV",
-                                        "SUBDIR", "MetaCache", "cache_root", "max_bytes",
-                                        "process_cache", "payload_digest as _digest")},
-          f"{_READ}: the on-disk metadata cache, defined in\n"
-          ":mod:`guideloom.read.metacache`."),
-    Alias("guideloom.remote.dataset", {"guideloom.read.manifest": ("remote_manifest",)},
-          f"{_READ}: a remote release's manifest, read by :mod:`guideloom.read.manifest`."),
-    Alias("guideloom.remote.fetch",
-          {"guideloom.read.fetch": ("FIRST_WHOLE", "MAX_WHOLE", "fetch_bytes", "http_validator",
-                                    "source_of")},
-          f"{_READ}: small files fetched whole, defined in :mod:`guideloom.read.fetch`."),
-    Alias("guideloom.remote.http",
-          {"guideloom.read.http": ("EXPIRED_STATUS", "MAX_IDLE_PER_HOST", "MAX_REDIRECTS",
-                                   "MAX_THREADS", "MIN_RATE", "REDIRECT_STATUS", "RETRIES_ENV",
-                                   "TIMEOUT_ENV", "TOKEN_HEADER", "USER_AGENT", "WATCH_PERIOD",
-                                   "HttpRangeSource", "clear_http_sources", "close_connections",
-                                   "env_settings", "http_source", "run_concurrently")},
-          f"{_READ}: the HTTP range source, defined in :mod:`guideloom.read.http`."),
-    Alias("guideloom.remote.locations",
-          {"guideloom.read.fingerprint": ("remote_fingerprint",),
-           "guideloom.read.locations": ("RemoteLocation", "archive_key"),
-           "guideloom.read.remote_scan": ("ARCHIVE_LANES", "DIRECTORY_KIND", "info_validator",
-                                          "location_source", "loose_location",
-                                          "remote_locations", "stat_file")},
-          f"{_READ}: remote locations (:mod:`guideloom.read.locations`), the remote archive\n"
-          "scan (:mod:`guideloom.read.remote_scan`) and the input fingerprint\n"
-          "(:mod:`guideloom.read.fingerprint`)."),
-    Alias("guideloom.remote.loose",
-          {"guideloom.read.remote_loose": ("FALLBACK_FORMATS", "PROBE_FIRST", "PROBE_THREADS",
-                                           "loose_locations")},
-          f"{_READ}: a remote release's loose files, found by\n"
-          ":mod:`guideloom.read.remote_loose`."),
-    Alias("guideloom.remote.ranges",
-          {"guideloom.read.ranges": ("COALESCE_GAP", "coalesce_ranges", "split_coalesced")},
-          f"{_READ}: coalescing byte ranges, defined in :mod:`guideloom.read.ranges`."),
-    Alias("guideloom.remote.readahead",
-          {"guideloom.read.readahead": ("DEFAULT_DEPTH", "DEPTH_ENV", "Peeking", "ReadAhead",
-                                        "readahead_depth")},
-          f"{_READ}: the record read-ahead, defined in :mod:`guideloom.read.readahead`."),
-    Alias("guideloom.remote.records",
-          {"guideloom.read.hdf5": ("FIRST_READ", "META_KIND", "NATIVE_FIRST_READ", "NATIVE_KIND",
-                                   "REACH_MARGIN", "SPECULATE_MAX"),
-           "guideloom.read.wrappers": ("BLOCK", "RECORD_MAX", "MemberMeta"),
-           "guideloom.read.zipmember": ("CRC_BLOCK", "NAME_SLACK"),
-           "guideloom.read.legacy": ("open_remote",)},
-          f"{_READ}: remote records are read by :class:`guideloom.read.records.RecordReader` as\n"
-          "local ones are; the round-trip savings are in :mod:`guideloom.read.hdf5` and\n"
-          ":mod:`guideloom.read.wrappers`, the member checks in :mod:`guideloom.read.zipmember`."),
-    Alias("guideloom.remote.root",
-          {"guideloom.read.files": ("DOI_PREFIX", "TOKEN_HEADER", "RemoteFileEntry", "RemotePath"),
-           "guideloom.read.roots": ("VERSION_ENV", "RemoteRoot", "checked_relpath",
-                                    "checked_storage_options", "is_remote_root",
-                                    "open_remote_root as open_root")},
-          f"{_READ}: remote data roots, defined in :mod:`guideloom.read.roots` (``open_root``\n"
-          "here is :func:`~guideloom.read.roots.open_remote_root`) and their file names in\n"
-          ":mod:`guideloom.read.files`."),
-    Alias("guideloom.remote.scan", {"guideloom.read.roots": ("release_locations",)},
-          f"{_READ}: a remote release's experiments, scanned by\n"
-          ":mod:`guideloom.read.roots`."),
-    Alias("guideloom.remote.zipdir",
-          {"guideloom.read.zipdir": ("LOCAL_HEADER", "LOCAL_SIG", "MAX_COMMENT", "MAX_DIRECTORY",
-                                     "MAX_OFFSET", "TAIL_READ", "UTF8_NAME", "ZIP_STORED",
-                                     "Directory", "Member", "ZipFormatError", "find_directory",
-                                     "overlapping_members", "parse_directory",
-                                     "parse_local_header", "read_members")},
-          f"{_READ}: the zip directory parser, defined in :mod:`guideloom.read.zipdir`."),
-    # ----------------------------------------------------- guideloom's own earlier module paths
-    Alias("guideloom.plot_backend", {"guideloom.compat.plot_backend": ALL},
-          "guideloom's earlier path of the matplotlib loader, defined in\n"
-          ":mod:`guideloom.compat.plot_backend`."),
-    Alias("guideloom.mlc_compat", {"guideloom.compat.mlc": ALL},
-          "guideloom's earlier path of the ``mlcroissant.Dataset`` face, defined in\n"
-          ":mod:`guideloom.compat.mlc`."),
-    # -------------- guideloom's earlier flat modules, moved into their layers (the module itself)
     Alias("guideloom.croissant", {"guideloom.select.manifest": MODULE},
-          f"{_MOVED} the Croissant manifest parser, :mod:`guideloom.select.manifest`."),
-    Alias("guideloom.index_table", {"guideloom.select.index": MODULE},
-          f"{_MOVED} the typed index table, :mod:`guideloom.select.index`."),
-    Alias("guideloom.selection", {"guideloom.select.selection": MODULE},
-          f"{_MOVED} choosing a job's experiments, :mod:`guideloom.select.selection`."),
-    Alias("guideloom.inspect_views", {"guideloom.select.views": MODULE},
-          f"{_MOVED} describing a dataset's views, :mod:`guideloom.select.views`."),
-    Alias("guideloom.caches", {"guideloom.runtime.caches": MODULE},
-          f"{_MOVED} the in-process caches, :mod:`guideloom.runtime.caches`."),
-    Alias("guideloom.cache_bounds", {"guideloom.runtime.cache_bounds": MODULE},
-          f"{_MOVED} the caches' default bounds, :mod:`guideloom.runtime.cache_bounds`."),
-    Alias("guideloom.private_files", {"guideloom.runtime.private_files": MODULE},
-          f"{_MOVED} files safe in shared folders, :mod:`guideloom.runtime.private_files`."),
-    Alias("guideloom.fallbacks", {"guideloom.runtime.fallbacks": MODULE},
-          f"{_MOVED} the fallback counts, :mod:`guideloom.runtime.fallbacks`."),
-    Alias("guideloom.buffers", {"guideloom.runtime.buffers": MODULE},
-          f"{_MOVED} aligned buffers, :mod:`guideloom.runtime.buffers`."),
-    Alias("guideloom.os_support", {"guideloom.runtime.os_support": MODULE},
-          f"{_MOVED} what the operating system offers, :mod:`guideloom.runtime.os_support`."),
-    Alias("guideloom.faults", {"guideloom.runtime.faults": MODULE},
-          f"{_MOVED} the test fault points, :mod:`guideloom.runtime.faults`."),
-    Alias("guideloom.export_croissant", {"guideloom.export.publish": MODULE},
-          f"{_MOVED} an export's Croissant description, :mod:`guideloom.export.publish`."),
-    Alias("guideloom.extract", {"guideloom.export.extract": MODULE},
-          f"{_MOVED} the zip-to-loose extraction job, :mod:`guideloom.export.extract`."),
-    Alias("guideloom.http_deadline", {"guideloom.net.deadline": MODULE},
-          f"{_MOVED} the deadlines of HTTP requests, :mod:`guideloom.net.deadline`."),
-    Alias("guideloom.http_fetch", {"guideloom.net.fetch": MODULE},
-          f"{_MOVED} fetching one file over HTTP, :mod:`guideloom.net.fetch`."),
-    Alias("guideloom.download_folder", {"guideloom.net.folder": MODULE},
-          f"{_MOVED} a download's folders and files, :mod:`guideloom.net.folder`."),
-    Alias("guideloom.dataverse", {"guideloom.net.dataverse": MODULE},
-          f"{_MOVED} the Dataverse API calls, :mod:`guideloom.net.dataverse`."),
-    Alias("guideloom.release", {"guideloom.releases.release": MODULE},
-          f"{_MOVED} a published release and its download, :mod:`guideloom.releases.release`."),
-    Alias("guideloom.release_server", {"guideloom.releases.server": MODULE},
-          f"{_MOVED} ``guideloom serve-release``, :mod:`guideloom.releases.server`."),
+          "rddac 2.0's / ddacs 3.2's ``croissant``: the Croissant manifest parser, which is the\n"
+          "module :mod:`guideloom.select.manifest` itself."),
     # ------------------------------------------------------------------------- GuideLoom 1.1
     Alias("guideloom.version", {"guideloom": ("__version__",)},
           "GuideLoom 1.1's ``guideloom.version``: the package version."),

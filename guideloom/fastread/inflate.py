@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from guideloom.errors import InflateError, warn
+from guideloom.errors import ConfigWarning, InflateError, warn
 from guideloom.runtime import fallbacks
 
 logger = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def _from_config(wanted: str | None) -> tuple[str, Inflater]:
         chosen = pick(wanted)
     except (ValueError, ImportError, OSError, AttributeError) as exc:
         warn(f"GUIDELOOM_INFLATE={wanted!r} cannot be used ({exc}); using the default",
-             RuntimeWarning)
+             ConfigWarning)
         chosen = pick()
     logger.debug("inflate back end: %s (%s)", chosen[0],
                  f"asked for {wanted!r}" if wanted else "the fastest importable one")

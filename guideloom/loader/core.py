@@ -518,7 +518,7 @@ class StatefulDataLoader(Generic[SourceT, BatchT]):
                    f"global batch of {g} (local_batch_size={self.local_batch_size} x "
                    f"world_size={self.world_size}) and drop_last=True drops them; lower the "
                    "batch size or pass drop_last=False")
-        warn(f"every epoch of this loader yields no batch: {why}", UserWarning)
+        warn(f"every epoch of this loader yields no batch: {why}")
 
     def _load(self, indices: np.ndarray, epoch_stats: LoaderStats | None = None) -> Any:
         """Fetch and collate one batch (runs in a worker thread or the consumer)."""

@@ -111,7 +111,7 @@ class Settings:
     max_wait: float = 30.0
     token: str | None = None
     parallel: int = 4  # files fetched at once (used by guideloom.releases.release)
-    connections: int = 16  # byte ranges of one file fetched at once (guideloom.remote.http)
+    connections: int = 16  # byte ranges of one file fetched at once (guideloom.read.http)
     min_rate: float = BODY_MIN_RATE  # bytes/s a body keeps up over each `timeout` s
 
 

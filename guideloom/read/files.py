@@ -1,6 +1,7 @@
 """Files named relative to a data root: the name checks, remote paths and file entries, and
 what the scanners read of a remote root and of a dataset (protocols, so that the layers below
-:mod:`guideloom.read.roots` need neither it nor the manifest module)."""
+:mod:`guideloom.read.roots` need neither it nor the manifest module), and a Croissant
+``dataType`` in its ``sc:`` form (:func:`short_type`, which the index table uses too)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,24 @@ class ScanSpec(Protocol):
 
     @property
     def id_format(self) -> str: ...
+
+
+_SCHEMA_ORG = ("https://schema.org/", "http://schema.org/")
+
+
+def short_type(data_type: str | None) -> str:
+    """Return a Croissant ``dataType`` in its ``sc:`` form (``sc:Text`` when absent).
+
+    ``sc:Integer``, ``https://schema.org/Integer`` and ``http://schema.org/Integer`` all give
+    ``sc:Integer`` (manifests spell schema.org both ways); other types are returned unchanged.
+    """
+    if data_type is None:
+        return "sc:Text"
+    data_type = data_type.strip()
+    for prefix in _SCHEMA_ORG:
+        if data_type.startswith(prefix):
+            return "sc:" + data_type[len(prefix):]
+    return data_type
 
 
 class ScannedDataset(Protocol):

@@ -328,8 +328,7 @@ def job_root(data_dir: str | os.PathLike[str] | DataRoot,
 def open_remote_root(location: str | RemoteRoot, *, server: str | None = None,
                      token: str | None = None, version: str | None = None,
                      storage_options: Mapping[str, Any] | None = None) -> RemoteRoot:
-    """The :class:`RemoteRoot` of a URL or DOI (a DOI's file list is fetched here); what
-    ``guideloom.remote.root.open_root`` was.
+    """The :class:`RemoteRoot` of a URL or DOI (a DOI's file list is fetched here).
 
     Raises:
         DownloadError: The Dataverse server cannot list the dataset version.

@@ -22,7 +22,7 @@ from typing import Any
 
 from guideloom.errors import ManifestError
 from guideloom.read.access import data_file
-from guideloom.read.files import LOOSE_SUBDIR, ScannedDataset
+from guideloom.read.files import LOOSE_SUBDIR, ScannedDataset, short_type
 from guideloom.read.locations import Location
 from guideloom.read.zipdir import (
     Member,
@@ -30,7 +30,6 @@ from guideloom.read.zipdir import (
     following_headers,
     overlapping_members,
 )
-from guideloom.select.index import short_type
 
 __all__ = ["LOOSE_SUBDIR", "add_member_locations", "archive_members", "archive_paths",
            "id_parser", "local_locations", "scan_locations"]

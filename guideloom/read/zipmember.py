@@ -293,24 +293,10 @@ def _checked(key: tuple[Any, ...], expected: int, compute: Callable[[], tuple[in
         )
 
 
-def verify_member(fd: int, start: int, size: int, expected: int, *, archive: str, member: str,
-                  sim_id: object) -> None:
-    """Check a stored member's bytes (``size`` bytes of ``fd`` from ``start``) against
-    ``expected``, its CRC-32 from the central directory (remembered while the archive keeps
-    its size and modification time, so a member is read once per process).
-
-    Raises:
-        CorruptDataError: The CRC differs or the archive ends inside the member; the message
-            names the experiment, the archive and the member.
-    """
-    st = os.fstat(fd)
-    _checked((archive, member, start, st.st_size, st.st_mtime_ns), expected,
-             lambda: member_crc(fd, start, size), size, sim_id, f"{archive}::{member}")
-
-
 def verify_crc(source: ByteSource, start: int, loc: Location) -> None:
     """Check the stored member ``loc`` (data from ``start`` of ``source``) against its CRC-32
-    from the central directory, once per member and archive state (see :func:`verify_member`).
+    from the central directory, remembered while the archive keeps its size and modification
+    time (a remote one its validator), so a member is read once per process.
 
     Raises:
         CorruptDataError: The CRC differs or the archive ends inside the member.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from guideloom.errors import ManifestError
+from guideloom.read.files import short_type
 
 DUPLICATES_SHOWN = 10
 _TRUE = {"true", "1"}
@@ -38,24 +39,6 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "sc:Boolean": parse_bool,
     "sc:Text": str,
 }
-
-
-_SCHEMA_ORG = ("https://schema.org/", "http://schema.org/")
-
-
-def short_type(data_type: str | None) -> str:
-    """Return a Croissant ``dataType`` in its ``sc:`` form (``sc:Text`` when absent).
-
-    ``sc:Integer``, ``https://schema.org/Integer`` and ``http://schema.org/Integer`` all give
-    ``sc:Integer`` (manifests spell schema.org both ways); other types are returned unchanged.
-    """
-    if data_type is None:
-        return "sc:Text"
-    data_type = data_type.strip()
-    for prefix in _SCHEMA_ORG:
-        if data_type.startswith(prefix):
-            return "sc:" + data_type[len(prefix):]
-    return data_type
 
 
 def parser_for(data_type: str | None) -> Callable[[str], Any]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guideloom.select.index import short_type
+from guideloom.read.files import short_type
 
 #: operator name in workflow files -> (symbol in descriptions, function)
 OPERATORS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {

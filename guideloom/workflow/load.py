@@ -251,6 +251,8 @@ def load_workflow(
     with _trusting(trusted):  # the manifest, the index table and the views are read here
         try:
             dataset = load(root, manifest)
+        except PermissionError:  # names the file, its owner and mode: not the workflow's fault
+            raise
         except (GuideloomError, FileNotFoundError, ValueError) as exc:
             raise WorkflowError(where, "dataset", str(exc)) from exc
 
@@ -411,6 +413,8 @@ def _resolve_filter(
         ids = filter_doc["sim_ids"]
         try:
             index = dataset.index()
+        except PermissionError:  # names the file, its owner and mode: not the workflow's fault
+            raise
         except (GuideloomError, FileNotFoundError, ValueError) as exc:
             raise WorkflowError(where, "dataset", str(exc)) from exc
         unknown = [i for i in ids if i not in index]
