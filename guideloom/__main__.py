@@ -2,4 +2,5 @@
 
 from guideloom.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing this module (a tool, a spawned child) runs nothing
+    raise SystemExit(main())

@@ -178,3 +178,19 @@ def test_the_watchdog_starts_only_when_asked(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, env=_clean_env())
     assert out.returncode == 0, out.stderr
+
+
+def test_importing_the_command_line_entry_module_runs_nothing():
+    """``guideloom/__main__.py`` runs the CLI under ``python -m guideloom`` only: importing it
+    (a documentation tool, a spawned child) must neither parse ``sys.argv`` nor exit."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import guideloom.__main__; print('imported')",
+                           "--no-such-flag"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "imported"
+    ran = subprocess.run([sys.executable, "-m", "guideloom", "--version"], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert ran.returncode == 0 and ran.stdout.strip()
