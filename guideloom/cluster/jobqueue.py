@@ -287,7 +287,7 @@ def _job_class(base: type, submitted: list[str], failures: list[str]) -> type:
 
     from distributed.deploy.spec import ProcessInterface
 
-    class TrackedJob(base):
+    class TrackedJob(base):  # type: ignore[misc,unused-ignore]  # a class known as Any (strict)
         async def start(self) -> None:
             try:
                 await super().start()

@@ -469,7 +469,7 @@ def _wait_for_scheduler_file(
     while time.monotonic() < deadline:
         if scheduler_file.exists():
             try:
-                info = json.loads(scheduler_file.read_text())
+                info: dict[str, Any] = json.loads(scheduler_file.read_text())
                 if info.get("address"):
                     return info
             except json.JSONDecodeError:

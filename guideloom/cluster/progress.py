@@ -221,7 +221,7 @@ def step_eta(phase: Mapping[str, Any], now: float) -> float | None:
         return 0.0
     if done <= first or now <= at:
         return None
-    return (total - done) * (now - at) / (done - first)
+    return float((total - done) * (now - at) / (done - first))
 
 
 def finalize_estimate(state: Mapping[str, Any], written_mb_s: float) -> float:
@@ -230,5 +230,5 @@ def finalize_estimate(state: Mapping[str, Any], written_mb_s: float) -> float:
     if not state["skipped"] or written_mb_s <= 0 or not state["done"]:
         return 0.0
     per_experiment = state["bytes_written"] / max(1, state["written"])
-    return per_experiment * max(state["written"], state["total"] - len(state["skipped"])) / (
-        written_mb_s * MB)
+    return float(per_experiment * max(state["written"], state["total"] - len(state["skipped"]))
+                 / (written_mb_s * MB))

@@ -107,7 +107,8 @@ def shipped_by_value(objects: Iterable[Any]) -> Iterator[list[str]]:
 
 def pack(obj: Any) -> bytes:
     """Serialise ``obj`` (a job and its user code) with cloudpickle for the workers."""
-    return cloudpickle.dumps(obj)
+    blob: bytes = cloudpickle.dumps(obj)
+    return blob
 
 
 def unpack(payload: bytes) -> Any:

@@ -104,7 +104,8 @@ def fsspec_filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, s
     import fsspec
 
     if "::" in url:
-        return fsspec.core.url_to_fs(url, **storage_options)
+        fs, path = fsspec.core.url_to_fs(url, **storage_options)
+        return fs, str(path)
     protocol = fsspec.core.split_protocol(url)[0] or "file"
     cls = fsspec.get_filesystem_class(protocol)
     options = {**cls._get_kwargs_from_urls(url), **storage_options}

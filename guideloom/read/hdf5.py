@@ -69,7 +69,7 @@ Steps = None | int | tuple[int, ...]
 
 
 # --- the h5py.File that owns its file object -------------------------------------------------
-class MemberFile(h5py.File):
+class MemberFile(h5py.File):  # type: ignore[misc,unused-ignore]  # h5py: no hints (strict)
     """An ``h5py.File`` read from a file object that it owns: closing the File (``close()`` or
     the end of a ``with`` block) closes that file object too.
 
@@ -189,7 +189,7 @@ def first_read_size(view_key: tuple[str, ...], loc: Location) -> int:
     before (at most :data:`SPECULATE_MAX`), plus :data:`REACH_MARGIN` of it for members whose
     chunks are somewhat larger, so that one range brings metadata and data (one round trip
     per record instead of two)."""
-    reach = _reach.get(view_key)
+    reach: int | None = _reach.get(view_key)
     if reach is None:
         return NATIVE_FIRST_READ
     return max(NATIVE_FIRST_READ, min(reach + int(reach * REACH_MARGIN), loc.size))
@@ -481,7 +481,7 @@ def take_steps(read_rows: Callable[[Any], np.ndarray], steps: int | tuple[int, .
     if isinstance(steps, int):
         if not -n <= steps < n:
             raise IndexError(f"step {steps} with {n} steps")
-        return read_rows([steps % n])[0]
+        return np.asarray(read_rows([steps % n])[0])
     if any(not -n <= s < n for s in steps):
         raise IndexError(f"steps {list(steps)} with {n} steps")
     unique, inverse = np.unique(np.asarray(steps) % max(n, 1), return_inverse=True)

@@ -262,7 +262,8 @@ class HttpRangeSource:
     def __repr__(self) -> str:
         return f"HttpRangeSource({self._url!r})"
 
-    def __reduce__(self):  # a Dask task may carry a source: the copy opens its own connections
+    def __reduce__(self) -> tuple[Any, ...]:  # a Dask task may carry a source: the copy
+        # opens its own connections
         return (_rebuild, (self._url, self._token, self._settings, self._size))
 
     def size(self) -> int:
@@ -356,8 +357,9 @@ class HttpRangeSource:
                     "and static file servers do: download the release (guideloom download) "
                     "and read it locally, or serve it with Range support") from None
 
-        return with_retries(attempt, self._url, _byte_span(offset, size), self._settings,
-                            give_up=give_up)
+        data: bytes = with_retries(attempt, self._url, _byte_span(offset, size), self._settings,
+                                   give_up=give_up)
+        return data
 
     def _attempt(self, offset: int | None, size: int,
                  permanent: Callable[..., RemoteReadError], probe: bool = False) -> bytes:

@@ -47,7 +47,7 @@ class ReadAhead:
         self.depth = readahead_depth() if depth is None else depth
         self._pos = 0
         self._next = 0
-        self._futures: dict[int, Future] = {}
+        self._futures: dict[int, Future[dict[str, Any]]] = {}
         active = self.depth > 0 and any(slow_location(loc) for loc, _ in self.items)
         self._pool = ThreadPoolExecutor(self.depth, thread_name_prefix="guideloom-readahead") \
             if active and len(self.items) > 1 else None
@@ -60,20 +60,26 @@ class ReadAhead:
         while self._next < min(len(self.items), upto):
             loc, row = self.items[self._next]
             if slow_location(loc):
-                self._futures[self._next] = self._pool.submit(self.reader.read, loc, row)
+                self._futures[self._next] = self._pool.submit(self._direct, loc, row)
             self._next += 1
+
+    def _direct(self, loc: Any, row: Mapping[str, Any],
+                into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """The reader's own read of ``loc`` (no read-ahead)."""
+        record: dict[str, Any] = self.reader.read(loc, row, into)
+        return record
 
     def read(self, loc: Any, row: Mapping[str, Any],
              into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
         """The record of ``loc`` (fetched ahead when it is the next one of the list)."""
         i = self._pos
         if self._pool is None or i >= len(self.items) or self.items[i][0] is not loc:
-            return self.reader.read(loc, row, into)
+            return self._direct(loc, row, into)
         self._pos += 1
         self._fill(i + 1 + self.depth)
         future = self._futures.pop(i, None)
         if future is None:
-            return self.reader.read(loc, row, into)
+            return self._direct(loc, row, into)
         return future.result()
 
     def peek(self, loc: Any, row: Mapping[str, Any],
@@ -83,11 +89,11 @@ class ReadAhead:
         other locations are read directly. ``into`` is not used."""
         i = self._pos
         if self._pool is None or i >= len(self.items) or self.items[i][0] is not loc:
-            return self.reader.read(loc, row)
+            return self._direct(loc, row)
         self._fill(i + self.depth)
         future = self._futures.get(i)
         if future is None:
-            return self.reader.read(loc, row)
+            return self._direct(loc, row)
         return copy.deepcopy(future.result())  # the caller's transforms may change it
 
     def close(self) -> None:

@@ -24,7 +24,6 @@ from guideloom.read.byte_source import slow_location
 from guideloom.read.handles import ArchiveHandles
 from guideloom.read.hdf5 import (
     LARGE_FIELD_BYTES,
-    MemberMeta,
     check_chunks_apart,
     check_declared_size,
     check_self_contained,
@@ -39,6 +38,7 @@ from guideloom.read.hdf5 import (
 from guideloom.read.http import run_concurrently
 from guideloom.read.metacache import cache_hint
 from guideloom.read.types import Located as Location
+from guideloom.read.wrappers import MemberMeta
 from guideloom.select.manifest import View, ViewField
 
 __all__ = ["LARGE_FIELD_BYTES", "NATIVE_ENV", "NATIVE_STATS", "REFERENCE_RECORDS", "SIM_ID_KEY",
@@ -46,6 +46,8 @@ __all__ = ["LARGE_FIELD_BYTES", "NATIVE_ENV", "NATIVE_STATS", "REFERENCE_RECORDS
            "described_first", "native_default", "native_stats", "reference_dtypes"]
 
 logger = logging.getLogger(__name__)
+
+Shape = tuple[tuple[int, ...], "np.dtype[Any]"]  # a field's shape and dtype
 SIM_ID_KEY = "_sim_id"
 NATIVE_ENV = "GUIDELOOM_NATIVE"  # "0" reads every record through h5py
 REFERENCE_RECORDS = 3  # experiments whose datatypes set a job's reference (majority)
@@ -59,7 +61,7 @@ def native_default() -> bool:
     return bool(config.get("native"))  # NATIVE_ENV, read now
 
 
-def _column_shape(vf: ViewField, row: Mapping[str, Any]) -> tuple[tuple, np.dtype]:
+def _column_shape(vf: ViewField, row: Mapping[str, Any]) -> Shape:
     """``(shape, dtype)`` of a field the index table holds."""
     assert vf.column is not None  # an index source names its column
     value = np.asarray(row[vf.column])
@@ -298,7 +300,7 @@ class RecordReader:
                                     f"{_filter_hint(row)}")
 
     # -- metadata only --------------------------------------------------------------------
-    def shapes(self, loc: Location, row: Mapping[str, Any]) -> dict[str, tuple[tuple, np.dtype]]:
+    def shapes(self, loc: Location, row: Mapping[str, Any]) -> dict[str, Shape]:
         """Shape and dtype of every field from HDF5 metadata alone (no data is read).
 
         Raises:
@@ -309,7 +311,7 @@ class RecordReader:
             stored = self._native_datasets(loc)  # on a remote source cached for the record
             if stored is not None:
                 return self._shapes_of(stored, loc, row)
-        out: dict[str, tuple[tuple, np.dtype]] = {}
+        out: dict[str, Shape] = {}
         with open_h5py(loc, self.handles, verify=self.verify_crc).file() as f:
             for vf in self.view.fields:
                 if not vf.is_h5:
@@ -322,9 +324,9 @@ class RecordReader:
         return {a: out[a] for a in self.view.aliases}
 
     def _shapes_of(self, stored: Mapping[str, tuple[tuple[int, ...], np.dtype]], loc: Location,
-                   row: Mapping[str, Any]) -> dict[str, tuple[tuple, np.dtype]]:
+                   row: Mapping[str, Any]) -> dict[str, Shape]:
         """:meth:`shapes` from ``{h5_path: (shape, dtype)}`` read natively (the same checks)."""
-        out: dict[str, tuple[tuple, np.dtype]] = {}
+        out: dict[str, Shape] = {}
         for vf in self.view.fields:
             if not vf.is_h5:
                 out[vf.alias] = _column_shape(vf, row)
@@ -334,7 +336,7 @@ class RecordReader:
         return {a: out[a] for a in self.view.aliases}
 
     def _checked_shape(self, shape: tuple[int, ...], dtype: np.dtype, vf: ViewField,
-                       loc: Location) -> tuple[tuple, np.dtype]:
+                       loc: Location) -> Shape:
         """A dataset's ``(shape, dtype)`` as the view gives it (time steps taken), checked."""
         shape = view_shape(shape, vf.timesteps)
         assert vf.h5_path is not None
@@ -363,13 +365,13 @@ def reference_dtypes(view: View, locations: Sequence[Location],
 
 def described_first(reader: RecordReader, locations: Sequence[Location],
                     rows: Sequence[Mapping[str, Any]], n: int
-                    ) -> list[dict[str, tuple[tuple, np.dtype]] | None]:
+                    ) -> list[dict[str, Shape] | None]:
     """:meth:`RecordReader.shapes` of the first ``n`` experiments (``None`` where one cannot
     be read); remote ones at once, as each costs a round trip (and their metadata is cached
     for the records' reads)."""
     pairs = list(zip(locations[:n], rows[:n], strict=True))
 
-    def one(pair: tuple[Location, Mapping[str, Any]]) -> dict[str, tuple[tuple, np.dtype]] | None:
+    def one(pair: tuple[Location, Mapping[str, Any]]) -> dict[str, Shape] | None:
         try:
             return reader.shapes(*pair)
         except (ExperimentReadError, OSError):

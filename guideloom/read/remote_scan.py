@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from guideloom.errors import ConfigError, GuideloomError
+from guideloom.errors import ConfigError, GuideloomError, ZipFormatError
 from guideloom.read.byte_source import ByteSource
 from guideloom.read.fetch import http_validator, source_of
 from guideloom.read.files import LOOSE_SUBDIR, RemoteFiles, ScannedDataset
@@ -25,7 +25,7 @@ from guideloom.read.http import HttpRangeSource, run_concurrently
 from guideloom.read.locations import Location, RemoteLocation, archive_key
 from guideloom.read.metacache import process_cache
 from guideloom.read.scan import add_member_locations, id_parser
-from guideloom.read.zipdir import Member, ZipFormatError, read_directory, read_members
+from guideloom.read.zipdir import Member, read_directory, read_members
 
 logger = logging.getLogger(__name__)
 

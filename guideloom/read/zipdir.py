@@ -344,7 +344,7 @@ def archive_members(archive: Path | str) -> list[Member]:
     try:
         st = os.stat(archive)
         key = (str(archive), st.st_ino, st.st_size, st.st_mtime_ns)
-        infos = _MEMBERS.get(key)
+        infos: list[Member] | None = _MEMBERS.get(key)
         if infos is None:
             # the archive changed since it was listed: so did its members' offsets
             if _MEMBERS.pop_where(lambda k: k[0] != key[0]):

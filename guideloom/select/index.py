@@ -90,7 +90,7 @@ class IndexTable:
         return iter(self.rows)
 
 
-def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> IndexTable:
+def read_index(path: Path, id_column: str, data_types: Mapping[str, str | None]) -> IndexTable:
     """Read and type an index table.
 
     Args:
@@ -111,7 +111,7 @@ def read_index(path: Path, id_column: str, data_types: Mapping[str, str]) -> Ind
 
 
 def read_index_bytes(data: bytes, path: Any, id_column: str,
-                     data_types: Mapping[str, str]) -> IndexTable:
+                     data_types: Mapping[str, str | None]) -> IndexTable:
     """:func:`read_index` of the table's bytes (fetched from a remote release); ``path`` (a
     path or :class:`~guideloom.read.files.RemotePath`) names it in messages."""
     try:
@@ -133,7 +133,7 @@ def _not_utf8(path: Any, data: bytes, exc: UnicodeDecodeError) -> str:
 
 
 def _read_rows(fh: io.StringIO, path: Any, id_column: str,
-               data_types: Mapping[str, str]) -> IndexTable:
+               data_types: Mapping[str, str | None]) -> IndexTable:
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column name
     with fh:
         reader = csv.DictReader(fh)
@@ -159,7 +159,7 @@ def _read_rows(fh: io.StringIO, path: Any, id_column: str,
                 except ValueError as exc:
                     raise ManifestError(
                         f"{path}:{line_no}: column {name!r}: {text!r} does not parse as "
-                        f"{data_types.get(name, 'text')} ({exc})"
+                        f"{data_types.get(name) or 'text'} ({exc})"
                     ) from exc
             rows.append(row)
     return IndexTable(path=path, id_column=id_column, rows=rows)

@@ -31,7 +31,7 @@ from guideloom.read.files import confined as confined
 from guideloom.read.manifest import read_manifest
 from guideloom.read.roots import DataRoot, RemoteRoot, as_root
 from guideloom.read.roots import refuse_local_storage_options as refuse_local_storage_options
-from guideloom.select.index import read_index_bytes
+from guideloom.select.index import IndexTable, read_index_bytes
 
 MANIFEST_NAME = "metadata.json"
 
@@ -262,7 +262,7 @@ class Dataset:
     columns: dict[str, IndexColumn]
     views: dict[str, View]
     archives: tuple[str, ...]
-    _index_cache: Any = field(default=None, repr=False, compare=False)
+    _index_cache: IndexTable | None = field(default=None, repr=False, compare=False)
     _index_fetched: bytes | None = field(default=None, repr=False, compare=False)
     _mlc: Any = field(default=None, repr=False, compare=False)
 
@@ -286,7 +286,7 @@ class Dataset:
             )
         return found
 
-    def index(self):
+    def index(self) -> IndexTable:
         """The typed index table (read once, then cached).
 
         Raises:
@@ -754,7 +754,7 @@ FieldRef = str | tuple[str, None | int | Sequence[int]]
 
 #: rddac 2.0's names for a field reference and a timestep selection in :func:`add_view`.
 FieldSpec = FieldRef
-TimestepSpec = None | int | list
+TimestepSpec = None | int | list[int]
 
 #: The data directory rddac and ddacs default to.
 DEFAULT_DATA_DIR = "./data"

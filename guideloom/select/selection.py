@@ -17,6 +17,7 @@ from guideloom.errors import (
 )
 from guideloom.read.locations import Location
 from guideloom.read.roots import RemoteRoot, as_root, job_root
+from guideloom.select.index import IndexTable
 from guideloom.select.manifest import Dataset, DatasetSpec, load
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
@@ -202,7 +203,7 @@ class FilterRow(Mapping[str, Any]):
         return repr(self._row)
 
 
-def _as_index_id(value: Any, index) -> Any:
+def _as_index_id(value: Any, index: IndexTable) -> Any:
     """Accept numpy integers and the like for integer ids."""
     if value in index:
         return value

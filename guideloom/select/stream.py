@@ -14,7 +14,13 @@ from typing import Any
 from guideloom.read.records import RecordReader
 from guideloom.read.roots import RemoteRoot
 from guideloom.select.manifest import Dataset, DatasetSpec, View
-from guideloom.select.selection import RowFilter, SimIdsOrder, resolve_dataset, select
+from guideloom.select.selection import (
+    RowFilter,
+    Selection,
+    SimIdsOrder,
+    resolve_dataset,
+    select,
+)
 
 __all__ = ["iter_view"]
 
@@ -78,7 +84,8 @@ def iter_view(
     return _records(resolved, selection, verify_crc)
 
 
-def _records(view: View, selection, verify_crc: bool = False) -> Iterator[dict[str, Any]]:
+def _records(view: View, selection: Selection, verify_crc: bool = False
+             ) -> Iterator[dict[str, Any]]:
     from guideloom.read.readahead import ReadAhead
 
     reader = RecordReader(view, verify_crc=verify_crc)

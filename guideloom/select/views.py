@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from guideloom.errors import ExperimentReadError
 from guideloom.read.records import RecordReader
-from guideloom.select.manifest import load
-from guideloom.select.selection import select
+from guideloom.select.manifest import View, load
+from guideloom.select.selection import Selection, select
 
 _PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape
 
@@ -38,7 +39,7 @@ def describe_views(data_dir: str | Path, source: str | Path | None = None) -> It
             yield f"  {vf.alias:32s} {src:34s} {shape}"
 
 
-def _probe(view, selection):
+def _probe(view: View, selection: Selection) -> dict[str, Any] | None:
     reader = RecordReader(view)
     for loc, row in list(zip(selection.locations, selection.rows, strict=True))[:_PROBE_LIMIT]:
         try:
