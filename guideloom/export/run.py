@@ -41,6 +41,7 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
+from guideloom.export import clock as steps
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
@@ -156,6 +157,10 @@ class ExportResult:
             export's as it was).
         update_plan: An update's plan: per experiment why it was read or how it was carried
             (:meth:`~guideloom.export.update.UpdatePlan.reasons`), the inputs it re-hashed.
+        steps: Wall seconds of each step of the run, from the description of the job to the
+            lock's release (:mod:`guideloom.export.clock`; the records and everything else,
+            the fixed cost); ``export.json``'s ``timings["steps"]`` has them up to its own
+            writing.
     """
 
     target: str
@@ -166,6 +171,7 @@ class ExportResult:
     update: dict[str, int] | None = None
     up_to_date: bool = False
     update_plan: UpdatePlan | None = None
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -331,20 +337,27 @@ def run_export(
     resume_hint: str = "rerun the same export call",
     batch_options: Mapping[str, Any] | None = None,
     report: str | os.PathLike[str] | None = None,
+    resolve_s: float = 0.0,
 ) -> ExportResult:
     """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract.
 
     ``resume_hint`` is stored with the staged job for ``guideloom status`` to show;
     ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``;
-    ``report`` is an HTML file written after the run (see :mod:`guideloom.export.report`).
+    ``report`` is an HTML file written after the run (see :mod:`guideloom.export.report`);
+    ``resolve_s``: the seconds the caller spent describing the job (the first step of
+    :attr:`ExportResult.steps`).
     """
     started = time.time()
     monitor = RunMonitor(spec.view.name, str(spec.target), spec.output, 0,
                          show_progress=show_progress, started=started)
+    monitor.clock.add(steps.RESOLVE, resolve_s)
     monitor.phase(PLAN, at=started)
     try:
-        return _run_monitored(spec, monitor, client, show_progress, dashboard_address, quiet,
-                              verbose, resume_hint, batch_options, started)
+        result = _run_monitored(spec, monitor, client, show_progress, dashboard_address,
+                                quiet, verbose, resume_hint, batch_options, started)
+        monitor.clock.lap(steps.PUBLISH)  # the lock released
+        result.steps = monitor.clock.rounded()
+        return result
     except KeyboardInterrupt:
         monitor.finish("interrupted", "Ctrl-C")
         raise
@@ -380,6 +393,7 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
             monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite or previous is not None)
+        monitor.clock.lap(steps.LOCK)
         return _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started, previous)
 
@@ -438,6 +452,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
     if previous is not None:
         spec = kept_partition_size(spec, writer, previous)
     selection = select_experiments(spec)
+    monitor.clock.lap(steps.SELECT)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
     update = digests = None
@@ -514,6 +529,8 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     dask = where.client
     plan = plan_export(spec, selection=selection, estimate_s=estimate, previous=previous,
                        digests=digests, update=update)
+    clock = monitor.clock
+    clock.lap(steps.PLAN)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
@@ -537,6 +554,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
+    clock.lap(steps.STAGING)
     hashes = None
     try:
         with contextlib.ExitStack() as children:
@@ -559,6 +577,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             schema = (previous_schema(writer, previous) if previous is not None
                       else _schema(spec, staging, writer, plan, dask, shipped, estimate,
                                    reference, ahead))
+            clock.lap(steps.PLAN)
             # rows moved on already are never re-made
             reused = False
             if writer.needs_schema and schema is not None and not finalizing:
@@ -581,10 +600,13 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             monitor.totals(n, _experiments(done.values()))
             hashes = (None if finalizing or reused  # (reused: finalize rewrites the header)
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
+            clock.lap(steps.STAGING)
             t0 = time.time()
             fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
                              reference, ahead, hashes, forked)
         compute_seconds = time.time() - t0
+        clock.lap(steps.SCHEDULE)  # the tasks' wall time: their own time is the records'
+        clock.split(steps.SCHEDULE, steps.RECORDS, steps.task_span_s(fresh))
         fault_point("partitions-done")
         summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
         placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
@@ -1083,13 +1105,17 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
+    clock = monitor.clock
+    clock.lap(steps.ROWS)
     provenance = record_provenance(staging, plan, keep, summaries)
     fault_point("provenance-written")
+    clock.lap(steps.PROVENANCE)
     monitor.phase(CHECKSUMS)
     monitor.step(0, 1, "files")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     monitor.step(1, 1, "files")
     fault_point("checksums-written")
+    clock.lap(steps.CHECKSUMS)
     monitor.phase(PUBLISH)
     monitor.step(0, PUBLISH_STEPS, "steps")
     if not writer.needs_schema:  # npz probes a schema for its keys only
@@ -1165,12 +1191,17 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
         monitor.step(1, PUBLISH_STEPS, "steps")
+        clock.lap(steps.CROISSANT)
         fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
+        clock.lap(steps.FSYNC)
     monitor.step(2, PUBLISH_STEPS, "steps")
+    manifest["steps"] = clock.rounded()  # those after it: ExportResult.steps
     staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
     fault_point("manifest-written")
+    clock.lap(steps.MANIFEST)
     staging.publish(spec.overwrite or previous is not None)
     monitor.step(PUBLISH_STEPS, PUBLISH_STEPS, "steps")
+    clock.lap(steps.PUBLISH)
     return manifest
 
 
