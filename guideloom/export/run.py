@@ -600,6 +600,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             monitor.totals(n, _experiments(done.values()))
             hashes = (None if finalizing or reused  # (reused: finalize rewrites the header)
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
+            staging.sync_job()  # (if the schema did not) before a partition can be marked
             clock.lap(steps.STAGING)
             t0 = time.time()
             fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
@@ -927,7 +928,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             try:
                 t_read = time.perf_counter()
                 check = ReadCheck(loc, racy_ns)  # the input's stat before and after
-                hashing = hasher.start(loc)  # on a helper thread, while this decodes
+                # on a helper thread, while this decodes (unless hashed in this state before)
+                hashing = hasher.start(loc, None if spec.verify_inputs else check.known())
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
                                  into=first if overlapped is None else overlapped.buffers(),
@@ -1187,19 +1189,23 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
         described = staging.path("data", CROISSANT_NAME)
         digests = {} if hashes is None else hashes.finish(staging.path("data"))
         staging.write_json(described, describe_published(spec, writer, staging, manifest,
-                                                         digests))
+                                                         digests), durable=False)
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
         monitor.step(1, PUBLISH_STEPS, "steps")
         clock.lap(steps.CROISSANT)
-        fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
-        clock.lap(steps.FSYNC)
     monitor.step(2, PUBLISH_STEPS, "steps")
     manifest["steps"] = clock.rounded()  # those after it: ExportResult.steps
-    staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
-    fault_point("manifest-written")
+    staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest, durable=False)
     clock.lap(steps.MANIFEST)
-    staging.publish(spec.overwrite or previous is not None)
+    if staging.is_local:
+        # one pass for every file of data/ (rows, sim_ids, provenance, checksums, croissant,
+        # export.json) and the folder: all of it is on disk before the job is marked
+        # "publishing", the only state in which a staged data/ is ever published
+        fsync_tree(staging.path("data"))
+        clock.lap(steps.FSYNC)
+    fault_point("manifest-written")
+    staging.publish(spec.overwrite or previous is not None, export_id=manifest["export_id"])
     monitor.step(PUBLISH_STEPS, PUBLISH_STEPS, "steps")
     clock.lap(steps.PUBLISH)
     return manifest
@@ -1233,10 +1239,9 @@ def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray,
     started_ns = min([plan.started_ns or time.time_ns(), *starts])
     doc = provenance_document([plan.inputs[k] for k in rows], digests,
                               [plan.index_rows[k] for k in rows])
-    path = staging.path("data", PROVENANCE_FILE)
-    staging.write_json(path, doc)
-    with staging.fs.open(path, "rb") as fh:
-        return cast(ProvenanceEntry, provenance_entry(fh.read(), started_ns))
+    # made durable with the rest of data/ by finalize's one fsync pass
+    blob = staging.write_json(staging.path("data", PROVENANCE_FILE), doc, durable=False)
+    return cast(ProvenanceEntry, provenance_entry(blob, started_ns))
 
 
 def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[PartitionSummary],
@@ -1249,7 +1254,7 @@ def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[Par
     doc = combine(summaries, count, files)
     if doc is None:
         return None
-    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc)
+    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc, durable=False)  # (as above)
     return manifest_entry(doc)
 
 

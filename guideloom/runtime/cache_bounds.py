@@ -31,6 +31,9 @@ DEFAULTS: dict[str, CacheBound] = {
     "archive_listings": CacheBound(64, None, "zip central directories, by archive and its "
                                    "(inode, size, mtime)"),
     "crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of local zip members"),
+    "content_digests": CacheBound(1 << 16, None, "BLAKE3 digests of local inputs, by the "
+                                  "input and its file's stat (a file last changed well before "
+                                  "its hash)"),
     "remote_crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of remote zip members"),
     "remote_view_reach": CacheBound(256, None, "how far into a remote member each view's "
                                     "reads went (the size of the next first read)"),
