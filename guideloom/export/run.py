@@ -604,7 +604,7 @@ def _run_placed(spec: ExportSpec, staging: Staging, writer: ExportFormat, select
             clock.lap(steps.STAGING)
             t0 = time.time()
             fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
-                             reference, ahead, hashes, forked)
+                             reference, ahead, hashes, forked, where.slots)
         compute_seconds = time.time() - t0
         clock.lap(steps.SCHEDULE)  # the tasks' wall time: their own time is the records'
         clock.split(steps.SCHEDULE, steps.RECORDS, steps.task_span_s(fresh))
@@ -1035,10 +1035,12 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
              reference: Mapping[str, str] | None = None,
              ahead: ReadAhead | None = None,
              hashes: PrefixHashes | None = None,
-             forked: ForkedWorkers | None = None) -> list[PartitionSummary]:
+             forked: ForkedWorkers | None = None,
+             slots: Mapping[str, int] | None = None) -> list[PartitionSummary]:
     """Run the partitions ``todo``; ``ahead`` (:func:`job_readahead`, in-process only) reads
     their records; ``hashes`` (:func:`prefix_hashes`) hashes each finished partition's rows;
-    ``forked`` runs them in processes forked from this one."""
+    ``forked`` runs them in processes forked from this one; ``slots``: the placement's
+    answer of the scheduler (see :func:`~guideloom.cluster.runtime.run_partitions`)."""
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
@@ -1056,6 +1058,7 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
         done=lambda s: len(s["written"]) + len(s["skipped"]),
         progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
         on_result=on_result,
+        slots=slots,
     )
 
 

@@ -34,6 +34,7 @@ from guideloom.formats.generations import retire, sweep
 from guideloom.formats.layout import EXPORT_MANIFEST, resolve_target, staging_dir
 from guideloom.formats.manifest_types import PartitionSummary
 from guideloom.runtime.faults import fault_point
+from guideloom.runtime.flush import fsync_paths
 from guideloom.runtime.os_support import exchange
 from guideloom.runtime.private_files import private_dir
 
@@ -138,8 +139,7 @@ class Staging:
         unflushed (before any partition can be marked: a marker stands on its job)."""
         if self.job_synced:
             return
-        fsync_path(self.path("job.json"))
-        fsync_path(self.root)  # job.json's name and parts/, rows/, data/
+        fsync_paths([self.path("job.json"), self.root])  # and the names in the root
         self.job_synced = True
 
     def write_marker(self, index: int, summary: PartitionSummary) -> None:

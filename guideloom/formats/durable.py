@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from guideloom.runtime.flush import fsync_paths
+
 
 def fsync_path(path: str) -> None:
     """fsync one file or directory."""
@@ -22,13 +24,13 @@ def fsync_path(path: str) -> None:
 
 def fsync_files(files: Iterable[str], top: str, linked: Iterable[str] = ()) -> None:
     """fsync ``files``, then every directory from their folders (and those of ``linked``:
-    new names of files already durable, such as hard links) up to ``top`` (included),
-    deepest first, each once."""
+    new names of files already durable, such as hard links) up to ``top`` (included), each
+    once; the files together, then the folders together (:mod:`guideloom.runtime.flush`: one
+    journal commit for each group instead of one per file)."""
     top = os.path.abspath(top)
     folders: set[str] = set()
     files = list(files)
-    for path in files:
-        fsync_path(path)
+    fsync_paths(files)
     for path in (*files, *linked):
         folder = os.path.dirname(os.path.abspath(path))
         while folder.startswith(top) and folder not in folders:
@@ -36,15 +38,13 @@ def fsync_files(files: Iterable[str], top: str, linked: Iterable[str] = ()) -> N
             if folder == top:
                 break
             folder = os.path.dirname(folder)
-    for folder in sorted(folders, key=len, reverse=True):
-        fsync_path(folder)
+    fsync_paths(sorted(folders, key=len, reverse=True))
 
 
 def fsync_tree(top: str) -> None:
-    """fsync every file and directory under ``top`` (and ``top``), deepest first."""
+    """fsync every file and directory under ``top`` (and ``top``): the files together, then
+    the directories together."""
     files = [os.path.join(d, f) for d, _, names in os.walk(top) for f in names]
     folders = [d for d, _, _ in os.walk(top)]
-    for path in files:
-        fsync_path(path)
-    for folder in sorted(folders, key=len, reverse=True):
-        fsync_path(folder)
+    fsync_paths(files)
+    fsync_paths(sorted(folders, key=len, reverse=True))
