@@ -662,7 +662,9 @@ def run_partitions(
                 if on_result is not None:
                     on_result(summary)
         finally:
-            dask.cancel([f for f in futures if not f.done()])
+            running = [f for f in futures if not f.done()]
+            if running:  # (a cancel of nothing is still a round trip to the scheduler)
+                dask.cancel(running)
         return results
     finally:
         progress.close()

@@ -65,7 +65,7 @@ from guideloom.export.progress import (
 from guideloom.export.provenance import document as provenance_document
 from guideloom.export.provenance import manifest_entry as provenance_entry
 from guideloom.export.provenance import row_digests
-from guideloom.export.publish import CROISSANT_NAME, describe_export
+from guideloom.export.publish import CROISSANT_NAME, describe_export, origin_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
@@ -1243,7 +1243,8 @@ def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray,
     doc = provenance_document([plan.inputs[k] for k in rows], digests,
                               [plan.index_rows[k] for k in rows])
     # made durable with the rest of data/ by finalize's one fsync pass
-    blob = staging.write_json(staging.path("data", PROVENANCE_FILE), doc, durable=False)
+    blob = staging.write_json(staging.path("data", PROVENANCE_FILE), doc, durable=False,
+                              compact=True)
     return cast(ProvenanceEntry, provenance_entry(blob, started_ns))
 
 
@@ -1257,7 +1258,8 @@ def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[Par
     doc = combine(summaries, count, files)
     if doc is None:
         return None
-    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc, durable=False)  # (as above)
+    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc, durable=False,  # as above
+                       compact=True)
     return manifest_entry(doc)
 
 
@@ -1273,5 +1275,7 @@ def describe_published(spec: ExportSpec, writer: ExportFormat, staging: Staging,
     data = staging.path("data")
     files = {key: name if "*" in name else os.path.join(data, name)
              for key, name in writer.described_files(manifest).items()}
-    return describe_export(manifest, files, source=spec.dataset.to_jsonld(), root=data,
+    # the dataset's name, URL, licence and citation: its manifest as loaded has them (the
+    # views a to_jsonld() adds to a copy of it are not described)
+    return describe_export(manifest, files, source=origin_of(spec.dataset.manifest), root=data,
                            hash_limit=CROISSANT_HASH_LIMIT, digests=digests)
