@@ -50,6 +50,7 @@ DEFAULTS: dict[str, CacheBound] = {
                                    "(the files stay on disk)"),
     "unpacked_transforms": CacheBound(8, None, "transforms unpickled on a worker, by the "
                                       "digest of their payload"),
+    "npy_headers": CacheBound(256, None, "parsed .npy headers, by their bytes"),
     "chunk_steps": CacheBound(512, None, "HDF5 filter pipelines turned into read steps"),
     "output_names": CacheBound(4096, None, "verdicts on export output names"),
 }
