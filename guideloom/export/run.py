@@ -159,8 +159,7 @@ class ExportResult:
             (:meth:`~guideloom.export.update.UpdatePlan.reasons`), the inputs it re-hashed.
         steps: Wall seconds of each step of the run, from the description of the job to the
             lock's release (:mod:`guideloom.export.clock`; the records and everything else,
-            the fixed cost); ``export.json``'s ``timings["steps"]`` has them up to its own
-            writing.
+            the fixed cost); ``export.json``'s ``steps`` has them up to its own writing.
     """
 
     target: str
