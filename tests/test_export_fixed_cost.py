@@ -166,3 +166,28 @@ def test_the_fsync_threads_stop_before_forking_workers(demo_zip, tmp_path):
 
 def fsync_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("guideloom-fsync")]
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
+def test_a_cached_npy_header_reads_as_numpy_reads_it(tmp_path, version):
+    from guideloom.formats.npy_header import read_npy_header
+
+    path = tmp_path / "a.npy"
+    array = np.arange(24, dtype=">i4").reshape(2, 3, 4)
+    with open(path, "wb") as fh:
+        np.lib.format.write_array(fh, array, version=version)
+    for _ in range(2):  # parsed, then from the cache
+        with open(path, "rb") as fh:
+            header = read_npy_header(fh)
+            assert fh.tell() == header.offset
+        with open(path, "rb") as fh:
+            major, _ = np.lib.format.read_magic(fh)
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if major == 1 else
+                                     np.lib.format.read_array_header_2_0)(fh)
+            assert (header.shape, header.fortran, header.dtype, header.offset, header.major) \
+                == (shape, fortran, dtype, fh.tell(), major)
+    blob = path.read_bytes()
+    damaged = tmp_path / "b.npy"
+    damaged.write_bytes(blob.replace(b"'descr'", b"'dexcr'"))  # same length, numpy refuses it
+    with open(damaged, "rb") as fh, pytest.raises(ValueError, match="dexcr"):
+        read_npy_header(fh)
