@@ -34,7 +34,8 @@ CHECKSUMS = "checksums"  # checksums.json
 CROISSANT = "croissant"  # croissant.json (the export's files hashed unless known)
 FSYNC = "fsync"  # the batched fsync of data/ before export.json vouches for it
 MANIFEST = "manifest"  # export.json written
-PUBLISH = "publish"  # the rename into place, the replaced export retired, the lock released
+PUBLISH = "publish"  # job marked publishing, the rename, the replaced export retired, the
+# staging area removed, the run's events delivered to a cluster's scheduler, the lock released
 STEPS = (RESOLVE, LOCK, SELECT, PLAN, STAGING, SCHEDULE, RECORDS, ROWS, PROVENANCE,
          CHECKSUMS, CROISSANT, FSYNC, MANIFEST, PUBLISH)
 FIXED = tuple(s for s in STEPS if s != RECORDS)  # what a job costs beside its records
