@@ -83,8 +83,10 @@ def fork_problem() -> str | None:
     if _prctl() is None:
         return "forked workers need libc's prctl"
     from guideloom.fastread import pool
+    from guideloom.runtime import flush
 
     pool.shutdown()  # guideloom's own idle decode pool: a child starts its own when needed
+    flush.shutdown()  # and its idle fsync threads
     others = [t.name for t in threading.enumerate()
               if t is not threading.current_thread() and t.is_alive()]
     if others:

@@ -88,6 +88,8 @@ class Placement:
         reason: One line saying why, for the terminal and ``export.json``.
         cluster_start_s: Seconds spent starting the embedded local cluster for this job
             (``None``: none was started); the run reports it as its own phase.
+        slots: Tasks the cluster runs at once per host (:func:`task_slots_by_host`), when
+            the decision asked the scheduler already (``None``: ask when the tasks start).
     """
 
     client: Any
@@ -95,6 +97,7 @@ class Placement:
     workers: int
     reason: str
     cluster_start_s: float | None = None
+    slots: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The placement as recorded in ``export.json``."""
@@ -213,10 +216,16 @@ def active_client() -> Any:
 
 def worker_count(client: Any) -> int:
     """Number of workers behind ``client`` (1 for in-process runs)."""
+    return workers_and_slots(client)[0]
+
+
+def workers_and_slots(client: Any) -> tuple[int, dict[str, int]]:
+    """The number of workers behind ``client`` (1 for in-process runs) and
+    :func:`task_slots_by_host`, from one question to the scheduler."""
     if client is None:
-        return 1
+        return 1, {}
     workers = client.scheduler_info(n_workers=-1).get("workers", {})
-    return max(1, len(workers))
+    return max(1, len(workers)), _slots(workers)
 
 
 def default_partition_size(n: int, workers: int, seconds_per_item: float | None = None,
@@ -434,8 +443,8 @@ def placement(
         active = active_client()
         if active is not None:
             asked = _announce(active.dashboard_link, quiet, client=active)
-            yield _say(Placement(active, "client", worker_count(active), "the active Client"),
-                       quiet)
+            n, slots = workers_and_slots(active)
+            yield _say(Placement(active, "client", n, "the active Client", slots=slots), quiet)
             page_module.settle(asked)
             return
         mode, reason = choose_automatically(estimate_s or 0.0, n_tasks, in_process_tasks,
@@ -459,7 +468,8 @@ def placement(
             f"client must be a distributed.Client, an address, 'local[:N]' or 'sync', not "
             f"{client!r}")
     asked = _announce(getattr(client, "dashboard_link", None), quiet, client=client)
-    yield _say(Placement(client, "client", worker_count(client), "the given Client"), quiet)
+    n, slots = workers_and_slots(client)
+    yield _say(Placement(client, "client", n, "the given Client", slots=slots), quiet)
     page_module.settle(asked)
 
 
@@ -590,8 +600,12 @@ def progress_bar(show: bool, total: int, *, initial: int = 0, unit: str, desc: s
 
 def task_slots_by_host(client: Any) -> dict[str, int]:
     """How many tasks the cluster runs at once on each host (worker threads summed)."""
+    return _slots(client.scheduler_info(n_workers=-1).get("workers", {}))
+
+
+def _slots(workers: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     slots: dict[str, int] = {}
-    for info in client.scheduler_info(n_workers=-1).get("workers", {}).values():
+    for info in workers.values():
         host = str(info.get("host", ""))
         slots[host] = slots.get(host, 0) + int(info.get("nthreads", 1) or 1)
     return slots
@@ -627,13 +641,17 @@ def run_partitions(
     done: Callable[[SummaryT], int],
     progress: Any,
     on_result: Callable[[SummaryT], None] | None = None,
+    slots: Mapping[str, int] | None = None,
 ) -> list[SummaryT]:
     """Run ``fn(*args, part)`` for every part; return the summaries as they complete.
 
     With ``dask=None`` the parts run here, one after the other. Otherwise each part is one task
     keyed ``key(part)``; the first failing task cancels the rest and its exception is raised
     with the worker's traceback. ``done(summary)`` counts the progress a summary stands for;
-    ``on_result(summary)`` is called as each arrives (the export's monitor).
+    ``on_result(summary)`` is called as each arrives (the export's monitor). ``slots``:
+    :func:`task_slots_by_host`, when the caller asked the scheduler already. A task's summary
+    is fetched as soon as it finishes (``as_completed(with_results=True)``), not by a round
+    trip of this thread after it wakes.
     """
     results: list[SummaryT] = []
     try:
@@ -647,7 +665,7 @@ def run_partitions(
             return results
         from distributed import as_completed
 
-        slots = task_slots_by_host(dask)
+        slots = dict(task_slots_by_host(dask) if slots is None else slots)
         # in their order, a few more than the workers run at once: an idle worker takes the
         # next part, not the last (work stealing takes from the end of a worker's queue), so a
         # zarr partition finds the partitions before it finished and writes its rows where
@@ -666,22 +684,26 @@ def run_partitions(
         first = [submit_next() for _ in range(min(window, len(pending)))]
         try:
             with dask.as_current():
-                completed = as_completed(first)
-            for future in completed:
+                completed = as_completed(first, with_results=True, raise_errors=False)
+            for future, value in completed:
                 if future.status == "error":
                     error = future.exception()
                     pending.clear()
                     dask.cancel([f for f in futures if f is not future])
                     raise error.with_traceback(future.traceback())
+                if isinstance(value, BaseException):  # cancelled meanwhile
+                    raise value
                 if pending:
                     completed.add(submit_next())
-                summary = future.result()
+                summary = value
                 results.append(summary)
                 progress.update(done(summary))
                 if on_result is not None:
                     on_result(summary)
         finally:
-            dask.cancel([f for f in futures if not f.done()])
+            running = [f for f in futures if not f.done()]
+            if running:  # (a cancel of nothing is still a round trip to the scheduler)
+                dask.cancel(running)
         return results
     finally:
         progress.close()

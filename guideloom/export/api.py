@@ -4,6 +4,7 @@ the four ``export_to_*`` functions are thin wrappers over it."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -197,9 +198,10 @@ def export(view: str | View, target: str | os.PathLike[str], *, kind: str,
     if unknown:
         raise TypeError(f"unknown export option(s) {unknown}; options: "
                         f"{', '.join(ExportOptions.__annotations__)}")
+    began = time.perf_counter()
     run = {k: options.pop(k) for k in _RUN_OPTIONS if k in options}  # type: ignore[misc]
     spec = build_spec(view, kind, target, options=format_options, **options)  # type: ignore[misc]
-    return run_export(spec, **run)
+    return run_export(spec, **run, resolve_s=time.perf_counter() - began)
 
 
 def export_to_numpy(view: str | View, out_dir: str | os.PathLike[str],

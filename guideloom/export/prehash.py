@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from guideloom.runtime.os_support import preadinto
 
 BLOCK_BYTES = 8 << 20  # bytes read (and hashed) per step
+INLINE_BYTES = 1 << 20  # a step this small is hashed by the caller: cheaper than a thread start
 
 
 @dataclass
@@ -56,7 +57,7 @@ class PrefixHashes:
                                           hashlib.sha256())
         except OSError:
             self._failed = True
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="guideloom-hash")
+        self._pool: ThreadPoolExecutor | None = None  # started by the first large step
 
     def rows_final(self, start: int, count: int) -> None:
         """Rows ``[start, start + count)`` are written and will not change; hash every prefix
@@ -68,7 +69,17 @@ class PrefixHashes:
         while frontier in self._done:
             frontier += self._done.pop(frontier)
         if frontier != self._frontier:
+            step = sum(f.data_offset + frontier * f.row_bytes - f.hashed
+                       for f in self._files.values())
             self._frontier = frontier
+            if step <= INLINE_BYTES and self._pool is None:  # nothing in flight before it
+                try:
+                    self._hash_upto(frontier)
+                except OSError:
+                    self._failed = True
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="guideloom-hash")
             self._last = self._pool.submit(self._hash_upto, frontier)
 
     def finish(self, data_dir: str) -> dict[str, str]:
@@ -98,7 +109,8 @@ class PrefixHashes:
 
     def close(self) -> None:
         """Stop the helper thread (after the step it is in) and close the files."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         for f in self._files.values():
             if f.fd >= 0:
                 os.close(f.fd)

@@ -29,6 +29,7 @@ from guideloom.cluster.progress import (
     rates,
 )
 from guideloom.cluster.runtime import progress_bar
+from guideloom.export.clock import StepClock
 
 STEPS_SHOWN = 100  # a phase's progress is sent about this many times
 
@@ -64,6 +65,7 @@ class RunMonitor:
         self._shown_phase = 0  # counts the phases the terminal showed or skipped
         self._step_bar: Any = None  # the current phase's own bar (finalize: chunks)
         self._step_sent: tuple[int, int] | None = None  # (total, done) last sent
+        self.clock = StepClock()  # the finer steps of the run's wall time (its fixed cost)
         self._emit(TOPIC, "start", view=view, target=target, output=output, total=total,
                    at=started)
 

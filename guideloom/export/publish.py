@@ -134,6 +134,15 @@ _GENERATION_KEYS = ("generation", "created", "release_version", "added", "remove
                    "carried", "rows", "skipped")
 
 
+ORIGIN_KEYS = ("name", "url", "citeAs", "license", "creator")  # what a description takes
+
+
+def origin_of(source: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a dataset's Croissant dict that :func:`describe_export` carries over
+    (without copying the rest: its record sets, the views added)."""
+    return {k: source[k] for k in ORIGIN_KEYS if k in source}
+
+
 def describe_export(
     manifest: Mapping[str, Any],
     files: Mapping[str, str | os.PathLike[str]],
@@ -153,8 +162,9 @@ def describe_export(
             Files are hashed (sha256), which reads them once.
             A string holding ``*`` is a file pattern relative to ``root`` (a ``FileSet``, e.g.
             ``"*.npz"`` for one file per experiment).
-        source: The Croissant dict of the dataset the view came from (``ds.to_jsonld()``); its
-            name, URL, license and citation are carried over when given.
+        source: The Croissant dict of the dataset the view came from (``ds.to_jsonld()``, or
+            only its :data:`ORIGIN_KEYS`); its name, URL, license and citation are carried
+            over when given.
         root: The export directory (default: the files' common directory).
         hash_limit: Files larger than this many bytes are described as a one-file ``FileSet``
             instead of a hashed ``FileObject`` (``None``: hash every file).

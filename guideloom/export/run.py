@@ -41,6 +41,8 @@ from guideloom.errors import (
     summarize_ids,
     warn,
 )
+from guideloom.export import clock as steps
+from guideloom.export.clock import StepClock
 from guideloom.export.overlap import OverlappedWrites
 from guideloom.export.pipeline import (
     NUMERIC_KINDS,
@@ -64,7 +66,7 @@ from guideloom.export.progress import (
 from guideloom.export.provenance import document as provenance_document
 from guideloom.export.provenance import manifest_entry as provenance_entry
 from guideloom.export.provenance import row_digests
-from guideloom.export.publish import CROISSANT_NAME, describe_export
+from guideloom.export.publish import CROISSANT_NAME, describe_export, origin_of
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
 from guideloom.export.staging import FAILED_KEY, PHASE_FINALIZING, Staging
 from guideloom.export.target import TargetLock, check_target
@@ -156,6 +158,9 @@ class ExportResult:
             export's as it was).
         update_plan: An update's plan: per experiment why it was read or how it was carried
             (:meth:`~guideloom.export.update.UpdatePlan.reasons`), the inputs it re-hashed.
+        steps: Wall seconds of each step of the run, from the description of the job to the
+            lock's release (:mod:`guideloom.export.clock`; the records and everything else,
+            the fixed cost); ``export.json``'s ``steps`` has them up to its own writing.
     """
 
     target: str
@@ -166,6 +171,7 @@ class ExportResult:
     update: dict[str, int] | None = None
     up_to_date: bool = False
     update_plan: UpdatePlan | None = None
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -331,20 +337,27 @@ def run_export(
     resume_hint: str = "rerun the same export call",
     batch_options: Mapping[str, Any] | None = None,
     report: str | os.PathLike[str] | None = None,
+    resolve_s: float = 0.0,
 ) -> ExportResult:
     """Run an export job end to end; see :func:`guideloom.export_to_numpy` for the contract.
 
     ``resume_hint`` is stored with the staged job for ``guideloom status`` to show;
     ``batch_options`` go to the batch-system cluster of ``client="slurm:N"`` / ``"pbs:N"``;
-    ``report`` is an HTML file written after the run (see :mod:`guideloom.export.report`).
+    ``report`` is an HTML file written after the run (see :mod:`guideloom.export.report`);
+    ``resolve_s``: the seconds the caller spent describing the job (the first step of
+    :attr:`ExportResult.steps`).
     """
     started = time.time()
     monitor = RunMonitor(spec.view.name, str(spec.target), spec.output, 0,
                          show_progress=show_progress, started=started)
+    monitor.clock.add(steps.RESOLVE, resolve_s)
     monitor.phase(PLAN, at=started)
     try:
-        return _run_monitored(spec, monitor, client, show_progress, dashboard_address, quiet,
-                              verbose, resume_hint, batch_options, started)
+        result = _run_monitored(spec, monitor, client, show_progress, dashboard_address,
+                                quiet, verbose, resume_hint, batch_options, started)
+        monitor.clock.lap(steps.PUBLISH)  # the lock released
+        result.steps = monitor.clock.rounded()
+        return result
     except KeyboardInterrupt:
         monitor.finish("interrupted", "Ctrl-C")
         raise
@@ -380,6 +393,7 @@ def _run_monitored(spec: ExportSpec, monitor: RunMonitor, client: Any, show_prog
             monitor.finish("published")
             return finished
         check_target(staging, spec.data_dir, spec.overwrite or previous is not None)
+        monitor.clock.lap(steps.LOCK)
         return _run_locked(spec, staging, client, monitor, dashboard_address, quiet,
                            verbose, resume_hint, batch_options, started, previous)
 
@@ -461,12 +475,15 @@ class JobPlan:
 
 
 def plan_job(spec: ExportSpec, staging: Staging, writer: ExportFormat | type[ExportFormat],
-             previous: Previous | None = None) -> JobPlan:
+             previous: Previous | None = None, clock: StepClock | None = None) -> JobPlan:
     """The job's plan: its selection, estimate (an update's scaled to the experiments it
-    reads), partition count, finishing state and whether it may fork; starts nothing."""
+    reads), partition count, finishing state and whether it may fork; starts nothing.
+    ``clock`` (a run's) times the selection as its own step."""
     if previous is not None:  # an update of this very generation, partitioned as it was
         spec = kept_partition_size(spec.replaced(previous=previous.ref), writer, previous)
     selection = select_experiments(spec)
+    if clock is not None:
+        clock.lap(steps.SELECT)
     estimate = estimate_seconds(spec, selection)
     n = len(selection.locations)
     update = digests = None
@@ -492,7 +509,7 @@ def _run_locked(spec: ExportSpec, staging: Staging, client: Any, monitor: RunMon
         raise UpdateRefusedError(f"{spec.output} exports cannot be updated yet; export again "
                                  f"with overwrite=True (update works for {updatable_kinds()} "
                                  "exports)")
-    job = plan_job(spec, staging, writer, previous)
+    job = plan_job(spec, staging, writer, previous, monitor.clock)
     update = job.update
     if update is not None and previous is not None:
         if not quiet:
@@ -554,6 +571,8 @@ def _run_placed(job_plan: JobPlan, staging: Staging, writer: ExportFormat, where
     dask = where.client
     spec, previous, estimate = job_plan.spec, job_plan.previous, job_plan.estimate_s
     plan = job_plan.export_plan()
+    clock = monitor.clock
+    clock.lap(steps.PLAN)
     job = {
         "identity": plan.identity,
         "view": spec.view.name,
@@ -577,6 +596,7 @@ def _run_placed(job_plan: JobPlan, staging: Staging, writer: ExportFormat, where
     finalizing = (staging.read_job() or {}).get("phase") == PHASE_FINALIZING
     done = staging.markers() if resumed else {}
     todo = [p for p in plan.partitions if p.index not in done]
+    clock.lap(steps.STAGING)
     hashes = None
     try:
         with contextlib.ExitStack() as children:
@@ -599,6 +619,7 @@ def _run_placed(job_plan: JobPlan, staging: Staging, writer: ExportFormat, where
             schema = (previous_schema(writer, previous) if previous is not None
                       else _schema(spec, staging, writer, plan, dask, shipped, estimate,
                                    reference, ahead))
+            clock.lap(steps.PLAN)
             # rows moved on already are never re-made
             reused = False
             if writer.needs_schema and schema is not None and not finalizing:
@@ -621,10 +642,14 @@ def _run_placed(job_plan: JobPlan, staging: Staging, writer: ExportFormat, where
             monitor.totals(n, _experiments(done.values()))
             hashes = (None if finalizing or reused  # (reused: finalize rewrites the header)
                       else prefix_hashes(writer, schema, staging, dask, done.values()))
+            staging.sync_job()  # (if the schema did not) before a partition can be marked
+            clock.lap(steps.STAGING)
             t0 = time.time()
             fresh = _execute(spec, writer, schema, todo, dask, shipped, plan, monitor,
-                             reference, ahead, hashes, forked)
+                             reference, ahead, hashes, forked, where.slots)
         compute_seconds = time.time() - t0
+        clock.lap(steps.SCHEDULE)  # the tasks' wall time: their own time is the records'
+        clock.split(steps.SCHEDULE, steps.RECORDS, steps.task_span_s(fresh))
         fault_point("partitions-done")
         summaries = sorted([*done.values(), *fresh], key=lambda s: s["index"])
         placed = {**where.to_json(), "estimate_s": round(estimate, 4)}
@@ -945,7 +970,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             try:
                 t_read = time.perf_counter()
                 check = ReadCheck(loc, racy_ns)  # the input's stat before and after
-                hashing = hasher.start(loc)  # on a helper thread, while this decodes
+                # on a helper thread, while this decodes (unless hashed in this state before)
+                hashing = hasher.start(loc, None if spec.verify_inputs else check.known())
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
                                  into=first if overlapped is None else overlapped.buffers(),
@@ -1051,10 +1077,12 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
              reference: Mapping[str, str] | None = None,
              ahead: ReadAhead | None = None,
              hashes: PrefixHashes | None = None,
-             forked: ForkedWorkers | None = None) -> list[PartitionSummary]:
+             forked: ForkedWorkers | None = None,
+             slots: Mapping[str, int] | None = None) -> list[PartitionSummary]:
     """Run the partitions ``todo``; ``ahead`` (:func:`job_readahead`, in-process only) reads
     their records; ``hashes`` (:func:`prefix_hashes`) hashes each finished partition's rows;
-    ``forked`` runs them in processes forked from this one."""
+    ``forked`` runs them in processes forked from this one; ``slots``: the placement's
+    answer of the scheduler (see :func:`~guideloom.cluster.runtime.run_partitions`)."""
     job = (spec, writer) if dask is None else shipped
     token = plan.identity[:JOB_TOKEN_CHARS]
     task = _partition_task if ahead is None else functools.partial(_partition_task, ahead=ahead)
@@ -1072,6 +1100,7 @@ def _execute(spec: ExportSpec, writer: ExportFormat,
         done=lambda s: len(s["written"]) + len(s["skipped"]),
         progress=progress_bar(False, 0, unit="exp", desc=""),  # the monitor draws the bar
         on_result=on_result,
+        slots=slots,
     )
 
 
@@ -1123,13 +1152,17 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     sim_ids = np.asarray([i for i, k in zip(ids, keep, strict=True) if k])
     writer.write_sim_ids(sim_ids, summaries)
     fault_point("sim-ids-written")
+    clock = monitor.clock
+    clock.lap(steps.ROWS)
     provenance = record_provenance(staging, plan, keep, summaries)
     fault_point("provenance-written")
+    clock.lap(steps.PROVENANCE)
     monitor.phase(CHECKSUMS)
     monitor.step(0, 1, "files")
     checksums = record_checksums(staging, writer, summaries, len(sim_ids))
     monitor.step(1, 1, "files")
     fault_point("checksums-written")
+    clock.lap(steps.CHECKSUMS)
     monitor.phase(PUBLISH)
     monitor.step(0, PUBLISH_STEPS, "steps")
     if not writer.needs_schema:  # npz probes a schema for its keys only
@@ -1201,16 +1234,25 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
         described = staging.path("data", CROISSANT_NAME)
         digests = {} if hashes is None else hashes.finish(staging.path("data"))
         staging.write_json(described, describe_published(spec, writer, staging, manifest,
-                                                         digests))
+                                                         digests), durable=False)
         manifest[DESCRIPTION_KEY] = description_entry(described)  # checked on open and verify
         fault_point("description-written")
         monitor.step(1, PUBLISH_STEPS, "steps")
-        fsync_tree(staging.path("data"))  # every file export.json vouches for is on disk
+        clock.lap(steps.CROISSANT)
     monitor.step(2, PUBLISH_STEPS, "steps")
-    staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest)
+    manifest["steps"] = clock.rounded()  # those after it: ExportResult.steps
+    staging.write_json(staging.path("data", EXPORT_MANIFEST), manifest, durable=False)
+    clock.lap(steps.MANIFEST)
+    if staging.is_local:
+        # one pass for every file of data/ (rows, sim_ids, provenance, checksums, croissant,
+        # export.json) and the folder: all of it is on disk before the job is marked
+        # "publishing", the only state in which a staged data/ is ever published
+        fsync_tree(staging.path("data"))
+        clock.lap(steps.FSYNC)
     fault_point("manifest-written")
-    staging.publish(spec.overwrite or previous is not None)
+    staging.publish(spec.overwrite or previous is not None, export_id=manifest["export_id"])
     monitor.step(PUBLISH_STEPS, PUBLISH_STEPS, "steps")
+    clock.lap(steps.PUBLISH)
     return manifest
 
 
@@ -1242,10 +1284,10 @@ def record_provenance(staging: Staging, plan: ExportPlan, keep: np.ndarray,
     started_ns = min([plan.started_ns or time.time_ns(), *starts])
     doc = provenance_document([plan.inputs[k] for k in rows], digests,
                               [plan.index_rows[k] for k in rows])
-    path = staging.path("data", PROVENANCE_FILE)
-    staging.write_json(path, doc)
-    with staging.fs.open(path, "rb") as fh:
-        return cast(ProvenanceEntry, provenance_entry(fh.read(), started_ns))
+    # made durable with the rest of data/ by finalize's one fsync pass
+    blob = staging.write_json(staging.path("data", PROVENANCE_FILE), doc, durable=False,
+                              compact=True)
+    return cast(ProvenanceEntry, provenance_entry(blob, started_ns))
 
 
 def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[PartitionSummary],
@@ -1258,7 +1300,8 @@ def record_checksums(staging: Staging, writer: ExportFormat, summaries: list[Par
     doc = combine(summaries, count, files)
     if doc is None:
         return None
-    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc)
+    staging.write_json(staging.path("data", CHECKSUMS_FILE), doc, durable=False,  # as above
+                       compact=True)
     return manifest_entry(doc)
 
 
@@ -1274,5 +1317,7 @@ def describe_published(spec: ExportSpec, writer: ExportFormat, staging: Staging,
     data = staging.path("data")
     files = {key: name if "*" in name else os.path.join(data, name)
              for key, name in writer.described_files(manifest).items()}
-    return describe_export(manifest, files, source=spec.dataset.to_jsonld(), root=data,
+    # the dataset's name, URL, licence and citation: its manifest as loaded has them (the
+    # views a to_jsonld() adds to a copy of it are not described)
+    return describe_export(manifest, files, source=origin_of(spec.dataset.manifest), root=data,
                            hash_limit=CROISSANT_HASH_LIMIT, digests=digests)

@@ -170,6 +170,7 @@ class ManifestTail(TypedDict):
     placement: dict[str, Any]
     fallbacks: NotRequired[dict[str, int]]  # the partitions' fallbacks, summed
     timings: dict[str, float]
+    steps: NotRequired[dict[str, float]]  # wall seconds per step (export/clock.py)
     data_dir: str
     created: str
     description: NotRequired[DescriptionEntry]

@@ -37,6 +37,7 @@ from guideloom.formats.npy_header import read_npy_header
 from guideloom.runtime import fallbacks, os_support
 from guideloom.runtime.buffers import PAGE, is_aligned
 from guideloom.runtime.faults import fault_point
+from guideloom.runtime.flush import fsync_all
 
 logger = logging.getLogger(__name__)
 
@@ -490,14 +491,15 @@ class NpySink(PartitionSink):
             if fd is not None:
                 os.close(fd)
         self._direct = {}
-        for alias, fd in self._fds.items():
-            try:
-                os.fsync(fd)  # also makes the direct writes' block allocations durable
-            except OSError as exc:
-                raise file_error(exc, self._paths[alias], "cannot flush") from exc
-            finally:
+        fds, self._fds = self._fds, {}
+        try:  # all at once: one journal commit (also of the direct writes' block allocations)
+            errors = fsync_all(list(fds.values()))
+        finally:
+            for fd in fds.values():
                 os.close(fd)
-        self._fds = {}
+        for alias, error in zip(fds, errors, strict=True):
+            if error is not None:
+                raise file_error(error, self._paths[alias], "cannot flush") from error
         return self._bytes
 
     def extra_summary(self) -> dict[str, Any]:

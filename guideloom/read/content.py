@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import blake3
 
@@ -25,6 +26,7 @@ from guideloom.read.byte_source import source_for
 from guideloom.read.locations import Location
 from guideloom.read.zipmember import read_bytes, read_local_header
 from guideloom.runtime import os_support
+from guideloom.runtime.caches import BoundedCache, cache
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,11 @@ class Hashed:
     nbytes: int
     seconds: float = 0.0
     cpu_s: float = 0.0
+
+
+# the digests this process hashed of local inputs, by the input and its file's stat, kept only
+# for a file last changed well before its hash began (see ReadCheck.known)
+_known: BoundedCache[tuple[Any, ...], Hashed] = cache("content_digests")
 
 
 def content_digest(loc: Location) -> Hashed:
@@ -144,9 +151,14 @@ class Hasher:
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
 
-    def start(self, loc: Location) -> Future[Hashed]:
+    def start(self, loc: Location, known: Hashed | None = None) -> Future[Hashed]:
         """Start hashing ``loc``'s input; the future's result is its :class:`Hashed` (or the
-        error of :func:`content_digest`)."""
+        error of :func:`content_digest`). ``known``: its digest, already proven
+        (:meth:`ReadCheck.known`): the future holds it at once and no thread starts."""
+        if known is not None:
+            done: Future[Hashed] = Future()
+            done.set_result(known)
+            return done
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="guideloom-hash")
         return self._pool.submit(content_digest, loc)
@@ -182,8 +194,32 @@ class ReadCheck:
         self.started_ns = time.time_ns()
         self.before = input_stat(loc)
 
+    def known(self) -> Hashed | None:
+        """The digest this process hashed of this very input (the same file and member) in
+        the same state, or ``None``.
+
+        The state is the file's stat taken now (size, ``mtime_ns``, ``ctime_ns``, inode,
+        device); a digest is kept (by :meth:`end`) only when the file was last changed more
+        than ``racy_ns`` before its hash began. A change since would show in the stat
+        (``ctime`` cannot be set back), so an equal stat proves the bytes are the ones hashed:
+        the rule by which an update trusts unchanged evidence
+        (:func:`guideloom.read.fingerprint.trusted`). Remote inputs are hashed each time.
+        """
+        key = self._key(self.before)
+        found = None if key is None else _known.get(key)
+        return None if found is None else Hashed(found.digest, found.nbytes)  # no time spent
+
+    def _key(self, stat: tuple[int, ...] | None) -> tuple[Any, ...] | None:
+        if stat is None:
+            return None
+        loc = self.loc
+        member = (None if loc.member is None
+                  else (loc.member, int(loc.header_offset), int(loc.size), loc.crc))
+        return (loc.path, member, *stat)
+
     def end(self, hashed: Hashed) -> None:
-        """Raise :class:`ExperimentReadError` when the input changed while it was read."""
+        """Raise :class:`ExperimentReadError` when the input changed while it was read;
+        else keep ``hashed`` for :meth:`known` when the file's last change is old enough."""
         loc, after = self.loc, input_stat(self.loc)
         if after != self.before:
             raise ExperimentReadError(
@@ -196,3 +232,7 @@ class ReadCheck:
                 f"experiment {loc.sim_id}: {loc.describe()} changed while the export read it "
                 "(two hashes of it differ); run the export again",
                 sim_id=loc.sim_id, file=loc.describe())
+        if after is not None and max(after[1], after[2]) + self.racy_ns < self.started_ns:
+            key = self._key(after)
+            if key is not None:
+                _known.put(key, hashed)

@@ -31,6 +31,9 @@ DEFAULTS: dict[str, CacheBound] = {
     "archive_listings": CacheBound(64, None, "zip central directories, by archive and its "
                                    "(inode, size, mtime)"),
     "crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of local zip members"),
+    "content_digests": CacheBound(1 << 16, None, "BLAKE3 digests of local inputs, by the "
+                                  "input and its file's stat (a file last changed well before "
+                                  "its hash)"),
     "remote_crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of remote zip members"),
     "remote_view_reach": CacheBound(256, None, "how far into a remote member each view's "
                                     "reads went (the size of the next first read)"),
@@ -47,6 +50,7 @@ DEFAULTS: dict[str, CacheBound] = {
                                    "(the files stay on disk)"),
     "unpacked_transforms": CacheBound(8, None, "transforms unpickled on a worker, by the "
                                       "digest of their payload"),
+    "npy_headers": CacheBound(256, None, "parsed .npy headers, by their bytes"),
     "chunk_steps": CacheBound(512, None, "HDF5 filter pipelines turned into read steps"),
     "output_names": CacheBound(4096, None, "verdicts on export output names"),
 }
