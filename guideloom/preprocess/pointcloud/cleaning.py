@@ -18,7 +18,7 @@ from scipy.spatial import cKDTree
 
 logger = logging.getLogger(__name__)
 
-BLOCK = 1 << 16
+BLOCK = 1 << 14
 #: Points whose pairs are found at once.
 PAIR_BLOCK = 1 << 16
 
