@@ -1,7 +1,7 @@
 """The pointcloud stage of ``guideloom preprocess`` beside rddac 2.0's, on real-size scans.
 
 Run: ``python3 benchmarks/preprocess_pointcloud.py [--n N] [--shape 2000 3200] [--cache DIR]
-[--rddac-python PY]``
+[--rddac-python PY] [--rf-trees N] [--no-rddac]``
 
 Issue 39's goals: pointcloud on real-size scans (2000 x 3200) >= 1.5x rddac at the same worker
 count (one worker here: each side processes the experiments one after the other in one
@@ -18,8 +18,10 @@ tests/rddac_venv.py) through tests/rddac_pointcloud_driver.py. Printed: seconds 
 on each side and the speed-up; guideloom's seconds per phase with the floor of each phase (what
 no implementation of the same algorithm avoids: filtering, one k-nearest-neighbour query of all
 points in the plane; classifier, the forest's ``predict_proba`` on the feature matrix; ICP, the
-nearest-neighbour queries of its iterations); the peak RSS against the working set (the raw
-grids, the points and the aligned points, the feature matrix); and the agreement with rddac
+nearest-neighbour queries of its iterations); the worker's memory (benchmarks/memory.py): its idle
+resident size (imports done, the forests loaded) and, per experiment, the resident peak the
+experiment added over it and tracemalloc's peak, each against the experiment's working set
+(its raw scans as decoded plus the processed arrays it writes); and the agreement with rddac
 (kept points in common, rotation and translation differences).
 """
 
@@ -71,24 +73,37 @@ def dataset(cache: Path, shape: tuple[int, int]) -> tuple[Path, Path]:
 
 def _ours_child(data: str, labels: str, out: str, params: dict, ids: list[int],
                 queue: multiprocessing.Queue) -> None:
+    from benchmarks import memory
     from guideloom.preprocess import pointcloud as pc
 
     t0 = time.perf_counter()
     prepared = pc.prepare(params, out_dir=out, data_dir=data, labels=labels, rebuild=False)
     prepare_s = time.perf_counter() - t0
     rss_after_prepare = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    rows = []
-    for exp_id in ids:
-        exp = ph.EXPERIMENTS[exp_id]
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+    before_models = memory.status()["VmRSS"]
+    for exp_id in ids:  # the idle worker: imports done, its experiments' forests loaded
+        for op in ("op10", "op20"):
+            prepared.bundles()[f"{ph.EXPERIMENTS[exp_id].geometry}_{op}"]
+    idle = memory.status()["VmRSS"]
+
+    def one(exp_id: int, timings: dict[str, float]) -> None:
         with h5py.File(Path(data) / "h5" / f"{exp_id:04d}.h5", "r") as raw, \
                 h5py.File(Path(out) / f"{exp_id:04d}.h5", "w") as f:
-            ph.processed_means(f, exp)
+            ph.processed_means(f, ph.EXPERIMENTS[exp_id])
             pc.process_experiment(raw, f, params=params, prepared=prepared, timings=timings)
-        rows.append({"id": exp_id, "seconds": time.perf_counter() - t0, **timings})
+
+    rows = []
+    for exp_id in ids:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        _, added = memory.resident(lambda: one(exp_id, timings))  # noqa: B023 - run at once
+        rows.append({"id": exp_id, "seconds": time.perf_counter() - t0, **timings,
+                     "rss_before": added.baseline, "rss_added": added.peak})
+    traced_peak = memory.traced(lambda: one(ids[0], {}))[1].peak if ids else 0
     queue.put({"prepare_s": prepare_s, "rows": rows, "rss_after_prepare_kb": rss_after_prepare,
-               "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
+               "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+               "models_bytes": idle - before_models, "idle_rss": idle,
+               "traced_peak": traced_peak})
 
 
 def run_ours(data: Path, labels: Path, out: Path, params: dict, ids: list[int]) -> dict:
@@ -161,14 +176,49 @@ def floors(data: Path, out: Path, exp_id: int, params: dict) -> dict[str, float]
     return {"filtering": 2 * filtering, "classifier": 2 * classifier, "icp": 2 * icp}
 
 
-def working_set_mb(data: Path, exp_id: int, n_features: int = 22) -> float:
-    """Bytes one operation's stage must hold at once: the raw grids (float32), the points and
-    the aligned points (float64), the feature matrix (float32)."""
-    with h5py.File(data / "h5" / f"{exp_id:04d}.h5", "r") as raw:
-        g = raw["pointcloud/op10"]
-        cells = int(g.attrs["y_shape"]) * int(g.attrs["x_shape"])
-        valid = int((g["z"][:] > 0).sum())
-    return (2 * 4 * cells + 2 * 24 * valid + 4 * n_features * valid) / 1e6
+def working_set(data: Path, out: Path, exp_id: int) -> dict[str, int]:
+    """Bytes of one experiment's working set: its raw scans as decoded (``z`` and
+    ``luminescence`` of both operations, in their stored dtype) plus the processed arrays it
+    produces (each operation's kept points and packed luminescence)."""
+    with h5py.File(data / "h5" / f"{exp_id:04d}.h5", "r") as raw, \
+            h5py.File(out / f"{exp_id:04d}.h5", "r") as done:
+        raw_bytes = sum(raw[f"pointcloud/{op}/{name}"].size
+                        * raw[f"pointcloud/{op}/{name}"].dtype.itemsize
+                        for op in ("op10", "op20") for name in ("z", "luminescence"))
+        out_bytes = sum(done[f"pointcloud/{op}/{name}"].size
+                        * done[f"pointcloud/{op}/{name}"].dtype.itemsize
+                        for op in ("op10", "op20") for name in ("z", "luminescence"))
+    return {"raw": raw_bytes, "processed": out_bytes, "total": raw_bytes + out_bytes}
+
+
+def memory_lines(data: Path, out: Path, ours: dict) -> list[str]:
+    """The worker's idle size, and per experiment what processing it added against its
+    working set (goal: <= 2x)."""
+    mib = 2**20
+    lines = [f"memory (guideloom worker): idle {ours['idle_rss'] / mib:.0f} MiB resident "
+             f"(imports done, the forests of its experiments loaded: "
+             f"{ours['models_bytes'] / mib:.0f} MiB of it); per experiment (VmHWM reset through "
+             "/proc/self/clear_refs before it), the worker's resident peak over its idle size, "
+             "and over the size just before it (freed memory the allocator keeps counts in "
+             "the first, not in the second):"]
+    worst = 0.0
+    for row in ours["rows"]:
+        ws = working_set(data, out, row["id"])
+        over_idle = row["rss_before"] + row["rss_added"] - ours["idle_rss"]
+        ratio = over_idle / ws["total"]
+        worst = max(worst, ratio)
+        lines.append(f"  {row['id']:04d}: peak over idle {over_idle / mib:.1f} MiB (over the "
+                     f"{row['rss_before'] / mib:.0f} MiB before it: {row['rss_added'] / mib:.1f}"
+                     f" MiB); working set {ws['total'] / mib:.1f} MiB = raw z + luminescence of "
+                     f"op10 and op20 as decoded {ws['raw'] / mib:.1f} MiB + processed z + "
+                     f"luminescence {ws['processed'] / mib:.1f} MiB; peak over idle / working "
+                     f"set {ratio:.2f}")
+    first = working_set(data, out, ours["rows"][0]["id"])["total"]
+    lines.append(f"  tracemalloc peak of {ours['rows'][0]['id']:04d} (numpy's buffers; not "
+                 f"scipy's k-d trees): {ours['traced_peak'] / mib:.1f} MiB, "
+                 f"{ours['traced_peak'] / first:.2f}x its working set")
+    lines.append(f"  largest peak over idle / working set {worst:.2f} (goal <= 2)")
+    return lines
 
 
 def agreement(ours: Path, theirs: Path, ids: list[int]) -> list[str]:
@@ -199,10 +249,12 @@ def main() -> None:
     parser.add_argument("--rf-trees", type=int, default=None,
                         help="rf_n_estimators for both sides (default rddac's 150; training "
                              "150 trees on 1.2 M rows takes an hour on a busy 2-core machine)")
+    parser.add_argument("--no-rddac", action="store_true",
+                        help="guideloom's side and its memory only (no rddac, no speed-up)")
     args = parser.parse_args()
     shape = (args.shape[0], args.shape[1])
     python = args.rddac_python
-    if python is None:
+    if python is None and not args.no_rddac:
         python, why = rddac_python()
         if python is None:
             raise SystemExit(f"rddac 2.0 is not available: {why}")
@@ -217,6 +269,10 @@ def main() -> None:
     # both sides prepared (the outputs are written anew)
     run_dir = args.cache / f"run-{shape[0]}x{shape[1]}-{args.rf_trees or 150}"
     ours = run_ours(data, labels, run_dir / "guideloom", params, ids)
+    print(f"uptime: {os.getloadavg()[0]:.1f} load over the last minute, {os.cpu_count()} cores")
+    print("\n".join(memory_lines(data, run_dir / "guideloom", ours)))
+    if args.no_rddac:
+        return
     theirs = run_rddac(python, data, labels, run_dir / "rddac", params, ids)
     trees = params.get("rf_n_estimators", 150)
     print(f"training the fin classifier (6 labelled experiments, {trees} trees): guideloom "
@@ -231,12 +287,9 @@ def main() -> None:
     for phase, seconds in phases.items():
         print(f"  {phase:10s} {seconds:7.1f} s  {seconds / ours_s:5.1%} of the experiment; "
               f"floor {floor[phase]:.1f} s ({seconds / max(floor[phase], 1e-9):.1f}x it)")
-    ws = working_set_mb(data, ids[0])
-    peak = ours["max_rss_kb"] / 1e3
-    print(f"memory: guideloom worker peak {peak:.0f} MB (training: "
-          f"{ours['rss_after_prepare_kb'] / 1e3:.0f} MB), rddac {theirs['max_rss_kb'] / 1e3:.0f}"
-          f" MB; working set of one operation {ws:.0f} MB: peak / working set "
-          f"{peak / ws:.2f} (goal <= 2)")
+    print(f"peak RSS of the whole process: guideloom worker {ours['max_rss_kb'] / 1e3:.0f} MB "
+          f"(training: {ours['rss_after_prepare_kb'] / 1e3:.0f} MB), rddac "
+          f"{theirs['max_rss_kb'] / 1e3:.0f} MB")
     print("agreement with rddac:")
     print("\n".join(agreement(run_dir / "guideloom", run_dir / "rddac", ids)))
 

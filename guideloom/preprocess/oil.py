@@ -62,20 +62,31 @@ def hampel_outliers(positions: np.ndarray, values: np.ndarray, window: int, k: f
     n = len(values)
     if n == 0:
         return np.zeros(0, dtype=bool)
-    lo = np.searchsorted(positions, positions - window, side="left")
-    hi = np.searchsorted(positions, positions + window, side="right")
+    # rows at the same position share their window: each window's median and scale once, in
+    # blocks of windows of at most ~n cells (the padded window matrix is never n x width)
+    first = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1]])
+    lo = np.searchsorted(positions, positions[first] - window, side="left")
+    hi = np.searchsorted(positions, positions[first] + window, side="right")
     lengths = hi - lo
     width = int(lengths.max())
-    take = lo[:, None] + np.arange(width)[None, :]
-    inside = take < hi[:, None]
-    rows = np.where(inside, values[np.minimum(take, n - 1)], np.inf)
-    medians = _row_medians(rows, lengths)
-    deviations = np.where(inside, np.abs(rows - medians[:, None]), np.inf)
-    scale = MAD_SIGMA * _row_medians(deviations, lengths)
+    medians = np.empty(len(first))
+    scale = np.empty(len(first))
+    step = max(1, n // width)
+    for start in range(0, len(first), step):
+        part = slice(start, start + step)
+        take = lo[part, None] + np.arange(width)[None, :]
+        inside = take < hi[part, None]
+        rows = np.where(inside, values[np.minimum(take, n - 1)], np.inf)
+        del take
+        medians[part] = _row_medians(rows, lengths[part])
+        deviations = np.where(inside, np.abs(rows - medians[part, None]), np.inf)
+        del rows, inside
+        scale[part] = MAD_SIGMA * _row_medians(deviations, lengths[part])
     for i in np.flatnonzero(scale == 0):  # the mean in the window's own order, as np.mean sums
         mean = float(np.mean(np.abs(values[lo[i]:hi[i]] - medians[i])))
         scale[i] = max(MEAN_ABS_SIGMA * mean, quantization)
-    return np.abs(values - medians) > k * scale
+    which = np.repeat(np.arange(len(first)), np.diff(np.r_[first, n]))
+    return np.abs(values - medians[which]) > k * scale[which]
 
 
 def group_means(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

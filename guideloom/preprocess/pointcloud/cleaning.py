@@ -1,13 +1,15 @@
 """Geometric outlier seeds on a scan's points and their closing: steep local planes, points
 rising outward, small 3-D components; then dilation and erosion on the k-nearest-neighbour graph.
 
-The neighbourhood work runs in blocks of :data:`BLOCK` points, so a worker's memory stays a
+The neighbourhood work runs in blocks of :data:`BLOCK` points, and the neighbour lists of the
+seeds and the pairs of the components are made block by block, so a worker's memory stays a
 small multiple of the scan instead of growing with ``points x k``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -16,45 +18,59 @@ from scipy.spatial import cKDTree
 
 logger = logging.getLogger(__name__)
 
-BLOCK = 1 << 17
+BLOCK = 1 << 14
+#: Points whose pairs are found at once.
+PAIR_BLOCK = 1 << 16
 
 
 def neighbours(tree: cKDTree, xy: np.ndarray, k: int) -> np.ndarray:
     """``(N, k + 1)`` int32 indices of each point's nearest neighbours in the plane (itself
     first)."""
     out = np.empty((len(xy), k + 1), dtype=np.int32)
-    for start in range(0, len(xy), BLOCK):
-        out[start:start + BLOCK] = tree.query(xy[start:start + BLOCK], k=k + 1)[1]
+    for start, block in _blocks(tree, xy, k):
+        out[start:start + len(block)] = block
     return out
 
 
-def steep_seeds(points: np.ndarray, nbrs: np.ndarray, max_angle_deg: float) -> np.ndarray:
-    """Points whose local plane (fitted to their neighbours) tilts more than ``max_angle_deg``.
+def _blocks(tree: cKDTree, xy: np.ndarray, k: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(start, indices)`` of the ``k + 1`` nearest neighbours of each :data:`BLOCK` of
+    points: the neighbour lists are never held for all points at once."""
+    for start in range(0, len(xy), BLOCK):
+        yield start, tree.query(xy[start:start + BLOCK], k=k + 1)[1]
+
+
+def steep_seeds(points: np.ndarray, tree: cKDTree, k: int, max_angle_deg: float) -> np.ndarray:
+    """Points whose local plane (fitted to their ``k`` nearest neighbours in the plane, ``tree``
+    holding the points' x and y) tilts more than ``max_angle_deg``.
 
     The plane normal is the eigenvector of the smallest eigenvalue of the neighbourhood's
     scatter matrix (the last right-singular vector of the centred neighbours).
     """
     seeds = np.empty(len(points), dtype=bool)
-    for start in range(0, len(points), BLOCK):
-        block = points[nbrs[start:start + BLOCK]]
+    for start, nbrs in _blocks(tree, points[:, :2], k):
+        block = points[nbrs]
+        del nbrs
         block -= block.mean(axis=1, keepdims=True)
         scatter = np.einsum("nki,nkj->nij", block, block)
+        del block
         normal_z = np.linalg.eigh(scatter)[1][:, 2, 0]
         angle = np.degrees(np.arccos(np.clip(np.abs(normal_z), 0, 1)))
-        seeds[start:start + BLOCK] = angle > max_angle_deg
+        seeds[start:start + len(angle)] = angle > max_angle_deg
     return seeds
 
 
-def rising_seeds(points: np.ndarray, nbrs: np.ndarray, tolerance_mm: float) -> np.ndarray:
+def rising_seeds(points: np.ndarray, tree: cKDTree, k: int, tolerance_mm: float) -> np.ndarray:
     """Points more than ``tolerance_mm`` above the median of their inward neighbours (more than
-    two of them), inward meaning closer to the centre of the highest fifth of the points."""
+    two of their ``k`` nearest in the plane, ``tree`` holding the points' x and y), inward
+    meaning closer to the centre of the highest fifth of the points."""
     top = points[:, 2] >= np.percentile(points[:, 2], 80)
     centre = points[top, :2].mean(axis=0)
+    del top
     radius = np.hypot(points[:, 0] - centre[0], points[:, 1] - centre[1])
     seeds = np.empty(len(points), dtype=bool)
-    for start in range(0, len(points), BLOCK):
-        stop = min(start + BLOCK, len(points))
-        others = nbrs[start:stop, 1:]
+    for start, nbrs in _blocks(tree, points[:, :2], k):
+        stop = start + len(nbrs)
+        others = nbrs[:, 1:]
         inward = radius[others] < (radius[start:stop, None] - 0.1)
         count = inward.sum(axis=1)
         heights = np.sort(np.where(inward, points[others, 2], np.nan), axis=1)
@@ -68,16 +84,55 @@ def rising_seeds(points: np.ndarray, nbrs: np.ndarray, tolerance_mm: float) -> n
 
 def small_component_seeds(points: np.ndarray, min_size: int) -> np.ndarray:
     """Points of 3-D components smaller than ``min_size``; points closer than three times the
-    median nearest-neighbour distance are connected."""
+    median nearest-neighbour distance are connected.
+
+    The pairs are found per :data:`PAIR_BLOCK` points (among the points that can reach them)
+    and merged into the components found so far, so the pair list never exists for the whole
+    scan.
+    """
     n = len(points)
     tree = cKDTree(points)
     nearest = np.empty(n)
     for start in range(0, n, BLOCK):
         nearest[start:start + BLOCK] = tree.query(points[start:start + BLOCK], k=2)[0][:, 1]
-    pairs = tree.query_pairs(r=float(np.median(nearest)) * 3, output_type="ndarray")
-    graph = coo_matrix((np.ones(len(pairs), dtype=bool), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
-    _, labels = connected_components(graph.tocsr(), directed=False)
-    return (np.bincount(labels) < min_size)[labels]
+    radius = float(np.median(nearest)) * 3
+    del nearest
+    component = np.arange(n, dtype=np.int64 if n > np.iinfo(np.int32).max else np.int32)
+    for start in range(0, n, PAIR_BLOCK):
+        near = _around(points, points[start:start + PAIR_BLOCK], radius)
+        pairs = near[cKDTree(points[near]).query_pairs(r=radius, output_type="ndarray")]
+        _merge(component, component[pairs[:, 0]], component[pairs[:, 1]])
+    return (np.bincount(component, minlength=n) < min_size)[component]
+
+
+def _around(points: np.ndarray, block: np.ndarray, radius: float) -> np.ndarray:
+    """Indices of the points within ``radius`` of the block's bounding box (every point that
+    can pair with one of the block), y first (a scan's points come row by row)."""
+    low, high = block.min(axis=0) - radius, block.max(axis=0) + radius
+    near = np.flatnonzero((points[:, 1] >= low[1]) & (points[:, 1] <= high[1]))
+    inside = points[near]
+    keep = ((inside[:, 0] >= low[0]) & (inside[:, 0] <= high[0])
+            & (inside[:, 2] >= low[2]) & (inside[:, 2] <= high[2]))
+    return near[keep]
+
+
+def _merge(component: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """Join, in place, the components of each pair ``(a[m], b[m])`` of representatives
+    (``component`` maps each point to its component's representative, the component's
+    smallest point index)."""
+    differ = a != b
+    if not differ.any():
+        return
+    nodes, inverse = np.unique(np.concatenate([a[differ], b[differ]]), return_inverse=True)
+    half = int(differ.sum())
+    graph = coo_matrix((np.ones(half, dtype=bool), (inverse[:half], inverse[half:])),
+                       shape=(len(nodes), len(nodes)))
+    count, joined = connected_components(graph.tocsr(), directed=False)
+    representative = np.full(count, len(component), dtype=component.dtype)
+    np.minimum.at(representative, joined, nodes)
+    remap = np.arange(len(component), dtype=component.dtype)
+    remap[nodes] = representative[joined]
+    component[:] = remap[component]
 
 
 def closed(seeds: np.ndarray, nbrs: np.ndarray, max_iter: int) -> tuple[np.ndarray, int]:

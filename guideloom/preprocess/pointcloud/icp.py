@@ -30,10 +30,14 @@ class Alignment:
 
 def voxel_representatives(points: np.ndarray, voxel_mm: float = VOXEL_MM) -> np.ndarray:
     """The first point of every occupied ``voxel_mm`` voxel, in the points' order."""
-    cells = np.round(points / voxel_mm).astype(np.int64)
-    cells -= cells.min(axis=0)
-    span = cells.max(axis=0) + 1
-    keys = (cells[:, 0] * span[1] + cells[:, 1]) * span[2] + cells[:, 2]
+    keys = np.zeros(len(points), dtype=np.int64)
+    for axis in range(3):  # one column of cells at a time: (x * span_y + y) * span_z + z
+        cells = np.round(points[:, axis] / voxel_mm).astype(np.int64)
+        if len(cells):
+            cells -= cells.min()
+            keys *= cells.max() + 1
+        keys += cells
+        del cells
     first = np.unique(keys, return_index=True)[1]
     return points[np.sort(first)]
 
@@ -112,7 +116,8 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
     sim_tree = cKDTree(sim)
     sim_centre = centre_height(sim)
     rot1, t1 = icp(points[inlier], sim_tree, iterations, sample, seed)
-    aligned = points @ rot1.T + t1
+    aligned = points @ rot1.T
+    aligned += t1
     dz1 = centre_height(aligned[inlier]) - sim_centre
     aligned[:, 2] -= dz1
 
@@ -125,7 +130,8 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
 
     cup_tree = cKDTree(sim_cup)
     rot2, t2 = icp(aligned[cup], cup_tree, iterations, sample, seed)
-    aligned = aligned @ rot2.T + t2
+    aligned = aligned @ rot2.T
+    aligned += t2
     dz2 = centre_height(aligned[inlier]) - sim_centre
     aligned[:, 2] -= dz2
 

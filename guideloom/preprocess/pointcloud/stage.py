@@ -19,6 +19,8 @@ logger = logging.getLogger(__name__)
 
 OPS = ("op10", "op20")
 GZIP = {"compression": "gzip", "compression_opts": 4}
+#: Rows the fin classifier predicts at once.
+PREDICT_ROWS = 1 << 16
 
 
 class Timings(dict[str, float]):
@@ -53,7 +55,12 @@ def process(raw: Any, out: Any, params: Mapping[str, Any], sims: Simulations,
 
 def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
              bundle: dict[str, Any], p: Mapping[str, Any], timings: Timings) -> None:
-    """Clean and align one operation's scan into the group ``target``."""
+    """Clean and align one operation's scan into the group ``target``.
+
+    Every array is dropped as soon as it is no longer needed (the raw grids once the points,
+    the packed and the scaled luminescence are made; the points once aligned; the neighbour
+    lists once used), and the classifier predicts :data:`PREDICT_ROWS` rows at a time.
+    """
     from guideloom.preprocess.pointcloud.model import read_scan
 
     started = time.perf_counter()
@@ -65,8 +72,13 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     if not valid.any():
         raise ValueError(f"pointcloud/{op}: no valid surface pixel")
     points = grid.scan_points(z, valid)
-    steep = cleaning.steep_seeds(points, cleaning.neighbours(cKDTree(points[:, :2]), points[:, :2],
-                                                            int(p["k_angle"])), max_angle)
+    del z
+    packed = grid.packed_luminescence(lumi, valid)
+    lumi_grid = grid.luminescence_grid(lumi, valid)
+    del lumi
+    tree = cKDTree(points[:, :2])
+    steep = cleaning.steep_seeds(points, tree, int(p["k_angle"]), max_angle)
+    del tree
     small = cleaning.small_component_seeds(points, min_component)
     before_icp = steep | small
     started = timings.add("filtering", started)
@@ -75,40 +87,40 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     fit = icp.align(points, sim, ~before_icp, anchor_height_mm=anchor,
                     iterations=int(p["icp_max_iterations"]), sample=int(p["icp_sample_size"]),
                     seed=SEED)
+    del points
     aligned = fit.aligned
     started = timings.add("icp", started)
 
     tree = cKDTree(aligned[:, :2])
-    rising = cleaning.rising_seeds(aligned, cleaning.neighbours(tree, aligned[:, :2],
-                                                                int(p["k_mono"])),
-                                   float(p["z_tolerance_mm"]))
+    rising = cleaning.rising_seeds(aligned, tree, int(p["k_mono"]), float(p["z_tolerance_mm"]))
     closing = cleaning.neighbours(tree, aligned[:, :2], int(p["k_closing"]))
+    del tree
     geometric, rounds = cleaning.closed(before_icp | rising, closing, int(p["max_closing_iter"]))
+    del closing
     started = timings.add("filtering", started)
 
     z_grid = grid.on_grid(aligned[:, 2], valid)
     sim_distance = grid.on_grid(cKDTree(sim).query(aligned)[0], valid)
     started = timings.add("icp", started)
-    base, _ = features.base_matrix(features.base_features(
-        z_grid.astype(np.float64), sim_distance, grid.luminescence_grid(lumi, valid), valid), valid)
     xf = registration.register(valid, bundle["ref_ds"])
-    extra = features.registered_matrix(z_grid, valid, bundle["prior_reg"].astype(np.float64),
-                                       bundle["expected_reg"].astype(np.float64), xf, DX_MM, DY_MM)
-    forest = bundle["model"]
-    if getattr(forest, "n_jobs", 1) != 1:
-        forest.set_params(n_jobs=1)
-    threshold = float(p["rf_threshold"])
-    fins = forest.predict_proba(np.hstack([base, extra]))[:, 1] >= threshold
+    x = features.matrix(z_grid, sim_distance, lumi_grid, valid,
+                        bundle["prior_reg"].astype(np.float64),
+                        bundle["expected_reg"].astype(np.float64), xf, DX_MM, DY_MM)
+    del z_grid, sim_distance, lumi_grid
+    fins = _predict(bundle["model"], x, float(p["rf_threshold"]))
+    del x
     started = timings.add("classifier", started)
 
     removed = geometric | fins
     kept = aligned[~removed]
+    del aligned
     swept = cleaning.small_component_seeds(kept, min_component)
     final = kept[~swept].astype(np.float32)
+    del kept
     timings.add("filtering", started)
 
     target.create_dataset("z", data=final, **GZIP)
-    target.create_dataset("luminescence", data=grid.packed_luminescence(lumi, valid), **GZIP)
+    target.create_dataset("luminescence", data=packed, **GZIP)
     n_valid = int(valid.sum())
     target.attrs.update({
         "x_mm_per_pixel": grid.X_MM_PER_PIXEL, "y_mm_per_pixel": grid.Y_MM_PER_PIXEL,
@@ -120,5 +132,18 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
         "n_rf_removed": int(fins.sum()), "n_final_sweep": int(swept.sum()),
         "n_final_points": int(len(final)),
         "outlier_pct": 100.0 * float(removed.sum()) / max(n_valid, 1),
-        "rf_threshold": threshold, "registration_theta_dy_dx": np.array(xf, dtype=np.float64)})
+        "rf_threshold": float(p["rf_threshold"]),
+        "registration_theta_dy_dx": np.array(xf, dtype=np.float64)})
     logger.debug("%s: %d of %d points kept", op, len(final), n_valid)
+
+
+def _predict(forest: Any, x: np.ndarray, threshold: float) -> np.ndarray:
+    """Rows of ``x`` whose fin probability reaches ``threshold``, :data:`PREDICT_ROWS` at a
+    time (the forest's per-tree probabilities never exist for the whole scan)."""
+    if getattr(forest, "n_jobs", 1) != 1:
+        forest.set_params(n_jobs=1)
+    fins = np.empty(len(x), dtype=bool)
+    for start in range(0, len(x), PREDICT_ROWS):
+        fins[start:start + PREDICT_ROWS] = (
+            forest.predict_proba(x[start:start + PREDICT_ROWS])[:, 1] >= threshold)
+    return fins
