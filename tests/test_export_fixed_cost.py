@@ -191,3 +191,61 @@ def test_a_cached_npy_header_reads_as_numpy_reads_it(tmp_path, version):
     damaged.write_bytes(blob.replace(b"'descr'", b"'dexcr'"))  # same length, numpy refuses it
     with open(damaged, "rb") as fh, pytest.raises(ValueError, match="dexcr"):
         read_npy_header(fh)
+
+
+FRESH_PROCESS_EXPORT = """
+import json, sys
+import numpy as np
+import guideloom
+
+def crop_force(force):
+    return np.asarray(force)[:1000]
+
+result = guideloom.export.export("force-curve", sys.argv[2], kind="npy", data_dir=sys.argv[1],
+                                 partition_size=6, transforms={"force_data": crop_force},
+                                 client="sync")
+print(json.dumps(sum(float(s["input_hash_s"]) for s in result.summaries)))
+"""
+
+
+def _export_in_a_fresh_process(data: Path, target: Path, cache: Path) -> float:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "GUIDELOOM_CACHE_DIR": str(cache),
+           "GUIDELOOM_INPUT_RACY_S": "0"}
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS_EXPORT, str(data), str(target)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_digest_one_process_recorded_is_reused_by_the_next_only_while_provable(old_data,
+                                                                                 tmp_path):
+    """The digests live on in the user's private cache (``GUIDELOOM_CACHE_DIR``, 0700) under
+    the same key as in a process (path, member, the file's full stat), so a fresh process
+    exporting the same files hashes nothing; a file rewritten with its size and mtime put
+    back has another ctime, so it is hashed again, and a damaged cache entry is ignored."""
+    cache = tmp_path / "cache"
+    assert _export_in_a_fresh_process(old_data, tmp_path / "a", cache) > 0
+    assert _export_in_a_fresh_process(old_data, tmp_path / "b", cache) == 0
+    assert digests(tmp_path / "b") == digests(tmp_path / "a")
+    victim = old_data / "h5" / "0004.h5"
+    before = os.stat(victim)
+    blob = bytearray(victim.read_bytes())
+    blob[-1] ^= 0xFF
+    victim.write_bytes(bytes(blob))
+    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert _export_in_a_fresh_process(old_data, tmp_path / "c", cache) > 0
+    fresh = content_digest(location(old_data, 4)).digest
+    assert digests(tmp_path / "c")["4"] == fresh != digests(tmp_path / "a")["4"]
+    assert {k: v for k, v in digests(tmp_path / "c").items() if k != "4"} == {
+        k: v for k, v in digests(tmp_path / "a").items() if k != "4"}
+    for entry in (cache / "remote").glob("*.json"):  # a damaged entry is ignored, not trusted
+        doc = json.loads(entry.read_text())
+        if doc["kind"] == "input-digest":
+            doc["payload"]["digest"] = "0" * 64
+            entry.write_text(json.dumps(doc))
+    assert _export_in_a_fresh_process(old_data, tmp_path / "d", cache) > 0
+    assert digests(tmp_path / "d") == digests(tmp_path / "c")

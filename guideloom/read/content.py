@@ -11,6 +11,7 @@ development machine, against 1.1 GB/s for ``hashlib.sha256`` (with SHA-NI) and 0
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -195,8 +196,9 @@ class ReadCheck:
         self.before = input_stat(loc)
 
     def known(self) -> Hashed | None:
-        """The digest this process hashed of this very input (the same file and member) in
-        the same state, or ``None``.
+        """The digest this process (or another of this user: :func:`_from_disk`, the user's
+        private cache folder) hashed of this very input (the same file and member) in the
+        same state, or ``None``.
 
         The state is the file's stat taken now (size, ``mtime_ns``, ``ctime_ns``, inode,
         device); a digest is kept (by :meth:`end`) only when the file was last changed more
@@ -206,7 +208,13 @@ class ReadCheck:
         (:func:`guideloom.read.fingerprint.trusted`). Remote inputs are hashed each time.
         """
         key = self._key(self.before)
-        found = None if key is None else _known.get(key)
+        if key is None:
+            return None
+        found = _known.get(key)
+        if found is None:
+            found = _from_disk(key)  # another process of this user hashed it
+            if found is not None:
+                _known.put(key, found)
         return None if found is None else Hashed(found.digest, found.nbytes)  # no time spent
 
     def _key(self, stat: tuple[int, ...] | None) -> tuple[Any, ...] | None:
@@ -236,3 +244,36 @@ class ReadCheck:
             key = self._key(after)
             if key is not None:
                 _known.put(key, hashed)
+                _to_disk(key, hashed)
+
+
+# --- across processes: the user's private cache ------------------------------------------------
+DIGEST_KIND = "input-digest"  # entries of guideloom.read.metacache (the user's 0700 folder)
+
+
+def _disk_key(key: tuple[Any, ...]) -> str:
+    return json.dumps(key, separators=(",", ":"), default=str)
+
+
+def _from_disk(key: tuple[Any, ...]) -> Hashed | None:
+    """The digest a process of this user recorded for this very input in this very state (the
+    same key as :data:`_known`'s: path, member and the file's full stat), or ``None``."""
+    from guideloom.read.metacache import process_cache
+
+    doc = process_cache().get(DIGEST_KIND, _disk_key(key))
+    if not isinstance(doc, dict):
+        return None
+    digest, nbytes = doc.get("digest"), doc.get("nbytes")
+    if (not isinstance(digest, str) or len(digest) != 64 or type(nbytes) is not int
+            or nbytes < 0 or any(c not in "0123456789abcdef" for c in digest)):
+        return None
+    return Hashed(digest, nbytes)
+
+
+def _to_disk(key: tuple[Any, ...], hashed: Hashed) -> None:
+    """Record ``hashed`` for :func:`_from_disk` (the cache never fails an export)."""
+    from guideloom.read.metacache import process_cache
+
+    process_cache().put(DIGEST_KIND, _disk_key(key), {"digest": hashed.digest,
+                                                      "nbytes": hashed.nbytes})
+

@@ -1,4 +1,6 @@
-"""A small local cache of what remote reads learn once: archive directories, HDF5 metadata.
+"""A small local cache of what reads learn once: remote archive directories and HDF5 metadata,
+and the content digests of local inputs (:mod:`guideloom.read.content`: kept only for a file
+last changed before its hash began, under a key of its full stat, as an update trusts evidence).
 
 Where: ``$GUIDELOOM_CACHE_DIR``, else ``$XDG_CACHE_HOME/guideloom``, else
 ``~/.cache/guideloom``; entries go to its ``remote/`` folder (mode 0o700, files 0o600). Size:
