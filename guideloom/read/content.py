@@ -194,6 +194,7 @@ class ReadCheck:
         self.loc, self.racy_ns = loc, racy_ns
         self.started_ns = time.time_ns()
         self.before = input_stat(loc)
+        self._recorded = False  # known() found this input's digest recorded already
 
     def known(self) -> Hashed | None:
         """The digest this process (or another of this user: :func:`_from_disk`, the user's
@@ -215,6 +216,7 @@ class ReadCheck:
             found = _from_disk(key)  # another process of this user hashed it
             if found is not None:
                 _known.put(key, found)
+        self._recorded = found is not None  # end() need not record it again
         return None if found is None else Hashed(found.digest, found.nbytes)  # no time spent
 
     def _key(self, stat: tuple[int, ...] | None) -> tuple[Any, ...] | None:
@@ -240,7 +242,8 @@ class ReadCheck:
                 f"experiment {loc.sim_id}: {loc.describe()} changed while the export read it "
                 "(two hashes of it differ); run the export again",
                 sim_id=loc.sim_id, file=loc.describe())
-        if after is not None and max(after[1], after[2]) + self.racy_ns < self.started_ns:
+        if after is not None and max(after[1], after[2]) + self.racy_ns < self.started_ns \
+                and not self._recorded:
             key = self._key(after)
             if key is not None:
                 _known.put(key, hashed)
