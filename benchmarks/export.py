@@ -129,7 +129,7 @@ def child_rddac_probe(a: dict) -> dict:
 
     try:
         rddac.load(data_dir=a["data"])
-    except Exception as exc:  # noqa: BLE001 - the reason is the figure
+    except Exception as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("-") and "should be" in line]
         return {"ok": False, "error": f"{type(exc).__module__}.{type(exc).__name__}",

@@ -31,8 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import guideloom  # noqa: E402
-from guideloom import StatefulDataLoader  # noqa: E402
+import guideloom
+from guideloom import StatefulDataLoader
 
 BATCH = 256
 FORCE_POINTS = 1000

@@ -49,8 +49,8 @@ from guideloom.demo import cached_demo_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling helpers
-from guideloom.workflows.demo_transforms import resample_and_emit  # noqa: E402 - the seed's transform
-from venvs import anchor_popen, rddac_python  # noqa: E402
+from guideloom.workflows.demo_transforms import resample_and_emit
+from venvs import anchor_popen, rddac_python
 
 CACHE = Path(tempfile.gettempdir()) / "guideloom-bench"
 GOAL_PER_RECORD = 3.0  # issue 42: load_export per record >= 3x rddac 2.0
@@ -100,7 +100,8 @@ class RddacSide:
     def time(self, what: str) -> float:
         """Seconds per read of the fastest of :data:`PASSES` passes of ``what`` ("rows" or
         "ids")."""
-        assert self._proc.stdin is not None and self._proc.stdout is not None
+        assert self._proc.stdin is not None
+        assert self._proc.stdout is not None
         self._proc.stdin.write(f"{what} {PASSES}\n")
         self._proc.stdin.flush()
         return float(json.loads(self._proc.stdout.readline()))

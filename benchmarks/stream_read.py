@@ -30,9 +30,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage  # noqa: E402
-from guideloom.storage.http import HTTPIO  # noqa: E402
-from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO  # noqa: E402
+from guideloom import StreamDataset, StreamNumpyFormat, StreamStorage
+from guideloom.storage.http import HTTPIO
+from guideloom.storage.io import MmapIO, PosixPreadIO, SeekIO
 
 REPO = Path(__file__).resolve().parent.parent
 

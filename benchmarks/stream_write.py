@@ -39,9 +39,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from venvs import anchor_run, gl11_python  # noqa: E402
+from venvs import anchor_run, gl11_python
 
-from guideloom import StreamNumpyFormat, StreamStorage  # noqa: E402
+from guideloom import StreamNumpyFormat, StreamStorage
 
 GOAL = 1.2  # issue 42: durable stream writes >= 1.2x GuideLoom 1.1 (8192-token appends)
 

@@ -31,7 +31,7 @@ from guideloom.demo import cached_demo_data
 from guideloom.errors import SkippedDataWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
-from tests.zip_helpers import corrupt_member  # noqa: E402 - the tests' own damage helper
+from tests.zip_helpers import corrupt_member
 
 VIEW = "pointcloud-op10"
 

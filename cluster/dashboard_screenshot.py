@@ -173,7 +173,7 @@ def launch_chromium(
         f"--window-size={width},{height}",
         "about:blank",
     ]
-    log = open(profile.parent / f"{profile.name}.log", "wb")  # closed in the finally below
+    log = open(profile.parent / f"{profile.name}.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(  # argv is built here; no shell
         argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -638,7 +638,7 @@ def export_capture(
             def export() -> None:
                 try:
                     run_export(spec, client=client)
-                except BaseException as exc:  # noqa: BLE001 - reported below
+                except BaseException as exc:
                     errors.append(exc)
 
             job = threading.Thread(target=export, name="demo-export")

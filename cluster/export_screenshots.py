@@ -85,7 +85,7 @@ def capture(page_png: Path, report_png: Path, n: int = 96, held_from: int = 56) 
                                      data_dir=data, client="local:2", partition_size=8,
                                      on_error="skip", report=report,
                                      record_transform=HeldFirstRows(held_from, gate_name))
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
+            except BaseException as exc:
                 errors.append(exc)
 
         job = threading.Thread(target=export, name="screenshot-export")

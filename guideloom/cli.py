@@ -308,7 +308,7 @@ def _execute(spec, scheduler: str | None, dashboard: str, verbose: bool,
             raise UsageError(str(exc)) from None  # the input, not the job: exit 2, no resume
         except (KeyboardInterrupt, UsageError):
             raise
-        except Exception as exc:  # noqa: BLE001 - any failure of the job is one line, exit 1
+        except Exception as exc:
             if verbose:
                 raise
             try:
@@ -417,7 +417,7 @@ def _print_plan(wf, spec, scheduler: str | None, all_reasons: bool = False) -> N
         total += nbytes
         shape = f"{fs.shape} per record" if variable else str((n, *fs.shape))
         print(f"  {alias:28s} {shape:24s} {_dtype_name(fs.dtype):10s} {_human_bytes(nbytes)}")
-    print(f"  {'sim_ids':28s} {str((n,)):24s} {'int64':10s} {_human_bytes(8 * n)}")
+    print(f"  {'sim_ids':28s} {(n,)!s:24s} {'int64':10s} {_human_bytes(8 * n)}")
     total += 8 * n
     if variable:
         print(f"  ({spec.output}: shapes may vary per experiment; shown and sized from the first "
@@ -1269,7 +1269,7 @@ class _StderrLines(logging.Handler):
         try:
             sys.stderr.write(self.format(record) + "\n")
             sys.stderr.flush()
-        except Exception:  # noqa: BLE001 - logging's own contract: never raise from emit
+        except Exception:
             self.handleError(record)
 
 
@@ -1356,7 +1356,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # noqa: BLE001 - never a bare traceback
+    except Exception as exc:
         if verbose:
             raise
         print(f"guideloom: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)

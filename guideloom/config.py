@@ -303,7 +303,7 @@ def source(key: str) -> str:
     return "environment" if text is not None and knob.parse(text) is not None else "default"
 
 
-class set:  # noqa: N801 - read as a verb: guideloom.config.set(...)
+class set:
     """Set keys now (``None`` goes back to the environment and default); as a context manager,
     the previous values come back on exit.
 

@@ -164,7 +164,7 @@ class FormatPluginWarning(GuideloomWarning):
     skipped; the message names the plugin and its distribution."""
 
 
-class InjectedFault(BaseException):  # noqa: N818 - not an error of the code under test
+class InjectedFault(BaseException):
     """Raised at the point :func:`crash_at` names (a ``BaseException``: like SIGKILL, no
     ``except Exception`` handler of the run stops it).
 
@@ -377,7 +377,7 @@ class NativeError(Exception):
     """:mod:`guideloom.h5native` cannot read this file or dataset; read it with h5py instead."""
 
 
-class NativeUnsupported(NativeError):  # noqa: N818 - the name the reader's callers use
+class NativeUnsupported(NativeError):
     """The file uses an HDF5 feature the native reader does not handle (h5py does)."""
 
 

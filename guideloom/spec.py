@@ -4,4 +4,4 @@
 
 from guideloom.select.manifest import DDACS_SAMPLE_SIM_ID, DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 
-__all__ = ["DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "DatasetSpec", "RDDAC_SPEC"]
+__all__ = ["DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "RDDAC_SPEC", "DatasetSpec"]

@@ -17,9 +17,9 @@ from guideloom.select.stream import iter_view
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "SIM_ID_KEY",
     "Export",
     "MissingDataWarning",
-    "SIM_ID_KEY",
     "export_to_numpy",
     "export_to_numpy_per_sim",
     "export_to_storage",

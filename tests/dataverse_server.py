@@ -306,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
     state: _State
     role: str
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     head = False  # answering HEAD: headers only
@@ -337,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.counts.sent(urllib.parse.urlsplit(self.path).path, len(data))
         self.wfile.write(data)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+    def do_HEAD(self) -> None:
         self.head = True
         try:
             self.do_GET()
@@ -389,7 +389,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     _entry: LogEntry | None = None  # the request being answered
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         self._entry = None
         try:
             self._get()
@@ -522,7 +522,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {shown}-{end}/{total}")
         self.end_headers()
         if self.head:
-            return
+            return None
         cut = None
         if name in faults.reset_after and self.state.once("reset", name):
             cut = ("reset", faults.reset_after[name])
@@ -549,6 +549,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:  # FIN after a short body: the client sees the body end early
                 self.connection.shutdown(socket.SHUT_RDWR)
             self.connection.close()
+        return None
 
 
 class _Server(ThreadingHTTPServer):

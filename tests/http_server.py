@@ -51,10 +51,10 @@ class RangeHandler(SimpleHTTPRequestHandler):
         with self.stats.lock:
             self.stats.connections += 1
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args) -> None:
         pass
 
-    def send_head(self):  # noqa: ANN201 - stdlib signature
+    def send_head(self):
         with self.stats.lock:
             self.stats.requests += 1
             status = self.stats.fail.get(self.path)

@@ -86,7 +86,7 @@ class JsonlFormat(ExportFormat):
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
-        return {**{a: GROUP for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
+        return {**dict.fromkeys(manifest["fields"], GROUP), "sim_ids": SIM_IDS_FILE}
 
     @classmethod
     def group_files(cls, root: str, manifest: Mapping[str, Any], n_units: int) -> Iterable[str]:

@@ -12,7 +12,7 @@ import numpy as np
 from guideloom.streaming import iter_view
 
 
-def records(view: str, **kw) -> list[dict]:  # noqa: ANN003 - iter_view's keywords
+def records(view: str, **kw) -> list[dict]:
     """Every record of ``view`` (skip warnings silenced)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -21,7 +21,8 @@ def records(view: str, **kw) -> list[dict]:  # noqa: ANN003 - iter_view's keywor
 
 def assert_same(remote: list[dict], local: list[dict]) -> None:
     """The same ids in the same order, the same fields, equal values and dtypes."""
-    assert [r["_sim_id"] for r in remote] == [r["_sim_id"] for r in local] and local
+    assert [r["_sim_id"] for r in remote] == [r["_sim_id"] for r in local]
+    assert local
     for a, b in zip(remote, local, strict=True):
         assert a.keys() == b.keys()
         for key in a:

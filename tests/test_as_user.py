@@ -173,7 +173,8 @@ def test_cluster_reused_by_the_second_export_and_dashboard_printed_once(user_dir
              if line.startswith("export ")]
     assert len(times) == 3
     scratch = Path(out.stdout.split("scratch ")[1].split()[0])
-    assert scratch.name.startswith("cluster-") and scratch.parent.name.startswith("guideloom-")
+    assert scratch.name.startswith("cluster-")
+    assert scratch.parent.name.startswith("guideloom-")
     assert not scratch.exists()  # closed at interpreter exit, scratch removed
     # Not a timed assertion: a warm export costs a dispatch, a cold one a cluster start.
     assert max(times[1:]) < times[0]

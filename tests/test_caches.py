@@ -130,7 +130,8 @@ def test_concurrent_readers_share_a_small_descriptor_cache_and_read_their_own_by
 
     with ThreadPoolExecutor(8) as pool:
         results = [x for part in pool.map(read, range(8)) for x in part]
-    assert len(results) == 480 and all(results)
+    assert len(results) == 480
+    assert all(results)
     assert len(zip_fds(root)) <= 2 + 8
 
 
@@ -164,12 +165,13 @@ def test_a_bounded_cache_used_from_many_threads_closes_each_value_once():
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(work, range(8)))
         assert len(cache) <= 16
-        kept = [cache.get(k) for k in cache.keys()]
+        kept = [cache.get(k) for k in cache.keys()]  # noqa: SIM118 - BoundedCache is not iterable
         total = next(made)
         # every value made is either still kept or was closed, exactly once
         assert sorted(closed + kept) == list(range(total))
         cache.clear()
-        assert sorted(closed) == list(range(total)) and len(cache) == 0
+        assert sorted(closed) == list(range(total))
+        assert len(cache) == 0
     finally:
         del os.environ["GUIDELOOM_CACHE_ARCHIVE_FDS_ENTRIES"]
 
@@ -197,7 +199,8 @@ def test_clear_caches_closes_idle_http_connections_and_eviction_closes_a_hosts(
         monkeypatch.setenv("GUIDELOOM_CACHE_HTTP_CONNECTIONS_ENTRIES", "1")
         other = HttpRangeSource(f"{two.url}/data.bin", size=len(data))
         assert other.read(0, 10) == data[:10]  # a second host evicts the first one's
-        assert established(port_one) == 0 and established(port_two) == 1
+        assert established(port_one) == 0
+        assert established(port_two) == 1
         guideloom.clear_caches()
         assert established(port_two) == 0
 
@@ -228,7 +231,7 @@ def test_a_forked_child_reads_on_its_own_and_leaves_the_parents_descriptors_open
             ok = read_all(root, ids) == expected
             guideloom.clear_caches()
             code = 0 if ok and not zip_fds(root) else 2
-        except BaseException as exc:  # noqa: BLE001 - reported through the exit code
+        except BaseException as exc:
             print(f"child failed: {exc!r}", file=sys.stderr)
         finally:
             os._exit(code)
@@ -253,7 +256,8 @@ def test_memoized_functions_take_their_bound_at_use_and_are_emptied_by_clear_cac
     for name in ("a", "b", "c", "d", "e"):
         layout.check_output_name(name, "test")
     info = layout._reason_cached.cache_info()
-    assert info.maxsize == 3 and info.currsize == 3
+    assert info.maxsize == 3
+    assert info.currsize == 3
     guideloom.clear_caches()
     monkeypatch.delenv("GUIDELOOM_CACHE_OUTPUT_NAMES_ENTRIES")
     assert layout._reason_cached.cache_info().currsize == 0
@@ -303,7 +307,7 @@ def test_a_forked_child_opens_its_own_connection_and_its_clear_leaves_the_parent
                 ok = src.read(1000, 100) == data[1000:1100]
                 guideloom.clear_caches()  # closes the child's connection only
                 code = 0 if ok else 2
-            except BaseException as exc:  # noqa: BLE001 - reported through the exit code
+            except BaseException as exc:
                 print(f"child failed: {exc!r}", file=sys.stderr)
             finally:
                 os._exit(code)
@@ -344,7 +348,8 @@ def test_cache_bounds_are_configuration_keys_set_from_python():
         bounded: caches.BoundedCache[int, int] = caches.BoundedCache("archive_fds")
         for i in range(5):
             bounded.put(i, i)
-        assert len(bounded) == 3 and bounded.evictions == 2
+        assert len(bounded) == 3
+        assert bounded.evictions == 2
     assert caches._limit("archive_fds") == (64, None)
     with pytest.raises(guideloom.ConfigError, match="cache_archive_fds_entries must be at least 0"):
         config.set(cache_archive_fds_entries=-1)

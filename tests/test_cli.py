@@ -24,9 +24,11 @@ def test_make_demo_data_then_views_via_python_m(tmp_path):
     assert views.returncode == 0, views.stderr
     lines = views.stdout.splitlines()
     assert "6 experiments in the index, 6 with local data" in lines[0]
-    assert "force-curve" in lines and "pointcloud-op10" in lines
+    assert "force-curve" in lines
+    assert "pointcloud-op10" in lines
     z_line = next(line for line in lines if line.strip().startswith("pointcloud_op10_z"))
-    assert "shape=(80,)" in z_line and "dtype=float32" in z_line
+    assert "shape=(80,)" in z_line
+    assert "dtype=float32" in z_line
 
 
 def test_views_errors_are_one_line_exit_2(tmp_path):
@@ -37,7 +39,8 @@ def test_views_errors_are_one_line_exit_2(tmp_path):
     no_manifest = run_cli("views", str(tmp_path))
     assert no_manifest.returncode == 2
     assert len(no_manifest.stderr.strip().splitlines()) == 1
-    assert "manifest not found" in no_manifest.stderr and "Traceback" not in no_manifest.stderr
+    assert "manifest not found" in no_manifest.stderr
+    assert "Traceback" not in no_manifest.stderr
 
 
 def test_main_returns_exit_code(demo_zip, capsys):
@@ -73,7 +76,8 @@ def test_make_demo_data_refuses_a_foreign_directory_and_regenerates_its_own(tmp_
     foreign.mkdir()
     (foreign / "metadata.json").write_text("{}")  # somebody else's dataset
     done = run_cli("make-demo-data", str(foreign), "--n", "3")
-    assert done.returncode == 2 and "was not made by make-demo-data" in done.stderr
+    assert done.returncode == 2
+    assert "was not made by make-demo-data" in done.stderr
     assert (foreign / "metadata.json").read_text() == "{}"
     assert run_cli("make-demo-data", str(foreign), "--n", "3", "--force").returncode == 0
 

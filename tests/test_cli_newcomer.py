@@ -127,7 +127,8 @@ def test_inspect_into_head_ends_quietly(project):
     made = guideloom("run", "job.toml", "--scheduler", "sync", cwd=project)
     assert made.returncode == 0, made.stderr
     full = guideloom("inspect", "exports/out", cwd=project)
-    assert full.returncode == 0 and len(full.stdout.splitlines()) > 1
+    assert full.returncode == 0
+    assert len(full.stdout.splitlines()) > 1
     piped = subprocess.run(["bash", "-c", "set -o pipefail; guideloom inspect exports/out | "
                             "head -1"], cwd=project, env=shell_env(), capture_output=True,
                            text=True, timeout=120)
@@ -166,4 +167,5 @@ def test_dry_run_on_a_complete_export_says_so_and_names_overwrite(project):
     refused = guideloom("run", "job.toml", "--scheduler", "sync", cwd=project)
     assert refused.returncode == 2 and "--overwrite" in refused.stderr, refused.stderr
     replaced = guideloom("run", "job.toml", "--scheduler", "sync", "--overwrite", cwd=project)
-    assert replaced.returncode == 0 and "wrote 24 records" in replaced.stdout
+    assert replaced.returncode == 0
+    assert "wrote 24 records" in replaced.stdout

@@ -107,8 +107,10 @@ def reference_export(name: str, data_dir: Path, out: Path) -> None:
 
 def assert_same_export(got_dir: Path, want_dir: Path) -> None:
     got, want = guideloom.load_export(got_dir), guideloom.load_export(want_dir)
-    assert got.kind == want.kind and got.fields == want.fields
-    assert got.sim_ids.tobytes() == want.sim_ids.tobytes() and len(got) == len(want) > 0
+    assert got.kind == want.kind
+    assert got.fields == want.fields
+    assert got.sim_ids.tobytes() == want.sim_ids.tobytes()
+    assert len(got) == len(want) > 0
     for i in range(len(want)):
         a, b = got[i], want[i]
         for f in want.fields:
@@ -132,14 +134,16 @@ def test_each_workflow_on_real_cluster_equals_in_process_api(name, tcp_cluster, 
     assert_same_export(out, tmp_path / "ref")
     count = len(guideloom.load_export(out))
     assert f"wrote {count} records of view" in done.stdout
-    assert "skipped: 0" in done.stdout and f"output: {out}" in done.stdout
+    assert "skipped: 0" in done.stdout
+    assert f"output: {out}" in done.stdout
     assert re.search(r"wall time: [\d.]+ s, throughput: [\d.]+ experiments/s", done.stdout)
     assert f"Dask dashboard: {tcp_cluster.dashboard_url}" in done.stderr
 
     assert main(["inspect", str(out)]) == 0
     shown = capsys.readouterr().out
     export = guideloom.load_export(out)
-    assert f"records: {count}" in shown and f"view: {export.manifest['view']}" in shown
+    assert f"records: {count}" in shown
+    assert f"view: {export.manifest['view']}" in shown
     for field in export.fields:
         assert re.search(rf"^  {field} ", shown, flags=re.M), field
     assert "status: complete" in shown
@@ -229,7 +233,8 @@ partition_size = 2
             time.sleep(0.05)
         assert url == f"http://127.0.0.1:{port}/status"
         with urllib.request.urlopen(url, timeout=30) as page:
-            assert page.status == 200 and b"Dask" in page.read()
+            assert page.status == 200
+            assert b"Dask" in page.read()
         while len(list((staging / "parts").glob("*.json"))) < 4:
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "no partition finished in time"
@@ -250,7 +255,8 @@ partition_size = 2
         assert status.returncode == 0, status.stderr
         assert f"incomplete: {k}/18 partitions done ({2 * k}/36 experiments)" in status.stdout
     shown = cli("inspect", str(out))
-    assert shown.returncode == 0 and f"{k}/18 partitions done" in shown.stdout
+    assert shown.returncode == 0
+    assert f"{k}/18 partitions done" in shown.stdout
 
     rerun = cli("run", str(job), "--scheduler", tcp_cluster.address)
     assert rerun.returncode == 0, rerun.stderr
@@ -295,7 +301,8 @@ def test_invalid_workflow_is_one_line_exit_2_before_any_work(demo_zip, tmp_path)
     assert done.stderr.strip() == (
         f"guideloom: error: {job}: key 'output.kind': expected one of 'npy', 'npz', 'zarr', "
         "'storage', got 'parquet'")
-    assert not (tmp_path / "o").exists() and "dashboard" not in done.stdout + done.stderr
+    assert not (tmp_path / "o").exists()
+    assert "dashboard" not in done.stdout + done.stderr
 
 
 def test_usage_and_job_errors(demo_zip, tmp_path, capsys):
@@ -341,7 +348,8 @@ def test_demo_end_to_end(tmp_path):
     assert done.returncode == 0, done.stderr
     out = tmp_path / "demo" / "exports" / "force-signals"
     export = guideloom.load_export(out)
-    assert len(export) == 36 and export[0]["force"].shape == (1000, 8)
+    assert len(export) == 36
+    assert export[0]["force"].shape == (1000, 8)
     lines = done.stdout.splitlines()
     assert lines[0] == f"demo data: 36 experiments (zip layout) in {tmp_path / 'demo'}"
     assert f"wrote 36 records of view 'force-signals' to {out}" in done.stdout
@@ -383,7 +391,8 @@ def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path
             proc.wait()
     assert proc.returncode == 0, err
     assert rest.strip().splitlines()[-1] == "dashboard closed"
-    assert "local cluster of" in err and f"Dask dashboard: {link}" in err
+    assert "local cluster of" in err
+    assert f"Dask dashboard: {link}" in err
 
 
 def test_demo_help_says_it_runs_on_the_embedded_cluster():
@@ -392,7 +401,8 @@ def test_demo_help_says_it_runs_on_the_embedded_cluster():
     text = " ".join(done.stdout.split())
     assert "export it on the embedded local cluster" not in text  # that is the command list's
     assert "(default: local, the embedded cluster with its dashboard)" in text
-    assert "--keep-dashboard [SECONDS]" in text and "until Ctrl-C" in text
+    assert "--keep-dashboard [SECONDS]" in text
+    assert "until Ctrl-C" in text
 
 
 @pytest.mark.slow  # ~4 s; fast: tests/test_extract.py (on a cluster, --remove-zip)
@@ -419,7 +429,8 @@ def test_extract_then_run_gives_the_same_export(tmp_path):
                  "--scheduler", "sync"]) == 0
     assert_same_export(tmp_path / "loose", tmp_path / "zipped")
     missing = cli("extract", str(tmp_path / "nowhere"))
-    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert missing.returncode == 2
+    assert len(missing.stderr.strip().splitlines()) == 1
 
 
 def test_skip_policy_summary_names_skipped_experiments(demo_zip, tmp_path, capsys):
@@ -445,7 +456,8 @@ scheduler = "sync"
     assert re.search(r"^skipped: 5 experiments \(experiment 7 \(.*cannot handle 7; "
                      r"experiment 14 ", captured.out, flags=re.M)
     warning = [x for x in captured.err.splitlines() if x.startswith("guideloom: warning:")]
-    assert len(warning) == 1 and "skipped 5 experiment(s): 7, 14, 21, 28, 35" in warning[0]
+    assert len(warning) == 1
+    assert "skipped 5 experiment(s): 7, 14, 21, 28, 35" in warning[0]
     assert 7 not in guideloom.load_export(tmp_path / "out").sim_ids.tolist()
 
 

@@ -45,13 +45,17 @@ def cluster() -> dict:
 
 def _containers(pod_spec: dict) -> list[dict]:
     containers = pod_spec["containers"]
-    assert isinstance(containers, list) and containers
+    assert isinstance(containers, list)
+    assert containers
     for c in containers:
-        assert isinstance(c["name"], str) and DNS_LABEL.match(c["name"])
-        assert isinstance(c["image"], str) and c["image"].strip()
+        assert isinstance(c["name"], str)
+        assert DNS_LABEL.match(c["name"])
+        assert isinstance(c["image"], str)
+        assert c["image"].strip()
         for key in ("command", "args"):
             if key in c:
-                assert isinstance(c[key], list) and all(isinstance(a, str) for a in c[key])
+                assert isinstance(c[key], list)
+                assert all(isinstance(a, str) for a in c[key])
     return containers
 
 
@@ -68,13 +72,16 @@ def _check_resources(container: dict) -> None:
 def test_daskcluster_has_the_fields_the_operator_requires(cluster):
     assert cluster["apiVersion"] == "kubernetes.dask.org/v1"
     name = cluster["metadata"]["name"]
-    assert DNS_LABEL.match(name) and len(f"{name}-default-worker-0123456789") <= 63
+    assert DNS_LABEL.match(name)
+    assert len(f"{name}-default-worker-0123456789") <= 63
     spec = cluster["spec"]
     assert {"scheduler", "worker"} <= set(spec)
     assert {"spec", "service"} <= set(spec["scheduler"])
     assert "spec" in spec["worker"]
     replicas = spec["worker"]["replicas"]
-    assert isinstance(replicas, int) and not isinstance(replicas, bool) and replicas >= 1
+    assert isinstance(replicas, int)
+    assert not isinstance(replicas, bool)
+    assert replicas >= 1
     if "idleTimeout" in spec:
         assert isinstance(spec["idleTimeout"], int)
 
@@ -87,7 +94,8 @@ def test_worker_container_runs_one_single_threaded_dask_worker(cluster):
     args = worker["args"]
     assert args[:2] == ["dask", "worker"]
     params = dask_worker.make_context("dask worker", args[2:]).params  # distributed's parser
-    assert params["nthreads"] == 1 and str(params["n_workers"]) == "1"
+    assert params["nthreads"] == 1
+    assert str(params["n_workers"]) == "1"
     assert params["name"] == "$(DASK_WORKER_NAME)"  # set by the operator per pod
     # the scheduler address comes from DASK_SCHEDULER_ADDRESS, which the operator adds
     assert params["scheduler"] in (None, "$(DASK_SCHEDULER_ADDRESS)")

@@ -25,7 +25,8 @@ def _load(name: str) -> ModuleType:
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, CLUSTER / f"{name}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
@@ -70,7 +71,8 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
         assert state["dashboard_url"] in started.stdout
         records = [state["scheduler"], *state["workers"]]
         pids = [r["pid"] for r in records]
-        assert len(pids) == 3 and all(_alive(p) for p in pids)
+        assert len(pids) == 3
+        assert all(_alive(p) for p in pids)
         children = [c for p in pids for c in psutil.Process(p).children(recursive=True)]
 
         with Client(address, timeout=30, security=load(state_dir)) as client:
@@ -87,7 +89,8 @@ def test_local_cluster_script_start_compute_stop(tmp_path: Path) -> None:
 
         # a second start on the same state dir is refused while the first one runs
         again = _run_local("start", "--workers", "1", "--state-dir", str(state_dir))
-        assert again.returncode == 1 and "already running" in again.stderr
+        assert again.returncode == 1
+        assert "already running" in again.stderr
     finally:
         stopped = _run_local("stop", "--state-dir", str(state_dir))
     assert stopped.returncode == 0, stopped.stderr
@@ -118,7 +121,8 @@ def test_start_local_cluster_context_manager(tmp_path: Path) -> None:
 def test_jobqueue_job_script_from_config(system: str) -> None:
     slurm = _load("slurm")
     options = slurm.load_jobqueue_config(system)
-    assert options["cores"] == 1 and options["processes"] == 1
+    assert options["cores"] == 1
+    assert options["processes"] == 1
     # builds the cluster (scheduler in this process, on loopback) but submits no job
     with slurm.make_cluster(
         system, scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
@@ -181,14 +185,16 @@ def test_dashboard_screenshot_shows_drawn_task_stream(tmp_path: Path) -> None:
     capture = shot.demo_capture(
         out, views=("force-signals", "camera-frames"), tasks_per_view=150, timeout=45
     )
-    assert capture.path == out and out.stat().st_size > 10_000
+    assert capture.path == out
+    assert out.stat().st_size > 10_000
     assert capture.tasks >= 200  # the first two thirds of 300 tasks, captured mid-run
     assert capture.coloured_fraction >= 0.01
     with Image.open(out) as img:
         assert img.size == (1400, 900)
         rgb = img.convert("RGB")
         colours = rgb.getcolors(maxcolors=1 << 20)
-        assert colours is not None and len(colours) > 20
+        assert colours is not None
+        assert len(colours) > 20
         # the task-stream area (upper right) holds saturated task colours, not just grey
         region = np.asarray(rgb.crop((400, 80, 1380, 520)), dtype=np.int16)
         saturated = (region.max(axis=2) - region.min(axis=2)) > 40
@@ -249,7 +255,8 @@ def _printed(stdout: str) -> dict[str, str]:
 
 def _same_npy(got: Path, want: Path) -> None:
     names = sorted(p.name for p in want.glob("*.npy"))
-    assert names and names == sorted(p.name for p in got.glob("*.npy"))
+    assert names
+    assert names == sorted(p.name for p in got.glob("*.npy"))
     for name in names:
         assert (got / name).read_bytes() == (want / name).read_bytes(), (got, name)
 
@@ -289,7 +296,8 @@ def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zi
         refused = _guideloom("run", "force_signals", "--scheduler",
                              address.replace("tls://", "tcp://"), "--data-dir", str(demo_zip),
                              "--output", "nope", cwd=work)
-        assert refused.returncode == 2 and "no Dask scheduler answered" in refused.stderr
+        assert refused.returncode == 2
+        assert "no Dask scheduler answered" in refused.stderr
         assert not (work / "nope").exists()
 
         reference = _guideloom("run", "force_signals", "--scheduler", "sync", "--data-dir",
@@ -331,7 +339,8 @@ def test_local_script_is_tls_and_every_printed_way_of_connecting_exports(demo_zi
         assert bare.returncode != 0  # without them a plain Client cannot connect
 
         status = _run_local("status", "--state-dir", "state", cwd=work)
-        assert status.returncode == 0 and "tls:       on" in status.stdout
+        assert status.returncode == 0
+        assert "tls:       on" in status.stdout
     finally:
         stopped = _run_local("stop", "--state-dir", "state", cwd=work)
     assert stopped.returncode == 0, stopped.stderr
@@ -357,7 +366,8 @@ def test_local_script_scheduler_serves_the_guideloom_page_and_its_json(demo_zip,
         page = shown["page"].split()[0]
         assert page == shown["dashboard"].replace("/status", "/guideloom"), started.stdout
         with opener.open(page, timeout=30) as answer:
-            assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+            assert answer.status == 200
+            assert 'href="guideloom"' in answer.read().decode()
         with opener.open(page + "/json", timeout=30) as answer:
             assert json.loads(answer.read()) == {"exports": []}
         done = _guideloom("run", "force_signals", "--scheduler", shown["scheduler"],

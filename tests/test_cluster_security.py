@@ -41,7 +41,8 @@ def test_another_process_without_the_credentials_cannot_run_code(demo_zip, tmp_p
     markers.mkdir()
     with guideloom.local_cluster(2) as client:
         running, started = embedded_cluster(2)
-        assert not started and running.client is client
+        assert not started
+        assert running.client is client
         client.wait_for_workers(2, timeout=60)
         info = client.scheduler_info(n_workers=-1)
         servers = [*info["workers"], *(w["nanny"] for w in info["workers"].values())]
@@ -79,7 +80,8 @@ def test_a_local_process_cluster_refuses_clients_without_its_credentials(demo_zi
             client.wait_for_workers(2, timeout=60)
             info = client.scheduler_info(n_workers=-1)
             servers = [*info["workers"], *(w["nanny"] for w in info["workers"].values())]
-            assert len(servers) == 4 and all(s.startswith("tls://") for s in servers)
+            assert len(servers) == 4
+            assert all(s.startswith("tls://") for s in servers)
             results = attack(markers, procs.address, servers, tmp_path)
             # with the credentials: an export end to end, by Client and by address
             by_client = guideloom.export_to_numpy("force-curve", tmp_path / "by-client",

@@ -178,11 +178,11 @@ def test_the_module_constants_are_the_documented_defaults():
     from guideloom.export import extract, run
 
     defaults = {k: v.default for k, v in config.KNOBS.items()}
-    assert run.DECODE_BYTES_PER_S == defaults["decode_bytes_per_s"]
-    assert run.PER_RECORD_S == defaults["per_record_s"]
-    assert run.DRIVER_PROBE_MAX_S == defaults["driver_probe_max_s"]
-    assert runtime.CLUSTER_START_S == defaults["cluster_start_s"]
-    assert runtime.WARM_DISPATCH_S == defaults["warm_dispatch_s"]
-    assert extract.COPY_BYTES_PER_S == defaults["extract_bytes_per_s"]
-    assert extract.PER_MEMBER_S == defaults["extract_per_member_s"]
+    assert defaults["decode_bytes_per_s"] == run.DECODE_BYTES_PER_S
+    assert defaults["per_record_s"] == run.PER_RECORD_S
+    assert defaults["driver_probe_max_s"] == run.DRIVER_PROBE_MAX_S
+    assert defaults["cluster_start_s"] == runtime.CLUSTER_START_S
+    assert defaults["warm_dispatch_s"] == runtime.WARM_DISPATCH_S
+    assert defaults["extract_bytes_per_s"] == extract.COPY_BYTES_PER_S
+    assert defaults["extract_per_member_s"] == extract.PER_MEMBER_S
     assert guideloom.config is config

@@ -85,4 +85,5 @@ def test_changed_croissant_json_is_refused_by_load_export_and_verify(damage, dat
         guideloom.load_export(target)
     verify = _cli_verify(target)
     assert verify.returncode == 1, verify.stderr
-    assert str(path) in verify.stderr and "damaged" in verify.stderr
+    assert str(path) in verify.stderr
+    assert "damaged" in verify.stderr

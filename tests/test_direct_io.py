@@ -36,10 +36,12 @@ class Schema:
 def test_created_npy_has_page_aligned_data_and_loads(tmp_path, shape):
     path = str(tmp_path / "a.npy")
     offset = create_npy(path, shape, np.dtype("<f4"))
-    assert offset % PAGE == 0 and npy_data_offset(path) == offset
+    assert offset % PAGE == 0
+    assert npy_data_offset(path) == offset
     check_npy(str(tmp_path), "a.npy", shape, "<f4")  # the reader's open-time check passes
     arr = np.load(path, mmap_mode="r")
-    assert arr.shape == shape and arr.dtype == np.dtype("<f4")
+    assert arr.shape == shape
+    assert arr.dtype == np.dtype("<f4")
     assert os.path.getsize(path) == offset + arr.nbytes
 
 
@@ -57,8 +59,10 @@ def test_aligned_rows_go_direct_and_others_buffered(tmp_path):
     direct = sink.direct_bytes
     assert sink.close() == 3 * 8192
     rows = np.load(path)
-    assert (rows[0] == np.arange(2048)).all() and (rows[1] == np.arange(2048)[::-1]).all()
-    assert (rows[2] == 7).all() and (rows[3] == 0).all()
+    assert (rows[0] == np.arange(2048)).all()
+    assert (rows[1] == np.arange(2048)[::-1]).all()
+    assert (rows[2] == 7).all()
+    assert (rows[3] == 0).all()
     if _direct_io_works(tmp_path):
         assert direct >= 8192  # at least the page-aligned decode buffer went direct
         assert direct <= 2 * 8192  # never the unaligned one
@@ -128,7 +132,8 @@ def test_a_file_system_that_refuses_direct_io_at_open_gets_buffered_rows(tmp_pat
     monkeypatch.setattr(npy.os, "O_DIRECT", flag | os.O_DIRECTORY)
     path = str(tmp_path / "rows.npy")
     sink = _write_rows(path)
-    assert sink.direct_bytes == 0 and sink._direct["x"] is None
+    assert sink.direct_bytes == 0
+    assert sink._direct["x"] is None
     assert sink.close() == 3 * 8192
     _assert_rows(path)
 
@@ -154,7 +159,7 @@ def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monke
             direct_fds.add(fd)
         return fd
 
-    def pwrite(fd: int, data, offset: int) -> int:  # noqa: ANN001
+    def pwrite(fd: int, data, offset: int) -> int:
         if fd in direct_fds:
             refused.append(fd)
             raise OSError(errno.EINVAL, "Invalid argument")
@@ -169,7 +174,8 @@ def test_direct_io_refused_at_write_falls_back_once_and_for_good(tmp_path, monke
     sink = _write_rows(path)
     assert len(refused) == 1  # tried once, on the first row only
     assert fallbacks.since(before) == {"npy:o_direct_refused": 1}  # counted for export.json
-    assert sink.direct_bytes == 0 and sink._direct["x"] is None
+    assert sink.direct_bytes == 0
+    assert sink._direct["x"] is None
     with pytest.raises(OSError):
         os.fstat(refused[0])  # the refused descriptor was closed
     assert sink.close() == 3 * 8192
@@ -198,7 +204,8 @@ def test_small_buffered_rows_start_their_writeback_in_runs(tmp_path, monkeypatch
     start = npy_data_offset(path)
     runs = len(advised)
     assert runs == n * row // npy.WRITEBACK_BYTES  # 12.8 MB: twelve runs of >= 1 MiB
-    assert advised[0][0] == start and all(length >= npy.WRITEBACK_BYTES for _, length in advised)
+    assert advised[0][0] == start
+    assert all(length >= npy.WRITEBACK_BYTES for _, length in advised)
     assert all(a + la == b for (a, la), (b, _) in zip(advised, advised[1:], strict=False))
     assert (np.load(path)[:, 0] == np.arange(n)).all()
 

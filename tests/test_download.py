@@ -86,7 +86,8 @@ def test_full_download_in_parallel_through_redirects_429_and_503(tmp_path, relea
         assert_identical(tmp_path / "rel", release)
         log = server.log
     statuses = [e.status for e in log]
-    assert 503 in statuses and 429 in statuses  # both were answered, and retried
+    assert 503 in statuses
+    assert 429 in statuses
     store = [e for e in log if e.server == "store"]
     assert {e.path for e in store} == {"/files/21", "/files/22"}  # the two large zips
     # the token goes to the Dataverse server only, never to the store it redirects to
@@ -155,9 +156,11 @@ def test_a_damaged_file_on_the_server_is_never_left_under_its_name(tmp_path, rel
     assert done.returncode == 1
     assert "h5/convex.zip" in done.stderr
     assert f"{server.url}/api/access/datafile/22" in done.stderr
-    assert "MD5" in done.stderr and served(release, "convex.zip").md5 in done.stderr
+    assert "MD5" in done.stderr
+    assert served(release, "convex.zip").md5 in done.stderr
     h5 = tmp_path / "data" / "h5"
-    assert not (h5 / "convex.zip").exists() and not (h5 / "convex.zip.part").exists()
+    assert not (h5 / "convex.zip").exists()
+    assert not (h5 / "convex.zip.part").exists()
     # the other files were downloaded and verified
     assert (h5 / "concave.zip").read_bytes() == served(release, "concave.zip").data
 
@@ -240,8 +243,10 @@ def test_a_server_that_never_answers_gives_a_clear_error_in_bounded_time(tmp_pat
         seconds = time.monotonic() - t0
     assert done.returncode == 1
     line = done.stderr.strip().splitlines()[-1]
-    assert "process_parameters.csv" in line and f"{server.url}/api/access/datafile/12" in line
-    assert "failed after 3 attempts" in line and "timed out" in line
+    assert "process_parameters.csv" in line
+    assert f"{server.url}/api/access/datafile/12" in line
+    assert "failed after 3 attempts" in line
+    assert "timed out" in line
     assert seconds < 30
     assert not (tmp_path / "data" / "process_parameters.csv").exists()
 
@@ -269,14 +274,17 @@ def test_usage_errors(tmp_path, release):
         lonely = cli(tmp_path, "download", "--yes", "--remove-zip", "--server", server.url)
         asked = cli(tmp_path, "download", "--small", "--server", server.url)  # stdin closed
         fetched = len(server.access_log())
-    assert unknown.returncode == 2 and "nope.zip" in unknown.stderr
+    assert unknown.returncode == 2
+    assert "nope.zip" in unknown.stderr
     assert "h5/concave.zip" in unknown.stderr  # says what there is
-    assert lonely.returncode == 2 and "--extract" in lonely.stderr
+    assert lonely.returncode == 2
+    assert "--extract" in lonely.stderr
     # stdin is not a terminal and no --yes: nobody can answer, so it fails (issue 41)
     assert asked.returncode == 1, asked
     assert asked.stderr.splitlines() == ["guideloom: cannot ask for confirmation (stdin is not a "
                                          "terminal); pass --yes: nothing was downloaded"]
-    assert fetched == 0 and not (tmp_path / "data" / "metadata.json").exists()
+    assert fetched == 0
+    assert not (tmp_path / "data" / "metadata.json").exists()
 
 
 def answer_on_a_terminal(cwd: Path, answer: bytes, *args: str) -> tuple[int, str, str]:
@@ -304,14 +312,16 @@ def test_a_declined_download_exits_non_zero_and_says_nothing_was_downloaded(tmp_
     assert "? [y/N] " in out  # it did ask, on the terminal
     assert code == 1, err
     assert err.splitlines() == ["guideloom: download declined: nothing was downloaded"]
-    assert fetched == 0 and not (tmp_path / "data" / "metadata.json").exists()
+    assert fetched == 0
+    assert not (tmp_path / "data" / "metadata.json").exists()
 
 
 def test_a_download_confirmed_on_a_terminal_fetches_and_exits_0(tmp_path, release):
     with serve(release) as server:
         code, out, err = answer_on_a_terminal(tmp_path, b"y\n", "--small", "--server", server.url)
     assert code == 0, err
-    assert "? [y/N] " in out and "downloaded " in out
+    assert "? [y/N] " in out
+    assert "downloaded " in out
     assert (tmp_path / "data" / "metadata.json").is_file()
 
 
@@ -322,10 +332,12 @@ def test_a_draft_needs_the_token_and_the_error_says_how_to_pass_it(tmp_path, rel
         shown = cli(tmp_path, "--token", TOKEN, "info", "--server", server.url)
         statuses = [e.status for e in server.log]
     assert refused.returncode == 1
-    assert "401" in refused.stderr and "--token" in refused.stderr
+    assert "401" in refused.stderr
+    assert "--token" in refused.stderr
     assert shown.returncode == 0, shown.stderr
     assert statuses == [401, 503, 503, 200]
-    assert "2.0" in shown.stdout and "+sample.zip" in shown.stdout
+    assert "2.0" in shown.stdout
+    assert "+sample.zip" in shown.stdout
     assert TOKEN not in shown.stdout + shown.stderr
 
 
@@ -374,7 +386,7 @@ def test_two_downloads_into_one_directory_do_not_mix(tmp_path, release):
             second = cli(tmp_path, "download", "--quiet", "--files", "concave.zip",
                          "--server", server.url)
             hold.set()
-            out, err = first.communicate(timeout=60)
+            _out, err = first.communicate(timeout=60)
         finally:
             hold.set()
             if first.poll() is None:

@@ -114,7 +114,8 @@ def test_a_file_swapped_by_another_user_keeping_size_and_mtime_is_verified_again
             report = guideloom.download(shared, small=True, server=server.url,
                                         show_progress=False)
             again = fetched(server)[before:]
-        assert report.downloaded == ["metadata.json"] and again == [str(meta.id)]
+        assert report.downloaded == ["metadata.json"]
+        assert again == [str(meta.id)]
         assert target.read_bytes() == meta.data
         assert target.stat().st_uid == os.geteuid()
 
@@ -132,12 +133,14 @@ def test_a_file_rewritten_in_place_keeping_size_and_mtime_is_verified_again(tmp_
         with target.open("r+b") as fh:  # the same inode, other bytes, the old mtime
             fh.write(bytes(data))
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-        assert target.stat().st_ino == st.st_ino and target.stat().st_mtime_ns == st.st_mtime_ns
+        assert target.stat().st_ino == st.st_ino
+        assert target.stat().st_mtime_ns == st.st_mtime_ns
         before = len(server.access_log())
         report = guideloom.download(tmp_path / "out", small=True, server=server.url,
                                     show_progress=False)
         again = fetched(server)[before:]
-    assert report.downloaded == ["h5/sample.zip"] and again == [str(sample.id)]
+    assert report.downloaded == ["h5/sample.zip"]
+    assert again == [str(sample.id)]
     assert target.read_bytes() == sample.data
 
 
@@ -171,10 +174,9 @@ def _changed(release: Release, name: str, checksum_type: str) -> Release:
 
 def _cut(tmp_path: Path, release: Release, faults: Faults) -> Path:
     """Download concave.zip until the server cuts it halfway; the .part stays."""
-    with serve(release, faults) as server:
-        with pytest.raises(DownloadError, match="h5/concave.zip"):
-            guideloom.download(tmp_path / "out", files=["concave.zip"], server=server.url,
-                               show_progress=False, retries=0)
+    with serve(release, faults) as server, pytest.raises(DownloadError, match="h5/concave.zip"):
+        guideloom.download(tmp_path / "out", files=["concave.zip"], server=server.url,
+                           show_progress=False, retries=0)
     part = tmp_path / "out" / "h5" / "concave.zip.part"
     assert 0 < part.stat().st_size < len(served(release, "concave.zip").data)
     return part
@@ -273,7 +275,8 @@ def test_retries_apply_to_the_file_list_too(tmp_path, release, command):
         listed = [e for e in server.log if "/api/datasets/" in e.path]
     assert done.returncode == 1
     assert [e.status for e in listed] == [503, 503]  # the first attempt and one retry
-    assert "failed after 2 attempts" in done.stderr and "HTTP 503" in done.stderr
+    assert "failed after 2 attempts" in done.stderr
+    assert "HTTP 503" in done.stderr
 
 
 def test_a_server_name_that_does_not_resolve_is_said_once_without_retries(tmp_path):
@@ -282,7 +285,8 @@ def test_a_server_name_that_does_not_resolve_is_said_once_without_retries(tmp_pa
     assert done.returncode == 1
     line = done.stderr.strip().splitlines()[-1]
     assert "cannot resolve guideloom-no-such-host.invalid: no network?" in line, line
-    assert "attempts" not in line and "to resume" not in line
+    assert "attempts" not in line
+    assert "to resume" not in line
 
 
 @pytest.mark.parametrize("value", ["1e400", "nan", "-1", "0"])
@@ -295,7 +299,8 @@ def test_a_bad_configuration_value_is_refused_at_once_naming_the_variable(tmp_pa
     assert done.returncode == 2
     line = done.stderr.strip()
     assert line.startswith(f"guideloom: error: GUIDELOOM_HTTP_TIMEOUT={value!r} must be"), line
-    assert "manifest" not in line and "Traceback" not in line
+    assert "manifest" not in line
+    assert "Traceback" not in line
     assert requests == 0  # refused before anything was asked
 
 
@@ -315,7 +320,8 @@ def test_views_of_a_doi_takes_server_as_info_and_download_do(tmp_path, release):
         done = cli(tmp_path, "views", "doi:10.18419/DARUS-5589", "--server", server.url)
         asked = {e.path.split("?")[0] for e in server.log}
     assert done.returncode == 0, done.stderr
-    assert "force-curve" in done.stdout and "data in the remote release" in done.stdout
+    assert "force-curve" in done.stdout
+    assert "data in the remote release" in done.stdout
     assert "/api/datasets/:persistentId/versions/2.0" in asked
 
 

@@ -30,7 +30,8 @@ def project(tmp_path) -> Path:
 
 def assert_unreachable_hint(line: str) -> None:
     assert NOBODY in line
-    assert "dask scheduler" in line and "--scheduler local" in line
+    assert "dask scheduler" in line
+    assert "--scheduler local" in line
 
 
 @pytest.mark.fast_case("dry-run")
@@ -160,7 +161,8 @@ def test_sbatch_without_a_reachable_slurm_blames_the_configuration(project, conf
     line = error_line(out)
     assert line.startswith("guideloom: error: job failed: sbatch failed: sbatch:")
     assert "SLURM is not configured or its controller is not reachable" in line
-    assert f"SLURM_CONF={conf}" in line and "slurm.conf" in line
+    assert f"SLURM_CONF={conf}" in line
+    assert "slurm.conf" in line
     assert "partition/queue" not in line
 
 
@@ -169,7 +171,8 @@ def test_a_shipped_workflow_without_its_data_says_how_to_make_it_or_point_elsewh
     assert out.returncode == 2, out.stderr
     [line] = out.stderr.strip().splitlines()
     assert f"data directory not found: {tmp_path / 'demo-data'}" in line
-    assert "`guideloom make-demo-data demo-data`" in line and "--data-dir" in line
+    assert "`guideloom make-demo-data demo-data`" in line
+    assert "--data-dir" in line
     suggested = re.search(r"`guideloom (make-demo-data [^`]+)`", line)
     assert suggested is not None
     made = guideloom(*shlex.split(suggested.group(1)), "--n", "4", cwd=tmp_path)
@@ -198,7 +201,8 @@ def test_a_typo_in_a_where_lambda_names_the_column_and_lists_the_columns(demo_zi
     message = str(caught.value)
     assert message.startswith("where= looked up 'spilt', which is not a column of "
                               "process_parameters.csv; columns: ")
-    assert "split" in message.split("columns: ", 1)[1] and "has_oil" in message
+    assert "split" in message.split("columns: ", 1)[1]
+    assert "has_oil" in message
     assert "\n" not in message
     assert not (tmp_path / "out").exists()
 
@@ -217,7 +221,8 @@ def test_a_key_error_of_the_users_own_inside_where_is_not_blamed_on_the_row(demo
     kept = list(guideloom.iter_view("force-curve", data_dir=demo_zip,
                                     where=lambda row: "spilt" not in row
                                     and row.get("spilt") is None and row["split"] == "train"))
-    assert kept and all(r["_sim_id"] is not None for r in kept)
+    assert kept
+    assert all(r["_sim_id"] is not None for r in kept)
 
 
 def records(data_dir: Path) -> dict:
@@ -269,7 +274,8 @@ def test_make_demo_data_tells_a_cli_user_about_force_and_a_python_user_about_for
     with pytest.raises(FileExistsError) as caught:
         make_demo_data(tmp_path / "mine", n=2)
     assert isinstance(caught.value, NotDemoDataError)
-    assert "pass force=True to write" in str(caught.value) and "--force" not in str(caught.value)
+    assert "pass force=True to write" in str(caught.value)
+    assert "--force" not in str(caught.value)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
 
 
@@ -297,7 +303,8 @@ def test_make_demo_data_help_describes_every_argument(tmp_path):
     for argument in ("data_dir", "--n", "--scan-shape", "--layout", "--seed", "--force"):
         assert helps.get(argument), f"{argument} has no help text in:\n{out.stdout}"
     assert "regenerated" in helps["data_dir"]
-    assert "zip" in helps["--layout"] and "loose" in helps["--layout"]
+    assert "zip" in helps["--layout"]
+    assert "loose" in helps["--layout"]
     assert "default 0" in helps["--seed"]
 
 
@@ -305,7 +312,8 @@ def test_extract_help_speaks_of_extraction_not_a_workflow(tmp_path):
     out = guideloom("extract", "--help", cwd=tmp_path, COLUMNS="100")
     assert out.returncode == 0, out.stderr
     helps = option_help(out.stdout)
-    assert "[run]" not in out.stdout and "workflow" not in out.stdout
+    assert "[run]" not in out.stdout
+    assert "workflow" not in out.stdout
     assert "h5/" in helps["data_dir"]
     assert helps["--scheduler"].endswith("(default: in-process for small jobs and a local "
                                          "cluster when it pays)")

@@ -63,9 +63,9 @@ def assert_export_equals(export_dir, arrays, ids):
 
 def test_seed_sections_3_to_6(demo_zip, tmp_path, dask_client, capsys):
     pytest.importorskip("torch", reason="torch is an optional dependency (section 4 uses it)")
-    DATA_DIR = demo_zip  # noqa: N806
-    EXPORT_DIR = tmp_path / "tutorial_export"  # noqa: N806
-    SAMPLE_IDS = [0, 5, 9, 13, 18, 22, 27, 31, 35]  # noqa: N806
+    DATA_DIR = demo_zip
+    EXPORT_DIR = tmp_path / "tutorial_export"
+    SAMPLE_IDS = [0, 5, 9, 13, 18, 22, 27, 31, 35]
     ds = force_signals(DATA_DIR)
     resample_and_emit = helpers.resample_and_emit
     with dask_client.as_current():
@@ -123,7 +123,8 @@ def test_seed_sections_3_to_6(demo_zip, tmp_path, dask_client, capsys):
     assert "label_geometry     shape=()  dtype=int8" in out
     assert sum(b["force"].shape[0] for b in batches) == 9
     assert tuple(batches[0]["force"].shape[1:]) == (1000, 8)
-    assert (n, m) == (9, 9) and stream_sum == mmap_sum
+    assert (n, m) == (9, 9)
+    assert stream_sum == mmap_sum
     arrays, ids = serial_reference("force-signals", DATA_DIR, resample_and_emit, dataset=ds,
                                    sim_ids=SAMPLE_IDS)
     assert_export_equals(EXPORT_DIR, arrays, ids)
@@ -152,7 +153,8 @@ def test_parallel_npy_equals_serial_reference(demo_zip, tmp_path, dask_client):
     assert_export_equals(tmp_path / "out", arrays, ids)
     assert paths["force"] == tmp_path / "out" / "force.npy"
     manifest = json.loads((tmp_path / "out" / "export.json").read_text())
-    assert manifest["count"] == 36 and manifest["n_partitions"] == 8
+    assert manifest["count"] == 36
+    assert manifest["n_partitions"] == 8
     assert manifest["fields"]["force"] == {"shape": [1000, 8], "dtype": "<f4"}
     assert manifest["record_transform"] == "guideloom.workflows.demo_transforms:resample_and_emit"
     assert manifest["guideloom_version"] == guideloom.__version__
@@ -183,7 +185,9 @@ def test_missing_experiments_are_not_rows(demo_copy, tmp_path, dask_client):
                                   record_transform=helpers.first_rows, client=dask_client,
                                   partition_size=4)
     ids = np.load(tmp_path / "o" / "sim_ids.npy")
-    assert 10 not in ids and 12 not in ids and len(ids) == 34
+    assert 10 not in ids
+    assert 12 not in ids
+    assert len(ids) == 34
     assert np.load(tmp_path / "o" / "force.npy").shape == (34, 100, 8)
     np.testing.assert_array_equal(np.load(tmp_path / "o" / "sim.npy"), ids)  # row i is sim_ids[i]
     assert json.loads((tmp_path / "o" / "export.json").read_text())["missing"] == ["10", "12"]
@@ -213,7 +217,8 @@ def test_on_error_skip_leaves_bad_experiments_out_and_reports_them(demo_copy, tm
     manifest = json.loads((tmp_path / "o" / "export.json").read_text())
     assert sorted(s["sim_id"] for s in manifest["skipped"]) == sorted(bad)
     errors = {s["sim_id"]: s["error"] for s in manifest["skipped"]}
-    assert "damaged" in errors[4] and "0004.h5" in errors[4]
+    assert "damaged" in errors[4]
+    assert "0004.h5" in errors[4]
     assert "RuntimeError: cannot handle 7" in errors[7]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingDataWarning)
@@ -227,8 +232,11 @@ def test_shape_mismatch_names_id_alias_shapes_and_per_sim(demo_zip, tmp_path, da
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
                                   client=dask_client, partition_size=6)
     msg = str(info.value)
-    assert "field 'force_data' has shape (" in msg and ", 8)" in msg
-    assert "export_to_numpy_per_sim" in msg and "experiment " in msg and ".zip::" in msg
+    assert "field 'force_data' has shape (" in msg
+    assert ", 8)" in msg
+    assert "export_to_numpy_per_sim" in msg
+    assert "experiment " in msg
+    assert ".zip::" in msg
     assert not (tmp_path / "o").exists()
 
 
@@ -371,7 +379,8 @@ def test_export_json_splits_task_time_into_reading_and_writing(demo_zip, tmp_pat
     guideloom.export_to_numpy("pointcloud-op10", tmp_path / "out", dataset=ds, client="sync",
                               where=lambda row: bool(row["has_pointcloud"]))
     timings = json.loads((tmp_path / "out" / "export.json").read_text())["timings"]
-    assert timings["read_transform_s"] > 0 and timings["write_s"] > 0
+    assert timings["read_transform_s"] > 0
+    assert timings["write_s"] > 0
     # each lies within the partitions' time, which the in-process run spends inside compute_s
     # (without transforms, writes run beside the next record's decode: the two overlap)
     assert timings["read_transform_s"] <= timings["compute_s"]

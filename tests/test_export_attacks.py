@@ -254,7 +254,8 @@ def test_a_flipped_byte_order_bit_in_hdf5_metadata_is_damage(demo_copy, tmp_path
                        match=r"experiment 2: .*0002\.h5.*'force/data'.*>f4.*<f4") as info:
         EXPORTERS[kind]("force-curve", target, data_dir=demo_copy, client="sync",
                         sim_ids=[0, 1, 2, 3], record_transform=transform)
-    assert info.value.sim_id == 2 and not target.exists()
+    assert info.value.sim_id == 2
+    assert not target.exists()
     with pytest.warns(guideloom.errors.SkippedDataWarning, match="1 experiment"):
         out = EXPORTERS[kind]("force-curve", target, data_dir=demo_copy, client="sync",
                               sim_ids=[2, 0, 1, 3], record_transform=transform,

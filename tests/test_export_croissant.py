@@ -43,7 +43,7 @@ def validate(doc):
 
 
 def test_description_validates_and_matches_the_files(export):
-    ds, out, paths, manifest = export
+    ds, _out, paths, manifest = export
     doc = describe_export(manifest, paths, source=ds.to_jsonld())
     assert validate(doc) == []
     json.dumps(doc)  # plain JSON, ready for croissant.json
@@ -134,7 +134,7 @@ def test_every_published_export_carries_a_valid_description(kind, demo_zip, tmp_
 
 
 def test_files_over_the_hash_limit_are_described_without_a_second_read(export):
-    ds, out, paths, manifest = export
+    ds, _out, paths, manifest = export
     doc = describe_export(manifest, paths, source=ds.to_jsonld(), hash_limit=0)
     assert validate(doc) == []
     assert not any("sha256" in d for d in doc["distribution"])

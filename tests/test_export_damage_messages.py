@@ -77,7 +77,8 @@ def test_damaged_file_is_a_corrupt_export_naming_it(pristine, tmp_path, case):
 
     verify = _cli("verify", str(target), cwd=tmp_path)
     assert verify.returncode == 1, verify.stderr  # damaged, not "not an export" (2)
-    assert str(target / name) in verify.stderr and "damaged" in verify.stderr
+    assert str(target / name) in verify.stderr
+    assert "damaged" in verify.stderr
     assert "Traceback" not in verify.stderr
 
     inspect = _cli("inspect", str(target), cwd=tmp_path)

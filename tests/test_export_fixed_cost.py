@@ -79,7 +79,8 @@ def test_the_steps_cover_the_run_without_gaps(demo_zip, tmp_path):
     # export.json keeps the steps up to its own writing, as the run measured them
     written = json.loads((tmp_path / "e" / "export.json").read_text())["steps"]
     assert written == {k: steps[k] for k in written}
-    assert clock.MANIFEST not in written and clock.FSYNC not in written
+    assert clock.MANIFEST not in written
+    assert clock.FSYNC not in written
 
 
 def test_the_records_and_the_scheduling_split_the_task_phase(demo_zip, tmp_path, dask_client):
@@ -121,7 +122,8 @@ def test_a_recently_changed_input_is_never_trusted_from_the_cache(old_data, tmp_
     # with the default margin every file of the copy changed too recently to be trusted
     first = export(old_data, tmp_path / "a")
     again = export(old_data, tmp_path / "b")
-    assert hashed_s(first) > 0 and hashed_s(again) > 0
+    assert hashed_s(first) > 0
+    assert hashed_s(again) > 0
     assert digests(tmp_path / "b") == digests(tmp_path / "a")
 
 
@@ -143,7 +145,8 @@ def test_fsyncs_issued_together_each_happen_and_report_their_errors(tmp_path):
         closed = os.dup(fds[2])
         os.close(closed)  # a descriptor that no longer exists: its own error, the rest done
         results = flush.fsync_all([fds[0], closed, fds[1]])
-        assert results[0] is None and results[2] is None
+        assert results[0] is None
+        assert results[2] is None
         assert isinstance(results[1], OSError)
     finally:
         for fd in fds:

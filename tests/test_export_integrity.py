@@ -127,4 +127,5 @@ def test_inspect_and_status_say_damaged(copy_of):
         done = subprocess.run([sys.executable, "-m", "guideloom", command, str(root)],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1
-        assert "damaged:" in done.stdout and "sim.npy: missing" in done.stdout
+        assert "damaged:" in done.stdout
+        assert "sim.npy: missing" in done.stdout

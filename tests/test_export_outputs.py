@@ -29,7 +29,8 @@ def test_zarr_local_path_on_cluster_matches_reference(demo_zip, tmp_path, dask_c
     group = zarr.open_group(str(target), mode="r")
     for alias, expected in arrays.items():
         arr = group[alias]
-        assert arr.shape == expected.shape and arr.dtype == expected.dtype
+        assert arr.shape == expected.shape
+        assert arr.dtype == expected.dtype
         assert 6 % arr.chunks[0] == 0  # chunk boundaries are partition boundaries
         assert arr.compressors[0].to_dict()["name"] == "blosc"
         np.testing.assert_array_equal(arr[...], expected)
@@ -66,7 +67,7 @@ def test_zarr_skip_compacts_rows(demo_zip, tmp_path):
                                  sim_ids=[1, 2, 3, 4, 5], record_transform=fail_on_3,
                                  client="sync", partition_size=2, on_error="skip")
     export = guideloom.load_export(tmp_path / "s.zarr")
-    ref, ids = serial_reference("pointcloud-op10", demo_zip, None, sim_ids=[1, 2, 4, 5])
+    ref, _ids = serial_reference("pointcloud-op10", demo_zip, None, sim_ids=[1, 2, 4, 5])
     assert export.sim_ids.tolist() == [1, 2, 4, 5]
     np.testing.assert_array_equal(export[0:4]["z"], ref["pointcloud_op10_z"][:, :50])
 
@@ -102,14 +103,17 @@ def three_exports(demo_zip, tmp_path_factory):
 def test_load_export_protocol(three_exports, demo_zip, kind):
     arrays, ids = serial_reference("force-curve", demo_zip, helpers.first_rows)
     export = guideloom.load_export(three_exports[kind])
-    assert len(export) == 36 and export.fields == ("force", "sim")
+    assert len(export) == 36
+    assert export.fields == ("force", "sim")
     np.testing.assert_array_equal(export.sim_ids, ids)
     row = export[5]
-    assert set(row) == {"force", "sim"} and isinstance(row["force"], np.ndarray)
+    assert set(row) == {"force", "sim"}
+    assert isinstance(row["force"], np.ndarray)
     np.testing.assert_array_equal(row["force"], arrays["force"][5])
     np.testing.assert_array_equal(export[-1]["sim"], arrays["sim"][-1])
     rows = list(export)
-    assert len(rows) == 36 and int(rows[20]["sim"]) == 20
+    assert len(rows) == 36
+    assert int(rows[20]["sim"]) == 20
     sl = export[3:9]
     np.testing.assert_array_equal(sl["force"], arrays["force"][3:9])
     idx = [30, 2, 2, 17]
@@ -122,9 +126,12 @@ def test_load_export_protocol(three_exports, demo_zip, kind):
     with pytest.raises(IndexError):
         export[36]
     text = repr(export)
-    assert kind in text and "force-curve" in text and "rows=36" in text
+    assert kind in text
+    assert "force-curve" in text
+    assert "rows=36" in text
     only = guideloom.load_export(three_exports[kind], fields=["sim"])
-    assert only.fields == ("sim",) and set(only[0]) == {"sim"}
+    assert only.fields == ("sim",)
+    assert set(only[0]) == {"sim"}
     with pytest.raises(ValueError, match=r"unknown field.*'nope'.*fields: force, sim"):
         guideloom.load_export(three_exports[kind], fields=["nope"])
     clone = pickle.loads(pickle.dumps(export))
@@ -196,7 +203,8 @@ def test_a_cheap_first_record_is_probed_in_the_driver(demo_zip, tmp_path, dask_c
                                   record_transform=helpers.first_rows, partition_size=9,
                                   client=dask_client)
     names = [key_split(t["key"]) for t in stream.data]
-    assert names.count("export-part") == 4 and "probe-schema" not in names
+    assert names.count("export-part") == 4
+    assert "probe-schema" not in names
     manifest = json.loads((tmp_path / "o" / "export.json").read_text())
     assert 0 < manifest["placement"]["estimate_s"] < 36 * run_module().DRIVER_PROBE_MAX_S
 
@@ -235,7 +243,8 @@ def test_rows_decoded_into_reused_buffers_are_each_their_own(tmp_path, client):
     ids = np.load(tmp_path / "out" / "sim_ids.npy")
     expected = list(guideloom.streaming.iter_view("pointcloud-op10", dataset=ds,
                                                   data_dir=tmp_path / "data", where=where))
-    assert [r["_sim_id"] for r in expected] == list(ids) and len(ids) > 5
+    assert [r["_sim_id"] for r in expected] == list(ids)
+    assert len(ids) > 5
     for alias in ("pointcloud_op10_z", "pointcloud_op10_luminescence"):
         rows = np.load(tmp_path / "out" / f"{alias}.npy")
         assert rows.nbytes // len(rows) >= 1 << 17  # large enough for the fast chunk path

@@ -42,7 +42,8 @@ def hashed_at_finalize(monkeypatch) -> list[str]:
 def assert_digests_match_the_files(out) -> dict[str, str]:
     doc = json.loads((out / CROISSANT_NAME).read_text())
     hashed = {d["name"]: d["sha256"] for d in doc["distribution"] if "sha256" in d}
-    assert "force_data.npy" in hashed and "sim_ids.npy" in hashed
+    assert "force_data.npy" in hashed
+    assert "sim_ids.npy" in hashed
     for name, digest in hashed.items():
         assert digest == hashlib.sha256((out / name).read_bytes()).hexdigest(), name
     return hashed

@@ -33,7 +33,8 @@ def test_stream_export_one_shard_per_partition(demo_zip, tmp_path, dask_client):
     np.testing.assert_array_equal(window["document_ids"],
                                   np.concatenate([e["document_ids"] for e in expected]))
     export = guideloom.load_export(out)
-    assert len(export) == 36 and export.fields == ("document_ids", "force")
+    assert len(export) == 36
+    assert export.fields == ("document_ids", "force")
     np.testing.assert_array_equal(export[7]["force"], expected[7]["force"])
     assert set(export.by_sim_id(9)["document_ids"].tolist()) == {9}
     with guideloom.StreamDataset(storage, sequence_length=512).sync_reader() as windows:
@@ -54,9 +55,11 @@ def test_document_export_with_skip_has_no_gaps(demo_zip, tmp_path):
     export = guideloom.load_export(storage.directory, trust=True)  # pickled: we wrote it
     assert export.sim_ids.tolist() == [0, 1, 4, 5, 7]
     doc = export.by_sim_id(4)
-    assert doc["geometry"] == "concave" and doc["n"].shape == ()
+    assert doc["geometry"] == "concave"
+    assert doc["n"].shape == ()
     with guideloom.DocumentDataset(storage).sync_reader() as reader:
-        assert len(reader) == 5 and reader[2]["sim"] == 4
+        assert len(reader) == 5
+        assert reader[2]["sim"] == 4
 
 
 def test_unpackable_record_names_the_experiment(demo_zip, tmp_path):

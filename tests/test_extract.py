@@ -38,7 +38,8 @@ def _records(data_dir: Path) -> dict[str, dict]:
 def _assert_same_records(before: dict, after: dict) -> None:
     assert before.keys() == after.keys()
     for view in before:
-        assert before[view].keys() == after[view].keys() and before[view]
+        assert before[view].keys() == after[view].keys()
+        assert before[view]
         for sim_id, rec in before[view].items():
             other = after[view][sim_id]
             assert rec.keys() == other.keys()
@@ -82,7 +83,9 @@ def test_round_trip_on_cluster_is_byte_exact_and_records_unchanged(demo_copy, da
     with get_task_stream(client=dask_client) as stream:
         report = extract_zips(demo_copy, client=dask_client, partition_size=5)
     assert sorted(report.extracted) == ALL_IDS
-    assert report.skipped_existing == [] and report.removed_archives == [] and report.failed == []
+    assert report.skipped_existing == []
+    assert report.removed_archives == []
+    assert report.failed == []
     assert report.bytes == sum(len(b) for b in members.values())
     loose = _loose(demo_copy)
     assert loose == members  # same names (0042.h5), same bytes; no temporary files left
@@ -104,7 +107,8 @@ def test_sync_and_cluster_write_the_same_files(demo_zip, tmp_path, dask_client):
     shutil.copytree(demo_zip, on_cluster)
     a = extract_zips(on_sync, client="sync")
     b = extract_zips(on_cluster, client=dask_client, partition_size=3)
-    assert a.extracted == b.extracted and a.bytes == b.bytes
+    assert a.extracted == b.extracted
+    assert a.bytes == b.bytes
     assert _loose(on_sync) == _loose(on_cluster)
     assert len(_loose(on_sync)) == 36
 
@@ -150,13 +154,15 @@ def test_overwrite_rewrites_and_wrong_size_loose_file_keeps_its_archive(demo_cop
     edited.write_bytes(b"not the member")
     inode = edited.stat().st_ino
     report = extract_zips(demo_copy, client="sync", remove_zip=True)
-    assert report.extracted == [] and edited.read_bytes() == b"not the member"
+    assert report.extracted == []
+    assert edited.read_bytes() == b"not the member"
     assert report.removed_archives == [str(demo_copy / "convex.zip")]
     assert "experiment 2 is already loose" in report.kept_archives[str(demo_copy / "concave.zip")]
     assert (demo_copy / "concave.zip").is_file()
     report = extract_zips(demo_copy, client="sync", overwrite=True, remove_zip=True)
     assert sorted(report.extracted) == [i for i in ALL_IDS if i % 18 < 9]  # concave only
-    assert edited.read_bytes() == members["0002.h5"] and edited.stat().st_ino != inode
+    assert edited.read_bytes() == members["0002.h5"]
+    assert edited.stat().st_ino != inode
     assert not (demo_copy / "concave.zip").exists()
 
 
@@ -169,7 +175,8 @@ def test_corrupt_member_names_id_and_archive_and_leaves_no_file(demo_copy, dask_
     with pytest.raises(ExtractError, match=r"experiment 3: .*concave\.zip::0003\.h5") as info:
         extract_zips(demo_copy, client=dask_client, remove_zip=True, partition_size=4)
     error = info.value
-    assert [e.sim_id for e in error.errors] == [3] and error.report.failed == [3]
+    assert [e.sim_id for e in error.errors] == [3]
+    assert error.report.failed == [3]
     assert isinstance(error.errors[0], CorruptDataError)
     assert str(demo_copy / "concave.zip") in error.errors[0].file
     if not deflated:
@@ -217,7 +224,8 @@ def test_stale_tmp_files_are_cleaned_and_live_ones_kept(demo_copy):
     live.write_bytes(b"a concurrent writer's file")
     report = extract_zips(demo_copy, client="sync")
     assert report.cleaned_tmp == [str(stale)]
-    assert not stale.exists() and live.exists()
+    assert not stale.exists()
+    assert live.exists()
     assert (h5 / "0005.h5").read_bytes() == _members(demo_copy)["0005.h5"]
 
 
@@ -227,7 +235,8 @@ def test_unwritable_target_fails_that_member_only_and_leaves_no_tmp(demo_copy):
     with pytest.raises(ExtractError, match=r"experiment 6: extracting .*concave\.zip::0006\.h5"):
         extract_zips(demo_copy, client="sync", remove_zip=True)
     assert sorted(p.name for p in h5.iterdir()) == [f"{i:04d}.h5" for i in ALL_IDS]
-    assert (h5 / "0006.h5").is_dir() and (demo_copy / "concave.zip").is_file()
+    assert (h5 / "0006.h5").is_dir()
+    assert (demo_copy / "concave.zip").is_file()
 
 
 def test_remove_zip_keeps_an_archive_whose_member_differs_from_a_same_size_loose_file(
@@ -240,7 +249,8 @@ def test_remove_zip_keeps_an_archive_whose_member_differs_from_a_same_size_loose
     (demo_copy / "h5" / name).write_bytes(bytes(damaged))
     report = extract_zips(demo_copy, client="sync", remove_zip=True)
     kept = {Path(a).name: why for a, why in report.kept_archives.items()}
-    assert len(kept) == 1 and len(report.removed_archives) == 1
+    assert len(kept) == 1
+    assert len(report.removed_archives) == 1
     (archive, why), = kept.items()
     assert (demo_copy / archive).is_file()  # the only intact copy of that member is kept
     assert f"the loose file {demo_copy / 'h5' / name} differs from the archive's member" in why
@@ -262,12 +272,14 @@ def test_a_deflated_member_streams_in_bounded_pieces_checked_at_the_end(demo_cop
     info = next(m for m in archive_members(demo_copy / "concave.zip") if m.name == "0003.h5")
     loc = next(loc for i, loc in scan_locations(guideloom.load(data_dir=demo_copy),
                                                 demo_copy).items() if i == 3)
-    assert not loc.stored and loc.crc == info.crc
+    assert not loc.stored
+    assert loc.crc == info.crc
     with LocalFileSource(loc.path) as source:
         start, _ = read_local_header(source, loc)
         pieces = list(member_pieces(loc, source, start, (info.file_size, info.method), 4096))
         assert b"".join(pieces) == members["0003.h5"]
-        assert len(pieces) > 1 and max(len(p) for p in pieces) <= 4096
+        assert len(pieces) > 1
+        assert max(len(p) for p in pieces) <= 4096
         wrong = dataclasses.replace(loc, crc=info.crc ^ 1)
         got = []
         with pytest.raises(CorruptDataError, match=r"experiment 3: .*Bad CRC-32 of the inflated"):

@@ -39,7 +39,8 @@ def _fast(path: Path, name: str, rows=None) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> None:
-    assert a.dtype == b.dtype and a.shape == b.shape
+    assert a.dtype == b.dtype
+    assert a.shape == b.shape
     assert a.tobytes() == b.tobytes()
 
 
@@ -160,7 +161,8 @@ def test_other_layouts_fall_back_to_h5py(tmp_path):
             assert fastread.plan(f[name]) is None, name
             got = fastread.read_dataset(f[name], raw)
             want = f[name][()]
-            assert got.dtype == want.dtype and (got == want).all()
+            assert got.dtype == want.dtype
+            assert (got == want).all()
 
 
 def test_low_level_dataset_ids_read_like_h5py_for_every_kind_of_type(tmp_path):
@@ -231,7 +233,8 @@ def test_corrupt_chunk_in_a_loose_file_names_experiment_and_file(tmp_path):
     _corrupt_chunk(victim, "force/data", 0)
     with pytest.raises(CorruptDataError, match=r"experiment 1: .*0001.h5.*'force/data'") as info:
         list(guideloom.streaming.iter_view("force-curve", data_dir=tmp_path))
-    assert info.value.sim_id == 1 and info.value.file.endswith("0001.h5")
+    assert info.value.sim_id == 1
+    assert info.value.file.endswith("0001.h5")
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +258,8 @@ def test_real_layout_from_zip_members(real_layout):
     for loc in locations.values():
         opened = open_h5py(loc)
         fid, raw = opened.fid, opened.raw
-        assert raw is not None and raw.start > 0  # read in place from the archive
+        assert raw is not None
+        assert raw.start > 0
         with h5py.File(fid) as f:
             for name in _dataset_names(f):
                 p = fastread.plan(f[name])
@@ -302,7 +306,8 @@ def test_corrupt_chunk_in_zip_member_names_experiment_and_file(real_layout, tmp_
     with pytest.raises(CorruptDataError,
                        match=rf"experiment {sim_id}: .*{loc.member}.*'{h5_path}'") as caught:
         list(guideloom.streaming.iter_view(view, data_dir=data, sim_ids=[sim_id]))
-    assert caught.value.sim_id == sim_id and caught.value.h5_path == h5_path
+    assert caught.value.sim_id == sim_id
+    assert caught.value.h5_path == h5_path
 
 
 def test_chunk_outside_the_member_is_refused(tmp_path):
@@ -319,7 +324,7 @@ def test_chunk_outside_the_member_is_refused(tmp_path):
         _same(fastread.read(p, fastread.RawSource(f.id.get_vfd_handle(), 0, size)), f["x"][()])
 
 
-def _read_in_child(path: str, name: str, conn) -> None:  # noqa: ANN001 - a Connection
+def _read_in_child(path: str, name: str, conn) -> None:
     with h5py.File(path, "r") as f:
         data = fastread.read(fastread.plan(f[name]), fastread.RawSource(f.id.get_vfd_handle()))
     conn.send_bytes(data.tobytes())
@@ -349,7 +354,8 @@ def test_decoding_threads_work_in_a_forked_child(tmp_path):
         child.join()
     finally:
         fastread.set_decode_threads(before)
-    assert child.exitcode == 0 and got == parent.tobytes()
+    assert child.exitcode == 0
+    assert got == parent.tobytes()
 
 
 @pytest.mark.parametrize("size", [2, 3, 4, 8])
@@ -428,5 +434,6 @@ def test_many_small_shuffled_chunks_with_gaps_and_masks(tmp_path, dtype, threads
     finally:
         fastread.set_decode_threads(before)
     _same(fast, ref)
-    assert (fast[7_000:9_000] == 3).all() and (fast[150_000:151_000] == 3).all()
+    assert (fast[7_000:9_000] == 3).all()
+    assert (fast[150_000:151_000] == 3).all()
     _same(fast[40_000:41_000], data[40_000:41_000])

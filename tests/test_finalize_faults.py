@@ -108,7 +108,8 @@ def check_complete_or_absent(point: str, target: Path) -> None:
     try:
         export = guideloom.load_export(target)
     except IncompleteExportError:  # only where the two cannot be exchanged in one step
-        assert point == "target-moved-aside" and not target.exists()
+        assert point == "target-moved-aside"
+        assert not target.exists()
         assert not can_exchange(target.parent / ".exchange-probe")
     else:
         assert export.sim_ids.tolist() in ([1, 2], [int(i) for i in IDS.split(",")])
@@ -281,4 +282,5 @@ def test_crash_at_raises_only_inside_its_block_in_every_thread_of_the_process():
     assert seen == ["somewhere"]
     assert passed == ["somewhere", "elsewhere", "somewhere"]
     fault_point("somewhere")  # disarmed when the block ended
-    assert issubclass(InjectedFault, BaseException) and not issubclass(InjectedFault, Exception)
+    assert issubclass(InjectedFault, BaseException)
+    assert not issubclass(InjectedFault, Exception)

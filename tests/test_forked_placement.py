@@ -210,9 +210,11 @@ def test_a_forked_export_writes_the_in_process_bytes_and_says_it_forked(demo_zip
     out = tmp_path / "out"
     code, result, err = export(demo_zip, out)
     assert code == 0, err
-    assert result["placement"]["mode"] == "forked" and result["placement"]["workers"] == 2
+    assert result["placement"]["mode"] == "forked"
+    assert result["placement"]["workers"] == 2
     workers = result["workers"]  # "forked:PID" of each child that ran a partition
-    assert len(workers) == 2 and f"forked:{result['driver']}" not in workers
+    assert len(workers) == 2
+    assert f"forked:{result['driver']}" not in workers
     assert_same_export(out, reference)
     manifest = json.loads((out / "export.json").read_text())
     assert manifest["placement"]["mode"] == "forked"
@@ -237,7 +239,8 @@ def test_no_fork_while_another_thread_runs_in_the_driver(demo_zip, reference, tm
     assert code == 0, err
     placed = result["placement"]
     assert placed["mode"] == "in-process", placed
-    assert "user-thread" in placed["reason"] and "deadlock" in placed["reason"]
+    assert "user-thread" in placed["reason"]
+    assert "deadlock" in placed["reason"]
     assert_same_export(tmp_path / "out", reference)
 
 
@@ -332,7 +335,8 @@ def test_ctrl_c_of_the_driver_stops_its_children(demo_zip, reference, tmp_path):
     run.proc.wait(timeout=60)  # the paused child ignores it; the driver ends both
     assert gone(run.children) == []
     code, stdout, _ = run.finish()
-    assert code == 3 and json.loads(stdout.splitlines()[-1])["error"] == "KeyboardInterrupt"
+    assert code == 3
+    assert json.loads(stdout.splitlines()[-1])["error"] == "KeyboardInterrupt"
     resumed_equal(demo_zip, out, reference)
 
 
@@ -343,7 +347,8 @@ def test_the_driver_killed_at_its_own_fault_point_after_forked_partitions(demo_z
     out = tmp_path / "out"
     code, result, err = export(demo_zip, out, env=_env(**{FAULT_ENV: "partitions-done"}))
     assert code == -signal.SIGKILL, err  # the driver's point: the driver dies, as in-process
-    assert result is None and not out.exists()
+    assert result is None
+    assert not out.exists()
     code, result, err = export(demo_zip, out)
     assert code == 0, err
     assert result["resumed"] == 9  # every partition the children wrote was kept

@@ -233,7 +233,8 @@ def test_workflow_options_come_from_the_format(jsonl, data, tmp_path):
         path = "out"
         compression = "deflate"
     """), data_dir=data)
-    assert npz.options() == {"compressed": True} and npz.compression == "deflate"
+    assert npz.options() == {"compressed": True}
+    assert npz.compression == "deflate"
 
 
 @pytest.mark.parametrize(("output", "key", "message"), [
@@ -284,7 +285,8 @@ def test_a_plugin_format_runs_from_a_workflow_file_through_guideloom_run(data, t
     assert sorted(p.name for p in target.glob("part-*.jsonl")) == ["part-00000.jsonl",
                                                                   "part-00001.jsonl"]
     first_line = (target / "part-00000.jsonl").read_text().splitlines()[0]
-    assert '"sim": 0}' in first_line and "], [" in first_line  # compact = false: spaced
+    assert '"sim": 0}' in first_line
+    assert "], [" in first_line
     register_format(JsonlFormat)  # this process reads it back with the same class
     try:
         export = guideloom.load_export(target)

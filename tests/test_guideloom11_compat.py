@@ -118,15 +118,18 @@ def test_guideloom11_paths_give_the_same_objects_as_guideloom_paths():
     from guideloom.storage import io as storage_io
     from guideloom.storage import types as storage_types
 
-    assert dataset.StreamDataset is StreamDataset and dataset.DocumentDataset is DocumentDataset
-    assert io.SeekIO is storage_io.SeekIO and io.PosixPreadIO is storage_io.PosixPreadIO
+    assert dataset.StreamDataset is StreamDataset
+    assert dataset.DocumentDataset is DocumentDataset
+    assert io.SeekIO is storage_io.SeekIO
+    assert io.PosixPreadIO is storage_io.PosixPreadIO
     assert storage_format.StreamNumpyFormat is formats.StreamNumpyFormat is StreamNumpyFormat
     assert types.StreamStorageFormat is storage_types.StreamStorageFormat
     assert types.DocumentStorageAbstract is abstract.DocumentStorageAbstract
     assert stream_meta_storage.StreamWithMetaStorage is StreamWithMetaStorage
     assert feistel.FeistelShuffler is importlib.import_module("guideloom.shuffle").FeistelShuffler
     assert version.__version__ == guideloom.__version__
-    assert callable(filesystem.FileSystemStream) and callable(filesystem.FileSystemDocument)
+    assert callable(filesystem.FileSystemStream)
+    assert callable(filesystem.FileSystemDocument)
 
 
 def test_guideloom11_paths_import_in_a_fresh_interpreter(tmp_path):
@@ -176,7 +179,8 @@ def test_guideloom11_signatures():
 def test_storages_take_storage_dir_by_keyword_and_expose_1_1_attributes(tmp_path):
     fmt = StreamNumpyFormat(np.dtype([("tokens", "<i4")]))
     storage = StreamStorage(storage_dir=tmp_path / "s", storage_format=fmt)
-    assert storage.storage_dir == tmp_path / "s" and storage.storage_format is fmt
+    assert storage.storage_dir == tmp_path / "s"
+    assert storage.storage_format is fmt
     old_spelling = StreamStorage(directory=tmp_path / "s", storage_format=fmt)
     assert old_spelling.directory == storage.directory
     with pytest.raises(TypeError, match="one storage directory"):
@@ -227,7 +231,8 @@ def test_generic_parameters_as_guideloom11_spells_them(tmp_path):
         writer.append(0, {"t": [1, 2, 3]})
     with storage.sync_reader() as reader:
         window = reader.read(global_index=2, global_length=2)
-    assert window["t"].tolist() == [3, 5] and window["shards"].tolist() == [0, 1]
+    assert window["t"].tolist() == [3, 5]
+    assert window["shards"].tolist() == [0, 1]
 
 
 def test_our_classes_are_instances_of_the_guideloom11_bases(tmp_path):
@@ -255,7 +260,9 @@ def test_our_classes_are_instances_of_the_guideloom11_bases(tmp_path):
         assert isinstance(reader, Sequence)
         assert [w["tokens"].tolist() for w in reversed(reader)] == [[4, 5], [2, 3], [0, 1]]
     with DocumentDataset(docs).sync_reader() as reader:
-        assert isinstance(reader, Sequence) and "x" in reader and reader.count("x") == 1
+        assert isinstance(reader, Sequence)
+        assert "x" in reader
+        assert reader.count("x") == 1
 
 
 def test_seed_tutorial_snippet_runs(tmp_path):
@@ -342,7 +349,8 @@ def test_writer_length_counts_this_session_and_raises_keyerror_otherwise(tmp_pat
         writer.append(2, _tokens([1, 2, 3]))
         writer.append(2, _tokens([4]))
         writer.append(0, _tokens([]))
-        assert writer.length(2) == 4 and writer.length(0) == 0
+        assert writer.length(2) == 4
+        assert writer.length(0) == 0
         with pytest.raises(KeyError):
             writer.length(1)
     with docs.sync_writer() as writer:
@@ -363,7 +371,7 @@ def test_writer_length_counts_this_session_and_raises_keyerror_otherwise(tmp_pat
 
 
 def test_explicit_open_and_close_as_guideloom11_code_calls_them(tmp_path):
-    stream, docs, _ = _three_kinds(tmp_path)
+    stream, _docs, _ = _three_kinds(tmp_path)
     writer = stream.sync_writer()
     writer.open()
     assert stream.storage_dir.is_dir()
@@ -371,7 +379,8 @@ def test_explicit_open_and_close_as_guideloom11_code_calls_them(tmp_path):
     writer.close()
     reader = stream.sync_reader()
     reader.open()
-    assert reader.total_length == 2 and reader.num_shards == 1
+    assert reader.total_length == 2
+    assert reader.num_shards == 1
     reader.close()
 
     async def main():
@@ -532,7 +541,8 @@ def test_zero_length_reads_as_guideloom11(tmp_path):
     with only_empty.sync_writer() as writer:
         writer.append(0, _tokens([]))
     with only_empty.sync_reader() as r:
-        assert r.total_length == 0 and r.num_shards == 1
+        assert r.total_length == 0
+        assert r.num_shards == 1
         with pytest.raises(IndexError, match="outside of size"):
             r.read(0, 0)
 
@@ -543,18 +553,19 @@ def test_an_empty_writer_session_leaves_a_readable_empty_storage(tmp_path):
         with storage.sync_writer():
             pass
         with storage.sync_reader() as r:
-            assert r.num_shards == 0 and r.total_length == 0
+            assert r.num_shards == 0
+            assert r.total_length == 0
             with pytest.raises(IndexError, match="out of range"):
                 r.length(0)
     with docs.sync_reader() as r:
         assert r.read_many(np.arange(0, dtype=np.int64)) == []
         with pytest.raises(IndexError):
             r.read(0)
-    with stream.sync_reader() as r:
-        with pytest.raises(IndexError):
-            r.read(0, 0)
+    with stream.sync_reader() as r, pytest.raises(IndexError):
+        r.read(0, 0)
     with StreamDataset(stream, sequence_length=4).sync_reader() as r:
-        assert len(r) == 0 and list(r) == []
+        assert len(r) == 0
+        assert list(r) == []
 
     async def main():
         async with stream.async_reader() as r:
@@ -600,7 +611,8 @@ def test_backends_have_sync_and_async_reader_factories(tmp_path, backend):
     try:
         assert reader.filesize() == 100
         data = reader.read(10, 5)
-        assert isinstance(data, bytearray | memoryview) and bytes(data) == bytes(range(10, 15))
+        assert isinstance(data, bytearray | memoryview)
+        assert bytes(data) == bytes(range(10, 15))
         with pytest.raises(IndexError):
             reader.read(-1, 2)
         with pytest.raises(IndexError):
@@ -632,7 +644,8 @@ def test_posix_pread_io_advice(tmp_path):
     if not PosixPreadIO.is_supported(advice=True):
         pytest.skip("no posix_fadvise here")
     interface = PosixPreadIO(advice=True)
-    assert interface.advice is True and PosixPreadIO().advice is False
+    assert interface.advice is True
+    assert PosixPreadIO().advice is False
     assert repr(interface) == "PosixPreadIO(advice=True)"
     stream = StreamStorage(tmp_path, StreamNumpyFormat(TOKENS), read_interface=interface)
     with stream.sync_writer() as writer:
@@ -726,14 +739,17 @@ def test_loader_constructor_as_guideloom11_spells_it(tmp_path):
 
     dataset = _documents(tmp_path, 12)
     loader = StatefulDataLoader(dataset, _ids)
-    assert loader.local_batch_size == 1 and loader.prefetch == 0
+    assert loader.local_batch_size == 1
+    assert loader.prefetch == 0
     assert loader.device == StatefulDataLoader.get_default_device()
     expected = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
         else torch.device("cpu")
     assert StatefulDataLoader.get_default_device() == expected
     loader.open()
-    assert len(loader) == 12 and loader.dataset_size == 12 and loader.dataset is dataset
-    assert [b for b in loader] == [[i] for i in range(12)]
+    assert len(loader) == 12
+    assert loader.dataset_size == 12
+    assert loader.dataset is dataset
+    assert list(loader) == [[i] for i in range(12)]
     loader.close()
     loader.open()  # 1.1 code may open a closed loader again
     assert next(iter(loader)) == [0]
@@ -751,9 +767,13 @@ def test_loader_is_a_dataclass_usable_with_replace(tmp_path):
     dataset = _documents(tmp_path, 12)
     loader = StatefulDataLoader(dataset, _ids, local_batch_size=2, shuffle=True, shuffle_seed=7)
     names = [f.name for f in dataclasses.fields(loader)]
-    assert names[:2] == ["dataset", "collate_fn"] and "prefetch" in names and "device" in names
+    assert names[:2] == ["dataset", "collate_fn"]
+    assert "prefetch" in names
+    assert "device" in names
     bigger = dataclasses.replace(loader, local_batch_size=4)
-    assert bigger is not loader and bigger.local_batch_size == 4 and bigger.shuffle_seed == 7
+    assert bigger is not loader
+    assert bigger.local_batch_size == 4
+    assert bigger.shuffle_seed == 7
     with loader, bigger:
         assert [x for b in loader for x in b] == [x for b in bigger for x in b]
         assert len(bigger) == 3
@@ -771,12 +791,15 @@ def test_loader_state_is_where_guideloom11_keeps_it(tmp_path):
     assert not loader._state.active
     iterator = iter(loader)
     next(iterator), next(iterator)
-    assert loader._state.active and loader._state.observation_offset == 8  # 2 steps of 2 x 2
+    assert loader._state.active
+    assert loader._state.observation_offset == 8
     fresh = dataclasses.replace(loader)
-    assert not fresh._state.active and fresh._state.observation_offset == 0
+    assert not fresh._state.active
+    assert fresh._state.observation_offset == 0
     assert fresh._state is not loader._state
     assert list(iterator) == [[9, 11]]
-    assert not loader._state.active and loader._state.epoch == 1
+    assert not loader._state.active
+    assert loader._state.epoch == 1
     assert loader._state.observation_offset == 0
     fresh.load_state_dict({**loader.state_dict(), "observation_offset": 4})
     assert (fresh._state.epoch, fresh._state.observation_offset) == (1, 4)
@@ -825,7 +848,7 @@ def test_loader_iterators_are_context_managers(tmp_path):
         with pytest.raises(StopIteration):
             next(it)  # closed when the block ended
         assert loader.state_dict()["observation_offset"] == 2
-        assert [b for b in loader] == [[2, 3], [4, 5]]
+        assert list(loader) == [[2, 3], [4, 5]]
 
 
 def test_loader_takes_any_dataset_whose_reader_is_a_sequence(tmp_path):
@@ -867,15 +890,16 @@ def test_loader_takes_any_dataset_whose_reader_is_a_sequence(tmp_path):
 
     loader = StatefulDataLoader(SquaresDataset(), _ids, local_batch_size=3, drop_last=False)
     with loader:
-        assert [b for b in loader] == [[0, 1, 4], [9, 16, 25], [36]]
-    assert events.count("open") >= 1 and events.count("open") == events.count("close")
+        assert list(loader) == [[0, 1, 4], [9, 16, 25], [36]]
+    assert events.count("open") >= 1
+    assert events.count("open") == events.count("close")
     # a plain list as the reader works too
     class Listed:
         def sync_reader(self):
             return ["a", "b", "c"]
 
     with StatefulDataLoader(Listed(), _ids, local_batch_size=2) as loader:
-        assert [b for b in loader] == [["a", "b"]]
+        assert list(loader) == [["a", "b"]]
 
 
 def test_loader_still_takes_guideloom_sources(tmp_path):
@@ -890,9 +914,9 @@ def test_loader_still_takes_guideloom_sources(tmp_path):
             return [int(i) * 10 for i in indices]
 
     with StatefulDataLoader(Range(), _ids, device="cpu", local_batch_size=2) as loader:
-        assert [b for b in loader] == [[0, 10], [20, 30]]
+        assert list(loader) == [[0, 10], [20, 30]]
     with StatefulDataLoader(source=Range(), collate_fn=_ids, local_batch_size=5) as loader:
-        assert [b for b in loader] == [[0, 10, 20, 30, 40]]
+        assert list(loader) == [[0, 10, 20, 30, 40]]
     with pytest.raises(TypeError, match="sync_reader"):
         StatefulDataLoader(object(), _ids)
     storage = StreamStorage(tmp_path / "s", StreamNumpyFormat(TOKENS))
@@ -956,9 +980,12 @@ def test_filesystem_stream_and_document_at_shard_level(tmp_path):
         writer.append(0, np.arange(5, dtype="<i8"))
         writer.append(1, np.arange(10, 13, dtype=">i8"))  # big-endian is stored little-endian
         writer.append(0, np.arange(5, 7, dtype="<i8"))
-        assert writer.length(0) == 7 and writer.length(1) == 3 and writer.length(4) == 0
+        assert writer.length(0) == 7
+        assert writer.length(1) == 3
+        assert writer.length(4) == 0
     with fs.sync_reader(dtype) as reader:
-        assert reader.num_shards() == 2 and [reader.length(0), reader.length(1)] == [7, 3]
+        assert reader.num_shards() == 2
+        assert [reader.length(0), reader.length(1)] == [7, 3]
         assert reader.read(0, 4, 3).tolist() == [4, 5, 6]
         assert reader.read(1, 0, 3).tolist() == [10, 11, 12]
         with pytest.raises(IndexError):
@@ -974,8 +1001,10 @@ def test_filesystem_stream_and_document_at_shard_level(tmp_path):
         writer.append(1, b"")
         assert writer.length(0) == 2
     with docs.sync_reader() as reader:
-        assert reader.num_shards() == 2 and reader.length(1) == 1
-        assert bytes(reader.get(0, 1)) == b"beta" and bytes(reader.get(1, 0)) == b""
+        assert reader.num_shards() == 2
+        assert reader.length(1) == 1
+        assert bytes(reader.get(0, 1)) == b"beta"
+        assert bytes(reader.get(1, 0)) == b""
         requests = np.array([(1, 0), (0, 0)], dtype=[("shard", "<i8"), ("shard_index", "<i4")])
         assert [bytes(b) for b in reader.get_many(requests)] == [b"", b"alpha"]
         with pytest.raises(IndexError):
@@ -992,7 +1021,8 @@ def test_storages_and_datasets_subscript_with_guideloom11s_parameters():
     stream = StreamStorage[dict, dict, np.void]
     meta = StreamWithMetaStorage[dict, dict, np.int64]
     docs = DocumentStorage[str, str]
-    assert stream.__origin__ is StreamStorage and meta.__args__[2] is np.int64
+    assert stream.__origin__ is StreamStorage
+    assert meta.__args__[2] is np.int64
     assert docs.__args__ == (str, str)
     assert StreamDataset[dict].__origin__ is StreamDataset
     assert DocumentDataset[str].__origin__ is DocumentDataset
@@ -1044,7 +1074,8 @@ def test_loader_epoch_ends_when_the_iterator_is_exhausted_as_guideloom11(tmp_pat
         assert (state["epoch"], state["observation_offset"]) == (0, 12)
         with pytest.raises(StopIteration):
             next(it)
-        assert loader.state_dict()["epoch"] == 1 and loader.epoch == 1
+        assert loader.state_dict()["epoch"] == 1
+        assert loader.epoch == 1
     resumed = StatefulDataLoader(dataset, _ids, **options)
     resumed.load_state_dict(state)
     with resumed:

@@ -115,7 +115,8 @@ def test_generic_formats_store_and_read(tmp_path):
     with meta.sync_reader() as reader:
         window = reader.read(1, 2)
     assert isinstance(window, MyMeta)
-    assert window.tokens.tolist() == [6, 7] and window.concepts == [[1], [2, 3]]
+    assert window.tokens.tolist() == [6, 7]
+    assert window.concepts == [[1], [2, 3]]
 
 
 TYPED = """
@@ -254,7 +255,8 @@ def test_stream_with_meta_async_reader_equals_sync(tmp_path, backend):
     async def main():
         async with storage.async_reader() as reader:
             assert isinstance(reader, AsyncStreamWithMetaReader)
-            assert len(reader) == reader.total_length == 16 and reader.num_shards == 4
+            assert len(reader) == reader.total_length == 16
+            assert reader.num_shards == 4
             got = await asyncio.gather(*(reader.read(s, n) for s, n in ranges))
             with pytest.raises(IndexError):
                 await reader.read(16, 1)  # starts past the end
@@ -311,9 +313,11 @@ def test_dataset_async_readers_equal_sync(tmp_path, backend):
 
         one, negative, numpy_int, sliced, many, listed, iterated = asyncio.run(main())
         assert one == expected == iterated, view
-        assert negative == expected[-1] and numpy_int == expected[1]
+        assert negative == expected[-1]
+        assert numpy_int == expected[1]
         assert sliced == expected[1:n:2]
-        assert many == [expected[-1], expected[0]] and listed == [expected[0], expected[-1]]
+        assert many == [expected[-1], expected[0]]
+        assert listed == [expected[0], expected[-1]]
 
 
 # --- FeistelShuffler: GuideLoom's method set ---------------------------------------------------
@@ -322,7 +326,8 @@ def test_dataset_async_readers_equal_sync(tmp_path, backend):
 @pytest.mark.parametrize("length", [0, 1, 2, 7, 64, 1000])
 def test_shuffler_guideloom_names(length):
     shuffler = FeistelShuffler(length, np.random.default_rng(5), 5)
-    assert shuffler.length == len(shuffler) == length and shuffler.rounds == 5
+    assert shuffler.length == len(shuffler) == length
+    assert shuffler.rounds == 5
     image = [shuffler.shuffle(i) for i in range(length)]
     assert sorted(image) == list(range(length))
     assert all(isinstance(y, int) for y in image)

@@ -111,15 +111,15 @@ def _write(path: Path, libver: str, build) -> Path:
 
 CASES = list(itertools.product(
     ["earliest", "latest"],
-    [dict(), dict(compression="gzip", compression_opts=1),
-     dict(compression="gzip", compression_opts=9, shuffle=True),
-     dict(compression="gzip", shuffle=True, fletcher32=True), dict(shuffle=True),
-     dict(fletcher32=True)],
+    [{}, {"compression": "gzip", "compression_opts": 1},
+     {"compression": "gzip", "compression_opts": 9, "shuffle": True},
+     {"compression": "gzip", "shuffle": True, "fletcher32": True}, {"shuffle": True},
+     {"fletcher32": True}],
     [(37, 5), (100,), (9, 4, 3)],
 ))
 
 
-@pytest.mark.parametrize("libver,filters,shape", CASES)
+@pytest.mark.parametrize(("libver", "filters", "shape"), CASES)
 def test_chunked_filters_and_dtypes_read_as_h5py(tmp_path, libver, filters, shape):
     def build(f):
         for i, dt in enumerate(DTYPES):
@@ -164,7 +164,8 @@ def test_unallocated_chunks_read_as_the_fill_value(tmp_path, libver):
     _assert_same(path, rows=((0, 9, 10, 39), (8,)))
     with LocalFileSource(path) as src:
         info = h5native.open_file(src).dataset("sparse")
-    assert len(info.chunks) == 2 and info.fill_value() == -1.5
+    assert len(info.chunks) == 2
+    assert info.fill_value() == -1.5
 
 
 def test_implicit_chunk_index_reads_as_h5py(tmp_path):
@@ -393,11 +394,11 @@ def _hostile(raw: bytes, path: str = "d", limit: float = 2.0) -> BaseException |
         return exc
     finally:
         assert time.perf_counter() - t0 < limit
-        assert all(0 <= o and o + n <= len(raw) for o, n in src.reads)
+        assert all(o >= 0 and o + n <= len(raw) for o, n in src.reads)
     return None
 
 
-@pytest.fixture()
+@pytest.fixture
 def chunked_file(tmp_path) -> bytes:
     def build(f):
         f.create_dataset("d", data=_values((3000, 3), "<f4"), chunks=(7, 2), compression="gzip",
@@ -425,15 +426,17 @@ def test_a_chunk_btree_cycle_is_detected(chunked_file):
     key = 8 + 8 * 3
     struct.pack_into("<Q", raw, node + 8 + 16 + key, node)
     exc = _hostile(bytes(raw))
-    assert isinstance(exc, NativeFormatError) and "B-tree" in str(exc)
+    assert isinstance(exc, NativeFormatError)
+    assert "B-tree" in str(exc)
 
 
 def test_offsets_beyond_the_end_are_errors(chunked_file):
     raw = bytearray(chunked_file)
-    leaf = [n for n in _btree_nodes(raw) if raw[n + 5] == 0][0]
+    leaf = next(n for n in _btree_nodes(raw) if raw[n + 5] == 0)
     struct.pack_into("<Q", raw, leaf + 8 + 16 + 8 + 8 * 3, len(raw) + 10)  # a chunk address
     exc = _hostile(bytes(raw))
-    assert isinstance(exc, NativeFormatError) and "outside" in str(exc)
+    assert isinstance(exc, NativeFormatError)
+    assert "outside" in str(exc)
 
 
 def test_a_corrupt_chunk_fails_its_checksum(chunked_file):
@@ -527,7 +530,8 @@ def test_a_file_native_cannot_read_falls_back_to_h5py(demo_copy):
     rec = next(guideloom.streaming.iter_view("force-curve", dataset=loose_ds, sim_ids=[ident]))
     np.testing.assert_array_equal(rec[next(k for k in rec if k != "_sim_id")], values)
     stats = h5stats.native_stats()
-    assert stats["fallbacks"] == 1 and any("NativeUnsupported" in r for r in stats["reasons"])
+    assert stats["fallbacks"] == 1
+    assert any("NativeUnsupported" in r for r in stats["reasons"])
 
 
 def test_an_extensible_array_beyond_its_index_block_reads_or_is_unsupported(tmp_path):
@@ -581,4 +585,5 @@ def test_damaged_files_give_the_h5py_paths_error_message(demo_copy, monkeypatch,
         if native == "1":
             assert h5stats.native_stats()["fallbacks"] == 1
     assert messages["1"] == messages["0"]
-    assert str(ident) in messages["1"] and str(target) in messages["1"]
+    assert str(ident) in messages["1"]
+    assert str(target) in messages["1"]

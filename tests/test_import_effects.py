@@ -155,7 +155,8 @@ def test_importing_every_module_has_no_side_effects(tmp_path):
     if importlib.util.find_spec("torch") is None:
         names = [n for n in names if n != "guideloom.pytorch"
                  and not n.startswith("guideloom.pytorch.")]
-    assert "guideloom.cluster.watchdog" in names and "guideloom.cluster.embedded" in names
+    assert "guideloom.cluster.watchdog" in names
+    assert "guideloom.cluster.embedded" in names
     before, after = effects(names, tmp_path, DEPENDENCIES)
     assert_unchanged(before, after)
     added = set(after["modules"]) - set(before["modules"])
@@ -193,4 +194,5 @@ def test_importing_the_command_line_entry_module_runs_nothing():
     assert done.stdout.strip() == "imported"
     ran = subprocess.run([sys.executable, "-m", "guideloom", "--version"], capture_output=True,
                          text=True, timeout=120, check=False)
-    assert ran.returncode == 0 and ran.stdout.strip()
+    assert ran.returncode == 0
+    assert ran.stdout.strip()

@@ -232,7 +232,7 @@ def test_the_page_lists_every_predecessor_path_and_what_it_serves():
     served: dict[str, set[str]] = {}
     for release, module in PREDECESSOR_MODULES:
         served.setdefault(ours(release, module), set()).add(module)
-    assert TABLE == served
+    assert served == TABLE
     assert {"guideloom", "guideloom.export", "guideloom.formats", "guideloom.testing",
             "guideloom.errors", "guideloom.config"} <= set(SECTIONS)
 
@@ -288,7 +288,8 @@ def test_the_generator_writes_every_stub_and_its_check_finds_an_edited_one(tmp_p
     edited.write_text(edited.read_text() + "EXTRA = 1\n")
     assert generate.differing(package) == [edited]
     assert generate.write(package) == [edited]
-    assert "EXTRA" not in edited.read_text() and generate.differing(package) == []
+    assert "EXTRA" not in edited.read_text()
+    assert generate.differing(package) == []
 
 
 def test_the_check_command_passes_on_the_source_tree(capsys):

@@ -35,7 +35,8 @@ def test_csv_with_a_byte_order_mark_reads_like_the_plain_file(demo, tmp_path):
     plain = guideloom.load(data_dir=demo).index().ids
     csv = demo / "process_parameters.csv"
     csv.write_bytes(b"\xef\xbb\xbf" + csv.read_bytes())
-    assert guideloom.load(data_dir=demo).index().ids == plain and len(plain) == 6
+    assert guideloom.load(data_dir=demo).index().ids == plain
+    assert len(plain) == 6
     views = _cli("views", str(demo), cwd=tmp_path)
     assert views.returncode == 0, views.stderr
     assert "6 experiments in the index" in views.stdout
@@ -53,4 +54,5 @@ def test_latin1_csv_is_refused_naming_file_and_line(demo, tmp_path):
         assert done.returncode == 2, (args, done.stderr)
         assert f"{csv}:4: not UTF-8 text" in done.stderr or \
             "process_parameters.csv:4: not UTF-8 text" in done.stderr, done.stderr
-        assert "UnicodeDecodeError" not in done.stderr and "Traceback" not in done.stderr
+        assert "UnicodeDecodeError" not in done.stderr
+        assert "Traceback" not in done.stderr

@@ -132,7 +132,8 @@ def test_verify_crc_does_not_change_the_job_identity(demo_zip, tmp_path):
     plain = build_spec("force-curve", "npz", tmp_path / "o", data_dir=demo_zip)
     checked = build_spec("force-curve", "npz", tmp_path / "o", data_dir=demo_zip,
                          verify_crc=True)
-    assert checked.verify_crc and not plain.verify_crc
+    assert checked.verify_crc
+    assert not plain.verify_crc
     assert plan_export(plain).identity == plan_export(checked).identity
 
 
@@ -278,8 +279,10 @@ def test_cli_verify_crc_flag_and_workflow_key(flipped, tmp_path):
     assert "wrote 3 records" in trusted.stdout
     failed = _run_cli(tmp_path, data, "flag", "--verify-crc")
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "CRC-32 mismatch" in failed.stderr and f"{ARCHIVE}::{MEMBER}" in failed.stderr
-    assert "experiment 4" in failed.stderr and "Traceback" not in failed.stderr
+    assert "CRC-32 mismatch" in failed.stderr
+    assert f"{ARCHIVE}::{MEMBER}" in failed.stderr
+    assert "experiment 4" in failed.stderr
+    assert "Traceback" not in failed.stderr
     keyed = _run_cli(tmp_path, data, "keyed", extra="verify_crc = true")
     assert keyed.returncode == 1 and "CRC-32 mismatch" in keyed.stderr, keyed.stderr
     skipped = _run_cli(tmp_path, data, "skip", "--verify-crc", on_error="skip")
@@ -350,7 +353,8 @@ def test_damaged_metadata_is_corrupt_data_naming_id_file_path_and_hdf5s_words(
     message = str(error)
     assert message.startswith(f"experiment 4: {file}: HDF5 path 'force/data' cannot be opened")
     assert DAMAGE[damage][1] in message, message  # HDF5's own diagnosis, quoted
-    assert "has_oil" not in message and "filter" not in message
+    assert "has_oil" not in message
+    assert "filter" not in message
 
 
 @pytest.mark.parametrize("layout", ["loose", "zip"])
@@ -438,7 +442,8 @@ def test_a_genuinely_absent_field_stays_missing_field_with_its_hint(layout, how,
                                                verify_crc=verify_crc))
         assert (info.value.sim_id, info.value.file, info.value.h5_path) == \
             (VICTIM, file, "force/data")
-        assert said in str(info.value) and hint in str(info.value)
+        assert said in str(info.value)
+        assert hint in str(info.value)
     # the schema probe of an export reads metadata only: the same error
     with pytest.raises(guideloom.MissingFieldError, match=re.escape(said)):
         guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "o", data_dir=data,

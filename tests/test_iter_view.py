@@ -16,7 +16,7 @@ from tests.zip_helpers import corrupt_member
 
 
 def test_seed_section_2_runs_as_written(demo_zip, capsys):
-    DATA_DIR = demo_zip  # noqa: N806 - the seed's spelling
+    DATA_DIR = demo_zip
     ds = guideloom.load(data_dir=DATA_DIR)
     guideloom.add_view(ds, 'force-signals', fields={
         'force': 'force_data',                                        # (n, 8) HDF5 table
@@ -36,8 +36,11 @@ def test_seed_section_2_runs_as_written(demo_zip, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in out] == [
         "force", "geometry", "blankholder_force", "split", "_sim_id"]
-    assert "dtype=float32" in out[0] and ", 8)" in out[0]
-    assert out[1].endswith("'concave'") and out[2].endswith("= 100") and out[4].endswith("= 0")
+    assert "dtype=float32" in out[0]
+    assert ", 8)" in out[0]
+    assert out[1].endswith("'concave'")
+    assert out[2].endswith("= 100")
+    assert out[4].endswith("= 0")
 
 
 def _by_id(records):
@@ -49,14 +52,17 @@ def test_zip_and_loose_layouts_give_identical_records(demo_zip, demo_loose):
                                                   where=lambda r: r["has_pointcloud"]))
     loose = _by_id(guideloom.streaming.iter_view("pointcloud-op10", data_dir=demo_loose,
                                                  where=lambda r: r["has_pointcloud"]))
-    assert zipped.keys() == loose.keys() and len(zipped) > 20
+    assert zipped.keys() == loose.keys()
+    assert len(zipped) > 20
     for sim_id, rec in zipped.items():
         for alias in ("pointcloud_op10_z", "pointcloud_op10_luminescence"):
             np.testing.assert_array_equal(rec[alias], loose[sim_id][alias])
-            assert rec[alias].shape == (100 * 160,) and rec[alias].dtype == np.float32
+            assert rec[alias].shape == (100 * 160,)
+            assert rec[alias].dtype == np.float32
     # the values look like measurements: not constant, some unmeasured zero pixels
     z = zipped[0]["pointcloud_op10_z"]
-    assert 0.05 < np.mean(z == 0) < 0.6 and np.std(z[z > 0]) > 1.0
+    assert 0.05 < np.mean(z == 0) < 0.6
+    assert np.std(z[z > 0]) > 1.0
 
 
 def test_records_match_plain_h5py(demo_loose):
@@ -94,7 +100,8 @@ def test_index_columns_are_typed_scalars(demo_zip):
                                             "oil": "process-parameters/has_oil",
                                             "temp": "process-parameters/mean_punch_temp"})
     rec = next(guideloom.streaming.iter_view("cols", dataset=ds, sim_ids=[4]))
-    assert type(rec["oil"]) is bool and type(rec["temp"]) is float
+    assert type(rec["oil"]) is bool
+    assert type(rec["temp"]) is float
     with guideloom.open_h5(4, data_dir=demo_zip) as f:
         full = f["force/data"][()]
     np.testing.assert_array_equal(rec["f"], full[[2, 0]])
@@ -128,7 +135,9 @@ def test_missing_files_are_skipped_with_one_warning(demo_copy):
     missing_warnings = [w for w in caught if issubclass(w.category, MissingDataWarning)]
     assert len(missing_warnings) == 1
     message = str(missing_warnings[0].message)
-    assert "12 experiment(s)" in message and str(dropped[0]) in message and "more" in message
+    assert "12 experiment(s)" in message
+    assert str(dropped[0]) in message
+    assert "more" in message
     assert sorted(got) == sorted(set(range(36)) - set(dropped))
 
 
@@ -138,9 +147,13 @@ def test_missing_hdf5_path_names_id_file_path_and_suggests_where(demo_zip):
     with pytest.raises(MissingFieldError) as info:
         list(guideloom.streaming.iter_view("oil-thickness", data_dir=demo_zip, sim_ids=[no_oil]))
     msg = str(info.value)
-    assert f"experiment {no_oil}" in msg and f"{no_oil:04d}.h5" in msg and ".zip" in msg
-    assert "'oil_thickness/data'" in msg and "where=lambda row: row['has_oil']" in msg
-    assert info.value.sim_id == no_oil and info.value.h5_path == "oil_thickness/data"
+    assert f"experiment {no_oil}" in msg
+    assert f"{no_oil:04d}.h5" in msg
+    assert ".zip" in msg
+    assert "'oil_thickness/data'" in msg
+    assert "where=lambda row: row['has_oil']" in msg
+    assert info.value.sim_id == no_oil
+    assert info.value.h5_path == "oil_thickness/data"
     ok = list(guideloom.streaming.iter_view("oil-thickness", data_dir=demo_zip,
                                             where=lambda row: row["has_oil"]))
     assert len(ok) == sum(index.row(i)["has_oil"] for i in index.ids)
@@ -190,9 +203,8 @@ def test_open_h5_from_zip_and_errors(demo_zip):
         assert isinstance(f, h5py.File)
         assert int(f.attrs["index"]) == 7
         assert f["force/data"].shape[1] == 8
-    with pytest.raises(KeyError, match="999"):
-        with guideloom.open_h5(999, data_dir=demo_zip):
-            pass
+    with pytest.raises(KeyError, match="999"), guideloom.open_h5(999, data_dir=demo_zip):
+        pass
 
 
 @pytest.mark.parametrize("layout", ["stored member", "deflated member", "loose file"])
@@ -219,7 +231,8 @@ def test_open_h5_returns_a_file_that_closes_what_it_opened(layout, demo_copy, de
         rows = g["force/data"].shape[0]
         held = getattr(g, "fileobj", None)
         assert held is None or not held.closed
-    assert rows > 0 and not g.id.valid
+    assert rows > 0
+    assert not g.id.valid
     assert held is None or held.closed
 
 

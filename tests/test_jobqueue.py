@@ -29,7 +29,8 @@ def test_missing_submit_command_is_one_line_error(kind, tool, tmp_path, monkeypa
             pytest.fail("the block must not run")
     message = str(caught.value)
     assert isinstance(caught.value, GuideloomError)
-    assert message.startswith(f"{tool}, ") and "not found on PATH" in message
+    assert message.startswith(f"{tool}, ")
+    assert "not found on PATH" in message
     assert "\n" not in message
     assert time.monotonic() - start < 10
 
@@ -103,7 +104,8 @@ def test_settings_from_explicit_file_env_and_dask_config(tmp_path, monkeypatch):
     monkeypatch.delenv(jobqueue.CONFIG_ENV)
     kwargs, source = jobqueue.find_jobqueue_config("slurm")
     assert source == str(REPO / "cluster" / "jobqueue.yaml")
-    assert kwargs["cores"] == 1 and kwargs["job_name"] == "guideloom-worker"
+    assert kwargs["cores"] == 1
+    assert kwargs["job_name"] == "guideloom-worker"
     import dask.config
 
     with dask.config.set({"jobqueue.slurm.cores": 2, "jobqueue.slurm.memory": "3GiB"}):
@@ -114,7 +116,8 @@ def test_settings_from_explicit_file_env_and_dask_config(tmp_path, monkeypatch):
         )
         with jobqueue.cluster_class("slurm")(**kwargs) as cluster:
             script = cluster.job_script()
-    assert "#SBATCH --cpus-per-task=2" in script and "#SBATCH --mem=3G" in script
+    assert "#SBATCH --cpus-per-task=2" in script
+    assert "#SBATCH --mem=3G" in script
 
 
 @pytest.mark.cluster
@@ -132,12 +135,14 @@ def test_job_script_runs_this_python_in_this_directory(tmp_path, monkeypatch):
         address = cluster.scheduler_address
         assert address.startswith("tcp://127.0.0.1:")
     lines = script.splitlines()
-    assert "#SBATCH -p compute" in lines and "#SBATCH -t 00:10:00" in lines
+    assert "#SBATCH -p compute" in lines
+    assert "#SBATCH -t 00:10:00" in lines
     site_line = lines.index("# source /shared/envs/guideloom/bin/activate")
     cd_line = lines.index(f"cd {REPO} || exit 1")
     (export,) = [line for line in lines if line.startswith("export PYTHONPATH=")]
     assert site_line < cd_line < lines.index(export)  # ours come after the site's prologue
-    assert f"'{REPO}:{extra}'" in export and export.endswith('"${PYTHONPATH:+:$PYTHONPATH}"')
+    assert f"'{REPO}:{extra}'" in export
+    assert export.endswith('"${PYTHONPATH:+:$PYTHONPATH}"')
     assert f"{sys.executable} -m distributed.cli.dask_worker {address}" in script
 
 
@@ -216,7 +221,8 @@ def test_no_interface_means_loopback_for_scheduler_and_workers(tmp_path, monkeyp
     with jobqueue.cluster_class("slurm")(**kwargs) as cluster:
         script = cluster.job_script()
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
-    assert "--host 127.0.0.1" in script and "--dashboard-address 127.0.0.1:0" in script
+    assert "--host 127.0.0.1" in script
+    assert "--dashboard-address 127.0.0.1:0" in script
 
     kwargs, _ = jobqueue.cluster_kwargs("slurm", job_options={"interface": "lo"},
                                         dashboard_address="127.0.0.1:0")

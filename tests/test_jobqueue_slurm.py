@@ -99,7 +99,8 @@ def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_expor
     marks.mkdir()
     with jobqueue_client("slurm", 2, min_workers=2, wait_timeout=120) as client:
         jobs = {line.split()[0] for line in slurm.queue()}
-        assert len(jobs) == 2 and all(" RUNNING " in line for line in slurm.queue())
+        assert len(jobs) == 2
+        assert all(" RUNNING " in line for line in slurm.queue())
         in_jobs = client.run(lambda: (os.environ.get("SLURM_JOB_ID"), sys.executable))
         assert {job for job, _ in in_jobs.values()} == jobs
         assert {exe for _, exe in in_jobs.values()} == {sys.executable}
@@ -111,10 +112,12 @@ def test_api_export_on_slurm_jobs_equals_sync_export(slurm, demo_zip, sync_expor
     # was transformed inside a SLURM job
     on_workers = [p for p in marks.iterdir() if not p.name.endswith(f"-{os.getpid()}")]
     ran_in = {p.name.split("-")[1] for p in on_workers}
-    assert ran_in and ran_in <= jobs
+    assert ran_in
+    assert ran_in <= jobs
     assert len({p.name.split("-")[0] for p in on_workers}) == 36
     err = capfd.readouterr().err + caplog.text
-    assert "Dask dashboard: http://127.0.0.1:" in err and "ssh -L 8787:127.0.0.1:" in err
+    assert "Dask dashboard: http://127.0.0.1:" in err
+    assert "ssh -L 8787:127.0.0.1:" in err
     assert f"jobs {', '.join(sorted(jobs, key=int))}" in err
 
 
@@ -145,7 +148,8 @@ def test_export_completes_identically_when_a_worker_job_is_cancelled(
             assert time.monotonic() < deadline, f"cancelled job still listed: {slurm.queue()}"
             time.sleep(0.1)
         left = {line.split()[0] for line in slurm.queue()}
-        assert victim not in left and left <= jobs
+        assert victim not in left
+        assert left <= jobs
     assert slurm.queue() == []
     _assert_same_export(tmp_path / "force", sync_export)
 
@@ -222,7 +226,8 @@ def test_rejected_submission_is_one_line(slurm):
             pytest.fail("the block must not run without a worker")
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("sbatch failed:") and "partition" in message.lower()
+    assert message.startswith("sbatch failed:")
+    assert "partition" in message.lower()
     assert slurm.queue() == []
 
 
@@ -312,7 +317,8 @@ def test_slurm_script_is_tls_and_its_printed_address_works_from_another_shell(sl
             proc.kill()
             proc.wait()
         proc.stdout.close()
-    assert not (state / "tls").exists() and not (state / "scheduler.json").exists()
+    assert not (state / "tls").exists()
+    assert not (state / "scheduler.json").exists()
     assert not list(tmp_path.glob(".guideloom-tls-*"))  # the workers' copy is gone too
     assert slurm.queue() == []
 
@@ -345,7 +351,8 @@ def test_shipped_workflow_runs_on_slurm_from_one_command(slurm, tmp_path):
     guideloom.make_demo_data(tmp_path / "demo-data", n=12)
     done = _cli("run", "force_signals", "--cluster", "slurm", "--jobs", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "2 SLURM worker jobs" in done.stderr and "ssh -L" in done.stderr
+    assert "2 SLURM worker jobs" in done.stderr
+    assert "ssh -L" in done.stderr
     assert slurm.queue() == []
     reference = tmp_path / "reference"
     ref = _cli("run", "force_signals", "--scheduler", "sync", "--output", str(reference),

@@ -102,7 +102,8 @@ def test_the_check_catches_an_upward_import():
              "guideloom.select.y": {"guideloom.read.x"}, "guideloom.runtime.z": set(),
              "guideloom.errors": set(), "guideloom.cli": {"guideloom.select.y"}}
     folder = {name: folder_of(name) for name in graph}
-    assert folder["guideloom.read.x"] == "read" and folder["guideloom.errors"] is None
+    assert folder["guideloom.read.x"] == "read"
+    assert folder["guideloom.errors"] is None
     assert upward_imports(graph, RANKS, folder) == {"guideloom.read.x -> guideloom.select.y"}
 
 

@@ -63,7 +63,7 @@ def make(n: int = 23, **kwargs) -> StatefulDataLoader:
 
 
 def epoch_batches(loader: StatefulDataLoader) -> list[list[int]]:
-    return [batch for batch in loader]
+    return list(loader)
 
 
 def test_one_epoch_follows_the_seeded_order() -> None:
@@ -319,7 +319,8 @@ def test_default_collate_gives_dtypes_torch_trains_with(stored: str, given) -> N
     assert tensor.dtype == given
     np.testing.assert_array_equal(tensor.numpy(), values.astype(np.float64 if
                                   values.dtype.kind == "f" else np.int64))
-    assert (tensor + tensor).dtype == given and bool((tensor >= 0).all())
+    assert (tensor + tensor).dtype == given
+    assert bool((tensor >= 0).all())
     if tensor.dtype in (torch.int32, torch.int64):
         assert torch.nn.Embedding(8, 2)(tensor % 8).shape == (2, 3, 2)  # indices: int only
 
@@ -447,7 +448,8 @@ def test_batch_size_is_dataloaders_per_rank_name_for_local_batch_size() -> None:
     for rank in range(2):
         by_alias = loader(rank, batch_size=4)
         assert (by_alias.batch_size, by_alias.local_batch_size) == (4, 4)
-        assert by_alias.global_batch_size == 8 and len(by_alias) == 2  # 23 // (4 x 2 ranks)
+        assert by_alias.global_batch_size == 8
+        assert len(by_alias) == 2
         batches = list(by_alias)
         assert [len(b) for b in batches] == [4, 4]  # per rank, as DataLoader's batch_size
         assert batches == list(loader(rank, local_batch_size=4))
@@ -465,7 +467,8 @@ def test_set_epoch_gives_that_epochs_order_on_every_rank() -> None:
     for rank in range(world):
         loader = make(n, local_batch_size=2, rank=rank, world_size=world)
         loader.set_epoch(np.int64(5))  # any integer, as DistributedSampler takes
-        assert loader.epoch == 5 and loader.state_dict()["observation_offset"] == 0
+        assert loader.epoch == 5
+        assert loader.state_dict()["observation_offset"] == 0
         per_rank.append(list(loader))
         assert loader.epoch == 6
     assert global_stream(per_rank) == order[:18]
@@ -487,7 +490,8 @@ def test_a_set_epoch_loop_delivers_what_the_automatic_advance_does() -> None:
     for epoch in range(3):
         looped.set_epoch(epoch)
         got.append(list(looped))
-    assert got == expected and len({str(e) for e in expected}) == 3
+    assert got == expected
+    assert len({str(e) for e in expected}) == 3
 
 
 def test_set_epoch_after_load_state_dict_resumes_mid_epoch_or_starts_another() -> None:
@@ -551,7 +555,7 @@ def test_a_loader_over_more_samples_than_a_block_follows_the_seeded_order() -> N
     order = FeistelShuffler.for_epoch(n, seed=7, epoch=0)(np.arange(n)).tolist()
     for rank in range(world):
         loader = make(n, local_batch_size=batch, rank=rank, world_size=world, drop_last=False)
-        got = [b for b in loader]
+        got = list(loader)
         step = batch * world
         want = [order[base + rank:min(base + step, n):world] for base in range(0, n, step)]
         assert got == want

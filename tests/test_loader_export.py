@@ -110,7 +110,8 @@ def test_an_epoch_without_batches_warns_once_with_the_numbers(export_dir: Path) 
     assert len(empty) == 1, [str(w.message) for w in caught]
     message = str(empty[0].message)
     assert f"{N} samples are fewer than one global batch of 16" in message
-    assert "local_batch_size=8 x world_size=2" in message and "drop_last=False" in message
+    assert "local_batch_size=8 x world_size=2" in message
+    assert "drop_last=False" in message
     assert empty[0].filename == __file__  # points at the user's loop, not at guideloom
     # the same data with drop_last=False yields the short batch on both ranks and no warning
     with warnings.catch_warnings(record=True) as caught:
@@ -146,14 +147,17 @@ def test_from_export_takes_dataloaders_batch_size_and_set_epoch(export_dir: Path
     for rank in range(2):
         with StatefulDataLoader.from_export(export_dir, batch_size=4, rank=rank, world_size=2,
                                             **options) as loader:
-            assert loader.batch_size == 4 and loader.global_batch_size == 8
+            assert loader.batch_size == 4
+            assert loader.global_batch_size == 8
             loader.set_epoch(3)
             per_rank.append([b["sim"].tolist() for b in loader])
             assert loader.epoch == 4
-    assert [len(b) for b in per_rank[0]] == [4, 3] and [len(b) for b in per_rank[1]] == [4, 3]
+    assert [len(b) for b in per_rank[0]] == [4, 3]
+    assert [len(b) for b in per_rank[1]] == [4, 3]
     sim_ids = np.asarray(streaming.load_export(export_dir).sim_ids)
     order = sim_ids[FeistelShuffler.for_epoch(N, seed=4, epoch=3)(np.arange(N))].tolist()
-    assert per_rank[0][0] == order[0:8:2] and per_rank[1][0] == order[1:8:2]
+    assert per_rank[0][0] == order[0:8:2]
+    assert per_rank[1][0] == order[1:8:2]
     with StatefulDataLoader.from_export(export_dir, local_batch_size=4, rank=1, world_size=2,
                                         **options) as loader:
         loader.set_epoch(3)

@@ -64,7 +64,8 @@ def generations(small_loose, tmp_path_factory) -> Generations:
         state = json.loads(json.dumps(loader.state_dict()))
         it.close()
     assert head == order[:HALF]
-    assert 9 in order[:HALF] and {8, 13} <= set(order[HALF:])  # both cases are met
+    assert 9 in order[:HALF]
+    assert {8, 13} <= set(order[HALF:])
     changed = next(s for s in order[HALF:] if s not in REMOVED)
     with h5py.File(data / "h5" / f"{changed:04d}.h5", "r+") as f:
         f["force/data"][...] = f["force/data"][...] * 2.0
@@ -75,10 +76,13 @@ def generations(small_loose, tmp_path_factory) -> Generations:
 
 def test_a_state_records_the_generation_and_the_sim_ids_it_permutes(generations):
     state = generations.state
-    assert state["export"]["generation"] == 1 and state["export"]["rows"] == len(BEFORE)
-    assert state["sim_ids"] == BEFORE and state["observation_offset"] == HALF
+    assert state["export"]["generation"] == 1
+    assert state["export"]["rows"] == len(BEFORE)
+    assert state["sim_ids"] == BEFORE
+    assert state["observation_offset"] == HALF
     with guideloom.load_export(generations.out) as export:
-        assert export.generation == 2 and export.export_id != state["export"]["export_id"]
+        assert export.generation == 2
+        assert export.export_id != state["export"]["export_id"]
         assert export.sim_ids.tolist() == AFTER
 
 
@@ -89,7 +93,8 @@ def test_resumed_on_the_next_generation_the_epoch_continues_by_sim_id(generation
         loader.load_state_dict(generations.state)
         batches = list(loader)
         assert _sims(batches) == expected  # the recorded order, removed ones skipped
-        assert loader.epoch == 1 and loader.state_dict()["sim_ids"] == AFTER
+        assert loader.epoch == 1
+        assert loader.state_dict()["sim_ids"] == AFTER
         served = {int(s): f for b in batches for s, f in zip(b["sim"], b["force"], strict=True)}
         new = export.by_sim_id(generations.changed)["force"]
         np.testing.assert_array_equal(served[generations.changed].numpy(), new)
@@ -108,7 +113,8 @@ def test_a_state_taken_while_continuing_resumes_there_again(generations):
         head = _sims([next(it), next(it)])
         state = json.loads(json.dumps(loader.state_dict()))
         it.close()
-    assert head == expected[:4] and state["sim_ids"] == BEFORE
+    assert head == expected[:4]
+    assert state["sim_ids"] == BEFORE
     assert state["export"]["generation"] == 2
     with StatefulDataLoader.from_export(generations.out, local_batch_size=3,
                                         **OPTIONS) as loader:
@@ -135,8 +141,11 @@ def test_refuse_mode_gives_one_line(generations):
         with pytest.raises(GenerationChangedError) as info:
             loader.load_state_dict(generations.state)
     text = str(info.value)
-    assert "\n" not in text and "generation 1" in text and "generation 2" in text
-    assert str(generations.out) in text and "on_generation_change" in text
+    assert "\n" not in text
+    assert "generation 1" in text
+    assert "generation 2" in text
+    assert str(generations.out) in text
+    assert "on_generation_change" in text
     with pytest.raises(ValueError, match="on_generation_change"):
         StatefulDataLoader.from_export(generations.out, on_generation_change="guess", **OPTIONS)
 
@@ -183,7 +192,8 @@ def test_windows_of_a_stream_export_are_refused_on_another_generation(small_loos
         next(it)
         state = json.loads(json.dumps(loader.state_dict()))
         it.close()
-    assert state["export"]["generation"] == 1 and "sim_ids" not in state
+    assert state["export"]["generation"] == 1
+    assert "sim_ids" not in state
     with StatefulDataLoader.from_export(out, **options) as loader:
         loader.load_state_dict(state)  # the same generation: exactly the rest
         assert [np.asarray(w["force"]).tolist() for b in loader for w in b] == whole[2:]

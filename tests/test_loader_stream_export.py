@@ -37,7 +37,8 @@ def stream_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _windows(loader: StatefulDataLoader) -> list[dict[str, np.ndarray]]:
     out = []
     for batch in loader:
-        assert isinstance(batch, list) and batch
+        assert isinstance(batch, list)
+        assert batch
         out.extend({k: np.asarray(v) for k, v in sample.items()} for sample in batch)
     return out
 
@@ -57,7 +58,8 @@ def test_one_call_serves_the_stream_as_the_hand_built_storage_does(stream_export
     assert len(got) == len(want) > 3
     for a, b in zip(got, want, strict=True):
         assert a.keys() == b.keys() == {"force", "doc"}
-        assert a["force"].dtype == np.float32 and a["force"].shape == (WINDOW,)
+        assert a["force"].dtype == np.float32
+        assert a["force"].shape == (WINDOW,)
         np.testing.assert_array_equal(a["force"], b["force"])
         np.testing.assert_array_equal(a["doc"], b["doc"])
     # the windows are the stream: every element of the export's rows, in order
@@ -81,7 +83,8 @@ def test_a_default_batch_of_the_stream_trains_an_embedding_and_does_arithmetic(
                                         local_batch_size=4, shuffle=False) as loader:
         batch = next(iter(loader))
     doc = batch["doc"]
-    assert doc.dtype == torch.int64 and doc.shape == (4, WINDOW)
+    assert doc.dtype == torch.int64
+    assert doc.shape == (4, WINDOW)
     np.testing.assert_array_equal(doc.numpy().ravel(), stored[:4 * WINDOW])
     embedding = torch.nn.Embedding(int(stored.max()) + 1, 3)
     vectors = embedding(doc)
@@ -90,7 +93,8 @@ def test_a_default_batch_of_the_stream_trains_an_embedding_and_does_arithmetic(
     assert embedding.weight.grad is not None
     assert embedding.weight.grad[doc.unique()].abs().sum() > 0
     shifted = doc - doc.min() + 1
-    assert int(shifted.min()) == 1 and bool((shifted > 0).all())
+    assert int(shifted.min()) == 1
+    assert bool((shifted > 0).all())
     assert batch["force"].dtype == torch.float32
 
 

@@ -77,7 +77,8 @@ def test_add_view_resolves_all_reference_forms_and_keeps_disk_manifest(demo_zip)
     view = ds.view("force-signals")
     by_alias = {f.alias: f for f in view.fields}
     assert by_alias["force"].h5_path == by_alias["force2"].h5_path == "force/data"
-    assert by_alias["geometry"].column == "geometry" and not by_alias["geometry"].is_h5
+    assert by_alias["geometry"].column == "geometry"
+    assert not by_alias["geometry"].is_h5
     assert by_alias["first"].timesteps == 0
     assert by_alias["some"].timesteps == (5, 1, 3)
     assert by_alias["all"].timesteps is None
@@ -180,7 +181,8 @@ def test_every_schema_org_spelling_types_ids_and_columns(demo_copy, prefix):
     header = csv_rows[0].split(",")
     wanted = [int(r.split(",")[header.index("index")]) for r in csv_rows[1:]
               if int(r.split(",")[header.index("blankholder_force")]) >= 300]
-    assert [r["_sim_id"] for r in records] == wanted and len(wanted) == 24
+    assert [r["_sim_id"] for r in records] == wanted
+    assert len(wanted) == 24
     assert all(type(r["_sim_id"]) is int and type(r["bhf"]) is int for r in records)
     assert all(type(r["oil"]) is bool and type(r["temp"]) is float for r in records)
 

@@ -49,7 +49,8 @@ def test_the_markers_are_registered_and_strict():
     assert "--strict-markers" in options["addopts"].split()  # pytest 8
     names = {line.split(":")[0].split("(")[0] for line in options["markers"]}
     assert set(KINDS) | {"fast_case"} <= names
-    assert options["timeout"] == 300 and options["timeout_method"] == "signal"
+    assert options["timeout"] == 300
+    assert options["timeout_method"] == "signal"
 
 
 def test_an_unregistered_marker_is_an_error(pytester: pytest.Pytester):

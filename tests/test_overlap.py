@@ -48,11 +48,14 @@ def test_rows_arrive_in_order_and_buffers_alternate():
         used.append(id(buf))
         buf[:] = k  # "decode" record k
         writes.write(k, k, {"x": buf})
-    assert writes.close() == 6 and sink.closed
+    assert writes.close() == 6
+    assert sink.closed
     assert [r for r, _, _ in sink.rows] == list(range(6))
     assert [np.frombuffer(b)[0] for _, b, _ in sink.rows] == [float(k) for k in range(6)]
     assert all(name.startswith("guideloom-write") for _, _, name in sink.rows)
-    assert used[0] != used[1] and used[0] == used[2] and used[1] == used[3]
+    assert used[0] != used[1]
+    assert used[0] == used[2]
+    assert used[1] == used[3]
     assert writes.busy_s >= 0
 
 
@@ -63,7 +66,8 @@ def test_a_failed_write_is_raised_by_the_next_call_and_nothing_after_it_is_writt
         for k in range(6):
             writes.write(k, k, {"x": writes.buffers()["x"]})
     writes.abort()
-    assert sink.aborted and not sink.closed
+    assert sink.aborted
+    assert not sink.closed
     assert [r for r, _, _ in sink.rows] == [0, 1]
 
 

@@ -168,7 +168,8 @@ def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
     assert "guideloom: running local-cluster" in out.stderr
     assert "rows 6 ['peak', 'sim']" in out.stdout
     sims = re.search(r"^sims (\[.*\]) (\[.*\])$", out.stdout, re.M)
-    assert sims and sims.group(1) == sims.group(2)  # each row came from its own experiment
+    assert sims
+    assert sims.group(1) == sims.group(2)
     module = Path(out.stdout.split("module ", 1)[1].split()[0])
     assert module.is_relative_to(installed.parents[1])
 
@@ -177,10 +178,12 @@ def test_installed_plain_script_on_a_local_cluster(installed, tmp_path):
 def test_the_version_has_one_home():
     """``guideloom/_version.py`` holds the version; the package and the wheel's metadata take
     it from there (pyproject.toml declares it dynamic, read from that attribute)."""
-    assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
+    assert "version" not in PYPROJECT["project"]
+    assert "version" in PYPROJECT["project"]["dynamic"]
     attr = PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]["attr"]
     assert attr == "guideloom._version.__version__"
-    assert guideloom_package.__version__ == __version__ and __version__.count(".") == 2
+    assert guideloom_package.__version__ == __version__
+    assert __version__.count(".") == 2
 
 
 def test_pyproject_lists_every_package():
@@ -387,7 +390,8 @@ def test_job_identities_are_the_same_on_python_3_11_and_the_second_python(second
     here = _job_ids(Path(sys.executable), here_env, tmp_path, "here")
     there = _job_ids(second_venv, user_env(second_venv), tmp_path, "there")
     # the identity counts installed packages by version: the transforms touch numpy only
-    assert here[1]["numpy"] == there[1]["numpy"] and here[1]["guideloom"] == there[1]["guideloom"]
+    assert here[1]["numpy"] == there[1]["numpy"]
+    assert here[1]["guideloom"] == there[1]["guideloom"]
     assert here[1]["python"].split(".")[:2] != there[1]["python"].split(".")[:2], (here, there)
     assert here[0] == there[0], (here, there)  # the shipped workflow
     assert here[1]["identity"] == there[1]["identity"], (here, there)  # helper and constant

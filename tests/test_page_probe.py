@@ -120,5 +120,6 @@ def test_run_events_reach_the_scheduler_in_order_without_a_wait_per_event(dask_c
     closed.close()
     dead = EventSender(closed)
     dead.send(topic, {"k": 200})
-    assert dead.flush(timeout=60) is False and dead.failed
+    assert dead.flush(timeout=60) is False
+    assert dead.failed
     assert len(dask_client.get_events(topic)) == 200

@@ -15,10 +15,12 @@ from guideloom.select.index import parse_bool
 def test_columns_are_typed_from_manifest(demo_zip):
     index = guideloom.load(data_dir=demo_zip).index()
     row = index.row(5)
-    assert type(row["index"]) is int and row["index"] == 5
+    assert type(row["index"]) is int
+    assert row["index"] == 5
     assert type(row["blankholder_force"]) is int
     assert type(row["mean_punch_temp"]) is float
-    assert type(row["has_oil"]) is bool and type(row["has_pointcloud"]) is bool
+    assert type(row["has_oil"]) is bool
+    assert type(row["has_pointcloud"]) is bool
     assert type(row["geometry"]) is str
     assert index.ids == list(range(36))
 

@@ -44,7 +44,8 @@ def test_record_key_that_is_not_a_plain_name_writes_nothing(demo_zip, tmp_path, 
     with pytest.raises(UnsafeNameError) as info:
         EXPORTERS[kind]("force-curve", tmp_path / "A", data_dir=demo_zip, sim_ids=[0, 1, 2],
                         record_transform=evil, client="sync", on_error="skip")
-    assert "experiment 0" in str(info.value) and repr(key) in str(info.value)
+    assert "experiment 0" in str(info.value)
+    assert repr(key) in str(info.value)
     assert _tree_digest(victim) == before  # the other export is untouched
     assert not (tmp_path / "A").exists()  # and nothing was published
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["B"]
@@ -132,8 +133,11 @@ def test_hdf5_data_stored_outside_the_file_is_refused(tmp_path, how, layout):
             guideloom.export.export("force-curve", tmp_path / kind, kind=kind, data_dir=data,
                                     sim_ids=ids, client="sync")
         err = info.value
-        assert err.sim_id == 2 and err.h5_path == "force/data" and where in err.file
-        assert WORDS[how] in str(err) and "experiment 2" in str(err)
+        assert err.sim_id == 2
+        assert err.h5_path == "force/data"
+        assert where in err.file
+        assert WORDS[how] in str(err)
+        assert "experiment 2" in str(err)
         assert "hunter2" not in str(err)
         assert not (tmp_path / kind).exists()
     with pytest.warns(guideloom.SkippedDataWarning):
@@ -165,8 +169,10 @@ def test_a_manifest_naming_an_archive_outside_the_data_directory_is_refused(demo
         guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
                                   record_transform=_rows, client="sync")
     text = str(info.value)
-    assert "zip FileObject's 'name'" in text and "'../outside.zip'" in text
-    assert "not a file inside the data directory" in text and str(tmp_path / "outside.zip") in text
+    assert "zip FileObject's 'name'" in text
+    assert "'../outside.zip'" in text
+    assert "not a file inside the data directory" in text
+    assert str(tmp_path / "outside.zip") in text
     assert not (tmp_path / "o").exists()
 
 
@@ -183,8 +189,10 @@ def test_a_manifest_naming_an_index_outside_the_data_directory_never_shows_it(de
             guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_copy,
                                       record_transform=_rows, client="sync")
         text = str(info.value)
-        assert "the index table" in text and repr(name) in text
-        assert "root:x" not in text and "password" not in text
+        assert "the index table" in text
+        assert repr(name) in text
+        assert "root:x" not in text
+        assert "password" not in text
         assert not (tmp_path / "o").exists()
 
 
@@ -250,7 +258,8 @@ def test_a_loose_file_or_folder_linking_out_of_the_data_directory_is_refused(dem
                      for r in guideloom.iter_view("force-curve", data_dir=demo_loose)}
         linked = {r["_sim_id"]: r["force_data"]
                   for r in guideloom.iter_view("force-curve", data_dir=data)}
-        assert linked.keys() == reference.keys() and np.array_equal(linked[3], reference[3])
+        assert linked.keys() == reference.keys()
+        assert np.array_equal(linked[3], reference[3])
         (data / "h5").rename(elsewhere / "h5")  # the whole loose folder, linked from elsewhere
         _foreign_link(data / "h5", elsewhere / "h5", user)
         with pytest.raises(ManifestError, match=r"names 'h5(/concave\.zip)?', which passes the "

@@ -113,7 +113,9 @@ def test_a_python_export_on_a_cluster_it_starts_prints_one_line_with_both_urls(t
     proc = subprocess.Popen([sys.executable, "job.py", "local:1", "none"], cwd=tmp_path,
                             env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     try:
         line = proc.stderr.readline()  # the first thing the job prints
         match = LINE.match(line.rstrip("\n"))
@@ -123,7 +125,8 @@ def test_a_python_export_on_a_cluster_it_starts_prints_one_line_with_both_urls(t
         with opener.open(match.group(2), timeout=30) as status:
             assert status.status == 200
         with opener.open(match.group(3), timeout=30) as page:
-            assert page.status == 200 and 'href="guideloom"' in page.read().decode()
+            assert page.status == 200
+            assert 'href="guideloom"' in page.read().decode()
         with opener.open(match.group(3) + "/json", timeout=30) as answer:
             (shown,) = json.loads(answer.read())["exports"]
     finally:
@@ -134,13 +137,15 @@ def test_a_python_export_on_a_cluster_it_starts_prints_one_line_with_both_urls(t
     assert proc.returncode == 0, rest
     assert "guideloom: running" not in rest, rest  # one line, not one per record
     manifest = json.loads((tmp_path / "out" / "export.json").read_text())
-    assert shown["status"] == "published" and shown["experiments"]["done"] == 6
+    assert shown["status"] == "published"
+    assert shown["experiments"]["done"] == 6
     assert shown["tasks"]["finished"] == shown["tasks"]["total"] == manifest["n_partitions"]
     names = [p["name"] for p in shown["phases"]]
     assert names == ["plan", "cluster-start", "plan", "read-transform-write", "finalize",
                      "checksums", "publish"], names
     start = shown["phases"][1]["seconds"]
-    assert start > 0 and manifest["timings"]["cluster_start_s"] == pytest.approx(start, abs=0.01)
+    assert start > 0
+    assert manifest["timings"]["cluster_start_s"] == pytest.approx(start, abs=0.01)
     # the plan phase no longer holds the cluster's start
     assert manifest["timings"]["plan_s"] + start <= manifest["timings"]["total_s"]
 

@@ -98,7 +98,8 @@ def run(data_dir: Path, work: Path, kinds: str, simulate: bool, load_dir: Path |
 
 def check_simulated(plain: dict, missing: dict) -> None:
     assert missing["capabilities"] == [False, False, False, False, "pidfile"]
-    assert plain["capabilities"][0] and plain["capabilities"][4] == "flock"
+    assert plain["capabilities"][0]
+    assert plain["capabilities"][4] == "flock"
     assert missing["locks_left"] == [], "the pid-file lock was left behind"
     assert plain["streamed"][0] == 3
     for key in missing:

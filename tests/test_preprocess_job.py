@@ -49,7 +49,8 @@ def test_rerun_keeps_current_files_and_overwrite_redoes_them(raw_loose, tmp_path
     out = tmp_path / "out"
     first = _run(raw_loose, out)
     assert first.counts["force"] == {"processed": N - 1, "no_group": 1}
-    assert (out / MARKER).is_file() and (out / "process_parameters.csv").is_file()
+    assert (out / MARKER).is_file()
+    assert (out / "process_parameters.csv").is_file()
     before = _inodes(out)
     again = _run(raw_loose, out)
     assert again.counts["force"] == {"exists": N - 1, "no_group": 1}
@@ -66,7 +67,8 @@ def test_forked_processes_give_the_same_files(raw_loose, tmp_path):
                         quiet=True)
     if report.placement != "forked":  # another thread of this test process is running
         pytest.skip(f"this process cannot fork now (placement {report.placement})")
-    assert report.errors == {} and report.counts["force"]["processed"] == N - 1
+    assert report.errors == {}
+    assert report.counts["force"]["processed"] == N - 1
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == \
         sorted(p.name for p in (tmp_path / "a").iterdir())  # the run folder is gone
     for name in sorted(p.name for p in (tmp_path / "a").glob("*.h5")):
@@ -128,8 +130,10 @@ def test_a_damaged_file_is_an_error_naming_it_and_the_others_finish(raw_copy, tm
     report = _run(raw_copy, out, run_report=tmp_path / "run.html")
     assert list(report.errors) == [5]
     html = (tmp_path / "run.html").read_text()
-    assert "preprocess force+sheet+oil" in html and "0005.h5" in html
-    assert "experiment 5" in report.errors[5] and "0005.h5" in report.errors[5]
+    assert "preprocess force+sheet+oil" in html
+    assert "0005.h5" in html
+    assert "experiment 5" in report.errors[5]
+    assert "0005.h5" in report.errors[5]
     assert report.counts["force"]["error"] == 1
     assert report.counts["force"]["processed"] == N - 2
     assert not (out / "0005.h5").exists()
@@ -138,7 +142,8 @@ def test_a_damaged_file_is_an_error_naming_it_and_the_others_finish(raw_copy, tm
                           "--data-dir", str(raw_copy), "--out", str(tmp_path / "cli"), "-q"],
                          capture_output=True, text=True, check=False)
     assert cli.returncode == 1
-    assert "experiment 5" in cli.stderr and "0005.h5" in cli.stderr
+    assert "experiment 5" in cli.stderr
+    assert "0005.h5" in cli.stderr
 
 
 def test_ids_without_a_raw_file_are_reported(raw_copy, tmp_path):
@@ -155,7 +160,7 @@ def test_parse_ids():
         parse_ids("5-2")
 
 
-@pytest.mark.parametrize("config, message", [
+@pytest.mark.parametrize(("config", "message"), [
     ("[oil]\nhampel_k = -1.0\n", "[oil] hampel_k = -1.0: must be > 0"),
     ("[force]\ntime_window_end = 0.1\n", "time_window_end = 0.1: must be greater"),
     ("[sheet]\nlast = 3\n", "unknown key 'last' in [sheet]"),
@@ -171,7 +176,8 @@ def test_parameters_out_of_range_are_refused_before_anything_runs(raw_loose, tmp
                           str(raw_loose), "--out", str(out), "--config", str(path), "-y"],
                          capture_output=True, text=True, check=False)
     assert cli.returncode == 2
-    assert message in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
+    assert message in cli.stderr
+    assert len(cli.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
 
@@ -214,14 +220,16 @@ def test_views_and_exports_read_the_processed_folder(raw_loose, tmp_path):
     paths = guideloom.export_to_numpy("oil-thickness", tmp_path / "export", data_dir=out,
                                       source=manifest, sim_ids=ids, client="sync")
     rows = np.load(paths["oil_thickness_data"])
-    assert rows.shape == (len(ids), 200, 2) and rows.dtype == np.float32
+    assert rows.shape == (len(ids), 200, 2)
+    assert rows.dtype == np.float32
 
 
 def test_a_dask_cluster_gives_the_same_files(raw_loose, tmp_path, dask_client):
     _run(raw_loose, tmp_path / "a")
     report = preprocess(TABLES, data_dir=raw_loose, out_dir=tmp_path / "b", client=dask_client,
                         quiet=True)
-    assert report.placement == "client" and report.errors == {}
+    assert report.placement == "client"
+    assert report.errors == {}
     for name in sorted(p.name for p in (tmp_path / "a").glob("*.h5")):
         with h5py.File(tmp_path / "a" / name, "r") as x, h5py.File(tmp_path / "b" / name) as y:
             assert sorted(x) == sorted(y)
@@ -256,7 +264,8 @@ def test_the_shipped_workflow_preprocesses_then_exports(tmp_path):
             assert np.array_equal(export[i]["oil_thickness_data"], f["oil_thickness/data"][()])
     dry = subprocess.run([sys.executable, "-m", "guideloom", "run", str(workflow), "--dry-run"],
                          cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert dry.returncode == 0 and "would preprocess sheet, oil" in dry.stdout
+    assert dry.returncode == 0
+    assert "would preprocess sheet, oil" in dry.stdout
 
 
 def test_pointcloud_asked_for_without_its_stage_is_one_line(raw_loose, tmp_path):

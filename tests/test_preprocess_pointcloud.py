@@ -59,7 +59,8 @@ def run(data: Path, out: Path, prepared: pc.Prepared, exp: ph.Experiment,
 
 
 def test_defaults_and_checks() -> None:
-    assert pc.DEFAULTS["lumi_min_patch_size"] == 20040 and pc.DEFAULTS["rf_n_estimators"] == 150
+    assert pc.DEFAULTS["lumi_min_patch_size"] == 20040
+    assert pc.DEFAULTS["rf_n_estimators"] == 150
     pc.check_params(FAST)
     for bad, words in (({"k_angel": 15}, "unknown key 'k_angel'"),
                        ({"rf_threshold": 1.5}, "rf_threshold = 1.5: out of range"),
@@ -94,15 +95,20 @@ def test_processed_schema(dataset: tuple[Path, Path], trained: tuple[Path, pc.Pr
             z = g["z"][:]
             scan_attrs = raw[f"pointcloud/{op}"].attrs
             shape = (scan_attrs["y_shape"], scan_attrs["x_shape"])
-            assert z.dtype == np.float32 and z.ndim == 2 and z.shape[1] == 3
-            assert g["luminescence"].dtype == np.uint8 and g["luminescence"].shape == shape
+            assert z.dtype == np.float32
+            assert z.ndim == 2
+            assert z.shape[1] == 3
+            assert g["luminescence"].dtype == np.uint8
+            assert g["luminescence"].shape == shape
             rot = g.attrs["icp_rotation"]
-            assert rot.shape == (3, 3) and g.attrs["icp_translation"].shape == (3,)
+            assert rot.shape == (3, 3)
+            assert g.attrs["icp_translation"].shape == (3,)
             assert np.allclose(rot @ rot.T, np.eye(3), atol=1e-9)
             n_valid = int(g.attrs["n_valid_pixels"])
             assert n_valid == int((g["luminescence"][:] > 0).sum())
             assert g.attrs["n_final_points"] == len(z) < n_valid
-            assert g.attrs["n_rf_removed"] > 0 and g.attrs["n_component_seeds"] > 0
+            assert g.attrs["n_rf_removed"] > 0
+            assert g.attrs["n_component_seeds"] > 0
             # the kept points lie on the simulated part (no fins, no floating clusters)
             assert float(z[:, 2].max()) < ph.DECK_MM + 0.5
 
@@ -114,7 +120,7 @@ def test_fins_are_removed(dataset: tuple[Path, Path], trained: tuple[Path, pc.Pr
     _, prepared = trained
     exp = ph.EXPERIMENTS[7]
     run(data, tmp_path, prepared, exp)
-    z, lumi, fins = ph.scan(exp, "op10")
+    z, _lumi, fins = ph.scan(exp, "op10")
     with h5py.File(tmp_path / "0007.h5", "r") as f:
         kept = f["pointcloud/op10/z"][:]
     # every kept point is near the part surface: fins rise 1.5 mm and more above it
@@ -180,7 +186,8 @@ def test_rebuild_and_changed_labels_retrain(dataset: tuple[Path, Path], tmp_path
     made = meta.stat().st_mtime_ns
     rebuilt = pc.prepare(FAST, out_dir=str(out), data_dir=str(data), labels=str(mine),
                          rebuild=True)
-    assert meta.stat().st_mtime_ns != made and rebuilt == first  # same inputs, same identity
+    assert meta.stat().st_mtime_ns != made
+    assert rebuilt == first
     with np.load(mine / "0000_op10.npz") as d:
         mask = d["outlier_mask"].copy()
     mask[0, 0] = ~mask[0, 0]
@@ -210,7 +217,8 @@ def test_missing_simulations_one_line(dataset: tuple[Path, Path], tmp_path: Path
     with pytest.raises(FileNotFoundError, match="simulations not found") as info:
         pc.prepare(FAST, out_dir=str(tmp_path / "out"), data_dir=str(bare), labels=str(labels),
                    rebuild=False)
-    assert "\n" not in str(info.value) and "--no-sim" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert "--no-sim" in str(info.value)
 
 
 def test_labels_folder_without_labels(tmp_path: Path) -> None:
@@ -257,7 +265,8 @@ def _wheel_round(labels: Path, tmp_path: Path, base: str) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
     got = labels_mod.cached_wheel(cache, url=url, sha256=digest, size=None)
-    assert got.kind == "wheel" and got.sha256() == labels_mod.find(str(labels)).sha256()
+    assert got.kind == "wheel"
+    assert got.sha256() == labels_mod.find(str(labels)).sha256()
     served.unlink()  # the cached copy serves from now on
     assert labels_mod.cached_wheel(cache, url=url, sha256=digest, size=None) == got
     from guideloom.errors import DownloadError
@@ -306,7 +315,7 @@ def test_simulations_read_from_ddacs_release(dataset: tuple[Path, Path],
         assert np.array_equal(a["pointcloud/op10/z"][:], b["pointcloud/op10/z"][:])
         assert np.array_equal(a["pointcloud/op20"].attrs["icp_rotation"],
                               b["pointcloud/op20"].attrs["icp_rotation"])
-    assert 0 < fetched
+    assert fetched > 0
 
 
 def test_a_replaced_model_cache_is_refused(trained: tuple[Path, pc.Prepared]) -> None:
@@ -322,7 +331,8 @@ def test_the_raw_directory_is_unchanged(dataset: tuple[Path, Path],
     """After training and every run above, the data directory holds the same bytes (the model
     cache and the training grids live under the output directory only)."""
     data, _ = dataset
-    assert RAW_DIGESTS and _digests(data) == RAW_DIGESTS
+    assert RAW_DIGESTS
+    assert _digests(data) == RAW_DIGESTS
 
 
 def test_guideloom_preprocess_runs_the_pointcloud_stage_as_the_contract_does(
@@ -361,7 +371,8 @@ def test_guideloom_preprocess_runs_the_pointcloud_stage_as_the_contract_does(
     assert produced == sorted(f"{e.index:04d}.h5" for e in ph.EXPERIMENTS)
     for path in out.glob("*.h5"):
         with h5py.File(path, "r") as f:
-            assert len(f["pointcloud/op10/z"]) > 0 and len(f["pointcloud/op20/z"]) > 0
+            assert len(f["pointcloud/op10/z"]) > 0
+            assert len(f["pointcloud/op20/z"]) > 0
 
 
 def _working_set(raw_path: Path, out_path: Path) -> int:

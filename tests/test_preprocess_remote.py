@@ -68,7 +68,8 @@ def _fetched_ranges(log: list, file_id: int) -> list[tuple[int, int]]:
 
 def _same_files(a: Path, b: Path) -> None:
     names = sorted(p.name for p in a.glob("*.h5"))
-    assert names == sorted(p.name for p in b.glob("*.h5")) and names
+    assert names == sorted(p.name for p in b.glob("*.h5"))
+    assert names
     for name in names:
         with h5py.File(a / name, "r") as x, h5py.File(b / name, "r") as y:
             assert sorted(x) == sorted(y)

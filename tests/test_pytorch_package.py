@@ -45,9 +45,12 @@ def test_move_data_to_device_walks_tensors_dataclasses_mappings_and_sequences() 
     moved = _move_data_to_device(data, torch.device("meta"), non_blocking=True)
     assert moved["a"].device.type == "meta"
     assert [t.device.type for t in (moved["b"][0], moved["b"][1][0])] == ["meta", "meta"]
-    assert moved["b"][1][1] == "text" and isinstance(moved["b"][1], tuple)
-    assert isinstance(moved["c"], Batch) and moved["c"].x.device.type == "meta"
-    assert moved["c"].names == ["n"] and moved["d"] == 7
+    assert moved["b"][1][1] == "text"
+    assert isinstance(moved["b"][1], tuple)
+    assert isinstance(moved["c"], Batch)
+    assert moved["c"].x.device.type == "meta"
+    assert moved["c"].names == ["n"]
+    assert moved["d"] == 7
     assert data["a"].device.type == "cpu"  # the input is not changed
 
 

@@ -36,13 +36,15 @@ def test_load_takes_rddacs_positional_order(demo_zip, tmp_path):
     for ds in (guideloom.load(str(manifest)), guideloom.load(manifest),
                guideloom.load(manifest, demo_zip), guideloom.load(demo_zip, manifest),
                guideloom.load(source=manifest, data_dir=demo_zip), guideloom.load(demo_zip)):
-        assert ds.data_dir == demo_zip and ds.manifest_path == manifest
+        assert ds.data_dir == demo_zip
+        assert ds.manifest_path == manifest
         assert "force-curve" in ds.views
     odd = tmp_path / "data.json"  # a data directory whose name ends in .json stays one
     shutil.copytree(demo_zip, odd)
     assert guideloom.load(odd).data_dir == odd
     from_dict = guideloom.load(json.loads(manifest.read_text()), demo_zip)
-    assert from_dict.manifest_path is None and from_dict.data_dir == demo_zip
+    assert from_dict.manifest_path is None
+    assert from_dict.data_dir == demo_zip
     rec = next(guideloom.streaming.iter_view("force-curve", dataset=guideloom.load(str(manifest))))
     assert rec["_sim_id"] == 0
 
@@ -93,7 +95,8 @@ def test_added_views_show_in_the_mlcroissant_face(demo_zip):
     assert fields["subset"].source.transforms[0].json_path == "$[2,3]"
     assert fields["geometry"].source.uuid == "process-parameters/geometry"
     again = pickle.loads(pickle.dumps(ds))  # the built mlcroissant object does not travel
-    assert again._mlc is None and "mixed" in {rs.id for rs in again.metadata.record_sets}
+    assert again._mlc is None
+    assert "mixed" in {rs.id for rs in again.metadata.record_sets}
 
 
 # --- item 3: croissant helpers, h5_tools, spec, names ---------------------------------------
@@ -114,7 +117,9 @@ def test_process_parameters_descriptions_come_from_the_manifest(tmp_path):
     want = {f["name"]: f.get("description", "") for f in index_rs["field"]}
     ds = guideloom.load(data_dir=tmp_path, source=REFERENCE_MANIFEST)
     got = process_parameters_descriptions(ds)
-    assert got == want and len(got) == 10 and all(got.values())
+    assert got == want
+    assert len(got) == 10
+    assert all(got.values())
     assert dataset_name(ds) == doc["name"]
     mlc = pytest.importorskip("mlcroissant")
     assert process_parameters_descriptions(mlc.Dataset(jsonld=str(REFERENCE_MANIFEST))) == want
@@ -130,10 +135,12 @@ def test_inspect_h5_prints_a_tree_with_shapes_and_dtypes(demo_zip, tmp_path, cap
         guideloom.h5_tools.inspect_h5(f)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{archive}::{sim_id:04d}.h5"
-    assert f"├── @index = {sim_id}" in out and "├── force/" in out
+    assert f"├── @index = {sim_id}" in out
+    assert "├── force/" in out
     assert f"│   └── data  ({n_force}, 8) float32" in out
     assert any(line.endswith(f"z  {scan} float32") for line in out)
-    assert out[-2:] == ["└── sheet_thickness/", out[-1]] and out[-1].startswith("    └── data")
+    assert out[-2:] == ["└── sheet_thickness/", out[-1]]
+    assert out[-1].startswith("    └── data")
     # a path on disk
     loose = tmp_path / "0007.h5"
     with guideloom.open_h5(sim_id, data_dir=demo_zip) as f, h5py.File(loose, "w") as g:
@@ -150,10 +157,12 @@ def test_inspect_h5_prints_a_tree_with_shapes_and_dtypes(demo_zip, tmp_path, cap
 def test_open_h5_unknown_id_is_file_not_found_and_rddac_order_works(demo_zip):
     with pytest.raises(FileNotFoundError, match=r"experiment 999 has no HDF5 file") as info:
         guideloom.open_h5(999, data_dir=demo_zip)
-    assert isinstance(info.value, KeyError) and str(demo_zip) in str(info.value)
+    assert isinstance(info.value, KeyError)
+    assert str(demo_zip) in str(info.value)
     manifest = demo_zip / "metadata.json"
     with guideloom.open_h5(3, str(manifest), str(demo_zip)) as f:  # rddac: (id, source, dir)
-        assert int(f.attrs["index"]) == 3 and f.mode == "r"
+        assert int(f.attrs["index"]) == 3
+        assert f.mode == "r"
     with guideloom.h5_tools.open_h5(3, dataset=guideloom.load(manifest)) as f:
         assert int(f.attrs["index"]) == 3
 
@@ -170,13 +179,15 @@ def test_dataset_spec_has_rddacs_fields_in_order():
     spec = guideloom.RDDAC_SPEC
     assert (spec.name, spec.prog, spec.dataset_doi, spec.default_version) == (
         "RDDAC", "rddac", "doi:10.18419/DARUS-5589", "2.0")
-    assert spec.id_format.format(42) == "0042" and spec.id_column == "index"
+    assert spec.id_format.format(42) == "0042"
+    assert spec.id_column == "index"
     assert spec.small_test_files == ("process_parameters.csv", "metadata.json", "sample.zip")
     assert (spec.process_parameters_file, spec.metadata_file, spec.field_map_record_set) == (
         "process_parameters.csv", "metadata.json", "field-map")
     assert guideloom.DDACS_SPEC.dataset_doi == "doi:10.18419/DARUS-4801"
     positional = DatasetSpec("X", "x", "doi:1", "1.0")  # rddac constructs it this way too
-    assert positional.prog == "x" and positional.id_column is None
+    assert positional.prog == "x"
+    assert positional.id_column is None
 
 
 def test_spec_keyword_names_the_manifest_file(demo_zip, tmp_path):
@@ -195,7 +206,8 @@ def test_spec_keyword_names_the_manifest_file(demo_zip, tmp_path):
                                     record_transform=lambda r: {"n": len(r["force_data"])})
     assert np.load(out["sim_ids"]).tolist() == [1, 2]
     ds = guideloom.load(data_dir=demo_zip, spec=guideloom.RDDAC_SPEC)
-    assert ds.index_file == "process_parameters.csv" and ds.field_map_id == "field-map"
+    assert ds.index_file == "process_parameters.csv"
+    assert ds.field_map_id == "field-map"
 
 
 # the names rddac 2.0 / ddacs 3.2 expose, by module (torch-only names checked separately)

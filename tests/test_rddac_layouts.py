@@ -41,7 +41,8 @@ def test_named_archives_are_found_under_h5(demo_copy):
     with warnings.catch_warnings():
         warnings.simplefilter("error", MissingDataWarning)
         moved = _ids(guideloom.streaming.iter_view("force-curve", data_dir=demo_copy))
-    assert moved == everything and len(moved) == 36
+    assert moved == everything
+    assert len(moved) == 36
     with guideloom.open_h5(7, data_dir=demo_copy) as f:
         assert int(f.attrs["index"]) == 7
 

@@ -70,7 +70,8 @@ def test_ids_not_in_the_index_warn_and_are_skipped(demo_zip, tmp_path):
                                                      sim_ids=[7, 999, 3, 4242]))
     assert ids_of(records) == [3, 7]
     message = str(caught[0].message)
-    assert "999" in message and "4242" in message
+    assert "999" in message
+    assert "4242" in message
     assert f"not present in process_parameters.csv (in {demo_zip})" in message
     with pytest.warns(MissingDataWarning, match="999"):
         out = guideloom.export_to_numpy("force-curve", tmp_path / "o", data_dir=demo_zip,
@@ -140,9 +141,12 @@ def test_load_export_reads_an_rddac_export_unverified(how, demo_zip, pointcloud_
         warnings.simplefilter("always")
         export = guideloom.load_export(out)
     notices = [w for w in caught if issubclass(w.category, UnverifiedExportWarning)]
-    assert len(notices) == 1 and "\n" not in str(notices[0].message)
-    assert str(out) in str(notices[0].message) and "unverified" in str(notices[0].message)
-    assert len(export) == len(pointcloud_ids) and export.sim_ids.tolist() == pointcloud_ids
+    assert len(notices) == 1
+    assert "\n" not in str(notices[0].message)
+    assert str(out) in str(notices[0].message)
+    assert "unverified" in str(notices[0].message)
+    assert len(export) == len(pointcloud_ids)
+    assert export.sim_ids.tolist() == pointcloud_ids
     assert export.fields == ("pointcloud_op10_luminescence", "pointcloud_op10_z")
     assert export.directory == out
     truth = {r["_sim_id"]: r for r in guideloom.streaming.iter_view(
@@ -213,12 +217,14 @@ def test_cli_inspect_shows_what_load_export_reads_from_an_rddac_export(how, demo
     lines = done.stdout.splitlines()
     assert lines[0] == f"export: {out}"
     assert lines[1] == "kind: npy (written by rddac/ddacs export_to_numpy (no export.json))"
-    assert lines[2] == f"records: {len(export)}" and len(export) == len(pointcloud_ids)
+    assert lines[2] == f"records: {len(export)}"
+    assert len(export) == len(pointcloud_ids)
     fields = {line.split()[0]: line for line in lines if line.startswith("  ")}
     assert sorted(fields) == sorted(export.fields)
     for alias in export.fields:
         shape = tuple(export.manifest["fields"][alias]["shape"])
-        assert f"shape {shape}" in fields[alias] and "dtype float32" in fields[alias]
+        assert f"shape {shape}" in fields[alias]
+        assert "dtype float32" in fields[alias]
     assert lines[-1].startswith("status: unverified: no export.json")
     full = (out / "pointcloud_op10_z.npy").read_bytes()
     (out / "pointcloud_op10_z.npy").write_bytes(full[:-100])  # truncated: refused, named

@@ -30,12 +30,17 @@ def served(demo_zip, tmp_path, monkeypatch):
 
 def test_open_root_is_the_one_place_that_tells_a_folder_from_a_url(demo_zip):
     local = open_root(demo_zip)
-    assert isinstance(local, LocalRoot) and local.is_local and local.path == demo_zip
+    assert isinstance(local, LocalRoot)
+    assert local.is_local
+    assert local.path == demo_zip
     remote = open_root("https://example.org/release/")
-    assert isinstance(remote, RemoteRoot) and not remote.is_local
+    assert isinstance(remote, RemoteRoot)
+    assert not remote.is_local
     assert remote.url == "https://example.org/release"  # nothing fetched for an https:// root
-    assert open_root(remote) is remote and as_root(remote) is remote
-    assert as_root(demo_zip) == local and as_root(str(demo_zip)) == local
+    assert open_root(remote) is remote
+    assert as_root(remote) is remote
+    assert as_root(demo_zip) == local
+    assert as_root(str(demo_zip)) == local
     assert isinstance(open_root("memory://bucket/x", {"anon": True}), RemoteRoot)
     with pytest.raises(ValueError, match="storage_options apply to a remote data_dir"):
         open_root(demo_zip, {"anon": True})
@@ -49,13 +54,16 @@ def test_roots_and_locations_pickle_equal(demo_zip):
         assert pickle.loads(pickle.dumps(root)) == root
     # the storage options ride along (Dask ships them) but take no part in equality
     assert pickle.loads(pickle.dumps(roots[1])).options == {"key": "k", "secret": "s"}
-    assert roots[1] == RemoteRoot("s3://b/p") and "secret" not in repr(roots[1])
+    assert roots[1] == RemoteRoot("s3://b/p")
+    assert "secret" not in repr(roots[1])
     locs = list(ds.root.locations(ds).values())
-    assert locs and all(type(loc) is Location and loc.is_local for loc in locs)
+    assert locs
+    assert all(type(loc) is Location and loc.is_local for loc in locs)
     assert [pickle.loads(pickle.dumps(loc)) for loc in locs] == locs
     remote = RemoteLocation(sim_id=1, path="https://h/a.zip", member="0001.h5", size=9,
                             archive_size=99, headers=(("X-Dataverse-key", "t"),))
-    assert not remote.is_local and pickle.loads(pickle.dumps(remote)) == remote
+    assert not remote.is_local
+    assert pickle.loads(pickle.dumps(remote)) == remote
 
 
 def test_a_local_root_scans_reads_and_fingerprints_as_before(demo_zip):
@@ -63,13 +71,15 @@ def test_a_local_root_scans_reads_and_fingerprints_as_before(demo_zip):
     root = ds.root
     assert root == LocalRoot(demo_zip)
     found = root.locations(ds)
-    assert found == scan_locations(ds) and len(found) == len(ds.index().ids)
+    assert found == scan_locations(ds)
+    assert len(found) == len(ds.index().ids)
     index = (demo_zip / ds.index_file).read_bytes()
     assert root.index_bytes(ds) == index
     assert ds.fetched_index_bytes() is None  # a local table is read again, not kept
     assert root.fingerprint(index, found.values()) == data_fingerprint(index, found.values())
     data, where = root.read_bytes(ds.index_file, "the index table")
-    assert data == index and where == demo_zip / ds.index_file
+    assert data == index
+    assert where == demo_zip / ds.index_file
     with pytest.raises(guideloom.ManifestError, match="not a file inside the data directory"):
         root.file("../outside.csv", "the index table")
     with pytest.raises(FileNotFoundError, match="the index table not found"):
@@ -82,7 +92,9 @@ def test_a_remote_root_answers_as_the_local_one(demo_zip, served):
     local = guideloom.load(demo_zip)
     ds = guideloom.load(url)
     root = ds.root
-    assert isinstance(root, RemoteRoot) and not root.is_local and root.url == url
+    assert isinstance(root, RemoteRoot)
+    assert not root.is_local
+    assert root.url == url
     index = (demo_zip / ds.index_file).read_bytes()
     ds.index()
     assert ds.fetched_index_bytes() == index
@@ -93,7 +105,8 @@ def test_a_remote_root_answers_as_the_local_one(demo_zip, served):
     here = local.root.locations(local)
     assert sorted(found) == sorted(here)
     for sim_id, loc in found.items():
-        assert not loc.is_local and loc.path == f"{url}/{here[sim_id].path.rsplit('/', 1)[-1]}"
+        assert not loc.is_local
+        assert loc.path == f"{url}/{here[sim_id].path.rsplit('/', 1)[-1]}"
         assert (loc.member, loc.header_offset, loc.size, loc.crc) == (
             here[sim_id].member, here[sim_id].header_offset, here[sim_id].size, here[sim_id].crc)
     assert root.fingerprint(index, found.values()) == remote_fingerprint(
@@ -110,12 +123,16 @@ def test_resolve_dataset_keeps_a_folder_as_a_path_and_a_url_as_its_root(demo_zip
                                                                         tmp_path, monkeypatch):
     url, _ = served
     ds, where = resolve_dataset(url, None, None)
-    assert where == ds.data_dir and isinstance(where, RemoteRoot)
-    ds2, where2 = resolve_dataset(url, guideloom.load(demo_zip), None)
-    assert isinstance(where2, RemoteRoot) and where2.url == url
+    assert where == ds.data_dir
+    assert isinstance(where, RemoteRoot)
+    _ds2, where2 = resolve_dataset(url, guideloom.load(demo_zip), None)
+    assert isinstance(where2, RemoteRoot)
+    assert where2.url == url
     monkeypatch.chdir(demo_zip.parent)
     ds3, where3 = resolve_dataset(demo_zip.name, None, None)
-    assert where3 == demo_zip and where3.is_absolute() and ds3.data_dir == demo_zip
+    assert where3 == demo_zip
+    assert where3.is_absolute()
+    assert ds3.data_dir == demo_zip
     with pytest.raises(FileNotFoundError, match="data directory not found"):
         resolve_dataset(tmp_path / "absent", ds3, None)
 
@@ -128,10 +145,13 @@ def test_a_rewritten_archive_tells_the_member_opener(demo_zip, tmp_path):
     forget = on_archive_changed(heard.append)
     try:
         first = archive_members(archive)
-        assert archive_members(archive) is first and heard == []  # cached while unchanged
+        assert archive_members(archive) is first
+        assert heard == []
         st = archive.stat()
         os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten in place
         again = archive_members(archive)
-        assert again == first and again is not first and heard == [str(archive)]
+        assert again == first
+        assert again is not first
+        assert heard == [str(archive)]
     finally:
         forget()

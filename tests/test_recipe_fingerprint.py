@@ -214,7 +214,8 @@ def test_a_changed_transform_refuses_the_update_naming_what_changed(case, small_
         export(small_loose, out, changed, update=True)
     line = str(refused.value)
     assert named.format(m=user_code.name, h=user_code.helper) in line, line
-    assert "\n" not in line and ("overwrite=True" in line or "code_version=" in line)
+    assert "\n" not in line
+    assert ("overwrite=True" in line or "code_version=" in line)
     assert (out / "export.json").read_bytes() == recorded  # nothing published
     export(small_loose, fresh, changed)  # the change matters: carrying would have been wrong
     assert not all(np.array_equal(a, b) for a, b in zip(rows(out), rows(fresh), strict=True))
@@ -330,7 +331,8 @@ def test_an_export_recorded_by_the_older_recipe_asks_for_one_full_export(small_l
     with pytest.raises(UpdateRefusedError) as refused:
         export(small_loose, out, transform, update=True)
     line = str(refused.value)
-    assert "recorded by an older guideloom" in line and "overwrite=True" in line
+    assert "recorded by an older guideloom" in line
+    assert "overwrite=True" in line
     export(small_loose, out, transform, overwrite=True)
     assert export(small_loose, out, transform, update=True).up_to_date
 
@@ -374,7 +376,8 @@ def test_another_interpreter_gives_the_same_fingerprint(tmp_path, monkeypatch):
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONHASHSEED": seed})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == here and here.startswith("usr_recipe_proc:transform#")
+    assert done.stdout.strip() == here
+    assert here.startswith("usr_recipe_proc:transform#")
     sys.modules.pop("usr_recipe_proc", None)
 
 
@@ -559,7 +562,8 @@ def test_a_file_older_than_the_process_is_trusted_without_comparing(user_code, m
     from guideloom.export.recipe import code, running
 
     start = running.process_start_ns()
-    assert start is not None and start <= time.time_ns()
+    assert start is not None
+    assert start <= time.time_ns()
     assert running.older_than_process(json.__file__)  # installed before this process began
     source = user_code.folder / f"{user_code.name}.py"
     source.write_text(_stale_source({"op": "+"}))

@@ -68,7 +68,8 @@ def test_relative_data_dir_and_output_on_workers_started_elsewhere(user_dir, tmp
                               record_transform=_first_rows, client="sync")
     got = user_dir / "exports" / "rel"
     names = sorted(p.name for p in want.glob("*.npy"))
-    assert names == sorted(p.name for p in got.glob("*.npy")) and "force.npy" in names
+    assert names == sorted(p.name for p in got.glob("*.npy"))
+    assert "force.npy" in names
     for name in names:
         assert np.load(got / name).tobytes() == np.load(want / name).tobytes(), name
     assert len(np.load(got / "sim_ids.npy")) == 12
@@ -92,7 +93,8 @@ def test_build_spec_absolute_for_a_dataset_loaded_with_relative_paths(demo_copy,
     ds = guideloom.load("data")
     assert ds.data_dir == tmp_path / "data"
     spec = build_spec("force-curve", "npy", "sub/../out", dataset=ds)
-    assert spec.data_dir == tmp_path / "data" and spec.target == str(tmp_path / "out")
+    assert spec.data_dir == tmp_path / "data"
+    assert spec.target == str(tmp_path / "out")
 
 
 @pytest.mark.parametrize("url", ["memory://guideloom-rel/out.zarr", "s3://bucket/out.zarr",

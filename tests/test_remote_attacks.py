@@ -279,7 +279,7 @@ def test_a_cache_folder_swapped_by_another_user_is_not_followed(tmp_path):
         key = "https://host/b.zip|10|"
         doc = {"format": "guideloom-remote-cache/1", "kind": "zip-directory", "key": key,
                "digest": _digest(planted), "payload": planted}
-        entry = cache._file("zip-directory", key).name  # noqa: SLF001 - the file name to plant
+        entry = cache._file("zip-directory", key).name
         evil = shared / "evil"
         script = (f"mkdir -p {evil}/remote && chmod -R 777 {evil} && "
                   f"printf '%s' '{json.dumps(doc)}' > {evil}/remote/{entry} && "
@@ -342,7 +342,8 @@ def test_the_token_appears_in_no_output_file_log_message_or_cache(tmp_path):
                    str(tmp_path / "report.html"))
         assert good.returncode == 0, good.stderr
         wrong = run("out2", token_env=token + "x")
-        assert wrong.returncode != 0 and "401" in wrong.stderr
+        assert wrong.returncode != 0
+        assert "401" in wrong.stderr
         faults.script.extend(["404"] * 20)
         gone = run("out3", "--overwrite", token_env=token)
         assert gone.returncode != 0

@@ -73,7 +73,7 @@ def test_an_archive_replaced_with_the_same_size_is_read_anew(release, tmp_path):
 
 
 def test_cache_clear_removes_every_entry_and_says_so(release, tmp_path):
-    folder, url = release
+    _folder, url = release
     assert records("force-curve", data_dir=url)
     cache = tmp_path / "cache"
     before = entries(cache)

@@ -76,13 +76,13 @@ class _LoggingHandler(RangeHandler):
         self.log = log
         super().__init__(*args, **kwargs)
 
-    def send_head(self):  # noqa: ANN201 - stdlib signature
+    def send_head(self):
         self._entry = Request(self.command, self.path, self.headers.get("Range"))
         with self.log.lock:
             self.log.requests.append(self._entry)
         return super().send_head()
 
-    def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - stdlib signature
+    def copyfile(self, source, outputfile) -> None:
         while chunk := source.read(64 << 10):
             outputfile.write(chunk)
             self._entry.sent += len(chunk)
@@ -241,7 +241,9 @@ def test_exports_from_url_equal_local_in_process_and_on_the_cluster(served, demo
         cluster = fn("pointcloud-op10", tmp_path / f"cluster.{kind}", data_dir=url,
                      where=_has_pointcloud, client=dask_client, partition_size=7,
                      show_progress=False)
-        assert local and remote and cluster
+        assert local
+        assert remote
+        assert cluster
         ref = guideloom.load_export(tmp_path / f"local.{kind}")
         for name in ("sync", "cluster"):
             got = guideloom.load_export(tmp_path / f"{name}.{kind}")
@@ -263,7 +265,8 @@ def test_per_sim_npz_export_from_url_equals_local(served, demo_zip, tmp_path):
     local = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.npz"))
     remote = sorted(p.relative_to(tmp_path / "remote")
                     for p in (tmp_path / "remote").rglob("*.npz"))
-    assert local == remote and local
+    assert local == remote
+    assert local
     for rel in local:
         a, b = np.load(tmp_path / "local" / rel), np.load(tmp_path / "remote" / rel)
         assert a.files == b.files
@@ -281,7 +284,8 @@ def test_shipped_workflow_runs_from_url_on_the_command_line(served, demo_zip, tm
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     local, remote = (guideloom.load_export(tmp_path / n) for n in ("local", "remote"))
-    assert list(remote.sim_ids) == list(local.sim_ids) and len(local) > 10
+    assert list(remote.sim_ids) == list(local.sim_ids)
+    assert len(local) > 10
     for i in range(len(local)):
         for key, value in local[i].items():
             np.testing.assert_array_equal(np.asarray(remote[i][key]), np.asarray(value))
@@ -337,7 +341,8 @@ def test_damaged_remote_member_gives_the_local_error(served):
     with pytest.raises(CorruptDataError) as remote:
         _records("force-curve", data_dir=url)
     for exc in (local.value, remote.value):
-        assert "experiment 3" in str(exc) and "0003.h5" in str(exc)
+        assert "experiment 3" in str(exc)
+        assert "0003.h5" in str(exc)
         assert "damaged or not an HDF5 file" in str(exc)
     assert f"{url}/concave.zip::0003.h5" in str(remote.value)
 
@@ -409,7 +414,8 @@ def test_verify_crc_reports_a_damaged_chunk_as_locally(served):
             _records("force-curve", data_dir=data_dir, verify_crc=True, sim_ids=[2])
         errors.append(str(caught.value))
     for message in errors:
-        assert "experiment 2" in message and "0002.h5: CRC-32 mismatch" in message
+        assert "experiment 2" in message
+        assert "0002.h5: CRC-32 mismatch" in message
     assert errors[1].startswith(f"experiment 2: {url}/concave.zip::0002.h5")
 
 
@@ -514,7 +520,8 @@ def test_guideloom_run_from_a_doi_with_server_option(tmp_path, cache_dir):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     a, b = guideloom.load_export(tmp_path / "doi"), guideloom.load_export(tmp_path / "local")
-    assert list(a.sim_ids) == list(b.sim_ids) and len(b) == 6
+    assert list(a.sim_ids) == list(b.sim_ids)
+    assert len(b) == 6
     for i in range(len(b)):
         for key, value in b[i].items():
             np.testing.assert_array_equal(np.asarray(a[i][key]), np.asarray(value))
@@ -533,7 +540,8 @@ def test_a_workflow_file_may_name_a_url_as_its_data_dir(served, tmp_path):
         wf = load_workflow(tmp_path / f"{name}.toml", output=tmp_path / name)
         run_export(wf.to_spec(), client="sync", show_progress=False)
     a, b = (guideloom.load_export(tmp_path / n) for n in ("remote", "local"))
-    assert list(a.sim_ids) == list(b.sim_ids) and len(b) > 10
+    assert list(a.sim_ids) == list(b.sim_ids)
+    assert len(b) > 10
     np.testing.assert_array_equal(a[3]["force"], b[3]["force"])
 
 
@@ -552,7 +560,7 @@ class _CountingSource:
         self.calls += 1
         return self.src.read(offset, size)
 
-    def read_ranges(self, ranges):  # noqa: ANN001, ANN201 - the ByteSource protocol
+    def read_ranges(self, ranges):
         self.calls += 1
         return self.src.read_ranges(ranges)
 

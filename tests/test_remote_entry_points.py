@@ -66,7 +66,8 @@ def test_extract_refuses_a_remote_release_naming_the_url_and_what_to_do(demo_zip
         proc = subprocess.run([sys.executable, "-m", "guideloom", "extract", server.url],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, proc.stderr
-        assert server.url in proc.stderr and "guideloom download" in proc.stderr
+        assert server.url in proc.stderr
+        assert "guideloom download" in proc.stderr
         assert "Traceback" not in proc.stderr
         views = subprocess.run([sys.executable, "-m", "guideloom", "views", server.url],
                                cwd=tmp_path, env=env, capture_output=True, text=True,

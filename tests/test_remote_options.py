@@ -53,12 +53,14 @@ def _array_bytes(export: Path) -> dict[str, bytes]:
 
 def test_without_storage_options_the_private_server_refuses_and_the_url_is_named(
         private_s3, zip_url, no_aws_env):
-    with pytest.raises(Exception) as info:  # noqa: PT011 - whatever fails, the URL is named
+    with pytest.raises(Exception) as info:
         guideloom.load(zip_url)
-    assert zip_url in str(info.value) and "storage_options" in str(info.value)
-    with pytest.raises(Exception) as wrong:  # noqa: PT011
+    assert zip_url in str(info.value)
+    assert "storage_options" in str(info.value)
+    with pytest.raises(Exception) as wrong:
         guideloom.load(zip_url, storage_options=_options(private_s3, secret="wrong-" + SECRET))
-    assert zip_url in str(wrong.value) and SECRET not in str(wrong.value)
+    assert zip_url in str(wrong.value)
+    assert SECRET not in str(wrong.value)
 
 
 def test_storage_options_alone_read_s3_in_process_equal_to_local(private_s3, zip_url,
@@ -69,7 +71,8 @@ def test_storage_options_alone_read_s3_in_process_equal_to_local(private_s3, zip
                      _records(view, data_dir=demo_zip, where=_complete))
     ds = guideloom.load(zip_url, storage_options=options)  # kept with the dataset
     _assert_same(_records("force-curve", dataset=ds), _records("force-curve", data_dir=demo_zip))
-    assert SECRET not in repr(ds) and SECRET not in str(ds.data_dir)
+    assert SECRET not in repr(ds)
+    assert SECRET not in str(ds.data_dir)
 
 
 def test_storage_options_reach_the_workers_of_a_local_cluster_and_no_file_or_log(
@@ -93,10 +96,12 @@ def test_storage_options_reach_the_workers_of_a_local_cluster_and_no_file_or_log
     assert _array_bytes(remote) == _array_bytes(local)  # byte for byte
     doc = json.loads((remote / "export.json").read_text())
     assert doc["data_dir"] == zip_url  # the URL is recorded, the options are not
-    assert _files_hold(remote, SECRET) == [] and _files_hold(remote, KEY) == []
+    assert _files_hold(remote, SECRET) == []
+    assert _files_hold(remote, KEY) == []
     out = capsys.readouterr()
     assert SECRET not in out.out + out.err
-    assert SECRET not in caplog.text and caplog.records  # guideloom logged, without it
+    assert SECRET not in caplog.text
+    assert caplog.records
 
 
 def test_storage_options_for_a_local_data_dir_are_refused_without_the_secret(demo_zip):
@@ -111,7 +116,8 @@ def test_cli_storage_option_and_workflow_storage_options_in_a_clean_process(
     from guideloom.workflows import find_shipped
 
     shipped = find_shipped("force_signals").read_text()  # the same job, data on S3
-    assert 'data_dir = "demo-data"' in shipped and 'path = "exports/force-signals"' in shipped
+    assert 'data_dir = "demo-data"' in shipped
+    assert 'path = "exports/force-signals"' in shipped
     workflow = tmp_path / "wf.toml"
     workflow.write_text(shipped.replace('data_dir = "demo-data"', (
         f'data_dir = "{zip_url}"\n'
@@ -131,7 +137,8 @@ def test_cli_storage_option_and_workflow_storage_options_in_a_clean_process(
                              cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=300)
     assert refused.returncode != 0 and zip_url in refused.stderr, refused.stderr
-    assert "Traceback" not in refused.stderr and not (tmp_path / "refused").exists()
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "refused").exists()
     proc = subprocess.run([*base, str(workflow), "--storage-option", f"key={KEY}",
                            f"--storage-option=secret={SECRET}"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -141,7 +148,9 @@ def test_cli_storage_option_and_workflow_storage_options_in_a_clean_process(
     assert _files_hold(tmp_path / "out", SECRET) == []
     bad = subprocess.run([*base, str(workflow), "--storage-option", f"{SECRET}"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr and SECRET not in bad.stderr
+    assert bad.returncode == 2
+    assert "KEY=VALUE" in bad.stderr
+    assert SECRET not in bad.stderr
 
 
 def test_a_failed_cli_run_stores_and_prints_no_secret(private_s3, demo_copy, tmp_path):
@@ -160,7 +169,8 @@ def test_a_failed_cli_run_stores_and_prints_no_secret(private_s3, demo_copy, tmp
          f"--storage-option=client_kwargs={json.dumps({'endpoint_url': private_s3.url})}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "experiment 3" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and SECRET not in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
     assert not (tmp_path / "out" / "export.json").exists()
     assert _files_hold(tmp_path, SECRET) == []  # the staged job and its resume hint included
     status = subprocess.run([sys.executable, "-m", "guideloom", "status", str(tmp_path / "out")],
@@ -179,4 +189,5 @@ def test_storage_options_for_an_https_root_go_through_fsspec_http(demo_zip, tmp_
         _assert_same(_records("force-curve", data_dir=server.url, storage_options=options),
                      _records("force-curve", data_dir=demo_zip))
         log = server.log
-    assert log and all(e.token for e in log)  # every request carried the header given
+    assert log
+    assert all(e.token for e in log)

@@ -88,14 +88,15 @@ def test_a_sync_export_fetches_the_next_partitions_records_while_one_is_written(
                                       data_dir=demo_zip, where=_has_pointcloud, client="sync",
                                       show_progress=False)
     a, b = (guideloom.load_export(tmp_path / n) for n in ("remote.npy", "local.npy"))
-    assert local and list(a.sim_ids) == list(b.sim_ids)
+    assert local
+    assert list(a.sim_ids) == list(b.sim_ids)
     for i in range(len(b)):
         for key in b[i]:
             np.testing.assert_array_equal(np.asarray(a[i][key]), np.asarray(b[i][key]))
 
 
 def test_the_schema_probe_takes_the_first_record_from_the_read_ahead(release, tmp_path):
-    server, url = release
+    _server, url = release
     ds = guideloom.load(url)
     n = len(select(ds, ds.data_dir, where=_has_pointcloud).locations)
     before = native_stats()
@@ -104,7 +105,8 @@ def test_the_schema_probe_takes_the_first_record_from_the_read_ahead(release, tm
                                    transforms={"pointcloud_op10_z": _negated},
                                    show_progress=False)
     after = native_stats()
-    assert out and after["fallbacks"] == before["fallbacks"]
+    assert out
+    assert after["fallbacks"] == before["fallbacks"]
     # each record read once (n + 1 before: the probe's record was read again)
     assert after["native"] - before["native"] == n
 
@@ -128,7 +130,7 @@ class _CountingSource:
     def read(self, offset: int, size: int) -> bytes:
         return self.read_ranges([(offset, size)])[0]
 
-    def read_ranges(self, ranges):  # noqa: ANN001, ANN201 - the ByteSource protocol
+    def read_ranges(self, ranges):
         self.calls += 1
         self.ranges += len(ranges)
         self.bytes += sum(n for _, n in ranges)

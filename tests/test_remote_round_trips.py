@@ -42,7 +42,7 @@ def release(demo_zip, tmp_path, monkeypatch):
     clear_caches()
 
 
-def _zip_gets(entries: list[LogEntry], root) -> list[LogEntry]:  # noqa: ANN001 - a Path
+def _zip_gets(entries: list[LogEntry], root) -> list[LogEntry]:
     """The ranged GETs of member bytes: not HEADs, not the archives' tails (directories)."""
     sizes = {p.name: p.stat().st_size for p in root.glob("*.zip")}
     out = []
@@ -56,7 +56,7 @@ def _zip_gets(entries: list[LogEntry], root) -> list[LogEntry]:  # noqa: ANN001 
     return out
 
 
-def _members(root) -> int:  # noqa: ANN001 - a Path
+def _members(root) -> int:
     return sum(len(zipfile.ZipFile(p).infolist()) for p in root.glob("*.zip"))
 
 
@@ -78,7 +78,7 @@ def test_a_first_pass_reads_each_record_in_one_range(release, monkeypatch):
     assert fetched <= sum(NATIVE_FIRST_READ + 256 + end for end in _force_ends(root))
 
 
-def _force_ends(root) -> list[int]:  # noqa: ANN001 - a Path
+def _force_ends(root) -> list[int]:
     """Per member, where the last byte of its force table's chunks lies in it."""
     ends = []
     for archive in root.glob("*.zip"):
@@ -150,7 +150,8 @@ def test_an_in_process_export_reads_ahead_across_its_partitions(release, tmp_pat
     assert _overlap(gets) > 1
     local = guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "local", data_dir=root,
                                     client="sync", show_progress=False)
-    assert result and local
+    assert result
+    assert local
     got, ref = (guideloom.load_export(tmp_path / n) for n in ("second", "local"))
     assert list(got.sim_ids) == list(ref.sim_ids)
     for i in range(len(ref)):
@@ -159,7 +160,7 @@ def test_an_in_process_export_reads_ahead_across_its_partitions(release, tmp_pat
 
 
 def test_the_manifest_and_index_table_come_in_one_request_each(release, tmp_path):
-    server, url, root = release
+    server, url, _root = release
     server.counts.reset()
     ds = guideloom.load(url)
     assert guideloom.export_to_numpy_per_sim("force-curve", tmp_path / "out", dataset=ds,
@@ -181,7 +182,8 @@ def test_the_archives_heads_and_directories_are_asked_at_once(release):
     tails = [e for e in zips if e.method == "GET"]
     assert len(heads) == len(tails) == len(list(root.glob("*.zip"))) > 1
     _wait_until_logged(zips)  # the client has its answers; the server may not have noted them
-    assert _overlap(heads) == len(heads) and _overlap(tails) == len(tails)
+    assert _overlap(heads) == len(heads)
+    assert _overlap(tails) == len(tails)
 
 
 @pytest.mark.parametrize("size", [0, 100, FIRST_WHOLE + 12345])
@@ -191,7 +193,8 @@ def test_fetch_bytes_gets_small_files_whole_in_one_request(release, size):
     (root / "blob.bin").write_bytes(data)
     server.counts.reset()
     got, where = fetch_bytes(open_root(url), "blob.bin", "a test file")
-    assert got == data and str(where) == f"{url}/blob.bin"
+    assert got == data
+    assert str(where) == f"{url}/blob.bin"
     assert server.counts.snapshot()["requests"]["/release/blob.bin"] == (
         2 if size > FIRST_WHOLE else 1)
 

@@ -71,7 +71,8 @@ def test_s3_release_with_aws_environment_equals_local(s3_release, demo_zip, monk
                                         data_dir=data_dir, where=_complete, client="sync",
                                         show_progress=False)
     ref, got = (guideloom.load_export(tmp_path / f"{n}.zarr") for n in ("local", "s3"))
-    assert list(got.sim_ids) == list(ref.sim_ids) and len(ref) > 10
+    assert list(got.sim_ids) == list(ref.sim_ids)
+    assert len(ref) > 10
     for i in range(len(ref)):
         for key in ref[i]:
             np.testing.assert_array_equal(np.asarray(got[i][key]), np.asarray(ref[i][key]))
@@ -94,7 +95,8 @@ def test_s3_release_with_fsspec_storage_options_in_a_fresh_process(s3_release, d
                               timeout=300)
         assert proc.returncode == 0, proc.stderr
     ref, got = (guideloom.load_export(tmp_path / n) for n in ("local", "s3"))
-    assert list(got.sim_ids) == list(ref.sim_ids) and len(ref) > 10
+    assert list(got.sim_ids) == list(ref.sim_ids)
+    assert len(ref) > 10
     for i in range(len(ref)):
         for key, value in ref[i].items():
             np.testing.assert_array_equal(np.asarray(got[i][key]), np.asarray(value))

@@ -129,7 +129,8 @@ def test_size_comes_from_the_first_content_range_and_costs_at_most_one_request(s
     assert no_suffix.requests == 2
     static.faults.ignore_range = True  # size() from Content-Length at once, reads refused
     ignoring = HttpRangeSource(static.file_url, settings=FAST)
-    assert ignoring.size() == SIZE and ignoring.requests == 1
+    assert ignoring.size() == SIZE
+    assert ignoring.requests == 1
     with pytest.raises(RemoteReadError, match="ignores Range"):
         ignoring.read(0, 10)
     assert open_byte_source(static.file_url) is pickle.loads(pickle.dumps(
@@ -221,10 +222,12 @@ def test_a_server_that_keeps_failing_gives_a_clear_error_in_bounded_time(static,
     elapsed = time.monotonic() - start
     message = str(info.value)
     assert static.file_url in message
-    assert "bytes 200000-499999" in message and "experiment 17" in message
+    assert "bytes 200000-499999" in message
+    assert "experiment 17" in message
     assert re.search(REASONS[fault], message), message
     if fault == "ignores Range":  # no retry changes what a server supports: asked twice
-        assert "twice in a row" in message and "answers HTTP Range requests" in message
+        assert "twice in a row" in message
+        assert "answers HTTP Range requests" in message
         assert "after" not in message and "reachable" not in message, message
         assert static.counts.requests["/data.bin"] == 2
     else:
@@ -290,8 +293,11 @@ def test_redirects_are_followed_remembered_and_never_get_the_token(darus):
     log = darus.log
     api = [e for e in log if e.server == "api"]
     store = [e for e in log if e.server == "store"]
-    assert len(api) == 1 and api[0].token and api[0].status == 302  # resolved once
-    assert store and not any(e.token for e in store)
+    assert len(api) == 1
+    assert api[0].token
+    assert api[0].status == 302
+    assert store
+    assert not any(e.token for e in store)
     assert {e.status for e in store} == {206}
 
 

@@ -44,7 +44,8 @@ def test_export_json_timings_hold_every_phase(damaged, tmp_path):
     timings = json.loads((tmp_path / "o" / "export.json").read_text())["timings"]
     assert timings == result.manifest["timings"]
     assert all(timings[k] >= 0 for k in PHASE_KEYS), timings
-    assert timings["tasks_s"] > 0 and timings["finalize_s"] > 0
+    assert timings["tasks_s"] > 0
+    assert timings["finalize_s"] > 0
     # the phases follow one another inside the run's total
     assert sum(timings[k] for k in PHASE_KEYS) <= timings["total_s"] + 1e-3
 
@@ -56,17 +57,21 @@ def test_in_process_report_has_phases_throughput_and_skips(damaged, tmp_path):
                                   client="sync", partition_size=6, on_error="skip",
                                   record_transform=helpers.first_rows, report=report)
     page = report.read_text()
-    assert "36 / 36" in page and "published" in page
+    assert "36 / 36" in page
+    assert "published" in page
     for phase in PHASES:
         assert f"<td>{phase}</td>" in page
     row = re.search(r'<tr class="gl-skip"><td>(\w+)</td><td>([^<]*)</td><td>([^<]*)</td>', page)
-    assert row and row.group(1) == "4" and row.group(2).endswith(f"concave.zip::{DAMAGED}")
+    assert row
+    assert row.group(1) == "4"
+    assert row.group(2).endswith(f"concave.zip::{DAMAGED}")
     assert "damaged" in row.group(3)
     assert "<th>mode</th><td>in-process</td>" in page  # the placement decision
     for plot in ("phase_timeline", "task_stream", "throughput"):
         assert f'"name":"{plot}"' in page.replace(" ", "")
     # one file: Bokeh's JavaScript is inside, nothing is fetched from the network
-    assert not re.search(r"<script[^>]+src=", page) and "cdn.bokeh.org" not in page
+    assert not re.search(r"<script[^>]+src=", page)
+    assert "cdn.bokeh.org" not in page
 
 
 def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
@@ -76,7 +81,8 @@ def test_a_failed_run_still_writes_its_report(damaged, tmp_path):
                                   client="sync", partition_size=6,
                                   record_transform=helpers.first_rows, report=report)
     page = report.read_text()
-    assert "): failed</h3>" in page and DAMAGED in page
+    assert "): failed</h3>" in page
+    assert DAMAGED in page
     assert not (tmp_path / "o").exists()
 
 
@@ -98,7 +104,8 @@ def test_a_dask_scheduler_with_the_preload_serves_the_page(damaged, tmp_path, mo
             exports = client.run_on_scheduler(_exports_on_scheduler)
         page = procs.dashboard_url.replace("/status", "/guideloom")
         with NO_PROXY.open(page, timeout=30) as answer:
-            assert answer.status == 200 and 'href="guideloom"' in answer.read().decode()
+            assert answer.status == 200
+            assert 'href="guideloom"' in answer.read().decode()
     printed = capsys.readouterr().err + caplog.text
     assert f"guideloom page: {page} (experiments" in printed, printed  # asked, and it is there
     (state,) = exports.values()
@@ -183,7 +190,9 @@ def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp
     assert run.returncode == 0, run.stderr
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
     assert bar and "36/36" in bar[-1] and "skipped 1" in bar[-1], run.stderr
-    assert "exp/s" in bar[-1] and "MB/s decoded" in bar[-1] and "MB/s written" in bar[-1]
+    assert "exp/s" in bar[-1]
+    assert "MB/s decoded" in bar[-1]
+    assert "MB/s written" in bar[-1]
     assert "MB/s produced" in bar[-1]  # the transform output, named apart (issue 41)
     for phase in ("finalize", "checksums", "publish"):
         assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
@@ -284,7 +293,8 @@ def test_status_in_the_first_moments_of_a_run_says_it_is_starting(damaged, tmp_p
         assert not (project / "out").exists()
         shown = _status(project)
         assert f"out: running (starting), pid {proc.pid} on " in shown, shown
-        assert "no export" not in shown and "interrupted" not in shown
+        assert "no export" not in shown
+        assert "interrupted" not in shown
         inspected = subprocess.run([sys.executable, "-m", "guideloom", "inspect", "out"],
                                    cwd=project, env=_cli_env(), capture_output=True,
                                    text=True, timeout=60)
@@ -328,7 +338,8 @@ def test_a_starting_run_stopped_by_ctrl_c_leaves_no_running_status(damaged, tmp_
         else:
             proc.kill()
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "guideloom: interrupted"
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "guideloom: interrupted"
     after = subprocess.run([sys.executable, "-m", "guideloom", "status", "out"], cwd=project,
                            env=_cli_env(), capture_output=True, text=True, timeout=60)
     assert after.returncode == 2 and "no export and no staged job" in after.stderr, after
@@ -376,7 +387,8 @@ def test_a_failed_transform_says_failed_and_which_partitions_a_rerun_keeps(demo_
 
     again = subprocess.run(cmd, cwd=project, env=_cli_env(), capture_output=True, text=True,
                            timeout=180)
-    assert again.returncode == 1 and "job failed: experiment 7 (" in again.stderr
+    assert again.returncode == 1
+    assert "job failed: experiment 7 (" in again.stderr
     assert "keeps the 3 of 18 partitions (0-2)" in again.stderr  # kept, not redone
     assert "failed: 3/18 partitions done" in _status(project)
 
@@ -437,7 +449,7 @@ class GatedRun:
                         "force-curve", out, kind="npy", data_dir=data, client="local:2",
                         partition_size=4, on_error="skip", report=report,
                         record_transform=helpers.EventGate(self.HELD_FROM, name)))
-            except BaseException as exc:  # noqa: BLE001 - re-raised by finish()
+            except BaseException as exc:
                 self.errors.append(exc)
 
         self.thread = threading.Thread(target=export, name="gated-export")
@@ -483,7 +495,8 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
         with NO_PROXY.open(run.page, timeout=30) as page:
             assert page.status == 200
             body = page.read().decode()
-        assert 'href="guideloom"' in body and "bokeh" in body.lower()  # a Bokeh page
+        assert 'href="guideloom"' in body
+        assert "bokeh" in body.lower()
         with NO_PROXY.open(run.cluster.dashboard_link, timeout=30) as status:
             assert 'href="guideloom"' in status.read().decode()
         state = _plugin_state(run)  # what the page shows, held by the scheduler plugin
@@ -499,11 +512,13 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
             assert answer.headers["Content-Type"].startswith("application/json")
             shown = json.loads(answer.read())
         (mine,) = [e for e in shown["exports"] if e["export"] == state["export"]]
-        assert mine["status"] == "running" and mine["phase"] == "read-transform-write"
+        assert mine["status"] == "running"
+        assert mine["phase"] == "read-transform-write"
         assert mine["experiments"] == {"done": 16, "total": 36, "written": 15, "skipped": 1}
         assert mine["tasks"] == {"finished": 4, "total": 9}
         assert [p["name"] for p in mine["phases"]] == ["plan", "read-transform-write"]
-        assert mine["phases"][-1]["running"] and not mine["phases"][0]["running"]
+        assert mine["phases"][-1]["running"]
+        assert not mine["phases"][0]["running"]
         assert [s["sim_id"] for s in mine["skipped"]] == ["4"]
         assert mine["placement"]["mode"] == "local-cluster"
         assert mine["rates"]["experiments_per_s"] > 0
@@ -512,7 +527,8 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
         assert state["bytes_decoded"] > 0
         # per-worker counts (which of the two workers ran the first tasks is Dask's choice)
         workers = state["workers"]
-        assert 1 <= len(workers) <= 2 and all(w.startswith("tls://127.0.0.1:") for w in workers)
+        assert 1 <= len(workers) <= 2
+        assert all(w.startswith("tls://127.0.0.1:") for w in workers)
         assert sum(w["experiments"] for w in workers.values()) == 16
         assert all(w["busy_s"] > 0 and w["bytes_decoded"] > 0 for w in workers.values())
         # no stray groups: the export's tasks, named so the progress panel shows them whole
@@ -523,12 +539,14 @@ def test_guideloom_page_on_the_embedded_cluster_and_the_event_log(damaged, tmp_p
         assert all(len(g) <= 15 for g in groups)
         actions = [m["action"] for _, m in run.client.get_events("all")
                    if m.get("export") == state["export"]]
-        assert "guideloom-skip" in actions and actions.count("guideloom-phase") == 2
+        assert "guideloom-skip" in actions
+        assert actions.count("guideloom-phase") == 2
     finally:
         run.finish()
-    finished = [s for s in run.cluster.cluster.scheduler.plugins["guideloom-dashboard"]
-                .exports.values() if s["export"] == state["export"]][0]
-    assert finished["status"] == "published" and finished["done"] == 36
+    finished = next(s for s in run.cluster.cluster.scheduler.plugins["guideloom-dashboard"]
+                .exports.values() if s["export"] == state["export"])
+    assert finished["status"] == "published"
+    assert finished["done"] == 36
     assert [p["name"] for p in finished["phases"]] == list(PHASES)
     skips = [m for _, m in run.client.get_events("guideloom") if m["action"] == "skip"
              and m["export"] == state["export"]]
@@ -541,7 +559,8 @@ def _browser():
 
     spec = importlib.util.spec_from_file_location("dashboard_screenshot",
                                                   ROOT / "cluster" / "dashboard_screenshot.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -570,7 +589,9 @@ def test_guideloom_page_and_run_report_read_in_chromium(damaged, tmp_path):
     assert re.search(rf"\b4\s+\S+concave\.zip::{DAMAGED}\s+experiment 4: .*damaged", text)
     for phase in PHASES:
         assert phase in text
-    assert "experiments/s" in text and "MB/s decoded" in text and "ETA (with finalize)" in text
+    assert "experiments/s" in text
+    assert "MB/s decoded" in text
+    assert "ETA (with finalize)" in text
     # the per-worker table: a row per worker that ran tasks, with its rates
     assert re.search(r"worker\s+tasks\s+experiments\s+experiments/s\s+MB/s decoded", text)
     assert re.search(r"tls://127\.0\.0\.1:\d+\s+\d+\s+\d+\s+\d+\.\d", text)
@@ -581,7 +602,8 @@ def test_guideloom_page_and_run_report_read_in_chromium(damaged, tmp_path):
             page, report.as_uri(),
             lambda t: "36 / 36" in t and page.evaluate(_PLOTS_DRAWN_JS) is True)
         browser.screenshot(page, tmp_path / "report.png", full_page=True)
-    assert "export of view force-curve" in text and "published" in text
+    assert "export of view force-curve" in text
+    assert "published" in text
     assert re.search(rf"\b4\s+\S+concave\.zip::{DAMAGED}", text)
     for phase in PHASES:
         assert phase in text
@@ -632,7 +654,7 @@ def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_pa
                     "force-curve", tmp_path / "o.zarr", data_dir=damaged, client="local:2",
                     partition_size=4, on_error="skip",
                     record_transform=helpers.big_rows_failing_on_multiples_of_7)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
+        except BaseException as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=export, name="paused-zarr-export")
@@ -649,7 +671,8 @@ def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_pa
         assert state["phase"] == phase["name"] == "finalize"
         assert (phase["done"], phase["total"], phase["unit"]) == (1, 30, "chunks")
         eta = rates(state, time.time())["eta_s"]
-        assert eta is not None and eta > 0  # 29 chunks left at the rate of the first
+        assert eta is not None
+        assert eta > 0
         text = exports_html({state["export"]: state})
         assert re.search(r'gl-running">finalize</span></td><td>1 / 30 chunks', text), text
         assert re.search(r"ETA \(with finalize\)</th><td>\d+\.\d (s|min)<", text)
@@ -661,7 +684,7 @@ def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_pa
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
         thread.join(180)
     assert not thread.is_alive() and not errors, errors
-    finished = [s for s in plugin.exports.values() if s["export"] == state["export"]][0]
+    finished = next(s for s in plugin.exports.values() if s["export"] == state["export"])
     final = {p["name"]: p for p in finished["phases"]}
     assert (final["finalize"]["done"], final["finalize"]["total"]) == (30, 30)
     assert (final["publish"]["done"], final["publish"]["total"]) == (3, 3)

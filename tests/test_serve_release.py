@@ -47,7 +47,8 @@ def test_a_served_folder_lists_and_downloads_as_darus_does(tmp_path, demo_releas
     assert [(v["versionNumber"], len(v["files"])) for v in versions] == [(2, 5)]
     assert sorted(report.downloaded) == ["h5/sample.zip", "metadata.json",
                                          "process_parameters.csv"]
-    assert again.downloaded == [] and len(again.present) == 3
+    assert again.downloaded == []
+    assert len(again.present) == 3
     for name in ("metadata.json", "process_parameters.csv"):
         assert (tmp_path / "data" / name).read_bytes() == (demo_release / name).read_bytes()
     assert (tmp_path / "data" / "h5" / "sample.zip").read_bytes() == \
@@ -77,7 +78,8 @@ def test_the_readme_rehearsal_info_download_resume_and_a_doi_run(tmp_path):
             proc.stdout.readline()
         info = cli(tmp_path, "info", "--server", url)
         assert info.returncode == 0, info.stderr
-        assert "2.0" in info.stdout and "first version" in info.stdout
+        assert "2.0" in info.stdout
+        assert "first version" in info.stdout
         # a download stopped halfway (SIGKILL) and resumed
         part = tmp_path / "data" / "h5" / "concave.zip.part"
         dl = subprocess.Popen([sys.executable, "-m", "guideloom", "download", "--quiet",
@@ -85,7 +87,8 @@ def test_the_readme_rehearsal_info_download_resume_and_a_doi_run(tmp_path):
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while not (part.exists() and part.stat().st_size > 100_000):
-            assert dl.poll() is None and time.monotonic() < deadline
+            assert dl.poll() is None
+            assert time.monotonic() < deadline
             time.sleep(0.01)
         dl.send_signal(signal.SIGKILL)
         dl.wait(timeout=30)
@@ -96,7 +99,8 @@ def test_the_readme_rehearsal_info_download_resume_and_a_doi_run(tmp_path):
         assert resumed.returncode == 0, resumed.stderr
         full = (tmp_path / "rel" / "concave.zip").read_bytes()
         assert (tmp_path / "data" / "h5" / "concave.zip").read_bytes() == full
-        assert 0 < had < len(full) and not part.exists()
+        assert 0 < had < len(full)
+        assert not part.exists()
         small = cli(tmp_path, "download", "--small", "--yes", "--server", url)
         assert small.returncode == 0, small.stderr
         run = cli(tmp_path, "run", "force_signals", "--data-dir", RDDAC_DOI, "--server", url,
@@ -108,4 +112,5 @@ def test_the_readme_rehearsal_info_download_resume_and_a_doi_run(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and out.strip().endswith("stopped")
+    assert proc.returncode == 0
+    assert out.strip().endswith("stopped")

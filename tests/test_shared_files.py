@@ -46,11 +46,13 @@ def test_a_planted_lock_symlink_is_refused_and_its_victim_untouched(mallory, sha
     victim.write_text("five years of work")
     lock = shared / ".out.guideloom-lock"
     mallory.run("ln", "-s", str(victim), str(lock))
-    assert lock.is_symlink() and lock.lstat().st_uid == mallory.uid
+    assert lock.is_symlink()
+    assert lock.lstat().st_uid == mallory.uid
     with pytest.raises(UnsafeFileError, match=f"lock file {lock} is a symbolic link"):
         export(data, shared / "out")
     assert victim.read_text() == "five years of work"
-    assert not (shared / "out").exists() and not (shared / ".out.guideloom-staging").exists()
+    assert not (shared / "out").exists()
+    assert not (shared / ".out.guideloom-staging").exists()
 
 
 def test_the_command_line_refuses_a_planted_lock_symlink_in_one_line(mallory, shared, data,
@@ -67,7 +69,8 @@ def test_the_command_line_refuses_a_planted_lock_symlink_in_one_line(mallory, sh
     assert done.stderr.strip() == (f"guideloom: error: the lock file {lock} is a symbolic link "
                                    "(planted by someone?); guideloom does not follow it: remove "
                                    "it and rerun")
-    assert victim.read_text() == "mine" and not (shared / "out").exists()
+    assert victim.read_text() == "mine"
+    assert not (shared / "out").exists()
 
 
 def test_another_users_lock_file_or_a_hard_link_is_never_written(mallory, shared, data,
@@ -148,7 +151,8 @@ def test_the_cluster_scratch_folder_is_never_another_users(mallory, shared, tmp_
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("root "))
     _, used, uid, mode, is_link = line.split()
-    assert Path(used) != theirs and Path(used).parent == shared
+    assert Path(used) != theirs
+    assert Path(used).parent == shared
     assert Path(used).name.startswith(f"guideloom-{me}-")
     assert (int(uid), mode, is_link) == (me, "0o700", "False")
     assert "workers 1" in done.stdout

@@ -125,7 +125,8 @@ def test_default_rounds_and_epoch_generator_are_guideloom11s():
 
 def test_guideloom_own_network_stays_available():
     mix = FeistelShuffler(1000, np.random.default_rng(1), network="mix")
-    assert mix.rounds == 6 and mix.network == "mix"
+    assert mix.rounds == 6
+    assert mix.network == "mix"
     image = mix(np.arange(1000))
     assert sorted(image.tolist()) == list(range(1000))
     assert image.tolist() != FeistelShuffler(1000, np.random.default_rng(1))(

@@ -74,7 +74,8 @@ def assert_same(a, b) -> None:
         for key in a:
             assert_same(a[key], b[key])
     elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert a.dtype == b.dtype
+        assert np.array_equal(a, b)
     else:
         assert a == b
 

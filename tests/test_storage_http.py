@@ -111,7 +111,8 @@ def test_documents_and_stream_with_meta_over_http(served):
 
     docs, window = asyncio.run(main())
     assert docs == expected[::-1]
-    assert window.tokens.tolist() == [4, 5, 6, 7] and window.concepts == [[2], [3, 4], [5], [6]]
+    assert window.tokens.tolist() == [4, 5, 6, 7]
+    assert window.concepts == [[2], [3, 4], [5], [6]]
 
 
 def test_missing_shard_is_an_error_naming_the_url(served):

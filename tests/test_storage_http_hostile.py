@@ -43,7 +43,7 @@ class HostileHandler(RangeHandler):
     mode = ""
     release: threading.Event
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         header = self.headers.get("Range", "")
         if self.mode == "delay":
             self.release.wait()  # until the test ends: the client must give up first

@@ -240,7 +240,8 @@ def test_pack_errors_name_the_field():
         fmt.pack({**good, "tokens": np.array(["a", "b", "c"])})
     # values that fit are accepted whatever their input dtype
     packed = fmt.pack({**good, "tokens": [1, 2, 3], "loss_mask": np.array([True, False, True])})
-    assert packed.dtype == DTYPE and packed["loss_mask"].tolist() == [1, 0, 1]
+    assert packed.dtype == DTYPE
+    assert packed["loss_mask"].tolist() == [1, 0, 1]
 
 
 def test_gap_in_shard_numbers(tmp_path):
@@ -405,7 +406,7 @@ def test_async_reader(tmp_path, backend):
             with pytest.raises(IndexError):
                 await reader.read(30, 1)  # starts past the end
             wrapped = await reader.read(25, 6)  # continues at element 0 (GuideLoom 1.1)
-            assert wrapped["tokens"].tolist() == list(range(25, 30)) + [0]
+            assert wrapped["tokens"].tolist() == [*list(range(25, 30)), 0]
         return windows
 
     for start, window in zip(range(0, 23, 2), asyncio.run(main()), strict=True):

@@ -77,7 +77,8 @@ def test_pack_into_matches_pack_and_refuses_a_short_buffer():
     assert fmt.pack_into(rec, np.zeros(29, dtype=DTYPE)) is None
     plain = StreamNumpyFormat("<u2")
     buf = np.zeros(5, "<u2")
-    assert plain.pack_into([1, 2, 3], buf) == 3 and buf.tolist() == [1, 2, 3, 0, 0]
+    assert plain.pack_into([1, 2, 3], buf) == 3
+    assert buf.tolist() == [1, 2, 3, 0, 0]
 
 
 def test_early_writeback_keeps_the_shard_intact(tmp_path, monkeypatch):
@@ -95,7 +96,8 @@ def test_early_writeback_keeps_the_shard_intact(tmp_path, monkeypatch):
     with storage.sync_writer() as writer:
         for rec in records:
             writer.append(0, rec)
-    assert len(calls) > 10 and calls == sorted(calls)
+    assert len(calls) > 10
+    assert calls == sorted(calls)
     expected = np.concatenate([np.rec.fromarrays([r["tokens"], r["document_ids"]], dtype=DTYPE)
                                for r in records])
     assert _read_back(storage).tobytes() == expected.tobytes()

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_clean():
     folders = [d for d in ("guideloom", "tests", "benchmarks", "workflows", "cluster")
                if (ROOT / d).is_dir()]
-    assert "guideloom" in folders and "tests" in folders
+    assert "guideloom" in folders
+    assert "tests" in folders
     result = subprocess.run([sys.executable, "-m", "ruff", "check", *folders],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -37,7 +37,8 @@ def test_the_data_directory_and_its_parents_are_never_targets(data, where):
     with pytest.raises(UnsafeTargetError, match=where):
         export(data, target, overwrite=True)
     assert sorted(p.name for p in data.iterdir()) == before
-    assert (data / "concave.zip").is_file() and (data / "metadata.json").is_file()
+    assert (data / "concave.zip").is_file()
+    assert (data / "metadata.json").is_file()
 
 
 def test_cli_data_dir_as_output_with_overwrite_is_refused(data):
@@ -47,7 +48,8 @@ def test_cli_data_dir_as_output_with_overwrite_is_refused(data):
     assert done.returncode == 2
     assert done.stderr.strip() == (f"guideloom: error: refusing to write an export to {data}: "
                                    "it is the data directory; choose another output path")
-    assert (data / "concave.zip").is_file() and (data / "process_parameters.csv").is_file()
+    assert (data / "concave.zip").is_file()
+    assert (data / "process_parameters.csv").is_file()
 
 
 def test_a_directory_guideloom_did_not_write_is_never_replaced(data, tmp_path):
@@ -145,7 +147,8 @@ def test_a_second_run_on_a_busy_target_fails_at_once_naming_the_holder(data, tmp
         parts = tmp_path / ".out.guideloom-staging" / "parts"
         deadline = time.monotonic() + 60
         while not parts.is_dir() or not list(parts.glob("*.json")):  # the first run works
-            assert first.poll() is None and time.monotonic() < deadline
+            assert first.poll() is None
+            assert time.monotonic() < deadline
             time.sleep(0.05)
         t0 = time.monotonic()
         with pytest.raises(TargetBusyError, match=f"pid {first.pid} on "):
@@ -208,7 +211,8 @@ def test_a_second_cli_run_on_a_locked_target_is_refused_at_once(data, tmp_path, 
     try:
         deadline = time.monotonic() + 60
         while not marker.exists():  # the first run holds the lock and works
-            assert first.poll() is None and time.monotonic() < deadline
+            assert first.poll() is None
+            assert time.monotonic() < deadline
             time.sleep(0.05)
         refused, dry = [], []
         for _ in range(3):  # best of three: one scheduler hiccup of a shared machine is noise

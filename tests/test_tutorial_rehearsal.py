@@ -67,7 +67,8 @@ def test_the_served_sample_holds_the_published_sample_ids(tmp_path):
     with zipfile.ZipFile(release / "sample.zip") as zf:
         names = zf.namelist()
     assert names == [member_name(i) for i in sorted(PUBLISHED_SAMPLE_IDS)]
-    assert member_name(TUTORIAL_ID) in names and len(names) == 18
+    assert member_name(TUTORIAL_ID) in names
+    assert len(names) == 18
     with serve_release(release) as server:
         guideloom.download(tmp_path / "data", small=True, server=server.url,
                            show_progress=False)

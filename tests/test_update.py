@@ -89,7 +89,8 @@ def assert_same_export(kind: str, updated: Path, full: Path) -> None:
     for got, want in zip(rows, want_rows, strict=True):
         assert got.keys() == want.keys()
         for key in got:
-            assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key])
+            assert got[key].dtype == want[key].dtype
+            assert np.array_equal(got[key], want[key])
     for name in SAME_BYTES if kind != "zarr" else SAME_BYTES[1:]:  # zarr: sim_ids an array
         assert (updated / name).read_bytes() == (full / name).read_bytes(), name
     if kind == "npy":
@@ -120,7 +121,7 @@ def test_adding_experiments_reads_only_them_and_equals_a_full_export(kind, data,
     assert not list(tmp_path.glob(".out.guideloom-staging"))
 
 
-@pytest.mark.parametrize("kind", ("npy", "npz"))
+@pytest.mark.parametrize("kind", ["npy", "npz"])
 def test_removed_and_inserted_experiments(kind, data, tmp_path, decoded):
     out, full = tmp_path / "out", tmp_path / "full"
     before = [i for i in range(24) if i not in (5, 6, 11)]
@@ -147,7 +148,7 @@ def test_an_experiment_inserted_before_the_first_row(kind, data, tmp_path, decod
     assert_same_export(kind, out, full)
 
 
-@pytest.mark.parametrize("kind", ("npy", "npz"))
+@pytest.mark.parametrize("kind", ["npy", "npz"])
 def test_a_reordered_selection_carries_every_row_to_its_new_place(kind, data, tmp_path,
                                                                    decoded):
     out, full = tmp_path / "out", tmp_path / "full"
@@ -155,13 +156,14 @@ def test_a_reordered_selection_carries_every_row_to_its_new_place(kind, data, tm
     decoded()
     order = [11, 3, 0, 7, 1, 2, 10, 4, 5, 9, 8, 6]
     result = export(kind, data, out, order, update=True)
-    assert decoded() == [] and not result.up_to_date
+    assert decoded() == []
+    assert not result.up_to_date
     assert result.update == {"added": 0, "removed": 0, "changed": 0, "carried": 12}
     export(kind, data, full, order)
     assert_same_export(kind, out, full)
 
 
-@pytest.mark.parametrize("kind", ("npy", "npz"))
+@pytest.mark.parametrize("kind", ["npy", "npz"])
 def test_a_reordered_index_table_moves_the_rows_without_reading_them(kind, data, tmp_path,
                                                                      decoded):
     out, full = tmp_path / "out", tmp_path / "full"
@@ -190,7 +192,7 @@ def _scale_force(h5: Path, factor: float) -> None:
         f["force/data"][...] = f["force/data"][...] * factor
 
 
-@pytest.mark.parametrize("kind", ("npy", "npz"))
+@pytest.mark.parametrize("kind", ["npy", "npz"])
 def test_a_changed_loose_file_is_read_again(kind, data, tmp_path, decoded):
     out, full = tmp_path / "out", tmp_path / "full"
     export(kind, data, out, range(10))
@@ -219,7 +221,8 @@ def test_a_changed_zip_member_is_read_again(demo_copy, tmp_path, decoded):
     rebuild_archive(archive, {"0009.h5": scratch.read_bytes()})  # every member rewritten
     result = export("npy", demo_copy, out, ids, update=True)
     assert decoded() == [9]  # the other members moved in the archive but are unchanged
-    assert result.update["changed"] == 1 and result.update["carried"] == len(ids) - 1
+    assert result.update["changed"] == 1
+    assert result.update["carried"] == len(ids) - 1
     export("npy", demo_copy, full, ids)
     assert_same_export("npy", out, full)
 
@@ -244,13 +247,14 @@ def test_a_changed_index_row_is_read_again(kind, data, tmp_path, decoded):
     assert_same_export(kind, out, full)  # the new row digest is recorded too
 
 
-@pytest.mark.parametrize("kind", ("npy", "npz"))
+@pytest.mark.parametrize("kind", ["npy", "npz"])
 def test_an_update_with_nothing_new_publishes_nothing(kind, data, tmp_path, decoded):
     out = tmp_path / "out"
     first = export(kind, data, out, range(10))
     decoded()
     again = export(kind, data, out, range(10), update=True)
-    assert again.up_to_date and decoded() == []
+    assert again.up_to_date
+    assert decoded() == []
     assert json.loads((out / "export.json").read_text())["export_id"] == \
         first.manifest["export_id"]
     assert not list(tmp_path.glob(".out.guideloom-*staging"))
@@ -259,7 +263,8 @@ def test_an_update_with_nothing_new_publishes_nothing(kind, data, tmp_path, deco
 def test_an_update_of_nothing_is_a_full_export(data, tmp_path, decoded):
     out = tmp_path / "out"
     result = export("npy", data, out, range(5), update=True)
-    assert set(decoded()) == set(range(5)) and result.update is None
+    assert set(decoded()) == set(range(5))
+    assert result.update is None
     assert [g["generation"] for g in history(out)] == [1]
 
 
@@ -349,7 +354,8 @@ def test_a_reader_opened_before_an_update_keeps_reading_the_old_rows(kind, appen
     want_ids, want = old.sim_ids.tolist(), rows_of(out)[1]
     new = range(14) if append else range(1, 14)
     export(kind, data, out, new, update=True)
-    assert old.sim_ids.tolist() == want_ids and len(old) == 10
+    assert old.sim_ids.tolist() == want_ids
+    assert len(old) == 10
     for i in range(len(old)):
         for key, value in old[i].items():
             assert np.array_equal(value, want[i][key]), (i, key)
@@ -398,7 +404,8 @@ def test_the_append_mark_allows_only_the_counts_it_names(data, tmp_path):
         guideloom.load_export(out)
     mark.write_text(json.dumps({"export_id": manifest["export_id"], "count": 6, "rows": [8]}))
     exp = guideloom.load_export(out)
-    assert len(exp) == 6 and exp[5]["force"].shape == (100, 8)
+    assert len(exp) == 6
+    assert exp[5]["force"].shape == (100, 8)
     assert exp.verify().rows == 6
 
 
@@ -440,7 +447,9 @@ def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next_run(
     try:  # the previous generation, or the new one: never nothing (one atomic exchange)
         ids = guideloom.load_export(out).sim_ids.tolist()
     except guideloom.IncompleteExportError:
-        assert point == "target-moved-aside" and not out.exists() and not can_exchange(tmp_path)
+        assert point == "target-moved-aside"
+        assert not out.exists()
+        assert not can_exchange(tmp_path)
     else:
         assert ids in (list(range(12)), new)
         guideloom.load_export(out).verify()
@@ -496,7 +505,8 @@ def test_the_croissant_description_of_an_updated_export_says_so(data, tmp_path):
     out = tmp_path / "out"
     export("npy", data, out, range(8))
     first = json.loads((out / "croissant.json").read_text())
-    assert first["version"] == "1.0.0" and "dateModified" not in first
+    assert first["version"] == "1.0.0"
+    assert "dateModified" not in first
     export("npy", data, out, range(10), update=True)
     doc = json.loads((out / "croissant.json").read_text())
     manifest = json.loads((out / "export.json").read_text())
@@ -509,7 +519,7 @@ def test_the_croissant_description_of_an_updated_export_says_so(data, tmp_path):
         [(1, 8, 0, 8), (2, 2, 8, 10)]
 
 
-@pytest.mark.parametrize("kind", ("npz", "zarr"))
+@pytest.mark.parametrize("kind", ["npz", "zarr"])
 def test_a_damaged_file_read_through_the_pin_is_named_by_its_export_path(kind, data, tmp_path):
     out = tmp_path / "out"
     export(kind, data, out, range(4))
@@ -520,7 +530,8 @@ def test_a_damaged_file_read_through_the_pin_is_named_by_its_export_path(kind, d
     with pytest.raises((guideloom.CorruptExportError, OSError)) as failed:
         for i in range(len(exp)):
             exp[i]
-    assert "/proc/self/fd" not in str(failed.value) and str(out) in str(failed.value)
+    assert "/proc/self/fd" not in str(failed.value)
+    assert str(out) in str(failed.value)
 
 
 def test_carried_rows_of_whole_pages_are_copied_with_direct_io(data, tmp_path, monkeypatch):
@@ -541,7 +552,9 @@ def test_carried_rows_of_whole_pages_are_copied_with_direct_io(data, tmp_path, m
     export("npy", data, out, [i for i in range(12) if i != 4], transform=page_rows)
     monkeypatch.setattr(os_support, "copy_direct", counting)
     export("npy", data, out, range(12), transform=page_rows, update=True)  # 4 inserted
-    assert copied and all(copied) and sum(copied) == 11 * 512 * 8 * 8
+    assert copied
+    assert all(copied)
+    assert sum(copied) == 11 * 512 * 8 * 8
     export("npy", data, full, range(12), transform=page_rows)
     assert_same_export("npy", out, full)
 

@@ -106,7 +106,8 @@ def zeroed_force(blob: bytes) -> tuple[bytes, int]:
         f["force/data"][...] = 0
     new = extents(buf)
     out = buf.getvalue()
-    assert len(out) == len(blob) and out != blob
+    assert len(out) == len(blob)
+    assert out != blob
     for start, end in old:
         for pos in range(start, end - 3):
             if all(pos + 4 <= a or pos >= b for a, b in new):
@@ -217,7 +218,8 @@ def test_a_file_stamped_after_the_export_started_is_re_hashed(data, tmp_path, de
     export(data, out, range(6))
     decoded()
     result = export(data, out, range(6), update=True)
-    assert result.up_to_date and decoded() == []
+    assert result.up_to_date
+    assert decoded() == []
     assert result.update_plan.rehashed == {3: "re-hashed: unchanged; changed too close to the "
                                               "export's start"}
 
@@ -269,7 +271,8 @@ def test_a_resumed_partition_without_digests_has_its_inputs_hashed_at_finalize(d
         marker.write_text(json.dumps(summary))
     decoded()
     result = export(data, out, range(8))
-    assert result.resumed_partitions == 2 and decoded() == []
+    assert result.resumed_partitions == 2
+    assert decoded() == []
     export(data, full, range(8))
     same_export(out, full)
 
@@ -308,7 +311,8 @@ def test_verify_inputs_re_hashes_every_carried_input(data, tmp_path, decoded, no
     export(data, out, range(10))
     decoded()
     plain = export(data, out, range(10), update=True)
-    assert plain.up_to_date and not plain.update_plan.rehashed  # nothing hashed
+    assert plain.up_to_date
+    assert not plain.update_plan.rehashed
     _forge_loose(data / "h5" / "0006.h5", "plain", tmp_path)
     with caplog.at_level("INFO", logger="guideloom.export.update"):
         result = export(data, out, range(10), update=True, verify_inputs=True)
@@ -318,7 +322,8 @@ def test_verify_inputs_re_hashes_every_carried_input(data, tmp_path, decoded, no
     assert set(plan.rehashed.values()) == {"re-hashed: unchanged; verify_inputs"}
     sizes = sum((data / "h5" / f"{i:04d}.h5").stat().st_size for i in range(10))
     assert plan.hashed_bytes == sizes  # and the changed one (hashed, found different)
-    assert "re-hashed 10 inputs" in caplog.text and "9 unchanged, 1 changed" in caplog.text
+    assert "re-hashed 10 inputs" in caplog.text
+    assert "9 unchanged, 1 changed" in caplog.text
     export(data, full, range(10))
     same_export(out, full)
 
@@ -346,7 +351,8 @@ def test_a_member_forged_in_a_served_release_is_read_again(tmp_path, monkeypatch
                             forge_crc(zeroed, slack, members[victim].CRC)})
     old_md5 = concave.md5
     concave.data = local.read_bytes()
-    assert concave.md5 != old_md5 and len(concave.data) == len(local.read_bytes())
+    assert concave.md5 != old_md5
+    assert len(concave.data) == len(local.read_bytes())
     with serve(release) as server:
         monkeypatch.setenv("GUIDELOOM_DATAVERSE_URL", server.url)
         result = export(DOI, out, range(8), update=True)
@@ -354,7 +360,8 @@ def test_a_member_forged_in_a_served_release_is_read_again(tmp_path, monkeypatch
     plan = result.update_plan
     assert "server checksum (MD5/ETag) changed" in plan.changed[victim]
     assert plan.changed[victim].endswith("blake3 differs)")
-    assert victim - 1 in plan.rehashed and set(plan.rehashed) <= set(members) - {victim}
+    assert victim - 1 in plan.rehashed
+    assert set(plan.rehashed) <= set(members) - {victim}
     assert all(why.startswith("re-hashed: unchanged; server checksum (MD5/ETag) changed")
                for why in plan.rehashed.values())  # convex.zip's members: its MD5 unchanged
     extracted = tmp_path / "v2"

@@ -190,7 +190,7 @@ def test_pinned_generations_beyond_keep_retired_are_removed_their_readers_told(k
         first = {k: np.array(v) for k, v in exp[0].items()}  # pins the generation it read
         readers.append((exp, first))
         export(kind, data, out, _changed_ids(step), update=True)
-        kept = [p for p in (tmp_path / RETIRED).iterdir()]
+        kept = list((tmp_path / RETIRED).iterdir())
         assert len(kept) == min(step, config.get("keep_retired"))
     removed, still = readers[:-2], readers[-2:]
     for exp, first in still:
@@ -265,13 +265,15 @@ def test_a_planted_retired_folder_is_reported_never_used(how, data, caplog):
         with caplog.at_level(logging.WARNING, logger="guideloom"):
             export("npz", data, out, range(10), update=True)  # succeeds
         reported = [r.getMessage() for r in caplog.records if str(planted) in r.getMessage()]
-        assert reported and mallory.name in reported[0]
+        assert reported
+        assert mallory.name in reported[0]
         assert (tree_digest(stash), tree_digest(planted) if planted.is_dir() else None,
                 planted.lstat().st_uid) == before  # nothing moved into it or removed
         ours = [p for p in shared.iterdir() if p.name.startswith(f"{RETIRED}-")]
         assert len(ours) == 1
         info = ours[0].lstat()
-        assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+        assert stat.S_ISDIR(info.st_mode)
+        assert info.st_uid == os.geteuid()
         assert stat.S_IMODE(info.st_mode) == 0o700
         assert len(list(ours[0].iterdir())) == 1  # the pinned generation, in our folder
         assert all(np.array_equal(exp[2][k], want[k]) for k in want)
@@ -296,7 +298,8 @@ def test_another_users_pins_cannot_keep_more_than_keep_retired(data):
                     user=mallory.uid, group=mallory.gid, extra_groups=[],
                     stdout=subprocess.PIPE, text=True)
                 pins.append(pin)
-                assert pin.stdout is not None and pin.stdout.readline() == "pinned\n"
+                assert pin.stdout is not None
+                assert pin.stdout.readline() == "pinned\n"
                 export("npz", data, out, _changed_ids(step), update=True)
                 assert len(list((shared / RETIRED).iterdir())) == min(
                     step, config.get("keep_retired"))
@@ -365,6 +368,7 @@ def test_a_file_that_cannot_be_hard_linked_is_cloned_or_copied_whole(tmp_path):
     try:
         assert own_files.link_file(str(root), "3.npz", str(target)) is False  # a copy
         assert target.read_bytes() == blob
-        assert target.stat().st_nlink == 1 and (root / "3.npz").stat().st_nlink == 1
+        assert target.stat().st_nlink == 1
+        assert (root / "3.npz").stat().st_nlink == 1
     finally:
         target.unlink(missing_ok=True)

@@ -66,7 +66,8 @@ def test_a_new_release_version_is_one_update_fetching_only_the_new_members(
     # and hashed to prove them unchanged (issue 38), never decoded; beyond that the update
     # fetched the 4 new members only
     plan = result.update_plan
-    assert set(plan.rehashed) == set(range(8)) and plan.hashed_bytes > 0
+    assert set(plan.rehashed) == set(range(8))
+    assert plan.hashed_bytes > 0
     assert update_bytes - plan.hashed_bytes < first_bytes
     log.unlink()
     _export(full, tmp_path / "v2" / "release")  # the new version, local, in full
@@ -151,7 +152,8 @@ def test_run_update_and_its_dry_run(tmp_path):
     assert plan.returncode == 0, plan.stderr
     line = next(x for x in plan.stdout.splitlines() if x.startswith("update:"))
     assert "3 added, 0 removed, 0 changed, 8 carried" in line
-    assert "reads " in line and "carries " in line
+    assert "reads " in line
+    assert "carries " in line
     assert (tmp_path / "out" / "export.json").read_bytes() == before  # nothing written
     run = _guideloom(["run", str(wf), "--update"], tmp_path)
     assert run.returncode == 0, run.stderr
@@ -162,7 +164,8 @@ def test_run_update_and_its_dry_run(tmp_path):
     idle = _guideloom(["run", str(wf), "--update", "--dry-run"], tmp_path)
     assert "11 carried: up to date, nothing would be read or written" in idle.stdout
     both = _guideloom(["run", str(wf), "--update", "--overwrite"], tmp_path)
-    assert both.returncode == 2 and "not both" in both.stderr
+    assert both.returncode == 2
+    assert "not both" in both.stderr
 
 
 def test_a_workflow_file_asks_for_an_update(tmp_path):
@@ -186,7 +189,8 @@ def test_a_refused_update_is_one_line_and_exit_2(tmp_path):
     wf.write_text(wf.read_text().replace('kind = "npy"', 'kind = "npz"'))
     refused = _guideloom(["run", str(wf), "--update"], tmp_path)
     assert refused.returncode == 2
-    assert "cannot update" in refused.stderr and "'npy' export, this job writes 'npz'" in \
+    assert "cannot update" in refused.stderr
+    assert "'npy' export, this job writes 'npz'" in \
         refused.stderr
     assert "Traceback" not in refused.stderr
 

@@ -183,11 +183,13 @@ def test_added_at_the_end_links_the_unchanged_shards_and_packs_only_the_new(kind
     assert result.update == {"added": 7, "removed": 0, "changed": 0, "carried": 20}
     after = inodes(target)
     assert {n: after[n] for n in before} == before  # shards 0-3 are the previous files
-    assert carried(result) == 20 and decoded(result) > 0
+    assert carried(result) == 20
+    assert decoded(result) > 0
     assert_same_as_fresh(kind, data, target, ids, tmp_path)
     assert records(kind, target)[:20] == old_records
     history = json.loads((target / "export.json").read_text())["generations"]
-    assert [h["added"] for h in history] == [20, 7] and history[-1]["carried"] == 20
+    assert [h["added"] for h in history] == [20, 7]
+    assert history[-1]["carried"] == 20
 
 
 def test_a_partly_filled_last_shard_is_copied_and_the_new_records_follow_it(data, tmp_path):
@@ -214,7 +216,8 @@ def test_without_a_partition_size_an_update_keeps_the_shards_and_appends_new_one
     assert result.manifest["partition_size"] == size  # not what the update's estimate says
     after = inodes(target)
     assert {n: after[n] for n in before} == before  # every previous shard kept, linked
-    assert carried(result) == 20 and len(after) == -(-30 // size)
+    assert carried(result) == 20
+    assert len(after) == -(-30 // size)
     fresh = tmp_path / "fresh"
     export("stream", data, fresh, ids, update=False, partition_size=size)
     assert data_files(target) == data_files(fresh)
@@ -251,7 +254,8 @@ def test_removed_experiments_shift_the_rows_copied_across_shards(kind, data, bas
     ids = [i for i in BASE if i not in (3, 12)]
     result = export(kind, data, target, ids, update=True)
     assert result.update == {"added": 0, "removed": 2, "changed": 0, "carried": 18}
-    assert carried(result) == 18 and decoded(result) == 0  # every record copied, none packed
+    assert carried(result) == 18
+    assert decoded(result) == 0
     assert_same_as_fresh(kind, data, target, ids, tmp_path)
     with old:  # still reads the previous generation, whose rows were all shifted since
         assert read_records(kind, old, old_offsets) == old_records
@@ -278,8 +282,9 @@ def test_a_changed_member_is_packed_anew_and_its_neighbours_copied(kind, data, t
     change_member(copied, 7)
     result = export(kind, copied, target, BASE, update=True)
     assert result.update == {"added": 0, "removed": 0, "changed": 1, "carried": 19}
-    assert carried(result) == 19 and [s["index"] for s in result.summaries
-                                      if s["bytes_decoded"]] == [1]  # experiment 7's shard
+    assert carried(result) == 19
+    assert [s["index"] for s in result.summaries
+                                      if s["bytes_decoded"]] == [1]
     assert_same_as_fresh(kind, copied, target, BASE, tmp_path)
     new_records = records(kind, target)
     assert [k for k in range(20) if new_records[k] != old_records[k]] == [7]
@@ -291,7 +296,8 @@ def test_a_reordered_selection_is_the_fresh_export_of_that_order(kind, data, bas
     ids = [*range(10, 20), *range(0, 10)][::-1]
     result = export(kind, data, target, ids, update=True)
     assert result.update == {"added": 0, "removed": 0, "changed": 0, "carried": 20}
-    assert carried(result) == 20 and decoded(result) == 0
+    assert carried(result) == 20
+    assert decoded(result) == 0
     assert_same_as_fresh(kind, data, target, ids, tmp_path)
 
 
@@ -334,11 +340,13 @@ def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next(point, d
         export("stream", data, target, ids, update=True)
     assert stopped.value.point == point, f"the fault point {point!r} was not reached"
     # the previous generation: still read by the reader opened before, and complete or absent
-    assert old.sim_ids.tolist() == BASE and old[5]["doc"].tolist()[0] == 5
+    assert old.sim_ids.tolist() == BASE
+    assert old[5]["doc"].tolist()[0] == 5
     try:
         now = guideloom.load_export(target)
     except IncompleteExportError:
-        assert point == "target-moved-aside" and not target.exists()
+        assert point == "target-moved-aside"
+        assert not target.exists()
     else:
         assert now.sim_ids.tolist() in (BASE, ids)
         assert now.verify().rows == len(now)
@@ -347,7 +355,8 @@ def test_an_update_stopped_at_any_step_is_completed_exactly_by_the_next(point, d
     export("stream", data, target, ids, update=True)
     assert not list(tmp_path.glob(".out.guideloom-*staging"))  # the staging area is gone
     assert_same_as_fresh("stream", data, target, ids, tmp_path)
-    assert old.sim_ids.tolist() == BASE and old[19]["doc"].tolist()[0] == 19  # still the old
+    assert old.sim_ids.tolist() == BASE
+    assert old[19]["doc"].tolist()[0] == 19
     old.close()
     generations = json.loads((target / "export.json").read_text())["generations"]
     assert [g["generation"] for g in generations] == [1, 2]
@@ -376,7 +385,8 @@ def test_an_update_killed_for_real_is_completed_by_the_next_run(point, data, bas
     try:
         assert guideloom.load_export(target).sim_ids.tolist() in (BASE, ids)
     except IncompleteExportError:
-        assert point == "target-moved-aside" and not target.exists()
+        assert point == "target-moved-aside"
+        assert not target.exists()
     del env[FAULT_ENV]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120,
                           cwd=tmp_path)

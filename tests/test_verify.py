@@ -139,12 +139,15 @@ def test_an_intact_export_verifies(kind, exports):
     export_ = guideloom.load_export(exports[kind])
     report = export_.verify()
     assert report.rows == len(export_) == 7
-    assert report.bytes > 0 and report.files >= 1 and report.seconds >= 0
+    assert report.bytes > 0
+    assert report.files >= 1
+    assert report.seconds >= 0
     assert export_.manifest["checksums"]["algorithm"] == "xxh3_64"
     out = cli_verify(exports[kind])
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{exports[kind]}: intact: 7 rows")
+    assert len(lines) == 1
+    assert lines[0].startswith(f"{exports[kind]}: intact: 7 rows")
 
 
 @pytest.mark.fast_case("6-storage")
@@ -228,12 +231,14 @@ def test_an_export_without_checksums_is_not_passed_silently(demo_zip, tmp_path, 
     root = tmp_path / "out"
     run_export("npy", demo_zip, root, [1, 2, 3])
     export_ = guideloom.load_export(root)  # opens: the open-time checks still hold
-    assert "checksums" not in export_.manifest and not (root / CHECKSUMS_FILE).exists()
+    assert "checksums" not in export_.manifest
+    assert not (root / CHECKSUMS_FILE).exists()
     with pytest.raises(UnverifiableExportError, match="records no full-data checksums"):
         export_.verify()
     out = cli_verify(root)
     assert out.returncode == 1
-    assert "records no full-data checksums" in out.stderr and "open-time checks" in out.stderr
+    assert "records no full-data checksums" in out.stderr
+    assert "open-time checks" in out.stderr
 
 
 def test_verify_usage_errors_exit_2(tmp_path):
@@ -241,7 +246,8 @@ def test_verify_usage_errors_exit_2(tmp_path):
     for path in (tmp_path / "nothing", tmp_path / "plain"):
         out = cli_verify(path)
         assert out.returncode == 2, out.stderr
-        assert out.stderr.startswith("guideloom: error:") and str(path) in out.stderr
+        assert out.stderr.startswith("guideloom: error:")
+        assert str(path) in out.stderr
 
 
 # --- resumed exports: digests of partitions finished before a kill survive --------------------

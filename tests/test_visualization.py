@@ -54,13 +54,17 @@ def test_plot_scan_draws_the_grid(experiment, tmp_path):
     assert image.shape == (experiment["y"], experiment["x"])
     zero = experiment["z"].reshape(experiment["y"], experiment["x"]) == 0
     assert np.ma.getmaskarray(image)[zero].all() or np.isnan(np.asarray(image)[zero]).all()
-    assert bar is not None and ax.get_title() == "op10 z" and ax.get_xlabel() == "x in px"
+    assert bar is not None
+    assert ax.get_title() == "op10 z"
+    assert ax.get_xlabel() == "x in px"
     pixels, inked = rendered(ax.figure, tmp_path / "scan.png")
     assert pixels.shape[:2] == (375, 600)  # 12 x 7.5 inches at 50 dpi
-    assert 0.2 < inked < 0.95 and len(ax.figure.axes) == 2  # the image and its colour bar
+    assert 0.2 < inked < 0.95
+    assert len(ax.figure.axes) == 2
     ax2, none = viz.plot_scan(experiment["z"].reshape(experiment["y"], experiment["x"]),
                               colorbar=False)
-    assert none is None and len(ax2.figure.axes) == 1
+    assert none is None
+    assert len(ax2.figure.axes) == 1
     with pytest.raises(ValueError, match="x_shape"):
         viz.plot_scan(experiment["z"])  # the demo's scan is not the published 2000 x 3200 grid
 
@@ -71,7 +75,8 @@ def test_scan_to_pointcloud_and_plot_point_cloud(experiment, tmp_path):
     grid = z.reshape(y, x)
     lum = experiment["lum"].reshape(y, x)
     keep = (grid != 0) & (lum != 0)
-    assert pts.dtype == np.float32 and pts.shape == (int(keep.sum()), 3)
+    assert pts.dtype == np.float32
+    assert pts.shape == (int(keep.sum()), 3)
     rows, cols = np.nonzero(keep)
     np.testing.assert_array_equal(pts[:, 0], cols)
     np.testing.assert_array_equal(pts[:, 1], rows)
@@ -80,10 +85,13 @@ def test_scan_to_pointcloud_and_plot_point_cloud(experiment, tmp_path):
     assert every.shape == (len(range(0, y, 2)) * len(range(0, x, 2)), 3)
     assert set(every[:, 0].astype(int)) == set(range(0, x, 2))
     ax, bar = viz.plot_point_cloud(pts, max_points=50, title="cloud")
-    assert ax.name == "3d" and bar is not None and ax.get_zlabel() == "z"
+    assert ax.name == "3d"
+    assert bar is not None
+    assert ax.get_zlabel() == "z"
     assert len(ax.collections[0].get_offsets()) == min(50, len(pts))
     pixels, inked = rendered(ax.figure, tmp_path / "cloud.png")
-    assert pixels.shape[:2] == (400, 500) and 0.05 < inked < 0.95
+    assert pixels.shape[:2] == (400, 500)
+    assert 0.05 < inked < 0.95
     with pytest.raises(ValueError, match=r"\(N, 3\)"):
         viz.plot_point_cloud(pts[:, :2])
 
@@ -97,9 +105,11 @@ def test_plot_force_draws_one_line_per_signal(experiment, tmp_path):
                                                  "load_cell_4", "total_force"]
     np.testing.assert_array_equal(lines[-1].get_xdata(), force[:, 0])
     np.testing.assert_array_equal(lines[-1].get_ydata(), force[:, 7])
-    assert ax.get_legend() is not None and ax.get_ylabel() == "force in kN"
+    assert ax.get_legend() is not None
+    assert ax.get_ylabel() == "force in kN"
     pixels, inked = rendered(ax.figure, tmp_path / "force.png")
-    assert pixels.shape[:2] == (250, 500) and 0.02 < inked < 0.9
+    assert pixels.shape[:2] == (250, 500)
+    assert 0.02 < inked < 0.9
     one = viz.plot_force(force, signals=("punch_pos",))
     assert len(one.get_lines()) == 1
     with pytest.raises(ValueError, match="unknown signal"):
@@ -109,10 +119,12 @@ def test_plot_force_draws_one_line_per_signal(experiment, tmp_path):
 def test_plot_traverse_overlays_on_one_axes(experiment, tmp_path):
     ax = viz.plot_traverse(experiment["sheet"], ylabel="sheet thickness in um", label="sheet")
     same = viz.plot_traverse(experiment["oil"], ax=ax, label="oil")
-    assert same is ax and [ln.get_label() for ln in ax.get_lines()] == ["sheet", "oil"]
+    assert same is ax
+    assert [ln.get_label() for ln in ax.get_lines()] == ["sheet", "oil"]
     np.testing.assert_array_equal(ax.get_lines()[1].get_ydata(), experiment["oil"][:, 1])
     pixels, inked = rendered(ax.figure, tmp_path / "traverse.png")
-    assert pixels.shape[:2] == (200, 500) and 0.02 < inked < 0.9
+    assert pixels.shape[:2] == (200, 500)
+    assert 0.02 < inked < 0.9
     with pytest.raises(ValueError, match=r"\(n, 2\)"):
         viz.plot_traverse(experiment["force"])
 
@@ -133,7 +145,7 @@ def test_importing_guideloom_does_not_import_matplotlib(tmp_path):
 from guideloom import ddacs_visualization as dviz  # noqa: E402
 
 
-@pytest.fixture()
+@pytest.fixture
 def quarter_plate():
     """A 5 x 4 node plate in the positive quadrant, bulging in z, as 24 triangles."""
     xs, ys = np.meshgrid(np.linspace(0, 100, 5), np.linspace(0, 60, 4))
@@ -154,7 +166,8 @@ def test_ddacs_names_are_importable_where_ddacs_code_looks():
                  "COMPONENT_NAMES", "DEFAULT_AXIS_LIMITS", "DEFAULT_VIEW_ELEVATION",
                  "DEFAULT_VIEW_AZIMUTH", "FALSE_COLOR_CMAP"):
         assert getattr(viz, name) is getattr(dviz, name)
-        assert name in viz.__all__ and name in dir(viz)
+        assert name in viz.__all__
+        assert name in dir(viz)
     assert guideloom.plot_mesh is dviz.plot_mesh
     assert guideloom.plot_point_cloud is viz.plot_point_cloud
     assert {"plot_mesh", "plot_vectors", "plot_2d_projection", "COMPONENT_COLORS"} <= set(
@@ -162,9 +175,11 @@ def test_ddacs_names_are_importable_where_ddacs_code_looks():
     assert COMPONENT_COLORS == {"blank": "red", "die": "blue", "punch": "green",
                                 "binder": "orange"}
     assert set(COMPONENT_NAMES) == set(COMPONENT_COLORS)
-    assert dviz.DEFAULT_AXIS_LIMITS == [0, 110] and dviz.DEFAULT_DPI == 150
+    assert dviz.DEFAULT_AXIS_LIMITS == [0, 110]
+    assert dviz.DEFAULT_DPI == 150
     low, high = FALSE_COLOR_CMAP(0.0), FALSE_COLOR_CMAP(1.0)
-    assert low[0] > 0.5 > low[2] and high[2] > 0.5 > high[0]  # red at the bottom, blue on top
+    assert low[0] > 0.5 > low[2]
+    assert high[2] > 0.5 > high[0]
     with pytest.raises(AttributeError):
         viz.plot_nothing  # noqa: B018
 
@@ -172,14 +187,18 @@ def test_ddacs_names_are_importable_where_ddacs_code_looks():
 def test_plot_mesh_solid_coloured_and_mirrored(quarter_plate, tmp_path):
     nodes, faces = quarter_plate
     ax = dviz.plot_mesh(nodes, faces.astype(np.float64), title="blank")  # float indexes work
-    assert not isinstance(ax, tuple) and ax.name == "3d" and ax.get_title() == "blank"
+    assert not isinstance(ax, tuple)
+    assert ax.name == "3d"
+    assert ax.get_title() == "blank"
     (mesh,) = ax.collections
     pixels, inked = rendered(ax.figure, tmp_path / "mesh.png")  # faces are projected on drawing
-    assert len(mesh.get_paths()) == len(faces) and ax.get_xlabel() == "$x$ in mm"
+    assert len(mesh.get_paths()) == len(faces)
+    assert ax.get_xlabel() == "$x$ in mm"
     assert len(ax.figure.axes) == 1
     assert pixels.shape[:2] == (300, 500)  # 10 x 6 inches at 50 dpi
     red = np.mean((pixels[..., 0] > 0.6) & (pixels[..., 1] < 0.4) & (pixels[..., 2] < 0.4))
-    assert 0.02 < red and 0.05 < inked < 0.95
+    assert red > 0.02
+    assert 0.05 < inked < 0.95
 
     thickness = np.linspace(0.8, 1.2, len(faces))
     ax, bar = dviz.plot_mesh(nodes, faces, values=thickness, colorbar_label="t in mm",
@@ -187,18 +206,23 @@ def test_plot_mesh_solid_coloured_and_mirrored(quarter_plate, tmp_path):
     expected = plt.colormaps["viridis"]((thickness - 0.8) / 0.4)
     drawn = ax.collections[0].get_facecolor()  # in drawing (depth) order once drawn
     assert sorted(map(tuple, drawn.round(6))) == sorted(map(tuple, expected.round(6)))
-    assert bar.ax.get_ylabel() == "t in mm" and len(ax.figure.axes) == 2
+    assert bar.ax.get_ylabel() == "t in mm"
+    assert len(ax.figure.axes) == 2
     _, inked = rendered(ax.figure, tmp_path / "thickness.png")
     assert 0.05 < inked < 0.95
 
     ax, none = dviz.plot_mesh(nodes, faces, values=thickness, colorbar=False, mirror=True)
-    assert none is None and len(ax.figure.axes) == 1
+    assert none is None
+    assert len(ax.figure.axes) == 1
     rendered(ax.figure, tmp_path / "mirrored.png")
     assert len(ax.collections[0].get_paths()) == 4 * len(faces)
     left, right = ax.get_xlim()
-    assert left < -100 and right > 100 and np.isclose(left, -right)
+    assert left < -100
+    assert right > 100
+    assert np.isclose(left, -right)
     ax = dviz.plot_mesh(nodes, faces, axis_limits=[0, 110])
-    assert ax.get_xlim() == (0, 110) and ax.get_zlim() == (0, 110)
+    assert ax.get_xlim() == (0, 110)
+    assert ax.get_zlim() == (0, 110)
     with pytest.raises(ValueError, match="outside"):
         dviz.plot_mesh(nodes, faces + 100)
     with pytest.raises(ValueError, match="values"):
@@ -209,7 +233,8 @@ def test_plot_vectors_outlined_arrows_subsampled_and_mirrored(quarter_plate, tmp
     nodes, faces = quarter_plate
     springback = np.column_stack([np.full(20, 0.5), np.zeros(20), np.linspace(0, 1, 20)])
     ax = dviz.plot_vectors(nodes, springback, step=3, scale=4.0, title="springback")
-    assert not isinstance(ax, tuple) and ax.get_title() == "springback"
+    assert not isinstance(ax, tuple)
+    assert ax.get_title() == "springback"
     outline, arrows = ax.collections  # black outline below, red arrows on top
     np.testing.assert_allclose(outline.get_color()[0][:3], (0, 0, 0))
     np.testing.assert_allclose(arrows.get_color()[0][:3], (1, 0, 0))
@@ -219,19 +244,23 @@ def test_plot_vectors_outlined_arrows_subsampled_and_mirrored(quarter_plate, tmp
     pixels, inked = rendered(ax.figure, tmp_path / "vectors.png")
     shown = len(range(0, 20, 3))
     assert len(arrows.get_segments()) == 3 * shown  # shaft and two head strokes per arrow
-    assert pixels.shape[:2] == (300, 500) and 0.005 < inked < 0.95
+    assert pixels.shape[:2] == (300, 500)
+    assert 0.005 < inked < 0.95
 
     magnitude = np.linalg.norm(springback, axis=1)
     ax, bar = dviz.plot_vectors(nodes, springback, values=magnitude, step=1, mirror=True,
                                 colorbar_label="springback in mm")
     rendered(ax.figure, tmp_path / "mirrored.png")
     assert len(ax.collections[1].get_segments()) == 3 * 4 * 20
-    assert bar.ax.get_ylabel() == "springback in mm" and len(ax.figure.axes) == 2
+    assert bar.ax.get_ylabel() == "springback in mm"
+    assert len(ax.figure.axes) == 2
     assert len({tuple(c) for c in ax.collections[1].get_color()}) > 1  # coloured by magnitude
 
     base = dviz.plot_mesh(nodes, faces, facecolors="lightgrey", title="part")
     same = dviz.plot_vectors(nodes, springback, ax=base, outline_kwargs={"linewidth": 0})
-    assert same is base and len(base.collections) == 3 and base.get_title() == "part"
+    assert same is base
+    assert len(base.collections) == 3
+    assert base.get_title() == "part"
     _, inked = rendered(base.figure, tmp_path / "overlay.png")
     assert 0.05 < inked < 0.95
     with pytest.raises(ValueError, match="match"):
@@ -241,20 +270,25 @@ def test_plot_vectors_outlined_arrows_subsampled_and_mirrored(quarter_plate, tmp
 def test_plot_2d_projection_planes_and_colour(quarter_plate, tmp_path):
     nodes, _ = quarter_plate
     ax = dviz.plot_2d_projection(nodes, projection="xz", title="side")
-    assert not isinstance(ax, tuple) and ax.name == "rectilinear"
+    assert not isinstance(ax, tuple)
+    assert ax.name == "rectilinear"
     np.testing.assert_allclose(ax.collections[0].get_offsets(), nodes[:, [0, 2]])
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("X [mm]", "Z [mm]")
-    assert ax.get_aspect() == 1.0 and ax.get_title() == "side"
+    assert ax.get_aspect() == 1.0
+    assert ax.get_title() == "side"
     pixels, inked = rendered(ax.figure, tmp_path / "side.png")
-    assert pixels.shape[:2] == (300, 500) and 0.001 < inked < 0.95
+    assert pixels.shape[:2] == (300, 500)
+    assert 0.001 < inked < 0.95
 
     ax, bar = dviz.plot_2d_projection(nodes, values=nodes[:, 2], colorbar_label="z in mm", s=40)
     np.testing.assert_allclose(ax.collections[0].get_offsets(), nodes[:, :2])
-    assert ax.collections[0].get_sizes()[0] == 40 and bar.ax.get_ylabel() == "z in mm"
+    assert ax.collections[0].get_sizes()[0] == 40
+    assert bar.ax.get_ylabel() == "z in mm"
     assert len(ax.figure.axes) == 2
     pixels, inked = rendered(ax.figure, tmp_path / "top.png")
     colourful = np.mean(pixels.max(axis=-1) - pixels.min(axis=-1) > 0.3)  # not black/grey/white
-    assert 0.01 < inked < 0.95 and colourful > 0.005
+    assert 0.01 < inked < 0.95
+    assert colourful > 0.005
     with pytest.raises(ValueError, match="projection"):
         dviz.plot_2d_projection(nodes, projection="zx")
 
@@ -262,9 +296,11 @@ def test_plot_2d_projection_planes_and_colour(quarter_plate, tmp_path):
 def test_plot_point_cloud_takes_rddac_and_ddacs_call_forms(quarter_plate, tmp_path):
     nodes, _ = quarter_plate
     ax, bar = viz.plot_point_cloud(nodes)  # bare call: rddac's form, coloured by z
-    assert bar is not None and ax.get_zlabel() == "z"
+    assert bar is not None
+    assert ax.get_zlabel() == "z"
     ax = viz.plot_point_cloud(nodes, s=5)  # a scatter keyword: ddacs' form, solid red
-    assert not isinstance(ax, tuple) and ax.get_zlabel() == "$z$ in mm"
+    assert not isinstance(ax, tuple)
+    assert ax.get_zlabel() == "$z$ in mm"
     np.testing.assert_allclose(ax.collections[0].get_facecolor()[0][:3], (1, 0, 0))
     assert ax.collections[0].get_sizes()[0] == 5
     ax, bar = viz.plot_point_cloud(coords=nodes, values=nodes[:, 0], mirror=True,
@@ -272,9 +308,11 @@ def test_plot_point_cloud_takes_rddac_and_ddacs_call_forms(quarter_plate, tmp_pa
     assert len(ax.collections[0].get_offsets()) == 4 * len(nodes)
     assert bar.ax.get_ylabel() == "x in mm"
     pixels, inked = rendered(ax.figure, tmp_path / "mirrored.png")
-    assert pixels.shape[:2] == (300, 500) and 0.01 < inked < 0.95
+    assert pixels.shape[:2] == (300, 500)
+    assert 0.01 < inked < 0.95
     ax = dviz.plot_point_cloud(nodes)  # ddacs' own function: bare Axes without values
-    assert not isinstance(ax, tuple) and len(ax.collections[0].get_offsets()) == len(nodes)
+    assert not isinstance(ax, tuple)
+    assert len(ax.collections[0].get_offsets()) == len(nodes)
     with pytest.raises(TypeError, match="once"):
         viz.plot_point_cloud(nodes, coords=nodes)
 

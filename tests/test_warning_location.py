@@ -66,7 +66,8 @@ def test_export_to_numpy_warns_at_the_users_call(one_missing, tmp_path, client):
     assert paths["rows"].is_file()
     assert located(caught, SkippedDataWarning) == [(Path(__file__), line)]
     missing = located(caught, MissingDataWarning)
-    assert missing and set(missing) == {(Path(__file__), line)}
+    assert missing
+    assert set(missing) == {(Path(__file__), line)}
 
 
 def test_a_warning_about_the_configuration_names_the_line_that_first_uses_it(tmp_path):

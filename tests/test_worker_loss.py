@@ -86,7 +86,7 @@ def test_killing_the_worker_that_holds_the_job_payload_retries_elsewhere(demo_zi
                     record_transform=functools.partial(
                         gated_with_ballast, ballast=os.urandom(2 * INLINE_JOB_BYTES)),
                     partition_size=len(ids), sim_ids=ids)
-            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            except BaseException as exc:
                 outcome["error"] = exc
 
         job = threading.Thread(target=run)
@@ -98,7 +98,8 @@ def test_killing_the_worker_that_holds_the_job_payload_retries_elsewhere(demo_zi
             # one task, running where the payload is: the other worker never fetched it, so
             # a scattered payload would be gone with this worker
             victims = client.run_on_scheduler(_dependency_holders)
-            assert len(victims) == 1 and victims[0] in client.run(os.getpid).values()
+            assert len(victims) == 1
+            assert victims[0] in client.run(os.getpid).values()
             os.kill(victims[0], signal.SIGKILL)  # a worker process of the cluster this test made
             _wait_for(lambda: victims[0] not in client.run_on_scheduler(_worker_pids),
                       "the killed worker to leave")

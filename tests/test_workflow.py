@@ -41,7 +41,8 @@ def test_shipped_workflows_load_and_plan(name, demo_zip, tmp_path):
     wf = load_workflow(WORKFLOWS / f"{name}.toml", data_dir=demo_zip, output=tmp_path / "o")
     spec = wf.to_spec()
     plan = plan_export(spec, 2)
-    assert spec.target == str(tmp_path / "o") and spec.data_dir == demo_zip
+    assert spec.target == str(tmp_path / "o")
+    assert spec.data_dir == demo_zip
     assert len(plan.selection.ids) > 0
     assert not (tmp_path / "o").exists()
 
@@ -263,7 +264,8 @@ def test_dry_run_imports_no_user_module_and_calls_no_factory(demo_zip, tmp_path)
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "sideeffects:transform, which a dry run neither imports nor runs" in done.stdout
-    assert not (tmp_path / "IMPORTED").exists() and not (tmp_path / "FACTORY_CALLED").exists()
+    assert not (tmp_path / "IMPORTED").exists()
+    assert not (tmp_path / "FACTORY_CALLED").exists()
     assert not (tmp_path / "out").exists()
 
 

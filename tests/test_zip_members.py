@@ -56,7 +56,8 @@ def test_an_entry_pointing_at_another_members_header_is_refused(data, tmp_path):
         member_bytes(archive, "0003.h5")
     with pytest.raises(CorruptDataError) as info:
         _export(data, tmp_path / "o", sim_ids=[3, 4])
-    assert info.value.sim_id == 3 and info.value.file == f"{archive}::0003.h5"
+    assert info.value.sim_id == 3
+    assert info.value.file == f"{archive}::0003.h5"
     assert "points at the local header of '0004.h5'" in str(info.value)
     assert not (tmp_path / "o").exists()
     with pytest.warns(guideloom.SkippedDataWarning, match="3"):
@@ -111,8 +112,10 @@ def test_a_local_header_whose_extra_field_reaches_over_the_next_member_is_refuse
     assert overlapping_members(archive_members(archive)) == {}  # the directory alone is clean
     with pytest.raises(CorruptDataError) as info:
         _export(data, tmp_path / "o", sim_ids=[3, 4], verify_crc=verify_crc)
-    assert info.value.sim_id == 3 and info.value.file == f"{archive}::0003.h5"
-    assert "extra field" in str(info.value) and "'0004.h5'" in str(info.value)
+    assert info.value.sim_id == 3
+    assert info.value.file == f"{archive}::0003.h5"
+    assert "extra field" in str(info.value)
+    assert "'0004.h5'" in str(info.value)
     assert not (tmp_path / "o").exists()
     with pytest.warns(guideloom.SkippedDataWarning, match="3"):
         _export(data, tmp_path / "skip", on_error="skip", verify_crc=verify_crc)
@@ -132,7 +135,8 @@ def test_the_smuggled_member_is_refused_over_http_and_by_extract(small):
     with serve(data) as (url, _):
         with pytest.raises(CorruptDataError) as info:
             _records(url, [3])
-        assert info.value.sim_id == 3 and info.value.file.endswith("concave.zip::0003.h5")
+        assert info.value.sim_id == 3
+        assert info.value.file.endswith("concave.zip::0003.h5")
         assert "'0004.h5'" in str(info.value)
         got = _records(url, [4, 5])
     guideloom.clear_caches()  # the pooled connections to the stopped server
@@ -143,7 +147,8 @@ def test_the_smuggled_member_is_refused_over_http_and_by_extract(small):
         extract_zips(data, client="sync")
     assert [e.sim_id for e in failed.value.errors] == [3]
     assert "'0004.h5'" in str(failed.value.errors[0])
-    assert not (data / "h5" / "0003.h5").exists() and (data / "h5" / "0004.h5").is_file()
+    assert not (data / "h5" / "0003.h5").exists()
+    assert (data / "h5" / "0004.h5").is_file()
 
 
 @pytest.mark.parametrize("where", ["same archive", "another archive"])
@@ -159,7 +164,8 @@ def test_two_members_for_one_id_are_refused(data, tmp_path, where):
         _export(data, tmp_path / "o")
     text = str(info.value)
     assert "two zip members hold experiment 3" in text
-    assert f"{archive}::0003.h5" in text and other in text
+    assert f"{archive}::0003.h5" in text
+    assert other in text
     assert not (tmp_path / "o").exists()
     with pytest.raises(ManifestError, match="two zip members hold experiment 3"):
         extract_zips(data, client="sync")  # extracting picks neither
@@ -219,7 +225,8 @@ def test_a_zip_bomb_is_refused_naming_the_member_and_skipped_on_request(data, tm
     code, out = _limited_run(tmp_path, data, "raise")
     assert code == 3, out
     assert f"error CorruptDataError 3 {archive}::0003.h5" in out
-    assert "inflates to 1.50 GiB, more than the" in out and "MemoryError" not in out
+    assert "inflates to 1.50 GiB, more than the" in out
+    assert "MemoryError" not in out
     code, out = _limited_run(tmp_path, data, "skip")
     assert code == 0, out
     assert "ids [0, 1, 2, 4, 5]" in out
@@ -236,7 +243,8 @@ def test_a_deflated_member_that_lies_about_its_size_is_refused(data, tmp_path, d
     patch_central_entry(archive, "0003.h5", file_size=size)
     with pytest.raises(CorruptDataError) as info:
         _export(data, tmp_path / "o", sim_ids=[3])
-    assert info.value.sim_id == 3 and info.value.file == f"{archive}::0003.h5"
+    assert info.value.sim_id == 3
+    assert info.value.file == f"{archive}::0003.h5"
     if declared == "impossible":
         assert "more than deflate can produce" in str(info.value)
     with pytest.warns(guideloom.SkippedDataWarning):

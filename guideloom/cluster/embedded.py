@@ -189,11 +189,11 @@ class EmbeddedCluster:
             self.kill_workers()
         try:
             self.client.close(timeout=CLOSE_TIMEOUT_S)
-        except Exception:  # noqa: BLE001, S110 - closing is best effort, the workers go below
+        except Exception:
             pass
         try:
             self.cluster.close(timeout=CLOSE_TIMEOUT_S)
-        except Exception:  # noqa: BLE001, S110
+        except Exception:
             pass
         self.kill_workers()
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -269,7 +269,7 @@ def start_cluster(
                               quiet_logs=not verbose)
     try:
         client.wait_for_workers(1, timeout=WORKER_START_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - reported with the workers' own words
+    except Exception as exc:
         tail = running.log_tail()
         running.close(fast=True)
         raise ClusterStartError(

@@ -84,7 +84,7 @@ class EventSender:
             topic, msg = item
             try:
                 await self.client.scheduler.log_event(topic=topic, msg=msg)
-            except Exception as exc:  # noqa: BLE001 - a lost dashboard event must not fail a run
+            except Exception as exc:
                 logger.debug("guideloom: events no longer reach the scheduler: %s", exc)
                 self.failed = True
 
@@ -93,7 +93,7 @@ class EventSender:
             topic, msg = item
             try:
                 self.client.log_event(topic, msg)
-            except Exception:  # noqa: BLE001 - as in _drain
+            except Exception:
                 self.failed = True
 
     def flush(self, timeout: float = FLUSH_S) -> bool:

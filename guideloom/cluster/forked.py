@@ -271,7 +271,7 @@ class ForkedWorkers:
         kind, length = _HEAD.unpack(head)
         payload = _read_exact(child.results, length) if length else b""
         if kind == _ERROR and payload is not None:
-            error, text = pickle.loads(payload)  # noqa: S301 - our own fork's anonymous pipe
+            error, text = pickle.loads(payload)
             error.add_note(f"(raised in forked export worker {child.pid} running "
                            f"{self._describe(part)})\n{text}")
             raise error
@@ -320,13 +320,13 @@ def _child_main(task: Callable[[Any, Any], Any], parts: Sequence[Any], driver: i
             payload = _read_exact(commands, position) if position else b""
             if payload is None:
                 return 0
-            context = pickle.loads(payload)  # noqa: S301 - the driver's own anonymous pipe
+            context = pickle.loads(payload)
             continue
         if position == _STOP or os.getppid() != driver:
             return 0
         try:
             task(context, parts[position])
-        except BaseException as exc:  # noqa: BLE001 - raised again in the driver
+        except BaseException as exc:
             _write_all(results, _error_frame(exc))
             return 1
         _write_all(results, _HEAD.pack(_DONE, 0))
@@ -337,7 +337,7 @@ def _error_frame(exc: BaseException) -> bytes:
     text = "".join(traceback.format_exception(exc))
     try:
         payload = pickle.dumps((exc, text))
-        pickle.loads(payload)  # noqa: S301 - our own bytes: an error that cannot come back
-    except Exception:  # noqa: BLE001 - any pickling problem: send the text instead
+        pickle.loads(payload)
+    except Exception:
         payload = pickle.dumps((GuideloomError(f"{type(exc).__name__}: {exc}"), text))
     return _HEAD.pack(_ERROR, len(payload)) + payload

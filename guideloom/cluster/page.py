@@ -91,7 +91,7 @@ def ask_page(client: Any) -> concurrent.futures.Future[bool]:
     def answered(result: concurrent.futures.Future[Any]) -> None:
         try:
             serves = bool(result.result())
-        except Exception:  # noqa: BLE001 - no answer is no page
+        except Exception:
             serves = False
         with _lock:
             _answers[address] = serves
@@ -106,11 +106,11 @@ def ask_page(client: Any) -> concurrent.futures.Future[bool]:
         except RuntimeError:  # a closed loop
             question.close()
             raise
-    except Exception:  # noqa: BLE001 - an asynchronous client, a closed loop: ask in the open
+    except Exception:
         sent: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
             sent.set_result(client.run_on_scheduler(scheduler_probe()))
-        except Exception as exc:  # noqa: BLE001 - run_on_scheduler not allowed there
+        except Exception as exc:
             sent.set_exception(exc)
         answered(sent)
     return future

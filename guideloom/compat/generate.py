@@ -139,7 +139,7 @@ def resolve(alias: Alias) -> Resolved:
             eager.setdefault(target, []).append(source)
             if name != source:
                 renames.append((name, source))
-    return Resolved(eager, sorted(renames), lazy, sorted(exported))
+    return Resolved(eager, sorted(renames), lazy, sorted(exported, key=_member_key))
 
 
 def _member_key(name: str) -> tuple[int, str, str]:

@@ -80,7 +80,7 @@ def produce(
 def _call(fn: Callable[[Any], Any], value: Any, loc: Location, what: str) -> Any:
     try:
         return fn(value)
-    except Exception as exc:  # noqa: BLE001 - any user error is reported with its experiment
+    except Exception as exc:
         raise TransformError(
             f"experiment {loc.sim_id} ({loc.describe()}): {what} {callable_name(fn)} raised "
             f"{type(exc).__name__}: {exc}",
@@ -91,7 +91,7 @@ def _call(fn: Callable[[Any], Any], value: Any, loc: Location, what: str) -> Any
 def _as_array(alias: str, value: Any, loc: Location, allow_text: bool) -> np.ndarray:
     try:
         arr = np.asarray(value)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise RecordValueError(
             f"experiment {loc.sim_id} ({loc.describe()}): field {alias!r} is not array-like "
             f"({type(value).__name__}: {exc})",

@@ -68,7 +68,7 @@ def _plots(state: Mapping[str, Any], now: float) -> Any:
     from bokeh.plotting import figure
 
     t0 = float(state["started"])
-    phases = [p for p in state["phases"]]
+    phases = list(state["phases"])
     ends = [now if p["end"] is None else p["end"] for p in phases]
     # (type: ignore below) bokeh's figure.pyi declares the options as dataclass InitVars, which
     # mypy does not read as parameters of figure()

@@ -1188,7 +1188,7 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
             for f in spec.view.fields
         ],
         "fields": fields,
-        "count": int(len(sim_ids)),
+        "count": len(sim_ids),
         "sim_ids_sha256": hashlib.sha256(np.ascontiguousarray(sim_ids).tobytes()).hexdigest(),
         "sim_ids_dtype": sim_ids.dtype.str,
         "filters": {
@@ -1223,7 +1223,7 @@ def _finalize(spec: ExportSpec, staging: Staging, writer: ExportFormat, plan: Ex
     # (an export that can be updated has its history: recipe and generations came together)
     history = list(previous.manifest.get("generations") or []) if previous else []
     tail["generations"] = [*history, history_entry(
-        plan.update, len(history) + 1, int(len(sim_ids)), len(skipped), tail["data_dir"],
+        plan.update, len(history) + 1, len(sim_ids), len(skipped), tail["data_dir"],
         tail["created"], tail["export_id"], as_root(spec.data_dir).release_version)]
     if checksums:
         tail = {"checksums": checksums, **tail}

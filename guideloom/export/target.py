@@ -47,7 +47,7 @@ def check_target(staging: Staging, data_dir: Path | RemoteRoot, overwrite: bool)
         data = Path(data_dir).resolve()
         protected = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
                      data: "the data directory"}
-        protected.update({p: "a parent of the data directory" for p in data.parents})
+        protected.update(dict.fromkeys(data.parents, "a parent of the data directory"))
         if target in protected:
             raise UnsafeTargetError(f"refusing to write an export to {target}: it is "
                                     f"{protected[target]}; choose another output path")

@@ -303,7 +303,8 @@ def _decode_group(
     for c in group:
         raw = _read_raw(buffers, source, c)
         if in_place and _is_full(p, c):
-            assert flat is not None and batch is not None
+            assert flat is not None
+            assert batch is not None
             start = int(np.ravel_multi_index(c.offset, p.shape)) * p.dtype.itemsize
             if batch.add(c, raw, start):
                 continue

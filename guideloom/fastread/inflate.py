@@ -47,7 +47,7 @@ class _LibDeflate:
     """libdeflate through ctypes: one decompressor per thread, output written in place."""
 
     def __init__(self) -> None:
-        import deflate  # noqa: F401 - loads the shared object that exports libdeflate
+        import deflate
 
         lib = ctypes.CDLL(deflate._deflate.__file__)
         alloc = lib.libdeflate_alloc_decompressor
@@ -92,7 +92,7 @@ def _copying(decompress: Callable[[memoryview, int], bytes | bytearray]) -> Infl
     def run(src: np.ndarray, n_src: int, dst: np.ndarray) -> None:
         try:
             out = decompress(src.data[:n_src], dst.nbytes)
-        except Exception as exc:  # noqa: BLE001 - each library has its own error class
+        except Exception as exc:
             raise InflateError(str(exc)) from exc
         if len(out) != dst.nbytes:
             raise InflateError(f"decoded {len(out)} bytes, expected {dst.nbytes}")

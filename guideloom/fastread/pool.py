@@ -132,7 +132,7 @@ def run_all(jobs: Sequence[Callable[[], None]]) -> None:
     error: BaseException | None = None
     try:
         jobs[0]()
-    except BaseException as exc:  # noqa: BLE001 - re-raised after the others finish
+    except BaseException as exc:
         error = exc
     wait(futures)
     for fut in futures:

@@ -127,7 +127,7 @@ def _load_plugin(kind: str, ref: str) -> type[ExportFormat] | None:
         cls = _check_class(getattr(importlib.import_module(module_name), attr))
         if cls.kind != kind:
             raise TypeError(f"its class declares kind {cls.kind!r}")
-    except Exception as exc:  # noqa: BLE001 - any failure of third-party code: skip it
+    except Exception as exc:
         _broken[kind] = f"{type(exc).__name__}: {exc}"
         warn(f"export-format plugin {kind!r} ({ref}) cannot be used and is skipped: "
              f"{_broken[kind]}", FormatPluginWarning)

@@ -23,7 +23,7 @@ import numpy as np
 from guideloom.errors import CorruptExportError
 from guideloom.formats.carry import PreviousRows
 from guideloom.formats.checksums import CHECKSUMS_FILE, check_description, files_digests
-from guideloom.formats.layout import (  # noqa: F401 - formats import fail from here
+from guideloom.formats.layout import (
     CROISSANT_FILE,
     EXPORT_MANIFEST,
     PROVENANCE_FILE,
@@ -322,7 +322,7 @@ class ExportFormat(abc.ABC):
     # --- writing -------------------------------------------------------------------------
     def allocate(self, n_rows: int, schema: Mapping[str, Schema], partition_size: int) -> None:
         """Create the row arrays (driver). Must keep the rows of a resumed job."""
-        return None
+        return
 
     def reuse_rows(self, previous: PreviousRows, n_rows: int, schema: Mapping[str, Schema]
                    ) -> bool:
@@ -339,7 +339,7 @@ class ExportFormat(abc.ABC):
 
     def finalize(self, keep: np.ndarray | None) -> None:
         """Move the rows into ``data/``, leaving out rows where ``keep`` is False (driver)."""
-        return None
+        return
 
     def row_files(self, schema: Mapping[str, Schema]) -> dict[str, tuple[str, int, int]]:
         """Files the sinks write rows into in place, each published under its name in

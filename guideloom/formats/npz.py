@@ -89,7 +89,7 @@ class NpzFormat(ExportFormat):
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
-        return {**{a: "*.npz" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
+        return {**dict.fromkeys(manifest["fields"], "*.npz"), "sim_ids": SIM_IDS_FILE}
 
     @classmethod
     def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:

@@ -211,7 +211,7 @@ class StorageFormat(ExportFormat):
 
     @classmethod
     def described_files(cls, manifest: Mapping[str, Any]) -> dict[str, str]:
-        return {**{a: "shard-*" for a in manifest["fields"]}, "sim_ids": SIM_IDS_FILE}
+        return {**dict.fromkeys(manifest["fields"], "shard-*"), "sim_ids": SIM_IDS_FILE}
 
     @classmethod
     def own_entries(cls, root: str, manifest: Mapping[str, Any]) -> list[str]:

@@ -70,10 +70,10 @@ def build_storage(doc: Mapping[str, Any], context: WorkflowContext) -> Any:
             return None  # a dry run calls no factory: the storage is described, not built
         try:
             fmt = factory()
-        except Exception as exc:  # noqa: BLE001 - reported with its key
+        except Exception as exc:
             context.error("output.storage.format_factory",
                           f"calling it raised {type(exc).__name__}: {exc}")
     try:
         return getattr(storages, cls)(context.target, fmt)
-    except Exception as exc:  # noqa: BLE001 - e.g. a format without the class's contract
+    except Exception as exc:
         context.error("output.storage", f"{cls} does not accept this format: {exc}")

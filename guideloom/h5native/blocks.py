@@ -39,7 +39,7 @@ class Blocks:
 
     def held(self, addr: int, n: int) -> tuple[bytes, int] | None:
         """``(block, offset)`` when a held block covers ``[addr, addr + n)``, else None."""
-        if 0 <= addr and 0 <= n and addr + n <= len(self._first):
+        if addr >= 0 and n >= 0 and addr + n <= len(self._first):
             return self._first, addr
         i = bisect.bisect_right(self._starts, addr) - 1
         if i >= 0:
@@ -51,7 +51,7 @@ class Blocks:
 
     def get(self, addr: int, n: int, what: str = "metadata") -> tuple[bytes, int]:
         """The block holding ``[addr, addr + n)`` and the offset of ``addr`` in it."""
-        if 0 <= addr and 0 <= n and addr + n <= len(self._first):
+        if addr >= 0 and n >= 0 and addr + n <= len(self._first):
             return self._first, addr
         self.check(addr, n, what)
         if n > MAX_METADATA_READ:

@@ -41,5 +41,4 @@ def lookup3(data: bytes | memoryview, initval: int = 0) -> int:
     c ^= b; c = (c - _rot(b, 16)) & _M  # noqa: E702
     a ^= c; a = (a - _rot(c, 4)) & _M  # noqa: E702
     b ^= a; b = (b - _rot(a, 14)) & _M  # noqa: E702
-    c ^= b; c = (c - _rot(b, 24)) & _M  # noqa: E702
-    return c
+    c ^= b; return (c - _rot(b, 24)) & _M  # noqa: E702

@@ -257,7 +257,7 @@ class H5File:
             if info is None or info.layout != "chunked":
                 continue
             for _offset, _mask, addr, size in info.chunks:
-                if (addr not in self._fetched and 0 <= addr and 0 < size
+                if (addr not in self._fetched and addr >= 0 and size > 0
                         and addr + size <= self.size and self.blocks.held(addr, size) is None):
                     want.append((addr, size))
         if len(want) < 2:

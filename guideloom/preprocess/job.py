@@ -452,7 +452,7 @@ def process_item(job: Job, item: Item) -> tuple[dict[str, str], str | None, bool
     try:
         _write(job, item, record if same_input else None, todo, tmp, statuses)
         publish.publish(tmp, final)
-    except Exception as exc:  # noqa: BLE001 - one experiment's failure; the others go on
+    except Exception as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         where = item.loc.describe()

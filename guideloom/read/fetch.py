@@ -32,8 +32,8 @@ def source_of(url: str, size: int | None = None,
     src = open_byte_source(url, token=token, size=size, **opts) if token else \
         open_byte_source(url, size=size, **opts) \
         if url.lower().startswith(("http://", "https://")) else open_byte_source(url, **opts)
-    if size and isinstance(src, FsspecSource) and src._size is None:  # noqa: SLF001
-        src._size = size  # noqa: SLF001 - known from the listing: no metadata request
+    if size and isinstance(src, FsspecSource) and src._size is None:
+        src._size = size
     return src
 
 

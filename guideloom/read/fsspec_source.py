@@ -36,7 +36,7 @@ class FsspecSource:
         if self._size is None:
             try:
                 self._size = int(self._fs.size(self._path))
-            except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+            except Exception as exc:
                 from guideloom.errors import RemoteReadError
 
                 raise RemoteReadError(f"cannot find the size of {self._url}: "
@@ -57,7 +57,7 @@ class FsspecSource:
         try:
             blobs = self._fs.cat_ranges([self._path] * len(merged), [o for o, _ in merged],
                                         [o + s for o, s in merged], on_error="return")
-        except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+        except Exception as exc:
             blobs = [exc] * len(merged)
         for (offset, size), blob in zip(merged, blobs, strict=True):
             if isinstance(blob, BaseException) or len(blob) != size:

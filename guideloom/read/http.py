@@ -176,7 +176,7 @@ def run_concurrently(fn: Callable[[T], Any], items: Sequence[T], width: int) -> 
                 return
             try:
                 results[i] = fn(items[i])
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as exc:
                 failed.append(exc)
                 return
 

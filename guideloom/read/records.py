@@ -153,7 +153,7 @@ class RecordReader:
                                  view_key=self._view_key)
         except ExperimentReadError:
             raise
-        except Exception as exc:  # noqa: BLE001 - h5py words every other failure
+        except Exception as exc:
             NATIVE_STATS.fell_back(exc)
             return None, None
         if opened is None:
@@ -175,7 +175,7 @@ class RecordReader:
                 f"experiment {loc.sim_id}: {loc.describe()}: {exc}; the HDF5 file is damaged: "
                 f"get a fresh copy, or leave the experiment out{cache_hint(loc)}",
                 sim_id=loc.sim_id, file=loc.describe()) from exc
-        except Exception as exc:  # noqa: BLE001 - h5py words every other failure
+        except Exception as exc:
             NATIVE_STATS.fell_back(exc)
             return None, opened.learnt()
         finally:
@@ -209,7 +209,7 @@ class RecordReader:
             opened = open_native(loc, self.handles, verify=self.verify_crc)
         except ExperimentReadError:
             raise
-        except Exception:  # noqa: BLE001 - h5py decides and words it
+        except Exception:
             return None
         if opened is None:
             return None
@@ -221,7 +221,7 @@ class RecordReader:
                 out[vf.h5_path] = (tuple(info.shape), info.np_dtype)
         except ExperimentReadError:
             raise
-        except Exception:  # noqa: BLE001 - unsupported, damaged, absent: h5py decides
+        except Exception:
             return None
         finally:
             opened.close()

@@ -91,7 +91,7 @@ def _fsspec_listing(root: RemoteFiles) -> list[tuple[str, str, int | None, str]]
             entries = fs.ls(path, detail=True)
         except FileNotFoundError:
             continue
-        except Exception as exc:  # noqa: BLE001 - any backend's error, named with the URL
+        except Exception as exc:
             raise GuideloomError(f"cannot list {url} for loose HDF5 files: "
                                  f"{type(exc).__name__}: {exc}") from exc
         for info in entries:

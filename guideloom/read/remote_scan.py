@@ -49,14 +49,14 @@ def stat_file(url: str, root: RemoteFiles) -> tuple[int, str]:
     src = source_of(url, None, root.headers, root.options)
     if isinstance(src, HttpRangeSource):
         size, validator = http_validator(url)
-        if src._size not in (None, size):  # noqa: SLF001
-            src._size = size  # noqa: SLF001 - replaced: forget the old size
+        if src._size not in (None, size):
+            src._size = size
         return size, validator
     if not isinstance(src, FsspecSource):
         return src.size(), ""
-    info = src._fs.info(src._path)  # noqa: SLF001
+    info = src._fs.info(src._path)
     size = int(info["size"])
-    src._size = size  # noqa: SLF001 - the one metadata request answers both
+    src._size = size
     return size, info_validator(info)
 
 

@@ -52,11 +52,26 @@ from guideloom.read.scan import local_locations
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DOI_PREFIX", "TOKEN_HEADER", "VERSION_ENV", "DataRoot", "LocalRoot",
-           "RemoteFileEntry", "RemotePath", "RemoteRoot", "as_root", "checked_relpath",
-           "checked_storage_options", "is_remote_root", "job_root", "open_remote_root",
-           "clear_remote_cache", "open_root", "refuse_local_storage_options",
-           "release_locations"]
+__all__ = [
+    "DOI_PREFIX",
+    "TOKEN_HEADER",
+    "VERSION_ENV",
+    "DataRoot",
+    "LocalRoot",
+    "RemoteFileEntry",
+    "RemotePath",
+    "RemoteRoot",
+    "as_root",
+    "checked_relpath",
+    "checked_storage_options",
+    "clear_remote_cache",
+    "is_remote_root",
+    "job_root",
+    "open_remote_root",
+    "open_root",
+    "refuse_local_storage_options",
+    "release_locations",
+]
 
 VERSION_ENV = "GUIDELOOM_DATAVERSE_VERSION"  # the dataset version a DOI reads (default 2.0)
 INDEX_WHAT = "the index table (the CSV FileObject's 'name')"

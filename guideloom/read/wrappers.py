@@ -46,7 +46,7 @@ class Prefetched:
     def _held(self, offset: int, size: int) -> bytes | None:
         rel = offset - self.start
         self.reach = max(self.reach, rel + size)
-        if 0 <= rel and rel + size <= len(self.blob):
+        if rel >= 0 and rel + size <= len(self.blob):
             return self.blob[rel:rel + size]
         return None
 
@@ -148,7 +148,7 @@ class MetadataBlocks:
 
     def prefetch(self, ranges: list[tuple[int, int]]) -> None:
         """Fetch the member ranges ``(offset, size)`` h5py is about to read, in one call."""
-        ranges = [(o, n) for o, n in ranges if n > 0 and 0 <= o and o + n <= self._size]
+        ranges = [(o, n) for o, n in ranges if n > 0 and o >= 0 and o + n <= self._size]
         if ranges:
             self._data = sorted(zip((o for o, _ in ranges), self._fetch(ranges), strict=True))
             self._starts = [o for o, _ in self._data]

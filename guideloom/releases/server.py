@@ -151,13 +151,13 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s %s", self.address_string(), format % args)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+    def do_HEAD(self) -> None:
         self._answer(head=True)
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+    def do_GET(self) -> None:
         self._answer(head=False)
 
     def _send(self, status: int, body: bytes, headers: dict[str, str], head: bool) -> None:
@@ -192,6 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
         if f is None:
             return self._json({"status": "ERROR", "message": "not found"}, 404, head)
         self._file(f, head)
+        return None
 
     def _file(self, f: ReleaseFile, head: bool) -> None:
         modified = email.utils.formatdate(f.mtime, usegmt=True)
@@ -219,6 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self._body(f.path, start, end + 1)
+        return None
 
     def _body(self, path: Path, start: int, stop: int) -> None:
         rate = self.server.rate

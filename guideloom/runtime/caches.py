@@ -302,7 +302,7 @@ def _after_fork_in_child() -> None:
     global _REGISTRY_LOCK
     _REGISTRY_LOCK = threading.Lock()
     for found in _REGISTRY.values():
-        found._after_fork_in_child()  # noqa: SLF001
+        found._after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):

@@ -65,7 +65,7 @@ class DocumentWriter(BaseWriter[DocumentShardState]):
         """Append documents ``first .. first+count-1`` of the published shard ``source`` to
         ``shard`` as the bytes they are there (never decoded); return each one's element
         count (1: a document is one element)."""
-        if not (0 <= first and count >= 0 and first + count <= source.records):
+        if not (first >= 0 and count >= 0 and first + count <= source.records):
             raise IndexError(f"documents {first}..{first + count - 1} are not in "
                              f"{source.path} ({source.records} documents)")
         state = self._state(shard)

@@ -89,7 +89,7 @@ def _naming(url: str, timeout: float | None) -> Iterator[None]:
         if url in str(error) and not isinstance(error, FileNotFoundError):
             raise
         raise _remote_error(url, error, timeout) from error
-    except Exception as error:  # noqa: BLE001 - re-raised naming the URL
+    except Exception as error:
         raise _remote_error(url, error, timeout) from error
 
 
@@ -412,7 +412,7 @@ class HTTPIO(ReadInterface):
                 listed = []  # no usable index page: probe instead
             else:
                 raise  # an index page larger than INDEX_LIMIT
-        except Exception as error:  # noqa: BLE001 - no usable index page: probe instead
+        except Exception as error:
             if isinstance(error, TimeoutError):
                 raise _remote_error(base + "/", error, self.timeout) from error
             listed = []
@@ -430,7 +430,7 @@ class HTTPIO(ReadInterface):
                     break
             except TooSlowError as error:
                 raise TimeoutError(str(error)) from None
-            except Exception as error:  # noqa: BLE001 - re-raised naming the URL
+            except Exception as error:
                 raise _remote_error(url, error, self.timeout) from error
             names.append(f"shard-{number:06d}.gls")
             number += 1

@@ -70,7 +70,7 @@ def copy_stream_records(state: Any, source: ShardSource, first: int, count: int,
     ``record_offsets``); return the source's element range ``(begin, end)`` and each record's
     element count."""
     offsets = source.record_offsets(int(source.footer["elements"]))
-    if not (0 <= first and count >= 0 and first + count <= source.records):
+    if not (first >= 0 and count >= 0 and first + count <= source.records):
         raise IndexError(f"records {first}..{first + count - 1} are not in {source.path} "
                          f"({source.records} records)")
     span = offsets[first:first + count + 1]

@@ -28,13 +28,13 @@ else:
 
 __all__ = [
     "DocumentStorageFormat",
+    "FileReader",
     "InDataT",
     "OutDataT",
-    "FileReader",
-    "StreamDType",
     "ReadInterface",
     "SampleT",
     "StorageFormat",
+    "StreamDType",
     "StreamStorageFormat",
     "StreamWithMetaStorageFormat",
 ]

@@ -34,7 +34,7 @@ def resolve_reference(ref: str) -> Callable[..., Any]:
             f"cannot import module {module_name!r} ({exc}); it must be importable by the "
             "driver and the Dask workers (see python_path)"
         ) from exc
-    except Exception as exc:  # noqa: BLE001 - a broken user module is reported, not raised
+    except Exception as exc:
         raise ValueError(
             f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc

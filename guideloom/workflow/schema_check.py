@@ -89,7 +89,7 @@ class SubsetValidator:
                 if name in instance:
                     yield from self._errors(instance[name], sub, (*path, name))
 
-    def _additionalProperties(  # noqa: N802 - the keyword's name
+    def _additionalProperties(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if not isinstance(instance, dict):
             return
@@ -106,18 +106,18 @@ class SubsetValidator:
             for i, item in enumerate(instance):
                 yield from self._errors(item, value, (*path, i))
 
-    def _propertyNames(  # noqa: N802 - the keyword's name
+    def _propertyNames(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, dict):
             for name in instance:
                 yield from self._errors(name, value, path)
 
-    def _allOf(  # noqa: N802 - the keyword's name
+    def _allOf(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         for sub in value:
             yield from self._errors(instance, sub, path)
 
-    def _anyOf(  # noqa: N802 - the keyword's name
+    def _anyOf(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         failures: list[SchemaViolation] = []
         for sub in value:
@@ -161,18 +161,18 @@ class SubsetValidator:
         if isinstance(instance, str) and re.search(value, instance) is None:
             yield (f"{instance!r} does not match {value!r}",)
 
-    def _minLength(  # noqa: N802 - the keyword's name
+    def _minLength(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, str) and len(instance) < value:
             yield (f"{instance!r} is too short",)
 
-    def _minItems(  # noqa: N802 - the keyword's name
+    def _minItems(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, list) and len(instance) < value:
             yield (f"{instance!r} should be non-empty" if value == 1 else
                    f"{instance!r} is too short",)
 
-    def _minProperties(  # noqa: N802 - the keyword's name
+    def _minProperties(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if isinstance(instance, dict) and len(instance) < value:
             yield (f"{instance!r} should be non-empty" if value == 1 else
@@ -182,7 +182,7 @@ class SubsetValidator:
         if is_type(instance, "number") and instance < value:
             yield (f"{instance!r} is less than the minimum of {value!r}",)
 
-    def _exclusiveMinimum(  # noqa: N802 - the keyword's name
+    def _exclusiveMinimum(
             self, value: Any, instance: Any, schema: Schema, path: JsonPath) -> Found:
         if is_type(instance, "number") and instance <= value:
             yield (f"{instance!r} is less than or equal to the minimum of {value!r}",)

@@ -70,7 +70,7 @@ def transform_recipe(fn: Any, code_version: str | None = None) -> TransformRecip
     walk = Walk()
     try:
         walk.root(fn)
-    except Exception as exc:  # noqa: BLE001 - an object the walk did not foresee: never
+    except Exception as exc:
         # fail the export for it, and never trust it for an update
         logger.warning("the recipe of %s could not be made (%s: %s); an update will refuse "
                        "unless code_version= is given", callable_name(fn), type(exc).__name__,

@@ -227,7 +227,7 @@ def _small(op: ast.operator, left: Any, right: Any) -> bool:
     if isinstance(op, ast.Mult) and (isinstance(left, str | bytes | tuple)
                                      or isinstance(right, str | bytes | tuple)):
         n, seq = (right, left) if isinstance(left, str | bytes | tuple) else (left, right)
-        return isinstance(n, int) and 0 <= n and len(seq) * n <= 4096
+        return isinstance(n, int) and n >= 0 and len(seq) * n <= 4096
     return True
 
 

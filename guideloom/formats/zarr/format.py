@@ -250,7 +250,7 @@ class ZarrFormat(ExportFormat):
                 raise
             except PermissionError as exc:  # unreadable is not damaged
                 raise permission_denied(exc) from exc
-            except Exception as exc:  # noqa: BLE001 - a damaged chunk fails in the codec
+            except Exception as exc:
                 fail(root, group, f"rows {start}-{min(start + step, arr.shape[0]) - 1}: the "
                                   f"chunk cannot be decoded ({type(exc).__name__}: {exc})")
             for i in range(len(block)):

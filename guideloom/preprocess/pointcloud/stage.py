@@ -130,7 +130,7 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
         "n_component_seeds": int(small.sum()), "n_mono_seeds": int(rising.sum()),
         "n_geometric_outliers": int(geometric.sum()), "closing_iterations": rounds,
         "n_rf_removed": int(fins.sum()), "n_final_sweep": int(swept.sum()),
-        "n_final_points": int(len(final)),
+        "n_final_points": len(final),
         "outlier_pct": 100.0 * float(removed.sum()) / max(n_valid, 1),
         "rf_threshold": float(p["rf_threshold"]),
         "registration_theta_dy_dx": np.array(xf, dtype=np.float64)})
