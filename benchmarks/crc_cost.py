@@ -76,7 +76,8 @@ def member_throughput(data: Path, reps: int) -> tuple[list[float], int, int]:
             t0 = time.perf_counter()
             for fd, start, loc in starts:
                 crc, got = zipmember.member_crc(fd, start, loc.size)
-                assert got == loc.size and crc == loc.crc, loc.describe()
+                assert got == loc.size, loc.describe()
+                assert crc == loc.crc, loc.describe()
             rates.append(total / (time.perf_counter() - t0) / 1e9)
         return rates[1:], len(locs), total
     finally:

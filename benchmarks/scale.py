@@ -25,6 +25,7 @@ the machine may be shared and noisy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -62,10 +63,8 @@ def child_driver(a: dict) -> dict:
     def sample() -> None:
         while True:
             for key, proc in (("driver", me), ("scheduler", sched)):
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     peaks[key] = max(peaks[key], proc.memory_info().rss)
-                except psutil.NoSuchProcess:
-                    pass
             if stop.wait(SAMPLE_S):
                 return
 

@@ -32,7 +32,8 @@ DAMAGED = ("0007.h5", "0031.h5")
 def _screenshot_module() -> Any:
     spec = importlib.util.spec_from_file_location("dashboard_screenshot",
                                                   HERE / "dashboard_screenshot.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

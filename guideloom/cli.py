@@ -24,7 +24,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -645,10 +645,8 @@ def _keep_dashboard_open(seconds: float) -> None:
     until = ("until Ctrl-C" if math.isinf(seconds)
              else f"for {seconds:g} s (Ctrl-C closes it sooner)")
     print(f"dashboard: {cluster.dashboard_link} stays open {until}", flush=True)
-    try:
+    with suppress(KeyboardInterrupt):
         threading.Event().wait(None if math.isinf(seconds) else seconds)
-    except KeyboardInterrupt:
-        pass
     print("dashboard closed", flush=True)
 
 

@@ -503,9 +503,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif ranged:
             start = int(m[1])
             end = min(int(m[2]), end) if m[2] else end
-        if ranged:
-            if start > end or not (m[1] or m[2]):
-                return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{total}"})
+        if ranged and (start > end or not (m[1] or m[2])):
+            return self._reply(entry, 416, b"", {"Content-Range": f"bytes */{total}"})
         bad_range = faults.bad_content_range or scripted == "bad-range"
         shown = start + 1 if ranged and bad_range else start
         # a HEAD answers the headers only: the file's bytes are not read (an archive may be

@@ -6,8 +6,9 @@ or in a subprocess (:data:`RUN`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class StorageKit(FormatTests):
 
 class JsonlKit(FormatTests):
     format_cls = JsonlFormat
-    format_options = {"compact": False, "label": "conformance"}
+    format_options: ClassVar[Mapping[str, Any]] = {"compact": False, "label": "conformance"}
 
 
 BUILT_IN_KITS: dict[str, type[FormatTests]] = {"npy": NpyKit, "npz": NpzKit, "zarr": ZarrKit,

@@ -12,7 +12,8 @@ import h5py
 def patch_unique(data: bytes, old: bytes, new: bytes) -> bytes:
     """``data`` with its one occurrence of ``old`` replaced by ``new`` (as long)."""
     at = data.find(old)
-    assert at > 0 and data.find(old, at + 1) < 0, "the pattern must be unique"
+    assert at > 0, "the pattern must be unique"
+    assert data.find(old, at + 1) < 0, "the pattern must be unique"
     assert len(old) == len(new)
     return data[:at] + new + data[at + len(old):]
 

@@ -209,13 +209,10 @@ def test_a_registered_third_party_format_is_written_and_read(demo_zip, tmp_path,
 
 
 def test_unknown_kind_lists_the_known_ones(tmp_path):
-    try:
+    with pytest.raises(ValueError, match="parquet") as caught:
         get_format("parquet")
-    except ValueError as exc:
-        assert "npy" in str(exc)
-        assert "zarr" in str(exc)
-    else:
-        raise AssertionError("an unknown kind was accepted")
+    assert "npy" in str(caught.value)
+    assert "zarr" in str(caught.value)
 
 
 # --- one read path: outside guideloom/read/, nothing asks "is this remote?" -----------------

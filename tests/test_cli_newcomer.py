@@ -134,7 +134,8 @@ def test_inspect_into_head_ends_quietly(project):
                            text=True, timeout=120)
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.splitlines() == full.stdout.splitlines()[:1]
-    assert "BrokenPipe" not in piped.stderr and "Traceback" not in piped.stderr, piped.stderr
+    assert "BrokenPipe" not in piped.stderr, piped.stderr
+    assert "Traceback" not in piped.stderr, piped.stderr
     assert piped.stderr == ""
     # the same without a race: the reader is gone before guideloom writes its first line
     read_end, write_end = os.pipe()
@@ -159,13 +160,15 @@ def test_dry_run_on_a_complete_export_says_so_and_names_overwrite(project):
     assert again.returncode == 0, again.stderr
     target = project / "exports" / "out"
     note = next((line for line in again.stdout.splitlines() if line.startswith("note:")), "")
-    assert "already holds a complete export" in note and "--overwrite" in note, again.stdout
+    assert "already holds a complete export" in note, again.stdout
+    assert "--overwrite" in note, again.stdout
     assert str(target) in note or "exports/out" in note
     forced = guideloom("run", "job.toml", "--dry-run", "--overwrite", cwd=project)
     assert "already holds a complete export; this run replaces it" in forced.stdout
     # what the note predicts is what a real run does
     refused = guideloom("run", "job.toml", "--scheduler", "sync", cwd=project)
-    assert refused.returncode == 2 and "--overwrite" in refused.stderr, refused.stderr
+    assert refused.returncode == 2, refused.stderr
+    assert "--overwrite" in refused.stderr, refused.stderr
     replaced = guideloom("run", "job.toml", "--scheduler", "sync", "--overwrite", cwd=project)
     assert replaced.returncode == 0
     assert "wrote 24 records" in replaced.stdout

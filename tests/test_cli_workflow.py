@@ -114,7 +114,8 @@ def assert_same_export(got_dir: Path, want_dir: Path) -> None:
     for i in range(len(want)):
         a, b = got[i], want[i]
         for f in want.fields:
-            assert a[f].dtype == b[f].dtype and a[f].shape == b[f].shape, (i, f)
+            assert a[f].dtype == b[f].dtype, (i, f)
+            assert a[f].shape == b[f].shape, (i, f)
             assert a[f].tobytes() == b[f].tobytes(), (i, f)
     if want.kind in ("npy", "storage"):  # the files themselves are identical, byte for byte
         for path in sorted([*want_dir.glob("*.npy"), *want_dir.glob("shard-*")]):
@@ -375,7 +376,8 @@ def test_demo_runs_on_the_embedded_cluster_and_keeps_its_dashboard_open(tmp_path
             out.append(line)
             if line.startswith("dashboard: "):
                 break
-        assert out and out[-1].startswith("dashboard: "), "".join(out) + proc.stderr.read()
+        assert out, "".join(out) + proc.stderr.read()
+        assert out[-1].startswith("dashboard: "), "".join(out) + proc.stderr.read()
         link = out[-1].split()[1]
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/status", link), out[-1]
         assert "stays open until Ctrl-C" in out[-1]

@@ -61,7 +61,8 @@ def test_another_process_without_the_credentials_cannot_run_code(demo_zip, tmp_p
     assert np.array_equal(np.load(Path(out["total"])), np.load(Path(reference["total"])))
     # the dashboard stays plain HTTP on loopback; nothing of ours listens elsewhere
     assert dashboard.startswith("http://127.0.0.1:"), dashboard
-    assert own_ports and {ip for ip, _ in own_ports} == {"127.0.0.1"}, own_ports
+    assert own_ports, own_ports
+    assert {ip for ip, _ in own_ports} == {"127.0.0.1"}, own_ports
 
 
 # --- the real `dask scheduler` / `dask worker` processes of start_local_cluster ------------

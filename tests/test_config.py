@@ -118,9 +118,9 @@ def test_importing_reads_no_variable_a_bad_value_fails_at_use_naming_it(tmp_path
 
 
 def test_set_checks_values_and_names_the_key():
-    with pytest.raises(ConfigError, match="guideloom.config decode_threads must be at least 1"):
+    with pytest.raises(ConfigError, match=r"guideloom.config decode_threads must be at least 1"):
         config.set(decode_threads=0)
-    with pytest.raises(ConfigError, match="guideloom.config checksums must be true or false"):
+    with pytest.raises(ConfigError, match=r"guideloom.config checksums must be true or false"):
         config.set(checksums="no")
     with pytest.raises(ConfigError, match="unknown configuration key 'decode_thread'"):
         config.set(decode_thread=2)
@@ -132,7 +132,7 @@ def test_set_checks_values_and_names_the_key():
 def test_trusted_roots_are_absolute_folders_given_as_text_or_a_list(monkeypatch):
     with config.set(trusted_roots=["/scratch/a", Path("/scratch/b")]):
         assert config.get("trusted_roots") == "/scratch/a:/scratch/b"
-    with pytest.raises(ConfigError, match="trusted_roots must name absolute folders.*'rel'"):
+    with pytest.raises(ConfigError, match=r"trusted_roots must name absolute folders.*'rel'"):
         config.set(trusted_roots="/a:rel")
     with pytest.raises(ConfigError, match="trusted_roots must be folders"):
         config.set(trusted_roots=3)

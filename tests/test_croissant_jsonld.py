@@ -191,7 +191,8 @@ def test_demo_manifest_is_valid_croissant_with_checksums(demo_zip):
     doc = json.loads((demo_zip / "metadata.json").read_text())
     logging.getLogger("absl").setLevel(logging.ERROR)
     issues = mlc.Dataset(jsonld=copy.deepcopy(doc)).metadata.ctx.issues
-    assert not issues.errors and not issues.warnings, (issues.errors, issues.warnings)
+    assert not issues.errors, (issues.errors, issues.warnings)
+    assert not issues.warnings, (issues.errors, issues.warnings)
     for entry in doc["distribution"]:
         if entry["@type"] == "cr:FileObject":
             data = (demo_zip / entry["contentUrl"]).read_bytes()

@@ -82,7 +82,8 @@ def _refused(data: Path, user, link: Path) -> str:
         _values(data)
     text = str(info.value)
     assert f"symbolic link {link}, made by {user.name} (uid {user.uid})" in text, text
-    assert "--trust-root DIR" in text and "trusted_roots" in text, text
+    assert "--trust-root DIR" in text, text
+    assert "trusted_roots" in text, text
     assert "GUIDELOOM_TRUSTED_ROOTS" in text, text
     return text
 
@@ -168,12 +169,14 @@ def test_trust_root_on_the_command_line(shared):
                               text=True, timeout=300, env={**env, **more})
 
     refused = run()
-    assert refused.returncode != 0 and "--trust-root DIR" in refused.stderr, refused.stderr
+    assert refused.returncode != 0, refused.stderr
+    assert "--trust-root DIR" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     views = subprocess.run([sys.executable, "-m", "guideloom", "views", str(data),
                             "--trust-root", str(store)], cwd=data.parent, capture_output=True,
                            text=True, timeout=120, env=env)
-    assert views.returncode == 0 and "force-curve" in views.stdout, views.stderr
+    assert views.returncode == 0, views.stderr
+    assert "force-curve" in views.stdout, views.stderr
     done = run("--trust-root", str(store.parent / "elsewhere"), "--trust-root", str(store))
     assert done.returncode == 0, done.stderr
     by_env = run(GUIDELOOM_TRUSTED_ROOTS=str(store))

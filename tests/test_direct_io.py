@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -206,7 +207,7 @@ def test_small_buffered_rows_start_their_writeback_in_runs(tmp_path, monkeypatch
     assert runs == n * row // npy.WRITEBACK_BYTES  # 12.8 MB: twelve runs of >= 1 MiB
     assert advised[0][0] == start
     assert all(length >= npy.WRITEBACK_BYTES for _, length in advised)
-    assert all(a + la == b for (a, la), (b, _) in zip(advised, advised[1:], strict=False))
+    assert all(a + la == b for (a, la), (b, _) in itertools.pairwise(advised))
     assert (np.load(path)[:, 0] == np.arange(n)).all()
 
 
@@ -235,4 +236,5 @@ def test_a_default_partition_of_small_rows_leaves_little_to_its_fsync(tmp_path, 
         sink.write(i, i, {"x": np.full(row // 4, i, "<f4")})
     sink.close()
     left = n * row - sum(advised)  # what the fsync alone writes back
-    assert left < npy.WRITEBACK_BYTES and left <= n * row // 4, (n * row, advised)
+    assert left < npy.WRITEBACK_BYTES, (n * row, advised)
+    assert left <= n * row // 4, (n * row, advised)

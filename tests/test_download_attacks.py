@@ -174,7 +174,7 @@ def _changed(release: Release, name: str, checksum_type: str) -> Release:
 
 def _cut(tmp_path: Path, release: Release, faults: Faults) -> Path:
     """Download concave.zip until the server cuts it halfway; the .part stays."""
-    with serve(release, faults) as server, pytest.raises(DownloadError, match="h5/concave.zip"):
+    with serve(release, faults) as server, pytest.raises(DownloadError, match=r"h5/concave.zip"):
         guideloom.download(tmp_path / "out", files=["concave.zip"], server=server.url,
                            show_progress=False, retries=0)
     part = tmp_path / "out" / "h5" / "concave.zip.part"

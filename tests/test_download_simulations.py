@@ -74,7 +74,7 @@ def test_no_sim_and_small_skip_them(tmp_path: Path, release: Release) -> None:
 def test_a_damaged_simulation_archive_is_never_left_under_its_name(tmp_path: Path,
                                                                  release: Release) -> None:
     with serve(release, Faults(damaged={"rddac.zip"})) as server:
-        with pytest.raises(DownloadError, match="rddac.zip"):
+        with pytest.raises(DownloadError, match=r"rddac.zip"):
             guideloom.download(tmp_path / "out", server=server.url, show_progress=False,
                                retries=1)
     sims = tmp_path / "out" / "simulation"

@@ -53,7 +53,8 @@ def serial_reference(view, data_dir, transform, **kwargs):
 def assert_export_equals(export_dir, arrays, ids):
     for alias, expected in arrays.items():
         got = np.load(Path(export_dir) / f"{alias}.npy")
-        assert got.dtype == expected.dtype and got.shape == expected.shape, alias
+        assert got.dtype == expected.dtype, alias
+        assert got.shape == expected.shape, alias
         assert got.tobytes() == expected.tobytes(), alias
     np.testing.assert_array_equal(np.load(Path(export_dir) / "sim_ids.npy"), ids)
 
@@ -341,7 +342,8 @@ def test_killed_worker_is_retried_and_result_is_bit_identical(demo_zip, tmp_path
         pool.shutdown(wait=False)
         deadline = time.monotonic() + 120
         while not (flags / "pid").exists():  # poll a condition: the task reached experiment 13
-            assert time.monotonic() < deadline and not job.done(), job
+            assert time.monotonic() < deadline, job
+            assert not job.done(), job
             time.sleep(0.05)
         victim = int((flags / "pid").read_text())
         assert victim in client.run(os.getpid).values()

@@ -191,13 +191,14 @@ def test_an_extra_storage_shard_is_damage(demo_zip, tmp_path):
     with storage.sync_reader() as reader:
         elements = len(reader)
     shutil.copy(out / "shard-000001.gls", out / "shard-000002.gls")  # a third shard, unlisted
-    with pytest.raises(guideloom.errors.CorruptExportError, match="shard-000002.gls.*not list"):
+    with pytest.raises(guideloom.errors.CorruptExportError, match=r"shard-000002.gls.*not list"):
         guideloom.load_export(out)
     done = _cli("verify", str(out), cwd=tmp_path)
-    assert done.returncode == 1 and "shard-000002.gls" in done.stderr, done
-    with pytest.raises(guideloom.errors.StorageError, match="shard-000002.gls"):
+    assert done.returncode == 1, done
+    assert "shard-000002.gls" in done.stderr, done
+    with pytest.raises(guideloom.errors.StorageError, match=r"shard-000002.gls"):
         StreamStorage(out, fmt).sync_reader()
-    with pytest.raises(guideloom.errors.StorageError, match="shard-000002.gls"):
+    with pytest.raises(guideloom.errors.StorageError, match=r"shard-000002.gls"):
         StreamDataset(StreamStorage(out, fmt), sequence_length=16).sync_reader()
     (out / "shard-000002.gls").unlink()
     with StreamStorage(out, fmt).sync_reader() as reader:

@@ -163,7 +163,7 @@ def test_load_export_refuses_foreign_and_damaged_directories(tmp_path, three_exp
         guideloom.load_export(tmp_path / "missing")
     (tmp_path / "plain").mkdir()
     np.save(tmp_path / "plain" / "force.npy", np.zeros(3))
-    with pytest.raises(IncompleteExportError, match="no export.json"):
+    with pytest.raises(IncompleteExportError, match=r"no export.json"):
         guideloom.load_export(tmp_path / "plain")
     (tmp_path / "plain" / "export.json").write_text('{"something": "else"}')
     with pytest.raises(IncompleteExportError, match="not a guideloom export"):

@@ -262,7 +262,8 @@ def test_an_error_in_a_forked_partition_is_raised_in_the_driver(demo_loose, tmp_
         del f["force/data"]
     code, result, _ = export(data, tmp_path / "out")
     assert code == 3
-    assert result["error"] == "MissingFieldError" and "13" in result["message"], result
+    assert result["error"] == "MissingFieldError", result
+    assert "13" in result["message"], result
     assert any("forked export worker" in note and "partition 3" in note
                for note in result["notes"]), result["notes"]
     assert not (tmp_path / "out").exists()
@@ -274,7 +275,8 @@ def test_an_injected_fault_in_a_child_reaches_the_driver_and_a_rerun_resumes(dem
                                                                              tmp_path):
     out = tmp_path / "out"
     code, result, _ = export(demo_zip, out, crash_at=PAUSED)
-    assert code == 3 and result["error"] == "InjectedFault", result
+    assert code == 3, result
+    assert result["error"] == "InjectedFault", result
     resumed_equal(demo_zip, out, reference)
 
 
@@ -385,7 +387,8 @@ def test_a_forced_fork_of_a_zarr_export_forks_before_zarr_starts_its_threads(
     assert files_of(out) == files_of(zarr_reference)
     assert guideloom.load_export(out).verify().rows == 36
     again = result["again"]
-    assert again["mode"] == "in-process" and "zarr's I/O threads" in again["reason"], again
+    assert again["mode"] == "in-process", again
+    assert "zarr's I/O threads" in again["reason"], again
     lines = _running_lines(err)
     assert len(lines) == 2, lines  # one decision per export
     assert lines[0] == ("guideloom: running forked: client='fork:2': 2 processes forked from "

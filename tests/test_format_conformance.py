@@ -4,6 +4,9 @@ a crash at every fault point (in this process), ``verify`` and the open-time che
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
 from tests.format_kits import JsonlKit, NpyKit, NpzKit, StorageKit, ZarrKit
 
 
@@ -16,7 +19,7 @@ class TestNpz(NpzKit):
 
 
 class TestNpzCompressed(NpzKit):
-    format_options = {"compressed": True}
+    format_options: ClassVar[Mapping[str, Any]] = {"compressed": True}
 
     def test_the_files_are_deflated(self, clean_export):
         import zipfile

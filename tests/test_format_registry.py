@@ -64,7 +64,7 @@ def test_a_built_in_kind_is_not_shadowed_without_replace():
     class OtherNpy(NpyFormat):
         kind = "npy"
 
-    with pytest.raises(ValueError, match="'npy' is a built-in format.*replace=True"):
+    with pytest.raises(ValueError, match=r"'npy' is a built-in format.*replace=True"):
         register_format(OtherNpy)
     assert get_format("npy") is NpyFormat
     try:
@@ -80,7 +80,7 @@ def test_a_registered_kind_is_not_taken_by_another_class(jsonl):
         pass
 
     assert register_format(JsonlFormat) is JsonlFormat  # the same class again: fine
-    with pytest.raises(ValueError, match="'jsonl' is tests.jsonl_format.JsonlFormat"):
+    with pytest.raises(ValueError, match=r"'jsonl' is tests.jsonl_format.JsonlFormat"):
         register_format(Imitation)
     register_format(replace=True)(Imitation)
     assert get_format("jsonl") is Imitation

@@ -189,7 +189,9 @@ def test_type_checker_sees_document_and_metadata_types(tmp_path, monkeypatch):
     assert '"typed.MyDoc"' in revealed[1], revealed
     assert '"typed.MyMeta"' in revealed[2], revealed
     errors = [line for line in lines if ": error:" in line]
-    assert len(errors) == 1 and '"MyDoc"' in errors[0] and '"int"' in errors[0], out
+    assert len(errors) == 1, out
+    assert '"MyDoc"' in errors[0], out
+    assert '"int"' in errors[0], out
     assert status == 1
 
 

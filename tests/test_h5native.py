@@ -502,7 +502,8 @@ def test_iter_view_reads_natively_and_matches_h5py(demo_zip, demo_loose, monkeyp
         h5stats.NATIVE_STATS.reset()
         native = list(guideloom.streaming.iter_view("force-curve", dataset=ds))
         stats = h5stats.native_stats()
-        assert stats["native"] == len(native) > 0 and stats["fallbacks"] == 0, stats
+        assert stats["native"] == len(native) > 0, stats
+        assert stats["fallbacks"] == 0, stats
         monkeypatch.setenv(records.NATIVE_ENV, "0")
         h5stats.NATIVE_STATS.reset()
         plain = list(guideloom.streaming.iter_view("force-curve", dataset=ds))

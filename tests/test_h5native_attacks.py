@@ -61,7 +61,8 @@ class PaddedSource:
 
 def _patch(data: bytes, old: bytes, new: bytes) -> bytes:
     at = data.find(old)
-    assert at > 0 and data.find(old, at + 1) < 0, "the pattern must be unique"
+    assert at > 0, "the pattern must be unique"
+    assert data.find(old, at + 1) < 0, "the pattern must be unique"
     return data[:at] + new + data[at + len(old):]
 
 

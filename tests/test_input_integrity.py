@@ -284,7 +284,8 @@ def test_cli_verify_crc_flag_and_workflow_key(flipped, tmp_path):
     assert "experiment 4" in failed.stderr
     assert "Traceback" not in failed.stderr
     keyed = _run_cli(tmp_path, data, "keyed", extra="verify_crc = true")
-    assert keyed.returncode == 1 and "CRC-32 mismatch" in keyed.stderr, keyed.stderr
+    assert keyed.returncode == 1, keyed.stderr
+    assert "CRC-32 mismatch" in keyed.stderr, keyed.stderr
     skipped = _run_cli(tmp_path, data, "skip", "--verify-crc", on_error="skip")
     assert skipped.returncode == 0, skipped.stderr
     assert "wrote 2 records" in skipped.stdout

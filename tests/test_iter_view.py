@@ -108,7 +108,7 @@ def test_index_columns_are_typed_scalars(demo_zip):
 
 
 def test_unknown_view_fails_and_unknown_ids_warn_at_call_time(demo_zip):
-    with pytest.raises(ValueError, match="unknown view 'force'.*force-curve"):
+    with pytest.raises(ValueError, match=r"unknown view 'force'.*force-curve"):
         guideloom.streaming.iter_view("force", data_dir=demo_zip)
     # ids not in the index table are skipped with a warning naming them and the file (rddac)
     with pytest.warns(MissingDataWarning, match="999.*not present in process_parameters.csv"):

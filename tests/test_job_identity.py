@@ -147,7 +147,8 @@ def test_a_transform_reading_the_world_starts_over_instead_of_resuming(demo_zip,
                     partition_size=4, transforms={"force_data": reads_environment_crop})
     assert result.resumed_partitions == 0
     lines = [r.getMessage() for r in caplog.records if "discarded" in r.getMessage()]
-    assert len(lines) == 1 and "world os.environ" in lines[0], lines
+    assert len(lines) == 1, lines
+    assert "world os.environ" in lines[0], lines
     assert "pass code_version=" in lines[0]
     guideloom.export_to_numpy("force-curve", want, data_dir=demo_zip, client="sync",
                               partition_size=4,

@@ -94,7 +94,7 @@ def test_settings_from_explicit_file_env_and_dask_config(tmp_path, monkeypatch):
 
     monkeypatch.setenv(jobqueue.CONFIG_ENV, str(site))
     assert jobqueue.find_jobqueue_config("slurm")[1] == str(site)
-    with pytest.raises(jobqueue.JobqueueConfigError, match="no 'jobqueue.pbs' section"):
+    with pytest.raises(jobqueue.JobqueueConfigError, match=r"no 'jobqueue.pbs' section"):
         jobqueue.find_jobqueue_config("pbs")
     monkeypatch.setenv(jobqueue.CONFIG_ENV, str(tmp_path / "missing.yaml"))
     with pytest.raises(jobqueue.JobqueueConfigError, match="cannot read jobqueue config"):

@@ -79,7 +79,8 @@ def _assert_same_export(got_dir: Path, want_dir: Path) -> None:
     assert {"head.npy", "mean.npy", "sim.npy", "sim_ids.npy"} <= set(names)
     for name in names:
         got, want = np.load(got_dir / name), np.load(want_dir / name)
-        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert got.dtype == want.dtype, name
+        assert got.shape == want.shape, name
         assert got.tobytes() == want.tobytes(), name
 
 
@@ -134,7 +135,8 @@ def test_export_completes_identically_when_a_worker_job_is_cancelled(
             job = pool.submit(_export, demo_zip, tmp_path / "force", transform, client)
             deadline = time.monotonic() + 120
             while not (flags / "job").exists():  # poll a condition: the task reached id 13
-                assert time.monotonic() < deadline and not job.done(), job
+                assert time.monotonic() < deadline, job
+                assert not job.done(), job
                 time.sleep(0.05)
             victim = (flags / "job").read_text()
             assert victim in jobs
@@ -429,7 +431,8 @@ def test_shipped_config_listens_on_loopback_only(slurm, tmp_path):
     assert ours == {"127.0.0.1"}, ours  # scheduler and dashboard
     assert address.split("://")[1].startswith("127.0.0.1:"), address
     loopback = ({"127.0.0.1"}, {"127.0.0.1"})  # the worker's sockets, the nanny's sockets
-    assert workers and all(found == loopback for found in workers.values()), workers
+    assert workers, workers
+    assert all(found == loopback for found in workers.values()), workers
     assert all(addr.split("://")[1].startswith("127.0.0.1:") for addr in workers)
 
 
@@ -450,7 +453,8 @@ def test_another_process_cannot_run_code_through_a_slurm_run(slurm, tmp_path, mo
         assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6  # our own client works
         modes = [d.stat().st_mode & 0o777 for d in tmp_path.glob(".guideloom-tls-*")]
     assert sorted(markers.iterdir()) == [], results  # no attacker code ran anywhere
-    assert len(servers) == 2 and all_refused(results), results
+    assert len(servers) == 2, results
+    assert all_refused(results), results
     assert address.startswith("tls://127.0.0.1:"), address
     assert modes == [0o700]  # the workers' copy of the credentials: private
     assert not list(tmp_path.glob(".guideloom-tls-*"))  # removed with the cluster

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,7 @@ def test_from_path_resume_and_ranks(export_dir: Path) -> None:
             loader.load_state_dict(state)
             halves.append([b["sim"].tolist() for b in loader])
     rest = [a + b for a, b in zip(*halves, strict=True)]
-    assert sum(rest, []) == sum(reference[4:], [])
+    assert list(chain.from_iterable(rest)) == list(chain.from_iterable(reference[4:]))
 
 
 def test_an_epoch_without_batches_warns_once_with_the_numbers(export_dir: Path) -> None:
@@ -133,8 +134,8 @@ def test_an_epoch_without_batches_warns_once_with_the_numbers(export_dir: Path) 
 def test_the_pin_memory_warning_of_from_export_names_the_users_line(export_dir: Path) -> None:
     import sys
 
+    line = sys._getframe().f_lineno + 2  # the line of the call below
     with pytest.warns(UserWarning, match="pin_memory=True but no CUDA device") as caught:
-        line = sys._getframe().f_lineno + 1
         loader = StatefulDataLoader.from_export(export_dir, device="cpu", local_batch_size=4,
                                                 pin_memory=True)
     loader.close()

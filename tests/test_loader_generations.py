@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import h5py
@@ -130,7 +131,7 @@ def test_ranks_share_the_carried_epoch_disjointly(generations):
                                             world_size=2, **OPTIONS) as loader:
             loader.load_state_dict(generations.state)
             per_rank.append([_sims([b]) for b in loader])
-    assert set(sum(per_rank[0], [])).isdisjoint(sum(per_rank[1], []))
+    assert set(chain.from_iterable(per_rank[0])).isdisjoint(chain.from_iterable(per_rank[1]))
     interleaved = [s for a, b in zip(*per_rank, strict=True) for s in a + b]
     assert interleaved == expected
 

@@ -90,7 +90,7 @@ def test_add_view_resolves_all_reference_forms_and_keeps_disk_manifest(demo_zip)
 
 def test_add_view_rejects_bad_references(demo_zip):
     ds = guideloom.load(data_dir=demo_zip)
-    with pytest.raises(ValueError, match="'bad'.*'no_such_field'"):
+    with pytest.raises(ValueError, match=r"'bad'.*'no_such_field'"):
         guideloom.add_view(ds, "v", fields={"bad": "no_such_field"})
     with pytest.raises(ValueError, match="process-parameters/no_column"):
         guideloom.add_view(ds, "v", fields={"c": "process-parameters/no_column"})

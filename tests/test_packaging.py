@@ -258,7 +258,8 @@ def test_a_type_checker_reads_the_hints_of_the_installed_wheel(installed, tmp_pa
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert "missing library stubs or py.typed marker" not in out.stdout, out.stdout
     revealed = [line for line in out.stdout.splitlines() if "Revealed type" in line]
-    assert len(revealed) == 1 and '"user.MyDoc"' in revealed[0], out.stdout + out.stderr
+    assert len(revealed) == 1, out.stdout + out.stderr
+    assert '"user.MyDoc"' in revealed[0], out.stdout + out.stderr
 
 
 # --- c. the core tests on a second Python -------------------------------------------------
@@ -318,7 +319,8 @@ def test_core_tests_on_a_second_python_against_the_wheel(second_venv, tmp_path):
     wanted = str(second_python().parents[1].name)  # e.g. "3.13.0"
     assert which.group(2) == wanted
     summary = out.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
+    assert re.search(r"\d+ passed", summary), summary
+    assert "failed" not in summary, summary
     # IPython is installed there; the published manifest is copied when it is beside the repo
     allowed = 0 if (ROOT.parent / "shared" / "reference").is_dir() else 1
     skipped = re.search(r"(\d+) skipped", summary)

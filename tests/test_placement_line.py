@@ -64,7 +64,8 @@ def test_dry_run_line_names_the_partitions_it_lists(tmp_path):
     runs = re.search(r"^runs: in-process: about [\d.]+ s of work in (\d+) tasks?", done.stdout,
                      re.M)
     parts = re.search(r"^partitions: (\d+) of up to", done.stdout, re.M)
-    assert runs and parts, done.stdout
+    assert runs, done.stdout
+    assert parts, done.stdout
     assert int(runs.group(1)) == int(parts.group(1)), done.stdout
     assert not Path(tmp_path / "exports").exists()
 
@@ -154,7 +155,8 @@ def test_a_python_export_on_a_cluster_it_starts_prints_one_line_with_both_urls(t
 def test_quiet_silences_the_line_and_configured_logging_gets_the_records_once(tmp_path):
     quiet = _api_job(tmp_path / "quiet", "local:1", "quiet")
     assert quiet.returncode == 0, quiet.stderr
-    assert "guideloom" not in quiet.stderr and "http://" not in quiet.stderr, quiet.stderr
+    assert "guideloom" not in quiet.stderr, quiet.stderr
+    assert "http://" not in quiet.stderr, quiet.stderr
 
     logged = _api_job(tmp_path / "logged", "local:1", "logging")
     assert logged.returncode == 0, logged.stderr

@@ -50,7 +50,8 @@ def _guideloom(cwd: Path, *args: str) -> str:
 
 def _printed(stdout: str) -> dict:
     runs, parts = RUNS.search(stdout), PARTITIONS.search(stdout)
-    assert runs and parts, stdout
+    assert runs, stdout
+    assert parts, stdout
     return {"mode": runs[1], "reason": runs[2], "workers": int(runs[3]),
             "n_partitions": int(parts[1]), "partition_size": int(parts[2]), "job": parts[3]}
 

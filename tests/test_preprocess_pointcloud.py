@@ -151,7 +151,7 @@ def test_damaged_scan_raises(dataset: tuple[Path, Path], trained: tuple[Path, pc
         del f["pointcloud/op20/z"]
         f["pointcloud/op20/z"] = z[:-7]
     with h5py.File(raw_path, "r") as raw, h5py.File(tmp_path / "out.h5", "w") as out:
-        with pytest.raises(ValueError, match="pointcloud/op20: .* heights"):
+        with pytest.raises(ValueError, match=r"pointcloud/op20: .* heights"):
             pc.process_experiment(raw, out, params=FAST, prepared=prepared)
 
 
@@ -222,7 +222,7 @@ def test_missing_simulations_one_line(dataset: tuple[Path, Path], tmp_path: Path
 
 
 def test_labels_folder_without_labels(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no <id>_<op>.npz"):
+    with pytest.raises(FileNotFoundError, match=r"no <id>_<op>.npz"):
         labels_mod.find(str(tmp_path))
 
 

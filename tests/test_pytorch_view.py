@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +96,7 @@ def test_split_of_workers_covers_everything_once(data_dir: Path) -> None:
         for r in (0, 2)
         for w in range(2)
     ]
-    flat = sum(shares + others, [])
+    flat = list(chain.from_iterable(shares + others))
     assert sorted(flat) == list(range(N))
 
 

@@ -195,7 +195,7 @@ def test_spec_keyword_names_the_manifest_file(demo_zip, tmp_path):
     shutil.copytree(demo_zip, data)
     (data / "metadata.json").rename(data / "croissant.json")
     spec = DatasetSpec(name="demo", metadata_file="croissant.json")
-    with pytest.raises(FileNotFoundError, match="metadata.json"):
+    with pytest.raises(FileNotFoundError, match=r"metadata.json"):
         guideloom.load(data_dir=data)
     assert guideloom.load(data_dir=data, spec=spec).manifest_path == data / "croissant.json"
     rec = next(guideloom.streaming.iter_view("force-curve", data_dir=data, spec=spec))

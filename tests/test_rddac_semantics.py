@@ -163,13 +163,13 @@ def test_load_export_reads_an_rddac_export_unverified(how, demo_zip, pointcloud_
     assert set(only[0]) == {"pointcloud_op10_z"}
     again = pickle.loads(pickle.dumps(export))
     np.testing.assert_array_equal(again[3]["pointcloud_op10_z"], export[3]["pointcloud_op10_z"])
-    with pytest.raises(UnverifiableExportError, match="no export.json"):
+    with pytest.raises(UnverifiableExportError, match=r"no export.json"):
         export.verify()
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before  # untouched
 
 
 def test_a_damaged_or_absent_rddac_export_is_refused(demo_zip, pointcloud_ids, tmp_path):
-    with pytest.raises(FileNotFoundError, match="no export.json"):
+    with pytest.raises(FileNotFoundError, match=r"no export.json"):
         guideloom.load_export(tmp_path)  # an empty directory holds no export
     out = tmp_path / "e"
     write_rddac_export("numpy", demo_zip, out, pointcloud_ids)
@@ -179,7 +179,7 @@ def test_a_damaged_or_absent_rddac_export_is_refused(demo_zip, pointcloud_ids, t
     (out / "extra.npy").unlink()
     full = (out / "pointcloud_op10_z.npy").read_bytes()
     (out / "pointcloud_op10_z.npy").write_bytes(full[:-100])  # truncated
-    with pytest.raises(IncompleteExportError, match="pointcloud_op10_z.npy"):
+    with pytest.raises(IncompleteExportError, match=r"pointcloud_op10_z.npy"):
         guideloom.load_export(out)
 
 
@@ -187,7 +187,7 @@ def test_exporting_onto_an_rddac_export_needs_overwrite(demo_zip, pointcloud_ids
     out = tmp_path / "e"
     write_rddac_export("numpy", demo_zip, out, pointcloud_ids)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    with pytest.raises(FileExistsError, match="rddac.*overwrite=True"):
+    with pytest.raises(FileExistsError, match=r"rddac.*overwrite=True"):
         guideloom.export_to_numpy("force-curve", out, data_dir=demo_zip, sim_ids=[1, 2],
                                   record_transform=first_row, client="sync")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -43,10 +43,8 @@ def raw_server(handle) -> Iterator[int]:
 
     def serve(conn: socket.socket) -> None:
         with conn:
-            try:
+            with suppress(OSError):
                 handle(conn, conn.recv(65536).decode("latin-1"))
-            except OSError:
-                pass
 
     def accept() -> None:
         while not stop.is_set():
@@ -200,7 +198,7 @@ def test_a_central_directory_of_a_terabyte_is_refused_at_once(demo_zip, tmp_path
         location = server.url
     try:
         t0 = time.monotonic()
-        with pytest.raises(GuideloomError, match="concave.zip.*central directory claims"):
+        with pytest.raises(GuideloomError, match=r"concave.zip.*central directory claims"):
             list(iter_view("force-curve", data_dir=location))
         assert time.monotonic() - t0 < 30
     finally:
@@ -308,7 +306,7 @@ def test_a_damaged_shuffle_parameter_read_remotely_is_refused(demo_zip, tmp_path
     server = _serve_with_nginx(site, tmp_path / "nginx")
     try:
         for where in (release, server.url + "/release"):
-            with pytest.raises(CorruptDataError, match="experiment 0: .*shuffle filter"):
+            with pytest.raises(CorruptDataError, match=r"experiment 0: .*shuffle filter"):
                 list(iter_view("force-curve", data_dir=where, sim_ids=[0]))
     finally:
         server.stop()
@@ -375,7 +373,7 @@ def test_redirects_to_other_schemes_and_loops_end_with_a_clear_error(target):
         url = f"http://127.0.0.1:{port}/api/access/datafile/7"
         src = HttpRangeSource(url, size=1000, settings=Settings(retries=2, backoff=0.01,
                                                                 timeout=5))
-        with pytest.raises(RemoteReadError, match="not http|redirects") as err:
+        with pytest.raises(RemoteReadError, match=r"not http|redirects") as err:
             src.read(0, 10)
     assert url in str(err.value)
     assert len(hits) <= 6 if target == "loop" else len(hits) == 1

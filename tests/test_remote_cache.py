@@ -101,6 +101,7 @@ def test_a_damaged_remote_archive_names_the_cache_and_how_to_clear_it(release, t
     with pytest.raises(CorruptDataError) as info:
         records("force-curve", data_dir=url)
     message = str(info.value)
-    assert f"{url}/concave.zip" in message and "the archive is damaged" in message, message
+    assert f"{url}/concave.zip" in message, message
+    assert "the archive is damaged" in message, message
     assert "guideloom cache clear" in message, message
     assert str(tmp_path / "cache" / "remote") in message, message

@@ -75,6 +75,7 @@ def test_extract_refuses_a_remote_release_naming_the_url_and_what_to_do(demo_zip
         local = subprocess.run([sys.executable, "-m", "guideloom", "views", str(demo_zip)],
                                cwd=tmp_path, env=env, capture_output=True, text=True,
                                timeout=120)
-    assert views.returncode == 0 and local.returncode == 0, views.stderr + local.stderr
+    assert views.returncode == 0, views.stderr + local.stderr
+    assert local.returncode == 0, views.stderr + local.stderr
     assert "36 with data in the remote release" in views.stdout.splitlines()[0]
     assert views.stdout.splitlines()[1:] == local.stdout.splitlines()[1:]

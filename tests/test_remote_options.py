@@ -136,7 +136,8 @@ def test_cli_storage_option_and_workflow_storage_options_in_a_clean_process(
     refused = subprocess.run([*base, str(workflow), "--output", str(tmp_path / "refused")],
                              cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=300)
-    assert refused.returncode != 0 and zip_url in refused.stderr, refused.stderr
+    assert refused.returncode != 0, refused.stderr
+    assert zip_url in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (tmp_path / "refused").exists()
     proc = subprocess.run([*base, str(workflow), "--storage-option", f"key={KEY}",
@@ -168,7 +169,8 @@ def test_a_failed_cli_run_stores_and_prints_no_secret(private_s3, demo_copy, tmp
          "--storage-option", f"secret={SECRET}",
          f"--storage-option=client_kwargs={json.dumps({'endpoint_url': private_s3.url})}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0 and "experiment 3" in proc.stderr, proc.stderr
+    assert proc.returncode != 0, proc.stderr
+    assert "experiment 3" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
     assert not (tmp_path / "out" / "export.json").exists()

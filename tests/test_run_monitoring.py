@@ -189,7 +189,9 @@ def test_cli_run_shows_phases_skips_and_rates_and_writes_the_report(damaged, tmp
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
-    assert bar and "36/36" in bar[-1] and "skipped 1" in bar[-1], run.stderr
+    assert bar, run.stderr
+    assert "36/36" in bar[-1], run.stderr
+    assert "skipped 1" in bar[-1], run.stderr
     assert "exp/s" in bar[-1]
     assert "MB/s decoded" in bar[-1]
     assert "MB/s written" in bar[-1]
@@ -219,7 +221,8 @@ def test_a_sub_second_cli_run_prints_no_line_for_its_short_phases(damaged, tmp_p
     for phase in [p for p in after if timings[f"{p}_s"] > 1.2]:
         assert re.search(rf"force-curve {phase} took \d+\.\d s", run.stderr), run.stderr
     bar = [line for line in re.split(r"[\r\n]", run.stderr) if "read-transform-write" in line]
-    assert bar and "36/36" in bar[-1], run.stderr  # the tasks bar stays
+    assert bar, run.stderr
+    assert "36/36" in bar[-1], run.stderr  # the tasks bar stays
     assert not re.search(r"\d+/\d+ \[[^]]*(file|step)/s", run.stderr), run.stderr
 
 
@@ -342,7 +345,8 @@ def test_a_starting_run_stopped_by_ctrl_c_leaves_no_running_status(damaged, tmp_
     assert err.strip().splitlines()[-1] == "guideloom: interrupted"
     after = subprocess.run([sys.executable, "-m", "guideloom", "status", "out"], cwd=project,
                            env=_cli_env(), capture_output=True, text=True, timeout=60)
-    assert after.returncode == 2 and "no export and no staged job" in after.stderr, after
+    assert after.returncode == 2, after
+    assert "no export and no staged job" in after.stderr, after
 
 
 FAILING_JOB = (CLI_JOB.replace("tests.export_helpers:first_rows",
@@ -367,7 +371,8 @@ def test_a_failed_transform_says_failed_and_which_partitions_a_rerun_keeps(demo_
     assert failed.returncode == 1, failed.stderr
     assert "allocated" not in FAILING_JOB  # (the kill point below is the executor's own)
     (line,) = [x for x in failed.stderr.splitlines() if x.startswith("guideloom: error:")]
-    assert "job failed: experiment 7 (" in line and "rerun to resume" not in line, line
+    assert "job failed: experiment 7 (" in line, line
+    assert "rerun to resume" not in line, line
     assert "a rerun of this same job keeps the 3 of 18 partitions (0-2) staged in " in line
     assert "fails again where this run failed unless the cause was outside the job" in line
     assert "a job with a fixed transform, other data or other options is another job" in line
@@ -398,7 +403,8 @@ def test_a_failed_transform_says_failed_and_which_partitions_a_rerun_keeps(demo_
     assert killed.returncode == -9
     shown = _status(project)
     assert "; interrupted in read-transform-write" in shown, shown
-    assert "not running (interrupted)" in shown and ": failed:" not in shown, shown
+    assert "not running (interrupted)" in shown, shown
+    assert ": failed:" not in shown, shown
 
     fixed = FAILING_JOB + '[run]\non_error = "skip"\n'
     (project / "job.toml").write_text(fixed)
@@ -683,7 +689,8 @@ def test_the_page_shows_finalize_with_its_chunks_done_and_an_eta(damaged, tmp_pa
         else:
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
         thread.join(180)
-    assert not thread.is_alive() and not errors, errors
+    assert not thread.is_alive(), errors
+    assert not errors, errors
     finished = next(s for s in plugin.exports.values() if s["export"] == state["export"])
     final = {p["name"]: p for p in finished["phases"]}
     assert (final["finalize"]["done"], final["finalize"]["total"]) == (30, 30)
@@ -705,5 +712,7 @@ def test_cli_zarr_run_draws_the_finalize_bar_in_chunks(damaged, tmp_path):
     assert run.returncode == 0, run.stderr
     lines = re.split(r"[\r\n]", run.stderr)
     bar = [line for line in lines if line.startswith("force-curve finalize")]
-    assert bar and "30/30" in bar[-1] and "chunk" in bar[-1], run.stderr
+    assert bar, run.stderr
+    assert "30/30" in bar[-1], run.stderr
+    assert "chunk" in bar[-1], run.stderr
     assert re.search(r"force-curve finalize took \d+\.\d s", run.stderr)

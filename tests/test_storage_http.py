@@ -46,7 +46,8 @@ def as_lists(window):
 @pytest.fixture
 def served(tmp_path):
     root = tmp_path / "www"
-    with serve(root if root.mkdir() is None else root) as (base, stats):
+    root.mkdir()
+    with serve(root) as (base, stats):
         yield root, base, stats
 
 

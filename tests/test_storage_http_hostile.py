@@ -148,7 +148,8 @@ def test_oversized_answer_is_refused_with_bounded_memory(hostile, tmp_path, mode
     assert result["grown_kib"] < 64 << 10, result  # < 64 MiB, not the 512 MiB body
     error = result["error"] or ""
     assert f"{url}/shard-000000.gls" in error, result
-    assert "bytes" in error and ("announced" in error or "sent more" in error or
+    assert "bytes" in error, result
+    assert ("announced" in error or "sent more" in error or
                                  "refused unread" in error), result
 
 

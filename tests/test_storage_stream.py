@@ -226,7 +226,7 @@ def test_pack_errors_name_the_field():
         fmt.pack({k: v for k, v in good.items() if k != "loss_mask"})
     with pytest.raises(ValueError, match="'extra'"):
         fmt.pack({**good, "extra": np.zeros(3)})
-    with pytest.raises(ValueError, match="'document_ids'.*2 elements"):
+    with pytest.raises(ValueError, match=r"'document_ids'.*2 elements"):
         fmt.pack({**good, "document_ids": np.zeros(2, "<u4")})
     with pytest.raises(ValueError, match="'document_ids'"):
         fmt.pack({**good, "document_ids": np.array([0, -1, 2])})

@@ -119,7 +119,7 @@ def test_a_file_inside_a_zarr_array_is_foreign_too(data, tmp_path):
     guideloom.export.export("force-curve", target, kind="zarr", data_dir=data, sim_ids=[0, 1],
                             record_transform=helpers.first_rows, client="sync")
     (target / "force" / "c" / "notes.txt").write_text("mine")
-    with pytest.raises(UnsafeTargetError, match="force/c/notes.txt"):
+    with pytest.raises(UnsafeTargetError, match=r"force/c/notes.txt"):
         guideloom.export.export("force-curve", target, kind="zarr", data_dir=data,
                                 overwrite=True, record_transform=helpers.first_rows,
                                 client="sync")

@@ -98,7 +98,8 @@ def run_test_command(clone: Path, env: dict[str, str], *, install: bool) -> str:
     ran = bash(f"{tests} -p no:cacheprovider -rs {' '.join(SENSITIVE)}", clone, env, timeout=900)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     summary = ran.stdout.strip().splitlines()[-1]
-    assert re.search(r"^\d+ passed", summary) and "failed" not in summary, ran.stdout[-1500:]
+    assert re.search(r"^\d+ passed", summary), ran.stdout[-1500:]
+    assert "failed" not in summary, ran.stdout[-1500:]
     return ran.stdout
 
 

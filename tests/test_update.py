@@ -334,7 +334,7 @@ def test_a_tampered_provenance_refuses(data, tmp_path):
     export("npy", data, out, range(4))
     path = out / "provenance.json"
     path.write_text(path.read_text().replace('"version"', '"version" ', 1))
-    with pytest.raises(guideloom.CorruptExportError, match="provenance.json"):
+    with pytest.raises(guideloom.CorruptExportError, match=r"provenance.json"):
         export("npy", data, out, range(6), update=True)
 
 

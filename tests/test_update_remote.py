@@ -160,7 +160,8 @@ def test_run_update_and_its_dry_run(tmp_path):
     assert "updated to generation 2: 3 added, 0 removed, 0 changed (read), 8 carried" in \
         run.stdout
     again = _guideloom(["run", str(wf), "--update"], tmp_path)
-    assert again.returncode == 0 and again.stdout.startswith("up to date:"), again.stdout
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.startswith("up to date:"), again.stdout
     idle = _guideloom(["run", str(wf), "--update", "--dry-run"], tmp_path)
     assert "11 carried: up to date, nothing would be read or written" in idle.stdout
     both = _guideloom(["run", str(wf), "--update", "--overwrite"], tmp_path)
@@ -178,7 +179,8 @@ def test_a_workflow_file_asks_for_an_update(tmp_path):
     assert "updated to generation 2: 3 added" in run.stdout
     again = _guideloom(["run", str(_workflow(tmp_path, data, range(9), update=True))],
                        tmp_path)
-    assert again.returncode == 0 and again.stdout.startswith("up to date:"), again.stdout
+    assert again.returncode == 0, again.stdout
+    assert again.stdout.startswith("up to date:"), again.stdout
 
 
 def test_a_refused_update_is_one_line_and_exit_2(tmp_path):

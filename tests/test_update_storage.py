@@ -4,6 +4,7 @@ result is the fresh full export of the new selection, shard file for shard file.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -97,7 +98,7 @@ def read_records(kind: str, reader: Any, offsets: np.ndarray | None) -> list[Any
     if offsets is None:
         return [reader.read_encoded(i)[0] for i in range(len(reader))]
     out = []
-    for a, b in zip(offsets[:-1], offsets[1:], strict=True):
+    for a, b in itertools.pairwise(offsets):
         value = reader.read_span(int(a), int(b - a))
         out.append(tuple(value[f].tobytes() for f in STREAM_DTYPE.names) if kind == "stream"
                    else (value["force"].tobytes(), value["runs"]))

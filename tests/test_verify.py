@@ -194,10 +194,10 @@ def test_edited_checksums_are_refused(copy_of):
     digests = doc["groups"]["force.npy"]["digests"]  # 16 hex digits per row, concatenated
     doc["groups"]["force.npy"]["digests"] = digests[:32] + "0" * 16 + digests[48:]
     (root / CHECKSUMS_FILE).write_text(json.dumps(doc))
-    with pytest.raises(CorruptExportError, match="checksums.json: does not match the sha256"):
+    with pytest.raises(CorruptExportError, match=r"checksums.json: does not match the sha256"):
         guideloom.load_export(root).verify()
     (root / CHECKSUMS_FILE).unlink()
-    with pytest.raises(CorruptExportError, match="checksums.json: missing"):
+    with pytest.raises(CorruptExportError, match=r"checksums.json: missing"):
         guideloom.load_export(root).verify()
 
 

@@ -170,7 +170,8 @@ def test_a_trailing_newline_or_a_whole_float_is_refused_when_the_file_is_read(
     doc = read_document(path)
     with pytest.raises(WorkflowError) as info:
         validate_document(doc, str(path))
-    assert info.value.key == key and words in str(info.value), str(info.value)
+    assert info.value.key == key, str(info.value)
+    assert words in str(info.value), str(info.value)
     reference = TomlValidator(workflow_schema())  # jsonschema, with TOML's integer, agrees
     assert summary(SubsetValidator(workflow_schema()).iter_errors(doc)) == \
         summary(reference.iter_errors(doc)) != []

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -133,10 +134,8 @@ def scratch_root() -> Path:
 
 
 def _remove_if_empty(folder: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         folder.rmdir()
-    except OSError:
-        pass
 
 
 def quiet_dask_logs() -> None:
@@ -178,23 +177,17 @@ class EmbeddedCluster:
     def kill_workers(self) -> None:
         """SIGKILL every worker process group at once (interrupts: no graceful retire)."""
         for pid in self.pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def close(self, *, fast: bool = False) -> None:
         """Stop the workers, the scheduler and the client; remove the scratch directory."""
         if fast:
             self.kill_workers()
-        try:
+        with contextlib.suppress(Exception):
             self.client.close(timeout=CLOSE_TIMEOUT_S)
-        except Exception:
-            pass
-        try:
+        with contextlib.suppress(Exception):
             self.cluster.close(timeout=CLOSE_TIMEOUT_S)
-        except Exception:
-            pass
         self.kill_workers()
         shutil.rmtree(self.scratch, ignore_errors=True)
         if self.quiet_logs:  # after the close: its connection errors stay quiet too

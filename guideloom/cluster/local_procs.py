@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -251,10 +252,8 @@ def _signal_group(proc: psutil.Process, members: list[psutil.Process], sig: int)
     except (ProcessLookupError, PermissionError):
         pass
     for member in members:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             member.send_signal(sig)
-        except psutil.NoSuchProcess:
-            pass
 
 
 def _stop_records(records: Sequence[ProcessRecord], timeout: float, report: StopReport) -> None:

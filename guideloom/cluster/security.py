@@ -20,6 +20,7 @@ neither connect in the clear nor complete the handshake with credentials of its 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -134,10 +135,8 @@ def remove_credentials(state_dir: str | os.PathLike[str]) -> None:
     folder = tls_dir(state_dir)
     for name in (CA_FILE, CERT_FILE, KEY_FILE):
         (folder / name).unlink(missing_ok=True)
-    try:
+    with contextlib.suppress(OSError):
         folder.rmdir()
-    except OSError:
-        pass
 
 
 def credential_files(path: str | os.PathLike[str]) -> dict[str, Path]:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -459,10 +460,8 @@ def extract_member(item: ExtractItem, h5_dir: str, reader: MemberReader | None =
         if own:
             reader.close()
         if not placed:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
 
 
 def _write_all(fd: int, data: memoryview) -> None:

@@ -11,6 +11,7 @@ text (counts, phases, skipped ids) is plain HTML.
 from __future__ import annotations
 
 import html
+import itertools
 import os
 import time
 from collections.abc import Mapping
@@ -59,7 +60,7 @@ def _rate(samples: list[list[float]], column: int) -> list[float]:
     def at(sample: list[float]) -> float:
         return sample[column] if len(sample) > column else 0.0
     return [0.0] + [(at(b) - at(a)) / MB / (b[0] - a[0]) if b[0] > a[0] else 0.0
-                    for a, b in zip(samples, samples[1:], strict=False)]
+                    for a, b in itertools.pairwise(samples)]
 
 
 def _plots(state: Mapping[str, Any], now: float) -> Any:

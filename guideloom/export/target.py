@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -122,10 +123,8 @@ class TargetLock:
                  tb: TracebackType | None) -> None:
         if self._fd is None or self.path is None:  # the path is set with the fd
             return
-        try:
-            os.unlink(self.path)  # while still holding the lock: see the inode check above
-        except FileNotFoundError:
-            pass
+        with contextlib.suppress(FileNotFoundError):  # unlinked while still holding the lock:
+            os.unlink(self.path)  # see the inode check above
         unlock(self._fd, self.path)
         os.close(self._fd)
         self._fd = None

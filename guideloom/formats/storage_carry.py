@@ -13,6 +13,7 @@ reader opened on it keeps reading its records.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from pathlib import Path
@@ -96,7 +97,7 @@ class ShardCarrier:
         if self._writer.element_dtype() is None:
             return [1] * source.records  # documents: one element each
         offsets = source.record_offsets(int(source.footer["elements"]))
-        return [int(b - a) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        return [int(b - a) for a, b in itertools.pairwise(offsets)]
 
     def settle(self) -> None:
         """Copy the whole shard held back for linking: other rows follow it."""

@@ -21,6 +21,7 @@ for ``HTTPIO``; each caller names the URL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import os
 import socket
@@ -105,10 +106,8 @@ class Watchdog:
                 for e in late:
                     e[2] = True
             for e in late:
-                try:
+                with contextlib.suppress(OSError):
                     e[1].shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
             time.sleep(WATCH_PERIOD)
 
 

@@ -15,6 +15,7 @@ token), and it needs no optional dependency, so ``guideloom download`` works on 
 
 from __future__ import annotations
 
+import contextlib
 import email.message
 import email.utils
 import hashlib
@@ -366,10 +367,8 @@ class _Folder:
             os.fsync(fh.fileno())
 
     def remove(self, name: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self.fd)
-        except FileNotFoundError:
-            pass
 
     def publish(self, mode: int) -> None:
         """Give the verified ``.part`` its mode and rename it to its final name."""

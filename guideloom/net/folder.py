@@ -14,6 +14,7 @@ write to as well (without the sticky bit, she may even rename and replace what i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Sequence
@@ -83,10 +84,8 @@ def open_folder(root: Path, parts: Sequence[str], *, private: bool = False) -> i
 
 
 def _open_sub(fd: int, name: str, shown: Path, mode: int) -> int:
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(name, mode, dir_fd=fd)
-    except FileExistsError:
-        pass
     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
     flags = _DIR_FLAGS
     if stat.S_ISLNK(info.st_mode):

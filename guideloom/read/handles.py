@@ -7,6 +7,7 @@ lease is released, so replacing or evicting an archive never closes a file still
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -129,10 +130,8 @@ class ArchiveHandles:
         self._fds.clear()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def _private_cache(name: str, **hooks: Any) -> BoundedCache[Any, Any]:

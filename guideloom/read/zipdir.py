@@ -15,6 +15,7 @@ remote reader fetches the header and the member's first block in one range).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import struct
@@ -296,7 +297,7 @@ def following_headers(headers: Iterable[tuple[int, str]]) -> dict[int, tuple[int
     """
     ordered = sorted(set(headers))
     out: dict[int, tuple[int, str]] = {}
-    for (offset, _), (following, name) in zip(ordered, ordered[1:], strict=False):
+    for (offset, _), (following, name) in itertools.pairwise(ordered):
         if following > offset:  # members sharing one local header: the name check decides
             out[offset] = (following, name)
     return out

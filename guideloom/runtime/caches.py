@@ -24,6 +24,7 @@ The on-disk cache of remote metadata (:mod:`guideloom.read.metacache`) is not de
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -198,10 +199,8 @@ class BoundedCache(Generic[K, V]):
         self._bytes = 0
         if self._fork is not None:
             for value in inherited:
-                try:
+                with contextlib.suppress(OSError):
                     self._fork(value)
-                except OSError:
-                    pass
 
     def __repr__(self) -> str:
         entries, nbytes = _limit(self.name)

@@ -25,6 +25,7 @@ Capabilities are looked up once, when this module is imported.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -326,10 +327,8 @@ def unlock(fd: int, path: str) -> None:
     elif _msvcrt is not None:
         _msvcrt_locking(fd, _msvcrt.LK_UNLCK)
     elif _pidfile_owner(path) == os.getpid():
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}.pid")
-        except FileNotFoundError:
-            pass
 
 
 def is_locked(fd: int, path: str) -> bool:
@@ -376,10 +375,8 @@ def _pidfile_lock(path: str, shared: bool) -> bool:
         return True  # nobody holds it; a shared "lock" of a pid file needs no file
     marker = f"{path}.pid"
     if owner is not None:  # its process ended: take the lock over
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(marker)
-        except FileNotFoundError:
-            pass
     try:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

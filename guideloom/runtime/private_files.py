@@ -13,6 +13,7 @@ what is not ours:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -87,10 +88,8 @@ def private_dir(path: str | os.PathLike[str], what: str) -> Path:
             user, or writable by group or others.
     """
     path = Path(path)
-    try:
+    with contextlib.suppress(FileExistsError):
         path.mkdir(mode=PRIVATE_DIR_MODE)
-    except FileExistsError:
-        pass
     check_private_dir(path, what)
     return path
 

@@ -750,7 +750,7 @@ def _check_timesteps(value: object, view: str, alias: str) -> Timesteps:
     )
 
 
-FieldRef = str | tuple[str, None | int | Sequence[int]]
+FieldRef = str | tuple[str, int | Sequence[int] | None]
 
 #: rddac 2.0's names for a field reference and a timestep selection in :func:`add_view`.
 FieldSpec = FieldRef

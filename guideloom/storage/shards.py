@@ -13,6 +13,7 @@ touch the same file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -210,10 +211,8 @@ class ShardFileWriter:
         """Drop the temporary file; the final shard (if any) is left as it was."""
         if not self._file.closed:
             self._file.close()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.temp_path)
-        except FileNotFoundError:
-            pass
 
 
 @dataclass

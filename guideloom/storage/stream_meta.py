@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from array import array
@@ -297,7 +298,7 @@ class StreamWithMetaCore(StreamCore):
         document_shard: list[int] = []
         for span, blob in zip(spans, blobs, strict=True):
             cuts = span.cuts
-            document_data.extend(blob[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+            document_data.extend(blob[a:b] for a, b in itertools.pairwise(cuts))
             document_shard.extend([span.shard] * (len(cuts) - 1))
         return self.format.unpack(
             stream, np.asarray(document_shard, dtype=np.int64), document_index, document_data

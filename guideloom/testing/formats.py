@@ -286,7 +286,7 @@ def check_complete_or_absent(target: Path, point: str, allowed: list[list[Any]])
     try:
         export = guideloom.load_export(target)
     except IncompleteExportError:
-        assert point == "target-moved-aside" and not target.exists(), \
-            f"a crash at {point!r} left a half export"
+        assert point == "target-moved-aside", f"a crash at {point!r} left a half export"
+        assert not target.exists(), f"a crash at {point!r} left a half export"
     else:
         assert export.sim_ids.tolist() in allowed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,7 +60,7 @@ def take_rows(arr: Any, idx: np.ndarray) -> np.ndarray:
     out = np.empty((n, *arr.shape[1:]), dtype=arr.dtype)
     chunk = idx // max(1, arr.chunks[0])
     starts = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), n]
-    for a, b in zip(starts[:-1], starts[1:], strict=False):
+    for a, b in itertools.pairwise(starts):
         lo, hi = int(idx[a]), int(idx[b - 1])
         block = arr[lo:hi + 1]
         out[a:b] = block if hi - lo + 1 == b - a else block[idx[a:b] - lo]
