@@ -87,6 +87,7 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.loader.core import StatefulDataLoader as StatefulDataLoader
     from guideloom.pytorch import DDACSDataset as DDACSDataset
     from guideloom.pytorch import RDDACDataset as RDDACDataset
+    from guideloom.read.views import View as View
     from guideloom.reader import Export as Export
     from guideloom.reader import load_export as load_export
     from guideloom.releases.release import download as download
@@ -95,7 +96,6 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.select.manifest import RDDAC_SPEC as RDDAC_SPEC
     from guideloom.select.manifest import Dataset as Dataset
     from guideloom.select.manifest import DatasetSpec as DatasetSpec
-    from guideloom.select.manifest import View as View
     from guideloom.select.manifest import add_view as add_view
     from guideloom.select.manifest import load as load
     from guideloom.select.stream import iter_view as iter_view
@@ -124,7 +124,7 @@ _LAZY: dict[str, str] = {
     "croissant": "guideloom.croissant",
     "h5_tools": "guideloom.h5_tools",
     "inspect_h5": "guideloom.h5_tools",
-    "View": "guideloom.select.manifest",
+    "View": "guideloom.read.views",
     "open_h5": "guideloom.h5_tools",
     "make_demo_data": "guideloom.demo",
     "clear_caches": "guideloom.runtime.caches",

@@ -22,10 +22,6 @@ HEADER = "| layer (bottom-up) | folder | its one job |"
 #: ``importer -> imported`` (modules) -> why this upward import stays for now. The test fails on
 #: an upward import not listed here and on an entry that is no longer found.
 KNOWN_UPWARD: dict[str, str] = {
-    **{f"guideloom.read.records -> {m}": "the record reader takes the view model (View, "
-       "ViewField, the timesteps) from the manifest module; issue 40 item 4 moves the model to "
-       "read/ (more than a small move: every caller of the view types)"
-       for m in ("guideloom.select", "guideloom.select.manifest")},
     **{f"guideloom.select.manifest -> {m}": "Dataset.metadata / Dataset.records build the "
        "mlcroissant face on demand (imported inside the method); issue 40 item 4 gives compat/ "
        "the face's entry instead" for m in ("guideloom.compat", "guideloom.compat.mlc")},

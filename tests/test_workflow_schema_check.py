@@ -132,7 +132,7 @@ def test_workflow_run_imports_no_jsonschema_and_no_format_checker(tmp_path):
     no ``jsonschema._format``, no ``rfc3987_syntax``), whatever else is installed."""
     code = textwrap.dedent("""
         import sys
-        from guideloom.cli import build_parser
+        from guideloom.cli.parser import build_parser
         import guideloom.workflow
         from guideloom.workflow import load_workflow, validate_document
         from guideloom.workflows import find_shipped

@@ -18,7 +18,8 @@ from guideloom.export.spec import (
     RecordTransform,
 )
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
-from guideloom.select.manifest import Dataset, DatasetSpec, View
+from guideloom.read.views import View
+from guideloom.select.manifest import Dataset, DatasetSpec
 from guideloom.select.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
 
 

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from guideloom.formats.layout import CROISSANT_FILE
-from guideloom.select.manifest import CROISSANT_CONTEXT, timesteps_to_json_path
+from guideloom.read.views import timesteps_to_json_path
+from guideloom.select.manifest import CROISSANT_CONTEXT
 
 __all__ = ["CROISSANT_NAME", "describe_export"]
 

@@ -20,7 +20,8 @@ from guideloom.formats.layout import check_output_name
 from guideloom.formats.manifest_types import Recipe, TransformNames
 from guideloom.read.locations import Location
 from guideloom.read.roots import RemoteRoot
-from guideloom.select.manifest import Dataset, View
+from guideloom.read.views import View
+from guideloom.select.manifest import Dataset
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
 RECIPE_SCHEME = 2  # recipes with per-component digests (1: parts only, before issue 38)

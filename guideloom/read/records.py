@@ -38,8 +38,8 @@ from guideloom.read.hdf5 import (
 from guideloom.read.http import run_concurrently
 from guideloom.read.metacache import cache_hint
 from guideloom.read.types import Located as Location
+from guideloom.read.views import View, ViewField
 from guideloom.read.wrappers import MemberMeta
-from guideloom.select.manifest import View, ViewField
 
 __all__ = ["LARGE_FIELD_BYTES", "NATIVE_ENV", "NATIVE_STATS", "REFERENCE_RECORDS", "SIM_ID_KEY",
            "NativeStats", "RecordReader", "check_declared_size", "check_self_contained",

@@ -13,7 +13,8 @@ from typing import Any
 
 from guideloom.read.records import RecordReader
 from guideloom.read.roots import RemoteRoot
-from guideloom.select.manifest import Dataset, DatasetSpec, View
+from guideloom.read.views import View
+from guideloom.select.manifest import Dataset, DatasetSpec
 from guideloom.select.selection import (
     RowFilter,
     Selection,

@@ -10,7 +10,8 @@ import numpy as np
 
 from guideloom.errors import ExperimentReadError
 from guideloom.read.records import RecordReader
-from guideloom.select.manifest import View, load
+from guideloom.read.views import View
+from guideloom.select.manifest import load
 from guideloom.select.selection import Selection, select
 
 _PROBE_LIMIT = 20  # experiments tried per view before giving up on a shape
