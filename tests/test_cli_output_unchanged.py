@@ -41,7 +41,8 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
 
 _MASKS = [
     (re.compile(r"[^\n]*\r"), ""),  # tqdm redraws: keep only each bar's last state
-    (re.compile(r"[^\n]*\|[^\n]*(?:exp|file|step)/s[^\n]*"), "<BAR>"),  # a tqdm bar
+    (re.compile(r"[^\n]*\|[^\n]*(?:(?:exp|file|step)/s|s/(?:exp|file|step))[^\n]*"),
+     "<BAR>"),  # a tqdm bar (a slow one shows s/exp)
     (re.compile(r"(?:<BAR>\n)+"), "<BAR>\n"),  # how many redraws tqdm shows varies
     (re.compile(r"\d{4}-\d\d-\d\dT[0-9:.+-]+Z?"), "<DATE>"),
     (re.compile(r"(127\.0\.0\.1|localhost):\d+"), r"\1:<PORT>"),
