@@ -65,7 +65,7 @@ def child_export(a: dict) -> dict:
     """One export, timed inside the process; with checksums on, the time spent taking them too
     (every sink call of the checksum helper and the finalize step that writes them)."""
     import guideloom
-    from guideloom.export import run
+    from guideloom.export import finalize
     from guideloom.formats import checksums
 
     spent = [0.0]
@@ -82,7 +82,7 @@ def child_export(a: dict) -> dict:
     checksums.RowDigests.add = timed(checksums.RowDigests.add)
     checksums.RowDigests.add_file = timed(checksums.RowDigests.add_file)
     checksums.RowDigests.summary = timed(checksums.RowDigests.summary)
-    run.record_checksums = timed(run.record_checksums)
+    finalize.record_checksums = timed(finalize.record_checksums)
     ds = guideloom.load(data_dir=a["data"])
     transform = None
     if a["view"] == FORCE_VIEW:

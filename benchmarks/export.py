@@ -265,7 +265,7 @@ def child_inproc(a: dict) -> dict:
 def _estimate(view: str, ds: Any, transform: Any, ids: Any = None) -> dict:
     """guideloom's own in-process estimate and the bytes per record it is based on."""
     from guideloom.export.api import build_spec
-    from guideloom.export.run import (
+    from guideloom.export.plan import (
         DECODE_BYTES_PER_S,
         PER_RECORD_S,
         estimate_seconds,
@@ -712,7 +712,7 @@ def main() -> None:
     import guideloom
     from guideloom.cluster import runtime as cluster_client
     from guideloom.demo import cached_demo_data
-    from guideloom.export import run as export_run
+    from guideloom.export import plan as export_plan
 
     print(f"guideloom {guideloom.__version__} from {Path(guideloom.__file__).parent}; "
           f"python {sys.version.split()[0]} ({sys.executable}); {os.cpu_count()} cores, "
@@ -742,7 +742,7 @@ def main() -> None:
         if args.only == "all":
             goals = run_goals(child, args, reps, big, small, work, cache)
             constants = run_constants(child, reps, big, small, pc_ids, work, cluster_client,
-                                      export_run)
+                                      export_plan)
             run_floor(child, small_loose, big_loose, pc_ids, work, constants)
         goals += run_pointcloud(child, args, min(reps, 3), big, big_loose, work, cache)
         if args.only in ("all", "item4"):
@@ -1070,7 +1070,7 @@ def run_demo(child: Child, folder: Path) -> dict:
 
 
 def run_constants(child: Child, reps: int, big: Path, small: Path, pc_ids: list[int],
-                  work: Path, cluster_client: Any, export_run: Any) -> dict:
+                  work: Path, cluster_client: Any, export_plan: Any) -> dict:
     print("\n2. COST MODEL CONSTANTS (measured here vs the code)")
     cl_args = {"data": str(small), "out": str(work / "cl"), "tiny_ids": [0, 1]}
     cl = [child.run("cluster", cl_args)[0] for _ in range(max(2, reps // 2))]
@@ -1121,16 +1121,16 @@ def run_constants(child: Child, reps: int, big: Path, small: Path, pc_ids: list[
 
     cur = {"CLUSTER_START_S": cluster_client.CLUSTER_START_S,
            "WARM_DISPATCH_S": cluster_client.WARM_DISPATCH_S,
-           "DECODE_BYTES_PER_S": export_run.DECODE_BYTES_PER_S,
-           "PER_RECORD_S": export_run.PER_RECORD_S}
+           "DECODE_BYTES_PER_S": export_plan.DECODE_BYTES_PER_S,
+           "PER_RECORD_S": export_plan.PER_RECORD_S}
     new = {"CLUSTER_START_S": statistics.median(pay),
            "WARM_DISPATCH_S": max(0.0, statistics.median(dispatch)),
            "DECODE_BYTES_PER_S": new_rate, "PER_RECORD_S": new_per_record}
     print("\n  constant                      in the code    measured   suggestion")
     for name, where in (("CLUSTER_START_S", "cluster/runtime.py"),
                         ("WARM_DISPATCH_S", "cluster/runtime.py"),
-                        ("DECODE_BYTES_PER_S", "export/run.py"),
-                        ("PER_RECORD_S", "export/run.py")):
+                        ("DECODE_BYTES_PER_S", "export/plan.py"),
+                        ("PER_RECORD_S", "export/plan.py")):
         c, m = cur[name], new[name]
         off = max(c, m) / max(min(c, m), 1e-12)
         fmt = "{:10.3g}"

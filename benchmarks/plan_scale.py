@@ -199,7 +199,7 @@ def plan_here(args: dict[str, Any]) -> dict[str, Any]:
     t = time.perf_counter()
     import guideloom
     from guideloom.export.api import build_spec
-    from guideloom.export.run import (
+    from guideloom.export.plan import (
         estimate_seconds,
         kept_partition_size,
         plan_export,
@@ -272,7 +272,7 @@ def child_scheduler(args: dict[str, Any]) -> dict[str, Any]:
 
     import guideloom
     from guideloom.export.api import build_spec
-    from guideloom.export.run import plan_export
+    from guideloom.export.plan import plan_export
 
     logging.getLogger("distributed").setLevel(logging.ERROR)
     ds = guideloom.load(data_dir=args["data"])

@@ -175,12 +175,12 @@ def test_modules_read_the_configuration_when_used():
 
 def test_the_module_constants_are_the_documented_defaults():
     from guideloom.cluster import runtime
-    from guideloom.export import extract, run
+    from guideloom.export import extract, plan
 
     defaults = {k: v.default for k, v in config.KNOBS.items()}
-    assert defaults["decode_bytes_per_s"] == run.DECODE_BYTES_PER_S
-    assert defaults["per_record_s"] == run.PER_RECORD_S
-    assert defaults["driver_probe_max_s"] == run.DRIVER_PROBE_MAX_S
+    assert defaults["decode_bytes_per_s"] == plan.DECODE_BYTES_PER_S
+    assert defaults["per_record_s"] == plan.PER_RECORD_S
+    assert defaults["driver_probe_max_s"] == plan.DRIVER_PROBE_MAX_S
     assert defaults["cluster_start_s"] == runtime.CLUSTER_START_S
     assert defaults["warm_dispatch_s"] == runtime.WARM_DISPATCH_S
     assert defaults["extract_bytes_per_s"] == extract.COPY_BYTES_PER_S

@@ -206,13 +206,13 @@ def test_a_cheap_first_record_is_probed_in_the_driver(demo_zip, tmp_path, dask_c
     assert names.count("export-part") == 4
     assert "probe-schema" not in names
     manifest = json.loads((tmp_path / "o" / "export.json").read_text())
-    assert 0 < manifest["placement"]["estimate_s"] < 36 * run_module().DRIVER_PROBE_MAX_S
+    assert 0 < manifest["placement"]["estimate_s"] < 36 * plan_module().DRIVER_PROBE_MAX_S
 
 
-def run_module():
-    from guideloom.export import run
+def plan_module():
+    from guideloom.export import plan
 
-    return run
+    return plan
 
 
 def test_task_names_read_whole_for_views_with_digits():

@@ -26,7 +26,7 @@ from guideloom.cluster.runtime import (
 from guideloom.errors import InjectedFault
 from guideloom.export import build_spec, plan_export
 from guideloom.export.api import export
-from guideloom.export.run import estimate_seconds, partition_size_for, select_experiments
+from guideloom.export.plan import estimate_seconds, partition_size_for, select_experiments
 from guideloom.runtime.faults import crash_at
 from guideloom.testing.formats import files_of
 

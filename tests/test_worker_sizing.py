@@ -151,7 +151,7 @@ def test_a_tiny_export_on_two_workers_runs_one_task_each(demo_zip, tmp_path):
 
     import guideloom
     from guideloom.export.api import build_spec
-    from guideloom.export.run import estimate_seconds, partition_size_for, select_experiments
+    from guideloom.export.plan import estimate_seconds, partition_size_for, select_experiments
 
     ds = guideloom.load(data_dir=demo_zip)
     where = lambda row: bool(row["has_pointcloud"])  # noqa: E731

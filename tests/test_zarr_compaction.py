@@ -107,12 +107,8 @@ def test_partitions_finished_out_of_order_are_placed_or_assembled_at_finalize(de
     import zarr
 
     from guideloom.export.api import build_spec
-    from guideloom.export.run import (
-        plan_export,
-        probe_schema,
-        run_partition,
-        select_experiments,
-    )
+    from guideloom.export.partition import probe_schema, run_partition
+    from guideloom.export.plan import plan_export, select_experiments
     from guideloom.export.staging import Staging
     from guideloom.formats.zarr import PLACED_KEY, ZarrFormat
 
@@ -299,12 +295,8 @@ def test_a_retried_partition_that_reads_a_different_count_fails_finalize_not_the
     and says what to do, instead of leaving a wrong row in the export."""
     from guideloom.errors import CorruptExportError
     from guideloom.export.api import build_spec
-    from guideloom.export.run import (
-        plan_export,
-        probe_schema,
-        run_partition,
-        select_experiments,
-    )
+    from guideloom.export.partition import probe_schema, run_partition
+    from guideloom.export.plan import plan_export, select_experiments
     from guideloom.export.staging import Staging
     from guideloom.formats.zarr import PLACED_KEY, ZarrFormat
 

@@ -91,7 +91,8 @@ def print_summary(result, seconds: float, resumed_exps: int) -> None:
 
 def print_plan(wf, spec, scheduler: str | None, all_reasons: bool = False) -> None:
     from guideloom.cluster.runtime import preview_placement
-    from guideloom.export.run import PROBE_ATTEMPTS, plan_job, probe_schema
+    from guideloom.export.partition import PROBE_ATTEMPTS, probe_schema
+    from guideloom.export.plan import plan_job
     from guideloom.export.staging import Staging
     from guideloom.export.status import IDENTITY_SHOWN
     from guideloom.export.update import UpdateRefusedError, open_previous

@@ -274,7 +274,7 @@ def job_partition_size(n: int, seconds_per_item: float | None = None) -> int:
     for every placement (in-process, forked, the local cluster, a scheduler, batch jobs).
 
     ``seconds_per_item`` is the estimate from the data's metadata (see
-    :func:`guideloom.export.run.estimate_seconds`); the rule is in the comment above.
+    :func:`guideloom.export.plan.estimate_seconds`); the rule is in the comment above.
     """
     size = math.ceil(n / TARGET_PARTITIONS)
     if seconds_per_item is not None and seconds_per_item > 0:

@@ -22,7 +22,8 @@ from guideloom.export.api import (
     export_to_storage,
     export_to_zarr,
 )
-from guideloom.export.run import ExportResult, plan_export, run_export
+from guideloom.export.plan import plan_export
+from guideloom.export.run import ExportResult, run_export
 from guideloom.export.spec import ExportSpec
 
 __all__ = [

@@ -7,8 +7,8 @@ latencies overlap. Records come back in the same order, each exactly as
 :meth:`RecordReader.read <guideloom.read.records.RecordReader.read>` returns it (its errors raised
 when that record is asked for). Local records are read directly. An export whose partitions run
 one after another in one process (``client="sync"``) reads all of them through one
-:class:`ReadAhead` (:func:`guideloom.export.run.job_readahead`), so the next partition's records
-are fetched while one is written.
+:class:`ReadAhead` (:func:`guideloom.export.partition.job_readahead`), so the next
+partition's records are fetched while one is written.
 
 ``$GUIDELOOM_REMOTE_READAHEAD`` sets ``depth`` (default 8; 0 turns read-ahead off).
 """
