@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cloudpickle
 import numpy as np
 import pytest
 
@@ -160,7 +161,8 @@ def code_strings(path: Path) -> set[str]:
 def test_executor_and_reader_name_no_format():
     cli = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "guideloom" / "cli").glob("*.py"))
     assert len(cli) > 1
-    for module in ("guideloom/export/run.py", "guideloom/reader.py", *cli):
+    executor = [f"guideloom/export/{m}.py" for m in ("plan", "partition", "finalize", "run")]
+    for module in (*executor, "guideloom/reader.py", *cli):
         named = code_strings(ROOT / module) & {"npy", "npz", "zarr", "storage"}
         assert not named, f"{module} names the formats {named}"
 
@@ -518,3 +520,48 @@ def test_guideloom_imports_its_modules_where_they_are_defined():
                 found.add(f"{name}: {target}")
     assert sorted(found - set(IMPORTS_OF_OLD_PATHS)) == []
     assert sorted(set(IMPORTS_OF_OLD_PATHS) - found) == [], "stale entries"
+
+
+# What a worker imports: the task functions the driver ships live in export/partition.py, which
+# a worker imports by its path (cloudpickle pickles module functions by reference). The driver's
+# side, split from it (issue 40): the plan, the executor and its placement (the cluster
+# client, dashboard and forked workers), finishing, Croissant writing, the run's monitor.
+DRIVER_SIDE = ("guideloom.export.plan", "guideloom.export.run", "guideloom.export.finalize",
+               "guideloom.export.api", "guideloom.export.update", "guideloom.export.publish",
+               "guideloom.export.progress", "guideloom.export.prehash",
+               "guideloom.export.target", "guideloom.cluster.runtime", "guideloom.cluster.page",
+               "guideloom.cluster.announce", "guideloom.cluster.forked")
+
+
+def driver_side_loaded(module: str) -> list[str]:
+    """The modules of :data:`DRIVER_SIDE` that importing ``module`` loads, in a fresh
+    process."""
+    code = (f"import sys, {module}; "
+            f"print(' '.join(m for m in {DRIVER_SIDE!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_driver_side_check_sees_the_driver_side():
+    # the executor loads the driver's modules; the probe sees them (not blind to any)
+    loaded = driver_side_loaded("guideloom.export.run")
+    assert set(loaded) >= set(DRIVER_SIDE) - {"guideloom.export.api",
+                                              "guideloom.cluster.forked"}, loaded
+
+
+def test_the_worker_side_imports_no_driver_side():
+    loaded = driver_side_loaded("guideloom.export.partition")
+    assert loaded == [], (f"importing guideloom.export.partition (what a Dask worker imports "
+                          f"to run a partition) loads the driver-side modules {loaded}: "
+                          "import them inside the driver's functions or move the code that "
+                          "needs them out of partition.py")
+    # the functions the driver ships are found by their module path, as a worker finds them
+    from guideloom.export import partition
+
+    for name in ("partition_task", "probe_task", "job_payload", "forked_task"):
+        function = getattr(partition, name)
+        assert function.__module__ == "guideloom.export.partition"
+        assert cloudpickle.loads(cloudpickle.dumps(function)) is function
+        assert name.encode() in cloudpickle.dumps(function)  # by reference, not by value
