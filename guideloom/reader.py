@@ -140,8 +140,11 @@ class Export:
         """
         views = self._views
         if views is not None and type(index) is int:  # the hot path: views of the maps
-            try:
-                return {f: a[index, ...] for f, a in views}  # the arrays hold just the rows
+            key, row = (index, ...), {}  # one key for every field; a loop, no comprehension
+            try:  # (a comprehension's call and a key per field were 30% of a row's cost)
+                for f, a in views:
+                    row[f] = a[key]  # the arrays hold just the rows
+                return row
             except IndexError:
                 pass  # out of range: said below in the export's words
         if type(index) is int:
@@ -201,7 +204,10 @@ class Export:
                 raise KeyError(f"experiment {sim_id!r} is not in export {self.root}")
         views = self._views
         if views is not None:  # views of the maps, as export[i]
-            return {f: a[i, ...] for f, a in views}
+            key, row = (i, ...), {}
+            for f, a in views:
+                row[f] = a[key]
+            return row
         return self._read("row", i, self._fields)
 
     def verify(self) -> VerifyReport:
