@@ -180,6 +180,14 @@ class Export:
         """Rows ``indices`` stacked per field, read with one vectorised read per field."""
         return self._read("batch", self._checked(indices), self._fields)
 
+    def _mapped_fields(self) -> tuple[tuple[str, np.ndarray], ...] | None:
+        """The ``(field, array)`` pairs whose rows :meth:`batch` copies (the mapped files of an
+        npy export, cut to its rows), or ``None`` for a format read per call. The loader
+        copies a batch's rows into arrays it reuses (:mod:`guideloom.loader.sample_sources`)."""
+        if self._backend is None:
+            self._open()
+        return self._views
+
     def _checked(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """Integer row numbers in range, negatives counted from the end (like a list)."""
         idx = np.asarray(indices)
