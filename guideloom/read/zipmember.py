@@ -484,13 +484,14 @@ class MemberReader:
 
     def pieces(self, loc: Location, declared: tuple[int, int] | None = None,
                block: int = INFLATE_BLOCK) -> Iterator[bytes]:
-        """:func:`member_pieces` of ``loc``, its local header checked first."""
-        source = source_for(loc, self._handles)
+        """:func:`member_pieces` of ``loc``, opened by :func:`open_span` as every reader opens a
+        member (listed defect, local header and extent checked first), the compressed bytes
+        left to be inflated as they stream."""
+        span = open_span(loc, handles=self._handles, stream=True)
         try:
-            start, _ = read_local_header(source, loc)
-            yield from member_pieces(loc, source, start, declared, block)
+            yield from member_pieces(loc, span.source, span.base, declared, block)
         finally:
-            source.close()
+            span.close()
 
     def close(self) -> None:
         """Close the archives' descriptors."""
@@ -561,13 +562,15 @@ def _check_crc(loc: Location, crc: int) -> None:
 
 def open_span(loc: Location, source: ByteSource | None = None, *, verify: bool = False,
               first: int = 0, start: int | None = None,
-              handles: ArchiveHandles | None = None) -> Span:
+              handles: ArchiveHandles | None = None, stream: bool = False) -> Span:
     """The bytes of the HDF5 file at ``loc`` in ``source`` (default: :func:`~guideloom.read.
     byte_source.source_for` with ``handles``; closed on error, else by the span), its zip
     member checked: a loose file whole, a
     stored member in place (with up to ``first`` of its bytes read along with the local
     header), a compressed member inflated. ``start`` is the member's data offset when known
     (from the metadata cache: no header read). ``verify`` checks a stored member's CRC-32.
+    ``stream=True`` leaves a compressed member's span over its compressed bytes (for
+    :func:`member_pieces` to inflate as it streams: ``guideloom extract``).
 
     Raises:
         CorruptDataError: The member is damaged (see the module docstring).
@@ -588,11 +591,11 @@ def open_span(loc: Location, source: ByteSource | None = None, *, verify: bool =
             start, held = read_local_header(source, loc, first)
         else:  # from the metadata cache: held to the same extent
             check_extent(loc, start)
-        if not loc.stored:
+        if not loc.stored and not stream:
             data = inflate(source, start, loc)
             source.close()
             return Span(MemorySource(data, loc.describe()), 0, len(data), inflated=True)
-        if verify:
+        if verify and loc.stored:  # a streamed compressed member's CRC: member_pieces
             verify_crc(source, start, loc)
         return Span(source, start, loc.size, held)
     except BaseException:
