@@ -421,3 +421,31 @@ def test_memory_follows_the_working_set(dataset: tuple[Path, Path],
             assert np.array_equal(a["z"][:], b["z"][:])
             assert ({k: str(v) for k, v in a.attrs.items()}
                     == {k: str(v) for k, v in b.attrs.items()})
+
+
+@pytest.mark.parametrize("shape", [(97, 61), (12, 40), (3, 7)])
+def test_strips_are_the_whole_grids_features(shape: tuple[int, int]) -> None:
+    """The worker's strips of features, stacked, are the whole-grid matrix that training
+    builds, bit for bit, for strips of one row, of a few rows, of rows not dividing the grid
+    and of the whole grid; on grids shorter than the widest window (21) too."""
+    from guideloom.preprocess.pointcloud import features
+
+    rng = np.random.default_rng(sum(shape))
+    valid = rng.random(shape) < 0.8
+    valid[: shape[0] // 3, : shape[1] // 2] = False  # a hole: NaN neighbourhoods
+    heights = np.where(valid, rng.standard_normal(shape).cumsum(axis=0), np.nan)
+    z = heights.astype(np.float32)
+    lumi = np.where(valid, rng.random(shape) * 255.0, np.nan).astype(np.float32)
+    sim_distance = np.where(valid, rng.random(shape), np.nan).astype(np.float32)
+    registered = rng.random((int(valid.sum()), len(features.REGISTERED))).astype(np.float32)
+    base, names = features.base_matrix(
+        features.base_features(z.astype(np.float64), sim_distance, lumi, valid), valid)
+    assert tuple(names) == features.BASE
+    whole = np.hstack([base, registered])
+    width = shape[1]
+    for pixels in (1, 2 * width, 5 * width + 3, shape[0] * width):
+        parts = list(features.strips(z, sim_distance, lumi, valid, registered, pixels))
+        assert len(parts) == -(-shape[0] // max(1, pixels // width))
+        stacked = np.concatenate(parts)
+        assert stacked.dtype == np.float32
+        assert np.array_equal(stacked, whole, equal_nan=True), pixels
