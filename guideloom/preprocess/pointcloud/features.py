@@ -34,7 +34,7 @@ BASE = tuple(sorted(("z_std_5", "z_std_11", "z_std_21", "z_range_5", "z_range_11
 
 
 #: Pixels (whole rows) whose base features are made at once by :func:`strips`.
-STRIP_PIXELS = 1 << 17
+STRIP_PIXELS = 1 << 16
 #: Rows of the neighbouring strips the local filters see (half the largest range/step window).
 HALO = 11 // 2
 
@@ -145,12 +145,14 @@ def _registered(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, expected
     theta, dy, dx = xf
     yield from_reference(np.asarray(prior, dtype=np.float64), theta, dy, dx)[valid]
     expected_here = from_reference(np.asarray(expected, dtype=np.float64), theta, dy, dx)
-    gy, gx = np.gradient(expected_here, dy_mm, dx_mm)
+    # one gradient at a time, the deviation written over the surface: three full grids at most
+    gx = np.gradient(expected_here, dx_mm, axis=1)
     np.add(1.0, np.square(gx, out=gx), out=gx)
+    gy = np.gradient(expected_here, dy_mm, axis=0)
     gx += np.square(gy, out=gy)
     del gy
     np.sqrt(gx, out=gx)
-    deviation = np.subtract(np.nan_to_num(z_mm, nan=0.0), expected_here)
+    deviation = np.subtract(np.nan_to_num(z_mm, nan=0.0), expected_here, out=expected_here)
     del expected_here
     np.abs(deviation, out=deviation)
     deviation /= gx

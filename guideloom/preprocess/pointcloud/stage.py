@@ -119,7 +119,9 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     kept = aligned[~removed]
     del aligned
     swept = cleaning.small_component_seeds(kept, min_component)
-    final = kept[~swept].astype(np.float32)
+    final = np.empty((len(kept) - int(swept.sum()), 3), dtype=np.float32)
+    for axis in range(3):  # a column at a time: no float64 copy of the kept points
+        final[:, axis] = kept[~swept, axis]
     del kept
     timings.add("filtering", started)
 
