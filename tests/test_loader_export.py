@@ -165,3 +165,54 @@ def test_from_export_takes_dataloaders_batch_size_and_set_epoch(export_dir: Path
         assert [b["sim"].tolist() for b in loader] == per_rank[1]
     with pytest.raises(ValueError, match="disagree"):
         StatefulDataLoader.from_export(export_dir, batch_size=16, local_batch_size=4, **options)
+
+
+def test_a_batch_still_referred_to_is_never_refilled(export_dir: Path) -> None:
+    """The source refills the arrays of batches nothing refers to any more, and only those:
+    a batch held, a tensor made from it or a view of one field keeps its rows; a dropped
+    batch's arrays are filled again (no fresh memory, so no page faults, per batch)."""
+    from guideloom.loader.sample_sources import ExportSource
+
+    export = streaming.load_export(export_dir)
+    source = ExportSource(export)
+    first, second = np.array([3, 1, 4, 1]), np.array([5, 9, 2, 6])
+
+    def address(batch: dict) -> int:
+        return batch["force"].__array_interface__["data"][0]
+
+    batch = source.fetch(first)
+    for name in export.fields:
+        np.testing.assert_array_equal(batch[name], export.batch(first)[name])
+    where = address(batch)
+    del batch
+    again = source.fetch(second)  # the dropped batch's arrays, refilled
+    assert address(again) == where
+    np.testing.assert_array_equal(again["force"], export.batch(second)["force"])
+    held = {
+        "batch": again,
+        "tensor": torch.from_numpy(source.fetch(first)["force"]),
+        "view": source.fetch(second)["force"][1:3],
+    }
+    want = {"batch": export.batch(second)["force"], "tensor": export.batch(first)["force"],
+            "view": export.batch(second)["force"][1:3]}
+    for _ in range(3):  # later batches never land in memory still referred to
+        later = source.fetch(np.array([0, 7, 8, 13]))
+        assert address(later) not in {where, held["tensor"].data_ptr(),
+                                      held["view"].__array_interface__["data"][0] - 8 * 16 * 4}
+    np.testing.assert_array_equal(held["batch"]["force"], want["batch"])
+    np.testing.assert_array_equal(held["tensor"].numpy(), want["tensor"])
+    np.testing.assert_array_equal(held["view"], want["view"])
+
+
+def test_an_epoch_read_through_reused_arrays_has_the_rows_of_export_batch(export_dir: Path
+                                                                           ) -> None:
+    export = streaming.load_export(export_dir)
+    with StatefulDataLoader.from_export(
+        export, device="cpu", local_batch_size=4, shuffle=True, shuffle_seed=3, drop_last=False
+    ) as loader:
+        order = loader.order(0)
+        for step, batch in enumerate(loader):  # each batch dropped before the next
+            positions = np.arange(4 * step, min(4 * step + 4, N))
+            want = export.batch(order(positions))
+            for name in export.fields:
+                np.testing.assert_array_equal(batch[name].numpy(), want[name])

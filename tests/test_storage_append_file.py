@@ -99,3 +99,58 @@ def test_advance_refuses_more_than_the_buffer_holds(tmp_path):
             out.advance(len(out.space()) + 1)
     finally:
         out.close()
+
+
+def test_the_writer_fills_free_buffers_while_writes_are_under_way(tmp_path, monkeypatch):
+    """Direct writes that do not return (held at a gate): the writer still fills and hands
+    over buffers up to MAX_BUFFERS, with IN_FLIGHT writes under way at once and no more; the
+    bytes read back whole once the writes are let go."""
+    if not append_file.O_DIRECT:
+        pytest.skip("no O_DIRECT on this platform")
+    monkeypatch.setattr(append_file, "CAPACITY", 8192)
+    gate, lock = threading.Event(), threading.Lock()
+    running = [0, 0]  # now, most at once
+    real_pwrite = append_file.pwrite
+
+    def held_pwrite(fd: int, data: memoryview, offset: int) -> int:
+        with lock:
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+        try:
+            if offset:  # the first write (at 0) goes through: direct I/O is proven
+                assert gate.wait(timeout=60)
+            return real_pwrite(fd, data, offset)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(append_file, "pwrite", held_pwrite)
+    out = AppendFile(tmp_path / "f.bin")
+    if out._direct is None:
+        out.close()
+        pytest.skip("this file system refuses O_DIRECT")
+    data = np.random.default_rng(3).integers(0, 256, 8192 * 12, dtype=np.uint8).tobytes()
+    # every buffer handed over but the last, which stays one byte short of full
+    held = 8192 * (append_file.MAX_BUFFERS + 1) - 1
+    filled = threading.Event()
+
+    def fill() -> None:
+        out.write(data[:8192])  # the first buffer: its write runs alone, and goes through
+        for start in range(8192, held, 1000):
+            out.write(data[start:min(start + 1000, held)])
+        filled.set()
+
+    writer = threading.Thread(target=fill)
+    writer.start()
+    try:
+        assert filled.wait(timeout=60), "the writer waited for a write while a buffer was free"
+        assert running[0] == append_file.IN_FLIGHT  # writes under way at once, the rest queued
+        assert len(out._buffers) == append_file.MAX_BUFFERS
+    finally:
+        gate.set()
+        writer.join()
+    out.write(data[held:])  # past every buffer: the writer now waits for the oldest write
+    out.sync()
+    out.close()
+    assert running[1] == append_file.IN_FLIGHT
+    assert (tmp_path / "f.bin").read_bytes() == data

@@ -208,3 +208,61 @@ def test_what_a_closed_writer_acknowledged_survives_a_power_cut_after_direct_wri
     assert len(got) == 3
     for shard in range(3):
         np.testing.assert_array_equal(got[shard], expected[shard])
+
+
+def test_shards_filled_one_after_another_survive_a_power_cut_after_close(disk):
+    """Each shard grown past many buffers before the next starts (as a benchmark or an export
+    task writes them): several direct writes of a shard were under way at once and the writer
+    filled buffers while they ran; once ``close`` returned (one fsync of all the shards
+    together, then the renames), a power cut loses none of it."""
+    directory = disk.path / "stream"
+    storage = StreamStorage(directory, StreamNumpyFormat(DTYPE))
+    rng = np.random.default_rng(11)
+    want: list[list[np.ndarray]] = [[] for _ in range(SHARDS)]
+    with storage.sync_writer() as writer:
+        for doc in range(480):  # ~32 MB, shard by shard: 8 MB each, past many 1 MiB buffers
+            n = 8192 if doc % 5 else int(rng.integers(1, 9000))
+            rec = {"tokens": rng.integers(0, 50_000, n, dtype="<i4"),
+                   "document_ids": np.full(n, doc, dtype="<u4")}
+            writer.append(doc // 120, rec)
+            packed = np.empty(n, DTYPE)
+            packed["tokens"], packed["document_ids"] = rec["tokens"], rec["document_ids"]
+            want[doc // 120].append(packed)
+    disk.power_loss()  # nothing synced the disk since close returned
+    got = _read_stream(directory)
+    assert len(got) == SHARDS
+    for shard in range(SHARDS):
+        np.testing.assert_array_equal(got[shard], np.concatenate(want[shard]))
+
+
+def test_a_shard_that_cannot_be_flushed_publishes_no_shard_of_the_session(tmp_path,
+                                                                        monkeypatch):
+    """The close fsyncs every sealed shard before it renames any: one fsync failing (EIO
+    from the disk) raises naming that shard's file, and the session publishes nothing (the
+    previous shards stay whole, no temporary file is left)."""
+    import errno
+
+    from guideloom.runtime import flush
+
+    directory = tmp_path / "s"
+    before = _write_stream(directory, seed=1)
+    storage = StreamStorage(directory, StreamNumpyFormat(DTYPE))
+    writer = storage.sync_writer()
+    for shard, rec in _stream_records(seed=2):
+        writer.append(shard, rec)
+    doomed = writer._shards[2].file.fileno()
+    real = flush._fsync
+
+    def failing(fd: int) -> OSError | None:
+        if fd == doomed:
+            return OSError(errno.EIO, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(flush, "_fsync", failing)
+    with pytest.raises(OSError, match=r"cannot flush .*\.shard-000002\.gls\..*\.tmp"):
+        writer.close()
+    monkeypatch.undo()
+    got = _read_stream(directory)
+    for shard in range(SHARDS):
+        np.testing.assert_array_equal(got[shard], before[shard])
+    assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]

@@ -410,9 +410,9 @@ def extract_partition(part: ExtractPartition, h5_dir: str) -> dict[str, Any]:
 def extract_member(item: ExtractItem, h5_dir: str, reader: MemberReader | None = None) -> int:
     """Copy one member to ``h5_dir/item.name`` through a verified temporary file.
 
-    The member is read as every reader reads it (:mod:`guideloom.read.zipmember`: its local
-    header and extent checked, a compressed one inflated as it streams, size and CRC-32
-    checked before the file is renamed into place).
+    The member is opened as every reader opens it (:func:`guideloom.read.zipmember.open_span`:
+    its listed defect, local header and extent checked), a compressed one inflated as it
+    streams, size and CRC-32 checked before the file is renamed into place.
 
     Returns:
         The number of bytes written.

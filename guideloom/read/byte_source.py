@@ -9,10 +9,11 @@ leases from :class:`~guideloom.read.handles.ArchiveHandles`),
 :class:`~guideloom.read.fsspec_source.FsspecSource`. :func:`open_byte_source` picks one for a
 path or URL, :func:`source_for` for a location (from the location's own fields).
 
-Capabilities beyond the protocol, which the layers above ask for instead of testing types:
-``high_latency`` (True for network sources: every request is a round trip, so the record
-reader fetches ahead and caches metadata), and, on a local file only, ``fd`` and
-``readinto(buffer, offset)`` (the HDF5 fast paths read the descriptor directly).
+The protocol (:mod:`guideloom.read.types`) declares every capability the layers above use
+instead of testing types: ``high_latency`` (True for network sources: every request is a
+round trip, so the record reader fetches ahead and caches metadata), ``fd`` (a local file's
+descriptor, which the HDF5 fast paths read directly; ``None`` elsewhere), ``read_tail``,
+``readinto`` and ``close``.
 
 Example:
     >>> src = open_byte_source("archive.zip")                            # doctest: +SKIP
@@ -26,13 +27,14 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from guideloom.read.access import open_fd
 from guideloom.read.fsspec_source import FsspecSource, fsspec_filesystem
 from guideloom.read.handles import ArchiveHandles, ArchiveLease, process_handles
 from guideloom.read.http import TOKEN_HEADER
 from guideloom.read.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
+from guideloom.read.types import ByteSource
 from guideloom.runtime import os_support
 from guideloom.runtime.caches import BoundedCache, cache
 
@@ -40,39 +42,11 @@ if TYPE_CHECKING:
     from guideloom.read.types import Located as Location
 
 __all__ = ["COALESCE_GAP", "REMOTE_SCHEMES", "ByteSource", "FsspecSource", "LocalFileSource",
-           "clear_source_cache", "coalesce_ranges", "fsspec_filesystem", "high_latency",
-           "is_remote", "open_byte_source", "slow_location", "source_for", "split_coalesced",
-           "url_source"]
+           "clear_source_cache", "coalesce_ranges", "fsspec_filesystem", "is_remote",
+           "open_byte_source", "slow_location", "source_for", "split_coalesced", "url_source"]
 
 logger = logging.getLogger(__name__)
 REMOTE_SCHEMES = ("http://", "https://", "s3://", "gs://", "az://", "abfs://", "memory://")
-
-
-@runtime_checkable
-class ByteSource(Protocol):
-    """One file's bytes, read by offset."""
-
-    @property
-    def name(self) -> str:
-        """The path or URL, for messages."""
-        ...
-
-    def size(self) -> int:
-        """The file's size in bytes."""
-        ...
-
-    def read(self, offset: int, size: int) -> bytes:
-        """Exactly ``size`` bytes from ``offset``; raises ``OSError`` when fewer exist."""
-        ...
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The bytes of each ``(offset, size)`` range, in the order given (``read_many``)."""
-        ...
-
-
-def high_latency(source: Any) -> bool:
-    """Whether each request to ``source`` is a round trip worth saving (a network source)."""
-    return bool(getattr(source, "high_latency", False))
 
 
 def slow_location(loc: Location) -> bool:
@@ -233,8 +207,7 @@ def source_for(loc: Location, handles: ArchiveHandles | None = None) -> ByteSour
     (default: the process's), the source ending where the member ends.
     """
     if is_remote(loc.path):
-        return url_source(loc.path, getattr(loc, "archive_size", 0) or None,
-                          getattr(loc, "headers", ()), getattr(loc, "options", None))
+        return url_source(loc.path, loc.archive_size or None, loc.headers, loc.options)
     if loc.member is None:
         return LocalFileSource(loc.path)
     lease = (handles or process_handles()).lease(loc.path)

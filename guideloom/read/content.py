@@ -68,7 +68,7 @@ def content_digest(loc: Location) -> Hashed:
         raise _read_error(loc, exc) from exc
     try:
         hasher = blake3.blake3()
-        fd = getattr(source, "fd", None)
+        fd = source.fd
         if fd is not None:
             start, _ = read_local_header(source, loc)
             size = source.size() if loc.member is None else int(loc.size)
@@ -93,7 +93,7 @@ def content_digest(loc: Location) -> Hashed:
     except OSError as exc:
         raise _read_error(loc, exc) from exc
     finally:
-        source.close()  # type: ignore[attr-defined]
+        source.close()
 
 
 def _hash_fd(hasher: blake3.blake3, fd: int, start: int, size: int) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from guideloom.read.byte_source import ByteSource, LocalFileSource
 from guideloom.read.handles import ArchiveLease
+from guideloom.read.types import SourceDefaults
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ class SeekableReader(io.RawIOBase):
 
 class SpanFile(SeekableReader):
     """``[base, base + size)`` of ``source`` as a file object; :meth:`close` closes the source
-    when ``owns`` (default). A source with ``readinto(buffer, offset)`` (a local file) is read
-    straight into h5py's buffer; any other through ``read``."""
+    when ``owns`` (default). Read through the source's ``readinto(buffer, offset)``: a local
+    file straight into h5py's buffer (``pread``), any other through its ``read``."""
 
     def __init__(self, source: ByteSource, base: int, size: int, name: str = "", *,
                  owns: bool = True):
@@ -57,7 +58,6 @@ class SpanFile(SeekableReader):
         self.source, self._base, self._size, self._pos = source, base, size, 0
         self.name = name or source.name
         self._owns = owns
-        self._into = getattr(source, "readinto", None)
 
     def close(self) -> None:
         if self.closed:
@@ -66,18 +66,14 @@ class SpanFile(SeekableReader):
             super().close()
         finally:
             if self._owns:
-                self.source.close()  # type: ignore[attr-defined]
+                self.source.close()
 
     def readinto(self, buffer: Any) -> int:
         want = min(len(buffer), self._size - self._pos)
         if want <= 0:
             return 0
         view = memoryview(buffer).cast("B")[:want]
-        if self._into is not None:
-            got = self._into(view, self._base + self._pos)
-        else:
-            view[:] = self.source.read(self._base + self._pos, want)
-            got = want
+        got = self.source.readinto(view, self._base + self._pos)
         self._pos += got
         return int(got)
 
@@ -93,7 +89,7 @@ class ByteRangeFile(SpanFile):
                                          name=name), start, size, name)
 
 
-class MemorySource:
+class MemorySource(SourceDefaults):
     """Bytes in memory as a byte source (an inflated zip member); nothing to close."""
 
     high_latency = False

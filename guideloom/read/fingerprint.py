@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guideloom.read.types import Located
 
 FINGERPRINT_HEX_CHARS = 32  # 128 bits of sha256
 
@@ -29,13 +32,13 @@ def local_fingerprint(index: bytes, locations: Iterable[Any]) -> str:
     return digest.hexdigest()[:FINGERPRINT_HEX_CHARS]
 
 
-def remote_fingerprint(index_bytes: bytes, locations: Iterable[Any]) -> str:
+def remote_fingerprint(index_bytes: bytes, locations: Iterable[Located]) -> str:
     """The identity of a remote job's input: the index table's bytes and each member's
     archive URL, size, validator, offsets and CRC (no member data is read)."""
     digest = hashlib.sha256(hashlib.sha256(index_bytes).digest())
     for loc in locations:
-        digest.update(f"{loc.sim_id}|{loc.path}|{getattr(loc, 'archive_size', '')}|"
-                      f"{getattr(loc, 'validator', '')}|{loc.member}|{loc.header_offset}|"
+        digest.update(f"{loc.sim_id}|{loc.path}|{loc.archive_size}|"
+                      f"{loc.validator}|{loc.member}|{loc.header_offset}|"
                       f"{loc.size}|{loc.crc};".encode())
     return digest.hexdigest()
 
@@ -49,7 +52,7 @@ EVIDENCE_NAMES = {
 }
 
 
-def input_evidence(locations: Iterable[Any]) -> list[dict[str, Any]]:
+def input_evidence(locations: Iterable[Located]) -> list[dict[str, Any]]:
     """The cheap evidence of each experiment's input, read without its data: what an update
     compares before it trusts that the input is unchanged (see
     :func:`guideloom.export.update.plan_update`).
@@ -77,8 +80,8 @@ def input_evidence(locations: Iterable[Any]) -> list[dict[str, Any]]:
             evidence = dict(seen)
         else:
             evidence = {"kind": "remote", "file": loc.path.rsplit("/", 1)[-1],
-                        "size": int(getattr(loc, "archive_size", 0) or 0),
-                        "validator": str(getattr(loc, "validator", "") or "")}
+                        "size": int(loc.archive_size or 0),
+                        "validator": str(loc.validator or "")}
         if loc.member is not None:
             evidence.update(member=loc.member, stored_size=int(loc.size), crc=loc.crc,
                             offset=int(loc.header_offset), stored=bool(loc.stored))
@@ -118,7 +121,7 @@ def trusted(evidence: Mapping[str, Any], started_ns: int) -> bool:
     return changed + racy_margin_ns() < started_ns
 
 
-def input_sizes(locations: Iterable[Any]) -> list[int]:
+def input_sizes(locations: Iterable[Located]) -> list[int]:
     """Bytes each experiment's input takes where it is (a zip member's stored size, a loose
     file's size): what reading it costs at most."""
     sizes = []
@@ -128,5 +131,5 @@ def input_sizes(locations: Iterable[Any]) -> list[int]:
         elif loc.is_local:
             sizes.append(os.stat(loc.path).st_size)
         else:
-            sizes.append(int(getattr(loc, "archive_size", 0) or 0))
+            sizes.append(int(loc.archive_size or 0))
     return sizes

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from guideloom.read.ranges import coalesce_ranges, split_coalesced
+from guideloom.read.types import SourceDefaults
 from guideloom.runtime.caches import BoundedCache, cache
 
 logger = logging.getLogger(__name__)
 
 
-class FsspecSource:
+class FsspecSource(SourceDefaults):
     """A file on any fsspec filesystem; ``read_ranges`` goes through ``cat_ranges``, which async
     filesystems (HTTP, S3) issue concurrently."""
 

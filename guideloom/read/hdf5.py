@@ -40,7 +40,7 @@ from guideloom import h5native as native
 from guideloom.errors import CorruptDataError, ExperimentReadError, MissingFieldError
 from guideloom.fastread.chunks import Chunk, RawSource, chunk_index, first_overlap
 from guideloom.read.access import data_file
-from guideloom.read.byte_source import ByteSource, high_latency, is_remote, source_for
+from guideloom.read.byte_source import ByteSource, is_remote, source_for
 from guideloom.read.fileobj import SpanFile
 from guideloom.read.handles import ArchiveHandles
 from guideloom.read.metacache import process_cache
@@ -136,12 +136,11 @@ on_clear("member_file_access", _forget_member_access)
 
 # --- the metadata a high-latency source keeps -----------------------------------------------
 def _cache_key(loc: Location) -> str | None:
-    key = getattr(loc, "cache_key", None)
-    return key() if callable(key) else None
+    return loc.cache_key()
 
 
 def _archive_size(loc: Location, source: ByteSource) -> int:
-    return getattr(loc, "archive_size", 0) or source.size()
+    return loc.archive_size or source.size()
 
 
 def _load_meta(loc: Location, source: ByteSource) -> MemberMeta | None:
@@ -244,9 +243,9 @@ def open_native(loc: Location, handles: ArchiveHandles | None = None, *, verify:
             corrupt(loc, loc.defect)
         return None
     source = source_for(loc, handles)
-    slow = high_latency(source)
+    slow = source.high_latency
     if slow and verify:  # a remote member to check is read by h5py over cached blocks
-        source.close()  # type: ignore[attr-defined]
+        source.close()
         return None
     cached = native_entry(loc, source) if slow else None
     if cached is not None:
@@ -367,9 +366,9 @@ def _member_fileobj(loc: Location, handles: ArchiveHandles | None, verify: bool,
                     ) -> tuple[io.IOBase, RawSource | None, MetadataBlocks | None]:
     """The file object h5py reads the member (or remote loose file) through."""
     source = source_for(loc, handles)
-    if not high_latency(source):
+    if not source.high_latency:
         span = open_span(loc, source, verify=verify)
-        fd = getattr(span.source, "fd", None)
+        fd = span.source.fd
         fileobj = SpanFile(span.source, span.base, span.size, loc.describe())
         if span.inflated:
             return fileobj, None, None

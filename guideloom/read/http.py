@@ -54,6 +54,7 @@ from guideloom.net.deadline import (
 )
 from guideloom.net.fetch import RETRY_STATUS, Settings, retry_after, with_retries
 from guideloom.read.ranges import coalesce_ranges, split_coalesced
+from guideloom.read.types import SourceDefaults
 from guideloom.runtime.caches import BoundedCache, cache
 
 USER_AGENT = "guideloom-remote"
@@ -219,7 +220,7 @@ def _range_header(offset: int | None, size: int) -> str:
     return f"bytes=-{size}" if offset is None else f"bytes={offset}-{offset + size - 1}"
 
 
-class HttpRangeSource:
+class HttpRangeSource(SourceDefaults):
     """One file on an HTTP(S) server, read by ``Range`` requests (a :class:`ByteSource`).
 
     Args:

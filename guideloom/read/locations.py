@@ -3,16 +3,22 @@ member) or a :class:`RemoteLocation` (a member of a remote archive, or a remote 
 
 Locations are small, frozen and picklable: a job's locations are shipped to Dask workers and
 compared (equal locations are the same input). :attr:`Location.is_local` is the one question
-code above the read package asks of them.
+code above the read package asks of them. Both satisfy :class:`guideloom.read.types.Located`:
+a local location carries the remote fields as class-level defaults (zeros and empties, not
+dataclass fields: nothing more to pickle or compare), a remote one as fields.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from guideloom.read.zipdir import LOCAL_HEADER
+from guideloom.read.zipdir import DEFLATED, LOCAL_HEADER
+
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+_NO_HEADERS: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,11 +54,22 @@ class Location:
     # derived from the other members' offsets, not part of what this input is
     next_header: int | None = field(default=None, compare=False)
     next_member: str | None = field(default=None, compare=False, repr=False)
+    # what a remote location carries (see RemoteLocation); class-level defaults, not fields
+    archive_size = 0
+    validator = ""
+    file_size = 0
+    method = DEFLATED
+    headers = _NO_HEADERS
+    options = _NO_OPTIONS
 
     @property
     def is_local(self) -> bool:
         """True when the bytes are on this machine's file system (read with ``pread``)."""
         return True
+
+    def cache_key(self) -> str | None:
+        """The key of this member's cached HDF5 metadata: none for a local file."""
+        return None
 
     def describe(self) -> str:
         """``path`` or ``archive::member``, for messages."""
@@ -67,6 +84,8 @@ class RemoteLocation(Location):
     Attributes:
         archive_size: The archive's size in bytes (offsets are checked against it).
         validator: The archive's ETag or Last-Modified when the server gave one.
+        file_size: The member's size once inflated (what a compressed member must give).
+        method: The member's compression method (from the central directory).
         headers: HTTP headers for the archive's requests (kept out of ``repr``).
         options: The root's fsspec storage options (kept out of ``repr``).
     """
@@ -75,6 +94,7 @@ class RemoteLocation(Location):
     archive_size: int = 0
     validator: str = ""
     file_size: int = 0  # bytes once inflated (what a deflated member must inflate to)
+    method: int = field(default=DEFLATED, compare=False)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
     options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

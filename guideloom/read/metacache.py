@@ -25,11 +25,14 @@ import os
 import secrets
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guideloom.errors import UnsafeFileError
 from guideloom.runtime.caches import BoundedCache, cache
 from guideloom.runtime.private_files import private_dir
+
+if TYPE_CHECKING:
+    from guideloom.read.types import Located as Location
 
 CACHE_ENV = "GUIDELOOM_CACHE_DIR"
 SIZE_ENV = "GUIDELOOM_CACHE_MAX_MB"
@@ -218,10 +221,10 @@ def clear_cache() -> tuple[Path, int, int]:
     return (cache.root, *cache.clear())
 
 
-def cache_hint(loc: Any) -> str:
+def cache_hint(loc: Location) -> str:
     """What an error about the remote file of ``loc`` adds: the cache holds what was learnt of
     it ('' for a local file)."""
-    if getattr(loc, "is_local", True):
+    if loc.is_local:
         return ""
     return (f" (if it was replaced on the server: guideloom cache clear forgets what guideloom "
             f"learnt of it, in {cache_root() / SUBDIR})")

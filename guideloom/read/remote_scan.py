@@ -165,7 +165,7 @@ def remote_locations(ds: ScannedDataset, root: RemoteFiles) -> dict[Any, Locatio
     listings = run_concurrently(lambda a: _members(a, root), archives, ARCHIVE_LANES)
     for archive, (members, validator) in zip(archives, listings, strict=True):
         size = source_of(archive.url, archive.size, root.headers, root.options).size()
-        inflated = {m.name: m.file_size for m in members}
+        inflated = {m.name: (m.file_size, m.method) for m in members}
         add_member_locations(found, archive.url, members, pattern, to_id,
                              _maker(size, validator, root, inflated))
     return found
@@ -180,11 +180,12 @@ def loose_location(sim_id: Any, url: str, size: int, validator: str, root: Remot
 
 
 def _maker(archive_size: int, validator: str, root: RemoteFiles,
-           inflated: Mapping[str, int]) -> Callable[..., Location]:
+           inflated: Mapping[str, tuple[int, int]]) -> Callable[..., Location]:
     """What builds one archive's locations for :func:`~guideloom.read.scan.add_member_locations`
     (which gives the :class:`~guideloom.read.locations.Location` fields)."""
     def make(**kw: Any) -> Location:
         return RemoteLocation(**kw, archive_size=archive_size, validator=validator,
                               headers=root.headers, options=root.options,
-                              file_size=inflated[kw["member"]])
+                              file_size=inflated[kw["member"]][0],
+                              method=inflated[kw["member"]][1])
     return make

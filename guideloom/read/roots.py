@@ -96,6 +96,9 @@ class DataRoot(ABC):
     is_local: bool = True
     #: The published dataset version the files are of (a DOI's, e.g. ``"2.0"``), else "".
     release_version: str = ""
+    #: True when the index table's bytes are worth keeping once read (a round trip to fetch
+    #: again): the job identity is then taken from the kept bytes.
+    keeps_index_bytes: bool = False
 
     @property
     @abstractmethod
@@ -208,6 +211,7 @@ class RemoteRoot(DataRoot):
     options: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     release_version: str = ""
     is_local = False
+    keeps_index_bytes = True
 
     def __str__(self) -> str:
         return f"{self.url} on {self.server}" if self.server else self.url

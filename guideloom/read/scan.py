@@ -54,7 +54,7 @@ def scan_locations(ds: ScannedDataset, data_dir: str | Path | None = None
         return local_locations(ds, Path(data_dir))
     kept = ds.data_dir
     if not isinstance(kept, str | os.PathLike):  # a remote root
-        raise TypeError(f"dataset {ds.name!r} is read by URL ({getattr(kept, 'url', kept)}), "
+        raise TypeError(f"dataset {ds.name!r} is read by URL ({kept}), "
                         "not from a local folder: give data_dir, the folder holding its files")
     return local_locations(ds, Path(kept))
 

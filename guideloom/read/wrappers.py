@@ -21,6 +21,7 @@ from typing import Any
 
 from guideloom.errors import ExperimentReadError
 from guideloom.read.byte_source import ByteSource
+from guideloom.read.types import SourceDefaults
 
 logger = logging.getLogger(__name__)
 
@@ -30,14 +31,14 @@ BLOCK = 4 << 10  # granularity of HDF5 metadata reads (and of what the cache kee
 RECORD_MAX = 4 * BLOCK  # a read this large during metadata is data: not kept
 
 
-class Prefetched:
+class Prefetched(SourceDefaults):
     """``source`` with the bytes ``blob`` (read earlier from ``start``) served from memory;
     :attr:`reach` is the end of the furthest byte asked for, relative to ``start``."""
 
     def __init__(self, source: ByteSource, start: int, blob: bytes):
         self.source, self.start, self.blob = source, start, blob
         self.name = source.name
-        self.high_latency = bool(getattr(source, "high_latency", False))
+        self.high_latency = source.high_latency
         self.reach = 0
 
     def size(self) -> int:
@@ -66,7 +67,7 @@ class Prefetched:
     read_many = read_ranges
 
     def close(self) -> None:
-        self.source.close()  # type: ignore[attr-defined]
+        self.source.close()
 
 
 class MemberMeta:
@@ -113,7 +114,7 @@ class MemberMeta:
         self.changed = True
 
 
-class MetadataBlocks:
+class MetadataBlocks(SourceDefaults):
     """The ``size`` bytes from ``meta.data_start`` of ``source``, read for h5py: metadata in
     blocks kept in ``meta`` (fetched and kept while :attr:`recording`), data from ranges
     fetched beforehand (:meth:`prefetch`) or, failing that, as asked. A failed fetch is kept
@@ -123,7 +124,7 @@ class MetadataBlocks:
                  sim_id: Any):
         self.source, self.meta, self._size = source, meta, size
         self.name, self.sim_id = name, sim_id
-        self.high_latency = bool(getattr(source, "high_latency", False))
+        self.high_latency = source.high_latency
         self.recording = True
         self.failure: ExperimentReadError | None = None
         self._data: list[tuple[int, bytes]] = []
@@ -179,4 +180,4 @@ class MetadataBlocks:
     read_many = read_ranges
 
     def close(self) -> None:
-        self.source.close()  # type: ignore[attr-defined]
+        self.source.close()

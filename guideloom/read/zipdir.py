@@ -42,6 +42,7 @@ LOCAL_HEADER = struct.Struct("<4s2xH18xHH")  # signature, flags, name and extra 
 LOCAL_SIG = b"PK\x03\x04"
 UTF8_NAME = 0x800  # general purpose flag bit 11: the name is UTF-8 (else cp437)
 ZIP_STORED = 0
+DEFLATED, BZIP2, LZMA = 8, 12, 14  # the compression methods read (besides stored)
 MAX_COMMENT = 0xFFFF
 TAIL_READ = 16 << 10  # bytes read from the end at first: the EOCD and often the directory
 _ZIP64_EXTRA = 0x0001

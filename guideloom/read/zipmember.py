@@ -44,7 +44,10 @@ from guideloom.read.byte_source import ByteSource, LocalFileSource, source_for
 from guideloom.read.fileobj import MemorySource
 from guideloom.read.handles import ArchiveHandles, process_handles
 from guideloom.read.zipdir import (
+    BZIP2,
+    DEFLATED,
     LOCAL_HEADER,
+    LZMA,
     on_archive_changed,
     parse_local_header,
     read_members,
@@ -67,7 +70,6 @@ DEFLATE_SLACK = 1 << 16  # … plus a margin for tiny members
 INFLATE_MEMORY_SHARE = 0.5  # of the memory available, for one deflated member in memory
 INFLATE_BLOCK = 16 << 20  # compressed bytes read per step of inflating
 CRC_BLOCK = 4 << 20  # bytes per read of a CRC check: full speed, and small enough to stay cached
-DEFLATED, BZIP2, LZMA = 8, 12, 14
 
 
 class Crc32(Protocol):
@@ -108,7 +110,7 @@ class Span:
     inflated: bool = False
 
     def close(self) -> None:
-        self.source.close()  # type: ignore[attr-defined]
+        self.source.close()
 
 
 def corrupt(loc: Location, what: str) -> NoReturn:
@@ -130,7 +132,7 @@ def data_bounds(loc: Location) -> tuple[int, int]:
         return 0, 0
     low = loc.header_offset + LOCAL_HEADER.size + len(loc.member.encode())
     high = loc.header_offset + LOCAL_HEADER.size + 2 * 0xFFFF
-    following = getattr(loc, "next_header", None)
+    following = loc.next_header
     if following is not None:
         high = min(high, following - loc.size)
     return low, high
@@ -147,9 +149,9 @@ def check_extent(loc: Location, start: int) -> None:
     Raises:
         CorruptDataError: Naming the experiment, ``archive::member`` and the other member.
     """
-    following = getattr(loc, "next_header", None)
+    following = loc.next_header
     if following is not None and start + loc.size > following:
-        other = getattr(loc, "next_member", None) or "the next member"
+        other = loc.next_member or "the next member"
         corrupt(loc, f"its local header's name and extra field ({start - loc.header_offset} "
                      f"bytes from offset {loc.header_offset}) put its data at {start}-"
                      f"{start + loc.size}, over the bytes of member {other!r} (local header "
@@ -197,7 +199,7 @@ def read_bytes(source: ByteSource, offset: int, n: int, loc: Location) -> bytes:
 
 def _read_upto(source: ByteSource, offset: int, n: int, loc: Location) -> bytes:
     """Up to ``n`` bytes from ``offset`` (fewer at the end of the source)."""
-    fd = getattr(source, "fd", None)
+    fd = source.fd
     if fd is not None:
         return pread(fd, n, offset)
     try:
@@ -217,7 +219,7 @@ def read_local_header(source: ByteSource, loc: Location, first: int = 0) -> tupl
     """
     if loc.defect is not None:
         corrupt(loc, loc.defect)
-    archive_size = getattr(loc, "archive_size", 0) or None
+    archive_size = loc.archive_size or None
     if loc.member is None:  # a loose file: its bytes start at 0
         return 0, (_read_upto(source, 0, min(first, loc.size or first), loc) if first else b"")
     if archive_size is not None and loc.header_offset + LOCAL_HEADER.size > archive_size:
@@ -267,7 +269,7 @@ def member_crc(fd: int, start: int, size: int, block: int = CRC_BLOCK) -> tuple[
 
 def _source_crc(source: ByteSource, start: int, loc: Location) -> tuple[int, int]:
     """:func:`member_crc` of a source: a local descriptor directly, any other by ``read``."""
-    fd = getattr(source, "fd", None)
+    fd = source.fd
     if fd is not None:
         return member_crc(fd, start, loc.size)
     crc = 0
@@ -303,12 +305,12 @@ def verify_crc(source: ByteSource, start: int, loc: Location) -> None:
     """
     if loc.crc is None:
         return
-    fd = getattr(source, "fd", None)
+    fd = source.fd
     if fd is not None:
         st = os.fstat(fd)
         stamp: tuple[Any, ...] = (st.st_size, st.st_mtime_ns)
     else:
-        stamp = (getattr(loc, "archive_size", 0), getattr(loc, "validator", ""))
+        stamp = (loc.archive_size, loc.validator)
     _checked((loc.path, loc.member, start, *stamp), loc.crc,
              lambda: _source_crc(source, start, loc), loc.size, loc.sim_id,
              loc.describe())
@@ -398,9 +400,8 @@ def _declared(source: ByteSource, loc: Location) -> tuple[int, int, int]:
     """``(inflated size, compression method, compressed size)`` of ``loc``: from the location
     when it carries them (``file_size``; deflate), else from the archive's central directory
     (as :mod:`zipfile` would read it)."""
-    size = getattr(loc, "file_size", 0)
-    if size:
-        return size, getattr(loc, "method", DEFLATED), loc.size
+    if loc.file_size:
+        return loc.file_size, loc.method, loc.size
     try:
         members = read_members(source)
     except (ZipFormatError, OSError) as exc:
@@ -483,13 +484,14 @@ class MemberReader:
 
     def pieces(self, loc: Location, declared: tuple[int, int] | None = None,
                block: int = INFLATE_BLOCK) -> Iterator[bytes]:
-        """:func:`member_pieces` of ``loc``, its local header checked first."""
-        source = source_for(loc, self._handles)
+        """:func:`member_pieces` of ``loc``, opened by :func:`open_span` as every reader opens a
+        member (listed defect, local header and extent checked first), the compressed bytes
+        left to be inflated as they stream."""
+        span = open_span(loc, handles=self._handles, stream=True)
         try:
-            start, _ = read_local_header(source, loc)
-            yield from member_pieces(loc, source, start, declared, block)
+            yield from member_pieces(loc, span.source, span.base, declared, block)
         finally:
-            source.close()  # type: ignore[attr-defined]
+            span.close()
 
     def close(self) -> None:
         """Close the archives' descriptors."""
@@ -560,13 +562,15 @@ def _check_crc(loc: Location, crc: int) -> None:
 
 def open_span(loc: Location, source: ByteSource | None = None, *, verify: bool = False,
               first: int = 0, start: int | None = None,
-              handles: ArchiveHandles | None = None) -> Span:
+              handles: ArchiveHandles | None = None, stream: bool = False) -> Span:
     """The bytes of the HDF5 file at ``loc`` in ``source`` (default: :func:`~guideloom.read.
     byte_source.source_for` with ``handles``; closed on error, else by the span), its zip
     member checked: a loose file whole, a
     stored member in place (with up to ``first`` of its bytes read along with the local
     header), a compressed member inflated. ``start`` is the member's data offset when known
     (from the metadata cache: no header read). ``verify`` checks a stored member's CRC-32.
+    ``stream=True`` leaves a compressed member's span over its compressed bytes (for
+    :func:`member_pieces` to inflate as it streams: ``guideloom extract``).
 
     Raises:
         CorruptDataError: The member is damaged (see the module docstring).
@@ -578,22 +582,22 @@ def open_span(loc: Location, source: ByteSource | None = None, *, verify: bool =
         if loc.defect is not None:
             corrupt(loc, loc.defect)
         if loc.member is None:
-            size = loc.size if getattr(loc, "archive_size", 0) else source.size()
+            size = loc.size if loc.archive_size else source.size()
             held = _read_upto(source, 0, min(first, size), loc) if first else b""
             return Span(source, 0, size, held,
-                        whole_file=None if getattr(source, "fd", None) is None else loc.path)
+                        whole_file=None if source.fd is None else loc.path)
         held = b""
         if start is None:
             start, held = read_local_header(source, loc, first)
         else:  # from the metadata cache: held to the same extent
             check_extent(loc, start)
-        if not loc.stored:
+        if not loc.stored and not stream:
             data = inflate(source, start, loc)
-            source.close()  # type: ignore[attr-defined]
+            source.close()
             return Span(MemorySource(data, loc.describe()), 0, len(data), inflated=True)
-        if verify:
+        if verify and loc.stored:  # a streamed compressed member's CRC: member_pieces
             verify_crc(source, start, loc)
         return Span(source, start, loc.size, held)
     except BaseException:
-        source.close()  # type: ignore[attr-defined]
+        source.close()
         raise

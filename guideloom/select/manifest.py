@@ -250,7 +250,7 @@ class Dataset:
             data, where = self.root.read_bytes(self.index_file, "the index table (the CSV "
                                                "FileObject's 'name')", self.manifest_path)
             self._index_cache = read_index_bytes(data, where, self.id_column, types)
-            if not self.root.is_local:  # kept: the job identity is taken from these bytes
+            if self.root.keeps_index_bytes:  # the job identity is taken from these bytes
                 self._index_fetched = data
         return self._index_cache
 

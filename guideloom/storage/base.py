@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeGuard, TypeVar
 
 import numpy as np
 
+from guideloom.runtime.flush import fsync_all
 from guideloom.storage.copying import ShardFiles, ShardSource, list_shards
 from guideloom.storage.io import resolve_read_interface
 from guideloom.storage.shards import (
@@ -180,18 +181,21 @@ class BaseWriter(Generic[S]):
         self._closed = True
         if not self._shards:
             mark_empty(self._storage.directory, self.kind)
-        # a group commit: every shard is sealed and its write-back started, then each is
-        # fsynced and renamed, then the directory once (the disk works on all at once)
+        # a group commit: every shard is sealed (all its bytes in the file), then all are
+        # fsynced at once (one journal commit: runtime/flush.py), then each is renamed, then
+        # the directory is fsynced once; a shard is renamed only after its own fsync returned
         states = list(self._shards.values())
-        sealed: list[S] = []
         try:
             for state in states:
                 state.file.deferred = True
                 self._finish(state)
-                sealed.append(state)
-            while sealed:
-                sealed[0].file.publish()
-                sealed.pop(0)
+            errors = fsync_all([state.file.fileno() for state in states])
+            for state, error in zip(states, errors, strict=True):
+                if error is not None:
+                    raise type(error)(error.errno, f"cannot flush {state.file.temp_path}: "
+                                                   f"{error.strerror or error}") from error
+            while states:
+                states[0].file.publish(synced=True)
                 states.pop(0)
             if self._shards:
                 fsync_directory(Path(self._storage.directory))

@@ -195,12 +195,18 @@ class ShardFileWriter:
             self.abort()
             raise
 
-    def publish(self) -> None:
-        """Wait until the sealed file is on disk (its one fsync) and rename it over the final
+    def fileno(self) -> int:
+        """The temporary file's descriptor (a writer fsyncs its sealed shards together)."""
+        return self._file.fileno()
+
+    def publish(self, synced: bool = False) -> None:
+        """Wait until the sealed file is on disk (its one fsync; ``synced``: the caller's
+        fsync of :meth:`fileno` returned after :meth:`seal`) and rename it over the final
         name (the directory entry is made durable by :func:`fsync_directory`, once per
         directory)."""
         try:
-            self._file.sync()
+            if not synced:  # (sealed: every byte is in the file already)
+                self._file.sync()
             self._file.close()
             os.replace(self.temp_path, self.final_path)
         except BaseException:

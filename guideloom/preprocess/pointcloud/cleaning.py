@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 BLOCK = 1 << 14
 #: Points whose pairs are found at once.
-PAIR_BLOCK = 1 << 16
+PAIR_BLOCK = 1 << 14
+#: Points per y range kept for finding a block's neighbours (:func:`_around`).
+CHUNK = 1024
 
 
 def neighbours(tree: cKDTree, xy: np.ndarray, k: int) -> np.ndarray:
@@ -88,32 +90,54 @@ def small_component_seeds(points: np.ndarray, min_size: int) -> np.ndarray:
 
     The pairs are found per :data:`PAIR_BLOCK` points (among the points that can reach them)
     and merged into the components found so far, so the pair list never exists for the whole
-    scan.
+    scan; the points that can reach a block are looked for only in the chunks of
+    :data:`CHUNK` points whose y range meets the block's (a scan's points come row by row, so
+    a block's neighbours are a few chunks, not the whole scan).
     """
     n = len(points)
     tree = cKDTree(points)
     nearest = np.empty(n)
     for start in range(0, n, BLOCK):
         nearest[start:start + BLOCK] = tree.query(points[start:start + BLOCK], k=2)[0][:, 1]
+    del tree
     radius = float(np.median(nearest)) * 3
     del nearest
+    chunks = _chunk_ranges(points[:, 1])
     component = np.arange(n, dtype=np.int64 if n > np.iinfo(np.int32).max else np.int32)
     for start in range(0, n, PAIR_BLOCK):
-        near = _around(points, points[start:start + PAIR_BLOCK], radius)
-        pairs = near[cKDTree(points[near]).query_pairs(r=radius, output_type="ndarray")]
-        _merge(component, component[pairs[:, 0]], component[pairs[:, 1]])
+        near = _around(points, points[start:start + PAIR_BLOCK], radius, chunks)
+        pairs = cKDTree(points[near]).query_pairs(r=radius, output_type="ndarray")
+        first = component[near[pairs[:, 0]]]
+        second = component[near[pairs[:, 1]]]
+        del pairs, near
+        _merge(component, first, second)
+        del first, second
     return (np.bincount(component, minlength=n) < min_size)[component]
 
 
-def _around(points: np.ndarray, block: np.ndarray, radius: float) -> np.ndarray:
-    """Indices of the points within ``radius`` of the block's bounding box (every point that
-    can pair with one of the block), y first (a scan's points come row by row)."""
+def _chunk_ranges(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest and largest ``y`` of each :data:`CHUNK` of points, in order."""
+    starts = np.arange(0, len(y), CHUNK)
+    if not len(starts):
+        return np.empty(0), np.empty(0)
+    return np.minimum.reduceat(y, starts), np.maximum.reduceat(y, starts)
+
+
+def _around(points: np.ndarray, block: np.ndarray, radius: float,
+            chunks: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Indices (ascending) of the points within ``radius`` of the block's bounding box (every
+    point that can pair with one of the block), looked for in the chunks whose y range
+    (``chunks``: :func:`_chunk_ranges`) meets the box's."""
     low, high = block.min(axis=0) - radius, block.max(axis=0) + radius
-    near = np.flatnonzero((points[:, 1] >= low[1]) & (points[:, 1] <= high[1]))
-    inside = points[near]
-    keep = ((inside[:, 0] >= low[0]) & (inside[:, 0] <= high[0])
+    lowest, highest = chunks
+    hit = np.flatnonzero((highest >= low[1]) & (lowest <= high[1]))
+    candidates = (hit[:, None] * CHUNK + np.arange(CHUNK)).ravel()
+    candidates = candidates[candidates < len(points)]
+    inside = points[candidates]
+    keep = ((inside[:, 1] >= low[1]) & (inside[:, 1] <= high[1])
+            & (inside[:, 0] >= low[0]) & (inside[:, 0] <= high[0])
             & (inside[:, 2] >= low[2]) & (inside[:, 2] <= high[2]))
-    return near[keep]
+    return candidates[keep]
 
 
 def _merge(component: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:

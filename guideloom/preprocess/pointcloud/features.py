@@ -5,15 +5,19 @@ distance to the simulation, luminescence, position, and four columns in the regi
 The column order (the base features sorted by name, then :data:`REGISTERED`) is part of a
 trained model: a model is valid only for this layout.
 
-Each grid is made on its own and its temporaries are reused in place, and :func:`matrix` writes
-the columns straight into the feature matrix: at most one full-size grid and its work arrays
-live beside the matrix (the values are those of the straightforward expressions, bit for bit).
+:func:`base_features` and :func:`registered_matrix` make the whole scan's grids at once (training
+uses them). A worker classifying a scan uses :func:`strips` instead: the base features of
+:data:`STRIP_PIXELS` pixels at a time (whole rows), so neither the full-size float64 work grids
+nor the whole feature matrix ever exist. The strips' values are the whole grid's, bit for bit:
+the local filters (range, steps, gradient, Laplacian) see :data:`HALO` rows of the neighbouring
+strips, and the box means of the standard deviations and the valid share carry scipy's running
+column sums from strip to strip (:class:`_ColumnMeans`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from scipy import ndimage
@@ -27,6 +31,12 @@ BASE = tuple(sorted(("z_std_5", "z_std_11", "z_std_21", "z_range_5", "z_range_11
                      "z_max_diff_5", "z_max_diff_11", "grad_mag", "surface_angle", "laplacian",
                      "sim_distance", "lumi_value", "lumi_std_5", "radial_distance",
                      "valid_neighbor_frac_5")))
+
+
+#: Pixels (whole rows) whose base features are made at once by :func:`strips`.
+STRIP_PIXELS = 1 << 16
+#: Rows of the neighbouring strips the local filters see (half the largest range/step window).
+HALO = 11 // 2
 
 
 def _masked(values: np.ndarray, invalid: np.ndarray) -> np.ndarray:
@@ -133,14 +143,16 @@ def _registered(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, expected
                 ) -> Iterator[np.ndarray]:
     """The registered columns (float64, the valid pixels) one after the other."""
     theta, dy, dx = xf
-    yield from_reference(prior, theta, dy, dx)[valid]
-    expected_here = from_reference(expected, theta, dy, dx)
-    gy, gx = np.gradient(expected_here, dy_mm, dx_mm)
+    yield from_reference(np.asarray(prior, dtype=np.float64), theta, dy, dx)[valid]
+    expected_here = from_reference(np.asarray(expected, dtype=np.float64), theta, dy, dx)
+    # one gradient at a time, the deviation written over the surface: three full grids at most
+    gx = np.gradient(expected_here, dx_mm, axis=1)
     np.add(1.0, np.square(gx, out=gx), out=gx)
+    gy = np.gradient(expected_here, dy_mm, axis=0)
     gx += np.square(gy, out=gy)
     del gy
     np.sqrt(gx, out=gx)
-    deviation = np.subtract(np.nan_to_num(z_mm, nan=0.0), expected_here)
+    deviation = np.subtract(np.nan_to_num(z_mm, nan=0.0), expected_here, out=expected_here)
     del expected_here
     np.abs(deviation, out=deviation)
     deviation /= gx
@@ -157,7 +169,8 @@ def _registered(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, expected
 
 def registered_matrix(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, expected: np.ndarray,
                       xf: tuple[int, float, float], dx_mm: float, dy_mm: float) -> np.ndarray:
-    """The four registered columns of the valid pixels (float32).
+    """The four registered columns of the valid pixels (float32); ``prior`` and ``expected``
+    (the reference-frame grids) are made float64 one at a time.
 
     ``dd_dev`` is the distance from the consensus surface along its normal (the surface's
     gradient uses the pitches ``dy_mm`` along rows and ``dx_mm`` along columns).
@@ -168,27 +181,178 @@ def registered_matrix(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, ex
     return out
 
 
-def matrix(z_mm: np.ndarray, sim_distance: np.ndarray, lumi: np.ndarray, valid: np.ndarray,
-           prior: np.ndarray, expected: np.ndarray, xf: tuple[int, float, float],
-           dx_mm: float, dy_mm: float) -> np.ndarray:
+def _reflect(index: np.ndarray, length: int) -> np.ndarray:
+    """Rows ``index`` of a line extended as scipy's ``mode='reflect'`` does (d c b a | a b c d |
+    d c b a), for any distance past the ends."""
+    index = np.mod(index, 2 * length)
+    return np.where(index < length, index, 2 * length - 1 - index)
+
+
+class _ColumnMeans:
+    """The first pass of ``scipy.ndimage.uniform_filter`` (along the columns, ``reflect``),
+    made strip after strip with its running sums carried over.
+
+    scipy keeps one undivided sum per column (the first window added row by row, then
+    ``sum += entering - leaving``) and writes each row as ``sum / size`` in the input's dtype;
+    the same operations in the same order here give the same values bit for bit
+    (tests/test_preprocess_pointcloud.py compares them).
+
+    Args:
+        rows: ``rows(index)`` → the filter's input at those rows, as float64.
+        height: Rows of the whole grid.
+        size: The window.
+        dtype: The input's dtype (the pass's output dtype).
+    """
+
+    def __init__(self, rows: Callable[[np.ndarray], np.ndarray], height: int, size: int,
+                 dtype: type[np.floating]) -> None:
+        self._rows, self._height, self._size, self._dtype = rows, height, size, dtype
+        self._sum: np.ndarray | None = None
+        self._next = 0
+
+    def upto(self, stop: int) -> np.ndarray:
+        """The pass's rows from where the last call stopped up to ``stop``."""
+        size, half = self._size, self._size // 2
+        start = self._next
+        self._next = stop
+        head: np.ndarray | None = None
+        if self._sum is None:
+            total = np.zeros(self._rows(np.zeros(0, dtype=np.intp)).shape[1])
+            for row in self._rows(_reflect(np.arange(-half, size - half), self._height)):
+                total += row
+            self._sum = total
+            head = (total / size)[None, :]
+            start += 1
+        index = np.arange(start, stop)
+        if len(index):
+            steps = self._rows(_reflect(index + (size - 1 - half), self._height))
+            steps -= self._rows(_reflect(index - (1 + half), self._height))
+            steps[0] += self._sum
+            np.cumsum(steps, axis=0, out=steps)
+            self._sum = steps[-1].copy()
+            steps /= size
+            body = steps if head is None else np.concatenate([head, steps])
+        else:
+            assert head is not None
+            body = head
+        return body.astype(self._dtype, copy=False)
+
+
+def _std_of(means: _ColumnMeans, squares: _ColumnMeans, stop: int, size: int,
+            invalid: np.ndarray) -> np.ndarray:
+    """:func:`_std` of one strip from the column passes of its values and their squares."""
+    mean = ndimage.uniform_filter1d(means.upto(stop), size, axis=1)
+    mean_sq = ndimage.uniform_filter1d(squares.upto(stop), size, axis=1)
+    np.square(mean, out=mean)
+    np.subtract(mean_sq, mean, out=mean_sq)
+    del mean
+    np.sqrt(np.clip(mean_sq, 0, None, out=mean_sq), out=mean_sq)
+    return _masked(mean_sq, invalid)
+
+
+def _strip_grids(z_mm: np.ndarray, sim_distance: np.ndarray, lumi: np.ndarray,
+                 valid: np.ndarray, top: int, bottom: int, sums: dict[str, _ColumnMeans],
+                 centre: tuple[float, float] | None) -> Iterator[tuple[str, np.ndarray]]:
+    """The base feature grids of rows ``top:bottom`` (:func:`_grids`' values)."""
+    height = valid.shape[0]
+    low, high = max(0, top - HALO), min(height, bottom + HALO)
+    inner = slice(top - low, bottom - low)
+    around = z_mm[low:high].astype(np.float64)
+    invalid = np.isnan(around[inner])
+    for size in (5, 11, 21):
+        yield f"z_std_{size}", _std_of(sums[f"z_{size}"], sums[f"z2_{size}"], bottom, size,
+                                       invalid)
+    for size in (5, 11):
+        yield f"z_range_{size}", _range(around, size)[inner]
+        yield f"z_max_diff_{size}", _max_step(around, size)[inner]
+    filled = np.nan_to_num(around, nan=0.0)
+    del around
+    gy, gx = (np.asarray(g)[inner] for g in np.gradient(filled))
+    magnitude = np.hypot(gx, gy).astype(np.float32)
+    del gx, gy
+    yield "grad_mag", _masked(magnitude, invalid)
+    yield "surface_angle", _masked(np.degrees(np.arctan(magnitude)).astype(np.float32), invalid)
+    del magnitude
+    yield "laplacian", _masked(ndimage.laplace(filled)[inner], invalid)
+    del filled
+    yield "sim_distance", sim_distance[top:bottom].astype(np.float32)
+    yield "lumi_value", lumi[top:bottom].astype(np.float32)
+    yield "lumi_std_5", _std_of(sums["lumi"], sums["lumi2"], bottom, 5,
+                                np.isnan(lumi[top:bottom]))
+    here = valid[top:bottom]
+    if centre is not None:
+        yy, xx = np.ogrid[top:bottom, : valid.shape[1]]
+        radial = np.hypot(yy - centre[0], xx - centre[1]).astype(np.float32)
+        radial[~here] = np.nan
+    else:
+        radial = np.full(here.shape, np.nan, dtype=np.float32)
+    yield "radial_distance", radial
+    yield "valid_neighbor_frac_5", _masked(
+        ndimage.uniform_filter1d(sums["valid"].upto(bottom), 5, axis=1).astype(np.float32),
+        ~here)
+
+
+def _centre(valid: np.ndarray) -> tuple[float, float] | None:
+    """The mean row and column of the valid pixels (``np.nonzero(valid)``'s means: the integer
+    sums are exact in float64), None without any."""
+    count = int(valid.sum())
+    if count == 0:
+        return None
+    per_row, per_col = valid.sum(axis=1), valid.sum(axis=0)
+    rows = int(per_row @ np.arange(len(per_row), dtype=np.int64))
+    cols = int(per_col @ np.arange(len(per_col), dtype=np.int64))
+    return float(np.float64(rows) / count), float(np.float64(cols) / count)
+
+
+def strips(z_mm: np.ndarray, sim_distance: np.ndarray, lumi: np.ndarray, valid: np.ndarray,
+           registered: np.ndarray, strip_pixels: int | None = None) -> Iterator[np.ndarray]:
     """The classifier's ``(valid pixels, 26)`` float32 matrix (:data:`BASE` then
-    :data:`REGISTERED`), each column written as soon as its grid is made.
+    :data:`REGISTERED`) in strips of whole rows, about ``strip_pixels`` pixels each (default
+    :data:`STRIP_PIXELS`), top to bottom: stacked, the strips are the whole scan's matrix.
 
     Args:
         z_mm: Aligned heights in mm (float32, NaN off the surface).
         sim_distance: Distance of each aligned point to the simulation (grid).
         lumi: Scaled luminescence (:func:`..grid.luminescence_grid`).
         valid: The surface mask.
-        prior: The position prior in the reference frame (float64).
-        expected: The consensus surface in the reference frame (float64).
-        xf: The registration ``(theta, dy, dx)`` into the reference frame.
-        dx_mm: Pitch along columns of the consensus surface's gradient.
-        dy_mm: Pitch along rows.
+        registered: :func:`registered_matrix` of the scan.
+        strip_pixels: Pixels per strip (at least one row).
     """
-    out = np.empty((int(valid.sum()), len(BASE) + len(REGISTERED)), dtype=np.float32)
-    for name, grid in _grids(z_mm.astype(np.float64), sim_distance, lumi, valid):
-        out[:, BASE.index(name)] = grid[valid]
-        del grid
-    for k, column in enumerate(_registered(z_mm, valid, prior, expected, xf, dx_mm, dy_mm)):
-        out[:, len(BASE) + k] = column
-    return out
+    height, width = valid.shape
+    step = max(1, (strip_pixels or STRIP_PIXELS) // max(width, 1))
+
+    def heights(index: np.ndarray) -> np.ndarray:
+        return np.nan_to_num(z_mm[index].astype(np.float64), nan=0.0)
+
+    def squared(index: np.ndarray) -> np.ndarray:
+        return np.square(heights(index))
+
+    def lumis(index: np.ndarray) -> np.ndarray:
+        return np.nan_to_num(lumi[index], nan=0.0).astype(np.float64)
+
+    def lumis_squared(index: np.ndarray) -> np.ndarray:
+        return np.square(np.nan_to_num(lumi[index], nan=0.0)).astype(np.float64)
+
+    def valids(index: np.ndarray) -> np.ndarray:
+        return valid[index].astype(np.float64)
+
+    sums = {"lumi": _ColumnMeans(lumis, height, 5, lumi.dtype.type),
+            "lumi2": _ColumnMeans(lumis_squared, height, 5, lumi.dtype.type),
+            "valid": _ColumnMeans(valids, height, 5, np.float64)}
+    for size in (5, 11, 21):
+        sums[f"z_{size}"] = _ColumnMeans(heights, height, size, np.float64)
+        sums[f"z2_{size}"] = _ColumnMeans(squared, height, size, np.float64)
+    centre = _centre(valid)
+    done = 0
+    for top in range(0, height, step):
+        bottom = min(top + step, height)
+        here = valid[top:bottom]
+        count = int(here.sum())
+        out = np.empty((count, len(BASE) + len(REGISTERED)), dtype=np.float32)
+        for name, values in _strip_grids(z_mm, sim_distance, lumi, valid, top, bottom, sums,
+                                         centre):
+            out[:, BASE.index(name)] = values[here]
+            del values
+        out[:, len(BASE):] = registered[done:done + count]
+        done += count
+        yield out

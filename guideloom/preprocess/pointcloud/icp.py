@@ -28,18 +28,24 @@ class Alignment:
     stats: dict[str, Any]
 
 
-def voxel_representatives(points: np.ndarray, voxel_mm: float = VOXEL_MM) -> np.ndarray:
-    """The first point of every occupied ``voxel_mm`` voxel, in the points' order."""
-    keys = np.zeros(len(points), dtype=np.int64)
+def voxel_representatives(points: np.ndarray, voxel_mm: float = VOXEL_MM,
+                          among: np.ndarray | None = None) -> np.ndarray:
+    """The first point of every occupied ``voxel_mm`` voxel, in the points' order, among the
+    points ``among`` selects (all without it; the selected points are never copied whole)."""
+    count = len(points) if among is None else int(among.sum())
+    keys = np.zeros(count, dtype=np.int64)
     for axis in range(3):  # one column of cells at a time: (x * span_y + y) * span_z + z
-        cells = np.round(points[:, axis] / voxel_mm).astype(np.int64)
+        column = points[:, axis] if among is None else points[among, axis]
+        cells = np.round(column / voxel_mm).astype(np.int64)
+        del column
         if len(cells):
             cells -= cells.min()
             keys *= cells.max() + 1
         keys += cells
         del cells
-    first = np.unique(keys, return_index=True)[1]
-    return points[np.sort(first)]
+    first = np.sort(np.unique(keys, return_index=True)[1])
+    del keys
+    return points[first if among is None else np.flatnonzero(among)[first]]
 
 
 def distance_stats(distances: np.ndarray) -> dict[str, float]:
@@ -57,12 +63,13 @@ def distance_stats(distances: np.ndarray) -> dict[str, float]:
     }
 
 
-def icp(source: np.ndarray, target_tree: cKDTree, iterations: int, sample: int, seed: int
-        ) -> tuple[np.ndarray, np.ndarray]:
+def icp(source: np.ndarray, target_tree: cKDTree, iterations: int, sample: int, seed: int,
+        among: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(R, t)`` moving ``source`` onto the tree's points: Kabsch updates on nearest pairs of
-    a seeded sample of ``source``'s voxel representatives."""
+    a seeded sample of the voxel representatives of ``source`` (of its points ``among``
+    selects, all without it)."""
     target = target_tree.data
-    pool = voxel_representatives(source)
+    pool = voxel_representatives(source, among=among)
     rng = np.random.RandomState(seed)
     if len(pool) > sample:
         moving = pool[rng.choice(len(pool), sample, replace=False)]
@@ -84,23 +91,33 @@ def icp(source: np.ndarray, target_tree: cKDTree, iterations: int, sample: int, 
     return rotation, translation
 
 
-def centre_height(points: np.ndarray, radius: float = 5.0) -> float:
-    """Median height within ``radius`` mm of the z axis (the nearest point's if none)."""
-    dist = np.hypot(points[:, 0], points[:, 1])
+def centre_height(points: np.ndarray, radius: float = 5.0, among: np.ndarray | None = None
+                  ) -> float:
+    """Median height within ``radius`` mm of the z axis (the nearest point's if none), of the
+    points ``among`` selects (all without it; no copy of the selected points is made)."""
+    xs, ys, zs = points[:, 0], points[:, 1], points[:, 2]
+    if among is not None:
+        xs, ys, zs = xs[among], ys[among], zs[among]
+    dist = np.hypot(xs, ys)
+    del xs, ys
     near = dist < radius
     if not near.any():
-        return float(points[np.argmin(dist), 2])
-    return float(np.median(points[near, 2]))
+        return float(zs[np.argmin(dist)])
+    return float(np.median(zs[near]))
 
 
-def deck_centre(points: np.ndarray, above: float) -> np.ndarray | None:
+def deck_centre(points: np.ndarray, above: float, among: np.ndarray | None = None
+                ) -> np.ndarray | None:
     """Midpoint of the 0.5/99.5 percentile x/y extents of the points above ``above`` (None if
-    fewer than 100)."""
-    deck = points[points[:, 2] > above]
+    fewer than 100), of the points ``among`` selects (all without it)."""
+    high = points[:, 2] > above
+    if among is not None:
+        high &= among
+    deck = points[high, :2]
     if len(deck) < 100:
         return None
-    low, high = np.percentile(deck[:, :2], [0.5, 99.5], axis=0)
-    return np.asarray((low + high) / 2.0)
+    low, top = np.percentile(deck, [0.5, 99.5], axis=0)
+    return np.asarray((low + top) / 2.0)
 
 
 def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_height_mm: float,
@@ -115,10 +132,10 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
     up = np.array([0.0, 0.0, 1.0])
     sim_tree = cKDTree(sim)
     sim_centre = centre_height(sim)
-    rot1, t1 = icp(points[inlier], sim_tree, iterations, sample, seed)
+    rot1, t1 = icp(points, sim_tree, iterations, sample, seed, among=inlier)
     aligned = points @ rot1.T
     aligned += t1
-    dz1 = centre_height(aligned[inlier]) - sim_centre
+    dz1 = centre_height(aligned, among=inlier) - sim_centre
     aligned[:, 2] -= dz1
 
     flange = float(np.percentile(sim[:, 2], 0.5)) + anchor_height_mm
@@ -129,22 +146,22 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
         return Alignment(aligned, rot1, t1 - dz1 * up, {"n_anchor_points": int(cup.sum())})
 
     cup_tree = cKDTree(sim_cup)
-    rot2, t2 = icp(aligned[cup], cup_tree, iterations, sample, seed)
+    rot2, t2 = icp(aligned, cup_tree, iterations, sample, seed, among=cup)
     aligned = aligned @ rot2.T
     aligned += t2
-    dz2 = centre_height(aligned[inlier]) - sim_centre
+    dz2 = centre_height(aligned, among=inlier) - sim_centre
     aligned[:, 2] -= dz2
 
     deck = float(sim[:, 2].max()) - 2.0
-    scan_deck, sim_deck = deck_centre(aligned[inlier], deck), deck_centre(sim, deck)
+    scan_deck, sim_deck = deck_centre(aligned, deck, inlier), deck_centre(sim, deck)
     shift = np.zeros(2) if scan_deck is None or sim_deck is None else sim_deck - scan_deck
     aligned[:, :2] += shift
-    dz3 = centre_height(aligned[inlier]) - sim_centre
+    dz3 = centre_height(aligned, among=inlier) - sim_centre
     aligned[:, 2] -= dz3
 
     rotation = rot2 @ rot1
     translation = rot2 @ (t1 - dz1 * up) + t2 - dz2 * up + np.append(shift, -dz3)
-    distances = cup_tree.query(voxel_representatives(aligned[cup]))[0]
+    distances = cup_tree.query(voxel_representatives(aligned, among=cup))[0]
     stats: dict[str, Any] = {**distance_stats(distances), "n_anchor_points": int(cup.sum()),
                              "deck_shift_x": float(shift[0]), "deck_shift_y": float(shift[1])}
     return Alignment(aligned, rotation, translation, stats)

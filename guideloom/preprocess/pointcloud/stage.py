@@ -59,7 +59,8 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
 
     Every array is dropped as soon as it is no longer needed (the raw grids once the points,
     the packed and the scaled luminescence are made; the points once aligned; the neighbour
-    lists once used), and the classifier predicts :data:`PREDICT_ROWS` rows at a time.
+    lists once used), and the classifier's features are made and predicted strip by strip
+    (:func:`.features.strips`), :data:`PREDICT_ROWS` rows at a time at most.
     """
     from guideloom.preprocess.pointcloud.model import read_scan
 
@@ -103,19 +104,24 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     sim_distance = grid.on_grid(cKDTree(sim).query(aligned)[0], valid)
     started = timings.add("icp", started)
     xf = registration.register(valid, bundle["ref_ds"])
-    x = features.matrix(z_grid, sim_distance, lumi_grid, valid,
-                        bundle["prior_reg"].astype(np.float64),
-                        bundle["expected_reg"].astype(np.float64), xf, DX_MM, DY_MM)
-    del z_grid, sim_distance, lumi_grid
-    fins = _predict(bundle["model"], x, float(p["rf_threshold"]))
-    del x
+    registered = features.registered_matrix(z_grid, valid, bundle["prior_reg"],
+                                            bundle["expected_reg"], xf, DX_MM, DY_MM)
+    fins = np.empty(len(registered), dtype=bool)
+    done = 0
+    for x in features.strips(z_grid, sim_distance, lumi_grid, valid, registered):
+        fins[done:done + len(x)] = _predict(bundle["model"], x, float(p["rf_threshold"]))
+        done += len(x)
+        del x
+    del z_grid, sim_distance, lumi_grid, registered
     started = timings.add("classifier", started)
 
     removed = geometric | fins
     kept = aligned[~removed]
     del aligned
     swept = cleaning.small_component_seeds(kept, min_component)
-    final = kept[~swept].astype(np.float32)
+    final = np.empty((len(kept) - int(swept.sum()), 3), dtype=np.float32)
+    for axis in range(3):  # a column at a time: no float64 copy of the kept points
+        final[:, axis] = kept[~swept, axis]
     del kept
     timings.add("filtering", started)
 
