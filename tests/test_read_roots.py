@@ -14,7 +14,14 @@ import guideloom
 from guideloom.export.fingerprint import data_fingerprint
 from guideloom.read.fingerprint import remote_fingerprint
 from guideloom.read.locations import Location, RemoteLocation
-from guideloom.read.roots import DataRoot, LocalRoot, RemoteRoot, as_root, open_root
+from guideloom.read.roots import (
+    DataRoot,
+    LocalRoot,
+    RemoteRoot,
+    as_root,
+    folder_of,
+    open_root,
+)
 from guideloom.read.scan import scan_locations
 from guideloom.read.zipdir import archive_members, on_archive_changed
 from guideloom.select.selection import resolve_dataset
@@ -155,3 +162,34 @@ def test_a_rewritten_archive_tells_the_member_opener(demo_zip, tmp_path):
         assert heard == [str(archive)]
     finally:
         forget()
+
+
+def test_a_local_root_may_be_forked_and_names_its_folder(demo_zip, monkeypatch):
+    root = open_root(demo_zip)
+    assert root.can_fork
+    assert not root.high_latency
+    assert root.local_folder() == demo_zip
+    assert root.data_phrase == "local data"
+    assert root.absolute() is root  # already absolute: the same root
+    monkeypatch.chdir(demo_zip.parent)
+    relative = LocalRoot(type(demo_zip)(demo_zip.name))
+    assert relative.local_folder() == type(demo_zip)(demo_zip.name)
+    assert relative.absolute() == LocalRoot(demo_zip)
+    assert folder_of(demo_zip.name) == type(demo_zip)(demo_zip.name)
+    assert folder_of(root) == demo_zip
+
+
+def test_a_remote_root_is_not_forked_and_has_no_folder():
+    for root in (open_root("https://example.org/release"),
+                 RemoteRoot("doi:10.1/x", server="https://dv.example.org")):
+        assert not root.can_fork
+        assert root.high_latency
+        assert root.local_folder() is None
+        assert root.absolute() is root
+        assert root.data_phrase == "data in the remote release"
+        assert folder_of(root) is None
+    # a URL or DOI is told from a folder without reading anything (no DOI lookup here)
+    assert folder_of("https://example.org/release") is None
+    assert folder_of("doi:10.18419/DARUS-5589") is None
+    assert folder_of("s3://bucket/prefix") is None
+    assert folder_of(None) is None

@@ -66,10 +66,11 @@ def resolve_dataset(
     if dataset is None:
         dataset = load(data_dir, source, spec=spec, storage_options=storage_options)
         # a URL or DOI is opened once, by load (the folder of a manifest's URL too)
-        where = data_dir if data_dir is not None and dataset.root.is_local else dataset.data_dir
+        local = dataset.root.local_folder() is not None
+        where = data_dir if data_dir is not None and local else dataset.data_dir
     else:
         where = data_dir if data_dir is not None else dataset.data_dir
-        if dataset.root.is_local and (
+        if dataset.root.local_folder() is not None and (
                 not Path(str(dataset.data_dir)).is_absolute() or not (
                     dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
             dataset = replace(  # a Dataset built by hand with relative paths

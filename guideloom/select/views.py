@@ -26,7 +26,7 @@ def describe_views(data_dir: str | Path, source: str | Path | None = None) -> It
     selection = select(ds, ds.data_dir, warn_missing=False)
     yield f"{ds.name}: {len(ds.index())} experiments in the index, " \
           f"{len(selection.locations)} with " \
-          f"{'local data' if ds.root.is_local else 'data in the remote release'}"
+          f"{ds.root.data_phrase}"
     for view in ds.views.values():
         yield f"{view.name}"
         probe = _probe(view, selection)
