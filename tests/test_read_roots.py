@@ -126,8 +126,8 @@ def test_a_remote_root_answers_as_the_local_one(demo_zip, served):
         assert sorted(remote_file) == sorted(local_file)
 
 
-def test_resolve_dataset_keeps_a_folder_as_a_path_and_a_url_as_its_root(demo_zip, served,
-                                                                        tmp_path, monkeypatch):
+def test_resolve_dataset_gives_the_root_a_folder_made_absolute_or_a_url(demo_zip, served,
+                                                                       tmp_path, monkeypatch):
     url, _ = served
     ds, where = resolve_dataset(url, None, None)
     assert where == ds.data_dir
@@ -137,9 +137,10 @@ def test_resolve_dataset_keeps_a_folder_as_a_path_and_a_url_as_its_root(demo_zip
     assert where2.url == url
     monkeypatch.chdir(demo_zip.parent)
     ds3, where3 = resolve_dataset(demo_zip.name, None, None)
-    assert where3 == demo_zip
-    assert where3.is_absolute()
-    assert ds3.data_dir == demo_zip
+    assert where3 == LocalRoot(demo_zip)
+    assert where3.local_folder() == demo_zip
+    assert ds3.root == where3
+    assert ds3.data_dir == demo_zip  # the compat property: the folder, as before
     with pytest.raises(FileNotFoundError, match="data directory not found"):
         resolve_dataset(tmp_path / "absent", ds3, None)
 
@@ -193,3 +194,18 @@ def test_a_remote_root_is_not_forked_and_has_no_folder():
     assert folder_of("doi:10.18419/DARUS-5589") is None
     assert folder_of("s3://bucket/prefix") is None
     assert folder_of(None) is None
+
+
+def test_the_dataset_carries_its_root_and_still_gives_its_folder(demo_zip, served):
+    ds = guideloom.load(demo_zip)
+    assert ds.root == LocalRoot(demo_zip)
+    assert ds.data_dir == demo_zip
+    assert guideloom.load(ds.root).root == ds.root  # a root is a data_dir too
+    url, _ = served
+    remote = guideloom.load(url)
+    assert isinstance(remote.root, RemoteRoot)
+    assert remote.data_dir is remote.root  # a release read by URL: its root, as before
+    for dataset in (ds, remote):
+        copy = pickle.loads(pickle.dumps(dataset))
+        assert copy.root == dataset.root
+        assert len(pickle.dumps(dataset.root)) < 400  # small: shipped with every task

@@ -362,23 +362,21 @@ def open_root(path_or_url: str | os.PathLike[str] | DataRoot,
 
 
 def job_root(data_dir: str | os.PathLike[str] | DataRoot,
-             storage_options: Mapping[str, Any] | None = None) -> Path | RemoteRoot:
-    """The data directory of a job as the job keeps it: an absolute folder (relative paths are
-    made absolute here, on the driver: Dask workers may run in another directory), or the
-    :class:`RemoteRoot` of a URL or DOI (with ``storage_options`` for fsspec).
+             storage_options: Mapping[str, Any] | None = None) -> DataRoot:
+    """The root of a job's data directory as the job keeps it: a folder made absolute
+    (:meth:`DataRoot.absolute`, here on the driver: Dask workers may run in another
+    directory), or the :class:`RemoteRoot` of a URL or DOI (with ``storage_options`` for
+    fsspec).
 
     Raises:
         FileNotFoundError: The folder does not exist.
         ValueError: ``storage_options`` for a local folder.
     """
-    root = open_root(data_dir, storage_options)
-    if isinstance(root, RemoteRoot):
-        return root
-    assert isinstance(root, LocalRoot)
-    folder = Path(os.path.abspath(root.path))
-    if not folder.is_dir():
+    root = open_root(data_dir, storage_options).absolute()
+    folder = root.local_folder()
+    if folder is not None and not folder.is_dir():
         raise FileNotFoundError(f"data directory not found: {folder}")
-    return folder
+    return root
 
 
 def open_remote_root(location: str | RemoteRoot, *, server: str | None = None,

@@ -16,7 +16,7 @@ from guideloom.errors import (
     warn,
 )
 from guideloom.read.locations import Location
-from guideloom.read.roots import RemoteRoot, as_root, job_root
+from guideloom.read.roots import DataRoot, job_root
 from guideloom.select.index import IndexTable
 from guideloom.select.manifest import Dataset, DatasetSpec, load
 
@@ -50,12 +50,12 @@ SIM_IDS_ORDERS = ("index", "sim_ids")
 
 
 def resolve_dataset(
-    data_dir: str | Path | RemoteRoot | None, dataset: Dataset | None,
+    data_dir: str | os.PathLike[str] | DataRoot | None, dataset: Dataset | None,
     source: str | Path | None, spec: DatasetSpec | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> tuple[Dataset, Path | RemoteRoot]:
-    """Return the dataset and the directory its files are read from (absolute paths, or the
-    remote root read by URL, with ``storage_options`` for fsspec).
+) -> tuple[Dataset, DataRoot]:
+    """Return the dataset and the root its files are read from (a folder made absolute, or
+    the remote root read by URL, with ``storage_options`` for fsspec).
 
     Relative paths are made absolute against the current directory here, on the driver: the
     job's file locations are shipped to Dask workers, which may run in another directory.
@@ -67,14 +67,13 @@ def resolve_dataset(
         dataset = load(data_dir, source, spec=spec, storage_options=storage_options)
         # a URL or DOI is opened once, by load (the folder of a manifest's URL too)
         local = dataset.root.local_folder() is not None
-        where = data_dir if data_dir is not None and local else dataset.data_dir
+        where = data_dir if data_dir is not None and local else dataset.root
     else:
-        where = data_dir if data_dir is not None else dataset.data_dir
-        if dataset.root.local_folder() is not None and (
-                not Path(str(dataset.data_dir)).is_absolute() or not (
-                    dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
+        where = data_dir if data_dir is not None else dataset.root
+        if dataset.root.absolute() != dataset.root or not (
+                dataset.manifest_path is None or dataset.manifest_path.is_absolute()):
             dataset = replace(  # a Dataset built by hand with relative paths
-                dataset, data_dir=Path(os.path.abspath(str(dataset.data_dir))),
+                dataset, root=dataset.root.absolute(),
                 manifest_path=None if dataset.manifest_path is None
                 else Path(os.path.abspath(dataset.manifest_path)))
     return dataset, job_root(where, storage_options)
@@ -102,7 +101,7 @@ def order_sim_ids(ds: Dataset, sim_ids: Iterable[Any], order: SimIdsOrder) -> li
 
 def select(
     ds: Dataset,
-    root: Path | RemoteRoot,
+    root: DataRoot,
     *,
     sim_ids: Iterable[Any] | None = None,
     where: RowFilter | None = None,
@@ -134,7 +133,7 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = as_root(root).locations(ds, [r[ds.id_column] for r in rows])
+    available = root.locations(ds, [r[ds.id_column] for r in rows])
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])
