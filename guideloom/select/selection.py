@@ -16,7 +16,7 @@ from guideloom.errors import (
     warn,
 )
 from guideloom.read.locations import Location
-from guideloom.read.roots import DataRoot, job_root
+from guideloom.read.roots import DataRoot, as_root, job_root
 from guideloom.select.index import IndexTable
 from guideloom.select.manifest import Dataset, DatasetSpec, load
 
@@ -101,7 +101,7 @@ def order_sim_ids(ds: Dataset, sim_ids: Iterable[Any], order: SimIdsOrder) -> li
 
 def select(
     ds: Dataset,
-    root: DataRoot,
+    root: DataRoot | str | os.PathLike[str],
     *,
     sim_ids: Iterable[Any] | None = None,
     where: RowFilter | None = None,
@@ -111,7 +111,9 @@ def select(
     """Select experiments: ``sim_ids`` (in ``order``) or the index order, then ``where``.
 
     Ids of ``sim_ids`` that are not in the index table, and ids without a local file, are
-    dropped and reported with a :class:`MissingDataWarning` each (as rddac does).
+    dropped and reported with a :class:`MissingDataWarning` each (as rddac does). ``root`` is
+    where the files are read: a :class:`~guideloom.read.roots.DataRoot` (``ds.root``, what
+    :func:`resolve_dataset` returns), or a folder as a caller gives it (``ds.data_dir``).
 
     Raises:
         ValueError: ``sim_ids`` lists an id twice, or ``order`` is unknown.
@@ -133,7 +135,7 @@ def select(
     rows = [index.row(i) for i in chosen]
     if where is not None:
         rows = [r for r in rows if where(FilterRow(r, index.path.name))]
-    available = root.locations(ds, [r[ds.id_column] for r in rows])
+    available = as_root(root).locations(ds, [r[ds.id_column] for r in rows])
     kept, missing = [], []
     for row in rows:
         loc = available.get(row[ds.id_column])
