@@ -65,3 +65,45 @@ def test_the_read_package_probes_no_capability():
              if (hits := probes(path.read_text(encoding="utf-8")))}
     assert found == {}, ("declare the capability on ByteSource/Located/DataRoot and use it "
                          f"directly instead of probing for it: {found}")
+
+
+GUIDELOOM = READ.parent
+
+
+def root_asks(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` of each ``isinstance(..., RemoteRoot/LocalRoot)`` and each call of
+    ``is_remote_root`` in ``source``: asking a data root which kind it is."""
+    kinds = {"RemoteRoot", "LocalRoot"}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else \
+            func.attr if isinstance(func, ast.Attribute) else None
+        if name == "is_remote_root":
+            found.append((node.lineno, "is_remote_root"))
+        elif name == "isinstance" and len(node.args) == 2:
+            named = {n.id if isinstance(n, ast.Name) else n.attr
+                     for n in ast.walk(node.args[1]) if isinstance(n, ast.Name | ast.Attribute)}
+            found.extend((node.lineno, f"isinstance {k}") for k in sorted(named & kinds))
+    return found
+
+
+def test_the_root_ask_finder_finds_an_ask():
+    snippet = ("from guideloom.read import roots\n"
+               "def f(root, given):\n"
+               "    if isinstance(root, roots.RemoteRoot):\n"
+               "        return is_remote_root(given)\n"
+               "    ok = isinstance(root, (Path, LocalRoot)) or isinstance(root, Path)\n"
+               "    return roots.is_remote_root(root.url) or root.can_fork or ok\n")
+    assert root_asks(snippet) == [(3, "isinstance RemoteRoot"), (4, "is_remote_root"),
+                                  (5, "isinstance LocalRoot"), (6, "is_remote_root")]
+
+
+def test_no_module_outside_the_read_package_asks_a_root_its_kind():
+    found = {str(path.relative_to(GUIDELOOM)): hits for path in sorted(GUIDELOOM.rglob("*.py"))
+             if READ not in path.parents
+             and (hits := root_asks(path.read_text(encoding="utf-8")))}
+    assert found == {}, ("ask the root for the capability instead (DataRoot.can_fork, "
+                         f"local_folder(), high_latency, ...; guideloom/read/roots.py): {found}")

@@ -14,7 +14,14 @@ import guideloom
 from guideloom.export.fingerprint import data_fingerprint
 from guideloom.read.fingerprint import remote_fingerprint
 from guideloom.read.locations import Location, RemoteLocation
-from guideloom.read.roots import DataRoot, LocalRoot, RemoteRoot, as_root, open_root
+from guideloom.read.roots import (
+    DataRoot,
+    LocalRoot,
+    RemoteRoot,
+    as_root,
+    folder_of,
+    open_root,
+)
 from guideloom.read.scan import scan_locations
 from guideloom.read.zipdir import archive_members, on_archive_changed
 from guideloom.select.selection import resolve_dataset
@@ -119,8 +126,8 @@ def test_a_remote_root_answers_as_the_local_one(demo_zip, served):
         assert sorted(remote_file) == sorted(local_file)
 
 
-def test_resolve_dataset_keeps_a_folder_as_a_path_and_a_url_as_its_root(demo_zip, served,
-                                                                        tmp_path, monkeypatch):
+def test_resolve_dataset_gives_the_root_a_folder_made_absolute_or_a_url(demo_zip, served,
+                                                                       tmp_path, monkeypatch):
     url, _ = served
     ds, where = resolve_dataset(url, None, None)
     assert where == ds.data_dir
@@ -130,9 +137,10 @@ def test_resolve_dataset_keeps_a_folder_as_a_path_and_a_url_as_its_root(demo_zip
     assert where2.url == url
     monkeypatch.chdir(demo_zip.parent)
     ds3, where3 = resolve_dataset(demo_zip.name, None, None)
-    assert where3 == demo_zip
-    assert where3.is_absolute()
-    assert ds3.data_dir == demo_zip
+    assert where3 == LocalRoot(demo_zip)
+    assert where3.local_folder() == demo_zip
+    assert ds3.root == where3
+    assert ds3.data_dir == demo_zip  # the compat property: the folder, as before
     with pytest.raises(FileNotFoundError, match="data directory not found"):
         resolve_dataset(tmp_path / "absent", ds3, None)
 
@@ -155,3 +163,49 @@ def test_a_rewritten_archive_tells_the_member_opener(demo_zip, tmp_path):
         assert heard == [str(archive)]
     finally:
         forget()
+
+
+def test_a_local_root_may_be_forked_and_names_its_folder(demo_zip, monkeypatch):
+    root = open_root(demo_zip)
+    assert root.can_fork
+    assert not root.high_latency
+    assert root.local_folder() == demo_zip
+    assert root.data_phrase == "local data"
+    assert root.absolute() is root  # already absolute: the same root
+    monkeypatch.chdir(demo_zip.parent)
+    relative = LocalRoot(type(demo_zip)(demo_zip.name))
+    assert relative.local_folder() == type(demo_zip)(demo_zip.name)
+    assert relative.absolute() == LocalRoot(demo_zip)
+    assert folder_of(demo_zip.name) == type(demo_zip)(demo_zip.name)
+    assert folder_of(root) == demo_zip
+
+
+def test_a_remote_root_is_not_forked_and_has_no_folder():
+    for root in (open_root("https://example.org/release"),
+                 RemoteRoot("doi:10.1/x", server="https://dv.example.org")):
+        assert not root.can_fork
+        assert root.high_latency
+        assert root.local_folder() is None
+        assert root.absolute() is root
+        assert root.data_phrase == "data in the remote release"
+        assert folder_of(root) is None
+    # a URL or DOI is told from a folder without reading anything (no DOI lookup here)
+    assert folder_of("https://example.org/release") is None
+    assert folder_of("doi:10.18419/DARUS-5589") is None
+    assert folder_of("s3://bucket/prefix") is None
+    assert folder_of(None) is None
+
+
+def test_the_dataset_carries_its_root_and_still_gives_its_folder(demo_zip, served):
+    ds = guideloom.load(demo_zip)
+    assert ds.root == LocalRoot(demo_zip)
+    assert ds.data_dir == demo_zip
+    assert guideloom.load(ds.root).root == ds.root  # a root is a data_dir too
+    url, _ = served
+    remote = guideloom.load(url)
+    assert isinstance(remote.root, RemoteRoot)
+    assert remote.data_dir is remote.root  # a release read by URL: its root, as before
+    for dataset in (ds, remote):
+        copy = pickle.loads(pickle.dumps(dataset))
+        assert copy.root == dataset.root
+        assert len(pickle.dumps(dataset.root)) < 400  # small: shipped with every task

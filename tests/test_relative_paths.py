@@ -16,6 +16,7 @@ import guideloom
 from guideloom.cluster.local_procs import start_local_cluster
 from guideloom.demo import make_demo_data
 from guideloom.export.api import build_spec
+from guideloom.read.roots import LocalRoot
 from guideloom.select.selection import select
 from guideloom.workflow.load import load_workflow
 
@@ -79,7 +80,7 @@ def test_build_spec_holds_absolute_paths(demo_copy, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec = build_spec("force-curve", "npy", "out", data_dir="data",
                       source="data/metadata.json")
-    assert spec.data_dir == tmp_path / "data"
+    assert spec.data_dir == LocalRoot(tmp_path / "data")  # the root travels (issue 40)
     assert spec.dataset.data_dir == tmp_path / "data"
     assert spec.dataset.manifest_path == tmp_path / "data" / "metadata.json"
     assert spec.target == str(tmp_path / "out")
@@ -93,7 +94,7 @@ def test_build_spec_absolute_for_a_dataset_loaded_with_relative_paths(demo_copy,
     ds = guideloom.load("data")
     assert ds.data_dir == tmp_path / "data"
     spec = build_spec("force-curve", "npy", "sub/../out", dataset=ds)
-    assert spec.data_dir == tmp_path / "data"
+    assert spec.data_dir == LocalRoot(tmp_path / "data")  # the root travels (issue 40)
     assert spec.target == str(tmp_path / "out")
 
 
@@ -125,7 +126,7 @@ def test_workflow_paths_are_absolute_from_a_relative_file(demo_copy, tmp_path, m
     wf = load_workflow("jobs/job.toml")
     assert sys.path[0] == str(jobs / "lib")
     spec = wf.to_spec()
-    assert spec.data_dir == tmp_path / "data"
+    assert spec.data_dir == LocalRoot(tmp_path / "data")  # the root travels (issue 40)
     assert spec.dataset.manifest_path == tmp_path / "data" / "metadata.json"
     assert spec.target == str(tmp_path / "exports" / "out")
 

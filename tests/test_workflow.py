@@ -15,6 +15,7 @@ from guideloom.workflows import demo_transforms
 
 import guideloom
 from guideloom.export import build_spec, plan_export
+from guideloom.read.roots import LocalRoot
 from guideloom.workflow import WorkflowError, load_workflow, resolve_reference
 from guideloom.workflow.filters import Condition, WhereFilter
 
@@ -42,7 +43,7 @@ def test_shipped_workflows_load_and_plan(name, demo_zip, tmp_path):
     spec = wf.to_spec()
     plan = plan_export(spec, 2)
     assert spec.target == str(tmp_path / "o")
-    assert spec.data_dir == demo_zip
+    assert spec.data_dir == LocalRoot(demo_zip)  # the root travels (issue 40)
     assert len(plan.selection.ids) > 0
     assert not (tmp_path / "o").exists()
 

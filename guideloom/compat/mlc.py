@@ -8,7 +8,6 @@ dependency and is imported here, never by ``import guideloom``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 __all__ = ["LOOSE_SUBDIR", "local_mapping", "mlcroissant_dataset"]
@@ -25,9 +24,9 @@ def local_mapping(ds: Any) -> dict[str, str]:
     ``rddac download`` writes the archives). Files with no local copy are left out (all of
     them for a release read by URL: mlcroissant then fetches the manifest's ``contentUrl``).
     """
-    if not ds.root.is_local:  # a release read by URL: nothing is local
+    root = ds.root.local_folder()
+    if root is None:  # a release read by URL: nothing is local
         return {}
-    root = Path(ds.data_dir)
     mapping: dict[str, str] = {}
     for node in ds.manifest.get("distribution", []):
         types = node.get("@type")

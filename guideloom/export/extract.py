@@ -174,11 +174,14 @@ def extract_zips(
         ValueError: ``data_dir`` (or the dataset's) is a URL or DOI: extracting writes next to
             the archives, so it needs a local copy.
     """
-    from guideloom.read.roots import is_remote_root
+    from guideloom.read.roots import folder_of
     from guideloom.select.manifest import load
 
-    for given in (data_dir, None if dataset is None else dataset.data_dir):
-        if is_remote_root(given):
+    wheres: list[tuple[object, Path | None]] = [(data_dir, folder_of(data_dir))]
+    if dataset is not None:
+        wheres.append((dataset.data_dir, dataset.root.local_folder()))
+    for given, folder in wheres:
+        if folder is None:
             raise ValueError(
                 f"extract writes loose files next to the archives, so it needs a local copy of "
                 f"the release, not {given}: download it with `guideloom download --out DIR "

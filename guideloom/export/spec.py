@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -19,7 +18,7 @@ from guideloom.export.recipe import TransformRecipe, transform_recipe
 from guideloom.formats.layout import check_output_name
 from guideloom.formats.manifest_types import Recipe, TransformNames
 from guideloom.read.locations import Location
-from guideloom.read.roots import RemoteRoot
+from guideloom.read.roots import DataRoot
 from guideloom.read.views import View
 from guideloom.select.manifest import Dataset
 
@@ -118,7 +117,7 @@ class ExportSpec:
 
     view: View
     dataset: Dataset
-    data_dir: Path | RemoteRoot
+    data_dir: DataRoot  # where the experiments are read (str() as export.json records it)
     output: OutputKind
     target: str
     sim_ids: tuple[Any, ...] | None = None

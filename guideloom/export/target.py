@@ -29,23 +29,24 @@ from guideloom.export.ownership import why_not_replaceable
 from guideloom.export.staging import Staging
 from guideloom.formats.layout import EXPORT_MANIFEST
 from guideloom.formats.rddac_layout import is_rddac_export
-from guideloom.read.roots import RemoteRoot
+from guideloom.read.roots import DataRoot
 from guideloom.runtime.os_support import is_locked, pread, pwrite, try_lock, unlock
 from guideloom.runtime.private_files import check_private_dir, open_private_file
 
 LOCK_SUFFIX = ".guideloom-lock"
 
 
-def check_target(staging: Staging, data_dir: Path | RemoteRoot, overwrite: bool) -> None:
+def check_target(staging: Staging, data_dir: DataRoot, overwrite: bool) -> None:
     """Raise unless the export may be written at ``staging.target``.
 
     Raises:
         UnsafeTargetError: The target is protected, or holds something guideloom did not write.
         FileExistsError: A complete export is there and ``overwrite`` is false.
     """
-    if staging.is_local and isinstance(data_dir, str | os.PathLike):  # (not a remote root)
+    folder = data_dir.local_folder()  # None: data read by URL, nothing to protect
+    if staging.is_local and folder is not None:
         target = Path(staging.target).resolve()
-        data = Path(data_dir).resolve()
+        data = folder.resolve()
         protected = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
                      data: "the data directory"}
         protected.update(dict.fromkeys(data.parents, "a parent of the data directory"))

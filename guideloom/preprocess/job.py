@@ -222,15 +222,15 @@ def preprocess(
     names = choose_stages(modalities)
     params_mod.check(config or {})
     values = params_mod.merge(config)
-    from guideloom.read.roots import is_remote_root
+    from guideloom.read.roots import folder_of
 
-    remote = is_remote_root(data_dir)
+    folder = folder_of(data_dir)
     if out_dir is None:
-        if remote:
+        if folder is None:
             raise ValueError("--out is needed when --data-dir is a URL or DOI")
-        out_dir = os.path.join(str(data_dir), "processed")
+        out_dir = os.path.join(folder, "processed")
     out = os.path.abspath(str(out_dir))
-    publish.guard_out_dir(None if remote else str(data_dir), out)
+    publish.guard_out_dir(None if folder is None else str(folder), out)
     ds, selection, no_file = _select(data_dir, ids, split, storage_options)
     prepared = prepare(names, values, out_dir=out, data_dir=str(data_dir), labels=labels,
                        rebuild=rebuild_models)
@@ -247,7 +247,8 @@ def preprocess(
     items = [Item(loc, publish.output_name(loc.sim_id), evidence)
              for loc, evidence in zip(locations, inputs.evidence_of(locations), strict=True)]
     if items:
-        _run_items(job, items, report, client, show_progress, quiet, run_report)
+        _run_items(job, items, report, client, show_progress, quiet, run_report,
+                   forkable=ds.root.can_fork)
     for error in report.errors.values():
         logger.error("%s", error)
     report.seconds = time.monotonic() - started
@@ -255,10 +256,12 @@ def preprocess(
 
 
 def _run_items(job: Job, items: Sequence[Item], report: PreprocessReport, client: Any,
-               show_progress: bool, quiet: bool, run_report: str | Path | None) -> None:
+               show_progress: bool, quiet: bool, run_report: str | Path | None, *,
+               forkable: bool) -> None:
     """Fan the experiments out on the placement and gather their outcomes into ``report``;
     the run's phases, tasks and failures go to the dashboard page and the run report as an
-    export's do (:class:`~guideloom.export.progress.RunMonitor`)."""
+    export's do (:class:`~guideloom.export.progress.RunMonitor`); ``forkable``: the data
+    root may be read from forked processes (:attr:`~guideloom.read.roots.DataRoot.can_fork`)."""
     from guideloom.export.progress import PLAN, TASKS, RunMonitor
 
     started = time.time()
@@ -270,9 +273,8 @@ def _run_items(job: Job, items: Sequence[Item], report: PreprocessReport, client
     n_tasks = len(_parts(items, default_partition_size(len(items), default_worker_count())))
     status = "failed"
     try:
-        local = all(item.loc.is_local for item in items)
         with placement(client, estimate_s=estimate, n_tasks=n_tasks, quiet=quiet,
-                       forkable=local) as where:
+                       forkable=forkable) as where:
             report.placement = where.mode
             monitor.attach(where.client)
             monitor.placement({**where.to_json(), "estimate_s": round(estimate, 4)})

@@ -95,7 +95,10 @@ class ViewDataset(IterableDataset):
             ds.view(view)  # an unknown view fails here, not in the workers
         self.view = view
         self.dataset = ds
-        self.data_dir = root
+        self.root = root  # the DataRoot the records are read from (shipped to the workers)
+        folder = root.local_folder()
+        #: As before: the absolute folder, or the remote root of a release read by URL.
+        self.data_dir = root if folder is None else folder
         self.sim_ids: list[Any] = select(ds, root, sim_ids=sim_ids, where=where,
                                          order=sim_ids_order).ids  # type: ignore[arg-type]
         if (rank is None) != (world_size is None):
@@ -142,7 +145,7 @@ class ViewDataset(IterableDataset):
         if not ids:
             return
         for record in iter_view(
-            self.view, data_dir=self.data_dir, dataset=self.dataset, sim_ids=ids,
+            self.view, data_dir=self.root, dataset=self.dataset, sim_ids=ids,
             sim_ids_order="sim_ids",  # this worker's share, in its (shuffled) order
             verify_crc=self.verify_crc,
         ):

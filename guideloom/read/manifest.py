@@ -19,6 +19,8 @@ from typing import Any
 from guideloom.errors import ManifestError
 from guideloom.read.access import read_bytes
 from guideloom.read.roots import (
+    DataRoot,
+    LocalRoot,
     RemoteRoot,
     is_remote_root,
     open_remote_root,
@@ -30,9 +32,10 @@ logger = logging.getLogger(__name__)
 
 def read_manifest(data_dir: Any, source: Any, metadata_file: str, default_data_dir: str | Path,
                   storage_options: Mapping[str, Any] | None = None
-                  ) -> tuple[dict[str, Any], Path | None, Path | RemoteRoot]:
+                  ) -> tuple[dict[str, Any], Path | None, DataRoot]:
     """The parsed manifest, its file (``None`` for a parsed dict or a remote one) and the
-    data directory: an absolute folder, or the :class:`RemoteRoot` of a URL or DOI.
+    root of the data directory: the :class:`LocalRoot` of an absolute folder, or the
+    :class:`RemoteRoot` of a URL or DOI (``data_dir`` may be a root already).
 
     ``data_dir`` ``None`` is the folder of ``source`` (its URL's folder for a remote one), else
     ``default_data_dir``; ``source`` ``None`` is ``data_dir/metadata_file``.
@@ -52,9 +55,11 @@ def read_manifest(data_dir: Any, source: Any, metadata_file: str, default_data_d
                     else default_data_dir)
     if isinstance(data_dir, Mapping):
         raise TypeError("load() takes one manifest: give data_dir as a path, not a mapping")
+    if isinstance(data_dir, DataRoot):
+        data_dir = data_dir.local_folder()
     folder = Path(os.path.abspath(data_dir))  # absolute here: Dask workers run elsewhere
     if isinstance(source, Mapping):
-        return copy.deepcopy(dict(source)), None, folder
+        return copy.deepcopy(dict(source)), None, LocalRoot(folder)
     if source is None and not folder.is_dir():
         raise FileNotFoundError(f"data directory not found: {folder}")
     manifest_path = (Path(os.path.abspath(source)) if source is not None
@@ -65,7 +70,7 @@ def read_manifest(data_dir: Any, source: Any, metadata_file: str, default_data_d
         manifest = json.loads(read_bytes(manifest_path).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{manifest_path}: not valid JSON ({exc})") from exc
-    return manifest, manifest_path, folder
+    return manifest, manifest_path, LocalRoot(folder)
 
 
 def remote_manifest(data_dir: Any, source: Any, metadata_file: str,

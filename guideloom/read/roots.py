@@ -65,6 +65,7 @@ __all__ = [
     "checked_relpath",
     "checked_storage_options",
     "clear_remote_cache",
+    "folder_of",
     "is_remote_root",
     "job_root",
     "open_remote_root",
@@ -99,6 +100,25 @@ class DataRoot(ABC):
     #: True when the index table's bytes are worth keeping once read (a round trip to fetch
     #: again): the job identity is then taken from the kept bytes.
     keeps_index_bytes: bool = False
+    #: True when a process forked from this one may read the root: its files are on this
+    #: machine, so a child inherits no half-used connection or client thread.
+    can_fork: bool = True
+    #: True when each read is a network round trip: read ahead, batch the requests and keep
+    #: what was fetched rather than read it again.
+    high_latency: bool = False
+    #: What the root's data is, for a line printed to the user ("local data").
+    data_phrase: str = "local data"
+
+    def local_folder(self) -> Path | None:
+        """The folder on this machine that holds the root's files (to write next to them, to
+        keep an export from overwriting them, to hand to a tool that reads paths), or
+        ``None`` for a release read by URL."""
+        return None
+
+    def absolute(self) -> DataRoot:
+        """This root as a job keeps it: a folder made absolute against the current directory
+        (on the driver: Dask workers may run in another directory); a URL as it is."""
+        return self
 
     @property
     @abstractmethod
@@ -162,6 +182,12 @@ class LocalRoot(DataRoot):
     def __str__(self) -> str:
         return str(self.path)
 
+    def local_folder(self) -> Path:
+        return self.path
+
+    def absolute(self) -> LocalRoot:
+        return self if self.path.is_absolute() else LocalRoot(Path(os.path.abspath(self.path)))
+
     @property
     def name(self) -> str:
         return self.path.name
@@ -212,6 +238,9 @@ class RemoteRoot(DataRoot):
     release_version: str = ""
     is_local = False
     keeps_index_bytes = True
+    can_fork = False
+    high_latency = True
+    data_phrase = "data in the remote release"
 
     def __str__(self) -> str:
         return f"{self.url} on {self.server}" if self.server else self.url
@@ -292,6 +321,14 @@ def is_remote_root(location: object) -> TypeGuard[str | RemoteRoot]:
                                           or location.lower().startswith(DOI_PREFIX))
 
 
+def folder_of(data_dir: str | os.PathLike[str] | DataRoot | None) -> Path | None:
+    """The folder on this machine a ``data_dir`` names, or ``None`` for a URL, a DOI, a
+    remote root or no ``data_dir`` (nothing is fetched: a DOI's file list is not read)."""
+    if data_dir is None or is_remote_root(data_dir):
+        return None
+    return as_root(data_dir).local_folder()
+
+
 def as_root(data_dir: str | os.PathLike[str] | DataRoot) -> DataRoot:
     """The root of a dataset's ``data_dir`` as it is kept (a folder's path, or the
     :class:`RemoteRoot` it was loaded from); nothing is fetched."""
@@ -325,23 +362,21 @@ def open_root(path_or_url: str | os.PathLike[str] | DataRoot,
 
 
 def job_root(data_dir: str | os.PathLike[str] | DataRoot,
-             storage_options: Mapping[str, Any] | None = None) -> Path | RemoteRoot:
-    """The data directory of a job as the job keeps it: an absolute folder (relative paths are
-    made absolute here, on the driver: Dask workers may run in another directory), or the
-    :class:`RemoteRoot` of a URL or DOI (with ``storage_options`` for fsspec).
+             storage_options: Mapping[str, Any] | None = None) -> DataRoot:
+    """The root of a job's data directory as the job keeps it: a folder made absolute
+    (:meth:`DataRoot.absolute`, here on the driver: Dask workers may run in another
+    directory), or the :class:`RemoteRoot` of a URL or DOI (with ``storage_options`` for
+    fsspec).
 
     Raises:
         FileNotFoundError: The folder does not exist.
         ValueError: ``storage_options`` for a local folder.
     """
-    root = open_root(data_dir, storage_options)
-    if isinstance(root, RemoteRoot):
-        return root
-    assert isinstance(root, LocalRoot)
-    folder = Path(os.path.abspath(root.path))
-    if not folder.is_dir():
+    root = open_root(data_dir, storage_options).absolute()
+    folder = root.local_folder()
+    if folder is not None and not folder.is_dir():
         raise FileNotFoundError(f"data directory not found: {folder}")
-    return folder
+    return root
 
 
 def open_remote_root(location: str | RemoteRoot, *, server: str | None = None,

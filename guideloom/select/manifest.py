@@ -29,7 +29,7 @@ from guideloom.errors import ManifestError
 from guideloom.read.files import RemotePath
 from guideloom.read.files import confined as confined
 from guideloom.read.manifest import read_manifest
-from guideloom.read.roots import DataRoot, RemoteRoot, as_root
+from guideloom.read.roots import DataRoot, as_root
 from guideloom.read.roots import refuse_local_storage_options as refuse_local_storage_options
 from guideloom.read.views import Timesteps as Timesteps
 from guideloom.read.views import View as View
@@ -204,7 +204,7 @@ class Dataset:
 
     manifest: dict[str, Any]
     manifest_path: Path | None
-    data_dir: Path | RemoteRoot  # a RemoteRoot: read by URL (guideloom.read.roots)
+    root: DataRoot  # where the index table and the experiments' files are read
     spec: DatasetSpec
     name: str
     index_file: str
@@ -255,10 +255,12 @@ class Dataset:
         return self._index_cache
 
     @property
-    def root(self) -> DataRoot:
-        """The :class:`~guideloom.read.roots.DataRoot` of :attr:`data_dir` (nothing is
-        fetched): where the index table and the experiments' files are read."""
-        return as_root(self.data_dir)
+    def data_dir(self) -> Path | DataRoot:
+        """The data directory as :func:`load` has always given it: the absolute folder, or
+        the :class:`~guideloom.read.roots.RemoteRoot` of a release read by URL (the root
+        itself is :attr:`root`)."""
+        folder = self.root.local_folder()
+        return self.root if folder is None else folder
 
     def fetched_index_bytes(self) -> bytes | None:
         """The bytes of the index table as :meth:`index` fetched them from a remote release
@@ -270,9 +272,9 @@ class Dataset:
     def file_in_data_dir(self, root: str | Path, name: str, what: str) -> Path: ...
 
     @overload
-    def file_in_data_dir(self, root: RemoteRoot, name: str, what: str) -> RemotePath: ...
+    def file_in_data_dir(self, root: DataRoot, name: str, what: str) -> Path | RemotePath: ...
 
-    def file_in_data_dir(self, root: str | Path | RemoteRoot, name: str, what: str
+    def file_in_data_dir(self, root: str | Path | DataRoot, name: str, what: str
                          ) -> Path | RemotePath:
         """``root / name`` for a file the manifest names, confined to ``root`` (for a remote
         root, its :class:`~guideloom.read.files.RemotePath`).
@@ -358,7 +360,7 @@ class Dataset:
 
 
 def load(
-    data_dir: str | Path | RemoteRoot | Mapping[str, Any] | None = None,
+    data_dir: str | os.PathLike[str] | DataRoot | Mapping[str, Any] | None = None,
     source: str | Path | Mapping[str, Any] | None = None,
     *,
     spec: DatasetSpec | None = None,
@@ -408,7 +410,7 @@ def is_manifest(value: object) -> bool:
 
 
 def _parse(
-    manifest: dict[str, Any], manifest_path: Path | None, data_dir: Path | RemoteRoot,
+    manifest: dict[str, Any], manifest_path: Path | None, root: DataRoot,
     spec: DatasetSpec,
 ) -> Dataset:
     where = str(manifest_path or "manifest")
@@ -447,9 +449,9 @@ def _parse(
     ds = Dataset(
         manifest=manifest,
         manifest_path=manifest_path,
-        data_dir=data_dir,
+        root=root,
         spec=spec,
-        name=str(manifest.get("name", data_dir.name)),
+        name=str(manifest.get("name", root.name)),
         index_file=index_file,
         id_column=id_column,
         index_record_set=index_rs["@id"],

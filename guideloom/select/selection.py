@@ -16,7 +16,7 @@ from guideloom.errors import (
     warn,
 )
 from guideloom.read.locations import Location
-from guideloom.read.roots import RemoteRoot, as_root, job_root
+from guideloom.read.roots import DataRoot, as_root, job_root
 from guideloom.select.index import IndexTable
 from guideloom.select.manifest import Dataset, DatasetSpec, load
 
@@ -50,12 +50,12 @@ SIM_IDS_ORDERS = ("index", "sim_ids")
 
 
 def resolve_dataset(
-    data_dir: str | Path | RemoteRoot | None, dataset: Dataset | None,
+    data_dir: str | os.PathLike[str] | DataRoot | None, dataset: Dataset | None,
     source: str | Path | None, spec: DatasetSpec | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> tuple[Dataset, Path | RemoteRoot]:
-    """Return the dataset and the directory its files are read from (absolute paths, or the
-    remote root read by URL, with ``storage_options`` for fsspec).
+) -> tuple[Dataset, DataRoot]:
+    """Return the dataset and the root its files are read from (a folder made absolute, or
+    the remote root read by URL, with ``storage_options`` for fsspec).
 
     Relative paths are made absolute against the current directory here, on the driver: the
     job's file locations are shipped to Dask workers, which may run in another directory.
@@ -66,14 +66,14 @@ def resolve_dataset(
     if dataset is None:
         dataset = load(data_dir, source, spec=spec, storage_options=storage_options)
         # a URL or DOI is opened once, by load (the folder of a manifest's URL too)
-        where = data_dir if data_dir is not None and dataset.root.is_local else dataset.data_dir
+        local = dataset.root.local_folder() is not None
+        where = data_dir if data_dir is not None and local else dataset.root
     else:
-        where = data_dir if data_dir is not None else dataset.data_dir
-        if dataset.root.is_local and (
-                not Path(str(dataset.data_dir)).is_absolute() or not (
-                    dataset.manifest_path is None or dataset.manifest_path.is_absolute())):
+        where = data_dir if data_dir is not None else dataset.root
+        if dataset.root.absolute() != dataset.root or not (
+                dataset.manifest_path is None or dataset.manifest_path.is_absolute()):
             dataset = replace(  # a Dataset built by hand with relative paths
-                dataset, data_dir=Path(os.path.abspath(str(dataset.data_dir))),
+                dataset, root=dataset.root.absolute(),
                 manifest_path=None if dataset.manifest_path is None
                 else Path(os.path.abspath(dataset.manifest_path)))
     return dataset, job_root(where, storage_options)
@@ -101,7 +101,7 @@ def order_sim_ids(ds: Dataset, sim_ids: Iterable[Any], order: SimIdsOrder) -> li
 
 def select(
     ds: Dataset,
-    root: Path | RemoteRoot,
+    root: DataRoot | str | os.PathLike[str],
     *,
     sim_ids: Iterable[Any] | None = None,
     where: RowFilter | None = None,
@@ -111,7 +111,9 @@ def select(
     """Select experiments: ``sim_ids`` (in ``order``) or the index order, then ``where``.
 
     Ids of ``sim_ids`` that are not in the index table, and ids without a local file, are
-    dropped and reported with a :class:`MissingDataWarning` each (as rddac does).
+    dropped and reported with a :class:`MissingDataWarning` each (as rddac does). ``root`` is
+    where the files are read: a :class:`~guideloom.read.roots.DataRoot` (``ds.root``, what
+    :func:`resolve_dataset` returns), or a folder as a caller gives it (``ds.data_dir``).
 
     Raises:
         ValueError: ``sim_ids`` lists an id twice, or ``order`` is unknown.

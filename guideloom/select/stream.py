@@ -7,12 +7,13 @@ and the names rddac had beside it: the exports (:mod:`guideloom.export.api`) and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from guideloom.read.records import RecordReader
-from guideloom.read.roots import RemoteRoot
+from guideloom.read.roots import DataRoot
 from guideloom.read.views import View
 from guideloom.select.manifest import Dataset, DatasetSpec
 from guideloom.select.selection import (
@@ -29,7 +30,7 @@ __all__ = ["iter_view"]
 def iter_view(
     view: str | View,
     *,
-    data_dir: str | Path | RemoteRoot | None = None,
+    data_dir: str | os.PathLike[str] | DataRoot | None = None,
     dataset: Dataset | None = None,
     source: str | Path | None = None,
     sim_ids: Iterable[Any] | None = None,

@@ -23,10 +23,10 @@ def describe_views(data_dir: str | Path, source: str | Path | None = None) -> It
     Shapes come from the first experiment (of the first few) whose file has every field.
     """
     ds = load(data_dir, source)  # a URL or DOI too: the first experiments read by ranges
-    selection = select(ds, ds.data_dir, warn_missing=False)
+    selection = select(ds, ds.root, warn_missing=False)
     yield f"{ds.name}: {len(ds.index())} experiments in the index, " \
           f"{len(selection.locations)} with " \
-          f"{'local data' if ds.root.is_local else 'data in the remote release'}"
+          f"{ds.root.data_phrase}"
     for view in ds.views.values():
         yield f"{view.name}"
         probe = _probe(view, selection)

@@ -15,7 +15,7 @@ from guideloom import config
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.formats import ExportFormat, get_format, known_formats
-from guideloom.read.roots import is_remote_root, open_root
+from guideloom.read.roots import folder_of, open_root
 from guideloom.select.manifest import Dataset, add_view, load
 from guideloom.workflow.filters import WhereFilter, build_filter
 from guideloom.workflow.references import (
@@ -228,9 +228,10 @@ def load_workflow(
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
     given = data_dir if data_dir is not None else ds_doc["data_dir"]
     options = {**ds_doc.get("storage_options", {}), **(storage_options or {})}
-    if is_remote_root(given):  # an https://, fsspec URL or DOI: read by byte ranges
+    root: Any  # a Path or a remote DataRoot: Workflow.data_dir as load() keeps it
+    if folder_of(given) is None:  # an https://, fsspec URL or DOI: read by byte ranges
         try:
-            root: Any = open_root(given, storage_options=options)  # type: ignore[arg-type]
+            root = open_root(given, storage_options=options)
         except (GuideloomError, ValueError) as exc:
             raise WorkflowError(where, data_key, str(exc)) from exc
     elif options:
@@ -241,9 +242,9 @@ def load_workflow(
     else:
         root = Path(data_dir).resolve() if data_dir is not None else _relative_to(
             base, ds_doc["data_dir"])
-    if not is_remote_root(root) and not root.is_dir():
-        raise WorkflowError(where, data_key, f"data directory not found: {root}; "
-                                             f"{_missing_data_hint(root)}")
+        if not root.is_dir():
+            raise WorkflowError(where, data_key, f"data directory not found: {root}; "
+                                                 f"{_missing_data_hint(root)}")
     manifest = _relative_to(base, ds_doc["manifest"]) if "manifest" in ds_doc else None
     if manifest is not None and not manifest.is_file():
         raise WorkflowError(where, "dataset.manifest", f"manifest not found: {manifest}")

@@ -46,11 +46,10 @@ def mirrored(quarter: np.ndarray) -> np.ndarray:
 
 def default_source(data_dir: str) -> str:
     """``<data_dir>/simulation`` for a local data directory, DDACS's DOI for a remote one."""
-    from guideloom.read.roots import is_remote_root
+    from guideloom.read.roots import folder_of
 
-    if is_remote_root(data_dir):
-        return DDACS_DOI
-    return str(Path(data_dir) / SIM_SUBDIR)
+    folder = folder_of(data_dir)
+    return DDACS_DOI if folder is None else str(folder / SIM_SUBDIR)
 
 
 class Simulations:
