@@ -54,7 +54,6 @@ from guideloom.formats.manifest_types import (
     ProvenanceEntry,
 )
 from guideloom.read.content import content_digest
-from guideloom.read.roots import as_root
 from guideloom.runtime import fallbacks
 from guideloom.runtime.faults import fault_point
 
@@ -215,7 +214,7 @@ def finalize_export(spec: ExportSpec, staging: Staging, writer: ExportFormat, pl
     history = list(previous.manifest.get("generations") or []) if previous else []
     tail["generations"] = [*history, history_entry(
         plan.update, len(history) + 1, len(sim_ids), len(skipped), tail["data_dir"],
-        tail["created"], tail["export_id"], as_root(spec.data_dir).release_version)]
+        tail["created"], tail["export_id"], spec.data_dir.release_version)]
     if checksums:
         tail = {"checksums": checksums, **tail}
     # the format's entries override the head, the tail overrides them (a plugin's own keys

@@ -113,9 +113,9 @@ def job_readahead(spec: ExportSpec, todo: Sequence[Partition],
     partitions run one after another in this process: the next partition's records are
     fetched while this one's are transformed and written (a partition's own read-ahead would
     start cold at every partition). ``None`` when no record is remote."""
-    locations = [loc for part in todo for loc in part.locations]
-    if all(loc.is_local for loc in locations):
+    if not spec.data_dir.high_latency:
         return None
+    locations = [loc for part in todo for loc in part.locations]
     rows = [row for part in todo for row in part.rows]
     reader = RecordReader(spec.view, verify_crc=spec.verify_crc, dtypes=reference)
     return ReadAhead(reader, locations, rows)

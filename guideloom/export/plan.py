@@ -24,7 +24,6 @@ from guideloom.export.update import Previous, UpdatePlan, plan_update
 from guideloom.formats import ExportFormat
 from guideloom.read.fingerprint import input_evidence
 from guideloom.read.records import REFERENCE_RECORDS, RecordReader, described_first
-from guideloom.read.roots import as_root
 from guideloom.select.manifest import Dataset
 from guideloom.select.selection import Selection, check_storable_ids, select
 
@@ -145,7 +144,7 @@ def selection_digests(selection: Selection) -> InputFacts:
 
 def data_fingerprint(spec: ExportSpec, selection: Selection) -> str:
     """The fingerprint of the index table and the selected files, for the job identity."""
-    return as_root(spec.data_dir).fingerprint(_index_bytes(spec.dataset), selection.locations)
+    return spec.data_dir.fingerprint(_index_bytes(spec.dataset), selection.locations)
 
 
 def _index_bytes(ds: Dataset) -> bytes:
@@ -159,7 +158,7 @@ def estimate_seconds(spec: ExportSpec, selection: Selection) -> float:
     The bytes come from the HDF5 metadata of the first experiment (no data is read).
     """
     reader = RecordReader(spec.view)
-    if not selection.locations[0].is_local:
+    if spec.data_dir.high_latency:
         # the experiments reference_dtypes describes next, at once: one round trip, not two
         described = described_first(reader, selection.locations, selection.rows,
                                     REFERENCE_RECORDS)[0] or {}
@@ -252,7 +251,7 @@ def forkable_job(spec: ExportSpec, staging: Staging | None = None) -> bool:
     """Whether the job's partitions may run in processes forked from the driver: local data
     to a local target (see :mod:`guideloom.cluster.forked`)."""
     staging = staging or Staging.for_target(spec.target)
-    return staging.is_local and as_root(spec.data_dir).is_local
+    return staging.is_local and spec.data_dir.can_fork
 
 
 def only_finalize_left(spec: ExportSpec, staging: Staging, selection: Selection) -> int | None:
