@@ -92,12 +92,12 @@ if TYPE_CHECKING:  # type checkers and editors see the real objects behind the l
     from guideloom.reader import load_export as load_export
     from guideloom.releases.release import download as download
     from guideloom.runtime.caches import clear_caches as clear_caches
-    from guideloom.select.manifest import DDACS_SPEC as DDACS_SPEC
-    from guideloom.select.manifest import RDDAC_SPEC as RDDAC_SPEC
-    from guideloom.select.manifest import Dataset as Dataset
-    from guideloom.select.manifest import DatasetSpec as DatasetSpec
-    from guideloom.select.manifest import add_view as add_view
     from guideloom.select.manifest import load as load
+    from guideloom.select.parse import Dataset as Dataset
+    from guideloom.select.parse import add_view as add_view
+    from guideloom.select.presets import DDACS_SPEC as DDACS_SPEC
+    from guideloom.select.presets import RDDAC_SPEC as RDDAC_SPEC
+    from guideloom.select.presets import DatasetSpec as DatasetSpec
     from guideloom.select.stream import iter_view as iter_view
     from guideloom.storage.dataset import DocumentDataset as DocumentDataset
     from guideloom.storage.dataset import StreamDataset as StreamDataset
@@ -116,11 +116,11 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 _LAZY: dict[str, str] = {
     # manifest, views and experiment files
     "load": "guideloom.select.manifest",
-    "add_view": "guideloom.select.manifest",
-    "Dataset": "guideloom.select.manifest",
-    "DatasetSpec": "guideloom.select.manifest",
-    "RDDAC_SPEC": "guideloom.select.manifest",
-    "DDACS_SPEC": "guideloom.select.manifest",
+    "add_view": "guideloom.select.parse",
+    "Dataset": "guideloom.select.parse",
+    "DatasetSpec": "guideloom.select.presets",
+    "RDDAC_SPEC": "guideloom.select.presets",
+    "DDACS_SPEC": "guideloom.select.presets",
     "croissant": "guideloom.croissant",
     "h5_tools": "guideloom.h5_tools",
     "inspect_h5": "guideloom.h5_tools",

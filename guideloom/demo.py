@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 
 from guideloom.errors import NotDemoDataError
-from guideloom.select.manifest import CROISSANT_CONTEXT
+from guideloom.select.write import CROISSANT_CONTEXT
 
 REAL_SCAN_SHAPE = (2000, 3200)
 DEMO_MARKER = ".guideloom-demo"  # lists the files make_demo_data wrote into a directory

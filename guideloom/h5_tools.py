@@ -12,10 +12,10 @@ import h5py
 from guideloom.errors import ExperimentNotFoundError
 from guideloom.read.hdf5 import open_h5_file
 from guideloom.read.roots import open_root
-from guideloom.select.manifest import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
+from guideloom.select.presets import DDACS_SPEC, RDDAC_SPEC, DatasetSpec
 
 if TYPE_CHECKING:
-    from guideloom.select.manifest import Dataset
+    from guideloom.select.parse import Dataset
 
 #: ``DDACS_SPEC``, ``RDDAC_SPEC`` and ``DatasetSpec`` are here because rddac's and ddacs'
 #: ``h5_tools`` had them (their ``spec`` argument's default and type).

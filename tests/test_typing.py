@@ -129,7 +129,7 @@ def test_the_lazy_top_level_names_are_typed_for_editors(mypy_cache, tmp_path):
                 if "Revealed type is" in line]
     assert len(revealed) == 4, result.stdout
     assert not [r for r in revealed if r.strip('"') == "Any"], revealed
-    assert "-> guideloom.select.manifest.Dataset" in revealed[0], revealed[0]  # where it is defined
+    assert "-> guideloom.select.parse.Dataset" in revealed[0], revealed[0]  # where it is defined
     assert "-> guideloom.reader.Export" in revealed[1], revealed[1]
     # the manifest's count is an int: assigning it to a str is the one error
     assert [e.split(": error: ")[1] for e in errors(result)] == [

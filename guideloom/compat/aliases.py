@@ -64,10 +64,10 @@ _DOCUMENT_BASES = ("DocumentStorageAbstract", "DocumentStorageAsyncReaderAbstrac
 ALIASES: tuple[Alias, ...] = (
     # ---------------------------------------------------------------- rddac 2.0 / ddacs 3.2
     Alias("guideloom.spec",
-          {"guideloom.select.manifest": ("DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "RDDAC_SPEC",
-                                   "DatasetSpec")},
+          {"guideloom.select.presets": ("DDACS_SAMPLE_SIM_ID", "DDACS_SPEC", "RDDAC_SPEC",
+                                        "DatasetSpec")},
           "Dataset specifications under rddac 2.0's / ddacs 3.2's module name (``rddac.spec``,\n"
-          "``ddacs.spec``), defined in :mod:`guideloom.select.manifest`."),
+          "``ddacs.spec``), defined in :mod:`guideloom.select.presets`."),
     Alias("guideloom.streaming",
           {"guideloom.select.stream": ("iter_view",),
            "guideloom.export.api": ("export_to_numpy", "export_to_numpy_per_sim",

@@ -18,8 +18,10 @@ from guideloom.export.spec import (
     RecordTransform,
 )
 from guideloom.formats.layout import SIM_IDS_FILE, array_file
+from guideloom.read.roots import DataRoot
 from guideloom.read.views import View
-from guideloom.select.manifest import Dataset, DatasetSpec
+from guideloom.select.parse import Dataset
+from guideloom.select.presets import DatasetSpec
 from guideloom.select.selection import RowFilter, SimIdsOrder, order_sim_ids, resolve_dataset
 
 
@@ -28,7 +30,7 @@ def build_spec(
     output: str,
     target: str | os.PathLike[str],
     *,
-    data_dir: str | Path | None = None,
+    data_dir: str | os.PathLike[str] | DataRoot | None = None,
     dataset: Dataset | None = None,
     source: str | Path | None = None,
     sim_ids: Iterable[Any] | None = None,
@@ -146,7 +148,7 @@ class ExportOptions(TypedDict, total=False):
             emitted either way. In-process exports print nothing.
     """
 
-    data_dir: str | Path | None
+    data_dir: str | os.PathLike[str] | DataRoot | None
     dataset: Dataset | None
     source: str | Path | None
     sim_ids: Iterable[Any] | None

@@ -49,7 +49,7 @@ from guideloom.read.zipdir import archive_members, following_headers, overlappin
 from guideloom.read.zipmember import MemberReader, file_crc32
 
 if TYPE_CHECKING:
-    from guideloom.select.manifest import Dataset
+    from guideloom.select.parse import Dataset
 
 CHUNK_BYTES = 8 << 20
 # In-process cost model (copy + CRC-32 of a stored member; see cluster.runtime.placement).

@@ -24,7 +24,7 @@ from guideloom.export.update import Previous, UpdatePlan, plan_update
 from guideloom.formats import ExportFormat
 from guideloom.read.fingerprint import input_evidence
 from guideloom.read.records import REFERENCE_RECORDS, RecordReader, described_first
-from guideloom.select.manifest import Dataset
+from guideloom.select.parse import Dataset
 from guideloom.select.selection import Selection, check_storable_ids, select
 
 CARRY_COST = 0.05  # an experiment carried by an update, in decoded experiments' time (a guess

@@ -27,7 +27,7 @@ import numpy as np
 
 from guideloom.formats.layout import CROISSANT_FILE
 from guideloom.read.views import timesteps_to_json_path
-from guideloom.select.manifest import CROISSANT_CONTEXT
+from guideloom.select.write import CROISSANT_CONTEXT
 
 __all__ = ["CROISSANT_NAME", "describe_export"]
 

@@ -20,7 +20,7 @@ from guideloom.formats.manifest_types import Recipe, TransformNames
 from guideloom.read.locations import Location
 from guideloom.read.roots import DataRoot
 from guideloom.read.views import View
-from guideloom.select.manifest import Dataset
+from guideloom.select.parse import Dataset
 
 IDENTITY_HEX_CHARS = 32  # a job identity: 128 bits of sha256
 RECIPE_SCHEME = 2  # recipes with per-component digests (1: parts only, before issue 38)

@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise ImportError(INSTALL_HINT) from exc
 
 from guideloom.loader.core import StatefulDataLoader  # GuideLoom 1.1's import path
-from guideloom.select.manifest import DDACS_SPEC, RDDAC_SPEC, DatasetSpec  # rddac's / ddacs' names
+from guideloom.select.presets import DDACS_SPEC, RDDAC_SPEC, DatasetSpec  # rddac's / ddacs' names
 from guideloom.shuffle import FeistelShuffler
 
 VIEW_SHUFFLE_NETWORK = "mix"  # see ViewDataset.share

@@ -18,7 +18,9 @@ from guideloom.errors import (
 from guideloom.read.locations import Location
 from guideloom.read.roots import DataRoot, as_root, job_root
 from guideloom.select.index import IndexTable
-from guideloom.select.manifest import Dataset, DatasetSpec, load
+from guideloom.select.manifest import load
+from guideloom.select.parse import Dataset
+from guideloom.select.presets import DatasetSpec
 
 RowFilter = Callable[[Mapping[str, Any]], bool]
 

@@ -15,7 +15,8 @@ from typing import Any
 from guideloom.read.records import RecordReader
 from guideloom.read.roots import DataRoot
 from guideloom.read.views import View
-from guideloom.select.manifest import Dataset, DatasetSpec
+from guideloom.select.parse import Dataset
+from guideloom.select.presets import DatasetSpec
 from guideloom.select.selection import (
     RowFilter,
     Selection,

@@ -15,8 +15,9 @@ from guideloom import config
 from guideloom.errors import GuideloomError
 from guideloom.export.spec import ExportSpec
 from guideloom.formats import ExportFormat, get_format, known_formats
-from guideloom.read.roots import folder_of, open_root
-from guideloom.select.manifest import Dataset, add_view, load
+from guideloom.read.roots import DataRoot, folder_of, open_root
+from guideloom.select.manifest import load
+from guideloom.select.parse import Dataset, add_view
 from guideloom.workflow.filters import WhereFilter, build_filter
 from guideloom.workflow.references import (
     DeferredReference,
@@ -84,7 +85,7 @@ class Workflow:
     file: Path
     name: str
     dataset: Dataset
-    data_dir: Path
+    data_dir: Path | DataRoot  # the folder, or the root of a release read by URL
     view: str
     output: str
     target: str
@@ -108,7 +109,7 @@ class Workflow:
     preprocess: PreprocessStep | None = None
 
     @property
-    def export_data_dir(self) -> Any:
+    def export_data_dir(self) -> Path | DataRoot:
         """Where the export reads the experiments: the processed folder after a
         ``[preprocess]`` step, else :attr:`data_dir`."""
         return self.preprocess.out if self.preprocess is not None else self.data_dir
@@ -228,7 +229,7 @@ def load_workflow(
     data_key = "dataset.data_dir" if data_dir is None else "--data-dir"
     given = data_dir if data_dir is not None else ds_doc["data_dir"]
     options = {**ds_doc.get("storage_options", {}), **(storage_options or {})}
-    root: Any  # a Path or a remote DataRoot: Workflow.data_dir as load() keeps it
+    root: Path | DataRoot  # Workflow.data_dir: the folder, or a release's root
     if folder_of(given) is None:  # an https://, fsspec URL or DOI: read by byte ranges
         try:
             root = open_root(given, storage_options=options)

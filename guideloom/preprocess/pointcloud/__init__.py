@@ -115,7 +115,8 @@ def prepare(params: Mapping[str, Any], *, out_dir: str, data_dir: str, labels: s
 
 def _opener(data_dir: str) -> Callable[[int], Any]:
     from guideloom.h5_tools import open_h5
-    from guideloom.select.manifest import RDDAC_SPEC, load
+    from guideloom.select.manifest import load
+    from guideloom.select.presets import RDDAC_SPEC
 
     dataset = load(data_dir, spec=RDDAC_SPEC)
     return lambda exp_id: open_h5(exp_id, data_dir=data_dir, dataset=dataset)

@@ -136,7 +136,8 @@ class Simulations:
                 self._points.move_to_end(key)
                 return self._points[key]
         from guideloom.h5_tools import open_h5
-        from guideloom.select.manifest import DDACS_SPEC, load
+        from guideloom.select.manifest import load
+        from guideloom.select.presets import DDACS_SPEC
 
         with self._lock:
             if self._dataset is None:
