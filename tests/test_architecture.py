@@ -530,7 +530,8 @@ DRIVER_SIDE = ("guideloom.export.plan", "guideloom.export.run", "guideloom.expor
                "guideloom.export.api", "guideloom.export.update", "guideloom.export.publish",
                "guideloom.export.progress", "guideloom.export.prehash",
                "guideloom.export.target", "guideloom.cluster.runtime", "guideloom.cluster.page",
-               "guideloom.cluster.announce", "guideloom.cluster.forked")
+               "guideloom.cluster.announce", "guideloom.cluster.forked",
+               "guideloom.cluster.embedded")
 
 
 def driver_side_loaded(module: str) -> list[str]:

@@ -28,11 +28,11 @@ from guideloom.cli.output import (
     show_plan,
     warnings_as_lines,
 )
+from guideloom.cluster.security import DEFAULT_DASHBOARD
 from guideloom.errors import JobFailedError, UsageError
 
 logger = logging.getLogger(__name__)
 DEMO_WORKFLOW = "force_signals"
-DEFAULT_DASHBOARD = "127.0.0.1:8787"
 
 
 def _workflow_path(text: str | Path) -> Path:

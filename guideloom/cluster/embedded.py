@@ -52,8 +52,7 @@ from typing import Any
 import psutil
 
 from guideloom.cluster import dask_logs
-from guideloom.cluster.dask_logs import QUIET_LOGGERS  # noqa: F401 - its old import path
-from guideloom.cluster.security import PROTOCOL, cluster_credentials
+from guideloom.cluster.security import DEFAULT_DASHBOARD, HOST, PROTOCOL, cluster_credentials
 from guideloom.cluster.watchdog import DRIVER_ENV, driver_token
 from guideloom.errors import ClusterStartError, UnsafeFileError, warn
 from guideloom.fastread import pool as decode_pool
@@ -61,8 +60,6 @@ from guideloom.runtime.private_files import private_dir
 
 logger = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
-DEFAULT_DASHBOARD = f"{HOST}:8787"
 WORKER_START_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 5.0
 WATCHDOG_MODULE = "guideloom.cluster.watchdog"
@@ -139,9 +136,9 @@ def _remove_if_empty(folder: Path) -> None:
 
 
 def quiet_dask_logs() -> None:
-    """Raise Dask's loggers (:data:`QUIET_LOGGERS`) to CRITICAL until a matching
-    :func:`guideloom.cluster.dask_logs.release` (the embedded cluster releases its own hold when
-    it closes)."""
+    """Raise Dask's loggers (:data:`~guideloom.cluster.dask_logs.QUIET_LOGGERS`) to CRITICAL
+    until a matching :func:`guideloom.cluster.dask_logs.release` (the embedded cluster
+    releases its own hold when it closes)."""
     dask_logs.hold()
 
 

@@ -43,7 +43,6 @@ from guideloom.cluster.page import page_link
 from guideloom.errors import LocalClusterError
 from guideloom.runtime.private_files import private_dir
 
-HOST = "127.0.0.1"
 STATE_FILE_NAME = "local-cluster.json"
 # the default when this module was imported; functions read the variable when they run
 DEFAULT_STATE_DIR = sec.default_state_dir()
@@ -54,7 +53,7 @@ DEFAULT_STATE_DIR = sec.default_state_dir()
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def find_free_port(host: str = HOST) -> int:
+def find_free_port(host: str = sec.HOST) -> int:
     """Ask the operating system for a free TCP port on ``host``.
 
     Prefer port 0 where the server itself can bind it (no race); this is for callers that must
@@ -418,11 +417,11 @@ def start_local_cluster(
 
     sched_argv = [
         sys.executable, "-m", "distributed.cli.dask_scheduler",
-        "--host", HOST, "--port", str(port),
+        "--host", sec.HOST, "--port", str(port),
         "--scheduler-file", str(scheduler_file), *tls_args,
     ]  # fmt: skip
     # the HTTP server (health, metrics) runs even without the dashboard: keep it on loopback
-    sched_argv += ["--dashboard-address", f"{HOST}:{dashboard_port or 0}"]
+    sched_argv += ["--dashboard-address", f"{sec.HOST}:{dashboard_port or 0}"]
     if dashboard_port is None:
         sched_argv.append("--no-dashboard")
     elif page:  # guideloom's /guideloom page beside the Dask dashboard (the scheduler imports it)
@@ -439,13 +438,13 @@ def start_local_cluster(
             sec.record_address(procs.address, sdir)
         dash = info.get("services", {}).get("dashboard")
         if dash is not None and dashboard_port is not None:
-            procs.dashboard_url = f"http://{HOST}:{dash}/status"
+            procs.dashboard_url = f"http://{sec.HOST}:{dash}/status"
         procs.write_state()  # record the scheduler before the workers, so `stop` can find it
         for i in range(n_workers):
             worker_argv = [
                 sys.executable, "-m", "distributed.cli.dask_worker", procs.address,
                 "--nworkers", "1", "--nthreads", str(nthreads),
-                "--host", HOST, "--dashboard-address", f"{HOST}:0",
+                "--host", sec.HOST, "--dashboard-address", f"{sec.HOST}:0",
                 "--name", f"local-{i}", "--memory-limit", memory_limit,
                 "--local-directory", str(sdir / "worker-space"), *tls_args,
             ]  # fmt: skip

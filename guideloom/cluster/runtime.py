@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from guideloom import config, fastread
-from guideloom.cluster import announce, dask_logs, embedded
+from guideloom.cluster import announce, dask_logs, embedded, security
 from guideloom.cluster import page as page_module
 from guideloom.errors import NoWorkersError, SchedulerUnreachableError
 
@@ -46,7 +46,7 @@ SYNC = "sync"
 LOCAL = "local"
 FORK = "fork"
 FORKED = "forked"  # the placement mode of partitions run in processes forked from the driver
-DEFAULT_DASHBOARD = embedded.DEFAULT_DASHBOARD
+DEFAULT_DASHBOARD = security.DEFAULT_DASHBOARD
 CLIENT_PATTERN = re.compile(
     r"^(local(:[1-9][0-9]*)?|fork(:[1-9][0-9]*)?|sync|(tcp|tls)://[^\s/:]+:[0-9]+"
     r"|(slurm|pbs):[1-9][0-9]*)$")

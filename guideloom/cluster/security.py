@@ -31,6 +31,11 @@ from guideloom import config
 from guideloom.errors import SchedulerCredentialsError, UnsafeFileError
 from guideloom.runtime.private_files import check_private_dir, private_dir
 
+#: The address every server guideloom starts binds to (schedulers, workers, dashboards):
+#: loopback only; a user who wants another interface starts the cluster herself.
+HOST = "127.0.0.1"
+#: Where the embedded cluster's dashboard listens unless told otherwise.
+DEFAULT_DASHBOARD = f"{HOST}:8787"
 PROTOCOL = "tls"
 SCHEME = f"{PROTOCOL}://"
 _ENV_PREFIX = "DASK_DISTRIBUTED__COMM__"
