@@ -95,7 +95,8 @@ def small_component_seeds(points: np.ndarray, min_size: int) -> np.ndarray:
     a block's neighbours are a few chunks, not the whole scan).
     """
     n = len(points)
-    tree = cKDTree(points)
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    tree = cKDTree(points, copy_data=False)  # the tree reads the points: no copy of them
     nearest = np.empty(n)
     for start in range(0, n, BLOCK):
         nearest[start:start + BLOCK] = tree.query(points[start:start + BLOCK], k=2)[0][:, 1]

@@ -104,6 +104,15 @@ def move(points: np.ndarray, rotation: np.ndarray, translation: np.ndarray) -> n
     return points
 
 
+def distances(tree: cKDTree, points: np.ndarray) -> np.ndarray:
+    """Each point's distance to the tree's nearest point, as float32, :data:`MOVE_BLOCK`
+    points at a time (the query's float64 distances and indices never exist for all)."""
+    out = np.empty(len(points), dtype=np.float32)
+    for start in range(0, len(points), MOVE_BLOCK):
+        out[start:start + MOVE_BLOCK] = tree.query(points[start:start + MOVE_BLOCK])[0]
+    return out
+
+
 def centre_height(points: np.ndarray, radius: float = 5.0, among: np.ndarray | None = None
                   ) -> float:
     """Median height within ``radius`` mm of the z axis (the nearest point's if none), of the
