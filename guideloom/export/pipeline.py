@@ -12,7 +12,7 @@ from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
 from guideloom.read.locations import Location
-from guideloom.read.records import SIM_ID_KEY
+from guideloom.read.records import SIM_ID_KEY, OnField
 from guideloom.runtime.buffers import aligned_empty
 
 NUMERIC_KINDS = "biufc"
@@ -25,13 +25,14 @@ class RecordSource(Protocol):
     :class:`~guideloom.read.readahead.ReadAhead` over one."""
 
     def read(self, loc: Location, row: Mapping[str, Any],
-             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]: ...
+             into: Mapping[str, np.ndarray] | None = None,
+             on_field: OnField | None = None) -> dict[str, Any]: ...
 
 
 def produce(
     spec: ExportSpec, reader: RecordSource, loc: Location, row: Mapping[str, Any],
     *, allow_text: bool = False, raw: bool = False, into: Mapping[str, np.ndarray] | None = None,
-    on_read: Callable[[int], None] | None = None,
+    on_read: Callable[[int], None] | None = None, on_field: OnField | None = None,
 ) -> Any:
     """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.
 
@@ -40,6 +41,9 @@ def produce(
     pack; otherwise every value must be a numeric (or, with ``allow_text``, text) array-like.
     ``into`` holds buffers to decode fields into (see :func:`reuse_buffers`). ``on_read`` is
     given the decoded bytes of the record as read, before any transform (the input rate).
+    ``on_field`` is told of each field the moment it is final in its buffer of ``into``
+    (:meth:`~guideloom.read.records.RecordReader.read`; a caller without transforms may write
+    it while the next one decodes).
 
     Raises:
         ExperimentReadError: Reading failed (names id, file, HDF5 path).
@@ -47,7 +51,7 @@ def produce(
         RecordValueError: The output is not a mapping of numeric array-likes.
         UnsafeNameError: A key is not a plain file name (never skipped).
     """
-    record = reader.read(loc, row, into)
+    record = reader.read(loc, row, into, on_field)
     if on_read is not None:
         on_read(sum(int(getattr(v, "nbytes", 0) or 0) for v in record.values()))
     for alias, fn in spec.transforms.items():
