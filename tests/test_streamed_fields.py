@@ -185,3 +185,28 @@ def test_a_record_failing_after_a_written_field_is_skipped_cleanly(tmp_path):
     assert json.loads((tmp_path / "out" / "checksums.json").read_text())  # recorded, whole
     out.verify()
     assert not _writers()
+
+
+def test_buffers_go_back_to_the_process_spares_once_their_writes_ended():
+    from guideloom.runtime.buffers import PAGE, give_back, take_aligned
+    from guideloom.runtime.caches import clear_caches
+
+    clear_caches()
+    first = take_aligned((3000,), "<f4")
+    assert first.ctypes.data % PAGE == 0
+    give_back([first])
+    assert take_aligned((3000,), "<f8") is not first  # another dtype: not that one
+    again = take_aligned((3000,), "<f4")
+    assert again is first  # its pages mapped already
+    assert take_aligned((3000,), "<f4") is not first  # taken once only
+
+    sink = RecordingSink()
+    fields = StreamedFields(sink, {"x": again})
+    fields.start(0, 5)
+    fields.field("x", again)
+    fields.close()
+    assert take_aligned((3000,), "<f4") is again  # back after close, its write done
+    clear_caches()
+    give_back([again])
+    clear_caches()
+    assert take_aligned((3000,), "<f4") is not again  # clear_caches lets the memory go

@@ -13,7 +13,7 @@ from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
 from guideloom.read.locations import Location
 from guideloom.read.records import SIM_ID_KEY, OnField
-from guideloom.runtime.buffers import aligned_empty
+from guideloom.runtime.buffers import take_aligned
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"
@@ -120,14 +120,15 @@ def reuse_buffers(
     Only when no user code sees the arrays (no transforms) and the sink has copied a record
     before the next one is read: then nothing can hold on to a buffer that the next record
     overwrites. It saves the page faults of a fresh array per field and record (about a tenth
-    of the decode time of a large field).
+    of the decode time of a large field); buffers an earlier partition of this process gave
+    back (:func:`~guideloom.runtime.buffers.give_back`) save them for its first record too.
     """
     if spec.transforms or spec.record_transform is not None or schema is None \
             or not sink_copies:
         return None
     h5_aliases = {vf.alias for vf in spec.view.fields if vf.is_h5}
     # page-aligned, so that a sink may hand them to direct I/O
-    return {a: aligned_empty(fs.shape, fs.dtype) for a, fs in schema.items() if a in h5_aliases}
+    return {a: take_aligned(fs.shape, fs.dtype) for a, fs in schema.items() if a in h5_aliases}
 
 
 def schema_of(arrays: Mapping[str, np.ndarray]) -> dict[str, FieldSchema]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from guideloom.formats.base import PartitionSink
+from guideloom.runtime.buffers import give_back
 
 
 class _Free(Mapping[str, np.ndarray]):
@@ -106,18 +107,26 @@ class StreamedFields:
         self._settle(raise_errors=True)
 
     def close(self) -> int:
-        """Finish the writes, then close the sink; return the bytes written."""
+        """Finish the writes, then close the sink; return the bytes written. The buffers go
+        back to this process's spares (the caller uses them no more)."""
         try:
             self._settle(raise_errors=True)
         finally:
             self._pool.shutdown(wait=True)
+        self._give_back()
         return self.sink.close()
 
     def abort(self) -> None:
         """Let the running writes end (their errors dropped), then abort the sink."""
         self._settle(raise_errors=False)
         self._pool.shutdown(wait=True)
+        self._give_back()
         self.sink.abort()
+
+    def _give_back(self) -> None:
+        """The buffers, no write in flight any more, to the next partition of this process."""
+        free, self.free = self.free, {}
+        give_back(free.values())
 
     def wait_for(self, alias: str) -> None:
         """Wait until the write of ``alias``'s buffer in flight (if any) has ended; its error
