@@ -22,8 +22,7 @@ from guideloom.h5native.errors import (
 )
 from guideloom.h5native.meta import DatasetInfo, FileMeta
 from guideloom.h5native.objects import Reader, read_object_header, read_superblock
-from guideloom.read.byte_source import ByteSource
-from guideloom.read.ranges import COALESCE_GAP, coalesce_ranges
+from guideloom.read.byte_source import COALESCE_GAP, ByteSource, coalesce_ranges
 
 SUPPORTED_FILTERS = {fastchunks.DEFLATE, fastchunks.SHUFFLE, fastchunks.FLETCHER32}
 MAX_CHUNK_BYTES = 1 << 32  # HDF5's own limit on one chunk
