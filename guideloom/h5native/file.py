@@ -157,10 +157,13 @@ class H5File:
             return memoryview(block)[off:off + n]
         return self._data_ranges([(addr, n)])[0]
 
-    def _data_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def _data_ranges(self, ranges: list[tuple[int, int]]) -> Sequence[bytes | memoryview]:
         for addr, n in ranges:
             self.blocks.check(addr, n)
         try:
+            held = self._held(ranges)
+            if held is not None:
+                return held
             blobs = self.source.read_ranges([(self.base + a, n) for a, n in ranges])
         except OSError as exc:
             raise NativeFormatError(f"reading data: {exc}") from exc
@@ -168,6 +171,17 @@ class H5File:
             if len(blob) != n:
                 raise NativeFormatError(f"short read of {n} bytes at {addr}")
         return blobs
+
+    def _held(self, ranges: list[tuple[int, int]]) -> list[memoryview] | None:
+        """The ranges in place when the source holds its bytes in memory (decoded from there,
+        no copy), else ``None`` (asked of the first range: a file's source holds none)."""
+        out = []
+        for addr, n in ranges:
+            view = self.source.view(self.base + addr, n)
+            if view is None:
+                return None
+            out.append(view)
+        return out
 
     def _read_chunked(self, path: str, info: DatasetInfo, sel: np.ndarray | None,
                       out: np.ndarray | None) -> np.ndarray:
