@@ -268,3 +268,37 @@ def test_a_memory_source_hands_out_its_bytes_in_place_and_copies_on_read():
             src.view(offset, size)
     with LocalFileSource(__file__) as local:
         assert local.view(0, 10) is None  # a file's bytes are read, not held
+
+
+def test_the_native_reader_decodes_held_chunks_in_place(tmp_path):
+    """The point of holding an input: its chunks are decoded where they lie in the buffer.
+    Only metadata is copied out of a memory source (a change that copies the chunks again,
+    e.g. into a scratch buffer through ``readinto``, fails here)."""
+    import h5py
+
+    from guideloom.h5native import open_file
+    from guideloom.read.byte_source import MemorySource
+
+    class Counting(MemorySource):
+        copied = 0
+
+        def read(self, offset: int, size: int) -> bytes:
+            Counting.copied += size
+            return super().read(offset, size)
+
+        def readinto(self, buffer, offset: int) -> int:
+            got = super().readinto(buffer, offset)
+            Counting.copied += got
+            return got
+
+    values = np.random.default_rng(0).random(1 << 20, dtype=np.float32)  # 4 MiB
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("z", data=values, chunks=(1 << 14,), compression="gzip",
+                         shuffle=True)
+        stored = f["z"].id.get_storage_size()
+    blob = path.read_bytes()
+    source = Counting(memoryview(bytearray(blob)), "f.h5")
+    np.testing.assert_array_equal(open_file(source).read("z"), values)
+    assert stored > 2 << 20
+    assert Counting.copied < 256 << 10  # the metadata blocks, not the 64 chunks
