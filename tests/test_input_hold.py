@@ -219,6 +219,7 @@ def test_the_buffer_is_reused_only_when_nothing_reads_it_any_more(loose):
     try:
         held = hasher.start(first).location.held
         assert held is not None
+        first_buffer = held.data.obj
         kept = np.frombuffer(held.data, np.uint8)[:64]  # a reader keeps a view of its bytes
         before = kept.copy()
         nxt = hasher.start(second).location.held
@@ -227,11 +228,12 @@ def test_the_buffer_is_reused_only_when_nothing_reads_it_any_more(loose):
             held.data[0]  # the last input's own view is released: it reads no more
         np.testing.assert_array_equal(kept, before)  # a new buffer: the kept view is intact
         assert np.shares_memory(kept, np.frombuffer(nxt.data, np.uint8)) is False
+        assert nxt.data.obj is not first_buffer
         del kept
-        buffer_then = np.frombuffer(nxt.data, np.uint8).__array_interface__["data"][0]
+        buffer_then = nxt.data.obj
         last = hasher.start(second).location.held  # nothing kept: the same buffer again
         assert last is not None
-        assert np.frombuffer(last.data, np.uint8).__array_interface__["data"][0] == buffer_then
+        assert last.data.obj is buffer_then
     finally:
         hasher.close()
 
@@ -302,3 +304,37 @@ def test_the_native_reader_decodes_held_chunks_in_place(tmp_path):
     np.testing.assert_array_equal(open_file(source).read("z"), values)
     assert stored > 2 << 20
     assert Counting.copied < 256 << 10  # the metadata blocks, not the 64 chunks
+
+
+def test_a_finished_partitions_buffer_serves_the_next_one(loose):
+    """An op10 partition may hold one experiment: its hasher's buffer goes to the next
+    hasher (its pages mapped already), unless a view of it is still alive."""
+    from guideloom.runtime.caches import cache
+
+    loc = _locations(loose)[_with_scans(loose)[0]]
+    spare = cache("input_buffers")
+    guideloom.clear_caches()
+
+    def buffer(hasher: Hasher) -> object:
+        held = hasher.start(loc).location.held
+        assert held is not None
+        return held.data.obj  # the bytearray the bytes were read into
+
+    first = Hasher()
+    used = buffer(first)
+    first.close()
+    assert [spare.get(k) for k in spare.keys()] == [used]  # noqa: SIM118
+    second = Hasher()
+    assert buffer(second) is used  # taken out of the cache
+    assert spare.keys() == []
+    held = second.start(loc).location.held
+    assert held is not None
+    kept = np.frombuffer(held.data, np.uint8)  # a reader's array on the buffer
+    second.close()  # so it is not given to the next hasher
+    assert spare.keys() == []
+    third = Hasher()
+    try:
+        assert buffer(third) is not used
+    finally:
+        third.close()
+    assert kept.size > 0
