@@ -36,6 +36,7 @@ SAMPLES = {
     "http_timeout": ("2.5", 2.5),
     "http_retries": ("1", 1),
     "input_racy_s": ("0.5", 0.5),
+    "input_hold_mb": ("0", 0.0),
     "remote_readahead": ("0", 0),
     "log_level": ("debug", "DEBUG"),
     "phase_line_s": ("0", 0.0),

@@ -53,6 +53,9 @@ class PaddedSource:
     def read(self, offset: int, size: int, **_: object) -> bytes:
         return self.read_ranges([(offset, size)])[0]
 
+    def view(self, offset: int, size: int) -> None:
+        """Bytes not held in memory: read through ``read_ranges`` (what this double sees)."""
+
     def read_ranges(self, ranges, **_: object) -> list[bytes]:
         out = []
         for offset, size in ranges:

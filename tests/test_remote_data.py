@@ -562,6 +562,9 @@ class _CountingSource:
         self.calls += 1
         return self.src.read(offset, size)
 
+    def view(self, offset: int, size: int) -> None:
+        """Bytes not held in memory: read through ``read_ranges`` (what this double sees)."""
+
     def read_ranges(self, ranges):
         self.calls += 1
         return self.src.read_ranges(ranges)

@@ -132,6 +132,9 @@ class _CountingSource:
     def read(self, offset: int, size: int) -> bytes:
         return self.read_ranges([(offset, size)])[0]
 
+    def view(self, offset: int, size: int) -> None:
+        """Bytes not held in memory: read through ``read_ranges`` (what this double sees)."""
+
     def read_ranges(self, ranges):
         self.calls += 1
         self.ranges += len(ranges)

@@ -184,11 +184,12 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             try:
                 t_read = time.perf_counter()
                 check = ReadCheck(loc, racy_ns)  # the input's stat before and after
-                # on a helper thread, while this decodes (unless hashed in this state before)
+                # read once and decoded from memory, or hashed on a helper thread while this
+                # decodes (unless hashed in this state before)
                 hashing = hasher.start(loc, None if spec.verify_inputs else check.known())
                 if streamed is not None:
                     streamed.start(part.start + k, loc.sim_id)
-                arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
+                arrays = produce(spec, ahead, hashing.location, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
                                  into=first if overlapped is None else overlapped.buffers(),
                                  on_read=read_sizes.append,

@@ -161,10 +161,13 @@ class H5File:
             return memoryview(block)[off:off + n]
         return self._data_ranges([(addr, n)])[0]
 
-    def _data_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def _data_ranges(self, ranges: list[tuple[int, int]]) -> Sequence[bytes | memoryview]:
         for addr, n in ranges:
             self.blocks.check(addr, n)
         try:
+            held = self._held(ranges)
+            if held is not None:
+                return held
             blobs = self.source.read_ranges([(self.base + a, n) for a, n in ranges])
         except OSError as exc:
             raise NativeFormatError(f"reading data: {exc}") from exc
@@ -172,6 +175,17 @@ class H5File:
             if len(blob) != n:
                 raise NativeFormatError(f"short read of {n} bytes at {addr}")
         return blobs
+
+    def _held(self, ranges: list[tuple[int, int]]) -> list[memoryview] | None:
+        """The ranges in place when the source holds its bytes in memory (decoded from there,
+        no copy), else ``None`` (asked of the first range: a file's source holds none)."""
+        out = []
+        for addr, n in ranges:
+            view = self.source.view(self.base + addr, n)
+            if view is None:
+                return None
+            out.append(view)
+        return out
 
     def _read_chunked(self, path: str, info: DatasetInfo, sel: np.ndarray | None,
                       out: np.ndarray | None) -> np.ndarray:
@@ -192,16 +206,25 @@ class H5File:
                 missing.append(c)
             else:
                 found[c.address] = np.frombuffer(held[0], np.uint8, c.size, held[1])
-        if missing and not self.source.high_latency:
-            found.update(self._local_chunks(missing))
-        elif missing:
-            blobs = self._data_ranges([(c.address, c.size) for c in missing])
-            for c, blob in zip(missing, blobs, strict=True):
-                found[c.address] = np.frombuffer(blob, np.uint8)
+        if missing:
+            found.update(self._missing_chunks(missing))
         try:
             return fastchunks.read(p, fastchunks.ChunkBytes(found), sel, out)
         except FastReadError as exc:
             raise NativeFormatError(f"dataset {path!r}: {exc}") from exc
+
+    def _missing_chunks(self, chunks: Sequence[fastchunks.Chunk]) -> dict[int, np.ndarray]:
+        """The stored bytes of ``chunks`` by address: in place when the source holds them in
+        memory (an input read once for its digest), else read together from a local file
+        (:meth:`_local_chunks`) or fetched by ranges from a remote one."""
+        ranges = [(c.address, c.size) for c in chunks]
+        blobs: Sequence[bytes | memoryview] | None = self._held(ranges)
+        if blobs is None and not self.source.high_latency:
+            return self._local_chunks(chunks)
+        if blobs is None:
+            blobs = self._data_ranges(ranges)
+        return {c.address: np.frombuffer(blob, np.uint8)
+                for c, blob in zip(chunks, blobs, strict=True)}
 
     def _local_chunks(self, chunks: Sequence[fastchunks.Chunk], gap: int = LOCAL_GAP
                       ) -> dict[int, np.ndarray]:

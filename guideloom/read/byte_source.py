@@ -4,7 +4,9 @@ A byte source is one file of known size. ``read(offset, size)`` returns exactly 
 or raises; ``read_many`` (also called ``read_ranges``) returns the bytes of many ranges in the
 order asked, and is where a remote implementation coalesces neighbouring ranges and issues them
 concurrently. Implementations: :class:`LocalFileSource` (``os.pread`` on a descriptor it owns or
-leases from :class:`~guideloom.read.handles.ArchiveHandles`),
+leases from :class:`~guideloom.read.handles.ArchiveHandles`), :class:`MemorySource` (bytes held in
+memory: an inflated member, or a local input read once for its content digest and decoded from
+there, :class:`~guideloom.read.types.Held`),
 :class:`~guideloom.read.http.HttpRangeSource` and
 :class:`~guideloom.read.fsspec_source.FsspecSource`. :func:`open_byte_source` picks one for a
 path or URL, :func:`source_for` for a location (from the location's own fields).
@@ -12,8 +14,9 @@ path or URL, :func:`source_for` for a location (from the location's own fields).
 The protocol (:mod:`guideloom.read.types`) declares every capability the layers above use
 instead of testing types: ``high_latency`` (True for network sources: every request is a
 round trip, so the record reader fetches ahead and caches metadata), ``fd`` (a local file's
-descriptor, which the HDF5 fast paths read directly; ``None`` elsewhere), ``read_tail``,
-``readinto`` and ``close``.
+descriptor, which the HDF5 fast paths read directly; ``None`` elsewhere), ``view`` (bytes held
+in memory, handed to the decoders in place; ``None`` elsewhere), ``read_tail``, ``readinto``
+and ``close``.
 
 Example:
     >>> src = open_byte_source("archive.zip")                            # doctest: +SKIP
@@ -34,7 +37,7 @@ from guideloom.read.fsspec_source import FsspecSource, fsspec_filesystem
 from guideloom.read.handles import ArchiveHandles, ArchiveLease, process_handles
 from guideloom.read.http import TOKEN_HEADER
 from guideloom.read.ranges import COALESCE_GAP, coalesce_ranges, split_coalesced
-from guideloom.read.types import ByteSource
+from guideloom.read.types import ByteSource, SourceDefaults
 from guideloom.runtime import os_support
 from guideloom.runtime.caches import BoundedCache, cache
 
@@ -42,8 +45,9 @@ if TYPE_CHECKING:
     from guideloom.read.types import Located as Location
 
 __all__ = ["COALESCE_GAP", "REMOTE_SCHEMES", "ByteSource", "FsspecSource", "LocalFileSource",
-           "clear_source_cache", "coalesce_ranges", "fsspec_filesystem", "is_remote",
-           "open_byte_source", "slow_location", "source_for", "split_coalesced", "url_source"]
+           "MemorySource", "clear_source_cache", "coalesce_ranges", "fsspec_filesystem",
+           "is_remote", "open_byte_source", "slow_location", "source_for", "split_coalesced",
+           "url_source"]
 
 logger = logging.getLogger(__name__)
 REMOTE_SCHEMES = ("http://", "https://", "s3://", "gs://", "az://", "abfs://", "memory://")
@@ -131,6 +135,10 @@ class LocalFileSource:
         n = max(0, min(size, total))
         return self.read(total - n, n, sim_id=sim_id)
 
+    def view(self, offset: int, size: int) -> memoryview | None:
+        """``None``: a file's bytes are read, not held."""
+        return None
+
     def close(self) -> None:
         """Close the descriptor if owned (release the lease if leased); idempotent."""
         fd, self._fd = self._fd, -1
@@ -145,6 +153,57 @@ class LocalFileSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class MemorySource(SourceDefaults):
+    """Bytes held in memory as a byte source: ``view`` is the file's bytes from offset ``base``
+    on (an inflated member from 0; a :class:`~guideloom.read.types.Held` input from where it
+    was read), its size ``base + len(view)``; nothing to close. :meth:`view` hands them out
+    in place (read-only), :meth:`read` as copies (what a caller may keep)."""
+
+    high_latency = False
+
+    def __init__(self, view: memoryview, name: str, base: int = 0):
+        self._view, self._name, self._base = view.toreadonly(), name, base
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def size(self) -> int:
+        return self._base + len(self._view)
+
+    def view(self, offset: int, size: int) -> memoryview:
+        """The ``size`` bytes from ``offset``, in place.
+
+        Raises:
+            OSError: The range is not all held.
+        """
+        at = offset - self._base
+        if at < 0 or size < 0 or at + size > len(self._view):
+            raise OSError(f"{self._name}: {size} bytes at offset {offset} are outside the "
+                          f"bytes held ({len(self._view)} from offset {self._base})")
+        return self._view[at:at + size]
+
+    def read(self, offset: int, size: int) -> bytes:
+        return bytes(self.view(offset, size))
+
+    def readinto(self, buffer: Any, offset: int) -> int:
+        at = offset - self._base
+        if at < 0:
+            raise OSError(f"{self._name}: offset {offset} is before the bytes held (from "
+                          f"{self._base})")
+        n = max(0, min(len(buffer), len(self._view) - at))
+        memoryview(buffer).cast("B")[:n] = self._view[at:at + n]
+        return n
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        return [self.read(o, s) for o, s in ranges]
+
+    read_many = read_ranges
+
+    def close(self) -> None:
+        """Nothing to release (the buffer goes with the last reference)."""
 
 
 _SOURCE_CACHE: BoundedCache[tuple[Any, ...], ByteSource] = cache("byte_sources")
@@ -202,10 +261,14 @@ def source_for(loc: Location, handles: ArchiveHandles | None = None) -> ByteSour
     it when done (a shared remote source ignores that).
 
     A URL is read through this process's source of it (its size from ``archive_size``, its
-    ``headers`` and fsspec ``options`` when the location has them); a loose local file through
-    a descriptor of its own; a local archive through a lease of its descriptor in ``handles``
-    (default: the process's), the source ending where the member ends.
+    ``headers`` and fsspec ``options`` when the location has them); bytes held in memory
+    (``loc.held``: read once for the input's content digest) from there; a loose local file
+    through a descriptor of its own; a local archive through a lease of its descriptor in
+    ``handles`` (default: the process's), the source ending where the member ends.
     """
+    held = loc.held
+    if held is not None:
+        return MemorySource(held.data, loc.describe(), held.base)
     if is_remote(loc.path):
         return url_source(loc.path, loc.archive_size or None, loc.headers, loc.options)
     if loc.member is None:

@@ -11,9 +11,12 @@ development machine, against 1.1 GB/s for ``hashlib.sha256`` (with SHA-NI) and 0
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,8 +26,9 @@ from typing import Any
 import blake3
 
 from guideloom.errors import ExperimentReadError
-from guideloom.read.byte_source import source_for
-from guideloom.read.locations import Location
+from guideloom.read.byte_source import ByteSource, source_for
+from guideloom.read.locations import HeldLocation, Location
+from guideloom.read.types import Held
 from guideloom.read.zipmember import read_bytes, read_local_header
 from guideloom.runtime import os_support
 from guideloom.runtime.caches import BoundedCache, cache
@@ -52,6 +56,11 @@ class Hashed:
 # the digests this process hashed of local inputs, by the input and its file's stat, kept only
 # for a file last changed well before its hash began (see ReadCheck.known)
 _known: BoundedCache[tuple[Any, ...], Hashed] = cache("content_digests")
+# buffers finished Hashers read inputs into, for the next one: a fresh 25 MB buffer costs
+# ~6,000 page faults as it is first written, and an op10 partition may hold one experiment
+_spare: BoundedCache[int, bytearray] = cache("input_buffers", weigh=lambda _key, buf: len(buf))
+_spare_serial = itertools.count()
+_taking = threading.Lock()
 
 
 def content_digest(loc: Location) -> Hashed:
@@ -62,10 +71,7 @@ def content_digest(loc: Location) -> Hashed:
         CorruptDataError: The member's local header is damaged (names the experiment).
     """
     t0, cpu0 = time.perf_counter(), time.thread_time()
-    try:
-        source = source_for(loc)
-    except OSError as exc:
-        raise _read_error(loc, exc) from exc
+    source = _source(loc)
     try:
         hasher = blake3.blake3()
         fd = source.fd
@@ -84,10 +90,7 @@ def content_digest(loc: Location) -> Hashed:
                 hasher.update(block)
                 got += len(block)
         if got != size:
-            raise ExperimentReadError(
-                f"experiment {loc.sim_id}: {loc.describe()}: only {got} of its {size} bytes "
-                "could be read for its content digest (the file ends early)",
-                sim_id=loc.sim_id, file=loc.describe())
+            raise _ends_early(loc, got, size)
         return Hashed(hasher.hexdigest(), size, time.perf_counter() - t0,
                       time.thread_time() - cpu0)
     except OSError as exc:
@@ -96,19 +99,39 @@ def content_digest(loc: Location) -> Hashed:
         source.close()
 
 
-def _hash_fd(hasher: blake3.blake3, fd: int, start: int, size: int) -> int:
-    """Hash ``size`` bytes of ``fd`` from ``start``; return the bytes read."""
+def _hash_fd(hasher: blake3.blake3, fd: int, start: int, size: int,
+             into: memoryview | None = None) -> int:
+    """Hash ``size`` bytes of ``fd`` from ``start``; return the bytes read. ``into`` (at least
+    ``size`` bytes) keeps them: each block is read into its place there and hashed at once,
+    while it is still in the CPU's cache."""
     if size and os_support.HAS_FADVISE:
         os.posix_fadvise(fd, start, size, os.POSIX_FADV_SEQUENTIAL)
-    buf = memoryview(bytearray(max(1, min(HASH_BLOCK, size))))
+    buf = memoryview(bytearray(max(1, min(HASH_BLOCK, size)))) if into is None else into
     pos = 0
     while pos < size:
-        got = os_support.preadinto(fd, buf[:min(HASH_BLOCK, size - pos)], start + pos)
+        n = min(HASH_BLOCK, size - pos)
+        block = buf[:n] if into is None else buf[pos:pos + n]
+        got = os_support.preadinto(fd, block, start + pos)
         if got <= 0:
             break
-        hasher.update(buf[:got])
+        hasher.update(block[:got])
         pos += got
     return pos
+
+
+def _source(loc: Location) -> ByteSource:
+    """The source of ``loc``'s bytes (an error names the experiment and the file)."""
+    try:
+        return source_for(loc)
+    except OSError as exc:
+        raise _read_error(loc, exc) from exc
+
+
+def _ends_early(loc: Location, got: int, size: int) -> ExperimentReadError:
+    return ExperimentReadError(
+        f"experiment {loc.sim_id}: {loc.describe()}: only {got} of its {size} bytes could be "
+        "read for its content digest (the file ends early)",
+        sim_id=loc.sim_id, file=loc.describe())
 
 
 def _read_error(loc: Location, exc: OSError) -> ExperimentReadError:
@@ -144,31 +167,155 @@ def content_digests(locations: Sequence[Location],
     return results
 
 
+def hold_limit() -> int:
+    """The largest local input (bytes) a :class:`Hasher` reads into memory (``input_hold_mb``,
+    default 256 MiB; 0: none)."""
+    from guideloom import config
+
+    return int(float(config.get("input_hold_mb")) * (1 << 20))
+
+
+@dataclass(frozen=True)
+class Hashing:
+    """One input being hashed by a :class:`Hasher`: ``location`` is what to decode it from
+    (the input held in memory when it was read for its digest, else ``loc`` itself), and
+    ``future`` gives its :class:`Hashed` (or the error of :func:`content_digest`)."""
+
+    location: Location
+    future: Future[Hashed]
+
+    def result(self) -> Hashed:
+        """The digest (waits for the helper thread, if one hashes it)."""
+        return self.future.result()
+
+
+def _done(hashed: Hashed) -> Future[Hashed]:
+    done: Future[Hashed] = Future()
+    done.set_result(hashed)
+    return done
+
+
 class Hasher:
-    """Hashes one input at a time on a helper thread, while the caller decodes it (the
-    export's partitions: the decode and the hash read the same pages, and BLAKE3 and
-    ``pread`` run outside the GIL). Close it when done."""
+    """Hashes the inputs an export decodes, one at a time (the export's partitions).
 
-    def __init__(self) -> None:
+    A local loose file or stored member of at most ``limit`` bytes (:func:`hold_limit`) is
+    read once, into a buffer this hasher keeps and reuses, each block hashed as it lands; the
+    record is then decoded from that buffer (:class:`~guideloom.read.locations.HeldLocation`:
+    the chunks in place, no second read), so the digest is that of exactly the bytes the row
+    was made from. Any other input (remote, deflated, or larger) is hashed on a helper thread
+    while the caller decodes it (BLAKE3 and ``pread`` run outside the GIL). Close it when
+    done: that drops the buffer.
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
         self._pool: ThreadPoolExecutor | None = None
+        self.limit = hold_limit() if limit is None else limit
+        self._buffer = bytearray()
+        self._lent: memoryview | None = None  # the buffer as the last HeldLocation holds it
 
-    def start(self, loc: Location, known: Hashed | None = None) -> Future[Hashed]:
-        """Start hashing ``loc``'s input; the future's result is its :class:`Hashed` (or the
-        error of :func:`content_digest`). ``known``: its digest, already proven
-        (:meth:`ReadCheck.known`): the future holds it at once and no thread starts."""
+    def start(self, loc: Location, known: Hashed | None = None) -> Hashing:
+        """Start hashing ``loc``'s input (see the class). ``known``: its digest, already
+        proven (:meth:`ReadCheck.known`): nothing is read and no thread starts. The bytes held
+        for the input before are released (its ``HeldLocation`` reads no more).
+
+        Raises:
+            ExperimentReadError: Reading a held input failed or it ended early (names the
+                experiment and the file).
+            CorruptDataError: A held member's local header is damaged.
+        """
+        self._take_back()
         if known is not None:
-            done: Future[Hashed] = Future()
-            done.set_result(known)
-            return done
+            return Hashing(loc, _done(known))
+        if loc.is_local and loc.stored and self.limit > 0:  # a deflated one: inflated from
+            # the archive (its declared size is read from the directory there)
+            held = self._hold(loc)
+            if held is not None:
+                return Hashing(HeldLocation.of(loc, held[0]), _done(held[1]))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="guideloom-hash")
-        return self._pool.submit(content_digest, loc)
+        return Hashing(loc, self._pool.submit(content_digest, loc))
+
+    def _hold(self, loc: Location) -> tuple[Held, Hashed] | None:
+        """``loc``'s bytes read into the buffer and hashed; ``None`` when over the limit."""
+        t0, cpu0 = time.perf_counter(), time.thread_time()
+        source = _source(loc)
+        try:
+            fd = source.fd
+            assert fd is not None, "a local input's source reads its descriptor"
+            if loc.member is None:
+                begin = start = 0
+                size = source.size()
+            else:  # from the local header, checked again when the record opens the held bytes
+                begin = loc.header_offset
+                start, _ = read_local_header(source, loc)
+                size = int(loc.size)
+            if start + size - begin > self.limit:
+                return None
+            room = self._room(start + size - begin)
+            head = start - begin
+            got = os_support.preadinto(fd, room[:head], begin) if head else 0
+            hasher = blake3.blake3()
+            if got == head:
+                got = _hash_fd(hasher, fd, start, size, into=room[head:])
+            if got != size:
+                raise _ends_early(loc, got, size)
+            digest = hasher.hexdigest()
+            self._lent = room.toreadonly()
+            return (Held(self._lent, begin, digest),
+                    Hashed(digest, size, time.perf_counter() - t0, time.thread_time() - cpu0))
+        except OSError as exc:
+            raise _read_error(loc, exc) from exc
+        finally:
+            source.close()
+
+    def _room(self, n: int) -> memoryview:
+        """``n`` bytes of the buffer: this hasher's, a spare one of a finished hasher, or a new
+        one; never one a view of an earlier input's bytes is still alive on (a reader's)."""
+        buf = self._buffer
+        if len(buf) < max(n, 1) or not _unshared(buf):
+            self._buffer = bytearray()  # the old one first: not two at once
+            buf = self._buffer = _take_spare(n) or bytearray(max(n, 1))
+        return memoryview(buf)[:n]
+
+    def _take_back(self) -> None:
+        """Release the view the last held input was given (its readers are done)."""
+        lent, self._lent = self._lent, None
+        if lent is not None:
+            with contextlib.suppress(BufferError):  # still read directly: _room takes another
+                lent.release()
 
     def close(self) -> None:
-        """Stop the helper thread (after the hash it runs, if any)."""
+        """Stop the helper thread (after the hash it runs, if any); give the buffer to the
+        next hasher of this process (the ``input_buffers`` cache bounds what is kept)."""
+        self._take_back()
+        buf, self._buffer = self._buffer, bytearray()
+        if buf and _unshared(buf):
+            _spare.put(next(_spare_serial), buf)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _take_spare(n: int) -> bytearray | None:
+    """A spare buffer of at least ``n`` bytes (taken out of the cache), or ``None``."""
+    with _taking:  # no two hashers take the same buffer
+        for key in _spare.keys():  # noqa: SIM118 - a BoundedCache is not iterable
+            buf = _spare.get(key)
+            if buf is not None and len(buf) >= n:
+                _spare.pop(key)
+                return buf
+    return None
+
+
+def _unshared(buf: bytearray) -> bool:
+    """Whether no view of ``buf`` exists (a bytearray with views cannot change size; a byte
+    removed and appended again reallocates nothing)."""
+    try:
+        del buf[-1]
+    except BufferError:
+        return False
+    buf.append(0)
+    return True
 
 
 def input_stat(loc: Location) -> tuple[int, ...] | None:

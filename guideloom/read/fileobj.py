@@ -3,7 +3,9 @@
 :class:`SpanFile` is ``size`` bytes from ``base`` of a :class:`~guideloom.read.byte_source.
 ByteSource`, seekable and read-only: a loose file, a stored zip member read in place (local,
 by ``pread`` on the archive's descriptor; remote, through the metadata-block wrapper of
-:mod:`guideloom.read.wrappers`), or an inflated member held in memory (:class:`MemorySource`).
+:mod:`guideloom.read.wrappers`), or bytes held in memory
+(:class:`~guideloom.read.byte_source.MemorySource`: an inflated member, an input read once
+for its content digest).
 Closing it closes its source (which releases a leased archive descriptor).
 """
 
@@ -11,12 +13,10 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Sequence
 from typing import Any
 
-from guideloom.read.byte_source import ByteSource, LocalFileSource
+from guideloom.read.byte_source import ByteSource, LocalFileSource, MemorySource
 from guideloom.read.handles import ArchiveLease
-from guideloom.read.types import SourceDefaults
 
 logger = logging.getLogger(__name__)
 
@@ -87,40 +87,6 @@ class ByteRangeFile(SpanFile):
                  lease: ArchiveLease | None = None):
         super().__init__(LocalFileSource(fd=fd, owned=False, size=start + size, lease=lease,
                                          name=name), start, size, name)
-
-
-class MemorySource(SourceDefaults):
-    """Bytes in memory as a byte source (an inflated zip member); nothing to close."""
-
-    high_latency = False
-
-    def __init__(self, view: memoryview, name: str):
-        self._view, self._name = view, name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def size(self) -> int:
-        return len(self._view)
-
-    def read(self, offset: int, size: int) -> bytes:
-        if offset < 0 or offset + size > len(self._view):
-            raise OSError(f"{self._name}: {size} bytes at offset {offset} are past its end")
-        return bytes(self._view[offset:offset + size])
-
-    def readinto(self, buffer: Any, offset: int) -> int:
-        n = max(0, min(len(buffer), len(self._view) - offset))
-        memoryview(buffer).cast("B")[:n] = self._view[offset:offset + n]
-        return n
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return [self.read(o, s) for o, s in ranges]
-
-    read_many = read_ranges
-
-    def close(self) -> None:
-        """Nothing to release (the buffer goes with the last reference)."""
 
 
 class MemoryFile(SpanFile):

@@ -313,8 +313,10 @@ class H5pyOpen:
 
 
 def local_path(loc: Location) -> str | None:
-    """The path of ``loc`` when it is a whole local file (h5py opens it by name)."""
-    return loc.path if loc.member is None and not is_remote(loc.path) else None
+    """The path of ``loc`` when it is a whole local file (h5py opens it by name); not when its
+    bytes are held in memory (read from there: the bytes its digest was taken of)."""
+    return loc.path if loc.member is None and loc.held is None and not is_remote(loc.path) \
+        else None
 
 
 def open_h5py(loc: Location, handles: ArchiveHandles | None = None, *, verify: bool = False,

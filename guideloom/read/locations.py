@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from guideloom.read.types import Held
 from guideloom.read.zipdir import DEFLATED, LOCAL_HEADER
 
 _NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
@@ -67,6 +68,11 @@ class Location:
         """True when the bytes are on this machine's file system (read with ``pread``)."""
         return True
 
+    @property
+    def held(self) -> Held | None:
+        """``None``: the bytes are read from the file (see :class:`HeldLocation`)."""
+        return None
+
     def cache_key(self) -> str | None:
         """The key of this member's cached HDF5 metadata: none for a local file."""
         return None
@@ -74,6 +80,27 @@ class Location:
     def describe(self) -> str:
         """``path`` or ``archive::member``, for messages."""
         return self.path if self.member is None else f"{self.path}::{self.member}"
+
+
+@dataclass(frozen=True)
+class HeldLocation(Location):
+    """A local location whose stored bytes were read into memory once (``bytes_held``), made
+    by the export that hashed them (:meth:`guideloom.read.content.Hasher.start`) for its own
+    decode only: never pickled or shipped (a ``memoryview`` cannot be), and equal to no plain
+    :class:`Location`."""
+
+    bytes_held: Held | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, loc: Location, held: Held) -> HeldLocation:
+        """``loc`` with ``held``."""
+        return cls(loc.sim_id, loc.path, loc.member, loc.header_offset, loc.size, loc.stored,
+                   loc.crc, loc.defect, loc.next_header, loc.next_member, held)
+
+    @property
+    def held(self) -> Held | None:
+        """The bytes held (see :class:`~guideloom.read.types.Held`)."""
+        return self.bytes_held
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ anywhere in ``guideloom/read/``):
 
 - a byte source says ``high_latency`` (each request a round trip: read ahead, cache
   metadata), ``fd`` (the local descriptor the fast paths read directly, ``None`` for any
-  other source), and has ``read_tail``, ``readinto`` and ``close``; a source that needs none of
-  that inherits the defaults of :class:`SourceDefaults`.
-- a location says ``is_local`` and carries ``archive_size``, ``validator``, ``file_size``,
+  other source), and has ``read_tail``, ``readinto``, ``view`` (bytes it holds in memory,
+  handed out in place; ``None`` from any other source) and ``close``; a source that needs none
+  of that inherits the defaults of :class:`SourceDefaults`.
+- a location says ``is_local`` and ``held`` (its stored bytes read into memory once, a
+  :class:`Held`, or ``None``) and carries ``archive_size``, ``validator``, ``file_size``,
   ``method``, ``headers``, ``options`` and ``next_header``/``next_member`` (zeros and empties
   for a local :class:`~guideloom.read.locations.Location`), and ``cache_key()`` (``None``
   when its metadata is not kept).
@@ -21,9 +23,10 @@ The location types themselves (:class:`guideloom.read.locations.Location` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ByteSource", "Located", "SourceDefaults"]
+__all__ = ["ByteSource", "Held", "Located", "SourceDefaults"]
 
 
 @runtime_checkable
@@ -66,6 +69,13 @@ class ByteSource(Protocol):
         """Bytes read into ``buffer`` from ``offset``."""
         ...
 
+    def view(self, offset: int, size: int) -> memoryview | None:
+        """The ``size`` bytes from ``offset`` in place (read-only, no copy) when the source
+        holds them in memory; ``None`` when it does not (a file, a remote source). Raises
+        ``OSError`` for a range it holds only in part. The view is valid while the record that
+        asked for it is read: take no reference beyond that."""
+        ...
+
     def close(self) -> None:
         """Release what the source holds (idempotent; a shared source may ignore it)."""
         ...
@@ -89,8 +99,29 @@ class SourceDefaults:
         view[:] = self.read(offset, len(view))
         return len(view)
 
+    def view(self, offset: int, size: int) -> memoryview | None:
+        """``None``: the bytes are not held in memory."""
+        return None
+
     def close(self) -> None:
         return None
+
+
+@dataclass(frozen=True, eq=False)
+class Held:
+    """A local input's bytes read once into memory, by the export that hashed them for its
+    content digest, so that the record is decoded from exactly the bytes hashed.
+
+    Attributes:
+        data: The file's bytes from offset ``base`` on (a loose file's from 0; for a zip
+            member, the archive's from the member's local header to its data's end), read-only.
+        base: The file offset of ``data[0]``.
+        digest: The BLAKE3 digest (hex) of the input's stored bytes among them.
+    """
+
+    data: memoryview
+    base: int
+    digest: str
 
 
 class Located(Protocol):
@@ -133,6 +164,12 @@ class Located(Protocol):
     @property
     def is_local(self) -> bool:
         """True when the bytes are on this machine's file system (read with ``pread``)."""
+        ...
+
+    @property
+    def held(self) -> Held | None:
+        """The bytes read into memory for this record (served by
+        :func:`~guideloom.read.byte_source.source_for`), ``None`` to read them from the file."""
         ...
 
     @property

@@ -40,8 +40,7 @@ except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 from guideloom.errors import CorruptDataError, ExperimentReadError, ZipFormatError
-from guideloom.read.byte_source import ByteSource, LocalFileSource, source_for
-from guideloom.read.fileobj import MemorySource
+from guideloom.read.byte_source import ByteSource, LocalFileSource, MemorySource, source_for
 from guideloom.read.handles import ArchiveHandles, process_handles
 from guideloom.read.zipdir import (
     BZIP2,
@@ -305,10 +304,12 @@ def verify_crc(source: ByteSource, start: int, loc: Location) -> None:
     """
     if loc.crc is None:
         return
-    fd = source.fd
+    fd, held = source.fd, loc.held
     if fd is not None:
         st = os.fstat(fd)
         stamp: tuple[Any, ...] = (st.st_size, st.st_mtime_ns)
+    elif held is not None:  # the bytes read for the content digest: known by that digest
+        stamp = ("blake3", held.digest)
     else:
         stamp = (loc.archive_size, loc.validator)
     _checked((loc.path, loc.member, start, *stamp), loc.crc,

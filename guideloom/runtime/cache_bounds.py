@@ -34,6 +34,9 @@ DEFAULTS: dict[str, CacheBound] = {
     "content_digests": CacheBound(1 << 16, None, "BLAKE3 digests of local inputs, by the "
                                   "input and its file's stat (a file last changed well before "
                                   "its hash)"),
+    "input_buffers": CacheBound(2, 128 << 20, "buffers a finished partition read its inputs "
+                                "into for their content digests (the next partition's, their "
+                                "pages already mapped)"),
     "remote_crc_verdicts": CacheBound(1 << 16, None, "CRC-32 outcomes of remote zip members"),
     "remote_view_reach": CacheBound(256, None, "how far into a remote member each view's "
                                     "reads went (the size of the next first read)"),
