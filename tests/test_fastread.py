@@ -439,6 +439,20 @@ def test_many_small_shuffled_chunks_with_gaps_and_masks(tmp_path, dtype, threads
     _same(fast[40_000:41_000], data[40_000:41_000])
 
 
+@pytest.fixture
+def grid_taken(monkeypatch) -> list[bool]:
+    """What each call of the grid decoder answered (True: it decoded the dataset)."""
+    taken: list[bool] = []
+    real = chunks._decode_grid
+
+    def spy(*args):
+        taken.append(real(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(chunks, "_decode_grid", spy)
+    return taken
+
+
 @pytest.mark.parametrize(
     ("shape", "chunk", "dtype"),
     [
@@ -448,38 +462,21 @@ def test_many_small_shuffled_chunks_with_gaps_and_masks(tmp_path, dtype, threads
         ((9, 10, 11), (4, 5, 3), "<i2"),    # 3-D, edges on every axis
     ],
 )
-def test_small_datasets_decode_as_one_grid_bit_exact(tmp_path, monkeypatch, shape, chunk,
-                                                     dtype):
+def test_small_datasets_decode_as_one_grid_bit_exact(tmp_path, grid_taken, shape, chunk, dtype):
     """A small dataset of several chunks that are not runs of the output (shuffle, deflate)
     is decoded as one grid of chunks: the grid path is taken, and its bytes are h5py's."""
-    taken: list[bool] = []
-    real = chunks._decode_grid
-
-    def spy(*args):
-        taken.append(real(*args))
-        return taken[-1]
-
-    monkeypatch.setattr(chunks, "_decode_grid", spy)
     path = tmp_path / "grid.h5"
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=_values(shape, dtype), chunks=chunk, compression="gzip",
                          shuffle=True)
     fast, ref = _fast(path, "x")
     _same(fast, ref)
-    assert taken == [True]
+    assert grid_taken == [True]
 
 
-def test_grid_decoding_leaves_other_layouts_to_the_chunk_path(tmp_path, monkeypatch):
+def test_grid_decoding_leaves_other_layouts_to_the_chunk_path(tmp_path, grid_taken):
     """Chunks with checksums, with a filter skipped, or a dataset with an unallocated chunk
     take the general path (the grid declines them), and read as h5py reads them."""
-    taken: list[bool] = []
-    real = chunks._decode_grid
-
-    def spy(*args):
-        taken.append(real(*args))
-        return taken[-1]
-
-    monkeypatch.setattr(chunks, "_decode_grid", spy)
     path = tmp_path / "other.h5"
     data = _values((40, 6), "<f4")
     with h5py.File(path, "w") as f:
@@ -495,4 +492,4 @@ def test_grid_decoding_leaves_other_layouts_to_the_chunk_path(tmp_path, monkeypa
     for name in ("sum", "mask", "gap"):
         fast, ref = _fast(path, name)
         _same(fast, ref)
-    assert taken == [False, False, False]
+    assert grid_taken == [False, False, False]
