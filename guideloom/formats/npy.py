@@ -448,7 +448,7 @@ class NpySink(PartitionSink):
         batch = self._batches[alias]
         if not batch.count:
             return
-        data = memoryview(batch.data())
+        data = batch.data()
         offset = self._offsets[alias] + batch.first * batch.row_bytes
         written = 0
         try:
@@ -568,12 +568,13 @@ class NpySink(PartitionSink):
 
 class RowBatch:
     """Consecutive buffered rows of one field waiting for one ``pwrite`` (see
-    :class:`NpySink`): copied in, so the caller may reuse its arrays at once."""
+    :class:`NpySink`): copied in, so the caller may reuse its arrays at once. The buffer is
+    allocated at the first row and reused by every run of the sink (no page faults again)."""
 
     def __init__(self, row_bytes: int):
         self.row_bytes = row_bytes
         self.capacity = -(-WRITEBACK_BYTES // row_bytes)  # rows of at least WRITEBACK_BYTES
-        self._buf = bytearray()
+        self._buf: np.ndarray | None = None
         self.first = self.count = 0
         self._ids: list[Any] = []  # the first and last experiment, for an error message
 
@@ -583,23 +584,27 @@ class RowBatch:
 
     def add(self, row: int, sim_id: Any, buf: bytes | memoryview) -> bool:
         """Copy one row in (it must :meth:`follow`); True when the batch is full."""
+        if self._buf is None:
+            self._buf = np.empty(self.capacity * self.row_bytes, np.uint8)
         if not self.count:
             self.first = row
             self._ids = [sim_id, sim_id]
-        self._buf += buf
+        at = self.count * self.row_bytes
+        self._buf[at:at + self.row_bytes] = np.frombuffer(buf, np.uint8)
         self._ids[1] = sim_id
         self.count += 1
         return self.count >= self.capacity
 
-    def data(self) -> bytearray:
-        return self._buf
+    def data(self) -> memoryview:
+        """The rows held, as one run of bytes."""
+        assert self._buf is not None
+        return self._buf[:self.count * self.row_bytes].data
 
     def describe(self) -> str:
         first, last = self._ids
         return f"experiment {first}" if self.count == 1 else f"experiments {first} to {last}"
 
     def clear(self) -> None:
-        self._buf = bytearray()
         self.first = self.count = 0
 
 
