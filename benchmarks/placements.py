@@ -53,7 +53,6 @@ from typing import Any
 SCRIPT = Path(__file__).resolve()
 REPO = SCRIPT.parents[1]
 DEFAULT_CACHE = Path.home() / ".cache" / "guideloom-bench"
-DEFAULT_RDDAC_PYTHON = os.environ.get("GUIDELOOM_RDDAC_PYTHON", "/work/venv-rddac/bin/python")
 REAL_SCAN = (2000, 3200)
 N_EXPERIMENTS = 24
 FORCE, OP10 = "force-signals", "pointcloud-op10"
@@ -190,7 +189,8 @@ def main() -> None:
     parser.add_argument("--pc-n", type=int, default=6,
                         help="experiments with scans in the op10 export (default 6)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--rddac-python", default=DEFAULT_RDDAC_PYTHON)
+    parser.add_argument("--rddac-python", default=None,
+                        help="a Python with rddac 2.0.0 (default: benchmarks/venvs.py)")
     parser.add_argument("--tree", type=Path, default=None,
                         help="another source tree to compare with (its guideloom on PYTHONPATH)")
     parser.add_argument("--views", default=f"{FORCE},{OP10}")
@@ -216,6 +216,9 @@ def main() -> None:
     pc_ids = info["pc_ids"][:args.pc_n]
     print(f"data: {data} ({len(info['ids'])} experiments, scans {REAL_SCAN[0]}x{REAL_SCAN[1]}); "
           f"op10: {len(pc_ids)} experiments {pc_ids}")
+    from venvs import rddac_python
+
+    args.rddac_python = rddac_python(args.rddac_python)
     rddac_problem = bench.rddac_available(args.rddac_python)
     work = Path(tempfile.mkdtemp(prefix="placements-", dir=cache))
     results: dict[tuple[str, str, str], list[dict]] = {}

@@ -238,7 +238,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=9000, help="the large size (default 9000)")
     parser.add_argument("--quick", action="store_true", help="1,000 experiments only")
     parser.add_argument("--cache", type=Path, default=export_bench.DEFAULT_CACHE)
-    parser.add_argument("--rddac-python", default=export_bench.DEFAULT_RDDAC_PYTHON)
+    parser.add_argument("--rddac-python", default=None,
+                        help="a Python with rddac 2.0.0 (default: benchmarks/venvs.py)")
     args = parser.parse_args()
     args.cache = args.cache.expanduser().resolve()
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -253,6 +254,9 @@ def main() -> None:
     from guideloom.demo import DEFAULT_SCAN_SHAPE, cached_demo_data
 
     child = export_bench.Child(sys.executable, env)
+    from venvs import rddac_python
+
+    args.rddac_python = rddac_python(args.rddac_python)
     args.rddac_problem = export_bench.rddac_available(args.rddac_python)
     print(f"guideloom {guideloom.__version__} from {Path(guideloom.__file__).parent}; python "
           f"{sys.version.split()[0]}; {os.cpu_count()} cores, load average "

@@ -128,7 +128,9 @@ def main() -> None:
         return
 
     bench = _export_module()
-    rddac_python = args.rddac_python or bench.DEFAULT_RDDAC_PYTHON
+    from venvs import rddac_python as find_rddac
+
+    rddac_python = find_rddac(args.rddac_python)
     cache = args.cache.expanduser().resolve()
     sys.path.insert(0, str(REPO))
     from guideloom.demo import cached_demo_data

@@ -56,17 +56,25 @@ def start_interruptible(command: Sequence[str], **popen: Any) -> subprocess.Pope
     """
     proc = subprocess.Popen(interruptible(command), start_new_session=True, **popen)
     deadline = time.monotonic() + EXEC_TIMEOUT_S
-    while proc.poll() is None and _runs_shim(proc.pid):  # wait for the event: the exec
+    while proc.poll() is None and _command_not_yet_running(proc.pid):  # wait for the exec
         assert time.monotonic() < deadline, f"{command[0]} not started in {EXEC_TIMEOUT_S} s"
         time.sleep(0.005)
     return proc
 
 
-def _runs_shim(pid: int) -> bool:
+def _command_not_yet_running(pid: int) -> bool:
+    """Whether ``pid`` still runs the shim, or is still inside an ``execve``.
+
+    ``Popen`` returns once the child's close-on-exec pipe closes, which the kernel does before
+    it sets up the new program's arguments: for that moment ``/proc/PID/cmdline`` reads empty
+    and SIGINT is still ignored. Under load the window is wide enough for a signal sent then to
+    be lost (seen at load 13), so an empty command line counts as "not yet running".
+    """
     try:
-        return str(SHIM) in psutil.Process(pid).cmdline()
+        cmdline = psutil.Process(pid).cmdline()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return False
+    return not cmdline or str(SHIM) in cmdline
 
 
 def _is_helper(proc: psutil.Process) -> bool:

@@ -29,7 +29,10 @@ DTYPES = ["<f4", "<f8", ">f8", "<i2", "|u1", "<i8", ">i4", "<u4"]
 
 
 class CountingSource:
-    """A ByteSource over bytes in memory that records every range asked for."""
+    """A ByteSource over bytes in memory that records every range asked for (as a remote
+    source: each call a request, chunks asked for through ``read_ranges``)."""
+
+    high_latency = True
 
     def __init__(self, data: bytes, name: str = "memory"):
         self.data, self._name = data, name
@@ -341,6 +344,64 @@ def test_chunks_are_fetched_in_one_call(tmp_path):
     before = src.calls
     f.read("d")
     assert src.calls == before + 1  # every chunk outside the first block in one read_ranges
+
+
+class PreadCounting(LocalFileSource):
+    """A local file whose reads into buffers (the chunk path's ``pread``) are recorded."""
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        self.preads: list[tuple[int, int]] = []
+
+    def readinto(self, buffer, offset: int) -> int:
+        self.preads.append((offset, len(buffer)))
+        return super().readinto(buffer, offset)
+
+
+def test_local_chunks_are_read_in_one_pread_per_run_of_neighbours(tmp_path):
+    """A local file's chunks come in one ``pread`` per run of neighbours, with exactly the
+    bytes of one ``pread`` per chunk; a gap over the limit starts a new read."""
+    from guideloom.fastread.chunks import Chunk
+    from guideloom.h5native import file as native_file
+
+    def build(f):
+        f.create_dataset("pad", data=_values((40000,), "<f8"))
+        f.create_dataset("d", data=_values((2000, 10), "<f8"), chunks=(100, 10),
+                         compression="gzip", shuffle=True)
+        f.create_dataset("e", data=_values((300, 7), "<i4"), chunks=(30, 7))
+    path = _write(tmp_path / "o.h5", "earliest", build)
+    with h5py.File(path, "r") as ref:
+        want = {name: ref[name][()] for name in ("d", "e")}
+    src = PreadCounting(path)
+    try:
+        f = h5native.open_file(src)
+        info = f.dataset("d")
+        assert len(info.chunks) == 20
+        f.read("e")  # its metadata and chunks, to count what d alone costs
+        before = len(src.preads)
+        np.testing.assert_array_equal(f.read("d"), want["d"])
+        assert len(src.preads) == before + 1  # 20 neighbouring chunks: one pread
+        np.testing.assert_array_equal(f.read("e"), want["e"])
+
+        chunks = [Chunk(o, m, a, n) for o, m, a, n in info.chunks]
+        one_each = {c.address: src.read(f.base + c.address, c.size) for c in chunks}
+        for gap in (native_file.LOCAL_GAP, 0):
+            src.preads.clear()
+            got = f._local_chunks(chunks, gap)
+            assert {a: bytes(v) for a, v in got.items()} == one_each
+            for (start, n), (next_start, _) in itertools.pairwise(src.preads):
+                assert next_start - (start + n) > gap  # closer runs would have been merged
+            assert sum(n for _, n in src.preads) <= (
+                max(c.address + c.size for c in chunks) - min(c.address for c in chunks))
+        # chunks far apart (a gap over the limit between each two) come in reads of their own
+        apart = chunks[::2]
+        src.preads.clear()
+        got = f._local_chunks(apart, gap=0)
+        assert {a: bytes(v) for a, v in got.items()} == {c.address: one_each[c.address]
+                                                          for c in apart}
+        assert sorted(src.preads) == sorted((f.base + c.address, c.size) for c in apart)
+    finally:
+        src.close()
 
 
 def test_absent_paths_are_key_errors(tmp_path):

@@ -32,7 +32,10 @@ PAD = 4096
 
 
 class PaddedSource:
-    """The file's bytes with random bytes before and after; records reads outside the file."""
+    """The file's bytes with random bytes before and after; records reads outside the file
+    (every read through ``read_ranges``, as a remote source's)."""
+
+    high_latency = True
 
     def __init__(self, data: bytes, seed: int = 0):
         rnd = random.Random(seed)

@@ -548,6 +548,8 @@ def test_a_workflow_file_may_name_a_url_as_its_data_dir(served, tmp_path):
 class _CountingSource:
     """A :class:`LocalFileSource` that counts the calls made to it (each a request remotely)."""
 
+    high_latency = True
+
     def __init__(self, path: Path):
         self.src = LocalFileSource(path)
         self.name = self.src.name

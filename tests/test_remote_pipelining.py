@@ -119,6 +119,8 @@ class _CountingSource:
     """A :class:`LocalFileSource` that counts the calls made to it (each a round trip
     remotely: ``read_ranges`` issues its ranges concurrently)."""
 
+    high_latency = True
+
     def __init__(self, path):
         self.src = LocalFileSource(path)
         self.name = self.src.name

@@ -108,20 +108,21 @@ def test_the_writer_fills_free_buffers_while_writes_are_under_way(tmp_path, monk
     if not append_file.O_DIRECT:
         pytest.skip("no O_DIRECT on this platform")
     monkeypatch.setattr(append_file, "CAPACITY", 8192)
-    gate, lock = threading.Event(), threading.Lock()
+    gate, started = threading.Event(), threading.Condition()
     running = [0, 0]  # now, most at once
     real_pwrite = append_file.pwrite
 
     def held_pwrite(fd: int, data: memoryview, offset: int) -> int:
-        with lock:
+        with started:
             running[0] += 1
             running[1] = max(running[1], running[0])
+            started.notify_all()
         try:
             if offset:  # the first write (at 0) goes through: direct I/O is proven
                 assert gate.wait(timeout=60)
             return real_pwrite(fd, data, offset)
         finally:
-            with lock:
+            with started:
                 running[0] -= 1
 
     monkeypatch.setattr(append_file, "pwrite", held_pwrite)
@@ -144,7 +145,9 @@ def test_the_writer_fills_free_buffers_while_writes_are_under_way(tmp_path, monk
     writer.start()
     try:
         assert filled.wait(timeout=60), "the writer waited for a write while a buffer was free"
-        assert running[0] == append_file.IN_FLIGHT  # writes under way at once, the rest queued
+        with started:  # the helper threads pick up the handed-over buffers in their own time
+            assert started.wait_for(lambda: running[0] >= append_file.IN_FLIGHT, timeout=60)
+            assert running[0] == append_file.IN_FLIGHT  # writes under way at once, rest queued
         assert len(out._buffers) == append_file.MAX_BUFFERS
     finally:
         gate.set()

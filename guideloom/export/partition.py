@@ -25,6 +25,7 @@ from guideloom.export.pipeline import (
     schema_of,
 )
 from guideloom.export.spec import ExportSpec, FieldSchema, Partition
+from guideloom.export.streamed import StreamedFields
 from guideloom.formats import ExportFormat
 from guideloom.formats.carry import PreviousRows, previous_rows
 from guideloom.formats.manifest_types import PartitionSummary, SkippedRecord, SummaryExtra
@@ -142,8 +143,11 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
         ahead = ReadAhead(reader, part.locations, part.rows)  # remote records: fetched ahead
     sink = writer.sink(part, schema)
     first = reuse_buffers(spec, schema, writer.copies_records)
-    overlapped = None
-    if first is not None and len(part.locations) > 1:
+    overlapped: OverlappedWrites | StreamedFields | None = None
+    streamed = None  # each field written while the next decodes (one buffer per field)
+    if first is not None and writer.writes_fields:
+        overlapped = streamed = StreamedFields(sink, first)
+    elif first is not None and len(part.locations) > 1:
         overlapped = OverlappedWrites(sink, (first, reuse_buffers(spec, schema, True) or {}))
     written: list[Any] = []
     skipped: list[SkippedRecord] = []
@@ -182,10 +186,13 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
                 check = ReadCheck(loc, racy_ns)  # the input's stat before and after
                 # on a helper thread, while this decodes (unless hashed in this state before)
                 hashing = hasher.start(loc, None if spec.verify_inputs else check.known())
+                if streamed is not None:
+                    streamed.start(part.start + k, loc.sim_id)
                 arrays = produce(spec, ahead, loc, row, allow_text=writer.allow_text,
                                  raw=writer.raw_records,
                                  into=first if overlapped is None else overlapped.buffers(),
-                                 on_read=read_sizes.append)
+                                 on_read=read_sizes.append,
+                                 on_field=None if streamed is None else streamed.field)
                 if schema is not None:
                     check_schema(arrays, schema, loc)
                 elif keys is not None:
@@ -206,6 +213,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             except ExperimentReadError as exc:
                 if spec.on_error == "raise":
                     raise
+                if streamed is not None:  # fields written before it failed: not published
+                    streamed.discard(part.start + k)
                 skipped.append({"sim_id": loc.sim_id, "file": exc.file, "error": str(exc)})
                 continue
             written.append(loc.sim_id)

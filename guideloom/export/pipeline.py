@@ -12,8 +12,8 @@ from guideloom.export.fingerprint import callable_name
 from guideloom.export.spec import ExportSpec, FieldSchema
 from guideloom.formats.layout import check_output_name
 from guideloom.read.locations import Location
-from guideloom.read.records import SIM_ID_KEY
-from guideloom.runtime.buffers import aligned_empty
+from guideloom.read.records import SIM_ID_KEY, OnField
+from guideloom.runtime.buffers import take_aligned
 
 NUMERIC_KINDS = "biufc"
 TEXT_KINDS = "US"
@@ -25,13 +25,14 @@ class RecordSource(Protocol):
     :class:`~guideloom.read.readahead.ReadAhead` over one."""
 
     def read(self, loc: Location, row: Mapping[str, Any],
-             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]: ...
+             into: Mapping[str, np.ndarray] | None = None,
+             on_field: OnField | None = None) -> dict[str, Any]: ...
 
 
 def produce(
     spec: ExportSpec, reader: RecordSource, loc: Location, row: Mapping[str, Any],
     *, allow_text: bool = False, raw: bool = False, into: Mapping[str, np.ndarray] | None = None,
-    on_read: Callable[[int], None] | None = None,
+    on_read: Callable[[int], None] | None = None, on_field: OnField | None = None,
 ) -> Any:
     """Read one experiment, apply ``transforms`` then ``record_transform``; return arrays.
 
@@ -40,6 +41,9 @@ def produce(
     pack; otherwise every value must be a numeric (or, with ``allow_text``, text) array-like.
     ``into`` holds buffers to decode fields into (see :func:`reuse_buffers`). ``on_read`` is
     given the decoded bytes of the record as read, before any transform (the input rate).
+    ``on_field`` is told of each field the moment it is final in its buffer of ``into``
+    (:meth:`~guideloom.read.records.RecordReader.read`; a caller without transforms may write
+    it while the next one decodes).
 
     Raises:
         ExperimentReadError: Reading failed (names id, file, HDF5 path).
@@ -47,7 +51,7 @@ def produce(
         RecordValueError: The output is not a mapping of numeric array-likes.
         UnsafeNameError: A key is not a plain file name (never skipped).
     """
-    record = reader.read(loc, row, into)
+    record = reader.read(loc, row, into, on_field)
     if on_read is not None:
         on_read(sum(int(getattr(v, "nbytes", 0) or 0) for v in record.values()))
     for alias, fn in spec.transforms.items():
@@ -117,14 +121,15 @@ def reuse_buffers(
     Only when no user code sees the arrays (no transforms) and the sink has copied a record
     before the next one is read: then nothing can hold on to a buffer that the next record
     overwrites. It saves the page faults of a fresh array per field and record (about a tenth
-    of the decode time of a large field).
+    of the decode time of a large field); buffers an earlier partition of this process gave
+    back (:func:`~guideloom.runtime.buffers.give_back`) save them for its first record too.
     """
     if spec.transforms or spec.record_transform is not None or schema is None \
             or not sink_copies:
         return None
     h5_aliases = {vf.alias for vf in spec.view.fields if vf.is_h5}
     # page-aligned, so that a sink may hand them to direct I/O
-    return {a: aligned_empty(fs.shape, fs.dtype) for a, fs in schema.items() if a in h5_aliases}
+    return {a: take_aligned(fs.shape, fs.dtype) for a, fs in schema.items() if a in h5_aliases}
 
 
 def schema_of(arrays: Mapping[str, np.ndarray]) -> dict[str, FieldSchema]:

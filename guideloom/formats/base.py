@@ -125,6 +125,12 @@ class PartitionSink:
         """Write one record at global ``row``."""
         raise NotImplementedError
 
+    def discard(self, row: int) -> None:
+        """Forget what :meth:`write` recorded of global ``row`` (checksums, byte counts): its
+        record failed after some of its fields were written, and the row is never published
+        (formats whose :attr:`ExportFormat.writes_fields` is true)."""
+        raise NotImplementedError
+
     def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
         """Write rows ``row .. row+count-1`` as the previous generation's rows ``old_row ..``
         hold them (an update's unchanged experiments). The default reads each row back with
@@ -221,6 +227,9 @@ class ExportFormat(abc.ABC):
         raw_records: The record goes to the format as the transform returned it.
         copies_records: The sink's ``write`` has copied the arrays when it returns (so the
             executor may decode the next record into the same buffers).
+        writes_fields: The sink's ``write`` takes any subset of a record's fields, each
+            written apart, and :meth:`PartitionSink.discard` forgets a row (so the executor
+            writes each field while the next decodes: :mod:`guideloom.export.streamed`).
         local_only: The format writes local (or shared) paths only, not fsspec URLs.
         file_group: The checksum group whose units are whole files (see :meth:`group_files`).
         description: One line saying what the output is (``guideloom formats``, the docs,
@@ -251,6 +260,7 @@ class ExportFormat(abc.ABC):
     allow_text: ClassVar[bool] = False
     raw_records: ClassVar[bool] = False
     copies_records: ClassVar[bool] = False
+    writes_fields: ClassVar[bool] = False
     local_only: ClassVar[bool] = True
     file_group: ClassVar[str | None] = None
     description: ClassVar[str] = ""

@@ -124,6 +124,12 @@ class RowDigests:
         if self.on:
             self._units.setdefault(group, {})[int(order)] = (file_digest(path)[0], rows)
 
+    def discard(self, order: int) -> list[str]:
+        """Forget the unit ``order`` of every group (a row that is never published); return
+        the groups that had one."""
+        return [group for group, units in self._units.items()
+                if units.pop(int(order), None) is not None]
+
     def summary(self) -> dict[str, Any]:
         """``{"checksums": {group: {"order": [...], "digests": "<hex><hex>...",
         "rows": [...]}}}`` (``rows`` only when not all 1), or ``{}`` when off.

@@ -59,6 +59,7 @@ class NpyFormat(ExportFormat):
     kind = "npy"
     description = "one memory-mapped .npy array per field, rows along the first axis"
     copies_records = True  # pwrite has copied a row when write returns
+    writes_fields = True  # each alias is its own file: a record's fields are written apart
     updatable = True  # carried rows are copied in the kernel (copy_file_range)
     fault_points = ("finalize-alias",)  # each array renamed or compacted into data/
 
@@ -404,6 +405,7 @@ class NpySink(PartitionSink):
         }
         self._bytes = 0
         self._unflushed: dict[str, tuple[int, int]] = {}  # buffered rows not yet written back
+        self._last_row = (-1, 0)  # the row written last and its bytes so far (for discard)
         self.direct_bytes = 0  # of _bytes, written with direct I/O
         self.carried_bytes = 0  # of _bytes, carried from an earlier generation
         self._sums = RowDigests()
@@ -424,6 +426,7 @@ class NpySink(PartitionSink):
                     self._flush(alias)
                 if batch.add(row, sim_id, buf):  # full: about WRITEBACK_BYTES
                     self._flush(alias)
+                self._count_row(row, len(buf))
                 self._sums.add(array_file(alias), row, buf)
                 continue
             if batch is not None:
@@ -440,8 +443,15 @@ class NpySink(PartitionSink):
                                  f"experiment {sim_id}: cannot write row {row} of") from exc
             if written > start:
                 self._start_writeback(alias, offset + start, written - start)
-            self._bytes += written
+            self._count_row(row, written)
             self._sums.add(array_file(alias), row, buf)
+
+    def _count_row(self, row: int, n: int) -> None:
+        """Count ``n`` bytes of ``row`` written (a batched row's when it is batched: the
+        batch writes them, at the latest in :meth:`close`)."""
+        self._bytes += n
+        last, so_far = self._last_row
+        self._last_row = (row, (so_far if last == row else 0) + n)
 
     def _flush(self, alias: str) -> None:
         """Write the batched rows of ``alias`` (one run of consecutive rows) with ``pwrite``."""
@@ -461,12 +471,20 @@ class NpySink(PartitionSink):
         finally:
             data.release()
             batch.clear()
-        self._start_writeback(alias, offset, written)
-        self._bytes += written
+        self._start_writeback(alias, offset, written)  # (its bytes counted as batched)
 
     def _flush_all(self) -> None:
         for alias in self._batches:
             self._flush(alias)
+
+    def discard(self, row: int) -> None:
+        """Forget the checksums and bytes of the fields of ``row`` written so far (the bytes
+        stay in the rows file: a row never published is compacted away at finalize)."""
+        self._sums.discard(row)
+        last, written = self._last_row
+        if last == row:
+            self._bytes -= written
+        self._last_row = (-1, 0)
 
     def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
         """Copy the previous generation's rows ``old_row ..`` to ``row ..`` in the kernel

@@ -18,11 +18,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from guideloom.read.byte_source import slow_location
+
+if TYPE_CHECKING:
+    from guideloom.read.records import OnField
 
 DEPTH_ENV = "GUIDELOOM_REMOTE_READAHEAD"
 DEFAULT_DEPTH = 8
@@ -64,22 +67,25 @@ class ReadAhead:
             self._next += 1
 
     def _direct(self, loc: Any, row: Mapping[str, Any],
-                into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+                into: Mapping[str, np.ndarray] | None = None,
+                on_field: OnField | None = None) -> dict[str, Any]:
         """The reader's own read of ``loc`` (no read-ahead)."""
-        record: dict[str, Any] = self.reader.read(loc, row, into)
+        record: dict[str, Any] = self.reader.read(loc, row, into, on_field)
         return record
 
     def read(self, loc: Any, row: Mapping[str, Any],
-             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
-        """The record of ``loc`` (fetched ahead when it is the next one of the list)."""
+             into: Mapping[str, np.ndarray] | None = None,
+             on_field: OnField | None = None) -> dict[str, Any]:
+        """The record of ``loc`` (fetched ahead when it is the next one of the list; a
+        record fetched ahead has arrays of its own: ``into`` and ``on_field`` are not used)."""
         i = self._pos
         if self._pool is None or i >= len(self.items) or self.items[i][0] is not loc:
-            return self._direct(loc, row, into)
+            return self._direct(loc, row, into, on_field)
         self._pos += 1
         self._fill(i + 1 + self.depth)
         future = self._futures.pop(i, None)
         if future is None:
-            return self._direct(loc, row, into)
+            return self._direct(loc, row, into, on_field)
         return future.result()
 
     def peek(self, loc: Any, row: Mapping[str, Any],
@@ -119,5 +125,6 @@ class Peeking:
         return getattr(self.ahead, name)
 
     def read(self, loc: Any, row: Mapping[str, Any],
-             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
-        return self.ahead.peek(loc, row, into)
+             into: Mapping[str, np.ndarray] | None = None,
+             on_field: OnField | None = None) -> dict[str, Any]:
+        return self.ahead.peek(loc, row, into)  # a probe's copy: nothing handed over

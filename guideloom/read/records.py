@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import h5py
@@ -42,7 +42,7 @@ from guideloom.read.views import View, ViewField
 from guideloom.read.wrappers import MemberMeta
 
 __all__ = ["LARGE_FIELD_BYTES", "NATIVE_ENV", "NATIVE_STATS", "REFERENCE_RECORDS", "SIM_ID_KEY",
-           "NativeStats", "RecordReader", "check_declared_size", "check_self_contained",
+           "NativeStats", "OnField", "RecordReader", "check_declared_size", "check_self_contained",
            "described_first", "native_default", "native_stats", "reference_dtypes"]
 
 logger = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ Shape = tuple[tuple[int, ...], "np.dtype[Any]"]  # a field's shape and dtype
 SIM_ID_KEY = "_sim_id"
 NATIVE_ENV = "GUIDELOOM_NATIVE"  # "0" reads every record through h5py
 REFERENCE_RECORDS = 3  # experiments whose datatypes set a job's reference (majority)
+OnField = Callable[[str, np.ndarray], None]  # a field final in its buffer (RecordReader.read)
 
 
 def native_default() -> bool:
@@ -108,12 +109,16 @@ class RecordReader:
             )
 
     def read(self, loc: Location, row: Mapping[str, Any],
-             into: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+             into: Mapping[str, np.ndarray] | None = None,
+             on_field: OnField | None = None) -> dict[str, Any]:
         """Return ``{alias: value, "_sim_id": id}`` for one experiment.
 
         HDF5 fields become numpy arrays (timestep slicing applied); index columns are the
         typed scalars of ``row``. A field read whole whose shape and dtype equal those of the
-        array ``into[alias]`` is decoded into that array (a buffer the caller reuses).
+        array ``into[alias]`` is decoded into that array (a buffer the caller reuses), and
+        ``on_field(alias, array)`` is called the moment it is: this call writes that buffer
+        no more (a fallback read decodes that field into an array of its own), so the
+        caller may write it out while the next field decodes.
 
         Raises:
             MissingFieldError: The file lacks an HDF5 path the view needs.
@@ -122,10 +127,13 @@ class RecordReader:
         """
         record: dict[str, Any] | None = None
         learnt = None
+        handed: set[str] = set()
         if self.native:
-            record, learnt = self._read_native(loc, into)
+            record, learnt = self._read_native(loc, into, _handing(into, on_field, handed))
         if record is None:
-            record = self._read_h5py(loc, row, into, learnt)
+            if into is not None and handed:  # final already: the fallback reads them apart
+                into = {a: b for a, b in into.items() if a not in handed}
+            record = self._read_h5py(loc, row, into, learnt, _handing(into, on_field, handed))
         return self._ordered(record, loc, row)
 
     def _ordered(self, record: dict[str, Any], loc: Location, row: Mapping[str, Any]
@@ -140,7 +148,8 @@ class RecordReader:
         return ordered
 
     # -- native ---------------------------------------------------------------------------
-    def _read_native(self, loc: Location, into: Mapping[str, np.ndarray] | None
+    def _read_native(self, loc: Location, into: Mapping[str, np.ndarray] | None,
+                     on_field: OnField | None = None
                      ) -> tuple[dict[str, Any] | None, MemberMeta | None]:
         """The HDF5 fields of ``loc`` read by :mod:`guideloom.h5native`: ``(record, None)``,
         or ``(None, learnt)`` when the h5py path must read the record (a deflated member, a
@@ -168,6 +177,8 @@ class RecordReader:
             for vf in self._h5:
                 record[vf.alias] = self._native_field(
                     f, vf, loc, None if into is None else into.get(vf.alias))
+                if on_field is not None:
+                    on_field(vf.alias, record[vf.alias])
         except ExperimentReadError:
             raise
         except NativeDamageError as exc:  # h5py would read made-up values without an error
@@ -231,7 +242,8 @@ class RecordReader:
     # -- h5py -----------------------------------------------------------------------------
     def _read_h5py(self, loc: Location, row: Mapping[str, Any],
                    into: Mapping[str, np.ndarray] | None,
-                   learnt: MemberMeta | None = None) -> dict[str, Any]:
+                   learnt: MemberMeta | None = None,
+                   on_field: OnField | None = None) -> dict[str, Any]:
         record: dict[str, Any] = {}
         opened = open_h5py(loc, self.handles, verify=self.verify_crc, learnt=learnt)
         try:
@@ -243,6 +255,8 @@ class RecordReader:
                 record[vf.alias] = self._read_field(
                     fid, fileno, opened.raw, vf, loc, row,
                     None if into is None else into.get(vf.alias))
+                if on_field is not None:
+                    on_field(vf.alias, record[vf.alias])
         except ExperimentReadError as exc:
             failure = opened.failure
             if failure is not None and exc is not failure:  # the network, not the bytes
@@ -343,6 +357,20 @@ class RecordReader:
         check_declared_size(shape, dtype, loc, vf.h5_path)
         self._check_byte_order(dtype, vf, loc)
         return shape, dtype
+
+
+def _handing(into: Mapping[str, np.ndarray] | None, on_field: OnField | None,
+             handed: set[str]) -> OnField | None:
+    """``on_field`` called only for a field decoded into its buffer of ``into``, each
+    noted in ``handed``; ``None`` when there is nothing to hand over."""
+    if into is None or on_field is None:
+        return None
+
+    def hand(alias: str, value: np.ndarray) -> None:
+        if alias in into and value is into[alias]:
+            handed.add(alias)
+            on_field(alias, value)
+    return hand
 
 
 def reference_dtypes(view: View, locations: Sequence[Location],

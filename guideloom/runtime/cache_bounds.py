@@ -53,4 +53,7 @@ DEFAULTS: dict[str, CacheBound] = {
     "npy_headers": CacheBound(256, None, "parsed .npy headers, by their bytes"),
     "chunk_steps": CacheBound(512, None, "HDF5 filter pipelines turned into read steps"),
     "output_names": CacheBound(4096, None, "verdicts on export output names"),
+    "spare_buffers": CacheBound(8, 256 << 20, "page-aligned decode buffers an export's "
+                                "partition gave back, by shape and dtype (the next "
+                                "partition's, their pages already mapped)"),
 }

@@ -15,7 +15,6 @@ import types
 from typing import Any
 
 import numpy as np
-from dask.tokenize import TokenizationError, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +39,10 @@ def is_data(value: Any, depth: int = 0) -> bool:
 
 def value_token(value: Any) -> str | None:
     """The deterministic token of ``value``, or ``None`` when it has none."""
+    # dask is imported at the first value to hash, not with the export path (an export
+    # without transforms, in process or forked, then never loads it: ~0.2 s of a cold export)
+    from dask.tokenize import TokenizationError, tokenize
+
     try:
         return str(tokenize(_canonical(value), ensure_deterministic=True))
     except (TokenizationError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
@@ -63,6 +66,8 @@ def _canonical(value: Any) -> Any:
 
 
 def _key(value: Any) -> str:
+    from dask.tokenize import tokenize
+
     return str(tokenize(_canonical(value), ensure_deterministic=True))
 
 

@@ -16,6 +16,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from guideloom.preprocess.pointcloud.graph import Neighbours
+
 logger = logging.getLogger(__name__)
 
 BLOCK = 1 << 14
@@ -25,13 +27,11 @@ PAIR_BLOCK = 1 << 14
 CHUNK = 1024
 
 
-def neighbours(tree: cKDTree, xy: np.ndarray, k: int) -> np.ndarray:
-    """``(N, k + 1)`` int32 indices of each point's nearest neighbours in the plane (itself
-    first)."""
-    out = np.empty((len(xy), k + 1), dtype=np.int32)
-    for start, block in _blocks(tree, xy, k):
-        out[start:start + len(block)] = block
-    return out
+def neighbours(tree: cKDTree, xy: np.ndarray, k: int) -> Neighbours:
+    """Each point's ``k`` nearest neighbours in the plane after itself (the query's first),
+    as 16-bit offsets (:class:`.graph.Neighbours`)."""
+    return Neighbours.from_blocks(len(xy), k, ((start, block[:, 1:])
+                                               for start, block in _blocks(tree, xy, k)))
 
 
 def _blocks(tree: cKDTree, xy: np.ndarray, k: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -95,7 +95,8 @@ def small_component_seeds(points: np.ndarray, min_size: int) -> np.ndarray:
     a block's neighbours are a few chunks, not the whole scan).
     """
     n = len(points)
-    tree = cKDTree(points)
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    tree = cKDTree(points, copy_data=False)  # the tree reads the points: no copy of them
     nearest = np.empty(n)
     for start in range(0, n, BLOCK):
         nearest[start:start + BLOCK] = tree.query(points[start:start + BLOCK], k=2)[0][:, 1]
@@ -159,17 +160,21 @@ def _merge(component: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     component[:] = remap[component]
 
 
-def closed(seeds: np.ndarray, nbrs: np.ndarray, max_iter: int) -> tuple[np.ndarray, int]:
+def closed(seeds: np.ndarray, graph: Neighbours, max_iter: int) -> tuple[np.ndarray, int]:
     """Dilate then erode ``seeds`` on the neighbour graph until stable (at most ``max_iter``
-    rounds); returns the mask and the rounds run."""
-    others = nbrs[:, 1:]
+    rounds); returns the mask and the rounds run.
+
+    A round is ``mask |= mask[others].any(axis=1)`` then ``mask &= mask[others].all(axis=1)``
+    on the neighbour lists ``others``; the graph's :meth:`~.graph.Neighbours.any_of` and
+    :meth:`~.graph.Neighbours.all_of` count the point itself, which the ``|=`` and ``&=`` do.
+    """
     mask = seeds.copy()
     rounds = 0
     while rounds < max_iter:
         rounds += 1
         before = int(mask.sum())
-        mask |= mask[others].any(axis=1)
-        mask &= mask[others].all(axis=1)
+        mask = graph.any_of(mask)
+        mask = graph.all_of(mask)
         if int(mask.sum()) == before:
             break
     return mask, rounds

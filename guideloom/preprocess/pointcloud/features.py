@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import numpy as np
 from scipy import ndimage
 
-from guideloom.preprocess.pointcloud.registration import from_reference
+from guideloom.preprocess.pointcloud.registration import from_reference_of
 
 logger = logging.getLogger(__name__)
 
@@ -138,46 +139,77 @@ def base_matrix(grids: dict[str, np.ndarray], valid: np.ndarray) -> tuple[np.nda
     return matrix, names
 
 
-def _registered(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, expected: np.ndarray,
-                xf: tuple[int, float, float], dx_mm: float, dy_mm: float
-                ) -> Iterator[np.ndarray]:
-    """The registered columns (float64, the valid pixels) one after the other."""
-    theta, dy, dx = xf
-    yield from_reference(np.asarray(prior, dtype=np.float64), theta, dy, dx)[valid]
-    expected_here = from_reference(np.asarray(expected, dtype=np.float64), theta, dy, dx)
-    # one gradient at a time, the deviation written over the surface: three full grids at most
-    gx = np.gradient(expected_here, dx_mm, axis=1)
-    np.add(1.0, np.square(gx, out=gx), out=gx)
-    gy = np.gradient(expected_here, dy_mm, axis=0)
-    gx += np.square(gy, out=gy)
-    del gy
-    np.sqrt(gx, out=gx)
-    deviation = np.subtract(np.nan_to_num(z_mm, nan=0.0), expected_here, out=expected_here)
-    del expected_here
-    np.abs(deviation, out=deviation)
-    deviation /= gx
-    del gx
-    yield deviation[valid]
-    del deviation
+def _fill(column: np.ndarray, grid: np.ndarray, valid: np.ndarray) -> None:
+    """``column[:] = grid[valid]``, :data:`STRIP_PIXELS` pixels (whole rows) at a time: no
+    temporary of all the valid pixels."""
+    step = max(1, STRIP_PIXELS // max(valid.shape[1], 1))
+    done = 0
+    for top in range(0, valid.shape[0], step):
+        values = grid[top:top + step][valid[top:top + step]]
+        column[done:done + len(values)] = values
+        done += len(values)
+
+
+def _deviation(column: np.ndarray, z_mm: np.ndarray, expected: np.ndarray, valid: np.ndarray,
+               dx_mm: float, dy_mm: float) -> None:
+    """``dd_dev`` of the valid pixels into ``column``: ``|z - expected|`` over the consensus
+    surface's slope norm ``sqrt(1 + gx**2 + gy**2)``, strip by strip (whole rows).
+
+    The gradient along the rows is local to a row; the one along the columns (central
+    differences inside, one-sided at the grid's first and last rows) sees one row of the
+    neighbouring strips, so the values are the whole grid's, bit for bit.
+    """
     height, width = valid.shape
-    position = np.empty((height, width))
-    position[:] = np.arange(width, dtype=float)
-    yield from_reference(position, theta, dy, dx)[valid]
-    position[:] = np.arange(height, dtype=float)[:, None]
-    yield from_reference(position, theta, dy, dx)[valid]
+    step = max(1, STRIP_PIXELS // max(width, 1))
+    done = 0
+    for top in range(0, height, step):
+        bottom = min(top + step, height)
+        low, high = max(0, top - 1), min(height, bottom + 1)
+        norm = np.gradient(expected[top:bottom], dx_mm, axis=1)
+        np.add(1.0, np.square(norm, out=norm), out=norm)
+        gy = np.gradient(expected[low:high], dy_mm, axis=0)[top - low:bottom - low]
+        norm += np.square(gy, out=gy)
+        del gy
+        np.sqrt(norm, out=norm)
+        deviation = np.subtract(np.nan_to_num(z_mm[top:bottom], nan=0.0), expected[top:bottom])
+        np.abs(deviation, out=deviation)
+        deviation /= norm
+        del norm
+        values = deviation[valid[top:bottom]]
+        column[done:done + len(values)] = values
+        done += len(values)
+
+
+def _ramp(shape: tuple[int, int], axis: int) -> np.ndarray:
+    """A float64 grid of each pixel's column (``axis=1``) or row (``axis=0``) number."""
+    position = np.empty(shape)
+    if axis == 1:
+        position[:] = np.arange(shape[1], dtype=float)
+    else:
+        position[:] = np.arange(shape[0], dtype=float)[:, None]
+    return position
 
 
 def registered_matrix(z_mm: np.ndarray, valid: np.ndarray, prior: np.ndarray, expected: np.ndarray,
                       xf: tuple[int, float, float], dx_mm: float, dy_mm: float) -> np.ndarray:
-    """The four registered columns of the valid pixels (float32); ``prior`` and ``expected``
-    (the reference-frame grids) are made float64 one at a time.
+    """The four registered columns of the valid pixels (float32); ``prior``, ``expected`` and
+    the position grids are made float64 and moved into the scan's frame one at a time, each
+    freed once moved (:func:`..registration.from_reference_of`).
 
     ``dd_dev`` is the distance from the consensus surface along its normal (the surface's
     gradient uses the pitches ``dy_mm`` along rows and ``dx_mm`` along columns).
     """
+    theta, dy, dx = xf
     out = np.empty((int(valid.sum()), len(REGISTERED)), dtype=np.float32)
-    for k, column in enumerate(_registered(z_mm, valid, prior, expected, xf, dx_mm, dy_mm)):
-        out[:, k] = column
+    _fill(out[:, 0], from_reference_of(lambda: np.asarray(prior, dtype=np.float64),
+                                       theta, dy, dx), valid)
+    expected_here = from_reference_of(lambda: np.asarray(expected, dtype=np.float64),
+                                      theta, dy, dx)
+    _deviation(out[:, 1], z_mm, expected_here, valid, dx_mm, dy_mm)
+    del expected_here
+    for column, axis in ((2, 1), (3, 0)):
+        _fill(out[:, column], from_reference_of(partial(_ramp, valid.shape, axis), theta, dy, dx),
+              valid)
     return out
 
 

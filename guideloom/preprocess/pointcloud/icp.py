@@ -13,6 +13,8 @@ from scipy.spatial import cKDTree
 logger = logging.getLogger(__name__)
 
 VOXEL_MM = 0.35
+#: Points moved at once by :func:`move` (in place: no second copy of the scan).
+MOVE_BLOCK = 1 << 16
 MIN_CUP_POINTS = 1000
 MIN_SIM_CUP_POINTS = 100
 
@@ -91,6 +93,26 @@ def icp(source: np.ndarray, target_tree: cKDTree, iterations: int, sample: int, 
     return rotation, translation
 
 
+def move(points: np.ndarray, rotation: np.ndarray, translation: np.ndarray) -> np.ndarray:
+    """``points @ rotation.T + translation`` written over ``points`` (returned),
+    :data:`MOVE_BLOCK` rows at a time: the same values as the whole product, row by row."""
+    turn = rotation.T
+    for start in range(0, len(points), MOVE_BLOCK):
+        block = points[start:start + MOVE_BLOCK]
+        block[...] = block @ turn
+        block += translation
+    return points
+
+
+def distances(tree: cKDTree, points: np.ndarray) -> np.ndarray:
+    """Each point's distance to the tree's nearest point, as float32, :data:`MOVE_BLOCK`
+    points at a time (the query's float64 distances and indices never exist for all)."""
+    out = np.empty(len(points), dtype=np.float32)
+    for start in range(0, len(points), MOVE_BLOCK):
+        out[start:start + MOVE_BLOCK] = tree.query(points[start:start + MOVE_BLOCK])[0]
+    return out
+
+
 def centre_height(points: np.ndarray, radius: float = 5.0, among: np.ndarray | None = None
                   ) -> float:
     """Median height within ``radius`` mm of the z axis (the nearest point's if none), of the
@@ -122,7 +144,8 @@ def deck_centre(points: np.ndarray, above: float, among: np.ndarray | None = Non
 
 def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_height_mm: float,
           iterations: int, sample: int, seed: int) -> Alignment:
-    """Align a scan to its simulation (all points move; only ``inlier`` ones are fitted).
+    """Align a scan to its simulation (all points move; only ``inlier`` ones are fitted). The
+    points are moved in place: ``points`` is the returned alignment's ``aligned``.
 
     Pass 1 fits all inliers; pass 2 only the cup (points above the simulation's flange level,
     its 0.5th height percentile, plus ``anchor_height_mm``) on both sides; then the x/y centres of
@@ -133,8 +156,7 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
     sim_tree = cKDTree(sim)
     sim_centre = centre_height(sim)
     rot1, t1 = icp(points, sim_tree, iterations, sample, seed, among=inlier)
-    aligned = points @ rot1.T
-    aligned += t1
+    aligned = move(points, rot1, t1)
     dz1 = centre_height(aligned, among=inlier) - sim_centre
     aligned[:, 2] -= dz1
 
@@ -147,8 +169,7 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
 
     cup_tree = cKDTree(sim_cup)
     rot2, t2 = icp(aligned, cup_tree, iterations, sample, seed, among=cup)
-    aligned = aligned @ rot2.T
-    aligned += t2
+    move(aligned, rot2, t2)
     dz2 = centre_height(aligned, among=inlier) - sim_centre
     aligned[:, 2] -= dz2
 

@@ -5,6 +5,7 @@ frame of the position prior and the consensus surface): a rotation sweep of -8..
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import numpy as np
 from scipy import ndimage
@@ -55,5 +56,12 @@ def to_reference(grid: np.ndarray, theta: int, dy: float, dx: float, order: int 
 def from_reference(grid: np.ndarray, theta: int, dy: float, dx: float) -> np.ndarray:
     """A reference-frame grid moved back into a scan's frame (the inverse of
     :func:`to_reference`)."""
-    return np.asarray(ndimage.rotate(ndimage.shift(grid, (-dy, -dx), order=1), -theta,
-                                     reshape=False, order=1))
+    return from_reference_of(lambda: grid, theta, dy, dx)
+
+
+def from_reference_of(make: Callable[[], np.ndarray], theta: int, dy: float, dx: float
+                      ) -> np.ndarray:
+    """:func:`from_reference` of the grid ``make()`` returns, which is freed once shifted
+    (before the rotation) when nothing else holds it: two full-size grids at once, not three."""
+    shifted = ndimage.shift(make(), (-dy, -dx), order=1)
+    return np.asarray(ndimage.rotate(shifted, -theta, reshape=False, order=1))

@@ -89,7 +89,9 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
                     iterations=int(p["icp_max_iterations"]), sample=int(p["icp_sample_size"]),
                     seed=SEED)
     del points
-    aligned = fit.aligned
+    aligned, rotation, translation = fit.aligned, fit.rotation, fit.translation
+    fit_stats = fit.stats
+    del fit  # it holds the aligned points: they go when ``aligned`` does
     started = timings.add("icp", started)
 
     tree = cKDTree(aligned[:, :2])
@@ -101,11 +103,12 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     started = timings.add("filtering", started)
 
     z_grid = grid.on_grid(aligned[:, 2], valid)
-    sim_distance = grid.on_grid(cKDTree(sim).query(aligned)[0], valid)
-    started = timings.add("icp", started)
     xf = registration.register(valid, bundle["ref_ds"])
     registered = features.registered_matrix(z_grid, valid, bundle["prior_reg"],
                                             bundle["expected_reg"], xf, DX_MM, DY_MM)
+    started = timings.add("classifier", started)
+    sim_distance = grid.on_grid(icp.distances(cKDTree(sim), aligned), valid)
+    started = timings.add("icp", started)
     fins = np.empty(len(registered), dtype=bool)
     done = 0
     for x in features.strips(z_grid, sim_distance, lumi_grid, valid, registered):
@@ -130,8 +133,8 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     n_valid = int(valid.sum())
     target.attrs.update({
         "x_mm_per_pixel": grid.X_MM_PER_PIXEL, "y_mm_per_pixel": grid.Y_MM_PER_PIXEL,
-        "z_mm_per_unit": grid.Z_MM_PER_UNIT, "icp_rotation": fit.rotation,
-        "icp_translation": fit.translation, "icp_anchor_height_mm": anchor, **fit.stats,
+        "z_mm_per_unit": grid.Z_MM_PER_UNIT, "icp_rotation": rotation,
+        "icp_translation": translation, "icp_anchor_height_mm": anchor, **fit_stats,
         "n_valid_pixels": n_valid, "n_angle_seeds": int(steep.sum()),
         "n_component_seeds": int(small.sum()), "n_mono_seeds": int(rising.sum()),
         "n_geometric_outliers": int(geometric.sum()), "closing_iterations": rounds,
