@@ -297,3 +297,27 @@ def test_a_batch_that_cannot_be_written_names_its_experiments_and_rows(tmp_path,
     assert "experiments 70 to 72: cannot write rows 0 to 2 of" in str(raised.value)
     assert "free space there" in str(raised.value)
     assert sink._fds == {}  # every descriptor closed
+
+
+def test_after_write_apart_each_small_row_is_written_by_its_own_call(tmp_path, monkeypatch):
+    """A sink told the caller writes fields apart (streamed fields) batches nothing more: the
+    rows held are written at once, and a failed write raises from the write that failed."""
+    import errno
+
+    from guideloom.formats import npy
+
+    path = str(tmp_path / "x.npy")
+    create_npy(path, (4, 8), np.dtype("<f4"))
+    sink = NpySink({"x": path}, {"x": Schema((8,), "<f4")})
+    sink.write(0, 70, {"x": np.full(8, 1, "<f4")})  # batched
+    sink.write_apart()  # writes row 0 now
+    assert np.load(path)[0].tolist() == [1.0] * 8
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(npy.os, "pwrite", full)
+    with pytest.raises(OSError, match="experiment 71: cannot write row 1 of"):
+        sink.write(1, 71, {"x": np.full(8, 2, "<f4")})
+    monkeypatch.undo()
+    sink.close()
