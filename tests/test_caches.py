@@ -8,6 +8,7 @@ import random
 import signal
 import sys
 import threading
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -288,6 +289,46 @@ def test_clear_caches_is_public_and_keeps_the_on_disk_remote_cache(tmp_path, mon
     process_cache().clear()  # the on-disk cache's own clear
     assert process_cache().get("kind", "key") is None
     assert {c.name for c in caches.caches()} >= {"archive_fds", "archive_listings"}
+
+
+def test_the_disk_cache_folder_follows_the_environment_each_time(tmp_path, monkeypatch):
+    """cache_root() is remembered per setting, never past a change of one."""
+    from guideloom.read.metacache import cache_root, process_cache
+
+    monkeypatch.delenv("GUIDELOOM_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home1"))
+    assert cache_root() == tmp_path / "home1" / ".cache" / "guideloom"
+    monkeypatch.setenv("HOME", str(tmp_path / "home2"))
+    assert cache_root() == tmp_path / "home2" / ".cache" / "guideloom"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "guideloom"
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "explicit"))
+    assert cache_root() == tmp_path / "explicit"
+    assert process_cache().root == tmp_path / "explicit" / "remote"
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "other"))
+    assert process_cache().root == tmp_path / "other" / "remote"
+
+
+def test_a_disk_cache_entry_read_is_marked_used_at_most_every_few_minutes(tmp_path,
+                                                                           monkeypatch):
+    """A read marks the entry used (its mtime: eviction removes the oldest first) unless it
+    was marked within TOUCH_AFTER_S: lookups repeated in one export dirty no inode."""
+    from guideloom.read import metacache
+
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(tmp_path / "disk"))
+    cache = metacache.process_cache()
+    cache.put("kind", "key", {"a": 1})
+    path = cache._file("kind", "key")
+    assert path is not None
+    recent = time.time() - metacache.TOUCH_AFTER_S / 2
+    os.utime(path, (recent, recent))
+    assert cache.get("kind", "key") == {"a": 1}
+    assert os.stat(path).st_mtime == pytest.approx(recent, abs=1e-3)  # not marked again
+    old = time.time() - 2 * metacache.TOUCH_AFTER_S
+    os.utime(path, (old, old))
+    assert cache.get("kind", "key") == {"a": 1}
+    assert os.stat(path).st_mtime > time.time() - 60  # marked used now
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")

@@ -238,3 +238,86 @@ def test_a_default_partition_of_small_rows_leaves_little_to_its_fsync(tmp_path, 
     left = n * row - sum(advised)  # what the fsync alone writes back
     assert left < npy.WRITEBACK_BYTES, (n * row, advised)
     assert left <= n * row // 4, (n * row, advised)
+
+
+def test_small_rows_are_written_in_batches_of_consecutive_rows(tmp_path, monkeypatch):
+    """Buffered rows of a field are copied into a batch and written one run of consecutive
+    rows per pwrite (about WRITEBACK_BYTES each; a gap in the rows starts a new run), and
+    every byte lands where a write per row would put it; close writes what is left."""
+    from guideloom.formats import npy
+
+    calls: list[tuple[int, int]] = []
+    real = os.pwrite
+
+    def counting(fd, data, offset):
+        calls.append((offset, len(data)))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(npy.os, "pwrite", counting)
+    n, row = 100, 32000
+    paths = {"x": str(tmp_path / "x.npy"), "s": str(tmp_path / "s.npy")}
+    create_npy(paths["x"], (n, row // 4), np.dtype("<f4"))
+    create_npy(paths["s"], (n,), np.dtype("<i8"))
+    sink = NpySink(paths, {"x": Schema((row // 4,), "<f4"), "s": Schema((), "<i8")})
+    written = [i for i in range(n) if i != 50]  # a skipped experiment: two runs
+    for i in written:
+        kept = np.full(row // 4, i, "<f4")
+        sink.write(i, 1000 + i, {"x": kept, "s": np.asarray(i * 3, "<i8")})
+        kept[:] = -1  # the caller reuses its arrays at once: the batch holds a copy
+    assert sink.close() == len(written) * (row + 8)
+    per_run = -(-npy.WRITEBACK_BYTES // row)  # 33 rows
+    runs_x = -(-50 // per_run) + -(-49 // per_run)  # rows 0-49 and 51-99
+    assert len(calls) == runs_x + 2  # and the scalar field's two runs
+    x, s = np.load(paths["x"]), np.load(paths["s"])
+    for i in range(n):
+        assert (x[i] == (0 if i == 50 else i)).all()
+        assert s[i] == (0 if i == 50 else i * 3)
+    digests = sink.extra_summary()
+    if digests:  # one checksum per row written, as before
+        assert digests["checksums"]["x.npy"]["order"] == written
+
+
+def test_a_batch_that_cannot_be_written_names_its_experiments_and_rows(tmp_path, monkeypatch):
+    import errno
+
+    from guideloom.formats import npy
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = str(tmp_path / "x.npy")
+    create_npy(path, (4, 8), np.dtype("<f4"))
+    sink = NpySink({"x": path}, {"x": Schema((8,), "<f4")})
+    for i in range(3):
+        sink.write(i, 70 + i, {"x": np.full(8, i, "<f4")})
+    monkeypatch.setattr(npy.os, "pwrite", full)
+    with pytest.raises(OSError) as raised:
+        sink.close()
+    assert raised.value.errno == errno.ENOSPC
+    assert "experiments 70 to 72: cannot write rows 0 to 2 of" in str(raised.value)
+    assert "free space there" in str(raised.value)
+    assert sink._fds == {}  # every descriptor closed
+
+
+def test_after_write_apart_each_small_row_is_written_by_its_own_call(tmp_path, monkeypatch):
+    """A sink told the caller writes fields apart (streamed fields) batches nothing more: the
+    rows held are written at once, and a failed write raises from the write that failed."""
+    import errno
+
+    from guideloom.formats import npy
+
+    path = str(tmp_path / "x.npy")
+    create_npy(path, (4, 8), np.dtype("<f4"))
+    sink = NpySink({"x": path}, {"x": Schema((8,), "<f4")})
+    sink.write(0, 70, {"x": np.full(8, 1, "<f4")})  # batched
+    sink.write_apart()  # writes row 0 now
+    assert np.load(path)[0].tolist() == [1.0] * 8
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(npy.os, "pwrite", full)
+    with pytest.raises(OSError, match="experiment 71: cannot write row 1 of"):
+        sink.write(1, 71, {"x": np.full(8, 2, "<f4")})
+    monkeypatch.undo()
+    sink.close()

@@ -437,3 +437,59 @@ def test_many_small_shuffled_chunks_with_gaps_and_masks(tmp_path, dtype, threads
     assert (fast[7_000:9_000] == 3).all()
     assert (fast[150_000:151_000] == 3).all()
     _same(fast[40_000:41_000], data[40_000:41_000])
+
+
+@pytest.fixture
+def grid_taken(monkeypatch) -> list[bool]:
+    """What each call of the grid decoder answered (True: it decoded the dataset)."""
+    taken: list[bool] = []
+    real = chunks._decode_grid
+
+    def spy(*args):
+        taken.append(real(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(chunks, "_decode_grid", spy)
+    return taken
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunk", "dtype"),
+    [
+        ((1117, 8), (559, 4), "<f4"),       # the seed's force table: edge chunk on axis 0
+        ((1118, 8), (559, 4), "<f4"),       # an exact grid: decoded straight into the output
+        ((301, 7), (64, 3), ">f8"),         # partial edge chunks on both axes
+        ((9, 10, 11), (4, 5, 3), "<i2"),    # 3-D, edges on every axis
+    ],
+)
+def test_small_datasets_decode_as_one_grid_bit_exact(tmp_path, grid_taken, shape, chunk, dtype):
+    """A small dataset of several chunks that are not runs of the output (shuffle, deflate)
+    is decoded as one grid of chunks: the grid path is taken, and its bytes are h5py's."""
+    path = tmp_path / "grid.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=_values(shape, dtype), chunks=chunk, compression="gzip",
+                         shuffle=True)
+    fast, ref = _fast(path, "x")
+    _same(fast, ref)
+    assert grid_taken == [True]
+
+
+def test_grid_decoding_leaves_other_layouts_to_the_chunk_path(tmp_path, grid_taken):
+    """Chunks with checksums, with a filter skipped, or a dataset with an unallocated chunk
+    take the general path (the grid declines them), and read as h5py reads them."""
+    path = tmp_path / "other.h5"
+    data = _values((40, 6), "<f4")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("sum", data=data, chunks=(16, 4), compression="gzip", shuffle=True,
+                         fletcher32=True)
+        d = f.create_dataset("mask", shape=data.shape, dtype=data.dtype, chunks=(20, 3),
+                             compression="gzip", shuffle=True)
+        d[...] = data
+        d.id.write_direct_chunk((0, 0), data[:20, :3].copy().tobytes(), filter_mask=0b11)
+        d = f.create_dataset("gap", shape=data.shape, dtype=data.dtype, chunks=(20, 3),
+                             compression="gzip", shuffle=True)
+        d[:20] = data[:20]
+    for name in ("sum", "mask", "gap"):
+        fast, ref = _fast(path, name)
+        _same(fast, ref)
+    assert grid_taken == [False, False, False]

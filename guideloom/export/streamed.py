@@ -59,6 +59,7 @@ class StreamedFields:
     """
 
     def __init__(self, sink: PartitionSink, buffers: Mapping[str, np.ndarray]):
+        sink.write_apart()  # each write done when it returns: its error names its record
         self.sink = sink
         self.free = dict(buffers)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="guideloom-write")

@@ -131,6 +131,12 @@ class PartitionSink:
         (formats whose :attr:`ExportFormat.writes_fields` is true)."""
         raise NotImplementedError
 
+    def write_apart(self) -> None:
+        """From now on, write every call's bytes before it returns: the caller writes each
+        field as soon as it is decoded (:mod:`guideloom.export.streamed`) and wants a failed
+        write raised by that call. A sink that holds small rows back to write several at once
+        (npy) stops doing so; the default does nothing."""
+
     def carry(self, row: int, old_row: int, count: int, previous: PreviousRows) -> None:
         """Write rows ``row .. row+count-1`` as the previous generation's rows ``old_row ..``
         hold them (an update's unchanged experiments). The default reads each row back with

@@ -280,13 +280,25 @@ def _btree_chunks(r: Reader, root: int, cs, shape, grid, maxshape=None) -> list[
     limit = math.prod(grid)
     seen_offsets: set[tuple[int, ...]] = set()
 
+    head = struct.Struct(f"<II{rank}Q")  # size, filter mask, the chunk's offset per axis
+    element = struct.Struct("<Q")  # the offset into the chunk, always 0
+    axes = tuple(zip(cs, bound, shape, strict=True))
+
     def on_key(child: int, key: bytes) -> None:
-        size, mask = struct.unpack_from("<II", key, 0)
-        offset = struct.unpack_from(f"<{rank}Q", key, 8)
-        if any(o % c for o, c in zip(offset, cs, strict=True)):
+        size, mask, *coords = head.unpack_from(key, 0)
+        offset = tuple(coords)
+        off_grid = beyond = False
+        inside = True
+        for o, (c, b, n) in zip(offset, axes, strict=True):  # one pass: this runs once per chunk
+            if o % c:
+                off_grid = True
+            if b and o >= b:
+                beyond = True
+            if o >= n:
+                inside = False
+        if off_grid:
             raise NativeFormatError(f"chunk offset {offset} not on the chunk grid")
-        if any(o >= b for o, b in zip(offset, bound, strict=True) if b) or (
-                len(key) >= 16 + 8 * rank and struct.unpack_from("<Q", key, 8 + 8 * rank)[0]):
+        if beyond or (len(key) >= 16 + 8 * rank and element.unpack_from(key, 8 + 8 * rank)[0]):
             raise NativeDamageError(f"chunk offset {offset} beyond the dataset's maximum shape "
                                     "(HDF5 reads its chunk as fill values)")
         if offset in seen_offsets:
@@ -294,7 +306,7 @@ def _btree_chunks(r: Reader, root: int, cs, shape, grid, maxshape=None) -> list[
         seen_offsets.add(offset)
         if len(seen_offsets) > limit:
             raise NativeFormatError("more chunks than the dataset has room for")
-        if all(o < n for o, n in zip(offset, shape, strict=True)):
+        if inside:
             found.append((offset, mask, child, size))
 
     _btree_children(r, root, 1, on_key, rank)

@@ -5,6 +5,7 @@ last changed before its hash began, under a key of its full stat, as an update t
 Where: ``$GUIDELOOM_CACHE_DIR``, else ``$XDG_CACHE_HOME/guideloom``, else
 ``~/.cache/guideloom``; entries go to its ``remote/`` folder (mode 0o700, files 0o600). Size:
 ``$GUIDELOOM_CACHE_MAX_MB`` (default 256 MiB); the entries used longest ago are removed first.
+(An entry read is marked used at most every :data:`TOUCH_AFTER_S`.)
 Clear it with ``guideloom cache clear`` (:func:`clear_cache`); an error the cache could cause
 names it (:func:`cache_hint`).
 
@@ -24,6 +25,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,17 +42,36 @@ DEFAULT_MAX_BYTES = 256 << 20
 FORMAT = "guideloom-remote-cache/1"
 SUBDIR = "remote"
 _SUFFIX = ".json"
+# An entry read is marked used (its mtime set: eviction removes the oldest first) only when
+# it was last marked longer ago than this: a digest lookup per experiment of a re-export then
+# dirties no inode, and the eviction order is the same to within this long.
+TOUCH_AFTER_S = 600
 
 
 def cache_root() -> Path:
     """The guideloom cache directory (not created here)."""
     from guideloom import config
 
-    explicit = config.get("cache_dir")  # CACHE_ENV, read now
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "guideloom"
+    return _root_of(config.get("cache_dir"), os.environ.get("XDG_CACHE_HOME"),
+                    os.environ.get("HOME"))  # CACHE_ENV and the others, read now
+
+
+_ROOTS: dict[tuple[str | None, str | None, str | None], Path] = {}  # what each setting gives
+
+
+def _root_of(explicit: Any, xdg: str | None, home: str | None) -> Path:
+    """:func:`cache_root` for these settings, remembered (a lookup of the local inputs'
+    digests asks for every experiment; building the path was most of its cost)."""
+    key = (None if explicit is None else str(explicit), xdg, home)
+    found = _ROOTS.get(key)
+    if found is None:
+        if explicit:
+            found = Path(explicit)
+        else:
+            found = (Path(xdg) if xdg else Path.home() / ".cache") / "guideloom"
+        if home is not None and len(_ROOTS) < 64:  # without HOME, the password database says
+            _ROOTS[key] = found
+    return found
 
 
 def max_bytes() -> int:
@@ -61,6 +82,16 @@ def max_bytes() -> int:
         return max(0, int(config.get("cache_max_mb") * (1 << 20)))  # SIZE_ENV, read now
     except ValueError:  # a bad value: the default, as before
         return DEFAULT_MAX_BYTES
+
+
+def _read_all(fd: int) -> bytes:
+    """The rest of the open file ``fd`` (an entry: a few hundred bytes, one read)."""
+    parts: list[bytes] = []
+    while True:
+        part = os.read(fd, 1 << 16)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
 
 
 def payload_digest(payload: Any) -> str:
@@ -122,13 +153,16 @@ class MetaCache:
             return None
         try:
             fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self._dir_fd)
-            with os.fdopen(fd, "rb") as fh:
-                doc = json.loads(fh.read())
+            try:
+                doc = json.loads(_read_all(fd))
                 if (not isinstance(doc, dict) or doc.get("format") != FORMAT
                         or doc.get("kind") != kind or doc.get("key") != key
                         or doc.get("digest") != payload_digest(doc.get("payload"))):
                     return None
-                os.utime(fh.fileno())  # recently used: evicted last
+                if os.fstat(fd).st_mtime < time.time() - TOUCH_AFTER_S:
+                    os.utime(fd)  # recently used: evicted last
+            finally:
+                os.close(fd)
         except (OSError, ValueError):
             return None
         return doc["payload"]
