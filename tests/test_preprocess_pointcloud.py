@@ -491,3 +491,28 @@ def test_registered_columns_in_strips_are_the_whole_grids(shape: tuple[int, int]
         got = features.registered_matrix(z, valid, prior, expected, xf, 0.0769, 0.1589)
         assert got.dtype == np.float32
         assert np.array_equal(got, want), pixels
+
+
+@pytest.mark.parametrize("anchor", [3.0, 500.0])
+def test_replayed_alignment_is_the_alignment(anchor: float) -> None:
+    """The alignment's steps replayed on the scan's points made again give its aligned points
+    bit for bit (the stage keeps the raw heights instead of the aligned points), with both
+    passes and with the first pass alone (a cup too high to exist)."""
+    from guideloom.preprocess.pointcloud import grid, icp
+    from guideloom.preprocess.pointcloud.simulations import mirrored
+
+    exp = ph.EXPERIMENTS[6]
+    z, lumi, _ = ph.scan(exp, "op10")
+    valid = grid.surface_mask(lumi, z, ph.SMALL["lumi_min_patch_size"])
+    sim = mirrored(ph.sim_quarter(exp.geometry, "op10"))
+    points = grid.scan_points(z, valid)
+    fit = icp.align(points, sim, np.ones(len(points), dtype=bool), anchor_height_mm=anchor,
+                    iterations=5, sample=2000, seed=42)
+    assert fit.aligned is points  # moved in place
+    assert [kind for kind, _ in fit.steps] == (
+        ["move", "lower", "move", "lower", "shift", "lower"] if anchor < 100 else
+        ["move", "lower"])
+    again = icp.replay(grid.scan_points(z, valid), fit.steps)
+    assert np.array_equal(again, fit.aligned)
+    whole = grid.scan_points(z, valid) @ fit.rotation.T + fit.translation
+    assert np.allclose(whole, fit.aligned, atol=1e-9)

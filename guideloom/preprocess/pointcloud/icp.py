@@ -19,15 +19,45 @@ MIN_CUP_POINTS = 1000
 MIN_SIM_CUP_POINTS = 100
 
 
+#: One in-place step of an alignment: ``("move", (rotation, translation))``, ``("lower",
+#: (dz,))`` (heights minus ``dz``) or ``("shift", (dxy,))`` (x and y plus ``dxy``).
+Step = tuple[str, tuple[Any, ...]]
+
+
 @dataclass(frozen=True)
 class Alignment:
     """The aligned points and the one transform that gives them:
-    ``points @ rotation.T + translation``."""
+    ``points @ rotation.T + translation``; ``steps``, replayed on the same points
+    (:func:`replay`), give ``aligned`` again bit for bit."""
 
     aligned: np.ndarray
     rotation: np.ndarray
     translation: np.ndarray
     stats: dict[str, Any]
+    steps: tuple[Step, ...]
+
+
+def apply(points: np.ndarray, step: Step) -> None:
+    """Apply one :data:`Step` to ``points`` in place."""
+    kind, args = step
+    if kind == "move":
+        move(points, *args)
+    elif kind == "lower":
+        points[:, 2] -= args[0]
+    elif kind == "shift":
+        points[:, :2] += args[0]
+    else:
+        raise ValueError(f"unknown alignment step {kind!r}")
+
+
+def replay(points: np.ndarray, steps: tuple[Step, ...]) -> np.ndarray:
+    """The steps of an :class:`Alignment` applied again to ``points`` in place (returned): the
+    same operations in the same order, so the same ``aligned`` as the alignment's when
+    ``points`` are the ones it aligned (a scan's points are made again from its grid, which
+    costs less memory than keeping the aligned ones)."""
+    for step in steps:
+        apply(points, step)
+    return points
 
 
 def voxel_representatives(points: np.ndarray, voxel_mm: float = VOXEL_MM,
@@ -104,12 +134,14 @@ def move(points: np.ndarray, rotation: np.ndarray, translation: np.ndarray) -> n
     return points
 
 
-def distances(tree: cKDTree, points: np.ndarray) -> np.ndarray:
-    """Each point's distance to the tree's nearest point, as float32, :data:`MOVE_BLOCK`
-    points at a time (the query's float64 distances and indices never exist for all)."""
-    out = np.empty(len(points), dtype=np.float32)
-    for start in range(0, len(points), MOVE_BLOCK):
-        out[start:start + MOVE_BLOCK] = tree.query(points[start:start + MOVE_BLOCK])[0]
+def distances(tree: cKDTree, xy: np.ndarray, heights: np.ndarray) -> np.ndarray:
+    """Each point's (x and y in ``xy``, z in ``heights``) distance to the tree's nearest point,
+    as float32, :data:`MOVE_BLOCK` points at a time (the query's float64 distances and indices
+    never exist for all)."""
+    out = np.empty(len(xy), dtype=np.float32)
+    for start in range(0, len(xy), MOVE_BLOCK):
+        stop = start + MOVE_BLOCK
+        out[start:stop] = tree.query(np.column_stack((xy[start:stop], heights[start:stop])))[0]
     return out
 
 
@@ -153,36 +185,43 @@ def align(points: np.ndarray, sim: np.ndarray, inlier: np.ndarray, *, anchor_hei
     the centre is set to the simulation's. A scan with too small a cup keeps pass 1.
     """
     up = np.array([0.0, 0.0, 1.0])
+    steps: list[Step] = []
+
+    def step(kind: str, *args: Any) -> None:
+        steps.append((kind, args))
+        apply(points, steps[-1])
+
     sim_tree = cKDTree(sim)
     sim_centre = centre_height(sim)
     rot1, t1 = icp(points, sim_tree, iterations, sample, seed, among=inlier)
-    aligned = move(points, rot1, t1)
-    dz1 = centre_height(aligned, among=inlier) - sim_centre
-    aligned[:, 2] -= dz1
+    step("move", rot1, t1)
+    dz1 = centre_height(points, among=inlier) - sim_centre
+    step("lower", dz1)
 
     flange = float(np.percentile(sim[:, 2], 0.5)) + anchor_height_mm
-    cup = inlier & (aligned[:, 2] > flange)
+    cup = inlier & (points[:, 2] > flange)
     sim_cup = sim[sim[:, 2] > flange]
     if cup.sum() < MIN_CUP_POINTS or len(sim_cup) < MIN_SIM_CUP_POINTS:
         logger.debug("cup of %d points: the first pass stands", int(cup.sum()))
-        return Alignment(aligned, rot1, t1 - dz1 * up, {"n_anchor_points": int(cup.sum())})
+        return Alignment(points, rot1, t1 - dz1 * up, {"n_anchor_points": int(cup.sum())},
+                         tuple(steps))
 
     cup_tree = cKDTree(sim_cup)
-    rot2, t2 = icp(aligned, cup_tree, iterations, sample, seed, among=cup)
-    move(aligned, rot2, t2)
-    dz2 = centre_height(aligned, among=inlier) - sim_centre
-    aligned[:, 2] -= dz2
+    rot2, t2 = icp(points, cup_tree, iterations, sample, seed, among=cup)
+    step("move", rot2, t2)
+    dz2 = centre_height(points, among=inlier) - sim_centre
+    step("lower", dz2)
 
     deck = float(sim[:, 2].max()) - 2.0
-    scan_deck, sim_deck = deck_centre(aligned, deck, inlier), deck_centre(sim, deck)
+    scan_deck, sim_deck = deck_centre(points, deck, inlier), deck_centre(sim, deck)
     shift = np.zeros(2) if scan_deck is None or sim_deck is None else sim_deck - scan_deck
-    aligned[:, :2] += shift
-    dz3 = centre_height(aligned, among=inlier) - sim_centre
-    aligned[:, 2] -= dz3
+    step("shift", shift)
+    dz3 = centre_height(points, among=inlier) - sim_centre
+    step("lower", dz3)
 
     rotation = rot2 @ rot1
     translation = rot2 @ (t1 - dz1 * up) + t2 - dz2 * up + np.append(shift, -dz3)
-    distances = cup_tree.query(voxel_representatives(aligned, among=cup))[0]
+    distances = cup_tree.query(voxel_representatives(points, among=cup))[0]
     stats: dict[str, Any] = {**distance_stats(distances), "n_anchor_points": int(cup.sum()),
                              "deck_shift_x": float(shift[0]), "deck_shift_y": float(shift[1])}
-    return Alignment(aligned, rotation, translation, stats)
+    return Alignment(points, rotation, translation, stats, tuple(steps))

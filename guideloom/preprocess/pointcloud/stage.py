@@ -73,7 +73,6 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     if not valid.any():
         raise ValueError(f"pointcloud/{op}: no valid surface pixel")
     points = grid.scan_points(z, valid)
-    del z
     packed = grid.packed_luminescence(lumi, valid)
     lumi_grid = grid.luminescence_grid(lumi, valid)
     del lumi
@@ -89,26 +88,28 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
                     iterations=int(p["icp_max_iterations"]), sample=int(p["icp_sample_size"]),
                     seed=SEED)
     del points
-    aligned, rotation, translation = fit.aligned, fit.rotation, fit.translation
-    fit_stats = fit.stats
-    del fit  # it holds the aligned points: they go when ``aligned`` does
+    rotation, translation, fit_stats, steps = fit.rotation, fit.translation, fit.stats, fit.steps
+    # x and y apart, contiguous: the k-d tree reads them without a copy
+    xy, heights = np.ascontiguousarray(fit.aligned[:, :2]), fit.aligned[:, 2].copy()
+    del fit
     started = timings.add("icp", started)
 
-    tree = cKDTree(aligned[:, :2])
-    rising = cleaning.rising_seeds(aligned, tree, int(p["k_mono"]), float(p["z_tolerance_mm"]))
-    closing = cleaning.neighbours(tree, aligned[:, :2], int(p["k_closing"]))
+    tree = cKDTree(xy, copy_data=False)
+    rising = cleaning.rising_seeds(xy, heights, tree, int(p["k_mono"]),
+                                   float(p["z_tolerance_mm"]))
+    closing = cleaning.neighbours(tree, xy, int(p["k_closing"]))
     del tree
     geometric, rounds = cleaning.closed(before_icp | rising, closing, int(p["max_closing_iter"]))
     del closing
     started = timings.add("filtering", started)
 
-    z_grid = grid.on_grid(aligned[:, 2], valid)
+    z_grid = grid.on_grid(heights, valid)
+    sim_distance = grid.on_grid(icp.distances(cKDTree(sim), xy, heights), valid)
+    del xy, heights  # made again from the raw heights for the last sweep (icp.replay)
+    started = timings.add("icp", started)
     xf = registration.register(valid, bundle["ref_ds"])
     registered = features.registered_matrix(z_grid, valid, bundle["prior_reg"],
                                             bundle["expected_reg"], xf, DX_MM, DY_MM)
-    started = timings.add("classifier", started)
-    sim_distance = grid.on_grid(icp.distances(cKDTree(sim), aligned), valid)
-    started = timings.add("icp", started)
     fins = np.empty(len(registered), dtype=bool)
     done = 0
     for x in features.strips(z_grid, sim_distance, lumi_grid, valid, registered):
@@ -119,6 +120,8 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     started = timings.add("classifier", started)
 
     removed = geometric | fins
+    aligned = icp.replay(grid.scan_points(z, valid), steps)
+    del z
     kept = aligned[~removed]
     del aligned
     swept = cleaning.small_component_seeds(kept, min_component)
