@@ -41,16 +41,20 @@ def _blocks(tree: cKDTree, xy: np.ndarray, k: int) -> Iterator[tuple[int, np.nda
         yield start, tree.query(xy[start:start + BLOCK], k=k + 1)[1]
 
 
-def steep_seeds(points: np.ndarray, tree: cKDTree, k: int, max_angle_deg: float) -> np.ndarray:
-    """Points whose local plane (fitted to their ``k`` nearest neighbours in the plane, ``tree``
-    holding the points' x and y) tilts more than ``max_angle_deg``.
+def steep_seeds(xy: np.ndarray, heights: np.ndarray, tree: cKDTree, k: int,
+                max_angle_deg: float) -> np.ndarray:
+    """Points (x and y in ``xy``, z in ``heights``) whose local plane (fitted to their ``k``
+    nearest neighbours in the plane, ``tree`` holding ``xy``) tilts more than
+    ``max_angle_deg``.
 
     The plane normal is the eigenvector of the smallest eigenvalue of the neighbourhood's
     scatter matrix (the last right-singular vector of the centred neighbours).
     """
-    seeds = np.empty(len(points), dtype=bool)
-    for start, nbrs in _blocks(tree, points[:, :2], k):
-        block = points[nbrs]
+    seeds = np.empty(len(xy), dtype=bool)
+    for start, nbrs in _blocks(tree, xy, k):
+        block = np.empty((*nbrs.shape, 3))
+        block[..., :2] = xy[nbrs]
+        block[..., 2] = heights[nbrs]
         del nbrs
         block -= block.mean(axis=1, keepdims=True)
         scatter = np.einsum("nki,nkj->nij", block, block)

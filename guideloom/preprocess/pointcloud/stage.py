@@ -72,13 +72,14 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     valid = grid.surface_mask(lumi, z, int(p["lumi_min_patch_size"]))
     if not valid.any():
         raise ValueError(f"pointcloud/{op}: no valid surface pixel")
-    points = grid.scan_points(z, valid)
     packed = grid.packed_luminescence(lumi, valid)
     lumi_grid = grid.luminescence_grid(lumi, valid)
     del lumi
-    tree = cKDTree(points[:, :2])
-    steep = cleaning.steep_seeds(points, tree, int(p["k_angle"]), max_angle)
-    del tree
+    xy, heights = grid.scan_columns(z, valid)
+    tree = cKDTree(xy, copy_data=False)  # the tree reads ``xy``: no copy of it
+    steep = cleaning.steep_seeds(xy, heights, tree, int(p["k_angle"]), max_angle)
+    del tree, xy, heights
+    points = grid.scan_points(z, valid)
     small = cleaning.small_component_seeds(points, min_component)
     before_icp = steep | small
     started = timings.add("filtering", started)
