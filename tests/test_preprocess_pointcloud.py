@@ -516,3 +516,45 @@ def test_replayed_alignment_is_the_alignment(anchor: float) -> None:
     assert np.array_equal(again, fit.aligned)
     whole = grid.scan_points(z, valid) @ fit.rotation.T + fit.translation
     assert np.allclose(whole, fit.aligned, atol=1e-9)
+
+
+def _voxel_reference(points: np.ndarray, among: np.ndarray | None) -> np.ndarray:
+    """The first point of each occupied voxel through ``np.unique`` on whole columns."""
+    chosen = points if among is None else points[among]
+    keys = np.zeros(len(chosen), dtype=np.int64)
+    for axis in range(3):
+        cells = np.round(chosen[:, axis] / 0.35).astype(np.int64)
+        if len(cells):
+            cells -= cells.min()
+            keys *= cells.max() + 1
+        keys += cells
+    return chosen[np.sort(np.unique(keys, return_index=True)[1])]
+
+
+@pytest.mark.parametrize("block", [7, 1 << 16])
+def test_voxel_representatives_are_the_first_of_each_voxel(block: int,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The voxel representatives made in blocks with the keys sorted in place are
+    ``np.unique``'s first occurrences, with and without a selection, empty, and with keys too
+    large for the in-place sort (``np.unique`` then)."""
+    from guideloom.preprocess.pointcloud import icp
+
+    monkeypatch.setattr(icp, "MOVE_BLOCK", block)
+    rng = np.random.default_rng(block)
+    points = rng.normal(scale=3.0, size=(5000, 3))
+    points[::3] = points[1::3][: len(points[::3])]  # repeated points: shared voxels
+    among = rng.random(len(points)) < 0.6
+    calls: list[int] = []
+    unique = np.unique
+    monkeypatch.setattr(np, "unique", lambda *a, **k: calls.append(1) or unique(*a, **k))
+    for selection in (None, among, np.zeros(len(points), dtype=bool)):
+        want = _voxel_reference(points, selection)
+        calls.clear()
+        assert np.array_equal(icp.voxel_representatives(points, among=selection), want)
+        assert not calls  # the keys sorted in place
+    spread = points * 1e4  # keys times the count beyond int64, the keys themselves not
+    want = _voxel_reference(spread, among)
+    calls.clear()
+    assert np.array_equal(icp.voxel_representatives(spread, among=among), want)
+    assert calls  # the fallback ran

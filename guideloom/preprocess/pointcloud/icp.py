@@ -4,6 +4,7 @@ then the cup alone) and a final centring of the top deck, as rddac 2.0 aligns.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,21 +64,71 @@ def replay(points: np.ndarray, steps: tuple[Step, ...]) -> np.ndarray:
 def voxel_representatives(points: np.ndarray, voxel_mm: float = VOXEL_MM,
                           among: np.ndarray | None = None) -> np.ndarray:
     """The first point of every occupied ``voxel_mm`` voxel, in the points' order, among the
-    points ``among`` selects (all without it; the selected points are never copied whole)."""
+    points ``among`` selects (all without it; the selected points are never copied whole).
+
+    A voxel's key is ``(x * span_y + y) * span_z + z`` of its cells counted from the lowest;
+    the cells are made :data:`MOVE_BLOCK` points at a time, so only the keys exist for all.
+    """
     count = len(points) if among is None else int(among.sum())
     keys = np.zeros(count, dtype=np.int64)
-    for axis in range(3):  # one column of cells at a time: (x * span_y + y) * span_z + z
-        column = points[:, axis] if among is None else points[among, axis]
-        cells = np.round(column / voxel_mm).astype(np.int64)
-        del column
-        if len(cells):
-            cells -= cells.min()
-            keys *= cells.max() + 1
-        keys += cells
-        del cells
-    first = np.sort(np.unique(keys, return_index=True)[1])
+    for axis in range(3):
+        lowest, highest = None, None
+        for cells in _cells(points, axis, voxel_mm, among):
+            if len(cells):
+                low, high = int(cells.min()), int(cells.max())
+                lowest = low if lowest is None else min(lowest, low)
+                highest = high if highest is None else max(highest, high)
+        if lowest is None or highest is None:
+            continue
+        keys *= highest - lowest + 1
+        done = 0
+        for cells in _cells(points, axis, voxel_mm, among):
+            cells -= lowest
+            keys[done:done + len(cells)] += cells
+            done += len(cells)
+    first = _first_of_each(keys)
     del keys
     return points[first if among is None else np.flatnonzero(among)[first]]
+
+
+def _cells(points: np.ndarray, axis: int, voxel_mm: float, among: np.ndarray | None
+           ) -> Iterator[np.ndarray]:
+    """The voxel cells (int64) of the selected points along ``axis``, in order, in blocks."""
+    for start in range(0, len(points), MOVE_BLOCK):
+        column = points[start:start + MOVE_BLOCK, axis]
+        if among is not None:
+            column = column[among[start:start + MOVE_BLOCK]]
+        yield np.round(column / voxel_mm).astype(np.int64)
+
+
+def _first_of_each(keys: np.ndarray) -> np.ndarray:
+    """Ascending positions of the first occurrence of each distinct key (``np.unique``'s
+    ``return_index``, sorted); ``keys`` (non-negative) is overwritten.
+
+    Each key becomes ``key * len(keys) + position`` and is sorted in place: the first of each
+    run of equal keys is then its smallest position. Keys too large for that go through
+    ``np.unique``.
+    """
+    count = len(keys)
+    if count == 0:
+        return np.empty(0, dtype=np.intp)
+    if int(keys.max()) >= np.iinfo(np.int64).max // count - 1:
+        return np.sort(np.unique(keys, return_index=True)[1])
+    keys *= count
+    for start in range(0, count, MOVE_BLOCK):
+        keys[start:start + MOVE_BLOCK] += np.arange(start, min(start + MOVE_BLOCK, count))
+    keys.sort()
+    found = []
+    previous = -1
+    for start in range(0, count, MOVE_BLOCK):
+        block = keys[start:start + MOVE_BLOCK]
+        group = block // count
+        new = np.empty(len(block), dtype=bool)
+        new[0] = group[0] != previous
+        np.not_equal(group[1:], group[:-1], out=new[1:])
+        found.append(block[new] % count)
+        previous = int(group[-1])
+    return np.sort(np.concatenate(found))
 
 
 def distance_stats(distances: np.ndarray) -> dict[str, float]:
