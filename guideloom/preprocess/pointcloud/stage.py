@@ -57,10 +57,14 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
              bundle: dict[str, Any], p: Mapping[str, Any], timings: Timings) -> None:
     """Clean and align one operation's scan into the group ``target``.
 
-    Every array is dropped as soon as it is no longer needed (the raw grids once the points,
-    the packed and the scaled luminescence are made; the points once aligned; the neighbour
-    lists once used), and the classifier's features are made and predicted strip by strip
-    (:func:`.features.strips`), :data:`PREDICT_ROWS` rows at a time at most.
+    Every array is dropped as soon as it is no longer needed (the raw luminescence once the
+    packed and the scaled luminescence are made; the neighbour lists once used), and the
+    classifier's features are made and predicted strip by strip (:func:`.features.strips`),
+    :data:`PREDICT_ROWS` rows at a time at most. The raw heights (4 bytes a pixel) are kept
+    instead of the points (24 bytes a point): the points are made from them where they are
+    needed, as x/y and heights apart for the k-d trees in the plane (which then read them
+    without a copy), and the aligned points are made again for the last sweep by replaying the
+    alignment (:func:`.icp.replay`), so they do not exist while the classifier runs.
     """
     from guideloom.preprocess.pointcloud.model import read_scan
 
