@@ -73,7 +73,10 @@ def rising_seeds(xy: np.ndarray, heights: np.ndarray, tree: cKDTree, k: int,
     top = heights >= np.percentile(heights, 80)
     centre = xy[top].mean(axis=0)
     del top
-    radius = np.hypot(xy[:, 0] - centre[0], xy[:, 1] - centre[1])
+    radius = xy[:, 0] - centre[0]
+    across = xy[:, 1] - centre[1]
+    np.hypot(radius, across, out=radius)
+    del across
     seeds = np.empty(len(xy), dtype=bool)
     for start, nbrs in _blocks(tree, xy, k):
         stop = start + len(nbrs)

@@ -199,16 +199,18 @@ def distances(tree: cKDTree, xy: np.ndarray, heights: np.ndarray) -> np.ndarray:
 def centre_height(points: np.ndarray, radius: float = 5.0, among: np.ndarray | None = None
                   ) -> float:
     """Median height within ``radius`` mm of the z axis (the nearest point's if none), of the
-    points ``among`` selects (all without it; no copy of the selected points is made)."""
-    xs, ys, zs = points[:, 0], points[:, 1], points[:, 2]
+    points ``among`` selects (all without it; no copy of the selected points is made: the
+    others' distances are set to infinity, which selects the same heights in the same order)."""
+    dist = np.hypot(points[:, 0], points[:, 1])
     if among is not None:
-        xs, ys, zs = xs[among], ys[among], zs[among]
-    dist = np.hypot(xs, ys)
-    del xs, ys
+        dist[~among] = np.inf
     near = dist < radius
-    if not near.any():
-        return float(zs[np.argmin(dist)])
-    return float(np.median(zs[near]))
+    if not near.any():  # the first nearest of the selected (none selected: argmin raises)
+        nearest = (np.argmin(dist) if among is None
+                   else np.flatnonzero(among)[np.argmin(dist[among])])
+        return float(points[nearest, 2])
+    del dist
+    return float(np.median(points[near, 2]))
 
 
 def deck_centre(points: np.ndarray, above: float, among: np.ndarray | None = None
