@@ -45,6 +45,7 @@ class LineMemory:
 
     def __init__(self) -> None:
         self.peaks: dict[tuple[str, int], int] = {}
+        self.text: dict[tuple[str, int], str] = {}
         self.best_live = 0
         self.best_at: tuple[str, int] | None = None
         self.snapshot: tracemalloc.Snapshot | None = None
@@ -59,6 +60,8 @@ class LineMemory:
             if name.startswith(PACKAGE):
                 line = own_line if first and own_line is not None else frame.f_lineno
                 key = (name, line)
+                if key not in self.text:  # the source as run (the file may change later)
+                    self.text[key] = linecache.getline(name, line).strip()[:70]
                 if peak > self.peaks.get(key, 0):
                     self.peaks[key] = peak
             first = False
@@ -98,7 +101,9 @@ def run(data: Path, labels: Path, out_dir: Path, params: dict, exp_id: int
 
     prepared = pc.prepare(params, out_dir=str(out_dir), data_dir=str(data), labels=str(labels),
                           rebuild=False)
-    prepared.bundles()
+    geometry = ph.EXPERIMENTS[exp_id].geometry
+    for op in ("op10", "op20"):  # the forests, loaded before the measure (an idle worker's)
+        prepared.bundles()[f"{geometry}_{op}"]
     target = out_dir.parent / "lines"
     target.mkdir(exist_ok=True)
 
@@ -132,7 +137,7 @@ def report(tracer: LineMemory, before: int, working_set: int, top: int) -> list[
     ranked = sorted(tracer.peaks.items(), key=lambda item: -item[1])[:top]
     for (name, line), peak in ranked:
         over = peak - before
-        text = linecache.getline(name, line).strip()[:70]
+        text = tracer.text[(name, line)]
         lines.append(f"  {over / MIB:8.1f} MiB {over / working_set:5.2f}x  "
                      f"{Path(name).name}:{line:<4d} {text}")
     if tracer.snapshot is not None:

@@ -41,16 +41,20 @@ def _blocks(tree: cKDTree, xy: np.ndarray, k: int) -> Iterator[tuple[int, np.nda
         yield start, tree.query(xy[start:start + BLOCK], k=k + 1)[1]
 
 
-def steep_seeds(points: np.ndarray, tree: cKDTree, k: int, max_angle_deg: float) -> np.ndarray:
-    """Points whose local plane (fitted to their ``k`` nearest neighbours in the plane, ``tree``
-    holding the points' x and y) tilts more than ``max_angle_deg``.
+def steep_seeds(xy: np.ndarray, heights: np.ndarray, tree: cKDTree, k: int,
+                max_angle_deg: float) -> np.ndarray:
+    """Points (x and y in ``xy``, z in ``heights``) whose local plane (fitted to their ``k``
+    nearest neighbours in the plane, ``tree`` holding ``xy``) tilts more than
+    ``max_angle_deg``.
 
     The plane normal is the eigenvector of the smallest eigenvalue of the neighbourhood's
     scatter matrix (the last right-singular vector of the centred neighbours).
     """
-    seeds = np.empty(len(points), dtype=bool)
-    for start, nbrs in _blocks(tree, points[:, :2], k):
-        block = points[nbrs]
+    seeds = np.empty(len(xy), dtype=bool)
+    for start, nbrs in _blocks(tree, xy, k):
+        block = np.empty((*nbrs.shape, 3))
+        block[..., :2] = xy[nbrs]
+        block[..., 2] = heights[nbrs]
         del nbrs
         block -= block.mean(axis=1, keepdims=True)
         scatter = np.einsum("nki,nkj->nij", block, block)
@@ -61,26 +65,30 @@ def steep_seeds(points: np.ndarray, tree: cKDTree, k: int, max_angle_deg: float)
     return seeds
 
 
-def rising_seeds(points: np.ndarray, tree: cKDTree, k: int, tolerance_mm: float) -> np.ndarray:
-    """Points more than ``tolerance_mm`` above the median of their inward neighbours (more than
-    two of their ``k`` nearest in the plane, ``tree`` holding the points' x and y), inward
-    meaning closer to the centre of the highest fifth of the points."""
-    top = points[:, 2] >= np.percentile(points[:, 2], 80)
-    centre = points[top, :2].mean(axis=0)
+def rising_seeds(xy: np.ndarray, heights: np.ndarray, tree: cKDTree, k: int,
+                 tolerance_mm: float) -> np.ndarray:
+    """Points (x and y in ``xy``, z in ``heights``) more than ``tolerance_mm`` above the median
+    of their inward neighbours (more than two of their ``k`` nearest in the plane, ``tree``
+    holding ``xy``), inward meaning closer to the centre of the highest fifth of the points."""
+    top = heights >= np.percentile(heights, 80)
+    centre = xy[top].mean(axis=0)
     del top
-    radius = np.hypot(points[:, 0] - centre[0], points[:, 1] - centre[1])
-    seeds = np.empty(len(points), dtype=bool)
-    for start, nbrs in _blocks(tree, points[:, :2], k):
+    radius = xy[:, 0] - centre[0]
+    across = xy[:, 1] - centre[1]
+    np.hypot(radius, across, out=radius)
+    del across
+    seeds = np.empty(len(xy), dtype=bool)
+    for start, nbrs in _blocks(tree, xy, k):
         stop = start + len(nbrs)
         others = nbrs[:, 1:]
         inward = radius[others] < (radius[start:stop, None] - 0.1)
         count = inward.sum(axis=1)
-        heights = np.sort(np.where(inward, points[others, 2], np.nan), axis=1)
+        ordered = np.sort(np.where(inward, heights[others], np.nan), axis=1)
         rows = np.arange(stop - start)
-        low = heights[rows, np.maximum(count - 1, 0) // 2]
-        high = heights[rows, np.maximum(count, 1) // 2 * (count > 0)]
+        low = ordered[rows, np.maximum(count - 1, 0) // 2]
+        high = ordered[rows, np.maximum(count, 1) // 2 * (count > 0)]
         median = (low + high) / 2
-        seeds[start:stop] = (count > 2) & (points[start:stop, 2] - median > tolerance_mm)
+        seeds[start:stop] = (count > 2) & (heights[start:stop] - median > tolerance_mm)
     return seeds
 
 

@@ -13,7 +13,7 @@ the full index lists, with the point itself among its neighbours (see the method
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,20 +80,21 @@ class Neighbours:
 
     def any_of(self, mask: np.ndarray) -> np.ndarray:
         """Per point, whether ``mask`` holds for any neighbour or the point itself."""
-        out = np.empty(len(self), dtype=bool)
-        for start in range(0, len(self), ROWS):
-            out[start:start + ROWS] = self._gather(mask, start).any(axis=1)
-        np.logical_or.at(out, self.far_rows, mask[self.far_index])
-        out |= mask
-        return out
+        return self._each(mask, np.any, np.logical_or)
 
     def all_of(self, mask: np.ndarray) -> np.ndarray:
         """Per point, whether ``mask`` holds for every neighbour and the point itself."""
+        return self._each(mask, np.all, np.logical_and)
+
+    def _each(self, mask: np.ndarray, reduce: Callable[..., np.ndarray], join: np.ufunc
+              ) -> np.ndarray:
+        """``reduce`` over each point's neighbours (:data:`ROWS` points at a time), then
+        ``join``-ed with the far neighbours and the point itself."""
         out = np.empty(len(self), dtype=bool)
         for start in range(0, len(self), ROWS):
-            out[start:start + ROWS] = self._gather(mask, start).all(axis=1)
-        np.logical_and.at(out, self.far_rows, mask[self.far_index])
-        out &= mask
+            out[start:start + ROWS] = reduce(self._gather(mask, start), axis=1)
+        join.at(out, self.far_rows, mask[self.far_index])
+        join(out, mask, out=out)
         return out
 
     def _gather(self, mask: np.ndarray, start: int) -> np.ndarray:

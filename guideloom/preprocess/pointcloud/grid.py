@@ -32,13 +32,29 @@ def surface_mask(lumi: np.ndarray, z: np.ndarray, min_patch_size: int) -> np.nda
 def scan_points(z: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """``(N, 3)`` float64 points in mm of the valid pixels (row-major order), x and y centred on
     the valid pixels' centroid, z on its mean."""
-    rows, cols = np.nonzero(valid)
-    points = np.empty((rows.size, 3))
-    points[:, 0] = (cols - cols.astype(float).mean()) * X_MM_PER_PIXEL
-    points[:, 1] = (rows - rows.astype(float).mean()) * Y_MM_PER_PIXEL
-    heights = z[valid].astype(np.float64) * Z_MM_PER_UNIT
-    points[:, 2] = heights - heights.mean()
+    points = np.empty((int(valid.sum()), 3))
+    _calibrate(z, valid, points[:, 0], points[:, 1], points[:, 2])
     return points
+
+
+def scan_columns(z: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`scan_points`' values as ``(xy, heights)``: a contiguous ``(N, 2)`` array of x
+    and y (what a k-d tree in the plane reads without a copy) and the ``(N,)`` heights."""
+    count = int(valid.sum())
+    xy, heights = np.empty((count, 2)), np.empty(count)
+    _calibrate(z, valid, xy[:, 0], xy[:, 1], heights)
+    return xy, heights
+
+
+def _calibrate(z: np.ndarray, valid: np.ndarray, x: np.ndarray, y: np.ndarray,
+               heights: np.ndarray) -> None:
+    """Write the valid pixels' calibrated x, y and z (centred) into the three columns."""
+    rows, cols = np.nonzero(valid)
+    x[:] = (cols - cols.astype(float).mean()) * X_MM_PER_PIXEL
+    y[:] = (rows - rows.astype(float).mean()) * Y_MM_PER_PIXEL
+    del rows, cols
+    raw = z[valid].astype(np.float64) * Z_MM_PER_UNIT
+    heights[:] = raw - raw.mean()
 
 
 def packed_luminescence(lumi: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -57,10 +57,14 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
              bundle: dict[str, Any], p: Mapping[str, Any], timings: Timings) -> None:
     """Clean and align one operation's scan into the group ``target``.
 
-    Every array is dropped as soon as it is no longer needed (the raw grids once the points,
-    the packed and the scaled luminescence are made; the points once aligned; the neighbour
-    lists once used), and the classifier's features are made and predicted strip by strip
-    (:func:`.features.strips`), :data:`PREDICT_ROWS` rows at a time at most.
+    Every array is dropped as soon as it is no longer needed (the raw luminescence once the
+    packed and the scaled luminescence are made; the neighbour lists once used), and the
+    classifier's features are made and predicted strip by strip (:func:`.features.strips`),
+    :data:`PREDICT_ROWS` rows at a time at most. The raw heights (4 bytes a pixel) are kept
+    instead of the points (24 bytes a point): the points are made from them where they are
+    needed, as x/y and heights apart for the k-d trees in the plane (which then read them
+    without a copy), and the aligned points are made again for the last sweep by replaying the
+    alignment (:func:`.icp.replay`), so they do not exist while the classifier runs.
     """
     from guideloom.preprocess.pointcloud.model import read_scan
 
@@ -72,14 +76,14 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     valid = grid.surface_mask(lumi, z, int(p["lumi_min_patch_size"]))
     if not valid.any():
         raise ValueError(f"pointcloud/{op}: no valid surface pixel")
-    points = grid.scan_points(z, valid)
-    del z
     packed = grid.packed_luminescence(lumi, valid)
     lumi_grid = grid.luminescence_grid(lumi, valid)
     del lumi
-    tree = cKDTree(points[:, :2])
-    steep = cleaning.steep_seeds(points, tree, int(p["k_angle"]), max_angle)
-    del tree
+    xy, heights = grid.scan_columns(z, valid)
+    tree = cKDTree(xy, copy_data=False)  # the tree reads ``xy``: no copy of it
+    steep = cleaning.steep_seeds(xy, heights, tree, int(p["k_angle"]), max_angle)
+    del tree, xy, heights
+    points = grid.scan_points(z, valid)
     small = cleaning.small_component_seeds(points, min_component)
     before_icp = steep | small
     started = timings.add("filtering", started)
@@ -89,26 +93,28 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
                     iterations=int(p["icp_max_iterations"]), sample=int(p["icp_sample_size"]),
                     seed=SEED)
     del points
-    aligned, rotation, translation = fit.aligned, fit.rotation, fit.translation
-    fit_stats = fit.stats
-    del fit  # it holds the aligned points: they go when ``aligned`` does
+    rotation, translation, fit_stats, steps = fit.rotation, fit.translation, fit.stats, fit.steps
+    # x and y apart, contiguous: the k-d tree reads them without a copy
+    xy, heights = np.ascontiguousarray(fit.aligned[:, :2]), fit.aligned[:, 2].copy()
+    del fit
     started = timings.add("icp", started)
 
-    tree = cKDTree(aligned[:, :2])
-    rising = cleaning.rising_seeds(aligned, tree, int(p["k_mono"]), float(p["z_tolerance_mm"]))
-    closing = cleaning.neighbours(tree, aligned[:, :2], int(p["k_closing"]))
+    tree = cKDTree(xy, copy_data=False)
+    rising = cleaning.rising_seeds(xy, heights, tree, int(p["k_mono"]),
+                                   float(p["z_tolerance_mm"]))
+    closing = cleaning.neighbours(tree, xy, int(p["k_closing"]))
     del tree
     geometric, rounds = cleaning.closed(before_icp | rising, closing, int(p["max_closing_iter"]))
     del closing
     started = timings.add("filtering", started)
 
-    z_grid = grid.on_grid(aligned[:, 2], valid)
+    z_grid = grid.on_grid(heights, valid)
+    sim_distance = grid.on_grid(icp.distances(cKDTree(sim), xy, heights), valid)
+    del xy, heights  # made again from the raw heights for the last sweep (icp.replay)
+    started = timings.add("icp", started)
     xf = registration.register(valid, bundle["ref_ds"])
     registered = features.registered_matrix(z_grid, valid, bundle["prior_reg"],
                                             bundle["expected_reg"], xf, DX_MM, DY_MM)
-    started = timings.add("classifier", started)
-    sim_distance = grid.on_grid(icp.distances(cKDTree(sim), aligned), valid)
-    started = timings.add("icp", started)
     fins = np.empty(len(registered), dtype=bool)
     done = 0
     for x in features.strips(z_grid, sim_distance, lumi_grid, valid, registered):
@@ -119,6 +125,8 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     started = timings.add("classifier", started)
 
     removed = geometric | fins
+    aligned = icp.replay(grid.scan_points(z, valid), steps)
+    del z
     kept = aligned[~removed]
     del aligned
     swept = cleaning.small_component_seeds(kept, min_component)
