@@ -193,9 +193,10 @@ _KNOBS = [
     Knob("input_racy_s", 2.0, float, "An update trusts an input's unchanged size, times and "
          "inode only when the file last changed this many seconds before the export that "
          "recorded them started (else it hashes the input: git's racy rule)", minimum=0.0),
-    Knob("input_hold_mb", 256.0, float, "A local input up to this size (MiB) is read once "
+    Knob("input_hold_mb", 0.0, float, "A local input up to this size (MiB) is read once "
          "into memory, hashed for its content digest and decoded from there; a larger one is "
-         "hashed on a helper thread beside its decode (0: none is held)", minimum=0.0),
+         "hashed on a helper thread beside its decode (0, the default: none is held; "
+         "measured slower in wall time, see docs/updating.md)", minimum=0.0),
     Knob("remote_readahead", 8, int, "Remote records fetched ahead of the one being used (0: "
          "none)", minimum=0),
     # messages

@@ -24,6 +24,14 @@ from guideloom.read.locations import HeldLocation, Location
 from guideloom.read.records import RecordReader
 
 VIEW = "pointcloud-op10"
+HOLD_MB = 256.0  # the held path is opt-in (input_hold_mb defaults to 0): these tests turn it on
+
+
+@pytest.fixture(autouse=True)
+def _hold_inputs(monkeypatch):
+    monkeypatch.setenv("GUIDELOOM_INPUT_HOLD_MB", str(HOLD_MB))  # child processes too
+    with config.set(input_hold_mb=HOLD_MB):
+        yield
 
 
 def _locations(data: Path) -> dict[int, Location]:
