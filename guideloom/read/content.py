@@ -301,7 +301,7 @@ def _take_spare(n: int) -> bytearray | None:
     with _taking:  # no two hashers take the same buffer
         for key in _spare.keys():  # noqa: SIM118 - a BoundedCache is not iterable
             buf = _spare.get(key)
-            if buf is not None and len(buf) >= n:
+            if isinstance(buf, bytearray) and len(buf) >= n:
                 _spare.pop(key)
                 return buf
     return None
