@@ -184,8 +184,8 @@ def run_partition(spec: ExportSpec, writer: ExportFormat,
             try:
                 t_read = time.perf_counter()
                 check = ReadCheck(loc, racy_ns)  # the input's stat before and after
-                # read once and decoded from memory, or hashed on a helper thread while this
-                # decodes (unless hashed in this state before)
+                # hashed on a helper thread while this decodes, or (input_hold_mb > 0) read
+                # once and decoded from memory; unless hashed in this state before
                 hashing = hasher.start(loc, None if spec.verify_inputs else check.known())
                 if streamed is not None:
                     streamed.start(part.start + k, loc.sim_id)
