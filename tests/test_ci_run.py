@@ -180,9 +180,9 @@ def test_a_readme_without_the_slow_set_block_is_an_error(tmp_path):
 
 
 def test_the_readme_commands_are_the_fast_set_and_the_slow_set_of_the_whole_suite():
-    """What ``.ci/run`` runs here: the README's install and ``-m "not slow"`` (in two
-    pytest-xdist workers), then ``-m slow``, the two halves of the whole suite and nothing
-    else."""
+    """What ``.ci/run`` runs here: the README's install and ``-m "not slow"``, then
+    ``-m slow``, each in two pytest-xdist workers: the two halves of the whole suite and
+    nothing else."""
     done = subprocess.run(["bash", str(ROOT / ".ci" / "run"), "--dry-run"], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "CI_RUN_NO_INSTALL": "1"})
     assert done.returncode == 0, done.stderr
@@ -193,7 +193,7 @@ def test_the_readme_commands_are_the_fast_set_and_the_slow_set_of_the_whole_suit
     install, _, fast = test_command.partition(" && ")
     assert install == 'python3 -m pip install -e ".[test]" torch==2.13.0'
     assert fast == 'python3 -m pytest -q -m "not slow" -n 2'
-    assert slow_command == "python3 -m pytest -q -m slow"
+    assert slow_command == "python3 -m pytest -q -m slow -n 2"
 
 
 def test_ci_run_is_executable():
