@@ -560,3 +560,24 @@ def test_voxel_representatives_are_the_first_of_each_voxel(block: int,
     calls.clear()
     assert np.array_equal(icp.voxel_representatives(spread, among=among), want)
     assert calls  # the fallback ran
+
+
+@pytest.mark.parametrize("block", [1, 7, 1 << 14])
+def test_compacted_rows_are_the_selected_rows(block: int, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """The last sweep's kept points, moved in place to the aligned points' first rows, are
+    ``aligned[keep]`` bit for bit and a view of the aligned points (no second copy), for
+    masks keeping all, none, one row, and rows across many blocks."""
+    from guideloom.preprocess.pointcloud import cleaning, stage
+
+    monkeypatch.setattr(cleaning, "BLOCK", block)
+    rng = np.random.default_rng(block)
+    points = rng.normal(size=(1000, 3))
+    one = np.zeros(len(points), dtype=bool)
+    one[-1] = True
+    for keep in (rng.random(len(points)) < 0.7, np.ones(len(points), dtype=bool),
+                 np.zeros(len(points), dtype=bool), one):
+        rows = points.copy()
+        kept = stage.compact(rows, keep)
+        assert np.shares_memory(kept, rows) or not len(kept)
+        assert np.array_equal(kept, points[keep])

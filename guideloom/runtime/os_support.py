@@ -18,6 +18,8 @@ capability                    fallback
 ``os.O_DIRECT``               ``0``: buffered writes
 ``fcntl.flock``               ``msvcrt.locking`` on Windows, else a ``<lock>.pid`` file
 ``renameat2(RENAME_EXCHANGE)``  none: :func:`exchange` says so, the caller renames twice
+glibc's ``malloc_trim``       none: :func:`trim_heap` says so (freed pages stay with the
+                              C allocator)
 ============================  ===========================================================
 
 Capabilities are looked up once, when this module is imported.
@@ -51,6 +53,7 @@ __all__ = [
     "pread",
     "preadinto",
     "pwrite",
+    "trim_heap",
     "try_lock",
     "unlock",
 ]
@@ -244,6 +247,7 @@ def copy_direct(src_path: str, dst_fd: int, size: int, src_offset: int,
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
 _renameat2: Any = None
+_libc: Any = None
 if os.name == "posix":
     try:
         import ctypes
@@ -255,7 +259,7 @@ if os.name == "posix":
                                    ctypes.c_uint)
             _renameat2.restype = ctypes.c_int
     except (OSError, AttributeError):  # no C library to ask
-        _renameat2 = None
+        _libc = _renameat2 = None
 
 
 def exchange(a: str, b: str) -> bool:
@@ -274,6 +278,28 @@ def exchange(a: str, b: str) -> bool:
         fallbacks.count("os:rename_exchange_refused")
         return False
     raise OSError(err, f"cannot exchange {a} and {b}: {os.strerror(err)}")
+
+
+def _glibc_trim() -> Any:
+    """glibc's ``malloc_trim``, or ``None`` (another C library, or none to ask)."""
+    try:
+        glibc = os.confstr("CS_GNU_LIBC_VERSION") is not None
+    except (AttributeError, ValueError, OSError):  # no confstr, or no such name here
+        glibc = False
+    return getattr(_libc, "malloc_trim", None) if glibc and _libc is not None else None
+
+
+_malloc_trim = _glibc_trim()
+
+
+def trim_heap() -> bool:
+    """Give the pages of the C allocator's free heap memory back to the operating system
+    (glibc's ``malloc_trim(0)``: free pages anywhere in the heap, not only at its top; a few
+    milliseconds); whether it could (``False`` where the C library is not glibc)."""
+    if _malloc_trim is None:
+        return False
+    _malloc_trim(0)
+    return True
 
 
 def allocate(fd: int, offset: int, length: int) -> bool:

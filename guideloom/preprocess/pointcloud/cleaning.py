@@ -74,9 +74,9 @@ def rising_seeds(xy: np.ndarray, heights: np.ndarray, tree: cKDTree, k: int,
     centre = xy[top].mean(axis=0)
     del top
     radius = xy[:, 0] - centre[0]
-    across = xy[:, 1] - centre[1]
-    np.hypot(radius, across, out=radius)
-    del across
+    for start in range(0, len(xy), BLOCK):  # no second column of all points
+        part = radius[start:start + BLOCK]
+        np.hypot(part, xy[start:start + BLOCK, 1] - centre[1], out=part)
     seeds = np.empty(len(xy), dtype=bool)
     for start, nbrs in _blocks(tree, xy, k):
         stop = start + len(nbrs)

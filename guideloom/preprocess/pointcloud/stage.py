@@ -14,6 +14,7 @@ from scipy.spatial import cKDTree
 from guideloom.preprocess.pointcloud import cleaning, features, grid, icp, means, registration
 from guideloom.preprocess.pointcloud.params import DX_MM, DY_MM, SEED
 from guideloom.preprocess.pointcloud.simulations import Simulations
+from guideloom.runtime import os_support
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,11 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     instead of the points (24 bytes a point): the points are made from them where they are
     needed, as x/y and heights apart for the k-d trees in the plane (which then read them
     without a copy), and the aligned points are made again for the last sweep by replaying the
-    alignment (:func:`.icp.replay`), so they do not exist while the classifier runs.
+    alignment (:func:`.icp.replay`), so they do not exist while the classifier runs. Where a
+    step has dropped arrays of all points, the heap's free pages go back to the operating
+    system (:func:`guideloom.runtime.os_support.trim_heap`): glibc keeps the pages of freed
+    blocks below its mapping threshold (which it raises to 32 MiB as large arrays come and
+    go), and the next step's arrays, of other sizes, do not always fit where they were.
     """
     from guideloom.preprocess.pointcloud.model import read_scan
 
@@ -79,10 +84,12 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
     packed = grid.packed_luminescence(lumi, valid)
     lumi_grid = grid.luminescence_grid(lumi, valid)
     del lumi
+    os_support.trim_heap()
     xy, heights = grid.scan_columns(z, valid)
     tree = cKDTree(xy, copy_data=False)  # the tree reads ``xy``: no copy of it
     steep = cleaning.steep_seeds(xy, heights, tree, int(p["k_angle"]), max_angle)
     del tree, xy, heights
+    os_support.trim_heap()
     points = grid.scan_points(z, valid)
     small = cleaning.small_component_seeds(points, min_component)
     before_icp = steep | small
@@ -93,24 +100,29 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
                     iterations=int(p["icp_max_iterations"]), sample=int(p["icp_sample_size"]),
                     seed=SEED)
     del points
+    os_support.trim_heap()
     rotation, translation, fit_stats, steps = fit.rotation, fit.translation, fit.stats, fit.steps
     # x and y apart, contiguous: the k-d tree reads them without a copy
     xy, heights = np.ascontiguousarray(fit.aligned[:, :2]), fit.aligned[:, 2].copy()
     del fit
+    os_support.trim_heap()
     started = timings.add("icp", started)
 
     tree = cKDTree(xy, copy_data=False)
     rising = cleaning.rising_seeds(xy, heights, tree, int(p["k_mono"]),
                                    float(p["z_tolerance_mm"]))
+    os_support.trim_heap()
     closing = cleaning.neighbours(tree, xy, int(p["k_closing"]))
     del tree
     geometric, rounds = cleaning.closed(before_icp | rising, closing, int(p["max_closing_iter"]))
     del closing
+    os_support.trim_heap()
     started = timings.add("filtering", started)
 
     z_grid = grid.on_grid(heights, valid)
     sim_distance = grid.on_grid(icp.distances(cKDTree(sim), xy, heights), valid)
     del xy, heights  # made again from the raw heights for the last sweep (icp.replay)
+    os_support.trim_heap()
     started = timings.add("icp", started)
     xf = registration.register(valid, bundle["ref_ds"])
     registered = features.registered_matrix(z_grid, valid, bundle["prior_reg"],
@@ -122,18 +134,20 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
         done += len(x)
         del x
     del z_grid, sim_distance, lumi_grid, registered
+    os_support.trim_heap()
     started = timings.add("classifier", started)
 
     removed = geometric | fins
     aligned = icp.replay(grid.scan_points(z, valid), steps)
     del z
-    kept = aligned[~removed]
+    kept = compact(aligned, ~removed)  # the aligned points' first rows: no second copy
     del aligned
     swept = cleaning.small_component_seeds(kept, min_component)
     final = np.empty((len(kept) - int(swept.sum()), 3), dtype=np.float32)
     for axis in range(3):  # a column at a time: no float64 copy of the kept points
         final[:, axis] = kept[~swept, axis]
     del kept
+    os_support.trim_heap()
     timings.add("filtering", started)
 
     target.create_dataset("z", data=final, **GZIP)
@@ -152,6 +166,18 @@ def clean_op(raw: Any, target: Any, op: str, geometry: str, sim: np.ndarray,
         "rf_threshold": float(p["rf_threshold"]),
         "registration_theta_dy_dx": np.array(xf, dtype=np.float64)})
     logger.debug("%s: %d of %d points kept", op, len(final), n_valid)
+
+
+def compact(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The rows of ``rows`` where ``keep`` is true, in order, moved in place to its first rows
+    (:data:`.cleaning.BLOCK` at a time): a view of ``rows``, whose other rows are left as
+    they were. Equal to ``rows[keep]`` without a second copy of the kept rows."""
+    written = 0
+    for start in range(0, len(rows), cleaning.BLOCK):
+        block = rows[start:start + cleaning.BLOCK][keep[start:start + cleaning.BLOCK]]
+        rows[written:written + len(block)] = block  # written <= start: nothing unread is hit
+        written += len(block)
+    return rows[:written]
 
 
 def _predict(forest: Any, x: np.ndarray, threshold: float) -> np.ndarray:
