@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from guideloom.export.recipe.values import same_scheme
+
 logger = logging.getLogger(__name__)
 
 MAX_NAMED = 3  # differing components a refusal names
@@ -51,6 +53,8 @@ def differences(slot: str, old: Mapping[str, str], new: Mapping[str, str]) -> st
             said.append(f"{name}: source changed")
         elif kind == "package":
             said.append(f"{name}: version {old[key]} is now {new[key]}")
+        elif kind == "value" and not same_scheme(old[key], new[key]):
+            said.append(f"{name}: recorded by an older guideloom (hashed another way)")
         else:
             said.append(f"{name} changed")
     if not said:
